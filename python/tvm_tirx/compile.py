@@ -1,0 +1,320 @@
+"""``tvm_tirx.compile``: build a tile kernel with apache-tvm, and the :class:`Kernel` it returns."""
+
+from __future__ import annotations
+
+import functools
+
+from .tile.lower import LowerTileApply
+
+__all__ = ["compile", "Kernel", "PIPELINE_NAME", "resolve_target"]
+
+#: Name of the TIR pipeline registered with apache-tvm: LowerTileApply, then apache-tvm's "tirx".
+PIPELINE_NAME = "tvm_tirx"
+
+
+def _pipeline_factory(**kwargs):
+    import tvm  # pylint: disable=import-outside-toplevel
+    from tvm.tirx import compilation_pipeline as cp  # pylint: disable=import-outside-toplevel
+
+    stock, finalize_host, finalize_device = cp.tirx_pipeline(**kwargs)
+    return tvm.ir.transform.Sequential([LowerTileApply(), stock]), finalize_host, finalize_device
+
+
+@functools.cache
+def _register_pipeline() -> str:
+    from tvm.tirx.compilation_pipeline import register_tir_pipeline  # pylint: disable=import-outside-toplevel
+
+    register_tir_pipeline(PIPELINE_NAME, _pipeline_factory)
+    return PIPELINE_NAME
+
+
+def _gpu_arch() -> str | None:
+    """``sm_XY`` of GPU 0 (``sm_90a`` on Hopper, whose arch-specific features we use), or None."""
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    try:
+        dev = tvm.cuda(0)
+        if not dev.exist:
+            return None
+        major, minor = dev.compute_version.split(".")
+    except Exception:  # pylint: disable=broad-except
+        return None
+    suffix = "a" if major == "9" and minor == "0" else ""
+    return f"sm_{major}{minor}{suffix}"
+
+
+def resolve_target(target="cuda", arch: str | None = None):
+    """The apache-tvm ``Target`` for ``target`` and ``arch``.
+
+    Parameters
+    ----------
+    target : str | dict | tvm.target.Target
+        ``"cuda"``, a target dict, or a Target.
+    arch : str | None
+        ``"sm_90a"`` and the like.  Defaults to the GPU's own arch.
+
+    Raises
+    ------
+    ValueError
+        No GPU is present and ``arch`` was not given, or the target is not CUDA.
+    """
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    if isinstance(target, tvm.target.Target):
+        if arch is None:
+            return target
+        target = dict(target.export())
+    if isinstance(target, str):
+        if target != "cuda":
+            raise ValueError(f"tvm_tirx.compile: target must be 'cuda', got {target!r}")
+        target = {"kind": "cuda"}
+    target = dict(target)
+    if target.get("kind") != "cuda":
+        raise ValueError(f"tvm_tirx.compile: target kind must be 'cuda', got {target.get('kind')!r}")
+    if arch is None:
+        arch = target.get("arch") or _gpu_arch()
+    if arch is None:
+        raise ValueError(
+            "tvm_tirx.compile: no CUDA GPU is present, so the architecture cannot be "
+            "detected; pass arch=, e.g. tvm_tirx.compile(func, target='cuda', arch='sm_90a')"
+        )
+    target["arch"] = arch
+    return tvm.target.Target(target)
+
+
+def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None):  # pylint: disable=redefined-builtin
+    """Build a kernel written with ``T.cuda.tile.apply``.
+
+    Parameters
+    ----------
+    func_or_mod : PrimFunc | IRModule
+        One kernel (a PrimFunc, or an IRModule holding exactly one).
+    target : str | dict | Target
+        ``"cuda"`` (the default).
+    arch : str | None
+        CUDA architecture such as ``"sm_90a"``; required without a GPU.
+    options : dict | None
+        ``tvm.transform.PassContext`` config entries.
+
+    Returns
+    -------
+    Kernel
+        Callable on torch CUDA tensors and tvm tensors.
+
+    Raises
+    ------
+    TileError
+        A tile call breaks its contract (found by ``LowerTileApply``).
+    ValueError
+        No arch without a GPU; not exactly one PrimFunc.
+    """
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    from .script.install import install  # pylint: disable=import-outside-toplevel
+
+    install()
+    if isinstance(func_or_mod, tvm.IRModule):
+        mod = func_or_mod
+    else:
+        name = getattr(func_or_mod, "__name__", None) or "main"
+        attrs = func_or_mod.attrs
+        if attrs is not None and "global_symbol" in attrs:
+            name = str(attrs["global_symbol"])
+        mod = tvm.IRModule({name: func_or_mod})
+    funcs = [(gv.name_hint, f) for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+    if len(funcs) != 1:
+        raise ValueError(f"tvm_tirx.compile: expected one PrimFunc, found {len(funcs)}")
+    name, func = funcs[0]
+    tgt = resolve_target(target, arch)
+    pipeline = _register_pipeline()
+    with tvm.transform.PassContext(config=dict(options or {})):
+        executable = tvm.compile(mod, target=tgt, tir_pipeline=pipeline)
+    return Kernel(executable, func, name, tgt)
+
+
+
+
+def _dtype_name(x) -> str:
+    text = str(x)
+    return text[len("torch.") :] if text.startswith("torch.") else text
+
+
+class Kernel:
+    """A compiled tile kernel.
+
+    Call it with one argument per kernel parameter, in order: torch CUDA
+    tensors (zero copy through DLPack) or tvm tensors for ``T.Tensor``
+    parameters.  Every argument is checked before launch.
+
+    Attributes
+    ----------
+    name : str
+        The kernel's global symbol.
+    func : PrimFunc
+        The kernel as written (before lowering).
+    target : tvm.target.Target
+        The CUDA target (with ``arch``).
+    executable : tvm.runtime.Executable
+        apache-tvm's build result.
+    """
+
+    def __init__(self, executable, func, name, target):
+        self.executable = executable
+        self.func = func
+        self.name = name
+        self.target = target
+        self._params = [_ParamSpec.of(p) for p in func.params]
+
+    # -- sources ----------------------------------------------------------------
+    @functools.cached_property
+    def cuda_source(self) -> str:
+        """The generated CUDA C++ source (str)."""
+        for mod in _walk_modules(self.executable.mod):
+            if mod.kind in ("cuda",):
+                for fmt in ("cu", ""):
+                    try:
+                        src = mod.inspect_source(fmt)
+                    except Exception:  # pylint: disable=broad-except
+                        continue
+                    if src and "__global__" in src:
+                        return src
+        raise RuntimeError("tvm_tirx: the CUDA module holds no source")
+
+    @functools.cached_property
+    def ptx(self) -> str:
+        """PTX assembly of :attr:`cuda_source`, produced by the machine's ``nvcc`` (str).
+
+        Raises
+        ------
+        RuntimeError
+            ``nvcc`` is missing or rejects the source.
+        """
+        return _nvcc(self.cuda_source, self.target, "ptx").decode()
+
+    def cubin(self) -> bytes:
+        """Assemble :attr:`cuda_source` into a cubin with ``nvcc``/``ptxas`` (bytes)."""
+        return _nvcc(self.cuda_source, self.target, "cubin")
+
+    def script(self) -> str:
+        """The kernel as TVMScript, before lowering."""
+        return self.func.script()
+
+    def export(self, path: str) -> None:
+        """Write the compiled module as a shared library (``Executable.export_library``)."""
+        self.executable.export_library(path)
+
+    # -- launch -------------------------------------------------------------------
+    def __call__(self, *args):
+        """Launch the kernel on ``args`` (one per parameter).
+
+        Raises
+        ------
+        TypeError
+            Wrong number of arguments, or an argument that is not a tensor.
+        ValueError
+            A tensor with the wrong shape, dtype, device, strides or a base
+            pointer that breaks the parameter's ``align``.
+        """
+        if len(args) != len(self._params):
+            raise TypeError(
+                f"{self.name}: expected {len(self._params)} argument(s) "
+                f"({', '.join(p.name for p in self._params)}), got {len(args)}"
+            )
+        for spec, arg in zip(self._params, args):
+            spec.check(self.name, arg)
+        self.executable[self.name](*args)
+
+    def __repr__(self):
+        return f"<tvm_tirx.Kernel {self.name} ({self.target.attrs.get('arch', '')})>"
+
+
+def _walk_modules(mod):
+    yield mod
+    for sub in mod.imports:
+        yield from _walk_modules(sub)
+
+
+def _nvcc(source: str, target, fmt: str) -> bytes:
+    import tvm  # pylint: disable=import-outside-toplevel
+    from tvm.support import nvcc  # pylint: disable=import-outside-toplevel
+
+    with tvm.target.Target(target):
+        try:
+            return nvcc.compile_cuda(source, target_format=fmt, compiler="nvcc")
+        except Exception as err:  # pylint: disable=broad-except
+            raise RuntimeError(f"tvm_tirx: nvcc could not build the kernel ({fmt}): {err}") from err
+
+
+class _ParamSpec:
+    """What one kernel parameter accepts."""
+
+    def __init__(self, name, shape, dtype, align, is_tensor):
+        self.name = name
+        self.shape = shape
+        self.dtype = dtype
+        self.align = align
+        self.is_tensor = is_tensor
+
+    @classmethod
+    def of(cls, param):
+        from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+        if tirx.is_buffer_var(param):
+            shape = tuple(int(s) for s in param.shape)
+            return cls(param.name, shape, param.dtype, int(param.data_alignment), True)
+        return cls(param.name, None, str(param.ty.dtype), 1, False)
+
+    def check(self, kernel: str, arg) -> None:
+        where = f"{kernel}: argument {self.name!r}"
+        if not self.is_tensor:
+            return
+        if _is_torch_tensor(arg):
+            self._check_torch(where, arg)
+        elif hasattr(arg, "shape") and hasattr(arg, "dtype") and hasattr(arg, "device"):
+            self._check_common(where, tuple(arg.shape), str(arg.dtype), _device_kind(arg.device))
+        else:
+            raise TypeError(
+                f"{where}: expected a CUDA tensor of shape {self.shape} and dtype {self.dtype}, "
+                f"got {type(arg).__name__}"
+            )
+
+    def _check_common(self, where, shape, dtype, device):
+        if device != "cuda":
+            raise ValueError(f"{where}: expected a CUDA tensor, got one on {device}")
+        if dtype != self.dtype:
+            raise ValueError(f"{where}: expected dtype {self.dtype}, got {dtype}")
+        if shape != self.shape:
+            raise ValueError(f"{where}: expected shape {self.shape}, got {shape}")
+
+    def _check_torch(self, where, t):
+        self._check_common(where, tuple(t.shape), _dtype_name(t.dtype), t.device.type)
+        expected, stride = [], 1
+        for extent in reversed(self.shape):
+            expected.append(stride)
+            stride *= extent
+        expected = tuple(reversed(expected))
+        strides = tuple(t.stride())
+        if any(e != s for e, s, n in zip(expected, strides, self.shape) if n != 1):
+            raise ValueError(
+                f"{where}: expected a contiguous row-major tensor (strides {expected}), "
+                f"got strides {strides}"
+            )
+        if t.data_ptr() % self.align != 0:
+            raise ValueError(
+                f"{where}: the parameter is declared align={self.align} bytes, but the tensor's "
+                f"data pointer is {t.data_ptr() % self.align} bytes past such a boundary"
+            )
+
+
+def _is_torch_tensor(x) -> bool:
+    cls = type(x)
+    return cls.__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def _device_kind(dev) -> str:
+    kind = getattr(dev, "type", None)
+    if isinstance(kind, str):
+        return kind
+    dlpack_type = getattr(dev, "dlpack_device_type", None)
+    code = dlpack_type() if callable(dlpack_type) else getattr(dev, "device_type", None)
+    return {2: "cuda", 1: "cpu"}.get(int(code) if code is not None else -1, str(dev))

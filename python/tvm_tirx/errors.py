@@ -1,0 +1,80 @@
+"""The one error type for tile-contract violations and its message format."""
+
+from __future__ import annotations
+
+
+class TileError(ValueError):
+    """A ``T.cuda.tile.apply`` call breaks its instruction's contract.
+
+    The message is a single line that stands on its own (TVMScript's parser
+    keeps only the last line of an exception raised while parsing):
+
+    ``[file:line: ]<opcode>: <operand> (operand <i>): <rule>: expected <x>, found <y>``
+
+    Attributes
+    ----------
+    opcode : str
+        The PTX opcode text of the call (``"ld.global.v4.b32"``), or ``""``.
+    operand : str | None
+        The operand's role and 1-based position, e.g. ``"src (operand 2)"``.
+    rule : str
+        The rule broken, in a few words.
+    expected, found : str | None
+        What the rule asks for and what the call has.
+    location : str | None
+        ``file:line`` of the user's call when it is known.
+    """
+
+    def __init__(
+        self,
+        opcode: str,
+        rule: str,
+        *,
+        operand: str | None = None,
+        expected: str | None = None,
+        found: str | None = None,
+        location: str | None = None,
+    ):
+        self.opcode = opcode
+        self.operand = operand
+        self.rule = rule
+        self.expected = expected
+        self.found = found
+        self.location = location
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        parts = []
+        if self.location:
+            parts.append(self.location)
+        if self.opcode:
+            parts.append(self.opcode)
+        if self.operand:
+            parts.append(self.operand)
+        text = ": ".join(parts + [self.rule])
+        details = []
+        if self.expected is not None:
+            details.append(f"expected {self.expected}")
+        if self.found is not None:
+            details.append(f"found {self.found}")
+        if details:
+            text += ": " + ", ".join(details)
+        return text
+
+    def at(self, location: str | None) -> "TileError":
+        """Return a copy of this error that points at ``location`` (``file:line``)."""
+        if not location or self.location:
+            return self
+        return TileError(
+            self.opcode,
+            self.rule,
+            operand=self.operand,
+            expected=self.expected,
+            found=self.found,
+            location=location,
+        )
+
+
+def operand_label(role: str, index: int) -> str:
+    """``"src (operand 2)"``: an operand's role and its 1-based position in the call."""
+    return f"{role} (operand {index})"

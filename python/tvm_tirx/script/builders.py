@@ -1,0 +1,167 @@
+"""Seed-level TVMScript builders: ``T.function``, ``T.Tensor``, span-correct allocations."""
+
+from __future__ import annotations
+
+import functools
+
+__all__ = ["function", "Tensor", "alloc_local", "alloc_shared"]
+
+_STOCK: dict = {}
+
+
+def function(func=None, *, private: bool = False, check_well_formed: bool = True):
+    """Parse a kernel written in TVMScript into a ``PrimFunc`` (like ``T.prim_func``).
+
+    A contract violation found while parsing is raised as a
+    :class:`tvm_tirx.TileError` whose message starts with ``file:line`` of the
+    offending call (the parser's source excerpt is chained as its cause).
+
+    Raises
+    ------
+    TileError
+        A ``T.cuda.tile.apply`` call breaks its instruction's contract.
+    tvm.error.DiagnosticError
+        Any other parse error, as ``T.prim_func`` raises it.
+    """
+    from tvm.tirx.script.parser import entry  # pylint: disable=import-outside-toplevel
+
+    def decorate(f):
+        try:
+            return entry.prim_func(f, private=private, check_well_formed=check_well_formed)
+        except Exception as err:  # pylint: disable=broad-except
+            tile_err = _tile_error_in(err)
+            if tile_err is None:
+                raise
+            raise tile_err.at(_diag_location(err)) from err
+
+    if func is None:
+        setattr(decorate, "dispatch_token", "tirx")
+        return decorate
+    return decorate(func)
+
+
+setattr(function, "dispatch_token", "tirx")
+
+
+def _tile_error_in(err):
+    from ..errors import TileError  # pylint: disable=import-outside-toplevel
+
+    seen = 0
+    while err is not None and seen < 16:
+        if isinstance(err, TileError):
+            return err
+        err = err.__cause__ or err.__context__
+        seen += 1
+    return None
+
+
+def _diag_location(err) -> str | None:
+    """``file:line`` from a TVMScript diagnostic's `` --> file:line:col`` line."""
+    for line in str(err).splitlines():
+        line = line.strip()
+        if line.startswith("-->"):
+            where = line[3:].strip()
+            parts = where.rsplit(":", 2)
+            if len(parts) == 3:
+                return f"{parts[0]}:{parts[1]}"
+            return where
+    return None
+
+
+def Tensor(shape, dtype="float32", align: int = 0, scope: str = "global", layout=None):  # pylint: disable=invalid-name
+    """A kernel parameter: ``A: T.Tensor((64, 4), "float32", align=16)``.
+
+    Parameters
+    ----------
+    shape : tuple[int, ...]
+        Static extents, in elements.
+    dtype : str
+        Element dtype.
+    align : int
+        Promised alignment of the base pointer in bytes; ``0`` means the
+        element size.  It is what alignment proofs start from, and the
+        compiled ``Kernel`` checks it on every call.
+    scope : str
+        Storage scope (``"global"``).
+    layout : TileLayout | None
+        Optional layout of the tensor's elements.
+
+    Raises
+    ------
+    ValueError
+        ``align`` is negative or not a power of two.
+    """
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
+
+    if align < 0 or (align & (align - 1)) != 0:
+        raise ValueError(f"T.Tensor: align must be 0 or a power of two in bytes, got {align}")
+    if align == 0:
+        align = max(DataType(dtype).bits // 8, 1)
+    kwargs = {"align": align, "scope": scope}
+    if layout is not None:
+        kwargs["layout"] = layout
+    return T.Buffer(tuple(shape), dtype, **kwargs)
+
+
+def _alloc(stock, shape, dtype, layout, kwargs):
+    from tvm.tirx.layout import Layout  # pylint: disable=import-outside-toplevel
+
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if isinstance(layout, Layout):
+        span = int(layout.span())
+        count = functools.reduce(lambda a, b: a * b, shape, 1)
+        if span != count:
+            # apache-tvm 0.27 allocates prod(shape) elements; a gapped or
+            # thread-distributed layout needs its span instead.
+            storage = stock((span,), dtype, **kwargs)
+            return storage.view(*shape, layout=layout)
+    return stock(shape, dtype, layout=layout, **kwargs)
+
+
+def alloc_local(shape, dtype="float32", *args, layout="default", **kwargs):
+    """Per-thread registers: ``T.alloc_local((4,), "float32", layout="default")``.
+
+    Parameters
+    ----------
+    shape : int | tuple[int, ...]
+        Logical extents.
+    dtype : str
+        Element dtype (one register per 32-bit element; 64-bit dtypes take a pair).
+    layout : "default" | TileLayout
+        Where each coordinate lives: ``"default"`` is compact row-major; a
+        ``TileLayout`` may be gapped (``S[(4, 1):(2, 1)]`` -> slots 0, 2, 4, 6).
+        Storage is the layout's span, never fewer elements.
+
+    Returns
+    -------
+    Buffer
+        A ``local`` buffer (a view over span-sized storage for gapped layouts).
+    """
+    if args:
+        return _STOCK["alloc_local"](shape, dtype, *args, layout=layout, **kwargs)
+    return _alloc(_STOCK["alloc_local"], shape, dtype, layout, kwargs)
+
+
+def alloc_shared(shape, dtype="float32", *args, layout="default", **kwargs):
+    """CTA shared memory: ``T.alloc_shared((64, 4), "float32", align=16)``.
+
+    Parameters
+    ----------
+    shape : int | tuple[int, ...]
+        Logical extents.
+    dtype : str
+        Element dtype.
+    align : int
+        Alignment of the allocation in bytes (keyword).
+    layout : "default" | TileLayout | None
+        Layout of the elements; storage is its span.
+
+    Returns
+    -------
+    Buffer
+        A ``shared`` buffer.
+    """
+    if args:
+        return _STOCK["alloc_shared"](shape, dtype, *args, layout=layout, **kwargs)
+    return _alloc(_STOCK["alloc_shared"], shape, dtype, layout, kwargs)

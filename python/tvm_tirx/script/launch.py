@@ -1,0 +1,218 @@
+"""Kernel entry with an explicit launch: ``T.device_entry(launch=T.cuda.LaunchConfig(...))``
+and the CUDA index builders ``T.cuda.thread_idx`` & co."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = [
+    "LaunchConfig",
+    "device_entry",
+    "thread_idx",
+    "block_idx",
+    "block_dim",
+    "grid_dim",
+    "lane_id",
+    "warp_id",
+    "current_launch",
+]
+
+_AXES = ("x", "y", "z")
+WARP_SIZE = 32  # threads per warp (PTX ISA 2.2, "warp")
+
+
+def _dims(value, what: str) -> tuple:
+    if isinstance(value, int):
+        value = (value,)
+    value = tuple(value)
+    if not 1 <= len(value) <= 3 or not all(isinstance(v, int) and v >= 1 for v in value):
+        raise ValueError(
+            f"LaunchConfig: {what} must be a positive int or a tuple of 1 to 3 positive ints, "
+            f"got {value!r}"
+        )
+    return value + (1,) * (3 - len(value))
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """The launch of a kernel: grid and block extents (CUDA ``gridDim``/``blockDim``).
+
+    Parameters
+    ----------
+    grid : int | tuple[int, ...]
+        CTAs per grid, ``x`` first (1 to 3 extents).
+    block : int | tuple[int, ...]
+        Threads per CTA, ``x`` first (1 to 3 extents); at most 1024 in total
+        (CUDA C++ Programming Guide, "Thread Hierarchy").
+    cluster : int | tuple[int, ...] | None
+        CTAs per thread-block cluster (sm_90).  Not supported in this release:
+        a value raises ``NotImplementedError``.
+    dynamic_smem_bytes : int
+        Dynamic shared memory per CTA in bytes.  Only ``0`` in this release.
+
+    Raises
+    ------
+    ValueError
+        Extents that are not positive ints, or a block of more than 1024 threads.
+    NotImplementedError
+        ``cluster`` or a non-zero ``dynamic_smem_bytes``.
+    """
+
+    grid: tuple = 1
+    block: tuple = 1
+    cluster: object = None
+    dynamic_smem_bytes: int = 0
+    grid3: tuple = field(init=False, repr=False)
+    block3: tuple = field(init=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "grid3", _dims(self.grid, "grid"))
+        object.__setattr__(self, "block3", _dims(self.block, "block"))
+        threads = self.block3[0] * self.block3[1] * self.block3[2]
+        if threads > 1024:
+            raise ValueError(f"LaunchConfig: block has {threads} threads, more than 1024")
+        if self.cluster is not None:
+            raise NotImplementedError("LaunchConfig: thread-block clusters are not supported yet")
+        if self.dynamic_smem_bytes:
+            raise NotImplementedError("LaunchConfig: dynamic shared memory is not supported yet")
+
+    @property
+    def threads(self) -> int:
+        """Threads per CTA."""
+        return self.block3[0] * self.block3[1] * self.block3[2]
+
+
+class _Launch:
+    """The launch of the function being parsed and the index Vars it defined."""
+
+    def __init__(self, builder, config, block_vars, grid_vars):
+        self.builder = builder
+        self.config = config
+        self.block_vars = block_vars
+        self.grid_vars = grid_vars
+
+
+_CURRENT: list = [None]
+
+
+def _used(dims3):
+    """Extents up to the last one that is not 1 (at least ``x``)."""
+    n = 3
+    while n > 1 and dims3[n - 1] == 1:
+        n -= 1
+    return list(dims3[:n])
+
+
+def device_entry(launch: LaunchConfig | None = None) -> None:
+    """Start the kernel's device region, optionally with its launch.
+
+    ``T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))`` marks the
+    device entry (apache-tvm's ``T.device_entry()``) and defines the CTA and
+    thread index variables of that launch (``T.cta_id``/``T.thread_id``), which
+    ``T.cuda.thread_idx("x")`` and friends return.
+
+    Raises
+    ------
+    TypeError
+        ``launch`` is not a :class:`LaunchConfig`.
+    """
+    from tvm.script.ir_builder import IRBuilder  # pylint: disable=import-outside-toplevel
+    from tvm.tirx.script.builder import ir as _ir  # pylint: disable=import-outside-toplevel
+
+    _STOCK["device_entry"]()
+    if launch is None:
+        return
+    if not isinstance(launch, LaunchConfig):
+        raise TypeError(
+            f"device_entry: launch must be a T.cuda.LaunchConfig, got {type(launch).__name__}"
+        )
+    grid_vars = _as_list(_ir.cta_id(_used(launch.grid3)))
+    block_vars = _as_list(_ir.thread_id(_used(launch.block3)))
+    _CURRENT[0] = _Launch(IRBuilder.current(), launch, block_vars, grid_vars)
+
+
+def _as_list(v):
+    return list(v) if isinstance(v, list | tuple) else [v]
+
+
+def current_launch():
+    """The :class:`LaunchConfig` of the function being parsed, or None."""
+    launch = _active("current_launch", required=False)
+    return launch.config if launch is not None else None
+
+
+def _active(name, required=True):
+    from tvm.script.ir_builder import IRBuilder  # pylint: disable=import-outside-toplevel
+
+    launch = _CURRENT[0]
+    if launch is not None and IRBuilder.is_in_scope() and launch.builder.same_as(IRBuilder.current()):
+        return launch
+    if required:
+        raise ValueError(
+            f"T.cuda.{name}() needs the kernel's launch: call "
+            "T.device_entry(launch=T.cuda.LaunchConfig(grid=..., block=...)) first"
+        )
+    return None
+
+
+def _axis(d: str, name: str) -> int:
+    if d not in _AXES:
+        raise ValueError(f"T.cuda.{name}: axis must be 'x', 'y' or 'z', got {d!r}")
+    return _AXES.index(d)
+
+
+def _index(d, name, vars_attr, dims_attr):
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    i = _axis(d, name)
+    launch = _active(name)
+    variables = getattr(launch, vars_attr)
+    if i < len(variables):
+        return variables[i]
+    assert getattr(launch.config, dims_attr)[i] == 1
+    return IntImm("int32", 0)
+
+
+def thread_idx(d: str = "x"):
+    """``threadIdx.<d>``: an int32 Var in ``[0, block[d])`` (``IntImm(0)`` for an extent of 1)."""
+    return _index(d, "thread_idx", "block_vars", "block3")
+
+
+def block_idx(d: str = "x"):
+    """``blockIdx.<d>``: an int32 Var in ``[0, grid[d])`` (``IntImm(0)`` for an extent of 1)."""
+    return _index(d, "block_idx", "grid_vars", "grid3")
+
+
+def block_dim(d: str = "x"):
+    """``blockDim.<d>`` of the launch, as an int32 constant."""
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    return IntImm("int32", _active("block_dim").config.block3[_axis(d, "block_dim")])
+
+
+def grid_dim(d: str = "x"):
+    """``gridDim.<d>`` of the launch, as an int32 constant."""
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    return IntImm("int32", _active("grid_dim").config.grid3[_axis(d, "grid_dim")])
+
+
+def _linear_thread():
+    launch = _active("lane_id")
+    bx, by, _ = launch.config.block3
+    tx, ty, tz = (thread_idx(d) for d in _AXES)
+    return tx + bx * (ty + by * tz)
+
+
+def lane_id():
+    """The thread's lane in its warp: linear thread index mod 32 (int32 expression)."""
+    return _linear_thread() % WARP_SIZE
+
+
+def warp_id():
+    """The thread's warp in its CTA: linear thread index // 32 (int32 expression)."""
+    return _linear_thread() // WARP_SIZE
+
+
+#: apache-tvm builders that ours wrap, captured before installation.
+_STOCK: dict = {}

@@ -1,0 +1,1 @@
+"""Instruction families: one module each, each exporting ``MNEMONICS`` and ``contract``."""

@@ -1,0 +1,212 @@
+"""Resolve a ``T.ptx[...]`` instruction into the facts the tile contract needs.
+
+Everything here is read from apache-tvm's PTX table (``tvm.backend.cuda.ptx``):
+the entry, its modifier slots, its operand slots with their register-group
+lengths ("lanes"), PTX types, accepted TVM dtypes and state spaces.  Nothing
+about an instruction is restated here.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from ..errors import TileError
+
+__all__ = ["Instruction", "PtxOperand", "resolve", "opcode_text"]
+
+
+@dataclass(frozen=True)
+class PtxOperand:
+    """One operand of a PTX instruction form, in PTX operand order.
+
+    Attributes
+    ----------
+    name : str
+        The table's operand name (``"d"``, ``"a"``, ``"addr"``, ``"cache_policy"``).
+    kind : str
+        ``"reg"`` (register or register group), ``"addr"`` (memory address),
+        ``"ptr"`` or ``"imm"``, as in the table.
+    rw : str
+        ``"r"``, ``"w"`` or ``"rw"``: whether the instruction reads or writes it.
+    lanes : int
+        Registers in the operand's group (the ``.v4`` of ``ld.v4`` gives 4).
+    ptx_type : str | None
+        The operand's PTX type token (``"b32"``, ``"f32"``) for ``"reg"`` operands.
+    dtypes : tuple[str, ...]
+        TVM dtypes the table accepts for a ``"reg"`` operand (canonical first).
+    space : str
+        State space of an ``"addr"`` operand (``"global"``, ``"shared"``,
+        ``"shared::cta"``, ``"local"``; ``""`` = generic).
+    """
+
+    name: str
+    kind: str
+    rw: str
+    lanes: int
+    ptx_type: str | None
+    dtypes: tuple[str, ...]
+    space: str
+
+    @property
+    def writes(self) -> bool:
+        """Whether the instruction writes this operand."""
+        return self.rw in ("w", "rw")
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One fully specified PTX instruction form.
+
+    Attributes
+    ----------
+    opcode : str
+        Canonical PTX text, modifiers in the ISA's order (``"ld.global.v4.b32"``).
+    mnemonic : str
+        The instruction name (``"ld"``, ``"st"``, ``"mov"``).
+    entry_name : str
+        apache-tvm's table entry (``"ld_vec"``, ``"mov_pack_b32x2"``).
+    modifiers : dict[str, str]
+        Modifier slot -> token (``""`` when omitted), e.g. ``{"space": "global", ...}``.
+    operands : tuple[PtxOperand, ...]
+        The operands a call supplies, in PTX order.
+    has_dst : bool
+        Whether the form writes a register destination (from the table).
+    """
+
+    opcode: str
+    mnemonic: str
+    entry_name: str
+    modifiers: dict
+    operands: tuple
+    has_dst: bool
+
+    @property
+    def type_token(self) -> str:
+        """The instruction's ``.type`` modifier (``"b32"``), or ``""``."""
+        return self.modifiers.get("type", "")
+
+    def __hash__(self):
+        return hash((self.opcode, self.entry_name))
+
+
+def _ptx_namespace():
+    from tvm.backend.cuda.ptx import PTXNamespace  # pylint: disable=import-outside-toplevel
+
+    return _namespace_singleton(PTXNamespace)
+
+
+@functools.cache
+def _namespace_singleton(cls):
+    return cls()
+
+
+def _chain_candidates(chain):
+    """``(entry, filled_tokens)`` pairs of a ``T.ptx`` attribute chain.
+
+    apache-tvm 0.27 keeps them in ``_InstrChain._cands``; this is the one place
+    that reads that attribute.
+    """
+    return tuple(chain._cands)  # pylint: disable=protected-access
+
+
+def opcode_text(instr) -> str:
+    """The PTX text of ``instr`` (a ``T.ptx[...]`` chain or a string), canonical order."""
+    if isinstance(instr, str):
+        return instr
+    cands = _chain_candidates(instr)
+    entry, filled = cands[0]
+    return ".".join([entry.ptx_name, *[t for t in filled if t]])
+
+
+def resolve(instr) -> tuple[Instruction, ...]:
+    """Resolve ``instr`` to the complete instruction forms it can name.
+
+    Parameters
+    ----------
+    instr : str | T.ptx chain
+        ``"ld.global.v4.b32"`` or ``T.ptx["ld.global.v4.b32"]``.
+
+    Returns
+    -------
+    tuple[Instruction, ...]
+        One entry per operand shape the text names (``mov.b64`` has a scalar,
+        a pack and an unpack form); never empty.
+
+    Raises
+    ------
+    TileError
+        The text is not a PTX instruction of apache-tvm's table, a modifier is
+        unknown or missing, or the modifier combination is illegal (the
+        table's own check, which follows the PTX ISA).
+    """
+    text = opcode_text(instr)
+    return _resolve_text(text)
+
+
+@functools.cache
+def _resolve_text(text: str) -> tuple[Instruction, ...]:
+    from tvm.backend.cuda.ptx.table import (  # pylint: disable=import-outside-toplevel
+        mods,
+        operand_dtypes,
+        operand_layout,
+        operand_space,
+        operand_type,
+    )
+
+    if not isinstance(text, str) or not text:
+        raise TileError("", "unknown opcode", expected="a PTX opcode string", found=repr(text))
+    try:
+        chain = _ptx_namespace()[text]
+    except (KeyError, AttributeError) as err:
+        msg = str(err).strip("'\"")
+        raise TileError(text, "unknown or illegal opcode spelling", found=msg) from None
+    reasons = []
+    out = []
+    for entry, filled in _chain_candidates(chain):
+        missing = [s.name for s, t in zip(entry.slots, filled) if t is None and not s.optional]
+        if missing:
+            reasons.append(f"missing required modifier(s) {', '.join(missing)}")
+            continue
+        tokens = tuple(t or "" for t in filled)
+        mod_map = mods(entry, tokens)
+        if entry.check is not None:
+            error = entry.check(mod_map)
+            if error:
+                reasons.append(error)
+                continue
+        operands = []
+        for slot, _, lanes in operand_layout(entry, mod_map):
+            if lanes == 0:
+                continue
+            is_reg = slot.kind == "reg"
+            operands.append(
+                PtxOperand(
+                    name=slot.name,
+                    kind=slot.kind,
+                    rw=slot.rw,
+                    lanes=lanes,
+                    ptx_type=operand_type(slot, mod_map) if is_reg else None,
+                    dtypes=tuple(operand_dtypes(slot, mod_map)) if is_reg else (),
+                    space=operand_space(slot, mod_map) if slot.kind == "addr" else "",
+                )
+            )
+        canonical = ".".join([entry.ptx_name, *[t for t in tokens if t]])
+        out.append(
+            Instruction(
+                opcode=canonical,
+                mnemonic=entry.ptx_name,
+                entry_name=entry.name,
+                modifiers=dict(mod_map),
+                operands=tuple(operands),
+                has_dst=entry.has_dst,
+            )
+        )
+    if not out:
+        raise TileError(
+            text,
+            "illegal opcode",
+            expected="a complete, legal PTX instruction",
+            found="; ".join(dict.fromkeys(reasons)) or "no matching form",
+        )
+    return tuple(out)

@@ -1,0 +1,220 @@
+"""The ``T.cuda.tile.apply`` op: construction, parse-time checks and its printed form.
+
+The op is a TVM Op (``tvm_tirx.cuda.tile_apply``) whose Call prints back as
+``T.cuda.tile.apply("<opcode>", *operands, *params, [pred,] "<flags>")`` and
+re-parses to a structurally equal Call.  The flags string is
+``scope=<scope>`` followed by ``pred``, ``keep`` (``preserve_dst=True``) and
+``param=<name>`` entries, comma separated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import TileError
+from . import operands as _ops
+from .instruction import opcode_text
+from .registry import contracts
+from .scope import group_shape
+
+__all__ = ["OP_NAME", "apply", "TileCall", "decode", "select_contract"]
+
+#: Registered name of the tile op.
+OP_NAME = "tvm_tirx.cuda.tile_apply"
+#: Name the TVMScript printer uses (``T.cuda.tile.apply``).
+PRINTER_NAME = "cuda.tile.apply"
+
+
+def register_op() -> None:
+    """Register the op's attributes with TVM (idempotent)."""
+    from tvm.ir.op import register_op_attr  # pylint: disable=import-outside-toplevel
+    from tvm.tirx.expr import CallEffectKind  # pylint: disable=import-outside-toplevel
+
+    register_op_attr(OP_NAME, "TCallEffectKind", CallEffectKind.Opaque.value)
+    register_op_attr(OP_NAME, "TScriptPrinterName", PRINTER_NAME, level=20)
+
+
+@dataclass(frozen=True)
+class TileCall:
+    """A decoded tile-apply Call.
+
+    Attributes
+    ----------
+    opcode : str
+        PTX opcode text.
+    operands : tuple
+        Tensor views / scalar expressions, in call order.
+    params : dict[str, PrimExpr]
+        Family parameters (``cache_policy``).
+    scope : str
+        Execution scope.
+    pred : PrimExpr | None
+        Runtime predicate.
+    preserve_dst : bool
+        Keep predicated-off register destinations.
+    """
+
+    opcode: str
+    operands: tuple
+    params: dict
+    scope: str
+    pred: object
+    preserve_dst: bool
+
+
+def _flags(scope, pred, preserve_dst, params) -> str:
+    out = [f"scope={scope}"]
+    if pred is not None:
+        out.append("pred")
+    if preserve_dst:
+        out.append("keep")
+    out += [f"param={name}" for name in params]
+    return ",".join(out)
+
+
+def _parse_flags(flags: str):
+    scope, pred, keep, names = "thread", False, False, []
+    for item in filter(None, flags.split(",")):
+        if item.startswith("scope="):
+            scope = item[len("scope=") :]
+        elif item == "pred":
+            pred = True
+        elif item == "keep":
+            keep = True
+        elif item.startswith("param="):
+            names.append(item[len("param=") :])
+        else:
+            raise TileError("", "malformed tile.apply flags", expected="scope=/pred/keep/param=", found=item)
+    return scope, pred, keep, names
+
+
+def _unpack_printed(args):
+    """Split the printed argument list ``(*operands, *params, [pred,] flags)``."""
+    flags = args[-1]
+    flags = flags.value if hasattr(flags, "value") else flags
+    scope, has_pred, keep, names = _parse_flags(str(flags))
+    rest = list(args[:-1])
+    pred = rest.pop() if has_pred else None
+    params = {}
+    for name in reversed(names):
+        params[name] = rest.pop()
+    return tuple(rest), dict(reversed(list(params.items()))), scope, pred, keep
+
+
+def select_contract(opcode, operands, group, pred, preserve_dst):
+    """Pick the instruction form whose contract the operands satisfy.
+
+    ``mov.b64`` names a scalar, a pack and an unpack form; the operands'
+    atoms tell them apart, as the assembler does.  Raises the most relevant
+    :class:`TileError` when no form fits.
+    """
+    forms = contracts(opcode)
+    errors = []
+    for contract in forms:
+        classified = [_ops.classify(v, i + 1, contract.opcode) for i, v in enumerate(operands)]
+        err = _ops.check_static(contract, classified, group, pred, preserve_dst)
+        if err is None:
+            return contract, classified
+        errors.append((contract, err))
+    # Report against the plain form (the one named after the mnemonic) when
+    # there is one: its error is the one a user of the scalar form expects.
+    for contract, err in errors:
+        if contract.instruction.entry_name == contract.instruction.mnemonic:
+            raise err
+    raise errors[0][1]
+
+
+def _check_params(contract, params):
+    known = set(contract.params)
+    for name in params:
+        if name not in known:
+            raise TileError(
+                contract.opcode,
+                f"unknown parameter {name!r}",
+                expected=", ".join(sorted(known)) or "no family parameters for this form",
+                found=name,
+            )
+    for name in known:
+        if name not in params:
+            raise TileError(
+                contract.opcode,
+                f"missing parameter {name!r} (the opcode names it)",
+                expected=f"{name}=<{contract.params[name].ptx_type} expression>",
+                found="nothing",
+            )
+
+
+def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **params):
+    """Repeat one explicitly named PTX instruction over tensor views.
+
+    ``T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], registers, A.sub[tid, :])``
+
+    Parameters
+    ----------
+    instr : T.ptx chain | str
+        The exact PTX instruction, e.g. ``T.ptx["ld.global.v4.b32"]`` or the
+        same text as a string.  It is never changed by the lowering.
+    *operands : Buffer view | PrimExpr
+        In the instruction family's order (``ld``: registers, memory; ``st``:
+        memory, registers; ``mov``: dst, src).  Each tensor operand's shape is
+        ``(*group, *repeat, *atom)``: the atom is the values one native
+        instruction touches (``(4,)`` for ``.v4``, counted in elements of the
+        operand's dtype, which must have the PTX type's bit width); repeat axes
+        are unrolled, one instruction per coordinate in row-major order; group
+        axes follow ``scope`` (none at ``"thread"``).  A typed scalar
+        expression may stand in for a single-register read operand.
+    scope : str
+        Execution scope; ``"thread"`` in this release.
+    pred : PrimExpr (bool) | None
+        Runtime predicate guarding every emitted instruction.
+    preserve_dst : bool
+        With ``pred``, a predicated-off register destination keeps its value.
+    **params : PrimExpr
+        Family parameters, e.g. ``cache_policy`` for ``.L2::cache_hint`` forms.
+
+    Returns
+    -------
+    tvm.ir.Call
+        A void Call of the tile op; ``LowerTileApply`` expands it.
+
+    Raises
+    ------
+    TileError
+        Any contract rule that shapes, dtypes, layouts and the opcode decide:
+        unknown/illegal opcode, wrong atom shape, differing repeat shapes,
+        element width vs PTX type, state space, non-contiguous vector atom,
+        overlapping register destinations, scalar in a destination,
+        ``preserve_dst`` without ``pred``.
+    """
+    from tvm.tirx.op import call_intrin  # pylint: disable=import-outside-toplevel
+
+    if isinstance(instr, str) and operands and isinstance(operands[-1], str):
+        operands, printed_params, scope, pred, preserve_dst = _unpack_printed(operands)
+        params = {**printed_params, **params}
+    opcode = opcode_text(instr)
+    group = group_shape(opcode, scope)
+    contract, _ = select_contract(opcode, operands, group, pred, preserve_dst)
+    _check_params(contract, params)
+    names = sorted(params)
+    args = [
+        contract.opcode,
+        *[getattr(v, "scalar", v) for v in operands],
+        *[params[n] for n in names],
+        *([pred] if pred is not None else []),
+        _flags(scope, pred, preserve_dst, names),
+    ]
+    return call_intrin("", OP_NAME, *args)
+
+
+def decode(call) -> TileCall:
+    """Decode a tile-apply ``Call`` back into its parts."""
+    args = list(call.args)
+    opcode = args[0].value
+    operands, params, scope, pred, keep = _unpack_printed(args[1:])
+    return TileCall(opcode, operands, params, scope, pred, keep)
+
+
+def is_tile_call(node) -> bool:
+    """Whether ``node`` is a Call of the tile op."""
+    op = getattr(node, "op", None)
+    return getattr(op, "name", None) == OP_NAME

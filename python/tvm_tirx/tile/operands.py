@@ -1,0 +1,383 @@
+"""Operands of a tile call: view -> (group, repeat, atom), and the checks on them.
+
+Every check is a small function that returns a :class:`~tvm_tirx.TileError` or
+``None``; :func:`check_static` runs the ones that need only shapes, dtypes and
+layouts (parse time) and :mod:`.lower` runs the ones that need the kernel
+(alignment and bounds proofs).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from ..errors import TileError, operand_label
+
+__all__ = [
+    "Operand",
+    "classify",
+    "check_static",
+    "layout_of",
+    "slot_offset",
+]
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One call operand after classification.
+
+    Attributes
+    ----------
+    value : object
+        The buffer view (``kind == "tensor"``) or scalar ``PrimExpr``.
+    kind : str
+        ``"tensor"`` or ``"scalar"``.
+    index : int
+        1-based position among the call's operands (the instruction is not counted).
+    """
+
+    value: object
+    kind: str
+    index: int
+
+    @property
+    def shape(self) -> tuple:
+        """Static shape of a tensor operand (ints; a symbolic extent stays an Expr)."""
+        return tuple(_static_int(s) for s in self.value.shape)
+
+
+def _static_int(x):
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    if isinstance(x, int):
+        return x
+    if isinstance(x, IntImm):
+        return int(x)
+    return x
+
+
+def classify(value, index: int, opcode: str) -> Operand:
+    """Classify a call operand as a tensor view or a scalar expression.
+
+    Raises
+    ------
+    TileError
+        The operand is neither a buffer/view nor a typed scalar expression
+        (e.g. a bare Python number, whose dtype is ambiguous).
+    """
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    value = getattr(value, "scalar", value)
+    if tvm.tirx.is_buffer_var(value):
+        return Operand(value, "tensor", index)
+    if isinstance(value, bool | int | float):
+        raise TileError(
+            opcode,
+            "untyped scalar",
+            operand=f"operand {index}",
+            expected="a typed scalar such as T.float32(0) or T.uint32(17)",
+            found=repr(value),
+        )
+    if tvm.ir.is_prim_expr(value):
+        return Operand(value, "scalar", index)
+    raise TileError(
+        opcode,
+        "operand is not a tensor view or scalar expression",
+        operand=f"operand {index}",
+        expected="a Buffer view (X, X.sub[...], X.view(...)) or a PrimExpr",
+        found=type(value).__name__,
+    )
+
+
+def layout_of(buf):
+    """The TileLayout of buffer view ``buf`` (row-major when it has none)."""
+    from tvm.tirx.layout import S, TileLayout  # pylint: disable=import-outside-toplevel
+
+    if buf.layout is not None:
+        return buf.layout
+    return TileLayout(S[tuple(_static_int(s) for s in buf.shape)])
+
+
+def slot_offset(layout, coord) -> int:
+    """Element (memory) or register-slot (local) offset of ``coord`` under ``layout``."""
+    return int(layout.apply(*coord)["m"])
+
+
+def _dtype_bits(dtype: str) -> int:
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+    return DataType(dtype).bits
+
+
+# --------------------------------------------------------------------------
+# The rules.  Each returns a TileError or None.
+# --------------------------------------------------------------------------
+
+
+def rule_operand_count(opcode, roles, operands):
+    """The call supplies exactly one operand per role of the form."""
+    if len(operands) != len(roles):
+        names = ", ".join(r.role for r in roles)
+        return TileError(
+            opcode,
+            "operand count",
+            expected=f"{len(roles)} operand(s) ({names})",
+            found=f"{len(operands)}",
+        )
+    return None
+
+
+def rule_scalar_destination(opcode, role, op):
+    """A scalar expression may only stand in for a read register operand."""
+    if op.kind != "scalar":
+        return None
+    label = operand_label(role.role, op.index)
+    if role.writes:
+        return TileError(
+            opcode,
+            "scalar in a destination slot",
+            operand=label,
+            expected="a register tensor (T.alloc_local) the instruction can write",
+            found=f"scalar expression {op.value}",
+        )
+    if role.kind == "memory":
+        return TileError(
+            opcode,
+            "scalar in a memory slot",
+            operand=label,
+            expected="a tensor view in " + "/".join(role.scopes) + " memory",
+            found=f"scalar expression {op.value}",
+        )
+    if role.atom != (1,):
+        return TileError(
+            opcode,
+            "scalar for a register group",
+            operand=label,
+            expected=f"a tensor with atom {role.atom} (a scalar covers one register)",
+            found=f"scalar expression {op.value}",
+        )
+    return None
+
+
+def rule_state_space(opcode, role, op):
+    """A tensor's storage scope matches the role's state space."""
+    if op.kind != "tensor":
+        return None
+    scope = op.value.scope()
+    if scope in role.scopes:
+        return None
+    what = "register tensor" if role.kind == "register" else f".{role.ptx.space} memory"
+    return TileError(
+        opcode,
+        "wrong state space for the opcode",
+        operand=operand_label(role.role, op.index),
+        expected=f"a {what} (storage scope {' / '.join(role.scopes)})",
+        found=f"storage scope {scope!r}",
+    )
+
+
+def rule_dtype(opcode, role, op):
+    """Element bit width equals the PTX type's, and the dtype is one the type accepts."""
+    dtype = op.value.dtype if op.kind == "tensor" else op.value.ty.dtype
+    if dtype in role.dtypes:
+        return None
+    token = role.ptx.ptx_type or role.ptx.space
+    width = _dtype_bits(role.dtypes[0])
+    rule = (
+        "element bit width differs from the PTX type's"
+        if _dtype_bits(dtype) != width
+        else "dtype not accepted by the PTX type"
+    )
+    return TileError(
+        opcode,
+        rule,
+        operand=operand_label(role.role, op.index),
+        expected=f"{width}-bit {' / '.join(role.dtypes)}",
+        found=f"{dtype} ({_dtype_bits(dtype)}-bit); reinterpret with .view(dtype)",
+    )
+
+
+def rule_static_shape(opcode, role, op):
+    """Repeat and atom extents are compile-time constants."""
+    if op.kind == "tensor" and not all(isinstance(s, int) for s in op.shape):
+        return TileError(
+            opcode,
+            "symbolic shape",
+            operand=operand_label(role.role, op.index),
+            expected="static extents",
+            found=str(list(op.value.shape)),
+        )
+    return None
+
+
+def rule_atom_shape(opcode, role, op, group):
+    """The trailing axes equal the instruction's atom, after the group axes."""
+    if op.kind != "tensor":
+        return None
+    shape = op.shape
+    n_lead = len(group)
+    atom = shape[len(shape) - len(role.atom) :] if len(shape) >= len(role.atom) else None
+    if len(shape) < n_lead + len(role.atom) or tuple(atom) != tuple(role.atom):
+        return TileError(
+            opcode,
+            "wrong atom shape",
+            operand=operand_label(role.role, op.index),
+            expected=f"shape (*group{list(group)}, *repeat, *{role.atom})",
+            found=f"shape {shape}",
+        )
+    if tuple(shape[:n_lead]) != tuple(group):
+        return TileError(
+            opcode,
+            "group shape does not match the scope",
+            operand=operand_label(role.role, op.index),
+            expected=f"leading axes {tuple(group)}",
+            found=f"shape {shape}",
+        )
+    return None
+
+
+def repeat_shape(role, op, group) -> tuple:
+    """The repeat axes of a tensor operand (``()`` for a scalar)."""
+    if op.kind != "tensor":
+        return ()
+    shape = op.shape
+    return tuple(shape[len(group) : len(shape) - len(role.atom)])
+
+
+def rule_same_repeat(opcode, roles, operands, group):
+    """Every tensor operand has the same repeat shape."""
+    first = None
+    for role, op in zip(roles, operands):
+        if op.kind != "tensor":
+            continue
+        rep = repeat_shape(role, op, group)
+        if first is None:
+            first = (role, op, rep)
+        elif rep != first[2]:
+            return TileError(
+                opcode,
+                "repeat shapes differ",
+                operand=operand_label(role.role, op.index),
+                expected=f"repeat {first[2]} like {operand_label(first[0].role, first[1].index)}",
+                found=f"repeat {rep}",
+            )
+    return None
+
+
+def coords(repeat: tuple, atom: tuple):
+    """All ``(*repeat, *atom)`` coordinates in row-major order."""
+    return itertools.product(*(range(n) for n in (*repeat, *atom)))
+
+
+def rule_contiguous_atom(opcode, role, op, group):
+    """A memory atom's elements are consecutive in memory (one vector access)."""
+    if op.kind != "tensor" or role.kind != "memory" or role.atom == (1,):
+        return None
+    layout = layout_of(op.value)
+    lead = (0,) * len(group)
+    for rep in itertools.product(*(range(n) for n in repeat_shape(role, op, group))):
+        base = slot_offset(layout, (*lead, *rep, 0))
+        for k in range(1, role.atom[0]):
+            off = slot_offset(layout, (*lead, *rep, k))
+            if off != base + k:
+                return TileError(
+                    opcode,
+                    "vector atom not contiguous",
+                    operand=operand_label(role.role, op.index),
+                    expected=f"element {k} of the atom at element offset +{k}",
+                    found=f"+{off - base} (repeat {rep})",
+                )
+    return None
+
+
+def rule_register_overlap(opcode, role, op, group):
+    """Distinct destination coordinates map to distinct register slots."""
+    if op.kind != "tensor" or role.kind != "register" or not role.writes:
+        return None
+    layout = layout_of(op.value)
+    lead = (0,) * len(group)
+    seen = {}
+    for c in coords(repeat_shape(role, op, group), role.atom):
+        slot = slot_offset(layout, (*lead, *c))
+        if slot in seen:
+            return TileError(
+                opcode,
+                "overlapping register destinations",
+                operand=operand_label(role.role, op.index),
+                expected="one register slot per destination coordinate",
+                found=f"coordinates {seen[slot]} and {c} both map to slot {slot}",
+            )
+        seen[slot] = c
+    return None
+
+
+def rule_preserve_dst(opcode, contract, pred, preserve_dst):
+    """``preserve_dst`` needs ``pred`` and a register destination."""
+    if not preserve_dst:
+        return None
+    if pred is None:
+        return TileError(
+            opcode,
+            "preserve_dst without pred",
+            expected="pred=<runtime bool> together with preserve_dst=True",
+            found="pred=None",
+        )
+    if not any(r.writes and r.kind == "register" for r in contract.roles):
+        return TileError(
+            opcode,
+            "preserve_dst on an instruction without a register destination",
+            expected="preserve_dst=False",
+            found="preserve_dst=True",
+        )
+    return None
+
+
+def rule_pred_dtype(opcode, pred):
+    """``pred`` is a boolean expression."""
+    if pred is None:
+        return None
+    ty = getattr(getattr(pred, "ty", None), "dtype", type(pred).__name__)
+    if ty != "bool":
+        return TileError(opcode, "pred must be a bool expression", expected="bool", found=str(ty))
+    return None
+
+
+def check_static(contract, operands, group, pred=None, preserve_dst=False):
+    """Run every parse-time rule; return the first TileError found, or None.
+
+    Parameters
+    ----------
+    contract : Contract
+        The instruction form's contract.
+    operands : list[Operand]
+        The call's operands, classified.
+    group : tuple[int, ...]
+        The scope's group extents (``()`` at ``scope="thread"``).
+    """
+    opcode = contract.opcode
+    roles = contract.roles
+    err = rule_operand_count(opcode, roles, operands)
+    if err:
+        return err
+    per_operand = (
+        lambda r, o: rule_scalar_destination(opcode, r, o),
+        lambda r, o: rule_state_space(opcode, r, o),
+        lambda r, o: rule_dtype(opcode, r, o),
+        lambda r, o: rule_static_shape(opcode, r, o),
+        lambda r, o: rule_atom_shape(opcode, r, o, group),
+    )
+    for rule in per_operand:
+        for role, op in zip(roles, operands):
+            err = rule(role, op)
+            if err:
+                return err
+    err = rule_same_repeat(opcode, roles, operands, group)
+    if err:
+        return err
+    for role, op in zip(roles, operands):
+        err = rule_contiguous_atom(opcode, role, op, group) or rule_register_overlap(
+            opcode, role, op, group
+        )
+        if err:
+            return err
+    return rule_pred_dtype(opcode, pred) or rule_preserve_dst(opcode, contract, pred, preserve_dst)

@@ -1,0 +1,24 @@
+"""Install tvm_tirx: explicit-instruction CUDA tile programming on Apache TVM."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="tvm_tirx",
+    version="0.1.0",
+    description=(
+        "Explicit PTX tile operations (T.cuda.tile.apply) for Apache TVM's TIRx TVMScript"
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    package_dir={"": "python"},
+    packages=find_packages("python"),
+    install_requires=["apache-tvm==0.27.0.post1", "numpy"],
+    extras_require={
+        # torch is optional; install the CPU build that lies on the machine
+        # (`pip install torch==2.13.0`) -- an open-ended requirement would pull
+        # a multi-GB CUDA build.
+        "test": ["pytest"],
+    },
+    entry_points={"tvm.backends": ["tvm_tirx = tvm_tirx._plugin:autoload"]},
+)
