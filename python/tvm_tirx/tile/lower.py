@@ -129,11 +129,11 @@ def check_memory(facts, opcode, role, op, group, repeat):
         )
     elem_bytes = DataType(buf.dtype).bits // 8
     need = role.atom[0] * elem_bytes
-    layout = _ops.layout_of(buf)
+    view = _ops.ViewMap(buf)
     lead = (0,) * len(group)
-    offsets = [_ops.slot_offset(layout, (*lead, *c)) for c in _ops.coords(repeat, role.atom)]
+    offsets = [view.offset((*lead, *c)) for c in _ops.coords(repeat, role.atom)]
     starts = [
-        _ops.slot_offset(layout, (*lead, *r, 0))
+        view.offset((*lead, *r, 0))
         for r in itertools.product(*(range(n) for n in repeat))
     ]
     base = int(root.data_alignment)

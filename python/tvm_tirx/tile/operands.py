@@ -18,7 +18,7 @@ __all__ = [
     "classify",
     "check_static",
     "layout_of",
-    "slot_offset",
+    "ViewMap",
 ]
 
 
@@ -98,9 +98,42 @@ def layout_of(buf):
     return TileLayout(S[tuple(_static_int(s) for s in buf.shape)])
 
 
-def slot_offset(layout, coord) -> int:
-    """Element (memory) or register-slot (local) offset of ``coord`` under ``layout``."""
-    return int(layout.apply(*coord)["m"])
+class ViewMap:
+    """Coordinates of a view -> offsets in its storage (elements or register slots).
+
+    The view's layout may have fewer shard axes than the view has dimensions
+    (``X.view(4, 1)`` keeps ``X``'s one-axis layout); a coordinate is then
+    linearised row-major over the view's shape and re-split over the layout's
+    shard extents, which is how the layout reads it.
+    """
+
+    def __init__(self, buf):
+        self.buf = buf
+        self.layout = layout_of(buf)
+        self.shape = tuple(_static_int(s) for s in buf.shape)
+        tile = getattr(self.layout, "tile_layout", self.layout)
+        self.shard = tuple(_static_int(it.extent) for it in tile.shard)
+
+    def coord(self, coord):
+        """``coord`` re-expressed in the layout's own shard axes."""
+        if len(coord) == len(self.shard):
+            return tuple(coord)
+        flat = 0
+        for c, n in zip(coord, self.shape):
+            flat = flat * n + c
+        out = []
+        for n in reversed(self.shard):
+            out.append(flat % n)
+            flat //= n
+        return tuple(reversed(out))
+
+    def apply(self, coord) -> dict:
+        """``{axis name: value}`` of ``coord`` (``"m"`` = storage offset; thread axes too)."""
+        return {str(k): v for k, v in self.layout.apply(*self.coord(coord)).items()}
+
+    def offset(self, coord) -> int:
+        """Storage offset of ``coord`` (static coordinates only)."""
+        return int(self.apply(coord)["m"])
 
 
 def _dtype_bits(dtype: str) -> int:
@@ -273,12 +306,12 @@ def rule_contiguous_atom(opcode, role, op, group):
     """A memory atom's elements are consecutive in memory (one vector access)."""
     if op.kind != "tensor" or role.kind != "memory" or role.atom == (1,):
         return None
-    layout = layout_of(op.value)
+    view = ViewMap(op.value)
     lead = (0,) * len(group)
     for rep in itertools.product(*(range(n) for n in repeat_shape(role, op, group))):
-        base = slot_offset(layout, (*lead, *rep, 0))
+        base = view.offset((*lead, *rep, 0))
         for k in range(1, role.atom[0]):
-            off = slot_offset(layout, (*lead, *rep, k))
+            off = view.offset((*lead, *rep, k))
             if off != base + k:
                 return TileError(
                     opcode,
@@ -294,11 +327,11 @@ def rule_register_overlap(opcode, role, op, group):
     """Distinct destination coordinates map to distinct register slots."""
     if op.kind != "tensor" or role.kind != "register" or not role.writes:
         return None
-    layout = layout_of(op.value)
+    view = ViewMap(op.value)
     lead = (0,) * len(group)
     seen = {}
     for c in coords(repeat_shape(role, op, group), role.atom):
-        slot = slot_offset(layout, (*lead, *c))
+        slot = view.offset((*lead, *c))
         if slot in seen:
             return TileError(
                 opcode,
