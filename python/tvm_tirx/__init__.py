@@ -19,6 +19,8 @@ _LAZY = {
     "LowerTileApply": ("tile.lower", "LowerTileApply"),
 }
 
+_SUBMODULES = ("testing", "script", "tile", "errors", "demo")
+
 __all__ = ["TileError", "compile", "Kernel", "LowerTileApply", "__version__"]
 
 
@@ -34,6 +36,10 @@ def __getattr__(name):
         value = getattr(importlib.import_module(f"{__name__}.{module_name}"), attr)
         globals()[name] = value
         return value
+    if name in _SUBMODULES:
+        import importlib  # pylint: disable=import-outside-toplevel
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'tvm_tirx' has no attribute {name!r}")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from .tile.lower import LowerTileApply
+from .tile.lower import LowerTileApply, lower_tile_apply
 
 __all__ = ["compile", "Kernel", "PIPELINE_NAME", "resolve_target"]
 
@@ -127,6 +127,12 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
     name, func = funcs[0]
     tgt = resolve_target(target, arch)
     pipeline = _register_pipeline()
+    # Lower here, in Python, so that a contract violation reaches the caller as
+    # the TileError it is (through the pass pipeline's FFI boundary it would
+    # arrive as a RuntimeError).  The pipeline's own LowerTileApply then has
+    # nothing left to do.
+    with tgt:
+        mod = tvm.IRModule({name: lower_tile_apply(func)})
     with tvm.transform.PassContext(config=dict(options or {})):
         executable = tvm.compile(mod, target=tgt, tir_pipeline=pipeline)
     return Kernel(executable, func, name, tgt)

@@ -44,15 +44,32 @@ setattr(function, "dispatch_token", "tirx")
 
 
 def _tile_error_in(err):
+    """The TileError behind a parse failure, if any.
+
+    A misspelt ``T.ptx["..."]`` fails inside apache-tvm's PTX namespace with a
+    ``KeyError``; it breaks the same contract rule as a misspelt string opcode,
+    so it is reported as one.
+    """
     from ..errors import TileError  # pylint: disable=import-outside-toplevel
 
     seen = 0
     while err is not None and seen < 16:
         if isinstance(err, TileError):
             return err
+        if isinstance(err, KeyError) and _raised_in_ptx_namespace(err):
+            return TileError(
+                "", "unknown or illegal opcode spelling", found=str(err.args[0] if err.args else err)
+            )
         err = err.__cause__ or err.__context__
         seen += 1
     return None
+
+
+def _raised_in_ptx_namespace(err) -> bool:
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and "backend/cuda/ptx" in tb.tb_frame.f_code.co_filename.replace("\\", "/")
 
 
 def _diag_location(err) -> str | None:

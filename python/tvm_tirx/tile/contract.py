@@ -68,12 +68,16 @@ class Contract:
         Keyword parameters of the call that bind PTX operands (``cache_policy``).
     collective : bool
         Warp-collective form: no lane group axis at ``scope="warp"``.
+    min_arch : str | None
+        Oldest ``sm_XY`` whose ptxas accepts the form, when it is newer than
+        sm_90 (the family states the ISA fact and its section).
     """
 
     instruction: Instruction
     roles: tuple
     params: dict = field(default_factory=dict)
     collective: bool = False
+    min_arch: str | None = None
 
     @property
     def opcode(self) -> str:
@@ -146,3 +150,9 @@ def memory_role(role: str, op: PtxOperand, data: PtxOperand, writes: bool) -> Op
         writes=writes,
         scopes=_SPACE_SCOPES.get(op.space, ()),
     )
+
+
+def arch_number(arch: str) -> int:
+    """``"sm_90a"`` -> 90, ``"sm_100"`` -> 100 (the SM version, suffix dropped)."""
+    digits = "".join(ch for ch in arch.split("_", 1)[-1] if ch.isdigit())
+    return int(digits) if digits else 0

@@ -19,6 +19,7 @@ import itertools
 
 from ..errors import TileError, operand_label
 from . import operands as _ops
+from .contract import arch_number
 from .instruction import _ptx_namespace
 from .op import decode, is_tile_call, select_contract
 from .scope import group_shape
@@ -180,8 +181,45 @@ def _element_args(role, op, group_coord, rep):
         return [op.value] * role.lanes
     buf = op.value
     if role.kind == "memory":
-        return [buf.ptr_to([*group_coord, *rep, *(0 for _ in role.atom)])]
+        ptr = buf.ptr_to([*group_coord, *rep, *(0 for _ in role.atom)])
+        if role.ptx.space == "local":
+            # A .local address is an offset in the local window, not the
+            # generic address C++ takes of a local array (PTX ISA 6.4.1.1).
+            return [_generic_to_local(ptr)]
+        return [ptr]
     return [buf[tuple([*group_coord, *rep, k])] for k in range(role.atom[0])]
+
+
+def _target_arch() -> str | None:
+    """``arch`` of the current ``tvm.target.Target``, if one is active."""
+    from tvm.target import Target  # pylint: disable=import-outside-toplevel
+
+    target = Target.current(allow_none=True)
+    if target is None:
+        return None
+    arch = target.attrs.get("arch")
+    return str(arch) if arch else None
+
+
+def check_arch(contract, arch):
+    """The form is available on the target architecture; return a TileError or None."""
+    if arch is None or contract.min_arch is None:
+        return None
+    if arch_number(arch) < arch_number(contract.min_arch):
+        return TileError(
+            contract.opcode,
+            "instruction needs a newer architecture",
+            expected=f"{contract.min_arch} or newer",
+            found=arch,
+        )
+    return None
+
+
+def _generic_to_local(ptr):
+    """The ``.local``-window address of generic pointer ``ptr`` (CUDA ``__cvta_generic_to_local``)."""
+    from tvm.tirx import call_pure_extern  # pylint: disable=import-outside-toplevel
+
+    return call_pure_extern("uint64", "__cvta_generic_to_local", ptr)
 
 
 def expand(call, facts, span=None):
@@ -199,6 +237,9 @@ def expand(call, facts, span=None):
     try:
         group = group_shape(tc.opcode, tc.scope)
         contract, ops = select_contract(tc.opcode, tc.operands, group, tc.pred, tc.preserve_dst)
+        err = check_arch(contract, _target_arch())
+        if err:
+            raise err
         repeat = ()
         for role, op in zip(contract.roles, ops):
             if op.kind == "tensor":
@@ -248,14 +289,23 @@ def lower_tile_apply(func):
     if not found:
         return func
     facts = _KernelFacts(func)
+    errors = []
 
     def rewrite(node):
-        if is_tile_call(node.value):
-            span = node.value.span if node.value.span is not None else node.span
+        if not is_tile_call(node.value) or errors:
+            return node
+        span = node.value.span if node.value.span is not None else node.span
+        try:
             return expand(node.value, facts, span)
-        return node
+        except TileError as err:
+            # An exception would cross the FFI boundary as a RuntimeError;
+            # keep it and raise it from here, as the TileError it is.
+            errors.append(err)
+            return node
 
     body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, rewrite))
+    if errors:
+        raise errors[0]
     return func.with_body(body)
 
 

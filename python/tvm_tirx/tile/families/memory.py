@@ -15,7 +15,7 @@ and ``.shared::cluster`` are not tile forms.  Parameter: ``cache_policy``
 
 from __future__ import annotations
 
-from ..contract import Contract, memory_role, register_role
+from ..contract import Contract, bits_of_ptx_type, memory_role, register_role
 from ..instruction import Instruction
 
 MNEMONICS = ("ld", "st")
@@ -35,10 +35,15 @@ def contract(instr: Instruction) -> Contract | str:
     params = {op.name: op for op in instr.operands if op.name in PARAMS}
     data = next(op for op in instr.operands if op.kind == "reg" and op.name not in params)
     loads = instr.mnemonic == "ld"
+    # PTX ISA 9.7.10.8/9.7.10.11: 256-bit vectors (.v8 of 32-bit, .v4 of
+    # 64-bit types) require sm_100.
+    wide = data.lanes * bits_of_ptx_type(data.ptx_type) > 128
     roles = []
     for op in instr.operands:
         if op is addr:
             roles.append(memory_role("dst" if not loads else "src", op, data, writes=not loads))
         elif op is data:
             roles.append(register_role("dst" if loads else "src", op))
-    return Contract(instruction=instr, roles=tuple(roles), params=params)
+    return Contract(
+        instruction=instr, roles=tuple(roles), params=params, min_arch="sm_100" if wide else None
+    )
