@@ -285,15 +285,18 @@ class _ParamSpec:
             )
 
     def _check_common(self, where, shape, dtype, device):
-        if device != "cuda":
-            raise ValueError(f"{where}: expected a CUDA tensor, got one on {device}")
         if dtype != self.dtype:
             raise ValueError(f"{where}: expected dtype {self.dtype}, got {dtype}")
         if shape != self.shape:
             raise ValueError(f"{where}: expected shape {self.shape}, got {shape}")
+        if device != "cuda":
+            raise ValueError(f"{where}: expected a CUDA tensor, got one on {device}")
 
     def _check_torch(self, where, t):
-        self._check_common(where, tuple(t.shape), _dtype_name(t.dtype), t.device.type)
+        if _dtype_name(t.dtype) != self.dtype:
+            raise ValueError(f"{where}: expected dtype {self.dtype}, got {_dtype_name(t.dtype)}")
+        if tuple(t.shape) != self.shape:
+            raise ValueError(f"{where}: expected shape {self.shape}, got {tuple(t.shape)}")
         expected, stride = [], 1
         for extent in reversed(self.shape):
             expected.append(stride)
@@ -310,6 +313,8 @@ class _ParamSpec:
                 f"{where}: the parameter is declared align={self.align} bytes, but the tensor's "
                 f"data pointer is {t.data_ptr() % self.align} bytes past such a boundary"
             )
+        if t.device.type != "cuda":
+            raise ValueError(f"{where}: expected a CUDA tensor, got one on {t.device.type}")
 
 
 def _is_torch_tensor(x) -> bool:
