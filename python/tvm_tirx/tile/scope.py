@@ -1,41 +1,189 @@
-"""Execution scopes: which group axes lead each operand, and their thread bindings.
+"""Execution scopes: the group axes that lead each operand, and their thread bindings.
 
-``scope="thread"`` has no group axes: each thread issues the instruction for
-itself.  The wider scopes of the tile contract (``"warp"``: ``(lane,)``,
-``"warpgroup"``: ``(warp_in_group, lane)``, ``"cta"``: ``(warp, lane)``,
-``"cluster"``: CTA-in-cluster axes first) are named here so that a call that
-uses one gets a clear error until they are supported.
+=============  ===============================================  =========================
+scope          group axes (outermost first)                     one instance is
+=============  ===============================================  =========================
+``thread``     none                                             each thread
+``warp``       ``(lane,)`` -- 32                                each warp
+``warpgroup``  ``(warp_in_group, lane)`` -- ``(4, 32)``          each 4-warp warpgroup
+``cta``        ``(warp, lane)`` -- ``(threads / 32, 32)``        the CTA
+``cluster``    CTA-in-cluster axes, then ``(warp, lane)``       the cluster
+=============  ===============================================  =========================
+
+A warp is 32 threads with consecutive linear thread ids and a warpgroup four
+consecutive warps (PTX ISA 2.2 and 9.7.15, "warpgroup").  The linear thread id
+is ``x + X * (y + Y * z)`` for a block of ``(X, Y, Z)`` threads (CUDA C++
+Programming Guide, "Thread Hierarchy").  Inside a guard that only depends on
+thread ids (``if T.cuda.lane_id() < 16:``), the group is the guarded box of
+threads; :mod:`.lower` works it out.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import TileError
 
-__all__ = ["SCOPES", "SUPPORTED_SCOPES", "group_shape"]
+__all__ = ["SCOPES", "LaunchFacts", "scope_rank", "full_group", "thread_axis_values", "WARP", "WARPGROUP_WARPS"]
 
 #: Every scope name of the tile contract.
 SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
-#: Scopes this release lowers.
-SUPPORTED_SCOPES = ("thread",)
+#: Threads per warp (PTX ISA 2.2).
+WARP = 32
+#: Warps per warpgroup (PTX ISA 9.7.15).
+WARPGROUP_WARPS = 4
 
 
-def group_shape(opcode: str, scope) -> tuple:
-    """The group axes' extents for ``scope`` (``()`` for ``"thread"``).
+@dataclass(frozen=True)
+class LaunchFacts:
+    """The launch as the kernel's IR states it.
+
+    Attributes
+    ----------
+    block : tuple[int, int, int]
+        Threads per CTA along x, y, z.
+    thread_vars : tuple
+        The ``threadIdx`` Vars (x first; an axis of extent 1 may have none).
+    cluster : tuple[int, ...]
+        CTAs per cluster along the used axes (``()`` without clusters).
+    cluster_vars : tuple
+        The ``%cluster_ctaid`` Vars of those axes.
+    """
+
+    block: tuple
+    thread_vars: tuple
+    cluster: tuple = ()
+    cluster_vars: tuple = ()
+
+    @property
+    def threads(self) -> int:
+        """Threads per CTA."""
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def cluster_size(self) -> int:
+        """CTAs per cluster (1 without clusters)."""
+        out = 1
+        for n in self.cluster:
+            out *= n
+        return out
+
+    def linear_thread(self):
+        """The linear thread id in the CTA, as an int32 expression."""
+        from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+        tv = list(self.thread_vars) + [IntImm("int32", 0)] * (3 - len(self.thread_vars))
+        bx, by, _ = self.block
+        if len(self.thread_vars) <= 1:
+            return tv[0]
+        return tv[0] + bx * (tv[1] + by * tv[2])
+
+    def thread_values(self, t: int) -> dict:
+        """Per-axis thread ids of linear thread ``t``: ``{var: value}``."""
+        bx, by, _ = self.block
+        coords = (t % bx, (t // bx) % by, t // (bx * by))
+        return {v: coords[i] for i, v in enumerate(self.thread_vars)}
+
+    def cluster_values(self, c: int) -> dict:
+        """Per-axis cluster CTA ids of linear cluster rank ``c``: ``{var: value}``."""
+        out, rest = {}, c
+        for var, n in zip(self.cluster_vars, self.cluster):
+            out[var] = rest % n
+            rest //= n
+        return out
+
+
+def scope_rank(scope: str, opcode: str = "", cluster_rank: int | None = None) -> int | None:
+    """Number of group axes of ``scope`` (None when it depends on an unknown cluster shape).
 
     Raises
     ------
     TileError
-        ``scope`` is not a scope name, or names a scope not supported yet.
+        ``scope`` is not a scope name.
     """
     if scope not in SCOPES:
-        raise TileError(
-            opcode, "unknown execution scope", expected=" / ".join(SCOPES), found=repr(scope)
-        )
-    if scope not in SUPPORTED_SCOPES:
+        raise TileError(opcode, "unknown execution scope", expected=" / ".join(SCOPES), found=repr(scope))
+    base = {"thread": 0, "warp": 1, "warpgroup": 2, "cta": 2}
+    if scope in base:
+        return base[scope]
+    return None if cluster_rank is None else cluster_rank + 2
+
+
+def full_group(scope: str, facts: LaunchFacts, opcode: str = ""):
+    """``(extents, coordinate_fn, instance_fn)`` of ``scope`` for the whole launch.
+
+    ``coordinate_fn(t, c)`` gives the group coordinate of linear thread ``t`` in
+    cluster rank ``c``; ``instance_fn(t, c)`` which instance of the scope it
+    belongs to.  Expression forms come from :func:`group_exprs`.
+
+    Raises
+    ------
+    TileError
+        The launch cannot be divided into the scope's groups (e.g. a block of
+        48 threads at ``"cta"``, or ``"cluster"`` without a cluster launch).
+    """
+    threads = facts.threads
+    if scope == "thread":
+        return (), (lambda t, c: ()), (lambda t, c: (c, t))
+    need = {"warp": WARP, "warpgroup": WARP * WARPGROUP_WARPS, "cta": WARP, "cluster": WARP}[scope]
+    if threads % need:
         raise TileError(
             opcode,
-            "execution scope not supported yet",
-            expected=" / ".join(SUPPORTED_SCOPES),
-            found=repr(scope),
+            f"a {scope}-scope call needs whole {'warps' if need == WARP else 'warpgroups'}",
+            expected=f"a block of a multiple of {need} threads",
+            found=f"{threads} threads",
         )
-    return ()
+    if scope == "warp":
+        return (WARP,), (lambda t, c: (t % WARP,)), (lambda t, c: (c, t // WARP))
+    if scope == "warpgroup":
+        return (
+            (WARPGROUP_WARPS, WARP),
+            (lambda t, c: ((t // WARP) % WARPGROUP_WARPS, t % WARP)),
+            (lambda t, c: (c, t // (WARP * WARPGROUP_WARPS))),
+        )
+    cta = ((threads // WARP, WARP), (lambda t, c: (t // WARP, t % WARP)))
+    if scope == "cta":
+        return cta[0], cta[1], (lambda t, c: (c,))
+    if not facts.cluster:
+        raise TileError(
+            opcode,
+            "cluster scope without a cluster launch",
+            expected="T.device_entry(launch=T.cuda.LaunchConfig(..., cluster=...))",
+            found="a launch without clusters",
+        )
+
+    def cluster_coord(t, c):
+        vals = facts.cluster_values(c)
+        return tuple(vals[v] for v in facts.cluster_vars) + cta[1](t, c)
+
+    return tuple(facts.cluster) + cta[0], cluster_coord, (lambda t, c: ())
+
+
+def group_exprs(scope: str, facts: LaunchFacts) -> tuple:
+    """The issuing thread's group coordinate of ``scope`` as int32 expressions."""
+    if scope == "thread":
+        return ()
+    t = facts.linear_thread()
+    lane = t % WARP
+    if scope == "warp":
+        return (lane,)
+    if scope == "warpgroup":
+        return ((t // WARP) % WARPGROUP_WARPS, lane)
+    cta = (t // WARP, lane)
+    if scope == "cta":
+        return cta
+    return tuple(facts.cluster_vars) + cta
+
+
+def thread_axis_values(t: int, c: int) -> dict:
+    """Values of the layout thread axes (``tvm.tirx.layout.Axis``) for linear thread ``t``
+    in cluster rank ``c``."""
+    return {
+        "laneid": t % WARP,
+        "warpid": t // WARP,
+        "tx": t,
+        "wgid": t // (WARP * WARPGROUP_WARPS),
+        "wid_in_wg": (t // WARP) % WARPGROUP_WARPS,
+        "tid_in_wg": t % (WARP * WARPGROUP_WARPS),
+        "cbx": c,
+    }
