@@ -38,6 +38,14 @@ def install() -> None:
 
     cuda = _ir.cuda
     cuda.LaunchConfig = launch.LaunchConfig
-    for name in ("thread_idx", "block_idx", "block_dim", "grid_dim", "lane_id", "warp_id"):
+    for name in (
+        "thread_idx",
+        "block_idx",
+        "block_dim",
+        "grid_dim",
+        "lane_id",
+        "warp_id",
+        "cluster_ctaid",
+    ):
         setattr(cuda, name, getattr(launch, name))
     cuda.tile = SimpleNamespace(apply=tile_op.apply)

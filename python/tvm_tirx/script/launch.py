@@ -14,6 +14,7 @@ __all__ = [
     "grid_dim",
     "lane_id",
     "warp_id",
+    "cluster_ctaid",
     "current_launch",
 ]
 
@@ -45,17 +46,19 @@ class LaunchConfig:
         Threads per CTA, ``x`` first (1 to 3 extents); at most 1024 in total
         (CUDA C++ Programming Guide, "Thread Hierarchy").
     cluster : int | tuple[int, ...] | None
-        CTAs per thread-block cluster (sm_90).  Not supported in this release:
-        a value raises ``NotImplementedError``.
+        CTAs per thread-block cluster, ``x`` first (sm_90; PTX ISA 2.2.1, at
+        most 8 CTAs portably).  Each grid extent must be a multiple of the
+        cluster's.
     dynamic_smem_bytes : int
         Dynamic shared memory per CTA in bytes.  Only ``0`` in this release.
 
     Raises
     ------
     ValueError
-        Extents that are not positive ints, or a block of more than 1024 threads.
+        Extents that are not positive ints, a block of more than 1024 threads,
+        or a grid that is not a whole number of clusters.
     NotImplementedError
-        ``cluster`` or a non-zero ``dynamic_smem_bytes``.
+        A non-zero ``dynamic_smem_bytes``.
     """
 
     grid: tuple = 1
@@ -64,15 +67,20 @@ class LaunchConfig:
     dynamic_smem_bytes: int = 0
     grid3: tuple = field(init=False, repr=False)
     block3: tuple = field(init=False, repr=False)
+    cluster3: tuple = field(init=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "grid3", _dims(self.grid, "grid"))
         object.__setattr__(self, "block3", _dims(self.block, "block"))
+        cluster3 = None if self.cluster is None else _dims(self.cluster, "cluster")
+        object.__setattr__(self, "cluster3", cluster3)
         threads = self.block3[0] * self.block3[1] * self.block3[2]
         if threads > 1024:
             raise ValueError(f"LaunchConfig: block has {threads} threads, more than 1024")
-        if self.cluster is not None:
-            raise NotImplementedError("LaunchConfig: thread-block clusters are not supported yet")
+        if cluster3 is not None and any(g % c for g, c in zip(self.grid3, cluster3)):
+            raise ValueError(
+                f"LaunchConfig: grid {self.grid3} is not a whole number of clusters {cluster3}"
+            )
         if self.dynamic_smem_bytes:
             raise NotImplementedError("LaunchConfig: dynamic shared memory is not supported yet")
 
@@ -81,15 +89,21 @@ class LaunchConfig:
         """Threads per CTA."""
         return self.block3[0] * self.block3[1] * self.block3[2]
 
+    @property
+    def cluster_used(self) -> tuple:
+        """Cluster extents up to the last one that is not 1 (``()`` without clusters)."""
+        return () if self.cluster3 is None else tuple(_used(self.cluster3))
+
 
 class _Launch:
     """The launch of the function being parsed and the index Vars it defined."""
 
-    def __init__(self, builder, config, block_vars, grid_vars):
+    def __init__(self, builder, config, block_vars, grid_vars, cluster_vars):
         self.builder = builder
         self.config = config
         self.block_vars = block_vars
         self.grid_vars = grid_vars
+        self.cluster_vars = cluster_vars
 
 
 _CURRENT: list = [None]
@@ -126,9 +140,17 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
         raise TypeError(
             f"device_entry: launch must be a T.cuda.LaunchConfig, got {type(launch).__name__}"
         )
-    grid_vars = _as_list(_ir.cta_id(_used(launch.grid3)))
+    cluster_vars = []
+    grid = _used(launch.grid3)
+    if launch.cluster3 is not None:
+        rank = max(len(grid), len(launch.cluster_used))
+        grid = list(launch.grid3[:rank])
+        cluster = list(launch.cluster3[:rank])
+        _ir.cluster_id([g // c for g, c in zip(grid, cluster)])
+        cluster_vars = _as_list(_ir.cta_id_in_cluster(cluster))
+    grid_vars = _as_list(_ir.cta_id(grid))
     block_vars = _as_list(_ir.thread_id(_used(launch.block3)))
-    _CURRENT[0] = _Launch(IRBuilder.current(), launch, block_vars, grid_vars)
+    _CURRENT[0] = _Launch(IRBuilder.current(), launch, block_vars, grid_vars, cluster_vars)
 
 
 def _as_list(v):
@@ -170,6 +192,26 @@ def _index(d, name, vars_attr, dims_attr):
     if i < len(variables):
         return variables[i]
     assert getattr(launch.config, dims_attr)[i] == 1
+    return IntImm("int32", 0)
+
+
+def cluster_ctaid(d: str = "x"):
+    """``%cluster_ctaid.<d>`` (PTX ISA 10.13): the CTA's position in its cluster, an int32
+    Var (``IntImm(0)`` for an extent of 1).
+
+    Raises
+    ------
+    ValueError
+        The launch has no clusters.
+    """
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    i = _axis(d, "cluster_ctaid")
+    launch = _active("cluster_ctaid")
+    if launch.config.cluster3 is None:
+        raise ValueError("T.cuda.cluster_ctaid: the launch has no clusters (LaunchConfig(cluster=...))")
+    if i < len(launch.cluster_vars):
+        return launch.cluster_vars[i]
     return IntImm("int32", 0)
 
 

@@ -22,13 +22,21 @@ from . import operands as _ops
 from .contract import arch_number
 from .instruction import _ptx_namespace
 from .op import decode, is_tile_call, select_contract
-from .scope import group_shape
+from .scope import LaunchFacts, full_group, group_exprs, scope_rank, thread_axis_values
 
 __all__ = ["LowerTileApply", "lower_tile_apply"]
 
 
+# ScopeIdDef.scope values (apache-tvm's ScopeBinding enum) of the ids we read.
+def _binding(parent, cur):
+    from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR  # pylint: disable=import-outside-toplevel
+
+    return next(k for k, v in _SCOPE_BINDING_TO_PARENT_CUR.items() if v == (parent, cur))
+
+
 class _KernelFacts:
-    """What the proofs need from the enclosing PrimFunc: root tensors and variable ranges."""
+    """What the proofs need from the enclosing PrimFunc: root tensors, variable
+    ranges, the launch, and the guards around each tile call."""
 
     def __init__(self, func):
         import tvm  # pylint: disable=import-outside-toplevel
@@ -38,11 +46,16 @@ class _KernelFacts:
         self.roots = {}  # root buffer var -> element extent
         self.parent = {}  # view buffer var -> the buffer it views
         self.analyzer = tvm.sym.Analyzer()
+        self.launch = None
         for p in func.params:
             if tirx.is_buffer_var(p):
                 self.roots[p] = _prod(p.shape)
+        thread_binding, cluster_binding = _binding("cta", "thread"), _binding("cluster", "cta")
+        block = cluster = None
+        stores = {}  # buffer -> values stored into it
 
         def visit(node):
+            nonlocal block, cluster
             if isinstance(node, tirx.AllocBuffer):
                 buf = node.buffer
                 self.roots[buf] = _alloc_extent(buf)
@@ -56,10 +69,35 @@ class _KernelFacts:
                 if d.extents is not None:
                     for var, ext in zip(d.def_ids, d.extents):
                         self._bind(var, 0, ext)
+                    extents = tuple(_int_or_none(e) for e in d.extents)
+                    if d.scope == thread_binding and None not in extents:
+                        block = (tuple(d.def_ids), extents)
+                    elif d.scope == cluster_binding and None not in extents:
+                        cluster = (tuple(d.def_ids), extents)
             elif isinstance(node, tirx.For):
                 self._bind(node.loop_var, node.min, node.min + node.extent)
+            elif isinstance(node, tirx.BufferStore):
+                stores.setdefault(node.buffer, []).append(node.value)
 
         tvm_ffi.structural_walk(func.body, (object, visit))
+        # `w = T.cuda.warp_id()` parses to a local scalar stored once; reading
+        # it is reading that value, which the proofs need to see.
+        self.scalars = {
+            buf: values[0]
+            for buf, values in stores.items()
+            if len(values) == 1 and _prod(buf.shape) == 1 and buf.scope() == "local"
+        }
+        if block is not None:
+            dims = tuple(block[1]) + (1,) * (3 - len(block[1]))
+            self.launch = LaunchFacts(
+                block=dims,
+                thread_vars=block[0],
+                cluster=tuple(cluster[1]) if cluster else (),
+                cluster_vars=tuple(cluster[0]) if cluster else (),
+            )
+        self.guards = {}
+        _collect_guards(func.body, (), self.guards)
+        self._active_cache = {}
 
     def _bind(self, var, lo, hi):
         import tvm  # pylint: disable=import-outside-toplevel
@@ -69,12 +107,113 @@ class _KernelFacts:
         except Exception:  # pylint: disable=broad-except
             pass  # a symbolic range the analyzer cannot take: leave the var unbounded
 
+    def expand_scalars(self, expr):
+        """``expr`` with loads of single-assignment local scalars replaced by their value."""
+        import tvm_ffi  # pylint: disable=import-outside-toplevel
+        from tvm.ir import TensorLoad  # pylint: disable=import-outside-toplevel
+
+        if not self.scalars:
+            return expr
+
+        def sub(load):
+            for buf, value in self.scalars.items():
+                if load.source.same_as(buf):
+                    return self.expand_scalars(value)
+            return load
+
+        return tvm_ffi.structural_map(expr, (TensorLoad, sub))
+
     def root_of(self, buf):
         """The parameter or allocation that ``buf`` views, or None."""
         seen = 0
         while buf not in self.roots and buf in self.parent and seen < 64:
             buf, seen = self.parent[buf], seen + 1
         return buf if buf in self.roots else None
+
+    def active_threads(self, conds, opcode):
+        """``[(t, c)]``: linear thread ``t`` in cluster rank ``c`` for which every
+        guard in ``conds`` holds.
+
+        Raises
+        ------
+        TileError
+            A guard depends on anything but thread and cluster-CTA ids.
+        """
+        key = tuple(str(c) for c in conds)
+        if key in self._active_cache:
+            return self._active_cache[key]
+        launch = self.launch
+        out = []
+        for c in range(launch.cluster_size):
+            cvals = launch.cluster_values(c)
+            for t in range(launch.threads):
+                values = {**launch.thread_values(t), **cvals}
+                if all(
+                    _eval_guard(self.expand_scalars(cond), values, self.analyzer, opcode)
+                    for cond in conds
+                ):
+                    out.append((t, c))
+        self._active_cache[key] = out
+        return out
+
+
+def _int_or_none(x):
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _eval_guard(cond, values, analyzer, opcode) -> bool:
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    def sub(v):
+        for var, value in values.items():
+            if v.same_as(var):
+                return IntImm(v.ty.dtype, value)
+        return v
+
+    folded = analyzer.simplify(tvm_ffi.structural_map(cond, (Var, sub)))
+    if not isinstance(folded, IntImm):
+        raise TileError(
+            opcode,
+            "guard not understood",
+            expected="an if-condition over thread ids (threadIdx, lane_id, warp_id, cluster_ctaid)",
+            found=f"if {cond}",
+        )
+    return bool(folded.value)
+
+
+def _collect_guards(stmt, conds, out):
+    """Record, for each tile-call Evaluate, the if-conditions that enclose it."""
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+    from tvm.tirx import Not  # pylint: disable=import-outside-toplevel
+
+    if stmt is None:
+        return
+    if isinstance(stmt, tirx.Evaluate):
+        if is_tile_call(stmt.value):
+            out[_key(stmt)] = conds
+        return
+    if isinstance(stmt, tirx.SeqStmt):
+        for s in stmt.seq:
+            _collect_guards(s, conds, out)
+        return
+    if isinstance(stmt, tirx.IfThenElse):
+        _collect_guards(stmt.then_case, conds + (stmt.condition,), out)
+        if stmt.else_case is not None:
+            _collect_guards(stmt.else_case, conds + (Not(stmt.condition),), out)
+        return
+    body = getattr(stmt, "body", None)
+    if isinstance(body, tirx.Stmt):
+        _collect_guards(body, conds, out)
+
+
+def _key(node):
+    """Identity of an IR node across Python wrappers (tvm-ffi hashes by object address)."""
+    return hash(node)
 
 
 def _prod(shape):
@@ -113,7 +252,11 @@ def _const_bound(analyzer, expr):
 
 
 def check_memory(facts, opcode, role, op, group, repeat):
-    """Alignment and bounds of one memory operand; return a TileError or None."""
+    """Alignment and bounds of one memory operand; return a TileError or None.
+
+    ``group`` holds the (guarded) group extents: every thread's atom address is
+    the view's address at its group coordinate and each repeat coordinate.
+    """
     from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
     from tvm.tirx import floormod  # pylint: disable=import-outside-toplevel
 
@@ -131,12 +274,9 @@ def check_memory(facts, opcode, role, op, group, repeat):
     elem_bytes = DataType(buf.dtype).bits // 8
     need = role.atom[0] * elem_bytes
     view = _ops.ViewMap(buf)
-    lead = (0,) * len(group)
-    offsets = [view.offset((*lead, *c)) for c in _ops.coords(repeat, role.atom)]
-    starts = [
-        view.offset((*lead, *r, 0))
-        for r in itertools.product(*(range(n) for n in repeat))
-    ]
+    box = [range(n) for n in (*group, *repeat)]
+    _, _, starts = _ops.offset_summary(view, box + [range(1)], need // elem_bytes or 1)
+    first, last, _ = _ops.offset_summary(view, box + [range(n) for n in role.atom], 1)
     base = int(root.data_alignment)
     if base % need != 0:
         return TileError(
@@ -147,8 +287,9 @@ def check_memory(facts, opcode, role, op, group, repeat):
             found=f"{root.name} declared align={base}",
         )
     analyzer = facts.analyzer
-    for start in sorted({s % need for s in starts}):
-        addr = (buf.elem_offset + start) * elem_bytes
+    elem_offset = facts.expand_scalars(buf.elem_offset)
+    for start in sorted(starts):
+        addr = (elem_offset + start) * elem_bytes
         if not analyzer.can_prove(floormod(addr, need) == 0):
             return TileError(
                 opcode,
@@ -157,26 +298,120 @@ def check_memory(facts, opcode, role, op, group, repeat):
                 expected=f"byte offset a multiple of {need}",
                 found=f"byte offset {analyzer.simplify(addr)}",
             )
-    extent = facts.roots[root]
-    lo, hi = _const_bound(analyzer, buf.elem_offset)
-    first, last = min(offsets), max(offsets)
-    if isinstance(extent, int) or hasattr(extent, "value"):
-        extent = int(extent)
-        if (lo is not None and lo + first < 0) or (hi is not None and hi + last >= extent):
-            found_lo = "?" if lo is None else lo + first
-            found_hi = "?" if hi is None else hi + last
-            return TileError(
-                opcode,
-                "view provably out of the tensor's bounds",
-                operand=label,
-                expected=f"elements within [0, {extent}) of {root.name}",
-                found=f"elements [{found_lo}, {found_hi}] for some thread",
-            )
+    extent = _int_or_none(facts.roots[root])
+    lo, hi = _const_bound(analyzer, elem_offset)
+    if extent is not None and (
+        (lo is not None and lo + first < 0) or (hi is not None and hi + last >= extent)
+    ):
+        found_lo = "?" if lo is None else lo + first
+        found_hi = "?" if hi is None else hi + last
+        return TileError(
+            opcode,
+            "view provably out of the tensor's bounds",
+            operand=label,
+            expected=f"elements within [0, {extent}) of {root.name}",
+            found=f"elements [{found_lo}, {found_hi}] for some thread",
+        )
     return None
 
 
-def _element_args(role, op, group_coord, rep):
-    """The PTX arguments one operand supplies at repeat coordinate ``rep``."""
+def check_ownership(opcode, role, op, group, origin, members, repeat):
+    """Register values at each group coordinate belong to the thread issuing it.
+
+    ``members`` maps each group coordinate (relative to ``origin``) to one
+    issuing thread ``(t, c)``.  The layout's thread axes (``laneid``,
+    ``warpid`` ...) at that coordinate must equal that thread's ids, and every
+    group axis must be carried by some thread axis.
+    """
+    view = _ops.ViewMap(op.value)
+    label = operand_label(role.role, op.index)
+    inner = list(_ops.coords(repeat, role.atom))
+    # Strided layouts: the thread axes of (g, r, k) are those of (g, 0, 0)
+    # plus those of (0, r, k), so checking both slices covers the box.
+    probes = inner if not view.separable else inner
+    seen = {}
+    for g, (t, c) in members.items():
+        expect = thread_axis_values(t, c)
+        rk_list = probes if (not view.separable or g == next(iter(members))) else inner[:1]
+        for rk in rk_list:
+            axes = view.apply((*g, *rk))
+            for axis, value in axes.items():
+                if axis == "m":
+                    continue
+                if axis not in expect or int(value) != expect[axis]:
+                    where = tuple(o + x for o, x in zip(origin, g))
+                    return TileError(
+                        opcode,
+                        "register value owned by another thread",
+                        operand=label,
+                        expected=f"{axis} = {expect.get(axis, '?')} (the issuing thread at group {where})",
+                        found=f"{axis} = {int(value)} at coordinate {(*where, *rk)}",
+                    )
+        ids = tuple(sorted((a, int(v)) for a, v in view.apply((*g, *inner[0])).items() if a != "m"))
+        if group and ids in seen:
+            axis = next(i for i, (a, b) in enumerate(zip(seen[ids], g)) if a != b)
+            return TileError(
+                opcode,
+                "group axis not mapped to a thread axis",
+                operand=label,
+                expected=f"group axis {axis} carried by a layout thread axis (laneid, warpid, ...)",
+                found=f"group coordinates {seen[ids]} and {g} held by the same thread",
+            )
+        seen[ids] = g
+    return None
+
+
+def _group_box(scope, facts, conds, opcode):
+    """``(extents, origin, members)`` of the group of threads that execute the call.
+
+    Without guards that is the scope's whole group.  Under guards over thread
+    ids, the executing threads of every instance (each warp at ``"warp"``,
+    ...) must form the same box of group coordinates; the group is that box.
+    """
+    extents, coord_fn, instance_fn = full_group(scope, facts.launch, opcode)
+    if not extents:
+        return (), (), {(): (0, 0)}
+    active = facts.active_threads(conds, opcode) if conds else [
+        (t, c) for c in range(facts.launch.cluster_size) for t in range(facts.launch.threads)
+    ]
+    by_instance = {}
+    for t, c in active:
+        by_instance.setdefault(instance_fn(t, c), {})[coord_fn(t, c)] = (t, c)
+    boxes = []
+    for members in by_instance.values():
+        coords = list(members)
+        lo = tuple(min(x[i] for x in coords) for i in range(len(extents)))
+        hi = tuple(max(x[i] for x in coords) for i in range(len(extents)))
+        size = 1
+        for a, b in zip(lo, hi):
+            size *= b - a + 1
+        if size != len(coords):
+            raise TileError(
+                opcode,
+                "guarded threads do not form a box of the group",
+                expected=f"a rectangular range of {scope} group coordinates",
+                found=f"{len(coords)} threads spanning {lo}..{hi}",
+            )
+        boxes.append((lo, hi, members))
+    if not boxes:
+        return tuple(0 for _ in extents), tuple(0 for _ in extents), {}
+    lo, hi, members = boxes[0]
+    for other in boxes[1:]:
+        if (other[0], other[1]) != (lo, hi):
+            raise TileError(
+                opcode,
+                "guarded threads differ between instances of the scope",
+                expected=f"the same {scope} group range in every {scope}",
+                found=f"{lo}..{hi} and {other[0]}..{other[1]}",
+            )
+    extents = tuple(b - a + 1 for a, b in zip(lo, hi))
+    rel = {tuple(x - o for x, o in zip(g, lo)): tc for g, tc in members.items()}
+    return extents, lo, rel
+
+
+def _element_args(role, op, group_coord, rep, locals_):
+    """The PTX arguments one operand supplies at group coordinate ``group_coord``
+    and repeat coordinate ``rep``."""
     if op.kind == "scalar":
         return [op.value] * role.lanes
     buf = op.value
@@ -187,7 +422,33 @@ def _element_args(role, op, group_coord, rep):
             # generic address C++ takes of a local array (PTX ISA 6.4.1.1).
             return [_generic_to_local(ptr)]
         return [ptr]
-    return [buf[tuple([*group_coord, *rep, k])] for k in range(role.atom[0])]
+    coords = [(*group_coord, *rep, k) for k in range(role.atom[0])]
+    local = locals_.get(buf)
+    if local is None:
+        return [buf[c] for c in coords]
+    # A layout with thread axes: index the issuing thread's own storage at the
+    # slot the layout gives (ownership was proven by check_ownership).
+    view = _ops.ViewMap(buf)
+    return [local[view.apply(c)["m"]] for c in coords]
+
+
+def _thread_local_view(buf):
+    """``(DeclBuffer, flat view)`` of the calling thread's storage of ``buf``
+    (apache-tvm's ``Buffer.local()``, declared outside the parser)."""
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+    from tvm.tirx.buffer import buffer_data  # pylint: disable=import-outside-toplevel
+
+    span = int(buf.layout.storage().span())
+    flat = tirx.decl_buffer(
+        (span,),
+        buf.dtype,
+        name=f"{buf.name}_local",
+        elem_offset=buf.elem_offset,
+        scope=buf.scope(),
+        data_alignment=int(buf.data_alignment),
+        layout="default",
+    )
+    return tirx.DeclBuffer(flat, data=buffer_data(buf)), flat
 
 
 def _target_arch() -> str | None:
@@ -222,7 +483,7 @@ def _generic_to_local(ptr):
     return call_pure_extern("uint64", "__cvta_generic_to_local", ptr)
 
 
-def expand(call, facts, span=None):
+def expand(call, facts, span=None, conds=()):
     """Check one tile Call and return its expansion (a Stmt).
 
     Raises
@@ -235,7 +496,18 @@ def expand(call, facts, span=None):
     tc = decode(call)
     location = _location(span)
     try:
-        group = group_shape(tc.opcode, tc.scope)
+        scope_rank(tc.scope, tc.opcode, 0)
+        if tc.scope == "thread":
+            group, origin, members = (), (), {(): (0, 0)}
+        elif facts.launch is None:
+            raise TileError(
+                tc.opcode,
+                f"a {tc.scope}-scope call needs the kernel's launch",
+                expected="T.device_entry(launch=T.cuda.LaunchConfig(...)) (or T.thread_id([...]))",
+                found="no thread ids in the kernel",
+            )
+        else:
+            group, origin, members = _group_box(tc.scope, facts, conds, tc.opcode)
         contract, ops = select_contract(tc.opcode, tc.operands, group, tc.pred, tc.preserve_dst)
         err = check_arch(contract, _target_arch())
         if err:
@@ -246,21 +518,34 @@ def expand(call, facts, span=None):
                 repeat = _ops.repeat_shape(role, op, group)
                 break
         for role, op in zip(contract.roles, ops):
-            if op.kind == "tensor" and role.kind == "memory":
+            if op.kind != "tensor":
+                continue
+            if role.kind == "memory":
                 err = check_memory(facts, contract.opcode, role, op, group, repeat)
-                if err:
-                    raise err
+            else:
+                err = check_ownership(contract.opcode, role, op, group, origin, members, repeat)
+            if err:
+                raise err
     except TileError as err:
         raise err.at(location) from None
 
-    loop_vars = [tirx.Var(f"r{i}", "int32") for i in range(len(repeat))]
     group_coord = ()
+    if group:
+        group_coord = tuple(e - o for e, o in zip(group_exprs(tc.scope, facts.launch), origin))
+    loop_vars = [tirx.Var(f"r{i}", "int32") for i in range(len(repeat))]
+    decls, locals_ = [], {}
+    for role, op in zip(contract.roles, ops):
+        if op.kind == "tensor" and role.kind == "register" and op.value not in locals_:
+            if _ops.ViewMap(op.value).has_thread_axes():
+                decl, flat = _thread_local_view(op.value)
+                decls.append(decl)
+                locals_[op.value] = flat
     args = []
     for kind, key in contract.ptx_order():
         if kind == "param":
             args.append(tc.params[key])
         else:
-            args += _element_args(contract.roles[key], ops[key], group_coord, loop_vars)
+            args += _element_args(contract.roles[key], ops[key], group_coord, loop_vars, locals_)
     instr = _ptx_namespace()[contract.opcode]
     try:
         ptx_call = instr(*args, pred=tc.pred, preserve_dst=tc.preserve_dst)
@@ -271,7 +556,7 @@ def expand(call, facts, span=None):
     body = tirx.Evaluate(ptx_call, span=span) if span is not None else tirx.Evaluate(ptx_call)
     for var, extent in reversed(list(zip(loop_vars, repeat))):
         body = tirx.For(var, 0, extent, tirx.ForKind.UNROLLED, body)
-    return body
+    return tirx.SeqStmt([*decls, body]) if decls else body
 
 
 def lower_tile_apply(func):
@@ -296,7 +581,7 @@ def lower_tile_apply(func):
             return node
         span = node.value.span if node.value.span is not None else node.span
         try:
-            return expand(node.value, facts, span)
+            return expand(node.value, facts, span, facts.guards.get(_key(node), ()))
         except TileError as err:
             # An exception would cross the FFI boundary as a RuntimeError;
             # keep it and raise it from here, as the TileError it is.

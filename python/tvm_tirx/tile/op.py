@@ -15,7 +15,7 @@ from ..errors import TileError
 from . import operands as _ops
 from .instruction import opcode_text
 from .registry import contracts
-from .scope import group_shape
+from .scope import scope_rank
 
 __all__ = ["OP_NAME", "apply", "TileCall", "decode", "select_contract"]
 
@@ -164,7 +164,8 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
         axes follow ``scope`` (none at ``"thread"``).  A typed scalar
         expression may stand in for a single-register read operand.
     scope : str
-        Execution scope; ``"thread"`` in this release.
+        Execution scope: ``"thread"``, ``"warp"``, ``"warpgroup"``, ``"cta"`` or
+        ``"cluster"`` (see :mod:`tvm_tirx.tile.scope`).
     pred : PrimExpr (bool) | None
         Runtime predicate guarding every emitted instruction.
     preserve_dst : bool
@@ -192,8 +193,15 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
         operands, printed_params, scope, pred, preserve_dst = _unpack_printed(operands)
         params = {**printed_params, **params}
     opcode = opcode_text(instr)
-    group = group_shape(opcode, scope)
-    contract, _ = select_contract(opcode, operands, group, pred, preserve_dst)
+    rank = scope_rank(scope, opcode, _parse_time_cluster_rank(opcode, scope))
+    if rank is None:
+        # The group axes are unknown until lowering reads the launch: check
+        # the opcode now, the operands then.
+        contract = contracts(opcode)[0]
+    else:
+        # Group extents depend on the launch and on enclosing guards, which
+        # lowering sees; here only their number is known.
+        contract, _ = select_contract(opcode, operands, (None,) * rank, pred, preserve_dst)
     _check_params(contract, params)
     names = sorted(params)
     args = [
@@ -204,6 +212,25 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
         _flags(scope, pred, preserve_dst, names),
     ]
     return call_intrin("", OP_NAME, *args)
+
+
+def _parse_time_cluster_rank(opcode, scope):
+    """Cluster axes of the launch being parsed (None when unknown)."""
+    if scope != "cluster":
+        return None
+    from ..script.launch import current_launch  # pylint: disable=import-outside-toplevel
+
+    launch = current_launch()
+    if launch is None:
+        return None
+    if launch.cluster is None:
+        raise TileError(
+            opcode,
+            "cluster scope without a cluster launch",
+            expected="T.device_entry(launch=T.cuda.LaunchConfig(..., cluster=...))",
+            found="a launch without clusters",
+        )
+    return len(launch.cluster_used)
 
 
 def decode(call) -> TileCall:

@@ -47,10 +47,14 @@ class Operand:
 
 
 def _static_int(x):
+    """``x`` as a Python int when it is (or simplifies to) a constant, else ``x``."""
+    import tvm  # pylint: disable=import-outside-toplevel
     from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
 
     if isinstance(x, int):
         return x
+    if not isinstance(x, IntImm) and tvm.ir.is_prim_expr(x):
+        x = tvm.sym.Analyzer().simplify(x)  # e.g. a slice w*32 : w*32 + 32
     if isinstance(x, IntImm):
         return int(x)
     return x
@@ -113,6 +117,9 @@ class ViewMap:
         self.shape = tuple(_static_int(s) for s in buf.shape)
         tile = getattr(self.layout, "tile_layout", self.layout)
         self.shard = tuple(_static_int(it.extent) for it in tile.shard)
+        #: offset(c) is a sum of one term per axis (a strided TileLayout, one
+        #: shard iter per dimension); a swizzle or a re-split coordinate is not.
+        self.separable = tile is self.layout and len(self.shard) == len(self.shape)
 
     def coord(self, coord):
         """``coord`` re-expressed in the layout's own shard axes."""
@@ -122,9 +129,10 @@ class ViewMap:
         for c, n in zip(coord, self.shape):
             flat = flat * n + c
         out = []
+        static = isinstance(flat, int)
         for n in reversed(self.shard):
-            out.append(flat % n)
-            flat //= n
+            out.append(flat % n if static else _floormod(flat, n))
+            flat = flat // n if static else _floordiv(flat, n)
         return tuple(reversed(out))
 
     def apply(self, coord) -> dict:
@@ -134,6 +142,22 @@ class ViewMap:
     def offset(self, coord) -> int:
         """Storage offset of ``coord`` (static coordinates only)."""
         return int(self.apply(coord)["m"])
+
+    def has_thread_axes(self) -> bool:
+        """Whether the layout places values on threads (``laneid``, ``warpid`` ...)."""
+        return any(k != "m" for k in self.apply(tuple(0 for _ in self.shape)))
+
+
+def _floormod(a, b):
+    from tvm.tirx import floormod  # pylint: disable=import-outside-toplevel
+
+    return floormod(a, b)
+
+
+def _floordiv(a, b):
+    from tvm.tirx import floordiv  # pylint: disable=import-outside-toplevel
+
+    return floordiv(a, b)
 
 
 def _dtype_bits(dtype: str) -> int:
@@ -255,18 +279,30 @@ def rule_atom_shape(opcode, role, op, group):
             opcode,
             "wrong atom shape",
             operand=operand_label(role.role, op.index),
-            expected=f"shape (*group{list(group)}, *repeat, *{role.atom})",
+            expected=f"shape (*group{_fmt_group(group)}, *repeat, *{role.atom})",
             found=f"shape {shape}",
         )
-    if tuple(shape[:n_lead]) != tuple(group):
+    if any(g is not None and g != n for g, n in zip(group, shape[:n_lead])):
         return TileError(
             opcode,
             "group shape does not match the scope",
             operand=operand_label(role.role, op.index),
-            expected=f"leading axes {tuple(group)}",
+            expected=f"leading group axes {tuple(group)}",
             found=f"shape {shape}",
         )
     return None
+
+
+def _fmt_group(group) -> str:
+    return "[" + ", ".join("?" if g is None else str(g) for g in group) + "]"
+
+
+def group_coords(group, full: bool):
+    """Group coordinates to check: all of them when ``full`` and the extents are
+    known, else only the origin."""
+    if full and all(g is not None for g in group):
+        return itertools.product(*(range(g) for g in group))
+    return [(0,) * len(group)]
 
 
 def repeat_shape(role, op, group) -> tuple:
@@ -307,19 +343,22 @@ def rule_contiguous_atom(opcode, role, op, group):
     if op.kind != "tensor" or role.kind != "memory" or role.atom == (1,):
         return None
     view = ViewMap(op.value)
-    lead = (0,) * len(group)
-    for rep in itertools.product(*(range(n) for n in repeat_shape(role, op, group))):
-        base = view.offset((*lead, *rep, 0))
-        for k in range(1, role.atom[0]):
-            off = view.offset((*lead, *rep, k))
-            if off != base + k:
-                return TileError(
-                    opcode,
-                    "vector atom not contiguous",
-                    operand=operand_label(role.role, op.index),
-                    expected=f"element {k} of the atom at element offset +{k}",
-                    found=f"+{off - base} (repeat {rep})",
-                )
+    reps = list(itertools.product(*(range(n) for n in repeat_shape(role, op, group))))
+    # Strided layouts add one term per axis, so the origin of the group axes
+    # decides; a swizzle does not, so every group coordinate is checked.
+    for lead in group_coords(group, full=not view.separable):
+        for rep in reps:
+            base = view.offset((*lead, *rep, 0))
+            for k in range(1, role.atom[0]):
+                off = view.offset((*lead, *rep, k))
+                if off != base + k:
+                    return TileError(
+                        opcode,
+                        "vector atom not contiguous",
+                        operand=operand_label(role.role, op.index),
+                        expected=f"element {k} of the atom at element offset +{k}",
+                        found=f"+{off - base} (repeat {rep})",
+                    )
     return None
 
 
@@ -328,19 +367,20 @@ def rule_register_overlap(opcode, role, op, group):
     if op.kind != "tensor" or role.kind != "register" or not role.writes:
         return None
     view = ViewMap(op.value)
-    lead = (0,) * len(group)
-    seen = {}
-    for c in coords(repeat_shape(role, op, group), role.atom):
-        slot = view.offset((*lead, *c))
-        if slot in seen:
-            return TileError(
-                opcode,
-                "overlapping register destinations",
-                operand=operand_label(role.role, op.index),
-                expected="one register slot per destination coordinate",
-                found=f"coordinates {seen[slot]} and {c} both map to slot {slot}",
-            )
-        seen[slot] = c
+    # Each thread writes the coordinates of its own group position.
+    for lead in group_coords(group, full=not view.separable):
+        seen = {}
+        for c in coords(repeat_shape(role, op, group), role.atom):
+            slot = view.offset((*lead, *c))
+            if slot in seen:
+                return TileError(
+                    opcode,
+                    "overlapping register destinations",
+                    operand=operand_label(role.role, op.index),
+                    expected="one register slot per destination coordinate",
+                    found=f"coordinates {seen[slot]} and {c} both map to slot {slot}",
+                )
+            seen[slot] = c
     return None
 
 
@@ -414,3 +454,37 @@ def check_static(contract, operands, group, pred=None, preserve_dst=False):
         if err:
             return err
     return rule_pred_dtype(opcode, pred) or rule_preserve_dst(opcode, contract, pred, preserve_dst)
+
+
+def axis_terms(view: ViewMap, ranges) -> list:
+    """Per axis, the offsets ``offset(c_i * e_i) - offset(0)`` for each value in ``ranges[i]``.
+
+    Only meaningful for a separable view, whose offset is ``offset(0)`` plus the
+    sum of these terms.
+    """
+    zero = [0] * len(view.shape)
+    base = view.offset(tuple(zero))
+    out = []
+    for axis, values in enumerate(ranges):
+        terms = []
+        for v in values:
+            c = list(zero)
+            c[axis] = v
+            terms.append(view.offset(tuple(c)) - base)
+        out.append(terms)
+    return out
+
+
+def offset_summary(view: ViewMap, ranges, modulus: int):
+    """``(min, max, residues mod modulus)`` of ``view.offset`` over the box ``ranges``."""
+    if view.separable:
+        zero = view.offset(tuple(0 for _ in view.shape))
+        terms = axis_terms(view, ranges)
+        lo = zero + sum(min(t) for t in terms)
+        hi = zero + sum(max(t) for t in terms)
+        residues = {zero % modulus}
+        for t in terms:
+            residues = {(r + x) % modulus for r in residues for x in set(t)}
+        return lo, hi, residues
+    offs = [view.offset(c) for c in itertools.product(*ranges)]
+    return min(offs), max(offs), {o % modulus for o in offs}
