@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "TileError": ("errors", "TileError"),
-    "compile": ("compile", "compile"),
-    "Kernel": ("compile", "Kernel"),
+    "compile": ("kernel", "compile"),
+    "Kernel": ("kernel", "Kernel"),
     "LowerTileApply": ("tile.lower", "LowerTileApply"),
 }
 

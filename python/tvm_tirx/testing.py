@@ -10,7 +10,18 @@ from __future__ import annotations
 
 import shutil
 
-__all__ = ["requires_cuda", "has_cuda", "has_nvcc", "requires_nvcc", "lower", "count_ptx_calls", "assemble"]
+__all__ = [
+    "requires_cuda",
+    "has_cuda",
+    "has_nvcc",
+    "requires_nvcc",
+    "lower",
+    "count_ptx_calls",
+    "assemble",
+    "forms_kernel_source",
+    "load_kernel",
+    "ptxas_errors",
+]
 
 
 def has_cuda() -> bool:
@@ -100,6 +111,72 @@ def assemble(kernel, fmt: str = "cubin") -> bytes:
     RuntimeError
         ``nvcc``/``ptxas`` rejects the code.
     """
-    from .compile import _nvcc  # pylint: disable=import-outside-toplevel
+    from .kernel import _nvcc  # pylint: disable=import-outside-toplevel
 
     return _nvcc(kernel.cuda_source, kernel.target, fmt)
+
+
+def forms_kernel_source(forms, name: str = "forms_kernel") -> str:
+    """TVMScript source of a one-thread kernel issuing each form once.
+
+    Parameters
+    ----------
+    forms : list[tvm_tirx.tile.forms.Form]
+        Register-family forms: every operand gets its own ``(lanes,)`` register
+        tensor of the role's first dtype.
+    name : str
+        The kernel's name.
+    """
+    lines = [
+        "from tvm_tirx.script import tirx as T",
+        "",
+        "@T.function",
+        f"def {name}():",
+        "    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))",
+    ]
+    for i, form in enumerate(forms):
+        names = []
+        for j, role in enumerate(form.contract.roles):
+            lines.append(f'    r{i}_{j} = T.alloc_local(({role.atom[0]},), "{role.dtypes[0]}")')
+            names.append(f"r{i}_{j}")
+        lines.append(f'    T.cuda.tile.apply(T.ptx["{form.opcode}"], {", ".join(names)})')
+    return "\n".join(lines) + "\n"
+
+
+def load_kernel(source: str, directory, name: str = "forms_kernel"):
+    """Write ``source`` to ``directory`` as a module, import it, return its ``name``."""
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    import pathlib  # pylint: disable=import-outside-toplevel
+
+    path = pathlib.Path(directory) / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"_tvm_tirx_generated_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def ptxas_errors(ptx: str, arch: str) -> list:
+    """``[(line, message, instruction text)]`` that ``ptxas -arch=<arch>`` reports for ``ptx``."""
+    import re  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import tempfile  # pylint: disable=import-outside-toplevel
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/k.ptx"
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(ptx)
+        out = subprocess.run(
+            ["ptxas", f"-arch={arch}", path, "-o", f"{tmp}/k.cubin"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    lines = ptx.splitlines()
+    errors = []
+    for m in re.finditer(r"line (\d+); error\s*:\s*(.*)", out.stderr):
+        n = int(m.group(1))
+        errors.append((n, m.group(2).strip(), lines[n - 1].strip() if n <= len(lines) else ""))
+    if out.returncode != 0 and not errors:
+        errors.append((0, out.stderr.strip(), ""))
+    return errors

@@ -21,6 +21,7 @@ def install() -> None:
     _DONE[0] = True
 
     from ..tile import op as tile_op  # pylint: disable=import-outside-toplevel
+    from ..tile.ewise import ewise  # pylint: disable=import-outside-toplevel
     from . import builders, launch  # pylint: disable=import-outside-toplevel
 
     tile_op.register_op()
@@ -48,4 +49,4 @@ def install() -> None:
         "cluster_ctaid",
     ):
         setattr(cuda, name, getattr(launch, name))
-    cuda.tile = SimpleNamespace(apply=tile_op.apply)
+    cuda.tile = SimpleNamespace(apply=tile_op.apply, ewise=ewise)

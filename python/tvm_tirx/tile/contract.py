@@ -111,7 +111,9 @@ def same_width_dtypes(token: str, accepted=None) -> tuple:
     own = PTX_TYPE_DTYPES[token]
     if accepted is None:
         return tuple(own)
-    return tuple(d for d in accepted if d in own) or tuple(own)
+    # An 8-bit integer result lives in a wider register (PTX ISA 5.2.2: the
+    # narrowest register is 16 bits); the table lists the carriers it takes.
+    return tuple(d for d in accepted if d in own) or tuple(accepted)
 
 
 def register_role(role: str, op: PtxOperand) -> OperandRole:

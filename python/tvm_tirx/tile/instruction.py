@@ -111,11 +111,16 @@ def _chain_candidates(chain):
 
 
 def opcode_text(instr) -> str:
-    """The PTX text of ``instr`` (a ``T.ptx[...]`` chain or a string), canonical order."""
+    """The PTX text of ``instr`` (a ``T.ptx[...]`` chain or a string), for messages.
+
+    A chain's candidates may read the same tokens into different slots
+    (``cvt.f32.bf16``: destination or source type first, by entry), so this is
+    the text of its first candidate; the form finally chosen carries its own
+    canonical text (:attr:`Instruction.opcode`).
+    """
     if isinstance(instr, str):
         return instr
-    cands = _chain_candidates(instr)
-    entry, filled = cands[0]
+    entry, filled = _chain_candidates(instr)[0]
     return ".".join([entry.ptx_name, *[t for t in filled if t]])
 
 
@@ -140,12 +145,25 @@ def resolve(instr) -> tuple[Instruction, ...]:
         unknown or missing, or the modifier combination is illegal (the
         table's own check, which follows the PTX ISA).
     """
-    text = opcode_text(instr)
-    return _resolve_text(text)
+    if isinstance(instr, str):
+        return _resolve_text(instr)
+    return _resolve_candidates(opcode_text(instr), _chain_candidates(instr))
 
 
 @functools.cache
 def _resolve_text(text: str) -> tuple[Instruction, ...]:
+    if not isinstance(text, str) or not text:
+        raise TileError("", "unknown opcode", expected="a PTX opcode string", found=repr(text))
+    try:
+        chain = _ptx_namespace()[text]
+    except (KeyError, AttributeError) as err:
+        msg = str(err).strip("'\"")
+        raise TileError(text, "unknown or illegal opcode spelling", found=msg) from None
+    return _resolve_candidates(text, _chain_candidates(chain))
+
+
+@functools.cache
+def _resolve_candidates(text: str, candidates) -> tuple[Instruction, ...]:
     from tvm.backend.cuda.ptx.table import (  # pylint: disable=import-outside-toplevel
         mods,
         operand_dtypes,
@@ -154,16 +172,9 @@ def _resolve_text(text: str) -> tuple[Instruction, ...]:
         operand_type,
     )
 
-    if not isinstance(text, str) or not text:
-        raise TileError("", "unknown opcode", expected="a PTX opcode string", found=repr(text))
-    try:
-        chain = _ptx_namespace()[text]
-    except (KeyError, AttributeError) as err:
-        msg = str(err).strip("'\"")
-        raise TileError(text, "unknown or illegal opcode spelling", found=msg) from None
     reasons = []
     out = []
-    for entry, filled in _chain_candidates(chain):
+    for entry, filled in candidates:
         missing = [s.name for s, t in zip(entry.slots, filled) if t is None and not s.optional]
         if missing:
             reasons.append(f"missing required modifier(s) {', '.join(missing)}")

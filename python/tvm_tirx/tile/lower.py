@@ -549,7 +549,7 @@ def expand(call, facts, span=None, conds=()):
     instr = _ptx_namespace()[contract.opcode]
     try:
         ptx_call = instr(*args, pred=tc.pred, preserve_dst=tc.preserve_dst)
-    except ValueError as err:
+    except (ValueError, AssertionError) as err:  # AssertionError: two table entries match
         raise TileError(contract.opcode, "PTX table rejected the expansion", found=str(err)).at(
             location
         ) from None

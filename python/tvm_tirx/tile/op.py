@@ -101,14 +101,14 @@ def _unpack_printed(args):
     return tuple(rest), dict(reversed(list(params.items()))), scope, pred, keep
 
 
-def select_contract(opcode, operands, group, pred, preserve_dst):
+def select_contract(instr, operands, group, pred, preserve_dst):
     """Pick the instruction form whose contract the operands satisfy.
 
     ``mov.b64`` names a scalar, a pack and an unpack form; the operands'
     atoms tell them apart, as the assembler does.  Raises the most relevant
     :class:`TileError` when no form fits.
     """
-    forms = contracts(opcode)
+    forms = contracts(instr)
     errors = []
     for contract in forms:
         classified = [_ops.classify(v, i + 1, contract.opcode) for i, v in enumerate(operands)]
@@ -197,11 +197,11 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     if rank is None:
         # The group axes are unknown until lowering reads the launch: check
         # the opcode now, the operands then.
-        contract = contracts(opcode)[0]
+        contract = contracts(instr)[0]
     else:
         # Group extents depend on the launch and on enclosing guards, which
         # lowering sees; here only their number is known.
-        contract, _ = select_contract(opcode, operands, (None,) * rank, pred, preserve_dst)
+        contract, _ = select_contract(instr, operands, (None,) * rank, pred, preserve_dst)
     _check_params(contract, params)
     names = sorted(params)
     args = [

@@ -1,4 +1,8 @@
-"""``tvm_tirx.compile``: build a tile kernel with apache-tvm, and the :class:`Kernel` it returns."""
+"""``tvm_tirx.compile``: build a tile kernel with apache-tvm, and the :class:`Kernel` it returns.
+
+(The module is ``kernel``, not ``compile``: a submodule named ``compile`` would
+replace the ``tvm_tirx.compile`` function as soon as it is imported.)
+"""
 
 from __future__ import annotations
 
@@ -240,15 +244,39 @@ def _walk_modules(mod):
         yield from _walk_modules(sub)
 
 
-def _nvcc(source: str, target, fmt: str) -> bytes:
-    import tvm  # pylint: disable=import-outside-toplevel
-    from tvm.support import nvcc  # pylint: disable=import-outside-toplevel
+def _nvcc(source: str, target, fmt: str, check: bool = True) -> bytes:
+    """Run the machine's ``nvcc`` on ``source``: ``fmt="ptx"`` gives PTX, ``"cubin"``
+    the assembled binary.  nvcc 13 runs ptxas on ``--ptx`` output too; with
+    ``check=False`` the PTX is returned even when ptxas rejects it."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import tempfile  # pylint: disable=import-outside-toplevel
 
-    with tvm.target.Target(target):
+    sm = str(target.attrs.get("arch", ""))
+    if not sm.startswith("sm_"):
+        raise RuntimeError(f"tvm_tirx: target has no sm_ arch: {target}")
+    if fmt == "ptx":
+        flags = ["--ptx", f"-arch=compute_{sm[3:]}"]
+    else:
+        flags = [f"--{fmt}", f"-arch={sm}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = f"{tmp}/kernel.cu", f"{tmp}/kernel.{fmt}"
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(source)
         try:
-            return nvcc.compile_cuda(source, target_format=fmt, compiler="nvcc")
-        except Exception as err:  # pylint: disable=broad-except
-            raise RuntimeError(f"tvm_tirx: nvcc could not build the kernel ({fmt}): {err}") from err
+            proc = subprocess.run(
+                ["nvcc", *flags, "-O3", "-std=c++17", "-w", "-o", out, src],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        except FileNotFoundError as err:
+            raise RuntimeError("tvm_tirx: nvcc is not on the PATH") from err
+        import os  # pylint: disable=import-outside-toplevel
+
+        if proc.returncode != 0 and not (not check and fmt == "ptx" and os.path.exists(out)):
+            raise RuntimeError(f"tvm_tirx: nvcc could not build the kernel ({fmt}):\n{proc.stderr}")
+        with open(out, "rb") as f:
+            return f.read()
 
 
 class _ParamSpec:
