@@ -27,7 +27,7 @@ def _dtype_of_annotation(annotation):
         return None
     if isinstance(annotation, str):
         return annotation
-    for attr in ("dtype", "__name__"):
+    for attr in ("dtype", "_dtype_str"):  # T.float32 is apache-tvm's DtypeConstructor
         value = getattr(annotation, attr, None)
         if isinstance(value, str):
             return value

@@ -105,10 +105,11 @@ def layout_of(buf):
 class ViewMap:
     """Coordinates of a view -> offsets in its storage (elements or register slots).
 
-    The view's layout may have fewer shard axes than the view has dimensions
-    (``X.view(4, 1)`` keeps ``X``'s one-axis layout); a coordinate is then
-    linearised row-major over the view's shape and re-split over the layout's
-    shard extents, which is how the layout reads it.
+    The view's layout may have other shard extents than the view's shape
+    (``X.view(4, 1)`` keeps ``X``'s one-axis layout, ``Y.view(2, 4)`` of a
+    ``(4, 2)`` tensor its ``(4, 2)`` layout); a coordinate is then linearised
+    row-major over the view's shape and re-split over the layout's shard
+    extents, which is how the layout reads it.
     """
 
     def __init__(self, buf):
@@ -119,11 +120,11 @@ class ViewMap:
         self.shard = tuple(_static_int(it.extent) for it in tile.shard)
         #: offset(c) is a sum of one term per axis (a strided TileLayout, one
         #: shard iter per dimension); a swizzle or a re-split coordinate is not.
-        self.separable = tile is self.layout and len(self.shard) == len(self.shape)
+        self.separable = tile is self.layout and self.shard == self.shape
 
     def coord(self, coord):
         """``coord`` re-expressed in the layout's own shard axes."""
-        if len(coord) == len(self.shard):
+        if self.shard == self.shape:
             return tuple(coord)
         flat = 0
         for c, n in zip(coord, self.shape):

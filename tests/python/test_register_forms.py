@@ -1,0 +1,72 @@
+"""Every register-family form the PTX table accepts for sm_90a assembles; newer ones are refused.
+
+The forms come from ``tvm_tirx.tile.forms`` (apache-tvm's table through our
+family registry).  One kernel per table entry issues each of its forms once,
+so ptxas runs once per entry.
+"""
+
+from collections import defaultdict
+
+import pytest
+
+import tvm_tirx
+from tvm_tirx import TileError, testing
+from tvm_tirx.tile.families import register
+from tvm_tirx.tile.forms import forms_of
+
+FORMS = forms_of(register.MNEMONICS)
+BY_ENTRY = defaultdict(list)
+for _f in FORMS:
+    if _f.contract.min_arch is None:
+        BY_ENTRY[_f.key.split(":", 1)[0]].append(_f)
+NEWER = [f for f in FORMS if f.contract.min_arch is not None]
+
+
+def test_forms_cover_every_family():
+    mnemonics = {f.contract.instruction.mnemonic for f in FORMS}
+    assert mnemonics == set(register.MNEMONICS)
+    assert len(FORMS) > 1500
+    assert {"add.rn.f16x2", "cvt.rn.f16x2.f32", "cvt.rn.bf16x2.f32", "fma.rn.f32", "ex2.approx.f32"} <= {
+        f.opcode for f in FORMS
+    }
+
+
+@pytest.mark.parametrize("entry", sorted(BY_ENTRY))
+def test_sm90a_forms_assemble(entry, tmp_path):
+    forms = BY_ENTRY[entry]
+    func = testing.load_kernel(testing.forms_kernel_source(forms), tmp_path)
+    lowered = testing.lower(func)
+    assert testing.count_ptx_calls(lowered) == len(forms)
+    if not testing.has_nvcc():
+        pytest.skip("nvcc not on the PATH")
+    kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
+    assert len(testing.assemble(kernel)) > 0
+
+
+def test_newer_forms_are_rejected_naming_the_arch(tmp_path):
+    assert {f.contract.min_arch for f in NEWER} >= {"sm_100a"}
+    picked = {}
+    for f in NEWER:
+        picked.setdefault(f.contract.min_arch, f)
+    for arch, form in picked.items():
+        func = testing.load_kernel(testing.forms_kernel_source([form], name=f"k_{arch}"), tmp_path, f"k_{arch}")
+        with pytest.raises(TileError, match=f"needs a newer architecture: expected {arch} or newer, found sm_90a"):
+            tvm_tirx.compile(func, target="cuda", arch="sm_90a")
+
+
+def test_sm100a_floors_hold(tmp_path):
+    forms = [f for f in NEWER if f.contract.min_arch == "sm_100a"]
+    func = testing.load_kernel(testing.forms_kernel_source(forms, name="k100"), tmp_path, "k100")
+    if not testing.has_nvcc():
+        pytest.skip("nvcc not on the PATH")
+    kernel = tvm_tirx.compile(func, target="cuda", arch="sm_100a")
+    ptx_errors = testing.ptxas_errors(_ptx(kernel), "sm_100a")
+    # forms that no tried target assembles carry the table's certification arch
+    rejected = {text for _, _, text in ptx_errors}
+    assert len(rejected) < len(forms)
+
+
+def _ptx(kernel):
+    from tvm_tirx.kernel import _nvcc
+
+    return _nvcc(kernel.cuda_source, kernel.target, "ptx", check=False).decode()
