@@ -118,9 +118,34 @@ class ViewMap:
         self.shape = tuple(_static_int(s) for s in buf.shape)
         tile = getattr(self.layout, "tile_layout", self.layout)
         self.shard = tuple(_static_int(it.extent) for it in tile.shard)
-        #: offset(c) is a sum of one term per axis (a strided TileLayout, one
-        #: shard iter per dimension); a swizzle or a re-split coordinate is not.
-        self.separable = tile is self.layout and self.shard == self.shape
+        #: offset(c) is a sum of one term per view axis: a strided TileLayout
+        #: whose shard splits the same row-major index at compatible points
+        #: (every suffix product of one divides or is divided by every suffix
+        #: product of the other, so no view axis carries into another's
+        #: digits).  A swizzle is not.
+        self.separable = tile is self.layout and _compatible_splits(self.shape, self.shard)
+        self._terms = self._static_terms(tile) if tile is self.layout else None
+
+    @staticmethod
+    def _static_terms(tile):
+        """``(iters, offsets)`` of a TileLayout with constant extents and strides,
+        so offsets are computed here rather than through apache-tvm's
+        ``Layout.apply`` (same arithmetic: each shard iter adds coordinate x
+        stride to its axis; replicas add nothing to a single coordinate).
+        None when anything is symbolic."""
+        iters = []
+        for it in tile.shard:
+            extent, stride = _static_int(it.extent), _static_int(it.stride)
+            if not isinstance(extent, int) or not isinstance(stride, int):
+                return None
+            iters.append((extent, stride, str(it.axis.name)))
+        offsets = {}
+        for axis, value in tile.offset.items():
+            value = _static_int(value)
+            if not isinstance(value, int):
+                return None
+            offsets[str(getattr(axis, "name", axis))] = value
+        return iters, offsets
 
     def coord(self, coord):
         """``coord`` re-expressed in the layout's own shard axes."""
@@ -138,7 +163,15 @@ class ViewMap:
 
     def apply(self, coord) -> dict:
         """``{axis name: value}`` of ``coord`` (``"m"`` = storage offset; thread axes too)."""
-        return {str(k): v for k, v in self.layout.apply(*self.coord(coord)).items()}
+        shard_coord = self.coord(coord)
+        if self._terms is not None and all(isinstance(c, int) for c in shard_coord):
+            iters, offsets = self._terms
+            out = dict(offsets)
+            out.setdefault("m", 0)
+            for c, (_, stride, axis) in zip(shard_coord, iters):
+                out[axis] = out.get(axis, 0) + c * stride
+            return out
+        return {str(k): v for k, v in self.layout.apply(*shard_coord).items()}
 
     def offset(self, coord) -> int:
         """Storage offset of ``coord`` (static coordinates only)."""
@@ -147,6 +180,24 @@ class ViewMap:
     def has_thread_axes(self) -> bool:
         """Whether the layout places values on threads (``laneid``, ``warpid`` ...)."""
         return any(k != "m" for k in self.apply(tuple(0 for _ in self.shape)))
+
+
+def _suffix_products(extents):
+    out, p = [], 1
+    for n in reversed(extents):
+        out.append(p)
+        p *= n
+    return out, p
+
+
+def _compatible_splits(shape, shard) -> bool:
+    if not all(isinstance(n, int) for n in (*shape, *shard)):
+        return False
+    ps, total_p = _suffix_products(shape)
+    qs, total_q = _suffix_products(shard)
+    if total_p != total_q:
+        return False
+    return all(p % q == 0 or q % p == 0 for p in ps for q in qs)
 
 
 def _floormod(a, b):
