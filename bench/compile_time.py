@@ -13,8 +13,15 @@ lowering time per R.
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
+
+# bench/ holds copy.py, which would shadow the standard library's copy module:
+# import the helpers as the package `bench`, from the repository root.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [_ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(_ROOT, "bench")]
+
+import argparse
 import textwrap
 
 import tvm
@@ -25,8 +32,7 @@ import tvm_tirx
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.lower import lower_tile_apply
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _timing import median_wall, table  # noqa: E402
+from bench._timing import median_wall, table  # noqa: E402
 
 TARGET = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
 

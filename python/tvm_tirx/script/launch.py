@@ -154,7 +154,9 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
 
 
 def _as_list(v):
-    return list(v) if isinstance(v, list | tuple) else [v]
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    return [v] if tvm.ir.is_prim_expr(v) else list(v)
 
 
 def current_launch():

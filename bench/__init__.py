@@ -1,0 +1,1 @@
+"""Benchmarks: run each script directly (``python bench/copy.py``)."""

@@ -1,0 +1,101 @@
+"""Device-to-device copy with ld.global.v4 / st.global.v4, against torch.Tensor.copy_.
+
+Each thread moves ``unroll`` 16-byte vectors per iteration (``unroll`` loads in
+flight before the first store); a grid of ``ctas`` CTAs of 256 threads walks
+the array.  The layout of one iteration, ``(iteration, cta, unroll, thread, 4)``,
+makes every warp's loads one contiguous 512-byte row.
+
+    python bench/copy.py            # on a GPU: check, time, print the table
+    python bench/copy.py --cpu      # no GPU: compile and assemble each variant
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# bench/ holds copy.py, which would shadow the standard library's copy module:
+# import the helpers as the package `bench`, from the repository root.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [_ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(_ROOT, "bench")]
+
+import argparse
+
+import tvm_tirx
+from tvm_tirx import testing
+from tvm_tirx.script import tirx as T
+
+from bench._timing import median_cuda_ms, table  # noqa: E402
+
+BLOCK = 256
+#: (name, load opcode, store opcode)
+VARIANTS = [
+    ("plain", "ld.global.v4.b32", "st.global.v4.b32"),
+    ("nc", "ld.global.nc.v4.b32", "st.global.v4.b32"),
+    ("streaming", "ld.global.cs.v4.b32", "st.global.cs.v4.b32"),
+]
+
+
+def make_copy(n: int, unroll: int, ctas: int, ld: str, st: str):
+    """A copy kernel for ``n`` float32 (``n`` a multiple of 4 * 256 * unroll * ctas)."""
+    per_iter = 4 * BLOCK * unroll * ctas
+    if n % per_iter:
+        raise ValueError(f"n={n} is not a multiple of {per_iter}")
+    iters = n // per_iter
+
+    @T.function
+    def copy(A: T.Tensor((n,), "float32", align=16), B: T.Tensor((n,), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=ctas, block=BLOCK))
+        cta = T.cuda.block_idx("x")
+        tid = T.cuda.thread_idx("x")
+        r = T.alloc_local((unroll, 4), "float32")
+        a = A.view(iters, ctas, unroll, BLOCK, 4)
+        b = B.view(iters, ctas, unroll, BLOCK, 4)
+        for i in T.serial(iters):
+            T.cuda.tile.apply(T.ptx[ld], r, a.sub[i, cta, :, tid, :])
+            T.cuda.tile.apply(T.ptx[st], b.sub[i, cta, :, tid, :], r)
+
+    return copy
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cpu", action="store_true", help="compile and assemble only")
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--unroll", type=int, default=4)
+    parser.add_argument("--ctas", type=int, default=1024, help="grid size (132 SMs x 8 CTAs = 1056 fit at once)")
+    args = parser.parse_args(argv)
+    sizes = {"1 GiB": 1 << 28, "4 GiB": 1 << 30}
+    if args.cpu or not testing.has_cuda():
+        for name, ld, st in VARIANTS:
+            kernel = tvm_tirx.compile(make_copy(1 << 28, args.unroll, args.ctas, ld, st), target="cuda", arch="sm_90a")
+            cubin = testing.assemble(kernel)
+            print(f"copy[{name}]: {ld} / {st}, unroll {args.unroll}: assembled for sm_90a ({len(cubin)} bytes)")
+        return 0
+
+    import torch
+
+    rows = []
+    for label, n in sizes.items():
+        src = torch.randn(n, device="cuda")
+        dst = torch.empty_like(src)
+        torch_ms = median_cuda_ms(torch, lambda: dst.copy_(src), args.runs)
+        gbs = lambda ms: 2 * n * 4 / (ms * 1e-3) / 1e9  # noqa: E731
+        rows.append([label, "torch copy_", f"{torch_ms:.3f}", f"{gbs(torch_ms):.0f}", "1.00"])
+        for name, ld, st in VARIANTS:
+            kernel = tvm_tirx.compile(make_copy(n, args.unroll, args.ctas, ld, st), target="cuda")
+            dst.zero_()
+            kernel(src, dst)
+            torch.cuda.synchronize()
+            assert torch.equal(dst, src), f"copy[{name}] is wrong"
+            ms = median_cuda_ms(torch, lambda: kernel(src, dst), args.runs)
+            rows.append([label, f"tile {name}", f"{ms:.3f}", f"{gbs(ms):.0f}", f"{torch_ms / ms:.2f}"])
+        del src, dst
+        torch.cuda.empty_cache()
+    print(f"device copy, fp32, median of {args.runs} runs (CUDA events), unroll {args.unroll}, {args.ctas} CTAs x {BLOCK}")
+    print(table(["size", "kernel", "ms", "GB/s", "x torch"], rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
