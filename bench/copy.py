@@ -45,7 +45,7 @@ def make_copy(n: int, unroll: int, ctas: int, ld: str, st: str):
 
     @T.function
     def copy(A: T.Tensor((n,), "float32", align=16), B: T.Tensor((n,), "float32", align=16)):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=ctas, block=BLOCK))
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=ctas, block=BLOCK, min_blocks_per_sm=8))
         cta = T.cuda.block_idx("x")
         tid = T.cuda.thread_idx("x")
         r = T.alloc_local((unroll, 4), "float32")
@@ -58,13 +58,65 @@ def make_copy(n: int, unroll: int, ctas: int, ld: str, st: str):
     return copy
 
 
+def make_copy_persistent(n: int, unroll: int, ctas: int, ld: str, st: str):
+    """A grid-stride copy: ``ctas`` CTAs (one wave) walk chunks of ``4 * 256 * unroll``
+    floats; the last round is predicated, so any ``ctas`` works."""
+    chunk = 4 * BLOCK * unroll
+    if n % chunk:
+        raise ValueError(f"n={n} is not a multiple of {chunk}")
+    chunks = n // chunk
+    rounds = (chunks + ctas - 1) // ctas
+
+    @T.function
+    def copy(A: T.Tensor((n,), "float32", align=16), B: T.Tensor((n,), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=ctas, block=BLOCK, min_blocks_per_sm=8))
+        cta = T.cuda.block_idx("x")
+        tid = T.cuda.thread_idx("x")
+        r = T.alloc_local((unroll, 4), "float32")
+        a = A.view(chunks, unroll, BLOCK, 4)
+        b = B.view(chunks, unroll, BLOCK, 4)
+        for i in T.serial(rounds):
+            c = i * ctas + cta
+            T.cuda.tile.apply(T.ptx[ld], r, a.sub[c, :, tid, :], pred=c < chunks)
+            T.cuda.tile.apply(T.ptx[st], b.sub[c, :, tid, :], r, pred=c < chunks)
+
+    return copy
+
+
+def sweep(torch, runs: int) -> None:
+    """Time a grid of launch shapes on 1 GiB (for choosing the defaults)."""
+    n = 1 << 28
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    torch_ms = median_cuda_ms(torch, lambda: dst.copy_(src), runs)
+    rows = []
+    for builder, ctas_list in ((make_copy, (512, 1024, 2048)), (make_copy_persistent, (132 * 4, 132 * 8))):
+        for unroll in (4, 8, 16):
+            for ctas in ctas_list:
+                try:
+                    func = builder(n, unroll, ctas, "ld.global.nc.v4.b32", "st.global.v4.b32")
+                except ValueError:
+                    continue
+                kernel = tvm_tirx.compile(func, target="cuda")
+                ms = median_cuda_ms(torch, lambda: kernel(src, dst), runs)
+                rows.append([builder.__name__, unroll, ctas, f"{ms:.3f}", f"{torch_ms / ms:.2f}"])
+    print(f"sweep, 1 GiB, torch copy_ {torch_ms:.3f} ms")
+    print(table(["kernel", "unroll", "ctas", "ms", "x torch"], rows))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu", action="store_true", help="compile and assemble only")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--unroll", type=int, default=4)
     parser.add_argument("--ctas", type=int, default=1024, help="grid size (132 SMs x 8 CTAs = 1056 fit at once)")
+    parser.add_argument("--sweep", action="store_true", help="time several launch shapes on 1 GiB")
     args = parser.parse_args(argv)
+    if args.sweep and testing.has_cuda():
+        import torch
+
+        sweep(torch, args.runs)
+        return 0
     sizes = {"1 GiB": 1 << 28, "4 GiB": 1 << 30}
     if args.cpu or not testing.has_cuda():
         for name, ld, st in VARIANTS:

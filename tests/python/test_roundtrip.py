@@ -3,7 +3,7 @@
 import tvm
 from tvm.script import tirx as stock_T
 
-import tvm_tirx  # noqa: F401
+import tvm_tirx
 from tvm_tirx.script import tirx as T
 
 from kernels import read_next_row, register_move, save_and_zero
@@ -52,3 +52,25 @@ def test_stock_prim_func_sees_the_names():
     # `import tvm` alone installs the names into apache-tvm's own T (entry point).
     assert stock_T.cuda.tile.apply is T.cuda.tile.apply
     assert stock_T.Tensor is T.Tensor
+
+
+@T.function
+def bounded(A: T.Tensor((256, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256, min_blocks_per_sm=8))
+    tid = T.cuda.thread_idx("x")
+    r = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, :])
+    T.cuda.tile.apply(T.ptx["st.global.v4.b32"], A.sub[tid, :], r)
+
+
+def test_launch_bounds_roundtrip_and_reach_the_kernel():
+    _roundtrip(bounded)
+    src = tvm_tirx.compile(bounded, target="cuda", arch="sm_90a").cuda_source
+    assert "__launch_bounds__(256, 8)" in src
+
+
+def test_min_blocks_and_max_registers_exclude_each_other():
+    import pytest
+
+    with pytest.raises(ValueError, match="not both"):
+        T.cuda.LaunchConfig(grid=1, block=256, min_blocks_per_sm=8, max_registers=32)

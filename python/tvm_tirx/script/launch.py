@@ -3,6 +3,7 @@ and the CUDA index builders ``T.cuda.thread_idx`` & co."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -51,6 +52,11 @@ class LaunchConfig:
         cluster's.
     dynamic_smem_bytes : int
         Dynamic shared memory per CTA in bytes.  Only ``0`` in this release.
+    min_blocks_per_sm : int | None
+        CUDA's ``__launch_bounds__(threads, minBlocksPerMultiprocessor)``: ask
+        the compiler to fit this many CTAs per SM (it limits registers to do so).
+    max_registers : int | None
+        CUDA's ``__maxnreg__``: registers per thread at most.
 
     Raises
     ------
@@ -65,6 +71,8 @@ class LaunchConfig:
     block: tuple = 1
     cluster: object = None
     dynamic_smem_bytes: int = 0
+    min_blocks_per_sm: int | None = None
+    max_registers: int | None = None
     grid3: tuple = field(init=False, repr=False)
     block3: tuple = field(init=False, repr=False)
     cluster3: tuple = field(init=False, repr=False)
@@ -80,6 +88,11 @@ class LaunchConfig:
         if cluster3 is not None and any(g % c for g, c in zip(self.grid3, cluster3)):
             raise ValueError(
                 f"LaunchConfig: grid {self.grid3} is not a whole number of clusters {cluster3}"
+            )
+        if self.min_blocks_per_sm and self.max_registers:
+            raise ValueError(
+                "LaunchConfig: give min_blocks_per_sm or max_registers, not both "
+                "(CUDA's __maxnreg__ cannot be combined with __launch_bounds__'s minimum)"
             )
         if self.dynamic_smem_bytes:
             raise NotImplementedError("LaunchConfig: dynamic shared memory is not supported yet")
@@ -133,13 +146,26 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
     from tvm.script.ir_builder import IRBuilder  # pylint: disable=import-outside-toplevel
     from tvm.tirx.script.builder import ir as _ir  # pylint: disable=import-outside-toplevel
 
-    _STOCK["device_entry"]()
-    if launch is None:
-        return
-    if not isinstance(launch, LaunchConfig):
+    if launch is not None and not isinstance(launch, LaunchConfig):
         raise TypeError(
             f"device_entry: launch must be a T.cuda.LaunchConfig, got {type(launch).__name__}"
         )
+    _STOCK["device_entry"]()
+    if launch is None:
+        return
+    # Read by apache-tvm's SplitHostDevice into the kernel's launch bounds.
+    # Like device_entry, the attribute frame stays open to the function's end.
+    bounds = {}
+    if launch.min_blocks_per_sm:
+        bounds["tirx.launch_bounds_min_blocks_per_sm"] = launch.min_blocks_per_sm
+    if launch.max_registers:
+        bounds["tirx.max_registers"] = launch.max_registers
+    if bounds:
+        # A flat `T.attr({...})` statement, entered as the TIRx parser enters one.
+        scope = _ir.attr(bounds)
+        for frame in getattr(scope, "frames", [scope]):
+            frame.add_callback(functools.partial(frame.__exit__, None, None, None))
+            frame.__enter__()
     cluster_vars = []
     grid = _used(launch.grid3)
     if launch.cluster3 is not None:
@@ -150,6 +176,7 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
         cluster_vars = _as_list(_ir.cta_id_in_cluster(cluster))
     grid_vars = _as_list(_ir.cta_id(grid))
     block_vars = _as_list(_ir.thread_id(_used(launch.block3)))
+
     _CURRENT[0] = _Launch(IRBuilder.current(), launch, block_vars, grid_vars, cluster_vars)
 
 

@@ -251,11 +251,14 @@ def _const_bound(analyzer, expr):
     return lo, hi
 
 
-def check_memory(facts, opcode, role, op, group, repeat):
+def check_memory(facts, opcode, role, op, group, repeat, predicated=False):
     """Alignment and bounds of one memory operand; return a TileError or None.
 
     ``group`` holds the (guarded) group extents: every thread's atom address is
     the view's address at its group coordinate and each repeat coordinate.
+    A predicated call may form addresses outside the tensor for threads whose
+    predicate is false (a predicated-off ld/st does not access memory, PTX ISA
+    9.3 "Predicated execution"), so its bounds are the predicate's job.
     """
     from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
     from tvm.tirx import floormod  # pylint: disable=import-outside-toplevel
@@ -300,7 +303,7 @@ def check_memory(facts, opcode, role, op, group, repeat):
             )
     extent = _int_or_none(facts.roots[root])
     lo, hi = _const_bound(analyzer, elem_offset)
-    if extent is not None and (
+    if not predicated and extent is not None and (
         (lo is not None and lo + first < 0) or (hi is not None and hi + last >= extent)
     ):
         found_lo = "?" if lo is None else lo + first
@@ -521,7 +524,9 @@ def expand(call, facts, span=None, conds=()):
             if op.kind != "tensor":
                 continue
             if role.kind == "memory":
-                err = check_memory(facts, contract.opcode, role, op, group, repeat)
+                err = check_memory(
+                    facts, contract.opcode, role, op, group, repeat, predicated=tc.pred is not None
+                )
             else:
                 err = check_ownership(contract.opcode, role, op, group, origin, members, repeat)
             if err:
