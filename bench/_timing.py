@@ -18,8 +18,13 @@ def median_wall(fn, runs: int = 20, warmup: int = 2) -> float:
     return statistics.median(samples)
 
 
-def median_cuda_ms(torch, fn, runs: int = 50, warmup: int = 5) -> float:
-    """Median milliseconds of ``fn()`` on the GPU, each run timed with its own CUDA events."""
+def median_cuda_ms(torch, fn, runs: int = 50, warmup: int = 5, busy_cycles: int = 2_000_000) -> float:
+    """Median milliseconds of ``fn()`` on the GPU, each run timed with its own CUDA events.
+
+    Before each run the stream gets a spin kernel (``torch.cuda._sleep``) that
+    outlasts the host's work of recording the start event and launching ``fn``,
+    so the events time the GPU work, not the gap while Python launches it.
+    """
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -27,6 +32,7 @@ def median_cuda_ms(torch, fn, runs: int = 50, warmup: int = 5) -> float:
     for _ in range(runs):
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(busy_cycles)  # pylint: disable=protected-access
         start.record()
         fn()
         end.record()

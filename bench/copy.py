@@ -33,6 +33,8 @@ VARIANTS = [
     ("plain", "ld.global.v4.b32", "st.global.v4.b32"),
     ("nc", "ld.global.nc.v4.b32", "st.global.v4.b32"),
     ("streaming", "ld.global.cs.v4.b32", "st.global.cs.v4.b32"),
+    ("nc+L2::256B", "ld.global.nc.L2::256B.v4.b32", "st.global.v4.b32"),
+    ("no_allocate", "ld.global.nc.L1::no_allocate.v4.b32", "st.global.L1::no_allocate.v4.b32"),
 ]
 
 
@@ -90,26 +92,21 @@ def sweep(torch, runs: int) -> None:
     dst = torch.empty_like(src)
     torch_ms = median_cuda_ms(torch, lambda: dst.copy_(src), runs)
     rows = []
-    for builder, ctas_list in ((make_copy, (512, 1024, 2048)), (make_copy_persistent, (132 * 4, 132 * 8))):
-        for unroll in (4, 8, 16):
-            for ctas in ctas_list:
-                try:
-                    func = builder(n, unroll, ctas, "ld.global.nc.v4.b32", "st.global.v4.b32")
-                except ValueError:
-                    continue
-                kernel = tvm_tirx.compile(func, target="cuda")
-                ms = median_cuda_ms(torch, lambda: kernel(src, dst), runs)
-                rows.append([builder.__name__, unroll, ctas, f"{ms:.3f}", f"{torch_ms / ms:.2f}"])
+    for name, ld, st in VARIANTS:
+        for unroll, ctas in ((4, 1024), (8, 1024), (8, 2048), (16, 1024)):
+            kernel = tvm_tirx.compile(make_copy(n, unroll, ctas, ld, st), target="cuda")
+            ms = median_cuda_ms(torch, lambda: kernel(src, dst), runs, warmup=20)
+            rows.append([name, unroll, ctas, f"{ms:.3f}", f"{torch_ms / ms:.2f}"])
     print(f"sweep, 1 GiB, torch copy_ {torch_ms:.3f} ms")
-    print(table(["kernel", "unroll", "ctas", "ms", "x torch"], rows))
+    print(table(["variant", "unroll", "ctas", "ms", "x torch"], rows))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu", action="store_true", help="compile and assemble only")
     parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--unroll", type=int, default=4)
-    parser.add_argument("--ctas", type=int, default=1024, help="grid size (132 SMs x 8 CTAs = 1056 fit at once)")
+    parser.add_argument("--unroll", type=int, default=8)
+    parser.add_argument("--ctas", type=int, default=2048, help="grid size (132 SMs x 8 CTAs = 1056 fit at once)")
     parser.add_argument("--sweep", action="store_true", help="time several launch shapes on 1 GiB")
     args = parser.parse_args(argv)
     if args.sweep and testing.has_cuda():
