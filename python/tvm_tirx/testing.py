@@ -4,6 +4,8 @@
 * :func:`lower` -- run ``LowerTileApply`` alone on a PrimFunc.
 * :func:`count_ptx_calls` -- PTX intrinsic calls a statement executes per thread.
 * :func:`assemble` -- assemble a kernel's CUDA for its arch with ``nvcc``/``ptxas``.
+* :func:`requires_arch` -- pytest marker: the test needs a GPU of at least an SM version.
+* :func:`count_ptx` -- how many times one exact PTX opcode is issued per thread.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ __all__ = [
     "forms_kernel_source",
     "load_kernel",
     "ptxas_errors",
+    "requires_arch",
+    "arch_supported",
+    "count_ptx",
+    "ptx_opcode_of",
 ]
 
 
@@ -180,3 +186,243 @@ def ptxas_errors(ptx: str, arch: str) -> list:
     if out.returncode != 0 and not errors:
         errors.append((0, out.stderr.strip(), ""))
     return errors
+
+
+# -- GPU architecture markers ---------------------------------------------------------------
+
+
+def _parse_arch(arch) -> tuple[int, int, str]:
+    """``(major, minor, suffix)`` of ``arch``: ``"sm_90a"`` -> ``(9, 0, "a")``, ``80`` -> ``(8, 0, "")``.
+
+    Raises
+    ------
+    ValueError
+        ``arch`` is not ``sm_<digits>[a|f]`` or an integer such as 90.
+    """
+    import re  # pylint: disable=import-outside-toplevel
+
+    text = str(arch).strip()
+    match = re.fullmatch(r"(?:sm_)?(\d+)(\d)([af]?)", text)
+    if isinstance(arch, bool) or match is None:
+        raise ValueError(f"requires_arch: expected an SM architecture such as 'sm_90a' or 90, got {arch!r}")
+    return int(match.group(1)), int(match.group(2)), match.group(3)
+
+
+def _device_capability() -> tuple[int, int] | None:
+    """``(major, minor)`` compute capability of GPU 0, or None without a GPU.
+
+    Asks torch (``torch.cuda.get_device_capability``) when torch with CUDA is
+    present, and apache-tvm's CUDA runtime otherwise.
+    """
+    try:
+        import torch  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        torch = None
+    if torch is not None:
+        try:
+            if torch.cuda.is_available():
+                return tuple(int(x) for x in torch.cuda.get_device_capability(0))
+        except Exception:  # pylint: disable=broad-except
+            pass
+        return None
+    try:
+        import tvm  # pylint: disable=import-outside-toplevel
+
+        dev = tvm.cuda(0)
+        if not dev.exist:
+            return None
+        major, minor = dev.compute_version.split(".")
+        return int(major), int(minor)
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+def arch_supported(arch, capability: tuple[int, int] | None) -> bool:
+    """Whether a GPU of compute ``capability`` runs code built for ``arch``.
+
+    A plain ``sm_XY`` needs capability ``(X, Y)`` or newer.  Arch-specific
+    targets are not forward compatible: ``sm_XYa`` needs exactly ``(X, Y)``,
+    and a family target ``sm_XYf`` needs major ``X`` with minor ``Y`` or newer.
+    ``capability=None`` (no GPU) supports nothing.
+
+    Raises
+    ------
+    ValueError
+        ``arch`` is not an SM architecture.
+    """
+    major, minor, suffix = _parse_arch(arch)
+    if capability is None:
+        return False
+    capability = (int(capability[0]), int(capability[1]))
+    if suffix == "a":
+        return capability == (major, minor)
+    if suffix == "f":
+        return capability[0] == major and capability[1] >= minor
+    return capability >= (major, minor)
+
+
+def requires_arch(arch):
+    """pytest marker factory: run the test only on a GPU that supports ``arch``.
+
+    Use it as a decorator on a test function or class::
+
+        @tvm_tirx.testing.requires_arch("sm_90a")
+        def test_wgmma_kernel():
+            ...
+
+    The test is marked ``gpu`` (so ``pytest -m gpu`` selects it) and skipped
+    unless GPU 0 is at least that SM version (see :func:`arch_supported`: an
+    ``a`` suffix needs exactly that version).  The GPU is queried with
+    ``torch.cuda.get_device_capability`` when torch with CUDA is available.
+
+    Parameters
+    ----------
+    arch : str | int
+        ``"sm_90a"``, ``"sm_80"``, ``"90"`` or ``90``.
+
+    Returns
+    -------
+    Callable
+        A decorator applying the ``gpu`` mark and a ``skipif`` mark.
+
+    Raises
+    ------
+    ValueError
+        ``arch`` is not an SM architecture (raised at decoration time).
+    """
+    import pytest  # pylint: disable=import-outside-toplevel
+
+    _parse_arch(arch)
+    capability = _device_capability()
+    found = "no CUDA GPU" if capability is None else f"a GPU of compute capability {capability[0]}.{capability[1]}"
+    skip = pytest.mark.skipif(
+        not arch_supported(arch, capability), reason=f"needs a GPU that runs {arch} code; found {found}"
+    )
+
+    def decorate(test):
+        return pytest.mark.gpu(skip(test))
+
+    return decorate
+
+
+# -- counting emitted PTX -----------------------------------------------------------------
+
+
+def ptx_opcode_of(call) -> str | None:
+    """The PTX opcode text a ``T.ptx`` Call issues (``"ld.global.v4.b32"``), or None.
+
+    apache-tvm's PTX engine lays a Call to ``tirx.ptx.<entry>`` out as
+    ``[operands..., pred?] [one token per modifier slot] [flag marker]``;
+    the opcode is the entry's mnemonic followed by the non-empty tokens in
+    slot order -- the text its CUDA helper puts in the ``asm`` statement.
+    Returns None for Calls that are not PTX instructions (``tirx.ptx.addr``
+    and any other op).
+    """
+    from tvm.backend.cuda.ptx.table import TABLE  # pylint: disable=import-outside-toplevel
+    from tvm.ir import StringImm  # pylint: disable=import-outside-toplevel
+
+    name = getattr(getattr(call, "op", None), "name", "")
+    if not name.startswith("tirx.ptx."):
+        return None
+    entry = TABLE.get(name[len("tirx.ptx.") :])
+    if entry is None:
+        return None
+    n_slots = len(entry.slots)
+    args = list(call.args)
+    if len(args) < n_slots + 1:
+        return None
+    tokens = args[len(args) - n_slots - 1 : -1]
+    if not all(isinstance(tok, StringImm) for tok in tokens):
+        return None
+    return ".".join([entry.ptx_name, *(str(tok.value) for tok in tokens if str(tok.value))])
+
+
+def _ptx_issue_counts(stmt) -> dict:
+    """``{opcode text: issues per thread}`` for every PTX Call in ``stmt``.
+
+    A Call counts once per iteration of each enclosing ``for``.
+
+    Raises
+    ------
+    ValueError
+        A ``for`` around a PTX call has a non-constant extent.
+    """
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+    counts: dict = {}
+
+    def visit(node, mult):
+        if isinstance(node, tirx.For):
+            body_counts = _ptx_issue_counts(node.body)
+            if not body_counts:
+                return
+            if not isinstance(node.extent, tirx.IntImm):
+                raise ValueError(
+                    f"count_ptx: the loop over {node.loop_var} has a non-constant extent "
+                    f"({node.extent}), so the PTX issued per thread is not a number"
+                )
+            for opcode, n in body_counts.items():
+                counts[opcode] = counts.get(opcode, 0) + n * mult * int(node.extent.value)
+            return
+        if isinstance(node, tirx.Evaluate):
+            opcode = ptx_opcode_of(node.value)
+            if opcode is not None:
+                counts[opcode] = counts.get(opcode, 0) + mult
+            return
+        if isinstance(node, tirx.SeqStmt):
+            for child in node.seq:
+                visit(child, mult)
+            return
+        for field in ("body", "then_case", "else_case"):
+            child = getattr(node, field, None)
+            if isinstance(child, tirx.Stmt):
+                visit(child, mult)
+
+    visit(stmt, 1)
+    return counts
+
+
+def count_ptx(kernel_or_func, opcode: str) -> int:
+    """How many times the PTX instruction ``opcode`` is issued per thread.
+
+    The kernel is lowered with ``LowerTileApply`` and every ``T.ptx`` Call
+    whose opcode text (see :func:`ptx_opcode_of`) equals ``opcode`` counts
+    once per iteration of each enclosing constant-extent ``for`` -- a tile
+    call with repeat shape ``(3, 2)`` counts 6.  Hand-written ``T.ptx[...]``
+    calls count too.  Calls under an ``if`` count as if the branch is taken.
+
+    Parameters
+    ----------
+    kernel_or_func : Kernel | PrimFunc
+        A compiled :class:`~tvm_tirx.Kernel` (its ``.func`` is lowered for its
+        target) or a PrimFunc, before or after ``LowerTileApply``.
+    opcode : str
+        The exact opcode as it appears in the PTX, qualifiers in apache-tvm's
+        slot order: ``"ld.global.v4.b32"``, ``"ld.global.L2::cache_hint.v4.b32"``.
+
+    Returns
+    -------
+    int
+        Issues per thread; 0 when the kernel never issues ``opcode``.
+
+    Raises
+    ------
+    TypeError
+        ``kernel_or_func`` is neither a Kernel nor a PrimFunc.
+    TileError
+        A tile call breaks its contract (raised by ``LowerTileApply``).
+    ValueError
+        A loop around a PTX call has a non-constant extent.
+    """
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+    from .kernel import Kernel  # pylint: disable=import-outside-toplevel
+
+    if isinstance(kernel_or_func, Kernel):
+        with kernel_or_func.target:
+            func = lower(kernel_or_func.func)
+    elif isinstance(kernel_or_func, tirx.PrimFunc):
+        func = lower(kernel_or_func)
+    else:
+        raise TypeError(f"count_ptx: expected a tvm_tirx.Kernel or a PrimFunc, got {type(kernel_or_func).__name__}")
+    return _ptx_issue_counts(func.body).get(str(opcode).strip(), 0)

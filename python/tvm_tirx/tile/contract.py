@@ -47,6 +47,14 @@ class OperandRole:
     dtypes: tuple
     writes: bool
     scopes: tuple
+    #: Which of the contract's repeat axes this operand carries (None: all of
+    #: them, in order).  mma's A carries (M, K) of (M, N, K).
+    repeat_axes: tuple | None = None
+    #: Warp-collective operands: ``lane -> [atom coordinate, ...]``, the
+    #: coordinates whose registers lane passes (register roles, PTX order) or
+    #: whose address it passes (memory roles, one coordinate).  ``lane`` may
+    #: be an int or an int32 expression.
+    lane_coords: object = None
 
     @property
     def lanes(self) -> int:
@@ -78,6 +86,20 @@ class Contract:
     params: dict = field(default_factory=dict)
     collective: bool = False
     min_arch: str | None = None
+    #: Number of repeat axes when operands carry different subsets of them
+    #: (``OperandRole.repeat_axes``); None: every operand carries all of its own.
+    repeat_rank: int | None = None
+    #: PTX operands the family fills itself: ``name -> fn(operands) -> value``
+    #: (cp.async's ``cp_size`` immediate, from the atom's bytes).
+    derived: dict = field(default_factory=dict)
+    #: None: ``pred`` guards the instruction (``@p``).  Otherwise
+    #: ``(operand, after)``: ``pred`` becomes PTX operand ``operand`` (value
+    #: ``derived[operand](operands, pred)``), placed right after operand
+    #: ``after`` -- the longer syntax line of the same instruction (cp.async's
+    #: ``src-size``: a false predicate copies zero bytes and zero-fills).
+    pred_operand: tuple | None = None
+    #: Extra parse-time rule: ``fn(contract, operands) -> TileError | None``.
+    check: object = None
 
     @property
     def opcode(self) -> str:
@@ -85,14 +107,19 @@ class Contract:
         return self.instruction.opcode
 
     def ptx_order(self):
-        """Yield ``("role", index)`` or ``("param", name)`` per PTX operand, in PTX order."""
+        """Yield ``("role", index)``, ``("param", name)``, ``("derived", name)`` or
+        ``("pred", name)`` per PTX operand, in PTX order."""
         by_name = {r.ptx.name: i for i, r in enumerate(self.roles)}
         params = {p.name: k for k, p in self.params.items()}
         for op in self.instruction.operands:
             if op.name in by_name:
                 yield "role", by_name[op.name]
+            elif op.name in self.derived:
+                yield "derived", op.name
             else:
                 yield "param", params[op.name]
+            if self.pred_operand is not None and op.name == self.pred_operand[1]:
+                yield "pred", self.pred_operand[0]
 
 
 def bits_of_ptx_type(token: str) -> int:

@@ -22,6 +22,7 @@ from . import operands as _ops
 from .contract import arch_number
 from .instruction import _ptx_namespace
 from .op import decode, is_tile_call, select_contract
+from .registry import contracts
 from .scope import LaunchFacts, full_group, group_exprs, scope_rank, thread_axis_values
 
 __all__ = ["LowerTileApply", "lower_tile_apply"]
@@ -275,11 +276,12 @@ def check_memory(facts, opcode, role, op, group, repeat, predicated=False):
             found=buf.name,
         )
     elem_bytes = DataType(buf.dtype).bits // 8
-    need = role.atom[0] * elem_bytes
+    atom = _ops.atom_of(role, op)
+    need = atom[-1] * elem_bytes  # one contiguous vector: the atom's last axis
     view = _ops.ViewMap(buf)
-    box = [range(n) for n in (*group, *repeat)]
+    box = [range(n) for n in (*group, *repeat, *atom[:-1])]
     _, _, starts = _ops.offset_summary(view, box + [range(1)], need // elem_bytes or 1)
-    first, last, _ = _ops.offset_summary(view, box + [range(n) for n in role.atom], 1)
+    first, last, _ = _ops.offset_summary(view, box + [range(atom[-1])], 1)
     base = int(root.data_alignment)
     if base % need != 0:
         return TileError(
@@ -318,6 +320,93 @@ def check_memory(facts, opcode, role, op, group, repeat, predicated=False):
     return None
 
 
+def _check_collective_ownership(opcode, role, view, label, members, repeat):
+    """Each lane's registers hold the coordinates the ISA gives that lane, in
+    one register slot per PTX operand position, the same slot on every lane."""
+    reps = list(itertools.product(*(range(n) for n in repeat)))
+    for g, (t0, c) in members.items():
+        slots = None
+        for lane in range(32):
+            expect = thread_axis_values(t0 + lane, c)
+            mine = []
+            for rep in reps:
+                for coord in role.lane_coords(lane):
+                    axes = view.apply((*g, *rep, *coord))
+                    for axis, value in axes.items():
+                        if axis != "m" and (axis not in expect or int(value) != expect[axis]):
+                            return TileError(
+                                opcode,
+                                "register value owned by another thread",
+                                operand=label,
+                                expected=f"{axis} = {expect.get(axis, '?')} (lane {lane} holds {coord} by the ISA's fragment map)",
+                                found=f"{axis} = {int(value)} at coordinate {(*g, *rep, *coord)}",
+                            )
+                    if "laneid" not in axes and "tx" not in axes and "tid_in_wg" not in axes:
+                        return TileError(
+                            opcode,
+                            "warp-collective register operand without a lane axis",
+                            operand=label,
+                            expected="a layout that places each value on its lane (laneid)",
+                            found=f"layout {view.layout}",
+                        )
+                    mine.append(int(axes["m"]))
+            if slots is None:
+                slots = mine
+            elif mine != slots:
+                return TileError(
+                    opcode,
+                    "register slots differ between lanes",
+                    operand=label,
+                    expected=f"the same register slot for each fragment register on every lane ({slots[:8]})",
+                    found=f"lane {lane}: {mine[:8]}",
+                )
+    return None
+
+
+def _collective_box(extents, coord_fn, instance_fn, facts, conds, opcode):
+    """Group box of warps for a warp-collective call; every lane of a taking-part
+    warp must be active."""
+    launch = facts.launch
+    active = facts.active_threads(conds, opcode) if conds else [
+        (t, c) for c in range(launch.cluster_size) for t in range(launch.threads)
+    ]
+    warps = {}
+    for t, c in active:
+        warps.setdefault((c, t // 32), set()).add(t % 32)
+    for (c, w), lanes in warps.items():
+        if len(lanes) != 32:
+            raise TileError(
+                opcode,
+                "warp-collective instruction needs all 32 lanes",
+                expected="a guard that keeps whole warps",
+                found=f"{len(lanes)} lanes of warp {w}",
+            )
+    by_instance = {}
+    for (c, w) in warps:
+        t = 32 * w
+        by_instance.setdefault(instance_fn(t, c), {})[coord_fn(t, c)[:-1]] = (t, c)
+    rank = len(extents) - 1
+    boxes = []
+    for members in by_instance.values():
+        coords = list(members)
+        lo = tuple(min(x[i] for x in coords) for i in range(rank))
+        hi = tuple(max(x[i] for x in coords) for i in range(rank))
+        size = 1
+        for a, b in zip(lo, hi):
+            size *= b - a + 1
+        if size != len(coords):
+            raise TileError(opcode, "guarded warps do not form a box of the group", found=f"{lo}..{hi}")
+        boxes.append((lo, hi, members))
+    if not boxes:
+        return tuple(0 for _ in range(rank)), tuple(0 for _ in range(rank)), {}
+    lo, hi, members = boxes[0]
+    for other in boxes[1:]:
+        if (other[0], other[1]) != (lo, hi):
+            raise TileError(opcode, "guarded warps differ between instances of the scope", found=f"{lo}..{hi} and {other[0]}..{other[1]}")
+    group = tuple(b - a + 1 for a, b in zip(lo, hi))
+    return group, lo, {tuple(x - o for x, o in zip(g, lo)): tc for g, tc in members.items()}
+
+
 def check_ownership(opcode, role, op, group, origin, members, repeat):
     """Register values at each group coordinate belong to the thread issuing it.
 
@@ -328,6 +417,8 @@ def check_ownership(opcode, role, op, group, origin, members, repeat):
     """
     view = _ops.ViewMap(op.value)
     label = operand_label(role.role, op.index)
+    if role.lane_coords is not None:
+        return _check_collective_ownership(opcode, role, view, label, members, repeat)
     inner = list(_ops.coords(repeat, role.atom))
     # Strided layouts: the thread axes of (g, r, k) are those of (g, 0, 0)
     # plus those of (0, r, k), so checking both slices covers the box.
@@ -364,7 +455,7 @@ def check_ownership(opcode, role, op, group, origin, members, repeat):
     return None
 
 
-def _group_box(scope, facts, conds, opcode):
+def _group_box(scope, facts, conds, opcode, collective=False):
     """``(extents, origin, members)`` of the group of threads that execute the call.
 
     Without guards that is the scope's whole group.  Under guards over thread
@@ -372,6 +463,10 @@ def _group_box(scope, facts, conds, opcode):
     ...) must form the same box of group coordinates; the group is that box.
     """
     extents, coord_fn, instance_fn = full_group(scope, facts.launch, opcode)
+    if collective and extents:
+        # The lane stays inside the atom of a warp-collective instruction
+        # (PTX ISA: .aligned -- all 32 lanes execute it): group = warps only.
+        return _collective_box(extents, coord_fn, instance_fn, facts, conds, opcode)
     if not extents:
         return (), (), {(): (0, 0)}
     active = facts.active_threads(conds, opcode) if conds else [
@@ -412,20 +507,29 @@ def _group_box(scope, facts, conds, opcode):
     return extents, lo, rel
 
 
-def _element_args(role, op, group_coord, rep, locals_):
+def _element_args(role, op, group_coord, rep, locals_, lane=None):
     """The PTX arguments one operand supplies at group coordinate ``group_coord``
-    and repeat coordinate ``rep``."""
+    and repeat coordinate ``rep`` (``lane``: the lane, for warp-collective roles)."""
     if op.kind == "scalar":
         return [op.value] * role.lanes
     buf = op.value
     if role.kind == "memory":
-        ptr = buf.ptr_to([*group_coord, *rep, *(0 for _ in role.atom)])
+        if role.lane_coords is not None:
+            inner = list(role.lane_coords(lane)[0])
+        else:
+            inner = [0] * len(role.atom)
+        ptr = buf.ptr_to([*group_coord, *rep, *inner])
         if role.ptx.space == "local":
             # A .local address is an offset in the local window, not the
             # generic address C++ takes of a local array (PTX ISA 6.4.1.1).
             return [_generic_to_local(ptr)]
         return [ptr]
-    coords = [(*group_coord, *rep, k) for k in range(role.atom[0])]
+    if role.lane_coords is not None:
+        # Every lane holds its fragment registers in the same slots (checked),
+        # so lane 0's coordinates name them.
+        coords = [(*group_coord, *rep, *c) for c in role.lane_coords(0)]
+    else:
+        coords = [(*group_coord, *rep, k) for k in range(role.atom[0])]
     local = locals_.get(buf)
     if local is None:
         return [buf[c] for c in coords]
@@ -510,33 +614,42 @@ def expand(call, facts, span=None, conds=()):
                 found="no thread ids in the kernel",
             )
         else:
-            group, origin, members = _group_box(tc.scope, facts, conds, tc.opcode)
+            collective = contracts(tc.opcode)[0].collective
+            group, origin, members = _group_box(tc.scope, facts, conds, tc.opcode, collective)
         contract, ops = select_contract(tc.opcode, tc.operands, group, tc.pred, tc.preserve_dst)
+        if contract.collective and tc.scope == "thread":
+            raise TileError(
+                contract.opcode,
+                "warp-collective instruction at thread scope",
+                expected='scope="warp" (or wider): all 32 lanes issue it together',
+                found='scope="thread"',
+            )
         err = check_arch(contract, _target_arch())
         if err:
             raise err
-        repeat = ()
-        for role, op in zip(contract.roles, ops):
-            if op.kind == "tensor":
-                repeat = _ops.repeat_shape(role, op, group)
-                break
+        repeat = _ops.call_repeat(contract, ops, group)
         for role, op in zip(contract.roles, ops):
             if op.kind != "tensor":
                 continue
+            own_repeat = _ops.repeat_shape(role, op, group)
             if role.kind == "memory":
                 err = check_memory(
-                    facts, contract.opcode, role, op, group, repeat, predicated=tc.pred is not None
+                    facts, contract.opcode, role, op, group, own_repeat, predicated=tc.pred is not None
                 )
             else:
-                err = check_ownership(contract.opcode, role, op, group, origin, members, repeat)
+                err = check_ownership(contract.opcode, role, op, group, origin, members, own_repeat)
             if err:
                 raise err
     except TileError as err:
         raise err.at(location) from None
 
+    lane = None
     group_coord = ()
-    if group:
-        group_coord = tuple(e - o for e, o in zip(group_exprs(tc.scope, facts.launch), origin))
+    if group or contract.collective:
+        exprs = group_exprs(tc.scope, facts.launch)
+        if contract.collective:
+            exprs, lane = exprs[:-1], exprs[-1]
+        group_coord = tuple(e - o for e, o in zip(exprs, origin))
     loop_vars = [tirx.Var(f"r{i}", "int32") for i in range(len(repeat))]
     decls, locals_ = [], {}
     for role, op in zip(contract.roles, ops):
@@ -549,11 +662,21 @@ def expand(call, facts, span=None, conds=()):
     for kind, key in contract.ptx_order():
         if kind == "param":
             args.append(tc.params[key])
+        elif kind == "derived":
+            args.append(contract.derived[key](ops, tc.pred))
+        elif kind == "pred":
+            if tc.pred is not None:
+                args.append(contract.derived[key](ops, tc.pred))
         else:
-            args += _element_args(contract.roles[key], ops[key], group_coord, loop_vars, locals_)
+            role = contract.roles[key]
+            axes = role.repeat_axes if role.repeat_axes is not None else range(len(loop_vars))
+            has_repeat = ops[key].kind != "tensor" or _ops.repeat_shape(role, ops[key], group)
+            rep = [loop_vars[a] for a in axes] if has_repeat else []
+            args += _element_args(role, ops[key], group_coord, rep, locals_, lane)
+    engine_pred = None if contract.pred_operand else tc.pred
     instr = _ptx_namespace()[contract.opcode]
     try:
-        ptx_call = instr(*args, pred=tc.pred, preserve_dst=tc.preserve_dst)
+        ptx_call = instr(*args, pred=engine_pred, preserve_dst=tc.preserve_dst)
     except (ValueError, AssertionError) as err:  # AssertionError: two table entries match
         raise TileError(contract.opcode, "PTX table rejected the expansion", found=str(err)).at(
             location

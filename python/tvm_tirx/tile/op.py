@@ -194,6 +194,8 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
         params = {**printed_params, **params}
     opcode = opcode_text(instr)
     rank = scope_rank(scope, opcode, _parse_time_cluster_rank(opcode, scope))
+    if rank and contracts(instr)[0].collective:
+        rank -= 1  # a warp-collective atom holds the lane axis itself
     if rank is None:
         # The group axes are unknown until lowering reads the launch: check
         # the opcode now, the operands then.

@@ -257,7 +257,7 @@ def rule_scalar_destination(opcode, role, op):
             expected="a tensor view in " + "/".join(role.scopes) + " memory",
             found=f"scalar expression {op.value}",
         )
-    if role.atom != (1,):
+    if tuple(role.atom) != (1,) or role.lane_coords is not None:
         return TileError(
             opcode,
             "scalar for a register group",
@@ -319,19 +319,28 @@ def rule_static_shape(opcode, role, op):
     return None
 
 
+def atom_of(role, op) -> tuple:
+    """The operand's atom shape: the role's, with a ``None`` extent (any) read
+    from the operand (cp.async's chunk)."""
+    if None not in role.atom or op.kind != "tensor":
+        return tuple(role.atom)
+    tail = op.shape[len(op.shape) - len(role.atom) :]
+    return tuple(t if a is None else a for a, t in zip(role.atom, tail))
+
+
 def rule_atom_shape(opcode, role, op, group):
     """The trailing axes equal the instruction's atom, after the group axes."""
     if op.kind != "tensor":
         return None
     shape = op.shape
     n_lead = len(group)
-    atom = shape[len(shape) - len(role.atom) :] if len(shape) >= len(role.atom) else None
-    if len(shape) < n_lead + len(role.atom) or tuple(atom) != tuple(role.atom):
+    atom = atom_of(role, op)
+    if len(shape) < n_lead + len(atom) or tuple(shape[len(shape) - len(atom) :]) != atom:
         return TileError(
             opcode,
             "wrong atom shape",
             operand=operand_label(role.role, op.index),
-            expected=f"shape (*group{_fmt_group(group)}, *repeat, *{role.atom})",
+            expected=f"shape (*group{_fmt_group(group)}, *repeat, *{_fmt_atom(role.atom)})",
             found=f"shape {shape}",
         )
     if any(g is not None and g != n for g, n in zip(group, shape[:n_lead])):
@@ -343,6 +352,10 @@ def rule_atom_shape(opcode, role, op, group):
             found=f"shape {shape}",
         )
     return None
+
+
+def _fmt_atom(atom) -> str:
+    return "(" + ", ".join("n" if a is None else str(a) for a in atom) + ("," if len(atom) == 1 else "") + ")"
 
 
 def _fmt_group(group) -> str:
@@ -365,23 +378,66 @@ def repeat_shape(role, op, group) -> tuple:
     return tuple(shape[len(group) : len(shape) - len(role.atom)])
 
 
-def rule_same_repeat(opcode, roles, operands, group):
-    """Every tensor operand has the same repeat shape."""
-    first = None
-    for role, op in zip(roles, operands):
+def call_repeat(contract, operands, group) -> tuple:
+    """The call's repeat extents: every tensor's repeat axes, placed by the
+    role's ``repeat_axes`` (all of them when it has none)."""
+    rank = contract.repeat_rank
+    out = [None] * rank if rank is not None else None
+    for role, op in zip(contract.roles, operands):
         if op.kind != "tensor":
             continue
         rep = repeat_shape(role, op, group)
-        if first is None:
-            first = (role, op, rep)
-        elif rep != first[2]:
+        if rank is None:
+            return rep
+        for axis, n in zip(role.repeat_axes or range(rank), rep):
+            out[axis] = n
+    return tuple(1 if n is None else n for n in out) if out is not None else ()
+
+
+def rule_same_repeat(opcode, contract, operands, group):
+    """Every tensor operand has the same repeat shape, or, when operands carry
+    subsets of the repeat axes (mma's M, N, K), the same extent per axis."""
+    rank = contract.repeat_rank
+    first = None
+    extents = {}
+    for role, op in zip(contract.roles, operands):
+        if op.kind != "tensor":
+            continue
+        rep = repeat_shape(role, op, group)
+        label = operand_label(role.role, op.index)
+        if rank is None:
+            if first is None:
+                first = (label, rep)
+            elif rep != first[1]:
+                return TileError(
+                    opcode,
+                    "repeat shapes differ",
+                    operand=label,
+                    expected=f"repeat {first[1]} like {first[0]}",
+                    found=f"repeat {rep}",
+                )
+            continue
+        axes = tuple(role.repeat_axes if role.repeat_axes is not None else range(rank))
+        if not rep:
+            rep = (1,) * len(axes)  # an operand without repeat axes: extent 1 on each
+        if len(rep) != len(axes):
             return TileError(
                 opcode,
                 "repeat shapes differ",
-                operand=operand_label(role.role, op.index),
-                expected=f"repeat {first[2]} like {operand_label(first[0].role, first[1].index)}",
+                operand=label,
+                expected=f"{len(axes)} repeat axes (axes {axes} of {rank})",
                 found=f"repeat {rep}",
             )
+        for axis, n in zip(axes, rep):
+            if axis in extents and extents[axis][0] != n:
+                return TileError(
+                    opcode,
+                    "repeat shapes differ",
+                    operand=label,
+                    expected=f"extent {extents[axis][0]} on repeat axis {axis} like {extents[axis][1]}",
+                    found=f"repeat {rep}",
+                )
+            extents.setdefault(axis, (n, label))
     return None
 
 
@@ -391,25 +447,26 @@ def coords(repeat: tuple, atom: tuple):
 
 
 def rule_contiguous_atom(opcode, role, op, group):
-    """A memory atom's elements are consecutive in memory (one vector access)."""
-    if op.kind != "tensor" or role.kind != "memory" or role.atom == (1,):
+    """Each row of a memory atom (its last axis) is consecutive in memory."""
+    atom = atom_of(role, op)
+    if op.kind != "tensor" or role.kind != "memory" or atom[-1] == 1:
         return None
     view = ViewMap(op.value)
-    reps = list(itertools.product(*(range(n) for n in repeat_shape(role, op, group))))
+    rows = list(itertools.product(*(range(n) for n in (*repeat_shape(role, op, group), *atom[:-1]))))
     # Strided layouts add one term per axis, so the origin of the group axes
     # decides; a swizzle does not, so every group coordinate is checked.
     for lead in group_coords(group, full=not view.separable):
-        for rep in reps:
-            base = view.offset((*lead, *rep, 0))
-            for k in range(1, role.atom[0]):
-                off = view.offset((*lead, *rep, k))
+        for row in rows:
+            base = view.offset((*lead, *row, 0))
+            for k in range(1, atom[-1]):
+                off = view.offset((*lead, *row, k))
                 if off != base + k:
                     return TileError(
                         opcode,
                         "vector atom not contiguous",
                         operand=operand_label(role.role, op.index),
                         expected=f"element {k} of the atom at element offset +{k}",
-                        found=f"+{off - base} (repeat {rep})",
+                        found=f"+{off - base} (at {row})",
                     )
     return None
 
@@ -419,20 +476,27 @@ def rule_register_overlap(opcode, role, op, group):
     if op.kind != "tensor" or role.kind != "register" or not role.writes:
         return None
     view = ViewMap(op.value)
+    rep = repeat_shape(role, op, group)
+    if role.lane_coords is not None:
+        # warp-collective: lane l writes the registers of its own coordinates
+        per_thread = [[(*r, *c) for r in itertools.product(*(range(n) for n in rep)) for c in role.lane_coords(lane)] for lane in range(32)]
+    else:
+        per_thread = [list(coords(rep, atom_of(role, op)))]
     # Each thread writes the coordinates of its own group position.
     for lead in group_coords(group, full=not view.separable):
-        seen = {}
-        for c in coords(repeat_shape(role, op, group), role.atom):
-            slot = view.offset((*lead, *c))
-            if slot in seen:
-                return TileError(
-                    opcode,
-                    "overlapping register destinations",
-                    operand=operand_label(role.role, op.index),
-                    expected="one register slot per destination coordinate",
-                    found=f"coordinates {seen[slot]} and {c} both map to slot {slot}",
-                )
-            seen[slot] = c
+        for mine in per_thread:
+            seen = {}
+            for c in mine:
+                slot = view.offset((*lead, *c))
+                if slot in seen:
+                    return TileError(
+                        opcode,
+                        "overlapping register destinations",
+                        operand=operand_label(role.role, op.index),
+                        expected="one register slot per destination coordinate",
+                        found=f"coordinates {seen[slot]} and {c} both map to slot {slot}",
+                    )
+                seen[slot] = c
     return None
 
 
@@ -496,9 +560,13 @@ def check_static(contract, operands, group, pred=None, preserve_dst=False):
             err = rule(role, op)
             if err:
                 return err
-    err = rule_same_repeat(opcode, roles, operands, group)
+    err = rule_same_repeat(opcode, contract, operands, group)
     if err:
         return err
+    if contract.check is not None:
+        err = contract.check(contract, operands)
+        if err:
+            return err
     for role, op in zip(roles, operands):
         err = rule_contiguous_atom(opcode, role, op, group) or rule_register_overlap(
             opcode, role, op, group

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from ..errors import TileError
-from .families import memory, register
+from .families import async_copy, matrix, memory, register
 from .instruction import resolve
 
 __all__ = ["FAMILIES", "contracts", "supported_mnemonics"]
 
 #: mnemonic -> family module (each exports ``MNEMONICS`` and ``contract``).
-FAMILIES = {m: mod for mod in (memory, register) for m in mod.MNEMONICS}
+FAMILIES = {m: mod for mod in (memory, register, matrix, async_copy) for m in mod.MNEMONICS}
 
 
 def supported_mnemonics() -> tuple[str, ...]:
