@@ -25,6 +25,7 @@ import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.script import tirx as T
 
+from bench._sass import report  # noqa: E402
 from bench._timing import median_cuda_ms, table  # noqa: E402
 
 BLOCK = 256
@@ -108,6 +109,7 @@ def main(argv=None) -> int:
     parser.add_argument("--unroll", type=int, default=8)
     parser.add_argument("--ctas", type=int, default=2048, help="grid size (132 SMs x 8 CTAs = 1056 fit at once)")
     parser.add_argument("--sweep", action="store_true", help="time several launch shapes on 1 GiB")
+    parser.add_argument("--sass", action="store_true", help="print ptxas register use and SASS counts")
     args = parser.parse_args(argv)
     if args.sweep and testing.has_cuda():
         import torch
@@ -120,6 +122,8 @@ def main(argv=None) -> int:
             kernel = tvm_tirx.compile(make_copy(1 << 28, args.unroll, args.ctas, ld, st), target="cuda", arch="sm_90a")
             cubin = testing.assemble(kernel)
             print(f"copy[{name}]: {ld} / {st}, unroll {args.unroll}: assembled for sm_90a ({len(cubin)} bytes)")
+            if args.sass:
+                print(report(kernel))
         return 0
 
     import torch
@@ -141,6 +145,8 @@ def main(argv=None) -> int:
             rows.append([label, f"tile {name}", f"{ms:.3f}", f"{gbs(ms):.0f}", f"{torch_ms / ms:.2f}"])
         del src, dst
         torch.cuda.empty_cache()
+    if args.sass:
+        print(report(kernel))
     print(f"device copy, fp32, median of {args.runs} runs (CUDA events), unroll {args.unroll}, {args.ctas} CTAs x {BLOCK}")
     print(table(["size", "kernel", "ms", "GB/s", "x torch"], rows))
     return 0

@@ -194,7 +194,7 @@ def describe_exception(err: BaseException) -> str:
     * a TVMScript diagnostic (``error: ...``, `` --> file:line:col``, a source
       excerpt) becomes ``file:line:col: message``;
     * tvm_tirx's own multi-line errors (nvcc's report) keep their first line and
-      the first line after it that mentions an error;
+      the first line after it that reports an error (or else the second line);
     * any other message keeps its last non-empty line, as TVMScript's parser does.
 
     Parameters
@@ -220,7 +220,8 @@ def describe_exception(err: BaseException) -> str:
         message = message[len("error:") :].strip()
         return f"{location}: {message}" if location else message
     if lines[0].startswith("tvm_tirx"):
-        detail = next((line for line in lines[1:] if "error" in line.lower()), None)
+        detail = next((line for line in lines[1:] if "error" in line.lower() or "fatal" in line.lower()), None)
+        detail = detail or (lines[1] if len(lines) > 1 else None)
         return f"{lines[0]} {detail}" if detail else lines[0]
     return f"{type(err).__name__}: {lines[-1]}"
 

@@ -117,11 +117,16 @@ def test_collective_at_thread_scope_is_an_error():
 
 
 def test_gemm_kernel_counts_and_assembly():
-    func = make_gemm(256, 256, 64)
+    from bench.gemm import KS, MR, NR
+
+    func = make_gemm(256, 256, 64, stages=3)
     lowered = testing.lower(func)
-    # per thread: 2 k-tiles x 2 k-steps x (4 ldmatrix.x4 + 4 ldmatrix.x2 + 16 mma)
-    assert testing.count_ptx_calls(lowered, "mma") == 2 * 2 * 16
-    assert testing.count_ptx_calls(lowered, "ldmatrix") == 2 * 2 * 8
+    # the K loop runs 2 tiles + 2 pipeline-fill iterations; each (guarded) body
+    # issues MR*NR*KS mma and (MR + NR)*KS ldmatrix per thread, and 2 x 2 cp.async
+    iterations = 2 + 2
+    assert testing.count_ptx_calls(lowered, "mma") == iterations * MR * NR * KS
+    assert testing.count_ptx_calls(lowered, "ldmatrix") == iterations * (MR + NR) * KS
+    assert testing.count_ptx_calls(lowered, "cp_async_cg") == iterations * 2 * 2
     if testing.has_nvcc():
         kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
         assert len(testing.assemble(kernel)) > 0
@@ -153,10 +158,10 @@ def test_interleaved_ldmatrix_on_gpu(torch_cuda):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k", [(256, 256, 256), (128, 384, 512)])
-def test_gemm_on_gpu(torch_cuda, m, n, k):
+@pytest.mark.parametrize("m,n,k,stages,swizzle", [(256, 256, 256, 3, True), (128, 384, 512, 3, True), (256, 128, 96, 2, False)])
+def test_gemm_on_gpu(torch_cuda, m, n, k, stages, swizzle):
     torch = torch_cuda
-    kernel = tvm_tirx.compile(make_gemm(m, n, k), target="cuda")
+    kernel = tvm_tirx.compile(make_gemm(m, n, k, stages=stages, swizzle=swizzle), target="cuda")
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     c = torch.full((m, n), float("nan"), device="cuda")

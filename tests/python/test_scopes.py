@@ -103,16 +103,30 @@ def test_cluster_scope_without_cluster_launch():
             T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.view(2, 2, 32, 4), scope="cluster")
 
 
-def test_guard_over_non_thread_ids_is_an_error():
+def test_guard_reading_memory_is_an_error():
     @T.function
-    def k(A: T.Tensor((32, 4), "float32", align=16)):
+    def k(A: T.Tensor((32, 4), "float32", align=16), Flag: T.Tensor((32,), "int32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32))
+        tid = T.cuda.thread_idx("x")
         r = T.alloc_local((32, 4), "float32", layout=TileLayout(S[(32, 4) : (1 @ Axis.laneid, 1)]))
-        if T.cuda.block_idx("x") == 0:
+        if Flag[tid] == 1:
             T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A, scope="warp")
 
     with pytest.raises(TileError, match="guard not understood"):
         testing.lower(k)
+
+
+def test_cta_uniform_guard_keeps_the_whole_group():
+    @T.function
+    def k(A: T.Tensor((32, 4), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32))
+        r = T.alloc_local((32, 4), "float32", layout=TileLayout(S[(32, 4) : (1 @ Axis.laneid, 1)]))
+        for i in T.serial(3):
+            if T.cuda.block_idx("x") == 0 and i > 0:
+                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A, scope="warp")
+
+    lowered = testing.lower(k)
+    assert testing.count_ptx_calls(lowered, "ld") == 3  # inside the serial loop of 3
 
 
 def test_guard_that_is_not_a_box():

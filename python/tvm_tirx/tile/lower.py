@@ -108,6 +108,26 @@ class _KernelFacts:
         except Exception:  # pylint: disable=broad-except
             pass  # a symbolic range the analyzer cannot take: leave the var unbounded
 
+    def _uniform(self, cond) -> bool:
+        """Whether ``cond`` has one value for every thread of a CTA: it reads no
+        memory and no thread or cluster-CTA id (loop counters, CTA ids and
+        constants only).  Such a guard runs the whole group or none of it."""
+        import tvm_ffi  # pylint: disable=import-outside-toplevel
+        from tvm.ir import TensorLoad, Var  # pylint: disable=import-outside-toplevel
+
+        launch = self.launch
+        per_thread = [*launch.thread_vars, *launch.cluster_vars] if launch is not None else []
+        found = []
+
+        def visit(node):
+            if isinstance(node, TensorLoad) or (
+                isinstance(node, Var) and any(node.same_as(v) for v in per_thread)
+            ):
+                found.append(node)
+
+        tvm_ffi.structural_walk(cond, ((TensorLoad, Var), visit))
+        return not found
+
     def expand_scalars(self, expr):
         """``expr`` with loads of single-assignment local scalars replaced by their value."""
         import tvm_ffi  # pylint: disable=import-outside-toplevel
@@ -140,6 +160,7 @@ class _KernelFacts:
         TileError
             A guard depends on anything but thread and cluster-CTA ids.
         """
+        conds = [c for c in (self.expand_scalars(c) for c in conds) if not self._uniform(c)]
         key = tuple(str(c) for c in conds)
         if key in self._active_cache:
             return self._active_cache[key]
@@ -149,10 +170,7 @@ class _KernelFacts:
             cvals = launch.cluster_values(c)
             for t in range(launch.threads):
                 values = {**launch.thread_values(t), **cvals}
-                if all(
-                    _eval_guard(self.expand_scalars(cond), values, self.analyzer, opcode)
-                    for cond in conds
-                ):
+                if all(_eval_guard(cond, values, self.analyzer, opcode) for cond in conds):
                     out.append((t, c))
         self._active_cache[key] = out
         return out
