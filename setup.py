@@ -19,6 +19,8 @@ setup(
         # (`pip install torch==2.13.0`) -- an open-ended requirement would pull
         # a multi-GB CUDA build.
         "test": ["pytest"],
+        # the Sphinx site under docs/ (sphinx-build -W -b html docs docs/_build)
+        "docs": ["sphinx>=7.2"],
     },
     entry_points={"tvm.backends": ["tvm_tirx = tvm_tirx._plugin:autoload"]},
 )

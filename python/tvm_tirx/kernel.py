@@ -423,10 +423,9 @@ def _pack_imports_with_device_binary(mod, is_system_lib, symbol_prefix, workspac
     import os  # pylint: disable=import-outside-toplevel
     import re  # pylint: disable=import-outside-toplevel
 
-    import numpy as np  # pylint: disable=import-outside-toplevel
     import tvm_ffi  # pylint: disable=import-outside-toplevel
 
-    blob = bytes(np.asarray(tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(mod).numpy()).tobytes())
+    blob = tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(mod).numpy().tobytes()
     blob = _with_device_binary(blob, fmt, code)
     c_source = tvm_ffi.get_global_func("runtime.ModulePackImportsToC")(mod, is_system_lib, symbol_prefix)
     symbol = re.escape(str(tvm_ffi.get_global_func("runtime.ModuleImportsBlobName")()))

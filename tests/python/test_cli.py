@@ -254,6 +254,14 @@ def test_python_error_in_the_file(capsys, tmp_path):
     assert status == 1 and "SyntaxError" in _one_error_line(err)
 
 
+@testing.requires_nvcc
+def test_nvcc_rejection_is_one_line_naming_the_cause(capsys, kernels_file):
+    status, out, err = _cli(capsys, "compile", f"{kernels_file}:read_next_row", "--arch", "sm_12345", "--emit", "ptx")
+    assert status == 1 and out == ""
+    line = _one_error_line(err)
+    assert "nvcc" in line and "compute_12345" in line
+
+
 def test_usage_errors_exit_2(capsys, kernels_file):
     assert cli.main(["compile", f"{kernels_file}:read_next_row", "--emit", "bogus"]) == 2
     assert cli.main([]) == 2

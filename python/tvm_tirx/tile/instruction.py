@@ -157,8 +157,8 @@ def _resolve_text(text: str) -> tuple[Instruction, ...]:
     try:
         chain = _ptx_namespace()[text]
     except (KeyError, AttributeError) as err:
-        msg = str(err).strip("'\"")
-        raise TileError(text, "unknown or illegal opcode spelling", found=msg) from None
+        msg = err.args[0] if err.args else str(err)
+        raise TileError(text, "unknown or illegal opcode spelling", found=str(msg)) from None
     return _resolve_candidates(text, _chain_candidates(chain))
 
 

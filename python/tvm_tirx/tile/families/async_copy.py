@@ -60,7 +60,7 @@ def _check(contract, operands):
 
 def contract(instr) -> Contract | str:
     """The tile contract of a cp.async form, or the reason it has none."""
-    if not instr.entry_name.startswith("cp_async_c") or instr.entry_name.endswith("ignore_src"):
+    if not instr.entry_name.startswith(("cp_async_ca", "cp_async_cg")) or instr.entry_name.endswith("ignore_src"):
         return "tile forms of cp: cp.async.ca / cp.async.cg shared <- global copies"
     if instr.entry_name.endswith("src_size"):
         return "the src-size form is what pred= selects"

@@ -85,6 +85,8 @@ def _matrix_contract(instr: Instruction) -> Contract | str:
         return "only the .m8n8 .b16 forms of ldmatrix/stmatrix are tile forms"
     count = _COUNT[instr.modifiers["num"]]
     addr = next(op for op in instr.operands if op.kind == "addr")
+    if addr.space not in ("shared", "shared::cta"):
+        return f"{instr.mnemonic} tile forms name the state space .shared or .shared::cta (found generic addressing)"
     regs = next(op for op in instr.operands if op.kind == "reg")
     loads = instr.mnemonic == "ldmatrix"
     reg_role = register_role("dst" if loads else "src", regs)

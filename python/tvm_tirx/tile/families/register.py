@@ -1,7 +1,7 @@
 """Register families: ``mov``, ``cvt`` and the arithmetic instructions.
 
 Every operand is a register of the issuing thread (PTX ISA 9.7.1 integer,
-9.7.3 floating point, 9.7.4 half precision, 9.7.10.4 ``mov``, 9.7.10.24
+9.7.3 floating point, 9.7.4 half precision, 9.7.10.3/9.7.10.4 ``mov`` (scalar / pack-unpack), 9.7.10.24
 ``cvt``).  Operands, in call order, are the PTX operands: ``dst`` first, then
 the sources under the ISA's names (``a``, ``b``, ``c``); a one-source form calls
 its source ``src``, and the packed conversions ``cvt.rn.f16x2.f32 d, a, b``

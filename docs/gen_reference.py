@@ -1,0 +1,407 @@
+"""Generate the instruction reference from tvm_tirx's own instruction data.
+
+Run by ``conf.py`` at build time (or by hand: ``python docs/gen_reference.py OUTDIR``).
+It writes one page per family module (``OUTDIR/family_<module>.rst``) from
+
+* ``tvm_tirx.tile.registry.FAMILIES`` / ``supported_mnemonics()`` -- which
+  mnemonics ``T.cuda.tile.apply`` accepts and which module owns each;
+* ``tvm_tirx.tile.forms.forms_of(...)`` -- every supported instruction form
+  (apache-tvm's PTX table filtered by the family's contract);
+* each form's ``contract`` -- operand roles (name, register/memory, atom,
+  dtypes), family parameters and ``min_arch``.
+
+Enumerating every ``ld``/``st`` form takes a while (tens of thousands of
+qualifier combinations), so the pages are cached: they are rewritten only
+when this script, the package's ``tile/`` sources or apache-tvm's version change.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import pathlib
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+PACKAGE = HERE.parent / "python" / "tvm_tirx"
+
+#: PTX ISA sections of each mnemonic (the ISA's own numbering, 9.x).
+ISA = {
+    "ld": "9.7.10.8 (ld) and 9.7.10.9 (ld.global.nc)",
+    "st": "9.7.10.11",
+    "mov": "9.7.10.3 (scalar) and 9.7.10.4 (pack / unpack)",
+    "cvt": "9.7.10.24",
+}
+ARITH_ISA = "9.7.1 (integer), 9.7.3 (floating point), 9.7.4 (half precision), 9.7.5 (mixed precision)"
+
+MEMORY_SLOTS_SHOWN_ELSEWHERE = ("space", "vec", "type")
+
+
+def _cache_key() -> str:
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    digest = hashlib.sha256()
+    digest.update(pathlib.Path(__file__).read_bytes())
+    digest.update(str(getattr(tvm, "__version__", "")).encode())
+    for path in sorted((PACKAGE / "tile").rglob("*")):
+        if path.suffix in (".py", ".json") and path.is_file():
+            digest.update(str(path.relative_to(PACKAGE)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _heading(text: str, char: str, over: bool = False) -> list:
+    line = char * len(text)
+    return ([line] if over else []) + [text, line, ""]
+
+
+def _code(text: str) -> str:
+    return f"``{text}``"
+
+
+def _arch(value) -> str:
+    return value if value else "—"
+
+
+def _atom(atom) -> str:
+    """``(4,)``; an extent the family leaves free (``None``) reads ``n``."""
+    return "(" + ", ".join("n" if a is None else str(a) for a in atom) + ("," if len(atom) == 1 else "") + ")"
+
+
+def _dtypes(dtypes) -> str:
+    return " / ".join(dtypes)
+
+
+def _list_table(header, rows, widths=None) -> list:
+    out = [".. list-table::", "   :header-rows: 1"]
+    if widths:
+        out.append("   :widths: " + " ".join(str(w) for w in widths))
+    out.append("")
+    for row in [header, *rows]:
+        for i, cell in enumerate(row):
+            cell_lines = str(cell).split("\n") if str(cell) else [""]
+            prefix = "   * - " if i == 0 else "     - "
+            out.append(prefix + cell_lines[0])
+            out += ["       " + line for line in cell_lines[1:]]
+    out.append("")
+    return out
+
+
+def _roles_signature(contract) -> str:
+    return ", ".join(f"{r.role}" for r in contract.roles)
+
+
+# --------------------------------------------------------------------------
+# memory families (operands include a memory role)
+# --------------------------------------------------------------------------
+
+
+def memory_section(mnemonic: str, forms) -> list:
+    out = _heading(mnemonic, "-")
+    first = forms[0].contract
+    roles = first.roles
+    call = ", ".join(r.role for r in roles)
+    params = sorted({name for f in forms for name in f.contract.params})
+    param_text = "".join(f", {p}=..." for p in params)
+    out += [
+        f"PTX ISA {ISA.get(mnemonic, '')}. {len(forms)} forms.",
+        "",
+        ".. code-block:: python",
+        "",
+        f'   T.cuda.tile.apply(T.ptx["{mnemonic}.<qualifiers>"], {call}'
+        f'{param_text}, scope="thread", pred=None, preserve_dst=False)',
+        "",
+    ]
+    atoms = [sorted({f.contract.roles[i].atom for f in forms}) for i in range(len(roles))]
+    out += _list_table(
+        ("Operand", "Kind", "Atoms (one per vector length)", "Written"),
+        [
+            (
+                f"{_code(r.role)} (operand {i + 1})",
+                r.kind,
+                ", ".join(_code(_atom(a)) for a in atoms[i]),
+                "yes" if r.writes else "no",
+            )
+            for i, r in enumerate(roles)
+        ],
+    )
+
+    # widths and types
+    rows = collections.OrderedDict()
+    for form in forms:
+        c = form.contract
+        reg = next(r for r in c.roles if r.kind == "register")
+        mem = next(r for r in c.roles if r.kind == "memory")
+        key = (reg.lanes, reg.ptx.ptx_type)
+        row = rows.setdefault(
+            key,
+            {"reg": reg, "mem": mem, "spaces": [], "arch": set(), "count": 0},
+        )
+        if mem.ptx.space not in row["spaces"]:
+            row["spaces"].append(mem.ptx.space)
+        row["arch"].add(c.min_arch)
+        row["count"] += 1
+    out += [f"**Vector lengths and types** of ``{mnemonic}``:", ""]
+    table = []
+    for (lanes, ptx_type), row in sorted(
+        rows.items(), key=lambda kv: (kv[0][0], _bits(kv[1]["reg"].dtypes[0]), kv[0][1])
+    ):
+        reg, mem = row["reg"], row["mem"]
+        bits = _bits(reg.dtypes[0])
+        vec = "—" if lanes == 1 else f".v{lanes}"
+        dtypes = _dtypes(reg.dtypes)
+        if tuple(mem.dtypes) != tuple(reg.dtypes):
+            dtypes += f" (memory: {_dtypes(mem.dtypes)})"
+        table.append(
+            (
+                vec,
+                f".{ptx_type}",
+                _code(_atom(reg.atom)),
+                dtypes,
+                str(lanes * bits // 8),
+                ", ".join("." + s for s in row["spaces"]),
+                ", ".join(sorted(_arch(a) for a in row["arch"])),
+                str(row["count"]),
+            )
+        )
+    out += _list_table(
+        ("Vector", "Type", "Atom", "Dtypes", "Bytes (= alignment)", "State spaces", "Min arch", "Forms"),
+        table,
+        widths=(8, 8, 8, 30, 10, 20, 8, 8),
+    )
+
+    # qualifiers, one row per slot and set of state spaces
+    order, tokens = [], collections.OrderedDict()
+    for form in forms:
+        c = form.contract
+        mem = next(r for r in c.roles if r.kind == "memory")
+        prev = -1
+        for slot, token in c.instruction.modifiers.items():
+            if slot in MEMORY_SLOTS_SHOWN_ELSEWHERE:
+                continue
+            if slot not in order:
+                order.insert(prev + 1, slot)
+            prev = order.index(slot)
+            if token:
+                spaces = tokens.setdefault((slot, token), [])
+                if mem.ptx.space not in spaces:
+                    spaces.append(mem.ptx.space)
+    if tokens:
+        out += [
+            f"**Qualifiers** that appear in supported ``{mnemonic}`` forms, and the state "
+            "spaces they appear with. apache-tvm's table (which follows the PTX ISA) "
+            "decides which combinations are legal.",
+            "",
+        ]
+        qrows = collections.OrderedDict()
+        for slot in order:
+            for (s_, token), spaces in tokens.items():
+                if s_ == slot:
+                    qrows.setdefault((slot, tuple(spaces)), []).append(token)
+        out += _list_table(
+            ("Slot", "Qualifiers", "State spaces"),
+            [
+                (slot, " ".join(_code("." + t) for t in toks), ", ".join("." + s for s in spaces))
+                for (slot, spaces), toks in qrows.items()
+            ],
+            widths=(12, 48, 40),
+        )
+
+    # parameters
+    if params:
+        out += [f"**Parameters** of ``{mnemonic}`` (keyword arguments of the call):", ""]
+        prow = []
+        for name in params:
+            with_param = [f for f in forms if name in f.contract.params]
+            ptx_types = sorted({f.contract.params[name].ptx_type for f in with_param})
+            # the qualifiers every form with the parameter has (minus the spaces)
+            common = None
+            for f in with_param:
+                toks = {t for s, t in f.contract.instruction.modifiers.items() if t and s not in ("space", "vec", "type")}
+                common = toks if common is None else common & toks
+            required = ", ".join(_code("." + t) for t in sorted(common or ())) or "—"
+            prow.append((_code(name), ", ".join("." + t for t in ptx_types), required, str(len(with_param))))
+        out += _list_table(("Parameter", "PTX type", "Required by", "Forms"), prow)
+    return out
+
+
+def _bits(dtype: str) -> int:
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+    return DataType(dtype).bits
+
+
+# --------------------------------------------------------------------------
+# register families
+# --------------------------------------------------------------------------
+
+
+def _is_load_store(forms) -> bool:
+    """Forms shaped like ld/st: one register and one memory operand, 1-D integer atoms."""
+    for form in forms:
+        kinds = sorted(r.kind for r in form.contract.roles)
+        if kinds != ["memory", "register"]:
+            return False
+        if any(len(r.atom) != 1 or r.atom[0] is None for r in form.contract.roles):
+            return False
+    return True
+
+
+def generic_section(mnemonic: str, forms, family_isa: str | None) -> list:
+    """One table row per group of forms with the same operands, parameters and arch."""
+    out = _heading(mnemonic, "-")
+    isa = ISA.get(mnemonic, family_isa)
+    orders = list(dict.fromkeys(_roles_signature(f.contract) for f in forms))
+    arches = collections.Counter(_arch(f.contract.min_arch) for f in forms)
+    arch_text = ", ".join(f"{n} need {a}" for a, n in sorted(arches.items()) if a != "—")
+    head = f"PTX ISA {isa}. " if isa else ""
+    out += [
+        head
+        + f"{len(forms)} forms"
+        + (f" ({arch_text})." if arch_text else "; all assemble for sm_90a."),
+        "",
+        "Operand orders: " + "; ".join(_code(o) for o in orders) + ".",
+        "",
+    ]
+    if any(f.contract.collective for f in forms):
+        out += [
+            "Warp-collective: the 32 lanes of a warp issue each instruction together, "
+            "so the lane is inside the atom (no group axes at ``scope=\"warp\"``; "
+            "the warps are the group at wider scopes).",
+            "",
+        ]
+    groups = collections.OrderedDict()
+    for form in forms:
+        c = form.contract
+        entry = form.key.split(":", 1)[0]
+        roles = tuple(
+            (r.role, r.kind, r.atom, r.dtypes, r.ptx.space if r.kind == "memory" else "") for r in c.roles
+        )
+        params = tuple(sorted(c.params))
+        sig = (entry, roles, params, c.min_arch)
+        groups.setdefault(sig, []).append(c.opcode)
+    with_params = any(sig[2] for sig in groups)
+    rows = []
+    for (entry, roles, params, min_arch), opcodes in groups.items():
+        operands = []
+        for role, kind, atom, dtypes, space in roles:
+            where = (f" (.{space} memory)" if space else " (generic address)") if kind == "memory" else ""
+            operands.append(f"* {_code(role)} {_code(_atom(atom))}{where}: {_dtypes(dtypes)}")
+        row = [", ".join(_code(o) for o in opcodes), "\n".join(operands)]
+        if with_params:
+            row.append(", ".join(_code(p) for p in params) or "—")
+        row.append(_arch(min_arch))
+        rows.append(tuple(row))
+    header = ["Opcodes", "Operands: atom, dtypes"] + (["Parameters"] if with_params else []) + ["Min arch"]
+    widths = (46, 36, 8, 10) if with_params else (50, 38, 12)
+    out += _list_table(tuple(header), rows, widths=widths)
+    return out
+
+
+# --------------------------------------------------------------------------
+# pages
+# --------------------------------------------------------------------------
+
+
+def family_page(module, mnemonics, forms_by_mnemonic) -> str:
+    short = module.__name__.rsplit(".", 1)[-1]
+    total = sum(len(forms_by_mnemonic[m]) for m in mnemonics)
+    title = f"{short.capitalize()} family: " + ", ".join(mnemonics)
+    lines = [
+        ".. This page is generated by docs/gen_reference.py at build time; do not edit.",
+        "",
+        f".. _family-{short}:",
+        "",
+        *_heading(title, "="),
+        f"Module :mod:`{module.__name__}`; {total} supported forms. The module's own "
+        "description of the contract follows; the tables after it are computed from "
+        "the forms themselves.",
+        "",
+        f".. automodule:: {module.__name__}",
+        "   :no-members:",
+        "",
+        ".. contents:: On this page",
+        "   :local:",
+        "   :depth: 1",
+        "",
+    ]
+    family_isa = ARITH_ISA if short == "register" else None
+    for m in mnemonics:
+        forms = forms_by_mnemonic[m]
+        if not forms:
+            lines += _heading(m, "-") + ["No supported form.", ""]
+            continue
+        if _is_load_store(forms):
+            lines += memory_section(m, forms)
+        else:
+            lines += generic_section(m, forms, family_isa)
+    return "\n".join(lines) + "\n"
+
+
+def generate(outdir: pathlib.Path) -> list:
+    """Write ``family_*.rst`` into ``outdir`` (unless cached); return the paths."""
+    import tvm_tirx  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    from tvm_tirx.tile.forms import forms_of  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.tile.registry import FAMILIES, supported_mnemonics  # pylint: disable=import-outside-toplevel
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    key = _cache_key()
+    stamp = outdir / ".family_pages"
+    if stamp.exists():
+        saved = stamp.read_text().split()
+        if saved and saved[0] == key and all((outdir / name).exists() for name in saved[1:]):
+            return [outdir / name for name in saved[1:]]
+
+    # family modules in registry order; every supported mnemonic belongs to one
+    modules = list(dict.fromkeys(FAMILIES.values()))
+    assert set(supported_mnemonics()) == {m for mod in modules for m in mod.MNEMONICS if m in FAMILIES}
+    written = []
+    summary = []
+    for module in modules:
+        # the family's own order of mnemonics
+        mnemonics = [m for m in module.MNEMONICS if m in FAMILIES]
+        forms = forms_of(mnemonics)
+        by_mnemonic = {m: [] for m in mnemonics}
+        for form in forms:
+            by_mnemonic[form.contract.instruction.mnemonic].append(form)
+        short = module.__name__.rsplit(".", 1)[-1]
+        path = outdir / f"family_{short}.rst"
+        for m in mnemonics:
+            fm = by_mnemonic[m]
+            orders = list(dict.fromkeys(_roles_signature(f.contract) for f in fm))
+            newer = sum(1 for f in fm if f.contract.min_arch)
+            summary.append(
+                (
+                    _code(m),
+                    f":ref:`{short} <family-{short}>`",
+                    "; ".join(_code(o) for o in orders),
+                    str(len(fm)),
+                    str(newer),
+                )
+            )
+        text = family_page(module, mnemonics, by_mnemonic)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+        written.append(path)
+    summary_text = "\n".join(
+        _list_table(
+            ("Mnemonic", "Family", "Operand order(s)", "Forms", "Forms newer than sm_90a"),
+            summary,
+            widths=(12, 14, 44, 12, 18),
+        )
+    )
+    path = outdir / "summary.inc"
+    if not path.exists() or path.read_text() != summary_text:
+        path.write_text(summary_text)
+    written.append(path)
+    for old in outdir.glob("family_*.rst"):
+        if old not in written:
+            old.unlink()
+    stamp.write_text(" ".join([key, *[p.name for p in written]]) + "\n")
+    return written
+
+
+if __name__ == "__main__":
+    target = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else HERE / "reference")
+    for p in generate(target):
+        print(f"wrote {p}")
