@@ -780,23 +780,25 @@ CASES = [
     Case(
         SCOPE,
         r"guard not understood",
-        "Guard over something other than thread ids",
+        "Guard that reads memory",
         _k('''
             warp_regs = TileLayout(S[(32, 4) : (1 @ Axis.laneid, 1)])
 
             @T.function
-            def kernel(A: T.Tensor((32, 4), "float32", align=16)):
+            def kernel(A: T.Tensor((32, 4), "float32", align=16), Flag: T.Tensor((32,), "int32")):
                 T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32))
+                tid = T.cuda.thread_idx("x")
                 r = T.alloc_local((32, 4), "float32", layout=warp_regs)
-                if T.cuda.block_idx("x") == 0:
+                if Flag[tid] == 1:
                     T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A, scope="warp")
         '''),
         "lower",
-        "Around a collective call, the ``if`` decides which threads of the group "
-        "take part, so it may depend only on thread ids (and the CTA's position "
-        "in its cluster); ``blockIdx`` is neither.",
-        "Move the condition into ``pred=`` or out of the group (e.g. index the "
-        "tensor with ``block_idx``), or restructure the guard.",
+        "Around a call at warp scope or wider, the ``if`` decides which threads of "
+        "the group take part.  A condition over thread ids is evaluated for every "
+        "thread; one without thread ids or memory reads (loop counters, "
+        "``blockIdx``) keeps the whole group or none of it.  A condition that reads "
+        "memory can differ between threads in ways the lowering cannot see.",
+        "Move the condition into ``pred=``, or compute a thread-id range instead.",
     ),
     Case(
         SCOPE,
