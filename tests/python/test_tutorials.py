@@ -22,6 +22,8 @@ KERNELS = {
     "data_movement": ["read_next_row", "twelve_floats", "save_and_zero", "register_move", "predicated"],
     "arithmetic": ["two_a_plus_one", "relu_2a1_cta", "pack_f16x2", "add_f16x2", "pack_unpack_b64", "silu"],
     "scopes": ["warp_rows", "cta_twelve", "warpgroup_tile", "cluster_pair", "half_warp", "producer_warp"],
+    "async_copies": ["stage_rows", "ragged_rows"],
+    "warp_mma": ["warp_mma", "ld_st_matrix"],
 }
 
 
