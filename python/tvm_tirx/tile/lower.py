@@ -381,50 +381,6 @@ def _check_collective_ownership(opcode, role, view, label, members, repeat):
     return None
 
 
-def _collective_box(extents, coord_fn, instance_fn, facts, conds, opcode):
-    """Group box of warps for a warp-collective call; every lane of a taking-part
-    warp must be active."""
-    launch = facts.launch
-    active = facts.active_threads(conds, opcode) if conds else [
-        (t, c) for c in range(launch.cluster_size) for t in range(launch.threads)
-    ]
-    warps = {}
-    for t, c in active:
-        warps.setdefault((c, t // 32), set()).add(t % 32)
-    for (c, w), lanes in warps.items():
-        if len(lanes) != 32:
-            raise TileError(
-                opcode,
-                "warp-collective instruction needs all 32 lanes",
-                expected="a guard that keeps whole warps",
-                found=f"{len(lanes)} lanes of warp {w}",
-            )
-    by_instance = {}
-    for (c, w) in warps:
-        t = 32 * w
-        by_instance.setdefault(instance_fn(t, c), {})[coord_fn(t, c)[:-1]] = (t, c)
-    rank = len(extents) - 1
-    boxes = []
-    for members in by_instance.values():
-        coords = list(members)
-        lo = tuple(min(x[i] for x in coords) for i in range(rank))
-        hi = tuple(max(x[i] for x in coords) for i in range(rank))
-        size = 1
-        for a, b in zip(lo, hi):
-            size *= b - a + 1
-        if size != len(coords):
-            raise TileError(opcode, "guarded warps do not form a box of the group", found=f"{lo}..{hi}")
-        boxes.append((lo, hi, members))
-    if not boxes:
-        return tuple(0 for _ in range(rank)), tuple(0 for _ in range(rank)), {}
-    lo, hi, members = boxes[0]
-    for other in boxes[1:]:
-        if (other[0], other[1]) != (lo, hi):
-            raise TileError(opcode, "guarded warps differ between instances of the scope", found=f"{lo}..{hi} and {other[0]}..{other[1]}")
-    group = tuple(b - a + 1 for a, b in zip(lo, hi))
-    return group, lo, {tuple(x - o for x, o in zip(g, lo)): tc for g, tc in members.items()}
-
-
 def check_ownership(opcode, role, op, group, origin, members, repeat):
     """Register values at each group coordinate belong to the thread issuing it.
 
@@ -479,44 +435,61 @@ def _group_box(scope, facts, conds, opcode, collective=False):
     Without guards that is the scope's whole group.  Under guards over thread
     ids, the executing threads of every instance (each warp at ``"warp"``,
     ...) must form the same box of group coordinates; the group is that box.
+    ``members`` maps each group coordinate (relative to ``origin``) to one
+    thread ``(t, c)`` at it.  For a warp-collective instruction the lane stays
+    in the atom (PTX ``.aligned``: all 32 lanes issue it), so the group is the
+    warps, and every lane of a warp that takes part must be active.
     """
     extents, coord_fn, instance_fn = full_group(scope, facts.launch, opcode)
-    if collective and extents:
-        # The lane stays inside the atom of a warp-collective instruction
-        # (PTX ISA: .aligned -- all 32 lanes execute it): group = warps only.
-        return _collective_box(extents, coord_fn, instance_fn, facts, conds, opcode)
     if not extents:
         return (), (), {(): (0, 0)}
+    launch = facts.launch
     active = facts.active_threads(conds, opcode) if conds else [
-        (t, c) for c in range(facts.launch.cluster_size) for t in range(facts.launch.threads)
+        (t, c) for c in range(launch.cluster_size) for t in range(launch.threads)
     ]
+    what = "threads"
+    if collective:
+        warps = {}
+        for t, c in active:
+            warps.setdefault((c, t // 32), set()).add(t % 32)
+        for (_, w), lanes in warps.items():
+            if len(lanes) != 32:
+                raise TileError(
+                    opcode,
+                    "warp-collective instruction needs all 32 lanes",
+                    expected="a guard that keeps whole warps",
+                    found=f"{len(lanes)} lanes of warp {w}",
+                )
+        active = [(32 * w, c) for (c, w) in warps]
+        extents, what = extents[:-1], "warps"
+    rank = len(extents)
     by_instance = {}
     for t, c in active:
-        by_instance.setdefault(instance_fn(t, c), {})[coord_fn(t, c)] = (t, c)
+        by_instance.setdefault(instance_fn(t, c), {})[coord_fn(t, c)[:rank]] = (t, c)
     boxes = []
     for members in by_instance.values():
         coords = list(members)
-        lo = tuple(min(x[i] for x in coords) for i in range(len(extents)))
-        hi = tuple(max(x[i] for x in coords) for i in range(len(extents)))
+        lo = tuple(min(x[i] for x in coords) for i in range(rank))
+        hi = tuple(max(x[i] for x in coords) for i in range(rank))
         size = 1
         for a, b in zip(lo, hi):
             size *= b - a + 1
         if size != len(coords):
             raise TileError(
                 opcode,
-                "guarded threads do not form a box of the group",
+                f"guarded {what} do not form a box of the group",
                 expected=f"a rectangular range of {scope} group coordinates",
-                found=f"{len(coords)} threads spanning {lo}..{hi}",
+                found=f"{len(coords)} {what} spanning {lo}..{hi}",
             )
         boxes.append((lo, hi, members))
     if not boxes:
-        return tuple(0 for _ in extents), tuple(0 for _ in extents), {}
+        return tuple(0 for _ in range(rank)), tuple(0 for _ in range(rank)), {}
     lo, hi, members = boxes[0]
     for other in boxes[1:]:
         if (other[0], other[1]) != (lo, hi):
             raise TileError(
                 opcode,
-                "guarded threads differ between instances of the scope",
+                f"guarded {what} differ between instances of the scope",
                 expected=f"the same {scope} group range in every {scope}",
                 found=f"{lo}..{hi} and {other[0]}..{other[1]}",
             )
