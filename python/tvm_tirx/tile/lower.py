@@ -395,12 +395,13 @@ def check_ownership(opcode, role, op, group, origin, members, repeat):
         return _check_collective_ownership(opcode, role, view, label, members, repeat)
     inner = list(_ops.coords(repeat, role.atom))
     # Strided layouts: the thread axes of (g, r, k) are those of (g, 0, 0)
-    # plus those of (0, r, k), so checking both slices covers the box.
-    probes = inner if not view.separable else inner
+    # plus those of (0, r, k), so all of (r, k) at the first group coordinate
+    # and (0, 0) at the others cover the box.  Otherwise every point is checked.
+    first = next(iter(members), None)
     seen = {}
     for g, (t, c) in members.items():
         expect = thread_axis_values(t, c)
-        rk_list = probes if (not view.separable or g == next(iter(members))) else inner[:1]
+        rk_list = inner if (not view.separable or g == first) else inner[:1]
         for rk in rk_list:
             axes = view.apply((*g, *rk))
             for axis, value in axes.items():
