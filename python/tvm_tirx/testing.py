@@ -76,37 +76,28 @@ def lower(func):
 
 
 def count_ptx_calls(stmt, opcode_prefix: str | None = None) -> int:
-    """How many PTX intrinsic calls ``stmt`` executes per thread.
+    """How many PTX intrinsic calls ``stmt`` (a Stmt or a PrimFunc) executes per thread.
 
     Each ``T.ptx`` Call counts once per iteration of its enclosing ``for``
-    loops with constant extents.  ``opcode_prefix`` (e.g. ``"ld"``, ``"mov"``)
-    restricts the count to ops named ``tirx.ptx.<prefix>...``.
+    loops.  ``opcode_prefix`` (e.g. ``"ld"``, ``"mov"``) restricts the count
+    to ops named ``tirx.ptx.<prefix>...`` (apache-tvm's table entries, such
+    as ``ld_vec`` or ``cp_async_cg``); :func:`count_ptx` counts one exact
+    opcode instead.
+
+    Raises
+    ------
+    ValueError
+        A loop around a PTX call has a non-constant extent.
     """
     from tvm import tirx  # pylint: disable=import-outside-toplevel
 
-    if hasattr(stmt, "body") and isinstance(stmt, tirx.PrimFunc):
+    if isinstance(stmt, tirx.PrimFunc):
         stmt = stmt.body
-
-    def count(node, mult):
-        total = 0
-        if isinstance(node, tirx.For):
-            return count(node.body, mult * int(node.extent))
-        if isinstance(node, tirx.Evaluate):
-            op = getattr(getattr(node.value, "op", None), "name", "")
-            if op.startswith("tirx.ptx.") and op != "tirx.ptx.addr":
-                name = op[len("tirx.ptx.") :]
-                if opcode_prefix is None or name.startswith(opcode_prefix):
-                    return mult
-            return 0
-        if isinstance(node, tirx.SeqStmt):
-            return sum(count(s, mult) for s in node.seq)
-        for field in ("body", "then_case", "else_case"):
-            child = getattr(node, field, None)
-            if isinstance(child, tirx.Stmt):
-                total += count(child, mult)
-        return total
-
-    return count(stmt, 1)
+    return sum(
+        n
+        for (entry, _), n in _ptx_issue_counts(stmt).items()
+        if opcode_prefix is None or entry.startswith(opcode_prefix)
+    )
 
 
 def assemble(kernel, fmt: str = "cubin") -> bytes:
@@ -334,11 +325,13 @@ def ptx_opcode_of(call) -> str | None:
     tokens = args[len(args) - n_slots - 1 : -1]
     if not all(isinstance(tok, StringImm) for tok in tokens):
         return None
-    return ".".join([entry.ptx_name, *(str(tok.value) for tok in tokens if str(tok.value))])
+    from .tile.instruction import canonical_text  # pylint: disable=import-outside-toplevel
+
+    return canonical_text(entry, [str(tok.value) for tok in tokens])
 
 
 def _ptx_issue_counts(stmt) -> dict:
-    """``{opcode text: issues per thread}`` for every PTX Call in ``stmt``.
+    """``{(table entry, opcode text): issues per thread}`` for every PTX Call in ``stmt``.
 
     A Call counts once per iteration of each enclosing ``for``.
 
@@ -361,13 +354,14 @@ def _ptx_issue_counts(stmt) -> dict:
                     f"count_ptx: the loop over {node.loop_var} has a non-constant extent "
                     f"({node.extent}), so the PTX issued per thread is not a number"
                 )
-            for opcode, n in body_counts.items():
-                counts[opcode] = counts.get(opcode, 0) + n * mult * int(node.extent.value)
+            for key, n in body_counts.items():
+                counts[key] = counts.get(key, 0) + n * mult * int(node.extent.value)
             return
         if isinstance(node, tirx.Evaluate):
             opcode = ptx_opcode_of(node.value)
             if opcode is not None:
-                counts[opcode] = counts.get(opcode, 0) + mult
+                key = (node.value.op.name[len("tirx.ptx.") :], opcode)
+                counts[key] = counts.get(key, 0) + mult
             return
         if isinstance(node, tirx.SeqStmt):
             for child in node.seq:
@@ -425,4 +419,5 @@ def count_ptx(kernel_or_func, opcode: str) -> int:
         func = lower(kernel_or_func)
     else:
         raise TypeError(f"count_ptx: expected a tvm_tirx.Kernel or a PrimFunc, got {type(kernel_or_func).__name__}")
-    return _ptx_issue_counts(func.body).get(str(opcode).strip(), 0)
+    want = str(opcode).strip()
+    return sum(n for (_, text), n in _ptx_issue_counts(func.body).items() if text == want)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import TileError
+from .instruction import canonical_text
 from .registry import FAMILIES, contracts
 
 __all__ = ["Form", "forms_of"]
@@ -59,7 +60,7 @@ def forms_of(mnemonics) -> list:
         if entry.ptx_name not in wanted:
             continue
         for tokens in variants(entry):
-            opcode = ".".join([entry.ptx_name, *[t for t in tokens if t]])
+            opcode = canonical_text(entry, tokens)
             key = f"{entry.name}:{opcode}"
             if key in seen:
                 continue

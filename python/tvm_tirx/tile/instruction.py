@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..errors import TileError
 
-__all__ = ["Instruction", "PtxOperand", "resolve", "opcode_text"]
+__all__ = ["Instruction", "PtxOperand", "resolve", "opcode_text", "canonical_text"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,13 @@ def _chain_candidates(chain):
     return tuple(chain._cands)  # pylint: disable=protected-access
 
 
+def canonical_text(entry, tokens) -> str:
+    """PTX text of table ``entry`` with modifier ``tokens`` (one per slot, ``""`` or
+    None when omitted): the mnemonic, then the tokens in slot order -- the order
+    the ISA writes them and apache-tvm's helper renders them."""
+    return ".".join([entry.ptx_name, *[t for t in tokens if t]])
+
+
 def opcode_text(instr) -> str:
     """The PTX text of ``instr`` (a ``T.ptx[...]`` chain or a string), for messages.
 
@@ -121,7 +128,7 @@ def opcode_text(instr) -> str:
     if isinstance(instr, str):
         return instr
     entry, filled = _chain_candidates(instr)[0]
-    return ".".join([entry.ptx_name, *[t for t in filled if t]])
+    return canonical_text(entry, filled)
 
 
 def resolve(instr) -> tuple[Instruction, ...]:
@@ -202,7 +209,7 @@ def _resolve_candidates(text: str, candidates) -> tuple[Instruction, ...]:
                     space=operand_space(slot, mod_map) if slot.kind == "addr" else "",
                 )
             )
-        canonical = ".".join([entry.ptx_name, *[t for t in tokens if t]])
+        canonical = canonical_text(entry, tokens)
         out.append(
             Instruction(
                 opcode=canonical,
