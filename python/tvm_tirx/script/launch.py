@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
+from ..tile.scope import WARP
+
 __all__ = [
     "LaunchConfig",
     "device_entry",
@@ -20,7 +22,6 @@ __all__ = [
 ]
 
 _AXES = ("x", "y", "z")
-WARP_SIZE = 32  # threads per warp (PTX ISA 2.2, "warp")
 
 
 def _dims(value, what: str) -> tuple:
@@ -269,20 +270,20 @@ def grid_dim(d: str = "x"):
 
 
 def _linear_thread():
+    from ..tile.scope import LaunchFacts  # pylint: disable=import-outside-toplevel
+
     launch = _active("lane_id")
-    bx, by, _ = launch.config.block3
-    tx, ty, tz = (thread_idx(d) for d in _AXES)
-    return tx + bx * (ty + by * tz)
+    return LaunchFacts(block=launch.config.block3, thread_vars=tuple(launch.block_vars)).linear_thread()
 
 
 def lane_id():
     """The thread's lane in its warp: linear thread index mod 32 (int32 expression)."""
-    return _linear_thread() % WARP_SIZE
+    return _linear_thread() % WARP
 
 
 def warp_id():
     """The thread's warp in its CTA: linear thread index // 32 (int32 expression)."""
-    return _linear_thread() // WARP_SIZE
+    return _linear_thread() // WARP
 
 
 #: apache-tvm builders that ours wrap, captured before installation.
