@@ -499,9 +499,30 @@ CASES = [
                 T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid + 1, :])
         '''),
         "lower",
-        "Thread 63 would read row 64 of a 64-row tensor. Only views that are "
-        "*provably* outside are rejected; a possible overrun is not.",
-        "Wrap the index (``(tid + 1) % 64``), guard the call, or enlarge the tensor.",
+        "Thread 63 would read row 64 of a 64-row tensor. The check evaluates the "
+        "view's offset for every thread of the launch that reaches the call (the "
+        "enclosing ``if`` guards are taken into account) and names one that is out.",
+        "Wrap the index (``(tid + 1) % 64``), guard the call (``if tid < 63:``), pass "
+        "``pred=`` to skip the access at run time, or enlarge the tensor.",
+    ),
+    Case(
+        MEMORY,
+        r"view not provably within the tensor's bounds",
+        "View that may leave its tensor",
+        _k('''
+            @T.function
+            def kernel(A: T.Tensor((64, 4), "float32", align=16), Idx: T.Tensor((64,), "int32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((4,), "float32")
+                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[Idx[tid], :])
+        '''),
+        "lower",
+        "The row comes from memory, so no proof can place it inside ``A``. A view "
+        "that is neither provably inside nor provably outside is accepted only when "
+        "the call is predicated or sits under an ``if``: then the check is yours.",
+        "Predicate the access (``pred=Idx[tid] < 64``), guard it (``if Idx[tid] < 64:``), or clamp the "
+        "index (``T.min(Idx[tid], 63)``).",
     ),
     Case(
         MEMORY,

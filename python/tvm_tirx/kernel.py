@@ -9,29 +9,10 @@ from __future__ import annotations
 import functools
 
 from .export import pack_imports_with_device_binary
-from .tile.lower import LowerTileApply, lower_tile_apply
+from .pipeline import PIPELINE_NAME, register_pipeline
+from .tile.lower import lower_tile_apply
 
 __all__ = ["compile", "Kernel", "PIPELINE_NAME", "resolve_target"]
-
-#: Name of the TIR pipeline registered with apache-tvm: LowerTileApply, then apache-tvm's "tirx".
-PIPELINE_NAME = "tvm_tirx"
-
-
-def _pipeline_factory(**kwargs):
-    import tvm  # pylint: disable=import-outside-toplevel
-    from tvm.tirx import compilation_pipeline as cp  # pylint: disable=import-outside-toplevel
-
-    stock, finalize_host, finalize_device = cp.tirx_pipeline(**kwargs)
-    return tvm.ir.transform.Sequential([LowerTileApply(), stock]), finalize_host, finalize_device
-
-
-@functools.cache
-def _register_pipeline() -> str:
-    from tvm.tirx.compilation_pipeline import register_tir_pipeline  # pylint: disable=import-outside-toplevel
-
-    register_tir_pipeline(PIPELINE_NAME, _pipeline_factory)
-    return PIPELINE_NAME
-
 
 def _gpu_arch() -> str | None:
     """``sm_XY`` of GPU 0 (``sm_90a`` on Hopper, whose arch-specific features we use), or None."""
@@ -111,7 +92,8 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
     TileError
         A tile call breaks its contract (found by ``LowerTileApply``).
     ValueError
-        No arch without a GPU; not exactly one PrimFunc.
+        No arch without a GPU; not exactly one PrimFunc; a module with Relax
+        functions (build those with ``tvm.compile``, see :mod:`tvm_tirx.relax`).
     """
     import tvm  # pylint: disable=import-outside-toplevel
 
@@ -126,12 +108,18 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
         if attrs is not None and "global_symbol" in attrs:
             name = str(attrs["global_symbol"])
         mod = tvm.IRModule({name: func_or_mod})
+    if any(isinstance(f, tvm.relax.Function) for f in mod.functions.values()):
+        raise ValueError(
+            "tvm_tirx.compile builds one kernel; a module with Relax functions is built with "
+            "tvm.compile(mod, target, relax_pipeline='tvm_tirx', tir_pipeline='tvm_tirx') "
+            "and run with tvm.relax.VirtualMachine"
+        )
     funcs = [(gv.name_hint, f) for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
     if len(funcs) != 1:
         raise ValueError(f"tvm_tirx.compile: expected one PrimFunc, found {len(funcs)}")
     name, func = funcs[0]
     tgt = resolve_target(target, arch)
-    pipeline = _register_pipeline()
+    pipeline = register_pipeline()
     # Lower here, in Python, so that a contract violation reaches the caller as
     # the TileError it is (through the pass pipeline's FFI boundary it would
     # arrive as a RuntimeError).  The pipeline's own LowerTileApply then has
@@ -252,13 +240,19 @@ class Kernel:
     def __call__(self, *args):
         """Launch the kernel on ``args`` (one per parameter).
 
+        Every argument is checked before anything is launched, so a call that
+        raises has run no kernel and left every tensor as it was.
+
         Raises
         ------
         TypeError
-            Wrong number of arguments, or an argument that is not a tensor.
+            Wrong number of arguments, an argument that is not a tensor, or a
+            scalar parameter given something other than a Python bool / int /
+            float of its kind.
         ValueError
             A tensor with the wrong shape, dtype, device, strides or a base
-            pointer that breaks the parameter's ``align``.
+            pointer that breaks the parameter's ``align``; an integer scalar
+            that does not fit its dtype.
         """
         if len(args) != len(self._params):
             raise TypeError(
@@ -335,6 +329,7 @@ class _ParamSpec:
     def check(self, kernel: str, arg) -> None:
         where = f"{kernel}: argument {self.name!r}"
         if not self.is_tensor:
+            self._check_scalar(where, arg)
             return
         if _is_torch_tensor(arg):
             self._check_torch(where, arg)
@@ -345,6 +340,23 @@ class _ParamSpec:
                 f"{where}: expected a CUDA tensor of shape {self.shape} and dtype {self.dtype}, "
                 f"got {type(arg).__name__}"
             )
+
+    def _check_scalar(self, where, arg):
+        import numbers  # pylint: disable=import-outside-toplevel
+
+        kind = "bool" if self.dtype == "bool" else "float" if self.dtype.startswith(("float", "bfloat")) else "int"
+        accepted = {
+            "bool": (bool,),
+            "int": (numbers.Integral,),
+            "float": (numbers.Real,),
+        }[kind]
+        if not isinstance(arg, accepted) or (kind == "int" and isinstance(arg, bool)):
+            raise TypeError(f"{where}: expected a Python {kind} for a {self.dtype} scalar, got {type(arg).__name__}")
+        if kind == "int":
+            bits = int(self.dtype.lstrip("uint") or 32)
+            lo, hi = (0, 2**bits) if self.dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1))
+            if not lo <= int(arg) < hi:
+                raise ValueError(f"{where}: {int(arg)} does not fit {self.dtype} ([{lo}, {hi - 1}])")
 
     def _check_common(self, where, shape, dtype, device):
         if dtype != self.dtype:

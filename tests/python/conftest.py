@@ -24,3 +24,15 @@ def torch_cpu():
     if torch is None:
         pytest.skip("needs torch")
     return torch
+
+try:
+    from hypothesis import settings as _hyp
+except ImportError:  # hypothesis comes with the "test" extra; test_properties skips without it
+    _hyp = None
+
+if _hyp is not None:
+    # default: short enough for CI (the suite's property tests take well under two minutes);
+    # `--hypothesis-profile=long` generates many more cases.
+    _hyp.register_profile("default", max_examples=150, deadline=None, print_blob=True)
+    _hyp.register_profile("long", max_examples=3000, deadline=None, print_blob=True)
+    _hyp.load_profile("default")

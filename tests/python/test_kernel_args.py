@@ -5,6 +5,7 @@ import pytest
 import tvm_tirx
 
 from kernels import read_next_row
+from tvm_tirx.script import tirx as T
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +60,99 @@ def test_sources_and_script(kernel):
     assert "read_next_row_kernel" in kernel.cuda_source
     assert "T.cuda.tile.apply" in kernel.script()
     assert "read_next_row" in repr(kernel)
+
+
+@T.function
+def first_rows(A: T.Tensor((64, 4), "float32", align=16), B: T.Tensor((64, 4), "float32", align=16), n: T.int32):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tid = T.cuda.thread_idx("x")
+    r = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, :], pred=tid < n)
+    T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.sub[tid, :], r, pred=tid < n)
+
+
+@pytest.fixture(scope="module")
+def scalar_kernel():
+    return tvm_tirx.compile(first_rows, target="cuda", arch="sm_90a")
+
+
+@pytest.mark.parametrize(
+    "value, error, message",
+    [
+        (2.5, TypeError, r"argument 'n': expected a Python int for a int32 scalar, got float"),
+        (True, TypeError, r"argument 'n': expected a Python int for a int32 scalar, got bool"),
+        ("3", TypeError, r"argument 'n': expected a Python int for a int32 scalar, got str"),
+        (2**31, ValueError, r"argument 'n': 2147483648 does not fit int32 \(\[-2147483648, 2147483647\]\)"),
+    ],
+)
+@pytest.mark.gpu
+def test_scalar_argument(scalar_kernel, torch_cuda, value, error, message):
+    a = torch_cuda.randn(64, 4, device="cuda")
+    b = torch_cuda.full((64, 4), 7.0, device="cuda")
+    with pytest.raises(error, match=message):
+        scalar_kernel(a, b, value)
+    scalar_kernel(a, b, 3)  # a good call still runs: rows 0..2 copied, the rest untouched
+    torch_cuda.cuda.synchronize()
+    assert torch_cuda.equal(b[:3], a[:3]) and bool((b[3:] == 7.0).all())
+
+
+def _misaligned(torch, like):
+    base = torch.full((like.numel() + 1,), 7.0, device=like.device)
+    return base[1:].view(like.shape)
+
+
+BAD = {
+    "not a tensor": (TypeError, lambda torch, t: t.tolist()),
+    "wrong dtype": (ValueError, lambda torch, t: t.to(torch.float16)),
+    "wrong shape": (ValueError, lambda torch, t: t.reshape(4, 64)),
+    "non-contiguous": (ValueError, lambda torch, t: t.t().contiguous().t()),
+    "misaligned": (ValueError, _misaligned),
+    "cpu tensor": (ValueError, lambda torch, t: t.cpu()),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("position", [0, 1], ids=["input A", "output B"])
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_argument_launches_nothing(kernel, torch_cuda, case, position):
+    torch = torch_cuda
+    a = torch.randn(64, 4, device="cuda")
+    b = torch.full((64, 4), 7.0, device="cuda")
+    args = [a, b]
+    error, make_bad = BAD[case]
+    bad = make_bad(torch, args[position])
+    args[position] = bad
+    before = [x.clone() if hasattr(x, "clone") else None for x in args]
+    with pytest.raises(error, match=f"argument '{'AB'[position]}'"):
+        kernel(*args)
+    torch.cuda.synchronize()
+    # the kernel did not run: B still holds its sentinel, no argument changed
+    assert torch.equal(b, torch.full((64, 4), 7.0, device="cuda"))
+    for x, old in zip(args, before):
+        if old is not None:
+            assert torch.equal(x, old)
+    if case == "misaligned":
+        assert torch.equal(bad._base if bad._base is not None else bad, torch.full_like(bad._base, 7.0))
+
+
+@pytest.mark.gpu
+def test_too_few_arguments_launch_nothing(kernel, torch_cuda):
+    torch = torch_cuda
+    b = torch.full((64, 4), 7.0, device="cuda")
+    with pytest.raises(TypeError, match="expected 2 argument"):
+        kernel(b)
+    torch.cuda.synchronize()
+    assert torch.equal(b, torch.full((64, 4), 7.0, device="cuda"))
+
+
+@pytest.mark.gpu
+def test_good_arguments_after_bad_ones_run(kernel, torch_cuda):
+    # the checks leave no state behind: a correct call after rejected ones works
+    torch = torch_cuda
+    a = torch.randn(64, 4, device="cuda")
+    b = torch.zeros(64, 4, device="cuda")
+    with pytest.raises(ValueError):
+        kernel(a.cpu(), b)
+    kernel(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(b, torch.roll(a, -1, 0))

@@ -11,7 +11,8 @@ _DONE = [False]
 
 def install() -> None:
     """Add ``T.function``, ``T.Tensor``, the launch/index builders, span-correct
-    allocations and ``T.cuda.tile`` to ``tvm.script.tirx`` (idempotent)."""
+    allocations and ``T.cuda.tile`` to ``tvm.script.tirx``, and register the
+    ``"tvm_tirx"`` TIR and Relax pipelines with apache-tvm (idempotent)."""
     # Importing tvm may itself run this function (through the tvm.backends
     # entry point), so the flag is read after the import.
     from tvm.tirx.script.builder import ir as _ir  # pylint: disable=import-outside-toplevel
@@ -50,3 +51,11 @@ def install() -> None:
     ):
         setattr(cuda, name, getattr(launch, name))
     cuda.tile = SimpleNamespace(apply=tile_op.apply, ewise=ewise)
+
+    # The "tvm_tirx" pipelines, so that tvm.compile(..., tir_pipeline="tvm_tirx",
+    # relax_pipeline="tvm_tirx") works after a plain ``import tvm``.
+    from ..pipeline import register_pipeline  # pylint: disable=import-outside-toplevel
+    from ..relax import register_relax_pipeline  # pylint: disable=import-outside-toplevel
+
+    register_pipeline()
+    register_relax_pipeline()

@@ -47,6 +47,7 @@ class _KernelFacts:
         self.roots = {}  # root buffer var -> element extent
         self.parent = {}  # view buffer var -> the buffer it views
         self.analyzer = tvm.sym.Analyzer()
+        self.ranges = {}  # var -> (lo, hi): constant range [lo, hi) of loop and id vars
         self.launch = None
         for p in func.params:
             if tirx.is_buffer_var(p):
@@ -106,7 +107,10 @@ class _KernelFacts:
         try:
             self.analyzer.bind(var, tvm.ir.Range(lo, hi))
         except Exception:  # pylint: disable=broad-except
-            pass  # a symbolic range the analyzer cannot take: leave the var unbounded
+            return  # a symbolic range the analyzer cannot take: leave the var unbounded
+        lo, hi = _int_or_none(lo), _int_or_none(hi)
+        if lo is not None and hi is not None:
+            self.ranges[var] = (lo, hi)
 
     def _uniform(self, cond) -> bool:
         """Whether ``cond`` has one value for every thread of a CTA: it reads no
@@ -262,22 +266,120 @@ def _location(span) -> str | None:
     return f"{name}:{line}"
 
 
-def _const_bound(analyzer, expr):
-    b = analyzer.const_int_bound(expr)
-    inf = 1 << 62
-    lo = None if b.min_value <= -inf else int(b.min_value)
-    hi = None if b.max_value >= inf else int(b.max_value)
-    return lo, hi
+#: Most points (thread x loop-counter values) the bounds check evaluates one by one.
+EXACT_POINTS = 4096
 
 
-def check_memory(facts, opcode, role, op, group, repeat, predicated=False):
+def _exact_range(facts, expr, conds, opcode):
+    """``(min, max, argmin, argmax)`` of ``expr`` over every point it can take, or None.
+
+    The points are the active threads of the launch (those the guards ``conds``
+    keep) times the values of the loop counters and CTA ids ``expr`` reads, when
+    all of them have constant ranges and there are at most ``EXACT_POINTS``.
+    ``argmin``/``argmax`` describe the point as ``name=value`` text.
+    """
+    import itertools  # pylint: disable=import-outside-toplevel
+
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    free = []
+    tvm_ffi.structural_walk(expr, (Var, lambda v: free.append(v) if not any(v.same_as(f) for f in free) else None))
+    launch = facts.launch
+    per_thread = [*launch.thread_vars, *launch.cluster_vars] if launch is not None else []
+    others = [v for v in free if not any(v.same_as(t) for t in per_thread)]
+    if any(v not in facts.ranges for v in others):
+        return None
+    threads = [{}]
+    if len(others) < len(free):
+        try:
+            active = facts.active_threads(conds, opcode)
+        except TileError:
+            return None  # a guard over memory or runtime values: the set of threads is unknown
+        threads = [{**launch.thread_values(t), **launch.cluster_values(c)} for t, c in active]
+    spaces = [range(*facts.ranges[v]) for v in others]
+    count = len(threads)
+    for r in spaces:
+        count *= len(r)
+    if count == 0 or count > EXACT_POINTS:
+        return None
+    best = None
+    for values in threads:
+        for point in itertools.product(*spaces):
+            env = {**values, **dict(zip(others, point))}
+
+            def sub(v, env=env):
+                for var, value in env.items():
+                    if v.same_as(var):
+                        return IntImm(v.ty.dtype, value)
+                return v
+
+            folded = facts.analyzer.simplify(tvm_ffi.structural_map(expr, (Var, sub)))
+            if not isinstance(folded, IntImm):
+                return None
+            value = int(folded.value)
+            where = ", ".join(f"{v.name}={x}" for v, x in env.items() if any(v.same_as(f) for f in free))
+            if best is None:
+                best = [value, value, where, where]
+            if value < best[0]:
+                best[0], best[2] = value, where
+            if value > best[1]:
+                best[1], best[3] = value, where
+    return tuple(best)
+
+
+def _check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, predicated):
+    """The bounds rule for one memory view (elements ``first..last`` past ``elem_offset``).
+
+    - provably inside the tensor for every active thread: accepted;
+    - provably outside for some active thread: rejected, naming the thread, unless
+      the call is predicated (a predicated-off ld/st does not access memory, PTX
+      ISA 9.3 "Predicated execution"; the predicate is the user's bounds check);
+    - neither provable: accepted only under ``pred=`` or an enclosing guard,
+      otherwise rejected naming the index expression.
+    """
+    analyzer = facts.analyzer
+    extent = facts.roots[root]
+    if analyzer.can_prove(elem_offset + first >= 0) and analyzer.can_prove(elem_offset + last < extent):
+        return None
+    exact = _exact_range(facts, elem_offset, conds, opcode)
+    n = _int_or_none(extent)
+    if exact is not None and n is not None:
+        lo, hi, at_lo, at_hi = exact
+        if lo + first >= 0 and hi + last < n:
+            return None
+        if predicated:
+            return None
+        where, found = (at_lo, lo + first) if lo + first < 0 else (at_hi, hi + last)
+        return TileError(
+            opcode,
+            "view provably out of the tensor's bounds",
+            operand=label,
+            expected=f"elements within [0, {n}) of {root.name}",
+            found=f"element {found} at {where or 'every thread'}",
+        )
+    if predicated or conds:
+        return None
+    return TileError(
+        opcode,
+        "view not provably within the tensor's bounds",
+        operand=label,
+        expected=(
+            f"elements within [0, {extent}) of {root.name} for every thread, "
+            "or pred= (or an enclosing if) that keeps the access in bounds"
+        ),
+        found=f"element offset {analyzer.simplify(elem_offset)} + [{first}, {last}]",
+    )
+
+
+def check_memory(facts, opcode, role, op, group, repeat, predicated=False, conds=()):
     """Alignment and bounds of one memory operand; return a TileError or None.
 
     ``group`` holds the (guarded) group extents: every thread's atom address is
     the view's address at its group coordinate and each repeat coordinate.
-    A predicated call may form addresses outside the tensor for threads whose
-    predicate is false (a predicated-off ld/st does not access memory, PTX ISA
-    9.3 "Predicated execution"), so its bounds are the predicate's job.
+    ``conds`` are the if-conditions enclosing the call; the bounds rule is
+    :func:`_check_bounds`.
     """
     from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
     from tvm.tirx import floormod  # pylint: disable=import-outside-toplevel
@@ -321,21 +423,7 @@ def check_memory(facts, opcode, role, op, group, repeat, predicated=False):
                 expected=f"byte offset a multiple of {need}",
                 found=f"byte offset {analyzer.simplify(addr)}",
             )
-    extent = _int_or_none(facts.roots[root])
-    lo, hi = _const_bound(analyzer, elem_offset)
-    if not predicated and extent is not None and (
-        (lo is not None and lo + first < 0) or (hi is not None and hi + last >= extent)
-    ):
-        found_lo = "?" if lo is None else lo + first
-        found_hi = "?" if hi is None else hi + last
-        return TileError(
-            opcode,
-            "view provably out of the tensor's bounds",
-            operand=label,
-            expected=f"elements within [0, {extent}) of {root.name}",
-            found=f"elements [{found_lo}, {found_hi}] for some thread",
-        )
-    return None
+    return _check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, predicated)
 
 
 def _check_collective_ownership(opcode, role, view, label, members, repeat):
@@ -626,7 +714,7 @@ def expand(call, facts, span=None, conds=()):
             own_repeat = _ops.repeat_shape(role, op, group)
             if role.kind == "memory":
                 err = check_memory(
-                    facts, contract.opcode, role, op, group, own_repeat, predicated=tc.pred is not None
+                    facts, contract.opcode, role, op, group, own_repeat, tc.pred is not None, conds
                 )
             else:
                 err = check_ownership(contract.opcode, role, op, group, origin, members, own_repeat)

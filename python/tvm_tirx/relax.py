@@ -1,0 +1,183 @@
+"""Tile kernels inside Relax programs: ``R.call_tir`` / ``R.call_tir_inplace`` on a PrimFunc
+written with ``T.cuda.tile.apply``.
+
+Build such a module with apache-tvm's own entry point and this package's two pipelines,
+both registered by name when ``tvm`` is imported::
+
+    ex = tvm.compile(mod, target, relax_pipeline="tvm_tirx", tir_pipeline="tvm_tirx")
+    vm = tvm.relax.VirtualMachine(ex, tvm.cuda())
+
+Why a Relax pipeline of our own: apache-tvm's CUDA Relax pipeline was written for
+schedulable (``s_tir``) PrimFuncs, whose body is a root ``SBlockRealize``.  A hand-written
+kernel has none, and three of its passes then misbehave: ``FuseOps`` / ``FuseTIR`` fuse it
+with its neighbours (giving "Inconsistent buffers ... mapped to the same relax var"),
+``dlight`` tries to schedule it, and ``RewriteDataflowReshape`` stops on an internal check
+(``func->body->IsInstance<SBlockRealizeNode>()``) for any kernel with two or more buffer
+parameters whose result feeds another op.  :class:`PrepareTileKernels` marks each such
+kernel as opaque and already scheduled (the ``op_pattern`` / ``tirx.is_scheduled``
+attributes apache-tvm's own hand-written kernels carry) and wraps its body in an empty,
+annotated root block; the TIR pipeline's :class:`UnwrapRelaxRoot` removes that block
+again before the kernel is lowered.
+"""
+
+from __future__ import annotations
+
+import functools
+
+__all__ = [
+    "PIPELINE_NAME",
+    "ROOT_ANNOTATION",
+    "OP_PATTERN_OPAQUE",
+    "PrepareTileKernels",
+    "UnwrapRelaxRoot",
+    "relax_pipeline",
+    "register_relax_pipeline",
+]
+
+#: Name of the Relax pipeline registered with apache-tvm (``relax_pipeline="tvm_tirx"``).
+PIPELINE_NAME = "tvm_tirx"
+
+#: Annotation on the root block that :class:`PrepareTileKernels` adds and
+#: :class:`UnwrapRelaxRoot` removes; no other block carries it.
+ROOT_ANNOTATION = "tvm_tirx.relax_root"
+
+#: ``relay::OpPatternKind::kOpaque``: Relax's fusion never merges such a PrimFunc.
+OP_PATTERN_OPAQUE = 8
+
+
+def _is_hand_written(func) -> bool:
+    """A PrimFunc with no root block: a TIRx kernel, not a schedulable ``s_tir`` one."""
+    import tvm.s_tir  # pylint: disable=import-outside-toplevel
+
+    return not isinstance(func.body, tvm.s_tir.SBlockRealize)
+
+
+def _prepare(func):
+    import tvm.s_tir  # pylint: disable=import-outside-toplevel
+
+    attrs = {"tirx.is_scheduled": True}
+    if func.attrs is None or "op_pattern" not in func.attrs:
+        attrs["op_pattern"] = OP_PATTERN_OPAQUE
+    block = tvm.s_tir.SBlock(
+        [], [], [], "root", func.body, annotations={ROOT_ANNOTATION: True}
+    )
+    return func.with_body(tvm.s_tir.SBlockRealize([], True, block)).with_attrs(attrs)
+
+
+def _unwrap(func):
+    import tvm.s_tir  # pylint: disable=import-outside-toplevel
+
+    body = func.body
+    if isinstance(body, tvm.s_tir.SBlockRealize) and ROOT_ANNOTATION in body.block.annotations:
+        return func.with_body(body.block.body)
+    return func
+
+
+def _map_prim_funcs(mod, fn):
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    updates = {}
+    for gvar, func in mod.functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            new = fn(func)
+            if not new.same_as(func):
+                updates[gvar] = new
+    if not updates:
+        return mod
+    mod = mod.clone()
+    for gvar, func in updates.items():
+        mod.update_func(gvar, func)
+    return mod
+
+
+def PrepareTileKernels():  # pylint: disable=invalid-name
+    """Module pass: make every hand-written PrimFunc of a Relax module safe for Relax's passes.
+
+    A PrimFunc whose body is not a root ``SBlockRealize`` (every ``T.cuda.tile.apply``
+    kernel, and any other hand-written TIRx kernel) gets
+
+    - ``op_pattern = 8`` (opaque) unless it already has an ``op_pattern``: never fused;
+    - ``tirx.is_scheduled = True``: ``dlight`` leaves it alone;
+    - its body wrapped in an empty root block annotated ``tvm_tirx.relax_root``.
+
+    Schedulable PrimFuncs (those of legalized Relax ops) are left untouched.
+
+    Returns
+    -------
+    tvm.transform.Pass
+        A module pass; run it before apache-tvm's Relax pipeline.
+    """
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.PrepareTileKernels")
+    def _pass(mod, _ctx):
+        return _map_prim_funcs(mod, lambda f: _prepare(f) if _is_hand_written(f) else f)
+
+    return _pass
+
+
+def UnwrapRelaxRoot():  # pylint: disable=invalid-name
+    """Module pass: remove the root block that :class:`PrepareTileKernels` added.
+
+    The first pass of the ``"tvm_tirx"`` TIR pipeline; a no-op for every other PrimFunc.
+
+    Returns
+    -------
+    tvm.transform.Pass
+    """
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.UnwrapRelaxRoot")
+    def _pass(mod, _ctx):
+        return _map_prim_funcs(mod, _unwrap)
+
+    return _pass
+
+
+def relax_pipeline(target=None):
+    """The Relax pipeline for modules that call tile kernels.
+
+    Parameters
+    ----------
+    target : tvm.target.Target | None
+        A CUDA target; None takes ``Target.current()`` when the pipeline runs (this is
+        how ``tvm.compile(..., relax_pipeline="tvm_tirx")`` calls it).
+
+    Returns
+    -------
+    tvm.transform.Pass
+        :func:`PrepareTileKernels`, then apache-tvm's default CUDA pipeline
+        (``tvm.relax.backend.cuda.get_default_pipeline``).
+
+    Raises
+    ------
+    ValueError
+        When it runs with no target given and none current, or a non-CUDA one.
+    """
+    import tvm  # pylint: disable=import-outside-toplevel
+    from tvm.relax.backend.cuda import get_default_pipeline  # pylint: disable=import-outside-toplevel
+
+    @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.relax_pipeline")
+    def _pass(mod, _ctx):
+        tgt = target if target is not None else tvm.target.Target.current()
+        if tgt is None or tgt.kind.name != "cuda":
+            raise ValueError(
+                "tvm_tirx relax pipeline: needs a CUDA target, "
+                f"got {None if tgt is None else tgt.kind.name!r}; "
+                "call tvm.compile(mod, target=<cuda target>, relax_pipeline='tvm_tirx', "
+                "tir_pipeline='tvm_tirx')"
+            )
+        mod = PrepareTileKernels()(mod)
+        return get_default_pipeline(tgt)(mod)
+
+    return _pass
+
+
+@functools.cache
+def register_relax_pipeline() -> str:
+    """Register :func:`relax_pipeline` with apache-tvm as ``"tvm_tirx"``; returns the name."""
+    from tvm.relax import pipeline  # pylint: disable=import-outside-toplevel
+
+    if PIPELINE_NAME not in pipeline.PIPELINE_MAP:
+        pipeline.register_pipeline(PIPELINE_NAME)(relax_pipeline)
+    return PIPELINE_NAME

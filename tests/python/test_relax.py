@@ -1,0 +1,147 @@
+"""Tile kernels inside Relax: R.call_tir / R.call_tir_inplace, built with tvm.compile, run by the VM."""
+
+import re
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+from tvm.script import ir as I
+from tvm.script import relax as R
+
+from tvm_tirx import testing
+from tvm_tirx.relax import ROOT_ANNOTATION, PrepareTileKernels, UnwrapRelaxRoot
+from tvm_tirx.script import tirx as T
+
+TARGET = {"kind": "cuda", "arch": "sm_90a"}
+
+
+@I.ir_module
+class RollThenAdd:
+    """A tile kernel (row roll) whose result feeds a Relax op: y = roll(x, -1, 0) + x."""
+
+    @T.function
+    def roll_rows(A: T.Tensor((64, 4), "float32", align=16), B: T.Tensor((64, 4), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        tid = T.cuda.thread_idx("x")
+        r = T.alloc_local((4,), "float32", layout="default")
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[(tid + 1) % 64, :])
+        T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.sub[tid, :], r)
+
+    @R.function
+    def main(x: R.Tensor((64, 4), "float32")) -> R.Tensor((64, 4), "float32"):
+        cls = RollThenAdd
+        with R.dataflow():
+            y = R.call_tir(cls.roll_rows, (x,), out_ty=R.Tensor((64, 4), "float32"))
+            z = R.add(y, x)
+            R.output(z)
+        return z
+
+
+@I.ir_module
+class ExpThenDoubleInPlace:
+    """A Relax op whose result a tile kernel doubles in place: z = 2 * exp(x)."""
+
+    @T.function
+    def double_rows(A: T.Tensor((64, 4), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        tid = T.cuda.thread_idx("x")
+        a = T.alloc_local((4, 1), "float32")
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], a.view(4), A.sub[tid, :])
+        T.cuda.tile.apply(T.ptx["add.f32"], a, a, a)
+        T.cuda.tile.apply(T.ptx["st.global.v4.b32"], A.sub[tid, :], a.view(4))
+
+    @R.function
+    def main(x: R.Tensor((64, 4), "float32")) -> R.Tensor((64, 4), "float32"):
+        cls = ExpThenDoubleInPlace
+        with R.dataflow():
+            e = R.exp(x)
+            z = R.call_tir_inplace(cls.double_rows, (e,), 0, out_ty=R.Tensor((64, 4), "float32"))
+            R.output(z)
+        return z
+
+
+def _build(mod):
+    return tvm.compile(mod, target=tvm.target.Target(TARGET), relax_pipeline="tvm_tirx", tir_pipeline="tvm_tirx")
+
+
+def _cuda_source(executable) -> str:
+    def walk(module):
+        if module.kind == "cuda":
+            return module.inspect_source()
+        for sub in module.imports:
+            found = walk(sub)
+            if found:
+                return found
+        return None
+
+    source = walk(executable.mod)
+    assert source is not None, "no CUDA module in the executable"
+    return source
+
+
+def test_prepare_marks_only_hand_written_kernels():
+    legalized = relax.transform.LegalizeOps()(RollThenAdd)
+    prepared = PrepareTileKernels()(legalized)
+    kernel = prepared["roll_rows"]
+    assert int(kernel.attrs["op_pattern"]) == 8
+    assert bool(kernel.attrs["tirx.is_scheduled"])
+    assert ROOT_ANNOTATION in kernel.body.block.annotations
+    # The legalized add is schedulable: untouched.
+    assert prepared["add"].same_as(legalized["add"])
+    # The TIR pipeline's first pass gives back the kernel as written.
+    unwrapped = UnwrapRelaxRoot()(prepared)["roll_rows"]
+    assert unwrapped.body.same_as(RollThenAdd["roll_rows"].body)
+
+
+@pytest.mark.parametrize("mod", [RollThenAdd, ExpThenDoubleInPlace], ids=["call_tir", "call_tir_inplace"])
+def test_relax_module_builds_and_keeps_the_tile_kernel_unfused(mod):
+    executable = _build(mod)
+    source = _cuda_source(executable)
+    # Two kernels: the tile kernel on its own (not fused with its neighbour), and the op's.
+    defined = re.findall(r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\([^;]*?\) \{", source)
+    tile_name = next(gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc))
+    assert len(defined) == 2 and f"{tile_name}_kernel" in defined, defined
+    assert "ld.global.v4.b32" in source and "st.global.v4.b32" in source
+
+
+@testing.requires_nvcc
+def test_relax_module_cuda_assembles_for_sm_90a():
+    from tvm_tirx.kernel import _nvcc  # pylint: disable=import-outside-toplevel
+
+    source = _cuda_source(_build(RollThenAdd))
+    assert len(_nvcc(source, tvm.target.Target(TARGET), "cubin")) > 0
+
+
+def test_stock_relax_pipeline_failure_is_what_the_prepare_pass_avoids():
+    # Documents why relax_pipeline="tvm_tirx" exists: apache-tvm's CUDA Relax
+    # pipeline cannot take a hand-written kernel whose result feeds another op.
+    with pytest.raises(Exception, match="SBlockRealize|Inconsistent buffers"):
+        tvm.compile(RollThenAdd, target=tvm.target.Target(TARGET), tir_pipeline="tvm_tirx")
+
+
+@pytest.mark.gpu
+@testing.requires_cuda
+def test_relax_vm_runs_tile_kernel_then_op_on_gpu():
+    dev = tvm.cuda(0)
+    x = np.random.default_rng(0).standard_normal((64, 4)).astype("float32")
+    vm = relax.VirtualMachine(_build(RollThenAdd), dev)
+    out = vm["main"](tvm.runtime.tensor(x, dev)).numpy()
+    np.testing.assert_array_equal(out, np.roll(x, -1, axis=0) + x)
+
+
+@pytest.mark.gpu
+@testing.requires_cuda
+def test_relax_vm_runs_op_then_in_place_tile_kernel_on_gpu():
+    dev = tvm.cuda(0)
+    x = np.random.default_rng(1).standard_normal((64, 4)).astype("float32")
+    vm = relax.VirtualMachine(_build(ExpThenDoubleInPlace), dev)
+    out = vm["main"](tvm.runtime.tensor(x, dev)).numpy()
+    np.testing.assert_allclose(out, 2 * np.exp(x), rtol=1e-6)
+
+
+def test_tvm_tirx_compile_points_relax_modules_to_tvm_compile():
+    import tvm_tirx  # pylint: disable=import-outside-toplevel
+
+    with pytest.raises(ValueError, match="relax_pipeline='tvm_tirx'"):
+        tvm_tirx.compile(RollThenAdd, arch="sm_90a")

@@ -1,0 +1,430 @@
+"""A reference model of the tile contract, written from the contract (../SPEC section 3) alone.
+
+Three parts, none of which uses tvm_tirx's own checking code:
+
+- :class:`Call` describes one generated ``T.cuda.tile.apply`` call of the ld / st / mov
+  families (opcode, scope, launch, the memory tensor and its view, the register tensor and
+  its layout, pred, guard) and renders it as a TVMScript kernel (:meth:`Call.source`).
+- :func:`model` says, from the contract, whether the call is legal and, if it is, the
+  instruction sequence every thread issues: for each repeat coordinate in row-major order,
+  one instruction whose operands are register slots (``("reg", name, slot)``), element
+  addresses (``("mem", name, element)``) and immediate values (``("val", v)``).
+- :func:`trace` runs the lowered kernel symbolically, thread by thread: apache-tvm
+  flattens the lowered PrimFunc (``LowerTIRx``, ``FlattenBuffer``) and a small interpreter
+  walks it, recording every ``T.ptx`` call with the same operand encoding.
+
+A property test compares ``model`` against ``trace`` (legal calls) and checks that illegal
+calls raise ``TileError``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import operator
+
+DTYPES = {16: ("float16", "uint16", "int16"), 32: ("float32", "uint32", "int32"), 64: ("float64", "uint64", "int64")}
+ROW_EXPRS = ("tid", "tid + 1", "(tid + 1) % ROWS", "ROWS - 1 - tid", "tid // 2", "3")
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """One generated tile call; every field is a plain value so hypothesis can shrink it.
+
+    family: "ld" | "st" | "mov".  scope: "thread" | "warp" | "cta".
+    bits: the tensors' element width; opc_bits: the width the opcode names.
+    vec: vector length (``.v2``/``.v4``; 1 for none).  repeat: the repeat shape.
+    block: threads per CTA.  space: "global" | "shared" (ld/st).
+    rows/pad/col: the memory tensor is (rows, prod(repeat)*vec + pad) and a thread-scope
+    view starts at column ``col`` of row ``row_expr`` (group scopes view the whole tensor).
+    align: the memory tensor's declared alignment in bytes.
+    order/gap/overlap: register layout = strides dense in axis ``order`` (a permutation of
+    the non-thread axes), times ``gap``; ``overlap`` gives the outermost repeat axis stride 0.
+    lane_axes: group scopes put the layout's laneid/warpid axes first (False breaks ownership).
+    reg_atom: the register tensor's last extent (vec unless testing the atom rule).
+    pred: ``pred=`` the row is in range; guard: ``if tid < guard:`` around the call (or None).
+    scalar_src: mov reads an immediate.
+    """
+
+    family: str
+    scope: str
+    bits: int
+    opc_bits: int
+    vec: int
+    repeat: tuple
+    block: int
+    space: str = "global"
+    rows: int = 64
+    pad: int = 0
+    col: int = 0
+    row_expr: str = "tid"
+    align: int = 16
+    order: tuple = ()
+    gap: int = 1
+    overlap: bool = False
+    lane_axes: bool = True
+    reg_atom: int = 0
+    pred: bool = False
+    guard: int | None = None
+    scalar_src: bool = False
+    dtype_index: int = 0
+
+    # ---- derived values -------------------------------------------------------------
+    @property
+    def dtype(self) -> str:
+        return DTYPES[self.bits][self.dtype_index % 3]
+
+    @property
+    def atom(self) -> int:
+        return 1 if self.family == "mov" else self.vec
+
+    @property
+    def reg_last(self) -> int:
+        return self.reg_atom or self.atom
+
+    @property
+    def group(self) -> tuple:
+        return {"thread": (), "warp": (32,), "cta": (self.block // 32, 32)}[self.scope]
+
+    @property
+    def row_len(self) -> int:
+        return math.prod(self.repeat) * self.atom
+
+    @property
+    def cols(self) -> int:
+        return self.row_len + self.pad + self.col
+
+    @property
+    def opcode(self) -> str:
+        if self.family == "mov":
+            return f"mov.b{self.opc_bits}"
+        vec = f".v{self.vec}" if self.vec > 1 else ""
+        return f"{self.family}.{self.space}{vec}.b{self.opc_bits}"
+
+    def row_of(self, tid: int) -> int:
+        return eval(self.row_expr.replace("ROWS", str(self.rows)), {}, {"tid": tid})  # pylint: disable=eval-used
+
+    def reg_dims(self) -> tuple:
+        """Shape of the register tensor without its group axes."""
+        return (*self.repeat, self.reg_last)
+
+    def strides(self) -> tuple:
+        """The register layout's strides over :meth:`reg_dims` (register slots)."""
+        dims = self.reg_dims()
+        order = self.order if sorted(self.order) == list(range(len(dims))) else tuple(range(len(dims)))
+        strides = [0] * len(dims)
+        step = 1
+        for axis in reversed(order):
+            strides[axis] = step * self.gap
+            step *= dims[axis]
+        if self.overlap:
+            for axis, n in enumerate(dims[:-1]):
+                if n > 1:
+                    strides[axis] = 0
+                    break
+        return tuple(strides)
+
+    def slot(self, coord) -> int:
+        return sum(c * s for c, s in zip(coord, self.strides()))
+
+    # ---- TVMScript ------------------------------------------------------------------
+    def layout_text(self) -> str | None:
+        dims, strides = self.reg_dims(), self.strides()
+        if self.group and self.lane_axes:
+            thread = ["1 @ Axis.laneid"] if self.scope == "warp" else ["1 @ Axis.warpid", "1 @ Axis.laneid"]
+            shape = (*self.group, *dims)
+            return f"TileLayout(S[{shape} : ({', '.join([*thread, *map(str, strides)])},)])"
+        if self.group:
+            return None  # no thread axes: every thread would own the whole group's values
+        shape = dims
+        return f"TileLayout(S[{shape} : {tuple(strides) if len(strides) > 1 else f'({strides[0]},)'}])"
+
+    def source(self, name: str) -> str:
+        """A module defining kernel ``name``: ``from module import name`` parses it."""
+        reg_shape = (*self.group, *self.reg_dims())
+        layout = self.layout_text()
+        layout_arg = f", layout={layout}" if layout else ""
+        lines = [
+            "from tvm.tirx.layout import Axis, S, TileLayout",
+            "from tvm_tirx.script import tirx as T",
+            "",
+            "",
+            "@T.function",
+        ]
+        if self.family == "mov":
+            lines += [
+                f"def {name}(Out: T.Tensor((1,), \"{self.dtype}\")):",
+                f"    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={self.block}))",
+                "    tid = T.cuda.thread_idx(\"x\")",
+                f"    d = T.alloc_local({reg_shape}, \"{self.dtype}\"{layout_arg})",
+                f"    s = T.alloc_local({(*self.repeat, 1)}, \"{self.dtype}\")",
+            ]
+            src = f"T.{self.dtype}(3)" if self.scalar_src else "s"
+            call = f"T.cuda.tile.apply(T.ptx[\"{self.opcode}\"], d, {src})"
+        else:
+            shape = (self.rows, self.cols)
+            if self.space == "global":
+                lines.append(f"def {name}(M: T.Tensor({shape}, \"{self.dtype}\", align={self.align})):")
+            else:
+                lines.append(f"def {name}():")
+            lines += [
+                f"    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={self.block}))",
+                "    tid = T.cuda.thread_idx(\"x\")",
+            ]
+            if self.space == "shared":
+                lines.append(f"    M = T.alloc_shared({shape}, \"{self.dtype}\", align={self.align})")
+            lines.append(f"    r = T.alloc_local({reg_shape}, \"{self.dtype}\"{layout_arg})")
+            view_shape = (*self.group, *self.repeat, self.atom)
+            if self.scope == "thread":
+                row = self.row_expr.replace("ROWS", str(self.rows))
+                view = f"M.sub[{row}, {self.col} : {self.col + self.row_len}].view{view_shape}"
+            else:
+                view = f"M.view{view_shape}"
+            operands = f"r, {view}" if self.family == "ld" else f"{view}, r"
+            pred = ""
+            if self.pred:
+                row = self.row_expr.replace("ROWS", str(self.rows))
+                pred = f", pred=({row}) < {self.rows}"
+            scope = f", scope=\"{self.scope}\"" if self.scope != "thread" else ""
+            call = f"T.cuda.tile.apply(T.ptx[\"{self.opcode}\"], {operands}{pred}{scope})"
+        if self.guard is not None:
+            lines += [f"    if tid < {self.guard}:", f"        {call}"]
+        else:
+            lines.append(f"    {call}")
+        return "\n".join(lines) + "\n"
+
+
+# ---- the model -----------------------------------------------------------------------
+def _active(call: Call) -> list:
+    return [t for t in range(call.block) if call.guard is None or t < call.guard]
+
+
+def illegal_reasons(call: Call) -> list:
+    """Every contract rule the call breaks (empty: legal), each as a short phrase."""
+    reasons = []
+    if call.opc_bits != call.bits:
+        reasons.append("type width")
+    if call.reg_last != call.atom:
+        reasons.append("register atom")
+    if call.family == "mov":
+        pass
+    else:
+        elem = call.bits // 8
+        need = call.vec * call.opc_bits // 8
+        if call.vec * call.opc_bits > 128:
+            reasons.append("no such vector")
+        if call.align % need:
+            reasons.append("tensor alignment")
+        for t in _active(call):
+            for start in _atom_starts(call, t):
+                if (start * elem) % need:
+                    reasons.append("atom alignment")
+                    break
+            else:
+                continue
+            break
+        if not call.pred and call.scope == "thread":
+            if any(not 0 <= call.row_of(t) < call.rows for t in _active(call)):
+                reasons.append("bounds")
+    if call.group and not call.lane_axes:
+        reasons.append("ownership")
+    writes_registers = call.family in ("ld", "mov")
+    if writes_registers and call.reg_last == call.atom:
+        slots = [call.slot(c) for c in itertools.product(*(range(n) for n in call.reg_dims()))]
+        if len(set(slots)) != len(slots):
+            reasons.append("destination overlap")
+    return reasons
+
+
+def _atom_starts(call: Call, t: int) -> list:
+    return [addr[0] for addr in _addresses(call, t).values()]
+
+
+def _group_coord(call: Call, t: int) -> tuple:
+    return {"thread": (), "warp": (t % 32,), "cta": (t // 32, t % 32)}[call.scope]
+
+
+def _addresses(call: Call, t: int) -> dict:
+    """repeat coordinate -> the atom's element addresses in M, for thread ``t``."""
+    out = {}
+    for rep in itertools.product(*(range(n) for n in call.repeat)):
+        flat = 0
+        for c, n in zip(rep, call.repeat):
+            flat = flat * n + c
+        if call.scope == "thread":
+            base = call.row_of(t) * call.cols + call.col
+        else:
+            g = 0
+            for c, n in zip(_group_coord(call, t), call.group):
+                g = g * n + c
+            base = g * call.row_len
+        out[rep] = [base + flat * call.atom + i for i in range(call.atom)]
+    return out
+
+
+def model(call: Call) -> dict:
+    """thread -> the instructions it issues (legal calls only)."""
+    out = {}
+    for t in _active(call):
+        seq = []
+        if call.family == "mov":
+            for rep in itertools.product(*(range(n) for n in call.repeat)):
+                dst = ("reg", "d", call.slot((*rep, 0)))
+                if call.scalar_src:
+                    src = ("val", 3)
+                else:
+                    flat = 0
+                    for c, n in zip(rep, call.repeat):
+                        flat = flat * n + c
+                    src = ("reg", "s", flat)
+                seq.append((call.opcode, (dst, src)))
+        else:
+            for rep, elems in _addresses(call, t).items():
+                regs = tuple(("reg", "r", call.slot((*rep, i))) for i in range(call.atom))
+                mem = ("mem", "M", elems[0])
+                ops = (*regs, mem) if call.family == "ld" else (mem, *regs)
+                if call.pred:
+                    ops = (*ops, ("val", int(call.row_of(t) < call.rows)))
+                seq.append((call.opcode, ops))
+        out[t] = seq
+    return out
+
+
+# ---- the interpreter -----------------------------------------------------------------
+_BIN = {
+    "Add": operator.add,
+    "Sub": operator.sub,
+    "Mul": operator.mul,
+    "FloorDiv": operator.floordiv,
+    "FloorMod": operator.mod,
+    "Min": min,
+    "Max": max,
+    "LT": operator.lt,
+    "LE": operator.le,
+    "GT": operator.gt,
+    "GE": operator.ge,
+    "EQ": operator.eq,
+    "NE": operator.ne,
+}
+
+
+class _Machine:
+    """Runs a flattened TIRx PrimFunc for one thread, recording its T.ptx calls."""
+
+    def __init__(self, tid: int):
+        self.tid = tid
+        self.env = {}  # var -> int
+        self.parent = {}  # buffer var -> the buffer var it views
+        self.scalars = {}  # (root name, index) -> value
+        self.calls = []
+
+    def root(self, buf):
+        seen = 0
+        while buf in self.parent and seen < 64:
+            buf, seen = self.parent[buf], seen + 1
+        return buf
+
+    def eval(self, e):  # pylint: disable=too-many-return-statements
+        name = type(e).__name__
+        if name in ("IntImm", "FloatImm"):
+            return e.value
+        if name in _BIN:
+            return _BIN[name](self.eval(e.a), self.eval(e.b))
+        if name == "And":
+            return self.eval(e.a) and self.eval(e.b)
+        if name == "Or":
+            return self.eval(e.a) or self.eval(e.b)
+        if name == "Not":
+            return not self.eval(e.a)
+        if name == "Cast":
+            return self.eval(e.value)
+        if name == "Select":
+            return self.eval(e.true_value) if self.eval(e.condition) else self.eval(e.false_value)
+        if name == "TensorLoad":
+            return self.scalars[(self.root(e.source).name, self.eval(e.indices[0]))]
+        if name == "Call" and e.op.name == "tirx.tvm_warp_shuffle":
+            return self.eval(e.args[1])  # uniform across the warp in these kernels
+        if e in self.env:
+            return self.env[e]
+        raise NotImplementedError(f"cannot evaluate {name}: {e}")
+
+    def operand(self, e):
+        name = type(e).__name__
+        if name == "TensorLoad":
+            return ("reg", self.root(e.source).name, self.eval(e.indices[0]))
+        if name == "Call" and e.op.name == "tirx.cuda.cvta_generic_to_shared":
+            return self.operand(e.args[0])  # a shared-window address of the same element
+        if name == "Call" and e.op.name == "tirx.address_of":
+            load = e.args[0]
+            return ("mem", self.root(load.source).name, self.eval(load.indices[0]))
+        value = self.eval(e)
+        return ("val", int(value) if isinstance(value, bool) or float(value).is_integer() else value)
+
+    def run(self, stmt):  # pylint: disable=too-many-branches
+        from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+        name = type(stmt).__name__
+        if name == "SeqStmt":
+            for s in stmt.seq:
+                self.run(s)
+            return
+        if name == "AttrStmt" and stmt.attr_key == "thread_extent":
+            iv = stmt.node
+            tag = iv.thread_tag
+            self.env[iv.var] = self.tid if tag == "threadIdx.x" else 0
+        elif name == "Bind":
+            self.env[stmt.var] = self.eval(stmt.value)
+        elif name == "For":
+            lo = self.eval(stmt.min)
+            for i in range(lo, lo + self.eval(stmt.extent)):
+                self.env[stmt.loop_var] = i
+                self.run(stmt.body)
+            return
+        elif name == "IfThenElse":
+            if self.eval(stmt.condition):
+                self.run(stmt.then_case)
+            elif stmt.else_case is not None:
+                self.run(stmt.else_case)
+            return
+        elif name == "DeclBuffer":
+            args = getattr(stmt.data, "args", None)
+            if args and tirx.is_buffer_var(args[0]):
+                self.parent[stmt.buffer] = args[0]
+        elif name == "BufferStore":
+            self.scalars[(self.root(stmt.buffer).name, self.eval(stmt.indices[0]))] = self.eval(stmt.value)
+        elif name == "Evaluate":
+            call = stmt.value
+            if type(call).__name__ == "Call" and call.op.name.startswith("tirx.ptx"):
+                from tvm_tirx.testing import ptx_opcode_of  # pylint: disable=import-outside-toplevel
+
+                ops = tuple(self.operand(a) for a in call.args if type(a).__name__ != "StringImm")
+                self.calls.append((ptx_opcode_of(call), ops))
+        body = getattr(stmt, "body", None)
+        if body is not None and name != "For":
+            self.run(body)
+
+
+def flatten(lowered_func):
+    """apache-tvm's own LowerTIRx + FlattenBuffer on a LowerTileApply result."""
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    mod = tvm.IRModule({"main": lowered_func})
+    with target:
+        mod = tvm.tirx.transform.BindTarget(target.with_host("llvm"))(mod)
+        mod = tvm.ir.transform.Sequential(
+            [tvm.tirx.transform.LowerTIRx(), tvm.tirx.transform.LowerTIRxOpaque(), tvm.tirx.transform.FlattenBuffer()]
+        )(mod)
+    return mod["main"]
+
+
+def trace(lowered_func, threads) -> dict:
+    """thread -> the ``(opcode, operands)`` the lowered kernel issues on that thread."""
+    flat = flatten(lowered_func)
+    out = {}
+    for t in threads:
+        machine = _Machine(t)
+        machine.run(flat.body)
+        out[t] = machine.calls
+    return out
