@@ -13,12 +13,15 @@ setup(
     python_requires=">=3.10",
     package_dir={"": "python"},
     packages=find_packages("python"),
+    # PEP 561: the py.typed marker and the type stubs of `T` (script/*.pyi); and the
+    # arch floors (measured with ptxas) that the register family reads.
+    package_data={"tvm_tirx": ["py.typed"], "tvm_tirx.tile.families": ["*.json"], "": ["*.pyi"]},
     install_requires=["apache-tvm==0.27.0.post1", "numpy"],
     extras_require={
         # torch is optional; install the CPU build that lies on the machine
         # (`pip install torch==2.13.0`) -- an open-ended requirement would pull
         # a multi-GB CUDA build.
-        "test": ["pytest"],
+        "test": ["pytest", "hypothesis>=6.100", "mypy>=1.10"],
         # the Sphinx site under docs/ (sphinx-build -W -b html docs docs/_build)
         "docs": ["sphinx>=7.2"],
     },

@@ -270,13 +270,13 @@ def _location(span) -> str | None:
 EXACT_POINTS = 4096
 
 
-def _exact_range(facts, expr, conds, opcode):
-    """``(min, max, argmin, argmax)`` of ``expr`` over every point it can take, or None.
+def _exact_values(facts, expr, conds, opcode):
+    """``[(value, where)]``: ``expr`` at every point it can take, or None.
 
     The points are the active threads of the launch (those the guards ``conds``
     keep) times the values of the loop counters and CTA ids ``expr`` reads, when
     all of them have constant ranges and there are at most ``EXACT_POINTS``.
-    ``argmin``/``argmax`` describe the point as ``name=value`` text.
+    ``where`` describes the point as ``name=value`` text.
     """
     import itertools  # pylint: disable=import-outside-toplevel
 
@@ -302,9 +302,9 @@ def _exact_range(facts, expr, conds, opcode):
     count = len(threads)
     for r in spaces:
         count *= len(r)
-    if count == 0 or count > EXACT_POINTS:
+    if count > EXACT_POINTS:
         return None
-    best = None
+    out = []
     for values in threads:
         for point in itertools.product(*spaces):
             env = {**values, **dict(zip(others, point))}
@@ -318,15 +318,19 @@ def _exact_range(facts, expr, conds, opcode):
             folded = facts.analyzer.simplify(tvm_ffi.structural_map(expr, (Var, sub)))
             if not isinstance(folded, IntImm):
                 return None
-            value = int(folded.value)
             where = ", ".join(f"{v.name}={x}" for v, x in env.items() if any(v.same_as(f) for f in free))
-            if best is None:
-                best = [value, value, where, where]
-            if value < best[0]:
-                best[0], best[2] = value, where
-            if value > best[1]:
-                best[1], best[3] = value, where
-    return tuple(best)
+            out.append((int(folded.value), where))
+    return out
+
+
+def _exact_range(facts, expr, conds, opcode):
+    """``(min, max, argmin, argmax)`` of :func:`_exact_values`, or None (none known, or no point)."""
+    values = _exact_values(facts, expr, conds, opcode)
+    if not values:
+        return None
+    lo = min(values, key=lambda p: p[0])
+    hi = max(values, key=lambda p: p[0])
+    return lo[0], hi[0], lo[1], hi[1]
 
 
 def _check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, predicated):
@@ -415,14 +419,24 @@ def check_memory(facts, opcode, role, op, group, repeat, predicated=False, conds
     elem_offset = facts.expand_scalars(buf.elem_offset)
     for start in sorted(starts):
         addr = (elem_offset + start) * elem_bytes
-        if not analyzer.can_prove(floormod(addr, need) == 0):
-            return TileError(
-                opcode,
-                "vector atom not provably aligned",
-                operand=label,
-                expected=f"byte offset a multiple of {need}",
-                found=f"byte offset {analyzer.simplify(addr)}",
-            )
+        if analyzer.can_prove(floormod(addr, need) == 0):
+            continue
+        # Not provable for every thread: the threads that reach the call (under
+        # their guards) may still all be aligned.
+        exact = _exact_values(facts, analyzer.simplify(addr), conds, opcode)
+        if exact is not None and all(value % need == 0 for value, _ in exact):
+            continue
+        bad = next((p for p in exact or () if p[0] % need), None)
+        found = f"byte offset {analyzer.simplify(addr)}"
+        if bad is not None:
+            found += f" = {bad[0]} at {bad[1]}"
+        return TileError(
+            opcode,
+            "vector atom not provably aligned",
+            operand=label,
+            expected=f"byte offset a multiple of {need}",
+            found=found,
+        )
     return _check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, predicated)
 
 

@@ -61,8 +61,8 @@ def _role_names(instr: Instruction) -> list:
 def arch_floors() -> dict:
     """``{"<entry>:<opcode>": "sm_XY"}`` for forms ptxas rejects at sm_90a."""
     path = pathlib.Path(__file__).with_name("arch_floors.json")
-    if not path.exists():
-        return {}
+    if not path.exists():  # a broken install: refusing nothing would let sm_100 forms through
+        raise RuntimeError(f"tvm_tirx: {path} is missing; reinstall the package (setup.py package_data)")
     return json.loads(path.read_text())["floors"]
 
 
