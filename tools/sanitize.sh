@@ -26,6 +26,17 @@ esac
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
 status=0
 for tool in "${tools[@]}"; do
+  # First the canary: a kernel with a bug of this tool's kind must be reported, or the
+  # setup hides errors and a clean run below would prove nothing.
+  if "$SANITIZER" --tool "$tool" --error-exitcode 86 --print-limit 2 \
+      python3 tools/sanitizer_canary.py "$tool" > /tmp/canary.log 2>&1; then
+    echo "== $tool: the canary was NOT reported; this sanitizer setup cannot be trusted"
+    tail -n 20 /tmp/canary.log
+    status=1
+    continue
+  fi
+  echo "== $tool: canary reported as expected:"
+  grep -m 3 -E "Invalid|hazard|Race|ERROR SUMMARY|RACECHECK SUMMARY" /tmp/canary.log
   log="$(mktemp)"
   echo "== compute-sanitizer --tool $tool: python3 -m pytest tests -m gpu $*"
   "$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 86 --print-limit 20 \
