@@ -25,6 +25,9 @@ import math
 import operator
 
 DTYPES = {16: ("float16", "uint16", "int16"), 32: ("float32", "uint32", "int32"), 64: ("float64", "uint64", "int64")}
+#: (opcode without type, number of inputs) of the arithmetic forms generated; the type is .f32 / .f64
+ARITH = (("add", 2), ("sub", 2), ("mul", 2), ("min", 2), ("max", 2), ("fma.rn", 3), ("neg", 1), ("abs", 1))
+SCALAR = 3  # the immediate generated scalar inputs carry
 ROW_EXPRS = ("tid", "tid + 1", "(tid + 1) % ROWS", "ROWS - 1 - tid", "tid // 2", "3")
 
 
@@ -45,6 +48,9 @@ class Call:
     reg_atom: the register tensor's last extent (vec unless testing the atom rule).
     pred: ``pred=`` the row is in range; guard: ``if tid < guard:`` around the call (or None).
     scalar_src: mov reads an immediate.
+    arith_op / scalar_mask: the arithmetic form (index into ARITH) and which inputs are immediates.
+    cache / chunk / dst_rows: cp.async's cache operator, copy size in bytes, and the shared
+    destination's row count (0: as many as the global source).
     """
 
     family: str
@@ -69,6 +75,11 @@ class Call:
     guard: int | None = None
     scalar_src: bool = False
     dtype_index: int = 0
+    arith_op: int = 0
+    scalar_mask: int = 0
+    cache: str = "ca"
+    chunk: int = 16
+    dst_rows: int = 0
 
     # ---- derived values -------------------------------------------------------------
     @property
@@ -77,7 +88,18 @@ class Call:
 
     @property
     def atom(self) -> int:
-        return 1 if self.family == "mov" else self.vec
+        if self.family == "cp.async":
+            return self.chunk * 8 // self.bits
+        return 1 if self.family in ("mov", "arith") else self.vec
+
+    @property
+    def n_inputs(self) -> int:
+        return ARITH[self.arith_op][1] if self.family == "arith" else 1
+
+    def input_is_scalar(self, i: int) -> bool:
+        if self.family == "mov":
+            return self.scalar_src
+        return bool(self.scalar_mask >> i & 1)
 
     @property
     def reg_last(self) -> int:
@@ -99,6 +121,10 @@ class Call:
     def opcode(self) -> str:
         if self.family == "mov":
             return f"mov.b{self.opc_bits}"
+        if self.family == "arith":
+            return f"{ARITH[self.arith_op][0]}.f{self.opc_bits}"
+        if self.family == "cp.async":
+            return f"cp.async.{self.cache}.shared.global"
         vec = f".v{self.vec}" if self.vec > 1 else ""
         return f"{self.family}.{self.space}{vec}.b{self.opc_bits}"
 
@@ -152,16 +178,37 @@ class Call:
             "",
             "@T.function",
         ]
-        if self.family == "mov":
+        if self.family in ("mov", "arith"):
             lines += [
                 f"def {name}(Out: T.Tensor((1,), \"{self.dtype}\")):",
                 f"    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={self.block}))",
                 "    tid = T.cuda.thread_idx(\"x\")",
                 f"    d = T.alloc_local({reg_shape}, \"{self.dtype}\"{layout_arg})",
-                f"    s = T.alloc_local({(*self.repeat, 1)}, \"{self.dtype}\")",
             ]
-            src = f"T.{self.dtype}(3)" if self.scalar_src else "s"
-            call = f"T.cuda.tile.apply(T.ptx[\"{self.opcode}\"], d, {src})"
+            inputs = []
+            for i in range(self.n_inputs):
+                if self.input_is_scalar(i):
+                    inputs.append(f"T.{self.dtype}({SCALAR})")
+                else:
+                    lines.append(f"    s{i} = T.alloc_local({(*self.repeat, 1)}, \"{self.dtype}\")")
+                    inputs.append(f"s{i}")
+            call = f"T.cuda.tile.apply(T.ptx[\"{self.opcode}\"], d, {', '.join(inputs)})"
+        elif self.family == "cp.async":
+            shape = (self.rows, self.cols)
+            row = self.row_expr.replace("ROWS", str(self.rows))
+            view_shape = (*self.repeat, self.atom)
+            cols = f"{self.col} : {self.col + self.row_len}"
+            lines += [
+                f"def {name}(M: T.Tensor({shape}, \"{self.dtype}\", align={self.align})):",
+                f"    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={self.block}))",
+                "    tid = T.cuda.thread_idx(\"x\")",
+                f"    S = T.alloc_shared({(self.dst_rows or self.rows, self.cols)}, \"{self.dtype}\", align={self.align})",
+            ]
+            pred = f", pred=({row}) < {self.rows}" if self.pred else ""
+            call = (
+                f"T.cuda.tile.apply(T.ptx[\"{self.opcode}\"], S.sub[{row}, {cols}].view{view_shape}, "
+                f"M.sub[{row}, {cols}].view{view_shape}{pred})"
+            )
         else:
             shape = (self.rows, self.cols)
             if self.space == "global":
@@ -203,11 +250,15 @@ def _active(call: Call) -> list:
 def illegal_reasons(call: Call) -> list:
     """Every contract rule the call breaks (empty: legal), each as a short phrase."""
     reasons = []
+    if call.family == "cp.async":
+        return _cp_async_reasons(call)
     if call.opc_bits != call.bits:
         reasons.append("type width")
+    if call.family == "arith" and not call.dtype.startswith("float"):
+        reasons.append("type kind")  # .f32/.f64 take floating-point registers only
     if call.reg_last != call.atom:
         reasons.append("register atom")
-    if call.family == "mov":
+    if call.family in ("mov", "arith"):
         pass
     else:
         elem = call.bits // 8
@@ -229,11 +280,31 @@ def illegal_reasons(call: Call) -> list:
                 reasons.append("bounds")
     if call.group and not call.lane_axes:
         reasons.append("ownership")
-    writes_registers = call.family in ("ld", "mov")
+    writes_registers = call.family in ("ld", "mov", "arith")
     if writes_registers and call.reg_last == call.atom:
         slots = [call.slot(c) for c in itertools.product(*(range(n) for n in call.reg_dims()))]
         if len(set(slots)) != len(slots):
             reasons.append("destination overlap")
+    return reasons
+
+
+def _cp_async_reasons(call: Call) -> list:
+    """cp.async: chunk of 4/8/16 bytes (16 only for .cg), both chunks aligned to their
+    size, the shared destination always in bounds (a false pred still zero-fills it),
+    the global source in bounds unless pred."""
+    reasons = []
+    elem = call.bits // 8
+    if call.chunk not in ((16,) if call.cache == "cg" else (4, 8, 16)):
+        reasons.append("chunk size")
+    if call.align % call.chunk:
+        reasons.append("tensor alignment")
+    elif any((start * elem) % call.chunk for t in _active(call) for start in _atom_starts(call, t)):
+        reasons.append("atom alignment")
+    rows = [call.row_of(t) for t in _active(call)]
+    if any(not 0 <= r < (call.dst_rows or call.rows) for r in rows):
+        reasons.append("destination bounds")
+    if not call.pred and any(not 0 <= r < call.rows for r in rows):
+        reasons.append("bounds")
     return reasons
 
 
@@ -268,17 +339,21 @@ def model(call: Call) -> dict:
     out = {}
     for t in _active(call):
         seq = []
-        if call.family == "mov":
+        if call.family in ("mov", "arith"):
             for rep in itertools.product(*(range(n) for n in call.repeat)):
-                dst = ("reg", "d", call.slot((*rep, 0)))
-                if call.scalar_src:
-                    src = ("val", 3)
-                else:
-                    flat = 0
-                    for c, n in zip(rep, call.repeat):
-                        flat = flat * n + c
-                    src = ("reg", "s", flat)
-                seq.append((call.opcode, (dst, src)))
+                flat = 0
+                for c, n in zip(rep, call.repeat):
+                    flat = flat * n + c
+                ops = [("reg", "d", call.slot((*rep, 0)))]
+                for i in range(call.n_inputs):
+                    ops.append(("val", SCALAR) if call.input_is_scalar(i) else ("reg", f"s{i}", flat))
+                seq.append((call.opcode, tuple(ops)))
+        elif call.family == "cp.async":
+            for rep, elems in _addresses(call, t).items():
+                ops = (("mem", "S", elems[0]), ("mem", "M", elems[0]), ("val", call.chunk))
+                if call.pred:
+                    ops = (*ops, ("val", call.chunk if call.row_of(t) < call.rows else 0))
+                seq.append((call.opcode, ops))
         else:
             for rep, elems in _addresses(call, t).items():
                 regs = tuple(("reg", "r", call.slot((*rep, i))) for i in range(call.atom))

@@ -727,9 +727,11 @@ def expand(call, facts, span=None, conds=()):
                 continue
             own_repeat = _ops.repeat_shape(role, op, group)
             if role.kind == "memory":
-                err = check_memory(
-                    facts, contract.opcode, role, op, group, own_repeat, tc.pred is not None, conds
-                )
+                # pred= exempts an operand from the bounds rule only when a false
+                # predicate leaves it untouched: always for a predicated ld/st, only
+                # the source for cp.async (src-size 0 still zero-fills the destination).
+                skipped = tc.pred is not None and (contract.pred_operand is None or not role.writes)
+                err = check_memory(facts, contract.opcode, role, op, group, own_repeat, skipped, conds)
             else:
                 err = check_ownership(contract.opcode, role, op, group, origin, members, own_repeat)
             if err:
