@@ -47,8 +47,18 @@ def rarely(draw, n):
 
 
 @st.composite
-def calls(draw, families=("ld", "st", "mov", "arith", "cp.async")):
+def calls(draw, families=("ld", "st", "mov", "arith", "cp.async", "ldmatrix")):
     family = draw(st.sampled_from(families))
+    if family == "ldmatrix":
+        return Call(
+            family=family, scope="warp", bits=32, opc_bits=32, vec=1, repeat=(),
+            block=draw(st.sampled_from([32, 64])),
+            count=draw(st.sampled_from([1, 2, 4])),
+            rows_kind=draw(st.sampled_from(["plain", "interleaved", "offset"])),
+            offset=draw(st.sampled_from([0, 1, 2, 4, 8])),
+            gap=draw(st.sampled_from([1, 2])),
+            lane_axes=not rarely(draw, 6),
+        )
     thread_only = family in ("mov", "arith", "cp.async")
     scope = "thread" if thread_only else draw(st.sampled_from(["thread", "thread", "warp", "cta"]))
     if family == "arith":
@@ -173,7 +183,7 @@ def _report(call):
     # each example runs nvcc (about a second): a sixth of the profile's examples
     max_examples=max(10, settings.default.max_examples // 6),
 )
-@given(call=calls(families=("ld", "st", "cp.async", "arith")))
+@given(call=calls(families=("ld", "st", "cp.async", "arith", "ldmatrix")))
 def test_legal_tile_calls_assemble(call, tmp_path):
     hypothesis.assume(not tile_model.illegal_reasons(call))
     _report(call)

@@ -51,6 +51,9 @@ class Call:
     arith_op / scalar_mask: the arithmetic form (index into ARITH) and which inputs are immediates.
     cache / chunk / dst_rows: cp.async's cache operator, copy size in bytes, and the shared
     destination's row count (0: as many as the global source).
+    count / rows_kind / offset: ldmatrix .x{count}; its shared rows "plain" (count, 8, 4),
+    "interleaved" (matrix m's row r at [r, m]) or "offset" (``offset`` words into a flat
+    buffer); gap spaces the count registers; lane_axes=False swaps the lane strides.
     """
 
     family: str
@@ -80,6 +83,9 @@ class Call:
     cache: str = "ca"
     chunk: int = 16
     dst_rows: int = 0
+    count: int = 1
+    rows_kind: str = "plain"
+    offset: int = 0
 
     # ---- derived values -------------------------------------------------------------
     @property
@@ -125,6 +131,8 @@ class Call:
             return f"{ARITH[self.arith_op][0]}.f{self.opc_bits}"
         if self.family == "cp.async":
             return f"cp.async.{self.cache}.shared.global"
+        if self.family == "ldmatrix":
+            return f"ldmatrix.sync.aligned.m8n8.x{self.count}.shared.b16"
         vec = f".v{self.vec}" if self.vec > 1 else ""
         return f"{self.family}.{self.space}{vec}.b{self.opc_bits}"
 
@@ -193,6 +201,24 @@ class Call:
                     lines.append(f"    s{i} = T.alloc_local({(*self.repeat, 1)}, \"{self.dtype}\")")
                     inputs.append(f"s{i}")
             call = f"T.cuda.tile.apply(T.ptx[\"{self.opcode}\"], d, {', '.join(inputs)})"
+        elif self.family == "ldmatrix":
+            lanes = "4 @ Axis.laneid, 1 @ Axis.laneid" if self.lane_axes else "1 @ Axis.laneid, 8 @ Axis.laneid"
+            shape, view = {
+                "plain": ((self.count, 8, 4), "Sm"),
+                "interleaved": ((8, self.count, 4), "Sm.permute(1, 0, 2)"),
+                "offset": (
+                    (self.count * 32 + self.offset,),
+                    f"Sm.sub[{self.offset} : {self.offset + self.count * 32}].view({self.count}, 8, 4)",
+                ),
+            }[self.rows_kind]
+            lines += [
+                f"def {name}():",
+                f"    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={self.block}))",
+                f"    Sm = T.alloc_shared({shape}, \"uint32\", align=16)",
+                f"    r = T.alloc_local(({self.count}, 8, 4), \"uint32\", "
+                f"layout=TileLayout(S[({self.count}, 8, 4) : ({self.gap}, {lanes})]))",
+            ]
+            call = f"T.cuda.tile.apply(T.ptx[\"{self.opcode}\"], r, {view}, scope=\"warp\")"
         elif self.family == "cp.async":
             shape = (self.rows, self.cols)
             row = self.row_expr.replace("ROWS", str(self.rows))
@@ -252,6 +278,13 @@ def illegal_reasons(call: Call) -> list:
     reasons = []
     if call.family == "cp.async":
         return _cp_async_reasons(call)
+    if call.family == "ldmatrix":
+        # rows 16-byte aligned (PTX ISA 9.7.14.5.15); word (m, r, w) owned by lane 4r + w
+        if call.rows_kind == "offset" and call.offset * 4 % 16:
+            reasons.append("row alignment")
+        if not call.lane_axes:
+            reasons.append("ownership")
+        return reasons
     if call.opc_bits != call.bits:
         reasons.append("type width")
     if call.family == "arith" and not call.dtype.startswith("float"):
@@ -348,6 +381,18 @@ def model(call: Call) -> dict:
                 for i in range(call.n_inputs):
                     ops.append(("val", SCALAR) if call.input_is_scalar(i) else ("reg", f"s{i}", flat))
                 seq.append((call.opcode, tuple(ops)))
+        elif call.family == "ldmatrix":
+            lane = t % 32
+            regs = tuple(("reg", "r", m * call.gap) for m in range(call.count))
+            # lane 8m + r supplies row r of matrix m; lanes past 8 * count supply rows too
+            # (ignored by the hardware): those of matrix (lane // 8) % count
+            m, r = (lane // 8) % call.count, lane % 8
+            elem = {
+                "plain": m * 32 + r * 4,
+                "interleaved": r * call.count * 4 + m * 4,
+                "offset": call.offset + m * 32 + r * 4,
+            }[call.rows_kind]
+            seq.append((call.opcode, (*regs, ("mem", "Sm", elem))))
         elif call.family == "cp.async":
             for rep, elems in _addresses(call, t).items():
                 ops = (("mem", "S", elems[0]), ("mem", "M", elems[0]), ("val", call.chunk))
