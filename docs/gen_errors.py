@@ -24,7 +24,7 @@ import textwrap
 from dataclasses import dataclass
 
 HEADER = """\
-from tvm.tirx.layout import Axis, S, TileLayout
+from tvm.tirx.layout import Axis, ComposeLayout, S, TileLayout
 from tvm_tirx.script import tirx as T
 
 """
@@ -430,6 +430,29 @@ CASES = [
         "column (stride 64).",
         "Use scalar forms over a ``(4, 1)`` view (``ld.global.b32``), or lay the "
         "data out so the atom is a row.",
+    ),
+    Case(
+        OPERANDS,
+        r"view offsets not static",
+        "Sub-view of a swizzled tensor at a per-thread start",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                tid = T.cuda.thread_idx("x")
+                sm = T.alloc_shared((32, 8), "float32", align=16,
+                                    layout=ComposeLayout(2, 2, 3, TileLayout(S[(32, 8)])))
+                r = T.alloc_local((4,), "float32")
+                T.cuda.tile.apply(T.ptx["ld.shared.v4.b32"], r, sm.sub[tid, 0:4])
+        '''),
+        "parse",
+        "A swizzle does not commute with an offset that is not a whole number of "
+        "its periods (here 2^(2+2+3) = 128 elements): row ``tid`` of 8 elements "
+        "starts mid-period, so where each element lands depends on the thread and "
+        "contiguity and alignment cannot be checked.",
+        "Give each thread's view a start that is a multiple of the swizzle period, "
+        "or view the whole tensor with the threads as group axes "
+        "(``sm.view(32, 2, 4)`` at ``scope=\"warp\"``, with a lane-distributed register layout).",
     ),
     Case(
         OPERANDS,

@@ -101,13 +101,15 @@ def calls(draw, families=("ld", "st", "mov", "arith", "cp.async", "ldmatrix")):
             rows = draw(st.sampled_from([block, block + 1, max(block - 1, 1), 4]))
             if family == "cp.async":
                 fields.update(dst_rows=draw(st.sampled_from([0, 0, block, max(block - 1, 1)])))
+            if fields["space"] == "shared" and family != "cp.async" and rarely(draw, 3):
+                fields.update(swizzle=draw(st.sampled_from([(1, 1, 2), (2, 1, 2), (2, 2, 3), (3, 2, 3), (0, 2, 2)])))
             fields.update(
                 rows=rows,
                 pad=draw(st.sampled_from([0, 0, 1, 2, 4])),
                 col=draw(st.sampled_from([0, 0, 1, 2, 4])),
                 # a constant row outside the tensor is refused by apache-tvm's own
                 # ``sub`` while parsing, before any tile call exists
-                row_expr=draw(st.sampled_from([e for e in tile_model.ROW_EXPRS if e != "3" or rows > 3])),
+                row_expr=draw(st.sampled_from([e for e in tile_model.ROW_EXPRS if e != "3" or min(rows, fields.get("dst_rows") or rows) > 3])),
                 pred=rarely(draw, 5),
                 guard=draw(st.sampled_from([None, None, None, 1, max(block // 2, 1)])),
             )
@@ -205,6 +207,24 @@ FOUND = {
     "cp.async pred does not exempt the destination": Call(
         family="cp.async", scope="thread", bits=32, opc_bits=32, vec=1, repeat=(), block=64,
         rows=64, dst_rows=63, row_expr="tid", align=16, cache="cg", chunk=16, pred=True,
+    ),
+    # A crash (TypeError from int() of an expression) instead of a TileError: a sub-view
+    # of a swizzled shared tensor that starts at a per-thread element has offsets that
+    # depend on the thread.  Now rejected with "view offsets not static".
+    "swizzled sub-view at a per-thread start": Call(
+        family="ld", scope="thread", bits=32, opc_bits=32, vec=1, repeat=(2,), block=32,
+        space="shared", rows=32, row_expr="(tid + 1) % ROWS", align=16, swizzle=(1, 1, 2),
+    ),
+    # The same tensor read at a constant row: legal, and the addresses are swizzled.
+    "swizzled sub-view at a constant start": Call(
+        family="ld", scope="thread", bits=16, opc_bits=16, vec=4, repeat=(2,), block=32,
+        space="shared", rows=32, pad=4, row_expr="3", align=16, swizzle=(2, 2, 3),
+    ),
+    # The model said legal (one thread, so one start); the rule is syntactic, checked
+    # while parsing, before the launch is known: the model was corrected.
+    "swizzled sub-view at tid in a one-thread launch": Call(
+        family="ld", scope="thread", bits=16, opc_bits=16, vec=1, repeat=(), block=1,
+        space="shared", rows=1, row_expr="tid", align=2, swizzle=(1, 1, 2),
     ),
     # The first shared-memory case: the address goes through cvta.to.shared.
     "warp ld.shared.b16": Call(

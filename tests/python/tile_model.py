@@ -54,7 +54,14 @@ class Call:
     count / rows_kind / offset: ldmatrix .x{count}; its shared rows "plain" (count, 8, 4),
     "interleaved" (matrix m's row r at [r, m]) or "offset" (``offset`` words into a flat
     buffer); gap spaces the count registers; lane_axes=False swaps the lane strides.
+    swizzle: ``(per_element, swizzle_len, atom_len)`` of a ``ComposeLayout`` on the shared
+    tensor of ld/st (empty: none); element ``a`` of the row-major tile lives at
+    :func:`swizzled`\ ``(a)``.
     """
+
+    def physical(self, a: int) -> int:
+        """Storage element of row-major element ``a`` of the memory tensor."""
+        return swizzled(a, *self.swizzle) if self.swizzle else a
 
     family: str
     scope: str
@@ -86,6 +93,7 @@ class Call:
     count: int = 1
     rows_kind: str = "plain"
     offset: int = 0
+    swizzle: tuple = ()
 
     # ---- derived values -------------------------------------------------------------
     @property
@@ -180,7 +188,7 @@ class Call:
         layout = self.layout_text()
         layout_arg = f", layout={layout}" if layout else ""
         lines = [
-            "from tvm.tirx.layout import Axis, S, TileLayout",
+            "from tvm.tirx.layout import Axis, ComposeLayout, S, TileLayout",
             "from tvm_tirx.script import tirx as T",
             "",
             "",
@@ -246,7 +254,10 @@ class Call:
                 "    tid = T.cuda.thread_idx(\"x\")",
             ]
             if self.space == "shared":
-                lines.append(f"    M = T.alloc_shared({shape}, \"{self.dtype}\", align={self.align})")
+                layout = ""
+                if self.swizzle:
+                    layout = f", layout=ComposeLayout({', '.join(map(str, self.swizzle))}, TileLayout(S[{shape}]))"
+                lines.append(f"    M = T.alloc_shared({shape}, \"{self.dtype}\", align={self.align}{layout})")
             lines.append(f"    r = T.alloc_local({reg_shape}, \"{self.dtype}\"{layout_arg})")
             view_shape = (*self.group, *self.repeat, self.atom)
             if self.scope == "thread":
@@ -266,6 +277,13 @@ class Call:
         else:
             lines.append(f"    {call}")
         return "\n".join(lines) + "\n"
+
+
+def swizzled(a: int, per_element: int, swizzle_len: int, atom_len: int) -> int:
+    """XOR swizzle of element offset ``a``: bits [per_element, per_element + swizzle_len)
+    are XORed with the bits ``atom_len`` above them (apache-tvm's ``ComposeLayout``)."""
+    mask = (1 << swizzle_len) - 1
+    return a ^ (((a >> (per_element + atom_len)) & mask) << per_element)
 
 
 # ---- the model -----------------------------------------------------------------------
@@ -300,6 +318,22 @@ def illegal_reasons(call: Call) -> list:
             reasons.append("no such vector")
         if call.align % need:
             reasons.append("tensor alignment")
+        if call.swizzle and call.scope == "thread":
+            # a sub-view of a swizzled tensor must start on a whole swizzle period when
+            # its start is written with the thread id (a translation by a period
+            # commutes with the swizzle; anything else leaves offsets that depend on
+            # the thread).  The rule is checked while parsing, before the launch is
+            # known, so it holds even for a one-thread launch.
+            period = 1 << sum(call.swizzle)
+            starts = {call.row_of(t) * call.cols + call.col for t in range(max(call.block, 2))}
+            if "tid" in call.row_expr and any(s_ % period for s_ in starts):
+                reasons.append("swizzled view start")
+        if any(
+            addr != list(range(addr[0], addr[0] + len(addr)))
+            for t in _active(call)
+            for addr in _addresses(call, t).values()
+        ):
+            reasons.append("atom not contiguous")
         for t in _active(call):
             for start in _atom_starts(call, t):
                 if (start * elem) % need:
@@ -363,7 +397,7 @@ def _addresses(call: Call, t: int) -> dict:
             for c, n in zip(_group_coord(call, t), call.group):
                 g = g * n + c
             base = g * call.row_len
-        out[rep] = [base + flat * call.atom + i for i in range(call.atom)]
+        out[rep] = [call.physical(base + flat * call.atom + i) for i in range(call.atom)]
     return out
 
 
@@ -426,6 +460,20 @@ _BIN = {
     "GE": operator.ge,
     "EQ": operator.eq,
     "NE": operator.ne,
+    "BitwiseXor": operator.xor,
+    "BitwiseAnd": operator.and_,
+    "BitwiseOr": operator.or_,
+    "LShift": operator.lshift,
+    "RShift": operator.rshift,
+}
+
+
+_BITS = {
+    "tirx.bitwise_xor": operator.xor,
+    "tirx.bitwise_and": operator.and_,
+    "tirx.bitwise_or": operator.or_,
+    "tirx.shift_right": operator.rshift,
+    "tirx.shift_left": operator.lshift,
 }
 
 
@@ -459,10 +507,15 @@ class _Machine:
             return not self.eval(e.a)
         if name == "Cast":
             return self.eval(e.value)
+        if name == "Let":
+            self.env[e.var] = self.eval(e.value)
+            return self.eval(e.body)
         if name == "Select":
             return self.eval(e.true_value) if self.eval(e.condition) else self.eval(e.false_value)
         if name == "TensorLoad":
             return self.scalars[(self.root(e.source).name, self.eval(e.indices[0]))]
+        if name == "Call" and e.op.name in _BITS:
+            return _BITS[e.op.name](*(self.eval(a) for a in e.args))
         if name == "Call" and e.op.name == "tirx.tvm_warp_shuffle":
             return self.eval(e.args[1])  # uniform across the warp in these kernels
         if e in self.env:

@@ -177,6 +177,21 @@ class ViewMap:
         """Storage offset of ``coord`` (static coordinates only)."""
         return int(self.apply(coord)["m"])
 
+    def symbolic_offset(self):
+        """The first storage offset (at the view's first or last coordinate) that is
+        an expression rather than a number, or None.  A view of a swizzled tensor
+        that starts at a run-time element has such offsets: the swizzle does not
+        commute with the start."""
+        if not all(isinstance(n, int) for n in self.shape) or 0 in self.shape:
+            return None
+        for coord in (tuple(0 for _ in self.shape), tuple(n - 1 for n in self.shape)):
+            value = self.apply(coord)["m"]
+            try:
+                int(value)
+            except (TypeError, ValueError):
+                return value
+        return None
+
     def has_thread_axes(self) -> bool:
         """Whether the layout places values on threads (``laneid``, ``warpid`` ...)."""
         return any(k != "m" for k in self.apply(tuple(0 for _ in self.shape)))
@@ -471,6 +486,31 @@ def rule_contiguous_atom(opcode, role, op, group):
     return None
 
 
+def rule_static_offsets(opcode, role, op):
+    """Every coordinate of a tensor view has a constant offset from the view's start.
+
+    Offsets that vary with thread ids come from a sub-view of a swizzled tensor
+    (``ComposeLayout``) that starts at a run-time element not on a whole swizzle
+    period; contiguity and alignment cannot be proven for them.
+    """
+    if op.kind != "tensor":
+        return None
+    expr = ViewMap(op.value).symbolic_offset()
+    if expr is None:
+        return None
+    return TileError(
+        opcode,
+        "view offsets not static",
+        operand=operand_label(role.role, op.index),
+        expected=(
+            "offsets fixed at parse time: start a sub-view of a swizzled tensor at a "
+            "multiple of its swizzle period, or view the whole tensor and index it "
+            "with group axes"
+        ),
+        found=f"offset {expr}",
+    )
+
+
 def rule_register_overlap(opcode, role, op, group):
     """Distinct destination coordinates map to distinct register slots."""
     if op.kind != "tensor" or role.kind != "register" or not role.writes:
@@ -554,6 +594,7 @@ def check_static(contract, operands, group, pred=None, preserve_dst=False):
         lambda r, o: rule_dtype(opcode, r, o),
         lambda r, o: rule_static_shape(opcode, r, o),
         lambda r, o: rule_atom_shape(opcode, r, o, group),
+        lambda r, o: rule_static_offsets(opcode, r, o),
     )
     for rule in per_operand:
         for role, op in zip(roles, operands):
