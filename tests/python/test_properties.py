@@ -226,6 +226,12 @@ FOUND = {
         family="ld", scope="thread", bits=16, opc_bits=16, vec=1, repeat=(), block=1,
         space="shared", rows=1, row_expr="tid", align=2, swizzle=(1, 1, 2),
     ),
+    # The model said illegal: `(tid + 1) % 1` is the constant 0 (apache-tvm simplifies it
+    # while parsing), so the view's offsets are static.  The model was corrected.
+    "swizzled sub-view at a start that simplifies to a constant": Call(
+        family="ld", scope="thread", bits=16, opc_bits=16, vec=1, repeat=(), block=1,
+        space="shared", rows=1, col=1, row_expr="(tid + 1) % ROWS", align=2, swizzle=(1, 1, 2),
+    ),
     # The first shared-memory case: the address goes through cvta.to.shared.
     "warp ld.shared.b16": Call(
         family="ld", scope="warp", bits=16, opc_bits=16, vec=1, repeat=(), block=32,

@@ -320,13 +320,13 @@ def illegal_reasons(call: Call) -> list:
             reasons.append("tensor alignment")
         if call.swizzle and call.scope == "thread":
             # a sub-view of a swizzled tensor must start on a whole swizzle period when
-            # its start is written with the thread id (a translation by a period
+            # its start varies with the thread id (a translation by a period
             # commutes with the swizzle; anything else leaves offsets that depend on
             # the thread).  The rule is checked while parsing, before the launch is
             # known, so it holds even for a one-thread launch.
             period = 1 << sum(call.swizzle)
             starts = {call.row_of(t) * call.cols + call.col for t in range(1024)}  # any tid
-            if "tid" in call.row_expr and any(s_ % period for s_ in starts):
+            if len(starts) > 1 and any(s_ % period for s_ in starts):
                 reasons.append("swizzled view start")
         if any(
             addr != list(range(addr[0], addr[0] + len(addr)))
