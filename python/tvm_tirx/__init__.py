@@ -19,7 +19,7 @@ _LAZY = {
     "LowerTileApply": ("tile.lower", "LowerTileApply"),
 }
 
-_SUBMODULES = ("testing", "script", "tile", "errors", "demo")
+_SUBMODULES = ("testing", "script", "tile", "errors", "demo", "relax")
 
 __all__ = ["TileError", "compile", "Kernel", "LowerTileApply", "__version__"]
 

@@ -28,13 +28,20 @@ class TileError(ValueError):
     def __init__(
         self,
         opcode: str,
-        rule: str,
+        rule: str | None = None,
         *,
         operand: str | None = None,
         expected: str | None = None,
         found: str | None = None,
         location: str | None = None,
     ):
+        if rule is None:
+            # Rebuilt by tvm-ffi from the message alone, after crossing a C++
+            # boundary (a pass pipeline run by tvm.compile): the text is whole,
+            # the structured fields are gone.
+            self.opcode = self.operand = self.rule = self.expected = self.found = self.location = None
+            super().__init__(opcode)
+            return
         self.opcode = opcode
         self.operand = operand
         self.rule = rule
@@ -78,3 +85,17 @@ class TileError(ValueError):
 def operand_label(role: str, index: int) -> str:
     """``"src (operand 2)"``: an operand's role and its 1-based position in the call."""
     return f"{role} (operand {index})"
+
+
+def _register_with_ffi() -> None:
+    """Let a TileError raised inside a pass that apache-tvm runs through C++
+    (``tvm.compile(..., tir_pipeline="tvm_tirx")``) reach the caller as a
+    TileError rather than a RuntimeError."""
+    try:
+        import tvm_ffi  # pylint: disable=import-outside-toplevel
+    except ImportError:  # pragma: no cover - tvm_ffi comes with apache-tvm
+        return
+    tvm_ffi.register_error(TileError)
+
+
+_register_with_ffi()

@@ -68,7 +68,7 @@ def resolve_target(target="cuda", arch: str | None = None):
     return tvm.target.Target(target)
 
 
-def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None):  # pylint: disable=redefined-builtin
+def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None) -> Kernel:  # pylint: disable=redefined-builtin
     """Build a kernel written with ``T.cuda.tile.apply``.
 
     Parameters
@@ -259,8 +259,9 @@ class Kernel:
                 f"{self.name}: expected {len(self._params)} argument(s) "
                 f"({', '.join(p.name for p in self._params)}), got {len(args)}"
             )
+        sizes: dict = {}
         for spec, arg in zip(self._params, args):
-            spec.check(self.name, arg)
+            spec.check(self.name, arg, sizes)
         self.executable[self.name](*args)
 
     def __repr__(self):
@@ -322,12 +323,17 @@ class _ParamSpec:
         from tvm import tirx  # pylint: disable=import-outside-toplevel
 
         if tirx.is_buffer_var(param):
-            shape = tuple(int(s) for s in param.shape)
+            # a symbolic extent (``n = T.int32()``; ``T.Tensor((n, 4), ...)``) is kept
+            # by name: any extent fits, the same one wherever the name appears
+            shape = tuple(_static_or_name(s) for s in param.shape)
             return cls(param.name, shape, param.dtype, int(param.data_alignment), True)
         return cls(param.name, None, str(param.ty.dtype), 1, False)
 
-    def check(self, kernel: str, arg) -> None:
+    def check(self, kernel: str, arg, sizes: dict | None = None) -> None:
+        """Raise TypeError/ValueError if ``arg`` does not fit; ``sizes`` collects the
+        extents bound to symbolic dimensions across the call's arguments."""
         where = f"{kernel}: argument {self.name!r}"
+        self._sizes = {} if sizes is None else sizes
         if not self.is_tensor:
             self._check_scalar(where, arg)
             return
@@ -358,26 +364,43 @@ class _ParamSpec:
             if not lo <= int(arg) < hi:
                 raise ValueError(f"{where}: {int(arg)} does not fit {self.dtype} ([{lo}, {hi - 1}])")
 
+    def _check_shape(self, where, shape):
+        expected = "(" + ", ".join(str(d) for d in self.shape) + ("," if len(self.shape) == 1 else "") + ")"
+        if len(shape) != len(self.shape):
+            raise ValueError(f"{where}: expected shape {expected}, got {tuple(shape)}")
+        bound = {}
+        for want, got in zip(self.shape, shape):
+            if isinstance(want, int):
+                if want != got:
+                    raise ValueError(f"{where}: expected shape {expected}, got {tuple(shape)}")
+                continue
+            seen = self._sizes.get(want, bound.get(want))
+            if seen is not None and seen != got:
+                raise ValueError(
+                    f"{where}: expected shape {expected} with {want} = {seen} (from an earlier "
+                    f"dimension), got {tuple(shape)}"
+                )
+            bound[want] = got
+        self._sizes.update(bound)
+
     def _check_common(self, where, shape, dtype, device):
         if dtype != self.dtype:
             raise ValueError(f"{where}: expected dtype {self.dtype}, got {dtype}")
-        if shape != self.shape:
-            raise ValueError(f"{where}: expected shape {self.shape}, got {shape}")
+        self._check_shape(where, tuple(shape))
         if device != "cuda":
             raise ValueError(f"{where}: expected a CUDA tensor, got one on {device}")
 
     def _check_torch(self, where, t):
         if _dtype_name(t.dtype) != self.dtype:
             raise ValueError(f"{where}: expected dtype {self.dtype}, got {_dtype_name(t.dtype)}")
-        if tuple(t.shape) != self.shape:
-            raise ValueError(f"{where}: expected shape {self.shape}, got {tuple(t.shape)}")
+        self._check_shape(where, tuple(t.shape))
         expected, stride = [], 1
-        for extent in reversed(self.shape):
+        for extent in reversed(tuple(t.shape)):
             expected.append(stride)
             stride *= extent
         expected = tuple(reversed(expected))
         strides = tuple(t.stride())
-        if any(e != s for e, s, n in zip(expected, strides, self.shape) if n != 1):
+        if any(e != s for e, s, n in zip(expected, strides, tuple(t.shape)) if n != 1):
             raise ValueError(
                 f"{where}: expected a contiguous row-major tensor (strides {expected}), "
                 f"got strides {strides}"
@@ -389,6 +412,14 @@ class _ParamSpec:
             )
         if t.device.type != "cuda":
             raise ValueError(f"{where}: expected a CUDA tensor, got one on {t.device.type}")
+
+
+def _static_or_name(extent):
+    """An extent as an int, or the name of its variable when it is symbolic."""
+    try:
+        return int(extent)
+    except (TypeError, ValueError):
+        return str(extent)
 
 
 def _is_torch_tensor(x) -> bool:

@@ -1,6 +1,9 @@
 """Kernel arguments are checked before launch, with errors naming the parameter."""
 
+from types import SimpleNamespace
+
 import pytest
+import tvm
 
 import tvm_tirx
 
@@ -156,3 +159,43 @@ def test_good_arguments_after_bad_ones_run(kernel, torch_cuda):
     kernel(a, b)
     torch.cuda.synchronize()
     assert torch.equal(b, torch.roll(a, -1, 0))
+
+
+N = tvm.tirx.Var("N", "int32")  # a symbolic extent with a name (T.int32() would print as "v")
+
+
+@T.function
+def first_n_rows(A: T.Tensor((N, 4), "float32", align=16), B: T.Tensor((N, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tid = T.cuda.thread_idx("x")
+    r = T.alloc_local((4,), "float32")
+    if tid < N:
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, :])
+        T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.sub[tid, :], r)
+
+
+@pytest.fixture(scope="module")
+def symbolic_kernel():
+    return tvm_tirx.compile(first_n_rows, target="cuda", arch="sm_90a")
+
+
+def _cuda_like(*shape):
+    """Stands in for a CUDA tensor on a machine without one (shape, dtype, device only)."""
+    return SimpleNamespace(shape=shape, dtype="float32", device=SimpleNamespace(type="cuda"))
+
+
+def test_symbolic_shape_binds_one_size_for_every_argument(symbolic_kernel):
+    with pytest.raises(ValueError, match=r"argument 'B': expected shape \(N, 4\) with N = 10 .*got \(12, 4\)"):
+        symbolic_kernel(_cuda_like(10, 4), _cuda_like(12, 4))
+    with pytest.raises(ValueError, match=r"argument 'A': expected shape \(N, 4\), got \(10, 5\)"):
+        symbolic_kernel(_cuda_like(10, 5), _cuda_like(10, 5))
+
+
+@pytest.mark.gpu
+def test_symbolic_shape_runs(symbolic_kernel, torch_cuda):
+    torch = torch_cuda
+    a = torch.randn(40, 4, device="cuda")
+    b = torch.zeros(40, 4, device="cuda")
+    symbolic_kernel(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(a, b)

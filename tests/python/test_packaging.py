@@ -28,6 +28,7 @@ def test_wheel_contents(tmp_path):
         "tvm_tirx/py.typed",
         "tvm_tirx/script/tirx.pyi",
         "tvm_tirx/script/__init__.pyi",
+        "tvm_tirx/__init__.pyi",
     ):
         assert needed in names, needed
     assert any(n.endswith("entry_points.txt") for n in names)

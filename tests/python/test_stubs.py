@@ -17,7 +17,7 @@ mypy_api = pytest.importorskip("mypy.api")
 
 ROOT = Path(__file__).resolve().parents[2]
 STUB = ROOT / "python" / "tvm_tirx" / "script" / "tirx.pyi"
-STUBS = [STUB, STUB.with_name("__init__.pyi")]
+STUBS = [STUB, STUB.with_name("__init__.pyi"), ROOT / "python" / "tvm_tirx" / "__init__.pyi"]
 # Types that exist for type checkers only (no runtime object in T).
 STUB_ONLY = {"TensorView", "PrimExpr", "PrimFunc", "PtxInstr", "Shape", "Index", "Scope", "Axis"}
 
@@ -65,6 +65,12 @@ def kernel(A: T.Tensor((64, 4), "float32", align=16)):
     r.sub[0].veiw(1)  # line 18
     T.cuda.LaunchConfg(grid=1)  # line 19
     T.device_entry(lanch=None)  # line 20
+
+
+import tvm_tirx  # noqa: E402
+
+k = tvm_tirx.compile(kernel, "cuda", "sm_90a")  # line 25
+k.cuda_sorce  # line 26
 """
 
 EXPECTED = {
@@ -76,6 +82,8 @@ EXPECTED = {
     18: '"TensorView" has no attribute "veiw"',
     19: 'has no attribute "LaunchConfg"',
     20: 'Unexpected keyword argument "lanch" for "device_entry"',
+    25: 'Too many positional arguments for "compile"',
+    26: '"Kernel" has no attribute "cuda_sorce"',
 }
 
 
@@ -89,7 +97,7 @@ def test_mypy_reports_misuse_of_added_names(mypy_run, tmp_path):
         match = re.match(r".*misuse\.py:(\d+): error: ", line)
         if match:
             errors.setdefault(int(match.group(1)), []).append(line)
-    # The correct lines (1-12) are clean; each misuse is reported where it is.
+    # The correct lines (1-12, 23) are clean; each misuse is reported where it is.
     assert sorted(errors) == sorted(EXPECTED), out
     for lineno, text in EXPECTED.items():
         assert any(text in e for e in errors[lineno]), (lineno, errors[lineno])
@@ -219,3 +227,17 @@ def test_stub_signatures_match_runtime():
     runtime_fields = [(f.name, f.default) for f in dataclasses.fields(launch.LaunchConfig) if f.init]
     assert stub_fields == runtime_fields
     assert T.cuda.LaunchConfig is launch.LaunchConfig
+
+
+def test_package_root_stub_matches_the_lazy_names():
+    import tvm_tirx  # pylint: disable=import-outside-toplevel
+
+    tree = ast.parse((ROOT / "python" / "tvm_tirx" / "__init__.pyi").read_text())
+    declared = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            declared |= {a.asname or a.name for a in node.names}
+    runtime = set(tvm_tirx._LAZY) | set(tvm_tirx._SUBMODULES)  # pylint: disable=protected-access
+    assert runtime <= declared, runtime - declared
+    for name in declared:
+        assert getattr(tvm_tirx, name) is not None, name

@@ -44,10 +44,12 @@ class _KernelFacts:
         import tvm_ffi  # pylint: disable=import-outside-toplevel
         from tvm import tirx  # pylint: disable=import-outside-toplevel
 
+        self.arch = _target_arch(func)
         self.roots = {}  # root buffer var -> element extent
         self.parent = {}  # view buffer var -> the buffer it views
         self.analyzer = tvm.sym.Analyzer()
         self.ranges = {}  # var -> (lo, hi): constant range [lo, hi) of loop and id vars
+        self.loops = []  # (var, min, extent, step) of every For
         self.launch = None
         for p in func.params:
             if tirx.is_buffer_var(p):
@@ -78,6 +80,8 @@ class _KernelFacts:
                         cluster = (tuple(d.def_ids), extents)
             elif isinstance(node, tirx.For):
                 self._bind(node.loop_var, node.min, node.min + node.extent)
+                step = _int_or_none(getattr(node, "step", None)) or 1
+                self.loops.append((node.loop_var, node.min, node.extent, step))
             elif isinstance(node, tirx.BufferStore):
                 stores.setdefault(node.buffer, []).append(node.value)
 
@@ -270,119 +274,203 @@ def _location(span) -> str | None:
 EXACT_POINTS = 4096
 
 
-def _exact_values(facts, expr, conds, opcode):
-    """``[(value, where)]``: ``expr`` at every point it can take, or None.
+def _exact_values(facts, expr, conds, opcode):  # pylint: disable=unused-argument
+    """``[(value, where)]``: ``expr`` at every point where all of ``conds`` hold, or None.
 
-    The points are the active threads of the launch (those the guards ``conds``
-    keep) times the values of the loop counters and CTA ids ``expr`` reads, when
-    all of them have constant ranges and there are at most ``EXACT_POINTS``.
-    ``where`` describes the point as ``name=value`` text.
+    A point gives a value to each thread and cluster-CTA id of the launch, each
+    loop counter (its own step, and bounds that may depend on outer counters) and
+    each CTA id that ``expr`` or ``conds`` read.  None when something else is read
+    (memory, a run-time scalar), a loop is not understood, or there are more than
+    ``EXACT_POINTS`` points.  ``where`` describes the point as ``name=value`` text.
     """
-    import itertools  # pylint: disable=import-outside-toplevel
-
     import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
+    from tvm.ir import TensorLoad, Var  # pylint: disable=import-outside-toplevel
     from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
 
-    free = []
-    tvm_ffi.structural_walk(expr, (Var, lambda v: free.append(v) if not any(v.same_as(f) for f in free) else None))
     launch = facts.launch
     per_thread = [*launch.thread_vars, *launch.cluster_vars] if launch is not None else []
-    others = [v for v in free if not any(v.same_as(t) for t in per_thread)]
-    if any(v not in facts.ranges for v in others):
-        return None
+    loops = {var: (lo, ext, step) for var, lo, ext, step in facts.loops}
+
+    def free_vars(exprs):
+        found, loads = [], []
+
+        def add(v):
+            if not any(v.same_as(f) for f in found):
+                found.append(v)
+
+        for e in exprs:
+            tvm_ffi.structural_walk(e, (TensorLoad, loads.append))
+            tvm_ffi.structural_walk(e, (Var, add))
+        return found, loads
+
+    free, loads = free_vars([expr, *conds])
+    if loads:
+        return None  # reads memory
+    # the loop counters needed: those read, and those their bounds read (outer first)
+    needed, todo = [], [v for v in free if v in loops]
+    while todo:
+        v = todo.pop()
+        if any(v.same_as(n) for n in needed):
+            continue
+        needed.append(v)
+        more, more_loads = free_vars(loops[v][:2])
+        if more_loads:
+            return None
+        todo += [m for m in more if m in loops]
+        free += [m for m in more if not any(m.same_as(f) for f in free)]
+    # outer counters before the counters whose bounds read them
+    order, pending = [], list(needed)
+    while pending:
+        ready = [
+            v for v in pending
+            if not any(any(m.same_as(p) for p in pending) for m in free_vars(loops[v][:2])[0])
+        ]
+        if not ready:
+            return None
+        order += ready
+        pending = [v for v in pending if not any(v.same_as(r) for r in ready)]
+    thread_read = any(any(v.same_as(t) for t in per_thread) for v in free)
+    for v in free:
+        if v in loops or any(v.same_as(t) for t in per_thread):
+            continue
+        if v not in facts.ranges:
+            return None  # a run-time value
+        order.insert(0, v)  # a CTA id or another constant-range id: outermost
     threads = [{}]
-    if len(others) < len(free):
-        try:
-            active = facts.active_threads(conds, opcode)
-        except TileError:
-            return None  # a guard over memory or runtime values: the set of threads is unknown
-        threads = [{**launch.thread_values(t), **launch.cluster_values(c)} for t, c in active]
-    spaces = [range(*facts.ranges[v]) for v in others]
-    count = len(threads)
-    for r in spaces:
-        count *= len(r)
-    if count > EXACT_POINTS:
-        return None
+    if thread_read:
+        threads = [
+            {**launch.thread_values(t), **launch.cluster_values(c)}
+            for c in range(launch.cluster_size)
+            for t in range(launch.threads)
+        ]
+
+    def fold(e, env):
+        def sub(v):
+            for var, value in env.items():
+                if v.same_as(var):
+                    return IntImm(v.ty.dtype, value)
+            return v
+
+        folded = facts.analyzer.simplify(tvm_ffi.structural_map(e, (Var, sub)))
+        return int(folded.value) if isinstance(folded, IntImm) else None
+
     out = []
-    for values in threads:
-        for point in itertools.product(*spaces):
-            env = {**values, **dict(zip(others, point))}
+    budget = [EXACT_POINTS]
 
-            def sub(v, env=env):
-                for var, value in env.items():
-                    if v.same_as(var):
-                        return IntImm(v.ty.dtype, value)
-                return v
-
-            folded = facts.analyzer.simplify(tvm_ffi.structural_map(expr, (Var, sub)))
-            if not isinstance(folded, IntImm):
-                return None
+    def visit(env, rest):
+        if budget[0] <= 0:
+            return False
+        if not rest:
+            budget[0] -= 1
+            for cond in conds:
+                held = fold(cond, env)
+                if held is None:
+                    return False
+                if not held:
+                    return True
+            value = fold(expr, env)
+            if value is None:
+                return False
             where = ", ".join(f"{v.name}={x}" for v, x in env.items() if any(v.same_as(f) for f in free))
-            out.append((int(folded.value), where))
+            out.append((value, where))
+            return True
+        var, rest = rest[0], rest[1:]
+        if var in loops:
+            lo, ext, step = loops[var]
+            lo, ext = fold(lo, env), fold(ext, env)
+            if lo is None or ext is None:
+                return False
+            values = range(lo, lo + ext, step)
+        else:
+            values = range(*facts.ranges[var])
+        return all(visit({**env, var: x}, rest) for x in values)
+
+    for values in threads:
+        if not visit(dict(values), order):
+            return None
     return out
 
 
 def _exact_range(facts, expr, conds, opcode):
-    """``(min, max, argmin, argmax)`` of :func:`_exact_values`, or None (none known, or no point)."""
+    """``(min, max, argmin, argmax)`` of :func:`_exact_values`; ``()`` when no point
+    reaches the call; None when unknown."""
     values = _exact_values(facts, expr, conds, opcode)
-    if not values:
+    if values is None:
         return None
+    if not values:
+        return ()
     lo = min(values, key=lambda p: p[0])
     hi = max(values, key=lambda p: p[0])
     return lo[0], hi[0], lo[1], hi[1]
 
 
-def _check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, predicated):
+def _check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, pred):
     """The bounds rule for one memory view (elements ``first..last`` past ``elem_offset``).
 
-    - provably inside the tensor for every active thread: accepted;
-    - provably outside for some active thread: rejected, naming the thread, unless
-      the call is predicated (a predicated-off ld/st does not access memory, PTX
-      ISA 9.3 "Predicated execution"; the predicate is the user's bounds check);
-    - neither provable: accepted only under ``pred=`` or an enclosing guard,
-      otherwise rejected naming the index expression.
+    ``conds`` are the enclosing if-conditions; ``pred`` is the call's predicate when
+    a false predicate leaves this operand untouched (else None).  Over the points
+    that reach the call with a true predicate (:func:`_exact_values`):
+
+    - provably inside the tensor: accepted (symbolic proofs see the guards and pred);
+    - provably outside at some point: rejected, naming the point;
+    - neither provable (an index or guard read from memory, a run-time size, too
+      many points): accepted under ``pred=`` or an enclosing ``if`` -- the check is
+      then the author's -- otherwise rejected, naming the index expression.
     """
+    import contextlib  # pylint: disable=import-outside-toplevel
+
     analyzer = facts.analyzer
     extent = facts.roots[root]
-    if analyzer.can_prove(elem_offset + first >= 0) and analyzer.can_prove(elem_offset + last < extent):
+    facts_in = [*conds, *([pred] if pred is not None else [])]
+    with contextlib.ExitStack() as stack:
+        for cond in facts_in:
+            try:
+                stack.enter_context(analyzer.constraint_scope(cond))
+            except Exception:  # pylint: disable=broad-except
+                pass  # a condition the analyzer cannot take as a fact
+        proven_lo = analyzer.can_prove(elem_offset + first >= 0)
+        proven_hi = analyzer.can_prove(elem_offset + last < extent)
+    if proven_lo and proven_hi:
         return None
-    exact = _exact_range(facts, elem_offset, conds, opcode)
+    exact = _exact_range(facts, elem_offset, tuple(facts_in), opcode)
     n = _int_or_none(extent)
-    if exact is not None and n is not None:
+    if exact == ():
+        return None  # no thread reaches the call
+    if exact is not None:
         lo, hi, at_lo, at_hi = exact
-        if lo + first >= 0 and hi + last < n:
+        if lo + first < 0 or (n is not None and hi + last >= n):
+            where, found = (at_lo, lo + first) if lo + first < 0 else (at_hi, hi + last)
+            return TileError(
+                opcode,
+                "view provably out of the tensor's bounds",
+                operand=label,
+                expected=f"elements within [0, {extent}) of {root.name}"
+                + (" where the predicate holds" if pred is not None else ""),
+                found=f"element {found} at {where or 'every thread'}",
+            )
+        if n is not None:
             return None
-        if predicated:
-            return None
-        where, found = (at_lo, lo + first) if lo + first < 0 else (at_hi, hi + last)
-        return TileError(
-            opcode,
-            "view provably out of the tensor's bounds",
-            operand=label,
-            expected=f"elements within [0, {n}) of {root.name}",
-            found=f"element {found} at {where or 'every thread'}",
-        )
-    if predicated or conds:
+    if pred is not None or conds:
         return None
     return TileError(
         opcode,
         "view not provably within the tensor's bounds",
         operand=label,
         expected=(
-            f"elements within [0, {extent}) of {root.name} for every thread, "
-            "or pred= (or an enclosing if) that keeps the access in bounds"
+            f"elements within [0, {extent}) of {root.name} for every thread, or pred= "
+            "or an enclosing if (the bounds are then the author's responsibility)"
         ),
         found=f"element offset {analyzer.simplify(elem_offset)} + [{first}, {last}]",
     )
 
 
-def check_memory(facts, opcode, role, op, group, repeat, predicated=False, conds=()):
+def check_memory(facts, opcode, role, op, group, repeat, pred=None, conds=()):
     """Alignment and bounds of one memory operand; return a TileError or None.
 
     ``group`` holds the (guarded) group extents: every thread's atom address is
     the view's address at its group coordinate and each repeat coordinate.
-    ``conds`` are the if-conditions enclosing the call; the bounds rule is
+    ``conds`` are the if-conditions enclosing the call and ``pred`` the
+    predicate that skips this operand's access (or None); the bounds rule is
     :func:`_check_bounds`.
     """
     from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
@@ -417,6 +505,7 @@ def check_memory(facts, opcode, role, op, group, repeat, predicated=False, conds
         )
     analyzer = facts.analyzer
     elem_offset = facts.expand_scalars(buf.elem_offset)
+    conds = tuple(facts.expand_scalars(c) for c in conds)
     for start in sorted(starts):
         addr = (elem_offset + start) * elem_bytes
         if analyzer.can_prove(floormod(addr, need) == 0):
@@ -437,7 +526,7 @@ def check_memory(facts, opcode, role, op, group, repeat, predicated=False, conds
             expected=f"byte offset a multiple of {need}",
             found=found,
         )
-    return _check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, predicated)
+    return _check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, pred)
 
 
 def _check_collective_ownership(opcode, role, view, label, members, repeat):
@@ -652,11 +741,16 @@ def _thread_local_view(buf):
     return tirx.DeclBuffer(flat, data=buffer_data(buf)), flat
 
 
-def _target_arch() -> str | None:
-    """``arch`` of the current ``tvm.target.Target``, if one is active."""
+def _target_arch(func=None) -> str | None:
+    """``arch`` of the PrimFunc's own ``target`` attribute (what ``tvm.compile``
+    binds before its TIR pipeline runs), else of the current ``tvm.target.Target``."""
     from tvm.target import Target  # pylint: disable=import-outside-toplevel
 
-    target = Target.current(allow_none=True)
+    target = None
+    if func is not None and func.attrs is not None and "target" in func.attrs:
+        target = func.attrs["target"]
+    if target is None:
+        target = Target.current(allow_none=True)
     if target is None:
         return None
     arch = target.attrs.get("arch")
@@ -718,7 +812,7 @@ def expand(call, facts, span=None, conds=()):
                 expected='scope="warp" (or wider): all 32 lanes issue it together',
                 found='scope="thread"',
             )
-        err = check_arch(contract, _target_arch())
+        err = check_arch(contract, facts.arch)
         if err:
             raise err
         repeat = _ops.call_repeat(contract, ops, group)
@@ -731,7 +825,8 @@ def expand(call, facts, span=None, conds=()):
                 # predicate leaves it untouched: always for a predicated ld/st, only
                 # the source for cp.async (src-size 0 still zero-fills the destination).
                 skipped = tc.pred is not None and (contract.pred_operand is None or not role.writes)
-                err = check_memory(facts, contract.opcode, role, op, group, own_repeat, skipped, conds)
+                pred = facts.expand_scalars(tc.pred) if skipped else None
+                err = check_memory(facts, contract.opcode, role, op, group, own_repeat, pred, conds)
             else:
                 err = check_ownership(contract.opcode, role, op, group, origin, members, own_repeat)
             if err:

@@ -1,0 +1,139 @@
+"""The bounds rule over the points that reach a call: threads, CTA ids and loop values
+under the enclosing guards and the call's predicate (docs/tile_contract.rst, "bounds").
+
+Each kernel here came from a user trying to break the rule (a fresh-user review); the
+first group was wrongly rejected or accepted before the rule enumerated guarded points.
+"""
+
+import pytest
+
+from tvm_tirx import TileError, testing
+from tvm_tirx.script import tirx as T
+
+
+@T.function
+def guard_on_cta_id(A: T.Tensor((256, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=5, block=64))
+    tid = T.cuda.thread_idx("x")
+    bid = T.cuda.block_idx("x")
+    r = T.alloc_local((4,), "float32")
+    if bid < 4:
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[bid * 64 + tid, :])
+
+
+@T.function
+def guard_on_loop_counter(A: T.Tensor((256, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tid = T.cuda.thread_idx("x")
+    r = T.alloc_local((4,), "float32")
+    for k in range(5):
+        if k < 4:
+            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[k * 64 + tid, :])
+
+
+@T.function
+def loop_with_step(A: T.Tensor((256, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    tid = T.cuda.thread_idx("x")
+    r = T.alloc_local((4,), "float32")
+    for k in range(0, 8, 2):
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[k * 32 + tid, :])
+
+
+@T.function
+def loop_with_step_alignment(A: T.Tensor((64, 5), "float32", align=16)):
+    # rows 0, 4, 8, 12 of 20-byte rows: byte offsets 0, 80, 160, 240, all 16-aligned
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    r = T.alloc_local((4,), "float32")
+    for k in range(0, 8, 2):
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[k * 2, 0:4])
+
+
+@T.function
+def triangular_loops(A: T.Tensor((256, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tid = T.cuda.thread_idx("x")
+    r = T.alloc_local((4,), "float32")
+    for k in range(4):
+        for j in range(k + 1):
+            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[j * 64 + tid, :])
+
+
+N = T.int32()
+
+
+@T.function
+def symbolic_rows_guarded(A: T.Tensor((N, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tid = T.cuda.thread_idx("x")
+    r = T.alloc_local((4,), "float32")
+    if tid < N:
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, :])
+
+
+@T.function
+def right_predicate(A: T.Tensor((64, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    tid = T.cuda.thread_idx("x")
+    r = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, :], pred=tid < 64)
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        guard_on_cta_id,
+        guard_on_loop_counter,
+        loop_with_step,
+        loop_with_step_alignment,
+        triangular_loops,
+        symbolic_rows_guarded,
+        right_predicate,
+    ],
+    ids=lambda k: k.attrs["global_symbol"] if k.attrs and "global_symbol" in k.attrs else str(k),
+)
+def test_in_bounds_at_every_point_that_reaches_the_call(kernel):
+    lowered = testing.lower(kernel).script()
+    assert lowered.count("T.ptx.ld(") == 1 and '"v4", "b32"' in lowered
+
+
+@T.function
+def wrong_predicate(A: T.Tensor((64, 4), "float32", align=16)):
+    # threads 64..99 pass the predicate and read past row 63
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+    tid = T.cuda.thread_idx("x")
+    r = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, :], pred=tid < 100)
+
+
+@T.function
+def symbolic_rows_unguarded(A: T.Tensor((N, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tid = T.cuda.thread_idx("x")
+    r = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, :])
+
+
+@T.function
+def guard_that_misses_a_block(A: T.Tensor((256, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=5, block=64))
+    tid = T.cuda.thread_idx("x")
+    bid = T.cuda.block_idx("x")
+    r = T.alloc_local((4,), "float32")
+    if bid < 5:
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[bid * 64 + tid, :])
+
+
+@pytest.mark.parametrize(
+    "kernel, message",
+    [
+        (wrong_predicate, r"provably out of the tensor's bounds: expected elements within \[0, 256\) of A "
+         r"where the predicate holds, found element 399 at tid=99"),
+        (symbolic_rows_unguarded, r"view not provably within the tensor's bounds: .*found element offset tid \* 4"),
+        (guard_that_misses_a_block, r"provably out of the tensor's bounds: .*found element 1279 at tid=63, bid=4"),
+    ],
+    ids=["wrong pred", "symbolic size, no guard", "guard keeps block 4"],
+)
+def test_rejected_with_the_point_or_expression(kernel, message):
+    with pytest.raises(TileError, match=message):
+        testing.lower(kernel)
