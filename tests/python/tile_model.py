@@ -56,7 +56,7 @@ class Call:
     buffer); gap spaces the count registers; lane_axes=False swaps the lane strides.
     swizzle: ``(per_element, swizzle_len, atom_len)`` of a ``ComposeLayout`` on the shared
     tensor of ld/st (empty: none); element ``a`` of the row-major tile lives at
-    :func:`swizzled`\ ``(a)``.
+    ``swizzled(a)``.
     """
 
     def physical(self, a: int) -> int:
