@@ -232,6 +232,14 @@ FOUND = {
         family="ld", scope="thread", bits=16, opc_bits=16, vec=1, repeat=(), block=1,
         space="shared", rows=1, col=1, row_expr="(tid + 1) % ROWS", align=2, swizzle=(1, 1, 2),
     ),
+    # The model said legal (pred= exempted every thread from the bounds rule); since the
+    # rule evaluates predicates, thread 3 (row -1, and -1 < 3 holds) is out of bounds
+    # with its predicate true.  The model was corrected: a predicate exempts only the
+    # threads for which it is false.
+    "pred that checks only the upper bound": Call(
+        family="ld", scope="thread", bits=16, opc_bits=16, vec=1, repeat=(1,), block=4,
+        rows=3, row_expr="ROWS - 1 - tid", align=2, pred=True,
+    ),
     # The first shared-memory case: the address goes through cvta.to.shared.
     "warp ld.shared.b16": Call(
         family="ld", scope="warp", bits=16, opc_bits=16, vec=1, repeat=(), block=32,

@@ -342,9 +342,8 @@ def illegal_reasons(call: Call) -> list:
             else:
                 continue
             break
-        if not call.pred and call.scope == "thread":
-            if any(not 0 <= call.row_of(t) < call.rows for t in _active(call)):
-                reasons.append("bounds")
+        if call.scope == "thread" and any(_reads_out_of_bounds(call, t) for t in _active(call)):
+            reasons.append("bounds")
     if call.group and not call.lane_axes:
         reasons.append("ownership")
     writes_registers = call.family in ("ld", "mov", "arith")
@@ -370,9 +369,17 @@ def _cp_async_reasons(call: Call) -> list:
     rows = [call.row_of(t) for t in _active(call)]
     if any(not 0 <= r < (call.dst_rows or call.rows) for r in rows):
         reasons.append("destination bounds")
-    if not call.pred and any(not 0 <= r < call.rows for r in rows):
+    if any(_reads_out_of_bounds(call, t) for t in _active(call)):
         reasons.append("bounds")
     return reasons
+
+
+def _reads_out_of_bounds(call: Call, t: int) -> bool:
+    """Thread ``t`` accesses a row outside the global tensor: its row is out of range
+    and, for a predicated call, its predicate (``row < rows``) still holds."""
+    row = call.row_of(t)
+    predicate_holds = row < call.rows if call.pred else True
+    return predicate_holds and not 0 <= row < call.rows
 
 
 def _atom_starts(call: Call, t: int) -> list:
