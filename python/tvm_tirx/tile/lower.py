@@ -272,6 +272,10 @@ def _location(span) -> str | None:
 
 #: Most points (thread x loop-counter values) the bounds check evaluates one by one.
 EXACT_POINTS = 4096
+_NOT_ENUMERATED = (
+    f"it reads memory or a run-time value, or reaches more than {EXACT_POINTS} "
+    "thread and loop points"
+)
 
 
 def _exact_values(facts, expr, conds, opcode):  # pylint: disable=unused-argument
@@ -460,7 +464,8 @@ def _check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, p
             f"elements within [0, {extent}) of {root.name} for every thread, or pred= "
             "or an enclosing if (the bounds are then the author's responsibility)"
         ),
-        found=f"element offset {analyzer.simplify(elem_offset)} + [{first}, {last}]",
+        found=f"element offset {analyzer.simplify(elem_offset)} + [{first}, {last}] "
+        f"(not checked point by point: {_NOT_ENUMERATED})",
     )
 
 
@@ -519,6 +524,8 @@ def check_memory(facts, opcode, role, op, group, repeat, pred=None, conds=()):
         found = f"byte offset {analyzer.simplify(addr)}"
         if bad is not None:
             found += f" = {bad[0]} at {bad[1]}"
+        elif exact is None:
+            found += f" (not checked point by point: {_NOT_ENUMERATED})"
         return TileError(
             opcode,
             "vector atom not provably aligned",
