@@ -333,14 +333,14 @@ class _ParamSpec:
         """Raise TypeError/ValueError if ``arg`` does not fit; ``sizes`` collects the
         extents bound to symbolic dimensions across the call's arguments."""
         where = f"{kernel}: argument {self.name!r}"
-        self._sizes = {} if sizes is None else sizes
+        sizes = {} if sizes is None else sizes
         if not self.is_tensor:
             self._check_scalar(where, arg)
             return
         if _is_torch_tensor(arg):
-            self._check_torch(where, arg)
+            self._check_torch(where, arg, sizes)
         elif hasattr(arg, "shape") and hasattr(arg, "dtype") and hasattr(arg, "device"):
-            self._check_common(where, tuple(arg.shape), str(arg.dtype), _device_kind(arg.device))
+            self._check_common(where, tuple(arg.shape), str(arg.dtype), _device_kind(arg.device), sizes)
         else:
             raise TypeError(
                 f"{where}: expected a CUDA tensor of shape {self.shape} and dtype {self.dtype}, "
@@ -359,12 +359,14 @@ class _ParamSpec:
         if not isinstance(arg, accepted) or (kind == "int" and isinstance(arg, bool)):
             raise TypeError(f"{where}: expected a Python {kind} for a {self.dtype} scalar, got {type(arg).__name__}")
         if kind == "int":
-            bits = int(self.dtype.lstrip("uint") or 32)
+            from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+            bits = DataType(self.dtype).bits
             lo, hi = (0, 2**bits) if self.dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1))
             if not lo <= int(arg) < hi:
                 raise ValueError(f"{where}: {int(arg)} does not fit {self.dtype} ([{lo}, {hi - 1}])")
 
-    def _check_shape(self, where, shape):
+    def _check_shape(self, where, shape, sizes):
         expected = "(" + ", ".join(str(d) for d in self.shape) + ("," if len(self.shape) == 1 else "") + ")"
         if len(shape) != len(self.shape):
             raise ValueError(f"{where}: expected shape {expected}, got {tuple(shape)}")
@@ -374,26 +376,26 @@ class _ParamSpec:
                 if want != got:
                     raise ValueError(f"{where}: expected shape {expected}, got {tuple(shape)}")
                 continue
-            seen = self._sizes.get(want, bound.get(want))
+            seen = sizes.get(want, bound.get(want))
             if seen is not None and seen != got:
                 raise ValueError(
                     f"{where}: expected shape {expected} with {want} = {seen} (from an earlier "
                     f"dimension), got {tuple(shape)}"
                 )
             bound[want] = got
-        self._sizes.update(bound)
+        sizes.update(bound)
 
-    def _check_common(self, where, shape, dtype, device):
+    def _check_common(self, where, shape, dtype, device, sizes):
         if dtype != self.dtype:
             raise ValueError(f"{where}: expected dtype {self.dtype}, got {dtype}")
-        self._check_shape(where, tuple(shape))
+        self._check_shape(where, tuple(shape), sizes)
         if device != "cuda":
             raise ValueError(f"{where}: expected a CUDA tensor, got one on {device}")
 
-    def _check_torch(self, where, t):
+    def _check_torch(self, where, t, sizes):
         if _dtype_name(t.dtype) != self.dtype:
             raise ValueError(f"{where}: expected dtype {self.dtype}, got {_dtype_name(t.dtype)}")
-        self._check_shape(where, tuple(t.shape))
+        self._check_shape(where, tuple(t.shape), sizes)
         expected, stride = [], 1
         for extent in reversed(tuple(t.shape)):
             expected.append(stride)

@@ -45,16 +45,15 @@ ROOT_ANNOTATION = "tvm_tirx.relax_root"
 OP_PATTERN_OPAQUE = 8
 
 
-def _is_hand_written(func) -> bool:
-    """A PrimFunc with no root block: a TIRx kernel, not a schedulable ``s_tir`` one."""
-    import tvm.s_tir  # pylint: disable=import-outside-toplevel
-
-    return not isinstance(func.body, tvm.s_tir.SBlockRealize)
-
-
 def _prepare(func):
+    """``func`` marked opaque and scheduled, its body in an annotated root block;
+    schedulable (``s_tir``) PrimFuncs and already prepared ones are returned as they are."""
     import tvm.s_tir  # pylint: disable=import-outside-toplevel
 
+    from .pipeline import is_s_tir  # pylint: disable=import-outside-toplevel
+
+    if is_s_tir(func) or isinstance(func.body, tvm.s_tir.SBlockRealize):
+        return func
     attrs = {"tirx.is_scheduled": True}
     if func.attrs is None or "op_pattern" not in func.attrs:
         attrs["op_pattern"] = OP_PATTERN_OPAQUE
@@ -93,8 +92,9 @@ def _map_prim_funcs(mod, fn):
 def PrepareTileKernels():  # pylint: disable=invalid-name
     """Module pass: make every hand-written PrimFunc of a Relax module safe for Relax's passes.
 
-    A PrimFunc whose body is not a root ``SBlockRealize`` (every ``T.cuda.tile.apply``
-    kernel, and any other hand-written TIRx kernel) gets
+    A PrimFunc that is not a schedulable ``s_tir`` one (every ``T.cuda.tile.apply``
+    kernel, and any other hand-written TIRx kernel; :func:`tvm_tirx.pipeline.is_s_tir`
+    decides, as it does for the TIR pipeline) gets
 
     - ``op_pattern = 8`` (opaque) unless it already has an ``op_pattern``: never fused;
     - ``tirx.is_scheduled = True``: ``dlight`` leaves it alone;
@@ -111,7 +111,7 @@ def PrepareTileKernels():  # pylint: disable=invalid-name
 
     @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.PrepareTileKernels")
     def _pass(mod, _ctx):
-        return _map_prim_funcs(mod, lambda f: _prepare(f) if _is_hand_written(f) else f)
+        return _map_prim_funcs(mod, _prepare)
 
     return _pass
 

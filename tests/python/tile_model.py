@@ -475,15 +475,6 @@ _BIN = {
 }
 
 
-_BITS = {
-    "tirx.bitwise_xor": operator.xor,
-    "tirx.bitwise_and": operator.and_,
-    "tirx.bitwise_or": operator.or_,
-    "tirx.shift_right": operator.rshift,
-    "tirx.shift_left": operator.lshift,
-}
-
-
 class _Machine:
     """Runs a flattened TIRx PrimFunc for one thread, recording its T.ptx calls."""
 
@@ -521,8 +512,6 @@ class _Machine:
             return self.eval(e.true_value) if self.eval(e.condition) else self.eval(e.false_value)
         if name == "TensorLoad":
             return self.scalars[(self.root(e.source).name, self.eval(e.indices[0]))]
-        if name == "Call" and e.op.name in _BITS:
-            return _BITS[e.op.name](*(self.eval(a) for a in e.args))
         if name == "Call" and e.op.name == "tirx.tvm_warp_shuffle":
             return self.eval(e.args[1])  # uniform across the warp in these kernels
         if e in self.env:

@@ -191,7 +191,9 @@ def _int_or_none(x):
         return None
 
 
-def _eval_guard(cond, values, analyzer, opcode) -> bool:
+def _fold(analyzer, expr, values):
+    """``expr`` with each var of ``values`` (var -> int) replaced by its value and
+    simplified: an int, or None when something else remains."""
     import tvm_ffi  # pylint: disable=import-outside-toplevel
     from tvm.ir import Var  # pylint: disable=import-outside-toplevel
     from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
@@ -202,15 +204,20 @@ def _eval_guard(cond, values, analyzer, opcode) -> bool:
                 return IntImm(v.ty.dtype, value)
         return v
 
-    folded = analyzer.simplify(tvm_ffi.structural_map(cond, (Var, sub)))
-    if not isinstance(folded, IntImm):
+    folded = analyzer.simplify(tvm_ffi.structural_map(expr, (Var, sub)))
+    return int(folded.value) if isinstance(folded, IntImm) else None
+
+
+def _eval_guard(cond, values, analyzer, opcode) -> bool:
+    held = _fold(analyzer, cond, values)
+    if held is None:
         raise TileError(
             opcode,
             "guard not understood",
             expected="an if-condition over thread ids (threadIdx, lane_id, warp_id, cluster_ctaid)",
             found=f"if {cond}",
         )
-    return bool(folded.value)
+    return bool(held)
 
 
 def _collect_guards(stmt, conds, out):
@@ -278,7 +285,7 @@ _NOT_ENUMERATED = (
 )
 
 
-def _exact_values(facts, expr, conds, opcode):  # pylint: disable=unused-argument
+def _exact_values(facts, expr, conds):
     """``[(value, where)]``: ``expr`` at every point where all of ``conds`` hold, or None.
 
     A point gives a value to each thread and cluster-CTA id of the launch, each
@@ -289,51 +296,43 @@ def _exact_values(facts, expr, conds, opcode):  # pylint: disable=unused-argumen
     """
     import tvm_ffi  # pylint: disable=import-outside-toplevel
     from tvm.ir import TensorLoad, Var  # pylint: disable=import-outside-toplevel
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
 
     launch = facts.launch
     per_thread = [*launch.thread_vars, *launch.cluster_vars] if launch is not None else []
     loops = {var: (lo, ext, step) for var, lo, ext, step in facts.loops}
 
     def free_vars(exprs):
+        """The vars ``exprs`` read, or None when they read memory."""
         found, loads = [], []
-
-        def add(v):
-            if not any(v.same_as(f) for f in found):
-                found.append(v)
-
         for e in exprs:
             tvm_ffi.structural_walk(e, (TensorLoad, loads.append))
-            tvm_ffi.structural_walk(e, (Var, add))
-        return found, loads
+            tvm_ffi.structural_walk(e, (Var, lambda v: None if any(v.same_as(f) for f in found) else found.append(v)))
+        return None if loads else found
 
-    free, loads = free_vars([expr, *conds])
-    if loads:
-        return None  # reads memory
-    # the loop counters needed: those read, and those their bounds read (outer first)
-    needed, todo = [], [v for v in free if v in loops]
+    free = free_vars([expr, *conds])
+    if free is None:
+        return None
+    # the loop counters needed -- those read, and those their bounds read -- with,
+    # for each, the counters its bounds read
+    deps, todo = {}, [v for v in free if v in loops]
     while todo:
         v = todo.pop()
-        if any(v.same_as(n) for n in needed):
+        if v in deps:
             continue
-        needed.append(v)
-        more, more_loads = free_vars(loops[v][:2])
-        if more_loads:
+        more = free_vars(loops[v][:2])
+        if more is None:
             return None
-        todo += [m for m in more if m in loops]
+        deps[v] = [m for m in more if m in loops]
+        todo += deps[v]
         free += [m for m in more if not any(m.same_as(f) for f in free)]
     # outer counters before the counters whose bounds read them
-    order, pending = [], list(needed)
+    order, pending = [], list(deps)
     while pending:
-        ready = [
-            v for v in pending
-            if not any(any(m.same_as(p) for p in pending) for m in free_vars(loops[v][:2])[0])
-        ]
+        ready = [v for v in pending if not any(any(m.same_as(p) for p in pending) for m in deps[v])]
         if not ready:
             return None
         order += ready
         pending = [v for v in pending if not any(v.same_as(r) for r in ready)]
-    thread_read = any(any(v.same_as(t) for t in per_thread) for v in free)
     for v in free:
         if v in loops or any(v.same_as(t) for t in per_thread):
             continue
@@ -341,38 +340,29 @@ def _exact_values(facts, expr, conds, opcode):  # pylint: disable=unused-argumen
             return None  # a run-time value
         order.insert(0, v)  # a CTA id or another constant-range id: outermost
     threads = [{}]
-    if thread_read:
+    if any(any(v.same_as(t) for t in per_thread) for v in free):
         threads = [
             {**launch.thread_values(t), **launch.cluster_values(c)}
             for c in range(launch.cluster_size)
             for t in range(launch.threads)
         ]
 
-    def fold(e, env):
-        def sub(v):
-            for var, value in env.items():
-                if v.same_as(var):
-                    return IntImm(v.ty.dtype, value)
-            return v
-
-        folded = facts.analyzer.simplify(tvm_ffi.structural_map(e, (Var, sub)))
-        return int(folded.value) if isinstance(folded, IntImm) else None
-
     out = []
-    budget = [EXACT_POINTS]
+    budget = EXACT_POINTS
 
     def visit(env, rest):
-        if budget[0] <= 0:
+        nonlocal budget
+        if budget <= 0:
             return False
         if not rest:
-            budget[0] -= 1
+            budget -= 1
             for cond in conds:
-                held = fold(cond, env)
+                held = _fold(facts.analyzer, cond, env)
                 if held is None:
                     return False
                 if not held:
                     return True
-            value = fold(expr, env)
+            value = _fold(facts.analyzer, expr, env)
             if value is None:
                 return False
             where = ", ".join(f"{v.name}={x}" for v, x in env.items() if any(v.same_as(f) for f in free))
@@ -381,7 +371,7 @@ def _exact_values(facts, expr, conds, opcode):  # pylint: disable=unused-argumen
         var, rest = rest[0], rest[1:]
         if var in loops:
             lo, ext, step = loops[var]
-            lo, ext = fold(lo, env), fold(ext, env)
+            lo, ext = _fold(facts.analyzer, lo, env), _fold(facts.analyzer, ext, env)
             if lo is None or ext is None:
                 return False
             values = range(lo, lo + ext, step)
@@ -395,10 +385,10 @@ def _exact_values(facts, expr, conds, opcode):  # pylint: disable=unused-argumen
     return out
 
 
-def _exact_range(facts, expr, conds, opcode):
+def _exact_range(facts, expr, conds):
     """``(min, max, argmin, argmax)`` of :func:`_exact_values`; ``()`` when no point
     reaches the call; None when unknown."""
-    values = _exact_values(facts, expr, conds, opcode)
+    values = _exact_values(facts, expr, conds)
     if values is None:
         return None
     if not values:
@@ -436,7 +426,7 @@ def _check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, p
         proven_hi = analyzer.can_prove(elem_offset + last < extent)
     if proven_lo and proven_hi:
         return None
-    exact = _exact_range(facts, elem_offset, tuple(facts_in), opcode)
+    exact = _exact_range(facts, elem_offset, tuple(facts_in))
     n = _int_or_none(extent)
     if exact == ():
         return None  # no thread reaches the call
@@ -517,7 +507,7 @@ def check_memory(facts, opcode, role, op, group, repeat, pred=None, conds=()):
             continue
         # Not provable for every thread: the threads that reach the call (under
         # their guards) may still all be aligned.
-        exact = _exact_values(facts, analyzer.simplify(addr), conds, opcode)
+        exact = _exact_values(facts, analyzer.simplify(addr), conds)
         if exact is not None and all(value % need == 0 for value, _ in exact):
             continue
         bad = next((p for p in exact or () if p[0] % need), None)
