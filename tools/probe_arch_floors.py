@@ -20,7 +20,7 @@ import tvm_tirx
 from tvm.backend.cuda.ptx.table import TABLE
 from tvm_tirx import testing
 from tvm_tirx.kernel import _nvcc
-from tvm_tirx.tile.families import register
+from tvm_tirx.tile.families import register_ops as register
 from tvm_tirx.tile.forms import forms_of
 
 BASE = "sm_90a"
@@ -57,7 +57,7 @@ def rejected(forms, arch, tmp):
 def main() -> int:
     OUT.unlink(missing_ok=True)  # probe every form at sm_90a, floors ignored
     register.arch_floors.cache_clear()
-    forms = forms_of(register.MNEMONICS)
+    forms = forms_of("register_ops")
     by_entry = defaultdict(list)
     for f in forms:
         by_entry[f.key.split(":", 1)[0]].append(f)

@@ -1,4 +1,5 @@
-"""The one error type for tile-contract violations and its message format."""
+"""The errors of the tile layer: :class:`TileError` (a mistake in the user's
+kernel) and :class:`TileInternalError` (a mistake of tvm_tirx's own lowering)."""
 
 from __future__ import annotations
 
@@ -82,6 +83,15 @@ class TileError(ValueError):
         )
 
 
+class TileInternalError(RuntimeError):
+    """tvm_tirx's lowering built something apache-tvm refuses (the PTX table
+    rejects an expanded call, a family names an address form nobody registered).
+
+    Not a :class:`TileError`: the kernel is not at fault, tvm_tirx is; please
+    report it with the kernel that triggers it.
+    """
+
+
 def operand_label(role: str, index: int) -> str:
     """``"src (operand 2)"``: an operand's role and its 1-based position in the call."""
     return f"{role} (operand {index})"
@@ -96,6 +106,7 @@ def _register_with_ffi() -> None:
     except ImportError:  # pragma: no cover - tvm_ffi comes with apache-tvm
         return
     tvm_ffi.register_error(TileError)
+    tvm_ffi.register_error(TileInternalError)
 
 
 _register_with_ffi()

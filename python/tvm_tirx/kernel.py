@@ -8,25 +8,13 @@ from __future__ import annotations
 
 import functools
 
+from .arch import gpu_arch as _gpu_arch
 from .export import pack_imports_with_device_binary
 from .pipeline import PIPELINE_NAME, register_pipeline
 from .tile.lower import lower_tile_apply
+from .tile.views import int_or_none
 
 __all__ = ["compile", "Kernel", "PIPELINE_NAME", "resolve_target"]
-
-def _gpu_arch() -> str | None:
-    """``sm_XY`` of GPU 0 (``sm_90a`` on Hopper, whose arch-specific features we use), or None."""
-    import tvm  # pylint: disable=import-outside-toplevel
-
-    try:
-        dev = tvm.cuda(0)
-        if not dev.exist:
-            return None
-        major, minor = dev.compute_version.split(".")
-    except Exception:  # pylint: disable=broad-except
-        return None
-    suffix = "a" if major == "9" and minor == "0" else ""
-    return f"sm_{major}{minor}{suffix}"
 
 
 def resolve_target(target="cuda", arch: str | None = None):
@@ -418,10 +406,8 @@ class _ParamSpec:
 
 def _static_or_name(extent):
     """An extent as an int, or the name of its variable when it is symbolic."""
-    try:
-        return int(extent)
-    except (TypeError, ValueError):
-        return str(extent)
+    value = int_or_none(extent)
+    return str(extent) if value is None else value
 
 
 def _is_torch_tensor(x) -> bool:

@@ -5,7 +5,7 @@ A module may hold two kinds of PrimFunc: hand-written TIRx kernels (every
 ``s_tir`` PrimFuncs of legalized operators (marked by the ``s_tir`` attribute).
 apache-tvm lowers the two with different pipelines (``"tirx"`` and ``"s_tir"``);
 this one sends each function to its own: the TIRx kernels through
-:class:`~tvm_tirx.relax.UnwrapRelaxRoot`, :class:`~tvm_tirx.LowerTileApply` and
+:func:`UnwrapRelaxRoot`, :class:`~tvm_tirx.LowerTileApply` and
 ``"tirx"``, the others through ``"s_tir"``, and joins the results.
 """
 
@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import functools
 
-__all__ = ["PIPELINE_NAME", "register_pipeline", "is_s_tir"]
+__all__ = ["PIPELINE_NAME", "ROOT_ANNOTATION", "register_pipeline", "is_s_tir", "UnwrapRelaxRoot", "map_prim_funcs"]
 
 #: Name of the TIR pipeline registered with apache-tvm.
 PIPELINE_NAME = "tvm_tirx"
+
+#: Annotation on the root block that :class:`PrepareTileKernels` adds and
+#: :class:`UnwrapRelaxRoot` removes; no other block carries it.
+ROOT_ANNOTATION = "tvm_tirx.relax_root"
 
 
 def is_s_tir(func) -> bool:
@@ -24,11 +28,55 @@ def is_s_tir(func) -> bool:
     return bool(func.attrs is not None and func.attrs.get("s_tir", False))
 
 
+def _unwrap(func):
+    import tvm.s_tir  # pylint: disable=import-outside-toplevel
+
+    body = func.body
+    if isinstance(body, tvm.s_tir.SBlockRealize) and ROOT_ANNOTATION in body.block.annotations:
+        return func.with_body(body.block.body)
+    return func
+
+
+def map_prim_funcs(mod, fn):
+    """``mod`` with ``fn`` applied to each PrimFunc (the same module when none changes)."""
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    updates = {}
+    for gvar, func in mod.functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            new = fn(func)
+            if not new.same_as(func):
+                updates[gvar] = new
+    if not updates:
+        return mod
+    mod = mod.clone()
+    for gvar, func in updates.items():
+        mod.update_func(gvar, func)
+    return mod
+
+
+def UnwrapRelaxRoot():  # pylint: disable=invalid-name
+    """Module pass: remove the root block that :class:`PrepareTileKernels` added.
+
+    The first pass of the ``"tvm_tirx"`` TIR pipeline; a no-op for every other PrimFunc.
+
+    Returns
+    -------
+    tvm.transform.Pass
+    """
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.UnwrapRelaxRoot")
+    def _pass(mod, _ctx):
+        return map_prim_funcs(mod, _unwrap)
+
+    return _pass
+
+
 def _pipeline_factory(**kwargs):
     import tvm  # pylint: disable=import-outside-toplevel
     from tvm.tirx import compilation_pipeline as cp  # pylint: disable=import-outside-toplevel
 
-    from .relax import UnwrapRelaxRoot  # pylint: disable=import-outside-toplevel
     from .tile.lower import LowerTileApply  # pylint: disable=import-outside-toplevel
 
     tirx_stock, finalize_host, finalize_device = cp.tirx_pipeline(**kwargs)

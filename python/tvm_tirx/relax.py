@@ -24,6 +24,10 @@ from __future__ import annotations
 
 import functools
 
+# The Relax pipeline has the TIR pipeline's name (``relax_pipeline="tvm_tirx"``), and the
+# root-block pass the TIR pipeline runs first is defined with it.
+from .pipeline import PIPELINE_NAME, ROOT_ANNOTATION, UnwrapRelaxRoot, is_s_tir, map_prim_funcs
+
 __all__ = [
     "PIPELINE_NAME",
     "ROOT_ANNOTATION",
@@ -34,13 +38,6 @@ __all__ = [
     "register_relax_pipeline",
 ]
 
-#: Name of the Relax pipeline registered with apache-tvm (``relax_pipeline="tvm_tirx"``).
-PIPELINE_NAME = "tvm_tirx"
-
-#: Annotation on the root block that :class:`PrepareTileKernels` adds and
-#: :class:`UnwrapRelaxRoot` removes; no other block carries it.
-ROOT_ANNOTATION = "tvm_tirx.relax_root"
-
 #: ``relay::OpPatternKind::kOpaque``: Relax's fusion never merges such a PrimFunc.
 OP_PATTERN_OPAQUE = 8
 
@@ -49,8 +46,6 @@ def _prepare(func):
     """``func`` marked opaque and scheduled, its body in an annotated root block;
     schedulable (``s_tir``) PrimFuncs and already prepared ones are returned as they are."""
     import tvm.s_tir  # pylint: disable=import-outside-toplevel
-
-    from .pipeline import is_s_tir  # pylint: disable=import-outside-toplevel
 
     if is_s_tir(func) or isinstance(func.body, tvm.s_tir.SBlockRealize):
         return func
@@ -61,32 +56,6 @@ def _prepare(func):
         [], [], [], "root", func.body, annotations={ROOT_ANNOTATION: True}
     )
     return func.with_body(tvm.s_tir.SBlockRealize([], True, block)).with_attrs(attrs)
-
-
-def _unwrap(func):
-    import tvm.s_tir  # pylint: disable=import-outside-toplevel
-
-    body = func.body
-    if isinstance(body, tvm.s_tir.SBlockRealize) and ROOT_ANNOTATION in body.block.annotations:
-        return func.with_body(body.block.body)
-    return func
-
-
-def _map_prim_funcs(mod, fn):
-    import tvm  # pylint: disable=import-outside-toplevel
-
-    updates = {}
-    for gvar, func in mod.functions.items():
-        if isinstance(func, tvm.tirx.PrimFunc):
-            new = fn(func)
-            if not new.same_as(func):
-                updates[gvar] = new
-    if not updates:
-        return mod
-    mod = mod.clone()
-    for gvar, func in updates.items():
-        mod.update_func(gvar, func)
-    return mod
 
 
 def PrepareTileKernels():  # pylint: disable=invalid-name
@@ -111,25 +80,7 @@ def PrepareTileKernels():  # pylint: disable=invalid-name
 
     @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.PrepareTileKernels")
     def _pass(mod, _ctx):
-        return _map_prim_funcs(mod, _prepare)
-
-    return _pass
-
-
-def UnwrapRelaxRoot():  # pylint: disable=invalid-name
-    """Module pass: remove the root block that :class:`PrepareTileKernels` added.
-
-    The first pass of the ``"tvm_tirx"`` TIR pipeline; a no-op for every other PrimFunc.
-
-    Returns
-    -------
-    tvm.transform.Pass
-    """
-    import tvm  # pylint: disable=import-outside-toplevel
-
-    @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.UnwrapRelaxRoot")
-    def _pass(mod, _ctx):
-        return _map_prim_funcs(mod, _unwrap)
+        return map_prim_funcs(mod, _prepare)
 
     return _pass
 

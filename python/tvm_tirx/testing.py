@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import shutil
 
+from .arch import device_capability, parse_arch
+
 __all__ = [
     "requires_cuda",
     "has_cuda",
@@ -141,16 +143,15 @@ def forms_kernel_source(forms, name: str = "forms_kernel") -> str:
 
 
 def load_kernel(source: str, directory, name: str = "forms_kernel"):
-    """Write ``source`` to ``directory`` as a module, import it, return its ``name``."""
-    import importlib.util  # pylint: disable=import-outside-toplevel
+    """Write ``source`` to ``directory`` as ``<name>.py``, run it, return its kernel ``name``
+    (:func:`tvm_tirx.cli.load_kernel`)."""
     import pathlib  # pylint: disable=import-outside-toplevel
+
+    from .cli import load_kernel as _load  # pylint: disable=import-outside-toplevel
 
     path = pathlib.Path(directory) / f"{name}.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"_tvm_tirx_generated_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
+    return _load(str(path), name)
 
 
 def ptxas_errors(ptx: str, arch: str) -> list:
@@ -182,50 +183,8 @@ def ptxas_errors(ptx: str, arch: str) -> list:
 # -- GPU architecture markers ---------------------------------------------------------------
 
 
-def _parse_arch(arch) -> tuple[int, int, str]:
-    """``(major, minor, suffix)`` of ``arch``: ``"sm_90a"`` -> ``(9, 0, "a")``, ``80`` -> ``(8, 0, "")``.
-
-    Raises
-    ------
-    ValueError
-        ``arch`` is not ``sm_<digits>[a|f]`` or an integer such as 90.
-    """
-    import re  # pylint: disable=import-outside-toplevel
-
-    text = str(arch).strip()
-    match = re.fullmatch(r"(?:sm_)?(\d+)(\d)([af]?)", text)
-    if isinstance(arch, bool) or match is None:
-        raise ValueError(f"requires_arch: expected an SM architecture such as 'sm_90a' or 90, got {arch!r}")
-    return int(match.group(1)), int(match.group(2)), match.group(3)
-
-
-def _device_capability() -> tuple[int, int] | None:
-    """``(major, minor)`` compute capability of GPU 0, or None without a GPU.
-
-    Asks torch (``torch.cuda.get_device_capability``) when torch with CUDA is
-    present, and apache-tvm's CUDA runtime otherwise.
-    """
-    try:
-        import torch  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        torch = None
-    if torch is not None:
-        try:
-            if torch.cuda.is_available():
-                return tuple(int(x) for x in torch.cuda.get_device_capability(0))
-        except Exception:  # pylint: disable=broad-except
-            pass
-        return None
-    try:
-        import tvm  # pylint: disable=import-outside-toplevel
-
-        dev = tvm.cuda(0)
-        if not dev.exist:
-            return None
-        major, minor = dev.compute_version.split(".")
-        return int(major), int(minor)
-    except Exception:  # pylint: disable=broad-except
-        return None
+_parse_arch = parse_arch
+_device_capability = device_capability
 
 
 def arch_supported(arch, capability: tuple[int, int] | None) -> bool:
@@ -309,25 +268,9 @@ def ptx_opcode_of(call) -> str | None:
     Returns None for Calls that are not PTX instructions (``tirx.ptx.addr``
     and any other op).
     """
-    from tvm.backend.cuda.ptx.table import TABLE  # pylint: disable=import-outside-toplevel
-    from tvm.ir import StringImm  # pylint: disable=import-outside-toplevel
+    from .tile.ptx_table import opcode_of_call  # pylint: disable=import-outside-toplevel
 
-    name = getattr(getattr(call, "op", None), "name", "")
-    if not name.startswith("tirx.ptx."):
-        return None
-    entry = TABLE.get(name[len("tirx.ptx.") :])
-    if entry is None:
-        return None
-    n_slots = len(entry.slots)
-    args = list(call.args)
-    if len(args) < n_slots + 1:
-        return None
-    tokens = args[len(args) - n_slots - 1 : -1]
-    if not all(isinstance(tok, StringImm) for tok in tokens):
-        return None
-    from .tile.instruction import canonical_text  # pylint: disable=import-outside-toplevel
-
-    return canonical_text(entry, [str(tok.value) for tok in tokens])
+    return opcode_of_call(call)
 
 
 def _ptx_issue_counts(stmt) -> dict:

@@ -14,7 +14,7 @@ import pytest
 
 import tvm_tirx
 from tvm_tirx import TileError, testing
-from tvm_tirx.tile.registry import contracts
+from tvm_tirx.tile.registry import candidates as contracts
 
 SPACES = ("global", "shared", "shared::cta", "local")
 VECS = ("", "v2", "v4")
@@ -43,7 +43,7 @@ def _qualifiers(mnemonic):
 
 def forms(space, arch="sm_90a"):
     """(opcode, mnemonic, lanes, dtype) of every tile form in ``space`` available on ``arch``."""
-    from tvm_tirx.tile.contract import arch_number
+    from tvm_tirx.arch import arch_number
 
     from tvm.backend.cuda.ptx.table import PTX_TYPE_DTYPES
 

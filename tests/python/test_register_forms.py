@@ -11,10 +11,10 @@ import pytest
 
 import tvm_tirx
 from tvm_tirx import TileError, testing
-from tvm_tirx.tile.families import register
+from tvm_tirx.tile.families import register_ops as register
 from tvm_tirx.tile.forms import forms_of
 
-FORMS = forms_of(register.MNEMONICS)
+FORMS = forms_of("register_ops")
 BY_ENTRY = defaultdict(list)
 for _f in FORMS:
     if _f.contract.min_arch is None:

@@ -26,6 +26,7 @@ def install() -> None:
     from . import builders, launch  # pylint: disable=import-outside-toplevel
 
     tile_op.register_op()
+    tile_op.set_launch_query(launch.current_launch)
     builders._STOCK.update(alloc_local=_ir.alloc_local, alloc_shared=_ir.alloc_shared)  # pylint: disable=protected-access
     launch._STOCK.update(device_entry=_ir.device_entry)  # pylint: disable=protected-access
 

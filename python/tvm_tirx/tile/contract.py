@@ -1,18 +1,87 @@
 """The operand contract of one instruction form, as data.
 
-A family module (``families/*.py``) turns an :class:`~.instruction.Instruction`
-into a :class:`Contract`: which call operand binds which PTX operand, whether it
-is a register tensor or a memory tensor, its atom shape and accepted dtypes.
-Lowering and the checks read only this; they never branch on a mnemonic.
+A family module (``families/*.py``) turns a :class:`~.ptx_table.Instruction`
+into a :class:`Contract`: which call operand binds which PTX operand, its kind,
+atom shape, accepted dtypes, alignment and address form, which threads issue
+the instruction together (:class:`Collective`), and the hooks for what the
+family owns (derived operands, predicate placement, parameters, host set-up).
+Every default fits ``ld``/``st``; the shared modules read only this data and
+never branch on a mnemonic.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from .instruction import Instruction, PtxOperand
+from .ptx_table import Instruction, PtxOperand, same_width_dtypes
 
-__all__ = ["OperandRole", "Contract", "bits_of_ptx_type", "register_role", "memory_role"]
+__all__ = [
+    "Collective",
+    "THREAD",
+    "WARP",
+    "WARPGROUP",
+    "KINDS",
+    "OperandRole",
+    "Param",
+    "Contract",
+    "register_role",
+    "memory_role",
+    "replace",
+]
+
+
+@dataclass(frozen=True)
+class Collective:
+    """The threads that issue one instruction together.
+
+    ``width`` threads with consecutive linear thread ids, the first a multiple
+    of ``width`` (PTX ``.sync.aligned``: all of them execute the same
+    instruction, PTX ISA 9.7.14.5 for warps, 9.7.15 for warpgroups).  The
+    collective is part of the atom: a call's group axes count collectives, not
+    threads, and a guard must keep each collective whole.
+
+    Attributes
+    ----------
+    width : int
+        Threads per collective: 1 (a thread alone), 32 (a warp), 128 (a warpgroup).
+    name : str
+        Its name in messages and docs (``"warp"``).
+    member : str
+        What one of its threads is called (``"lane"``, ``"thread"``).
+    position_axes : tuple[str, ...]
+        Layout thread axes (``tvm.tirx.layout.Axis`` names) that give a
+        thread's position inside the collective; a register operand of a
+        collective form must place its values on one of them.
+    """
+
+    width: int = 1
+    name: str = "thread"
+    member: str = "thread"
+    position_axes: tuple = ()
+
+    def position(self, t):
+        """Position ``0 .. width-1`` of linear thread ``t`` (int or int32 expression)."""
+        return t % self.width
+
+    def first(self, t: int) -> int:
+        """Linear id of the first thread of ``t``'s collective."""
+        return t - t % self.width
+
+
+#: One thread issues the instruction (every non-collective form).
+THREAD = Collective()
+#: The 32 lanes of a warp (``ldmatrix``, ``stmatrix``, ``mma.sync``; PTX ISA 9.7.14.5).
+WARP = Collective(32, "warp", "lane", ("laneid", "tx", "tid_in_wg"))
+#: The 128 threads of a warpgroup (``wgmma``; PTX ISA 9.7.15).
+WARPGROUP = Collective(128, "warpgroup", "thread", ("tid_in_wg", "tx"))
+
+#: Operand kinds.  ``register``: an ``alloc_local`` tensor (or a scalar for a
+#: one-register read).  ``memory``: a global/shared/local tensor view whose
+#: atom address the role's ``address`` form gives.  ``descriptor``: a 64-bit
+#: matrix descriptor value (wgmma), ``tensor_map``: a ``CUtensorMap`` (TMA);
+#: both pass one value per instruction, which the emitter registered for the
+#: kind builds (:func:`.emit.register_kind`).
+KINDS = ("register", "memory", "descriptor", "tensor_map")
 
 
 @dataclass(frozen=True)
@@ -26,11 +95,11 @@ class OperandRole:
     ptx : PtxOperand
         The PTX operand it binds.
     kind : str
-        ``"register"`` (an ``alloc_local`` tensor, or a scalar expression for a
-        single-register read) or ``"memory"`` (a global/shared/local tensor view).
-    atom : tuple[int, ...]
+        One of :data:`KINDS`.
+    atom : tuple[int | None, ...]
         Trailing shape one native instruction covers, in elements of the
-        operand's dtype (= registers for register operands).
+        operand's dtype (= registers for register operands); ``None``: any
+        extent, read from the operand (cp.async's chunk).
     dtypes : tuple[str, ...]
         Element dtypes accepted; all have the PTX type's bit width.
     writes : bool
@@ -38,6 +107,28 @@ class OperandRole:
     scopes : tuple[str, ...]
         Buffer storage scopes accepted (``("local",)`` for registers,
         ``("global",)``, ``("shared", "shared.dyn")`` ... for memory).
+    repeat_axes : tuple[int, ...] | None
+        Which of the call's repeat axes this operand carries (None: all of
+        them, in order).  mma's A carries (M, K) of (M, N, K).  An operand that
+        declares them may also carry none (extent 1 on each).
+    lane_coords : callable | None
+        Collective forms: ``position -> [atom coordinate, ...]``, the
+        coordinates whose registers the thread at ``position`` of the
+        collective passes (register roles, PTX order) or whose address it
+        passes (memory roles, one coordinate).  ``position`` may be an int or
+        an int32 expression.
+    align : int | None
+        Memory roles: bytes each thread's atom address must be aligned to.
+        None: the byte size of the atom's contiguous last axis (PTX ISA 5.4.6,
+        vector accesses are naturally aligned).  A bulk copy sets 16, an mbarrier 8.
+    address : str
+        Memory roles: how the address operand is formed from the view, a name
+        of :func:`.emit.register_address_form` (``"generic"``: ``ptr_to``; a
+        family registers others, such as the ``.local`` window address).
+    pred_skips : bool
+        Whether a false ``pred`` leaves this operand untouched, so the bounds
+        rule holds only where the predicate is true.  cp.async's destination
+        is still written (zero-filled) and keeps the rule unconditionally.
     """
 
     role: str
@@ -47,19 +138,48 @@ class OperandRole:
     dtypes: tuple
     writes: bool
     scopes: tuple
-    #: Which of the contract's repeat axes this operand carries (None: all of
-    #: them, in order).  mma's A carries (M, K) of (M, N, K).
     repeat_axes: tuple | None = None
-    #: Warp-collective operands: ``lane -> [atom coordinate, ...]``, the
-    #: coordinates whose registers lane passes (register roles, PTX order) or
-    #: whose address it passes (memory roles, one coordinate).  ``lane`` may
-    #: be an int or an int32 expression.
     lane_coords: object = None
+    align: int | None = None
+    address: str = "generic"
+    pred_skips: bool = True
 
     @property
     def lanes(self) -> int:
         """Native registers one atom of this operand occupies."""
         return self.ptx.lanes
+
+
+@dataclass(frozen=True)
+class Param:
+    """A keyword parameter a family owns that binds no PTX operand of its own
+    (a future ``count=``, ``tx=``, ``box=``): it reaches derived operands and
+    the host set-up hook through :class:`CallView` ``params``.
+
+    Attributes
+    ----------
+    doc : str
+        One line for the reference and for messages (``"bytes the barrier expects"``).
+    check : callable | None
+        ``fn(value) -> str | None``: why ``value`` is not acceptable, or None.
+        Runs when the call is parsed.
+    required : bool
+        Whether a call must pass it.
+    """
+
+    doc: str = ""
+    check: object = None
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class CallView:
+    """What a family hook sees of one call: classified ``operands``, its
+    ``pred`` (or None) and its keyword ``params`` (name -> value)."""
+
+    operands: tuple
+    pred: object = None
+    params: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -74,32 +194,48 @@ class Contract:
         Tensor/scalar operands of the call, in call order.
     params : dict[str, PtxOperand]
         Keyword parameters of the call that bind PTX operands (``cache_policy``).
-    collective : bool
-        Warp-collective form: no lane group axis at ``scope="warp"``.
+    options : dict[str, Param]
+        Keyword parameters the family owns that bind no PTX operand.
+    collective : Collective
+        Which threads issue one instruction together (default: one thread).
     min_arch : str | None
         Oldest ``sm_XY`` whose ptxas accepts the form, when it is newer than
         sm_90 (the family states the ISA fact and its section).
+    repeat_rank : int | None
+        Number of repeat axes when operands carry different subsets of them
+        (``OperandRole.repeat_axes``); None: that of the first tensor operand.
+    derived : dict[str, callable]
+        PTX operands the family fills itself: ``name -> fn(CallView) -> PrimExpr``
+        (cp.async's ``cp_size`` immediate, from the atom's bytes).
+    pred_operand : tuple[str, str] | None
+        None: ``pred`` guards the instruction (``@p``).  Otherwise
+        ``(operand, after)``: ``pred`` becomes PTX operand ``operand`` (value
+        ``derived[operand](call)``), placed right after operand ``after``
+        (cp.async's ``src-size``: a false predicate copies zero bytes).
+    check : callable | None
+        Extra parse-time rule: ``fn(contract, operands) -> TileError | None``.
+    host_setup : callable | None
+        ``fn(CallView, stmt) -> Stmt``: wraps the kernel's device entry
+        ``stmt`` (``T.device_entry``) in host-side statements the form needs
+        (a TMA tensor map's encoding); runs once per call when it is lowered.
+    error_priority : int
+        When no form of an opcode fits the operands, the error of the form
+        with the highest priority is reported (ties: table order).  A family
+        ranks the form a user most likely meant (``mov``'s scalar form).
     """
 
     instruction: Instruction
     roles: tuple
     params: dict = field(default_factory=dict)
-    collective: bool = False
+    options: dict = field(default_factory=dict)
+    collective: Collective = THREAD
     min_arch: str | None = None
-    #: Number of repeat axes when operands carry different subsets of them
-    #: (``OperandRole.repeat_axes``); None: every operand carries all of its own.
     repeat_rank: int | None = None
-    #: PTX operands the family fills itself: ``name -> fn(operands) -> value``
-    #: (cp.async's ``cp_size`` immediate, from the atom's bytes).
     derived: dict = field(default_factory=dict)
-    #: None: ``pred`` guards the instruction (``@p``).  Otherwise
-    #: ``(operand, after)``: ``pred`` becomes PTX operand ``operand`` (value
-    #: ``derived[operand](operands, pred)``), placed right after operand
-    #: ``after`` -- the longer syntax line of the same instruction (cp.async's
-    #: ``src-size``: a false predicate copies zero bytes and zero-fills).
     pred_operand: tuple | None = None
-    #: Extra parse-time rule: ``fn(contract, operands) -> TileError | None``.
     check: object = None
+    host_setup: object = None
+    error_priority: int = 0
 
     @property
     def opcode(self) -> str:
@@ -122,30 +258,10 @@ class Contract:
                 yield "pred", self.pred_operand[0]
 
 
-def bits_of_ptx_type(token: str) -> int:
-    """Bit width of a PTX type token (``"b32"`` -> 32, ``"f16x2"`` -> 32), per apache-tvm's table."""
-    from tvm.backend.cuda.ptx.table import PTX_TYPE_DTYPES  # pylint: disable=import-outside-toplevel
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
-    return DataType(PTX_TYPE_DTYPES[token][0]).bits
-
-
-def same_width_dtypes(token: str, accepted=None) -> tuple:
-    """Dtypes of exactly the width of PTX type ``token`` (PTX ISA 5.2: a ``.bN`` type
-    accepts any fundamental type of N bits; a concrete type only its own)."""
-    from tvm.backend.cuda.ptx.table import PTX_TYPE_DTYPES  # pylint: disable=import-outside-toplevel
-
-    own = PTX_TYPE_DTYPES[token]
-    if accepted is None:
-        return tuple(own)
-    # An 8-bit integer result lives in a wider register (PTX ISA 5.2.2: the
-    # narrowest register is 16 bits); the table lists the carriers it takes.
-    return tuple(d for d in accepted if d in own) or tuple(accepted)
-
-
-def register_role(role: str, op: PtxOperand) -> OperandRole:
-    """A register-tensor role binding PTX operand ``op``: atom ``(op.lanes,)``."""
-    return OperandRole(
+def register_role(role: str, op: PtxOperand, **changes) -> OperandRole:
+    """A register-tensor role binding PTX operand ``op``: atom ``(op.lanes,)``;
+    ``changes`` override any field (``atom=``, ``lane_coords=`` ...)."""
+    base = OperandRole(
         role=role,
         ptx=op,
         kind="register",
@@ -154,9 +270,11 @@ def register_role(role: str, op: PtxOperand) -> OperandRole:
         writes=op.writes,
         scopes=("local",),
     )
+    return replace(base, **changes) if changes else base
 
 
-_SPACE_SCOPES = {
+#: Buffer storage scopes of each PTX state space.
+SPACE_SCOPES = {
     "global": ("global",),
     "shared": ("shared", "shared.dyn"),
     "shared::cta": ("shared", "shared.dyn"),
@@ -164,24 +282,19 @@ _SPACE_SCOPES = {
 }
 
 
-def memory_role(role: str, op: PtxOperand, data: PtxOperand, writes: bool) -> OperandRole:
+def memory_role(role: str, op: PtxOperand, data: PtxOperand, writes: bool, **changes) -> OperandRole:
     """A memory-tensor role for address operand ``op`` moving register operand ``data``.
 
     The atom is ``(data.lanes,)`` elements of ``data``'s PTX type: the values
-    one native load/store touches.
+    one native load/store touches; ``changes`` override any field.
     """
-    return OperandRole(
+    base = OperandRole(
         role=role,
         ptx=op,
         kind="memory",
         atom=(data.lanes,),
         dtypes=same_width_dtypes(data.ptx_type),
         writes=writes,
-        scopes=_SPACE_SCOPES.get(op.space, ()),
+        scopes=SPACE_SCOPES.get(op.space, ()),
     )
-
-
-def arch_number(arch: str) -> int:
-    """``"sm_90a"`` -> 90, ``"sm_100"`` -> 100 (the SM version, suffix dropped)."""
-    digits = "".join(ch for ch in arch.split("_", 1)[-1] if ch.isdigit())
-    return int(digits) if digits else 0
+    return replace(base, **changes) if changes else base

@@ -1,7 +1,7 @@
-"""Enumerate the instruction forms the tile families support (for docs, stubs and tests).
+"""Enumerate the instruction forms a tile family supports (for docs, stubs and tests).
 
 Forms come from apache-tvm's PTX table (every legal modifier combination of
-each entry whose mnemonic has a family) filtered by the family's contract.
+each entry the family claims) filtered by the family's contract.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import TileError
-from .instruction import canonical_text
-from .registry import FAMILIES, contracts
+from .ptx_table import entry_variants, table_entries
+from .registry import candidates, families
 
-__all__ = ["Form", "forms_of"]
+__all__ = ["Form", "forms_of", "family_named"]
 
 
 @dataclass(frozen=True)
@@ -36,36 +36,47 @@ class Form:
         return self.contract.opcode
 
 
-def forms_of(mnemonics) -> list:
-    """Every supported form of the given mnemonics, in table order.
-
-    Parameters
-    ----------
-    mnemonics : iterable of str
-        PTX mnemonics with a tile family (``"add"``, ``"cvt"`` ...).
+def family_named(name: str):
+    """The registered family called ``name`` (``"ld_st"``).
 
     Raises
     ------
     KeyError
-        A mnemonic without a tile family.
+        No family has that name.
     """
-    from tvm.backend.cuda.ptx.table import TABLE, variants  # pylint: disable=import-outside-toplevel
+    for family in families():
+        if family.name == name:
+            return family
+    raise KeyError(f"no tile family {name!r} (families: {', '.join(f.name for f in families())})")
 
-    wanted = set(mnemonics)
-    for m in wanted:
-        if m not in FAMILIES:
-            raise KeyError(f"no tile family for {m!r}")
+
+def forms_of(family, mnemonics=None) -> list:
+    """Every supported form of ``family``, in table order.
+
+    Parameters
+    ----------
+    family : Family | str
+        A registered family or its name.
+    mnemonics : iterable of str | None
+        Only the forms of these mnemonics (None: all of the family's).
+
+    Raises
+    ------
+    KeyError
+        No family has that name.
+    """
+    family = family_named(family) if isinstance(family, str) else family
+    wanted = None if mnemonics is None else set(mnemonics)
     out, seen = [], set()
-    for entry in TABLE.values():
-        if entry.ptx_name not in wanted:
+    for entry in table_entries():
+        if not family.owns(entry) or (wanted is not None and entry.mnemonic not in wanted):
             continue
-        for tokens in variants(entry):
-            opcode = canonical_text(entry, tokens)
+        for opcode in entry_variants(entry.name):
             key = f"{entry.name}:{opcode}"
             if key in seen:
                 continue
             try:
-                found = [c for c in contracts(opcode) if c.instruction.entry_name == entry.name]
+                found = [c for c in candidates(opcode) if c.instruction.entry_name == entry.name]
             except TileError:
                 continue
             if found:

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import TileError
-from . import operands as _ops
-from .instruction import opcode_text
-from .registry import contracts
+from .ptx_table import opcode_text
+from .registry import candidates
 from .scope import scope_rank
+from .static_rules import check_params, select_contract
 
-__all__ = ["OP_NAME", "apply", "TileCall", "decode", "select_contract"]
+__all__ = ["OP_NAME", "apply", "TileCall", "decode", "is_tile_call", "set_launch_query"]
 
 #: Registered name of the tile op.
 OP_NAME = "tvm_tirx.cuda.tile_apply"
@@ -101,49 +101,6 @@ def _unpack_printed(args):
     return tuple(rest), dict(reversed(list(params.items()))), scope, pred, keep
 
 
-def select_contract(instr, operands, group, pred, preserve_dst):
-    """Pick the instruction form whose contract the operands satisfy.
-
-    ``mov.b64`` names a scalar, a pack and an unpack form; the operands'
-    atoms tell them apart, as the assembler does.  Raises the most relevant
-    :class:`TileError` when no form fits.
-    """
-    forms = contracts(instr)
-    errors = []
-    for contract in forms:
-        classified = [_ops.classify(v, i + 1, contract.opcode) for i, v in enumerate(operands)]
-        err = _ops.check_static(contract, classified, group, pred, preserve_dst)
-        if err is None:
-            return contract, classified
-        errors.append((contract, err))
-    # Report against the plain form (the one named after the mnemonic) when
-    # there is one: its error is the one a user of the scalar form expects.
-    for contract, err in errors:
-        if contract.instruction.entry_name == contract.instruction.mnemonic:
-            raise err
-    raise errors[0][1]
-
-
-def _check_params(contract, params):
-    known = set(contract.params)
-    for name in params:
-        if name not in known:
-            raise TileError(
-                contract.opcode,
-                f"unknown parameter {name!r}",
-                expected=", ".join(sorted(known)) or "no family parameters for this form",
-                found=name,
-            )
-    for name in known:
-        if name not in params:
-            raise TileError(
-                contract.opcode,
-                f"missing parameter {name!r} (the opcode names it)",
-                expected=f"{name}=<{contract.params[name].ptx_type} expression>",
-                found="nothing",
-            )
-
-
 def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **params):
     """Repeat one explicitly named PTX instruction over tensor views.
 
@@ -193,18 +150,19 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
         operands, printed_params, scope, pred, preserve_dst = _unpack_printed(operands)
         params = {**printed_params, **params}
     opcode = opcode_text(instr)
-    rank = scope_rank(scope, opcode, _parse_time_cluster_rank(opcode, scope))
-    if rank and contracts(instr)[0].collective:
-        rank -= 1  # a warp-collective atom holds the lane axis itself
+    forms = candidates(instr)
+    # A collective form's atom holds the threads of its collective: the group
+    # counts collectives (scope.py).
+    rank = scope_rank(scope, opcode, _parse_time_cluster_rank(opcode, scope), forms[0].collective.width)
     if rank is None:
         # The group axes are unknown until lowering reads the launch: check
         # the opcode now, the operands then.
-        contract = contracts(instr)[0]
+        contract = forms[0]
     else:
         # Group extents depend on the launch and on enclosing guards, which
         # lowering sees; here only their number is known.
-        contract, _ = select_contract(instr, operands, (None,) * rank, pred, preserve_dst)
-    _check_params(contract, params)
+        contract, _ = select_contract(forms, operands, (None,) * rank, pred, preserve_dst)
+    check_params(contract, params)
     names = sorted(params)
     args = [
         contract.opcode,
@@ -216,13 +174,22 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     return call_intrin("", OP_NAME, *args)
 
 
+#: ``fn() -> launch | None``: the launch of the kernel being parsed (an object
+#: with ``cluster`` and ``cluster_used``), installed by the script layer
+#: (:func:`set_launch_query`) so that this module does not import it.
+_LAUNCH_QUERY = [lambda: None]
+
+
+def set_launch_query(fn) -> None:
+    """Install ``fn() -> launch | None``, the launch of the kernel being parsed."""
+    _LAUNCH_QUERY[0] = fn
+
+
 def _parse_time_cluster_rank(opcode, scope):
     """Cluster axes of the launch being parsed (None when unknown)."""
     if scope != "cluster":
         return None
-    from ..script.launch import current_launch  # pylint: disable=import-outside-toplevel
-
-    launch = current_launch()
+    launch = _LAUNCH_QUERY[0]()
     if launch is None:
         return None
     if launch.cluster is None:

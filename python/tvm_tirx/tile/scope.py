@@ -15,7 +15,9 @@ consecutive warps (PTX ISA 2.2 and 9.7.15, "warpgroup").  The linear thread id
 is ``x + X * (y + Y * z)`` for a block of ``(X, Y, Z)`` threads (CUDA C++
 Programming Guide, "Thread Hierarchy").  Inside a guard that only depends on
 thread ids (``if T.cuda.lane_id() < 16:``), the group is the guarded box of
-threads; :mod:`.lower` works it out.
+threads; :mod:`.groups` works it out.  A collective form (a warp of 32, a
+warpgroup of 128 threads issuing one instruction) counts collectives instead
+of threads: its levels inside the collective disappear from the group.
 """
 
 from __future__ import annotations
@@ -24,7 +26,17 @@ from dataclasses import dataclass
 
 from ..errors import TileError
 
-__all__ = ["SCOPES", "LaunchFacts", "scope_rank", "full_group", "thread_axis_values", "WARP", "WARPGROUP_WARPS"]
+__all__ = [
+    "SCOPES",
+    "LaunchFacts",
+    "scope_rank",
+    "full_group",
+    "group_exprs",
+    "check_collective_scope",
+    "thread_axis_values",
+    "WARP",
+    "WARPGROUP_WARPS",
+]
 
 #: Every scope name of the tile contract.
 SCOPES = ("thread", "warp", "warpgroup", "cta", "cluster")
@@ -93,8 +105,58 @@ class LaunchFacts:
         return out
 
 
-def scope_rank(scope: str, opcode: str = "", cluster_rank: int | None = None) -> int | None:
-    """Number of group axes of ``scope`` (None when it depends on an unknown cluster shape).
+#: Group levels of each scope, outermost first: ``(stride, extent)`` over the
+#: linear thread id in the CTA -- the level's coordinate is ``(t // stride) %
+#: extent``; extent None: the rest of the CTA (``t // stride``).  ``cluster``
+#: puts the CTA-in-cluster axes first.
+_LEVELS = {
+    "thread": (),
+    "warp": ((1, WARP),),
+    "warpgroup": ((WARP, WARPGROUP_WARPS), (1, WARP)),
+    "cta": ((WARP, None), (1, WARP)),
+    "cluster": ((WARP, None), (1, WARP)),
+}
+#: Threads in one instance of each scope below the CTA (None: the whole CTA).
+_INSTANCE = {"thread": 1, "warp": WARP, "warpgroup": WARP * WARPGROUP_WARPS, "cta": None, "cluster": None}
+
+
+def _levels(scope: str, width: int):
+    """The scope's within-CTA levels once a collective of ``width`` threads is
+    one unit: levels inside the collective disappear, the one it cuts is
+    divided (``cta`` at width 128: warps of 4 -> warpgroups)."""
+    out = []
+    for stride, extent in _LEVELS[scope]:
+        if extent is not None and stride * extent <= width:
+            continue  # inside the collective
+        if stride < width:
+            extent = None if extent is None else extent * stride // width
+            stride = width
+        out.append((stride, extent))
+    return tuple(out)
+
+
+def check_collective_scope(scope: str, collective, opcode: str = "") -> None:
+    """A collective form runs at a scope whose instance holds whole collectives.
+
+    Raises
+    ------
+    TileError
+        ``scope``'s instance (a thread, a warp ...) is narrower than the collective.
+    """
+    instance = _INSTANCE[scope]
+    if collective.width > 1 and instance is not None and instance < collective.width:
+        raise TileError(
+            opcode,
+            f"{collective.name}-collective instruction at {scope} scope",
+            expected=f'scope="{collective.name}" (or wider): all {collective.width} '
+            f"{collective.member}s issue it together",
+            found=f'scope="{scope}"',
+        )
+
+
+def scope_rank(scope: str, opcode: str = "", cluster_rank: int | None = None, width: int = 1) -> int | None:
+    """Number of group axes of ``scope`` for a form issued by collectives of
+    ``width`` threads (None when it depends on an unknown cluster shape).
 
     Raises
     ------
@@ -103,18 +165,19 @@ def scope_rank(scope: str, opcode: str = "", cluster_rank: int | None = None) ->
     """
     if scope not in SCOPES:
         raise TileError(opcode, "unknown execution scope", expected=" / ".join(SCOPES), found=repr(scope))
-    base = {"thread": 0, "warp": 1, "warpgroup": 2, "cta": 2}
-    if scope in base:
-        return base[scope]
-    return None if cluster_rank is None else cluster_rank + 2
+    levels = len(_levels(scope, width))
+    if scope != "cluster":
+        return levels
+    return None if cluster_rank is None else cluster_rank + levels
 
 
-def full_group(scope: str, facts: LaunchFacts, opcode: str = ""):
+def full_group(scope: str, facts: LaunchFacts, opcode: str = "", width: int = 1):
     """``(extents, coordinate_fn, instance_fn)`` of ``scope`` for the whole launch.
 
     ``coordinate_fn(t, c)`` gives the group coordinate of linear thread ``t`` in
     cluster rank ``c``; ``instance_fn(t, c)`` which instance of the scope it
-    belongs to.  Expression forms come from :func:`group_exprs`.
+    belongs to.  With ``width > 1`` (a collective form) the coordinates count
+    collectives of ``width`` threads.  Expression forms come from :func:`group_exprs`.
 
     Raises
     ------
@@ -125,7 +188,7 @@ def full_group(scope: str, facts: LaunchFacts, opcode: str = ""):
     threads = facts.threads
     if scope == "thread":
         return (), (lambda t, c: ()), (lambda t, c: (c, t))
-    need = {"warp": WARP, "warpgroup": WARP * WARPGROUP_WARPS, "cta": WARP, "cluster": WARP}[scope]
+    need = max(_INSTANCE[scope] or WARP, width)
     if threads % need:
         raise TileError(
             opcode,
@@ -133,17 +196,16 @@ def full_group(scope: str, facts: LaunchFacts, opcode: str = ""):
             expected=f"a block of a multiple of {need} threads",
             found=f"{threads} threads",
         )
-    if scope == "warp":
-        return (WARP,), (lambda t, c: (t % WARP,)), (lambda t, c: (c, t // WARP))
-    if scope == "warpgroup":
-        return (
-            (WARPGROUP_WARPS, WARP),
-            (lambda t, c: ((t // WARP) % WARPGROUP_WARPS, t % WARP)),
-            (lambda t, c: (c, t // (WARP * WARPGROUP_WARPS))),
-        )
-    cta = ((threads // WARP, WARP), (lambda t, c: (t // WARP, t % WARP)))
+    levels = _levels(scope, width)
+    extents = tuple(threads // s if e is None else e for s, e in levels)
+
+    def within(t, c):
+        return tuple((t // s) % n for (s, _), n in zip(levels, extents))
+
+    if scope in ("warp", "warpgroup"):
+        return extents, within, (lambda t, c: (c, t // _INSTANCE[scope]))
     if scope == "cta":
-        return cta[0], cta[1], (lambda t, c: (c,))
+        return extents, within, (lambda t, c: (c,))
     if not facts.cluster:
         raise TileError(
             opcode,
@@ -154,25 +216,23 @@ def full_group(scope: str, facts: LaunchFacts, opcode: str = ""):
 
     def cluster_coord(t, c):
         vals = facts.cluster_values(c)
-        return tuple(vals[v] for v in facts.cluster_vars) + cta[1](t, c)
+        return tuple(vals[v] for v in facts.cluster_vars) + within(t, c)
 
-    return tuple(facts.cluster) + cta[0], cluster_coord, (lambda t, c: ())
+    return tuple(facts.cluster) + extents, cluster_coord, (lambda t, c: ())
 
 
-def group_exprs(scope: str, facts: LaunchFacts) -> tuple:
-    """The issuing thread's group coordinate of ``scope`` as int32 expressions."""
+def group_exprs(scope: str, facts: LaunchFacts, width: int = 1) -> tuple:
+    """The issuing thread's group coordinate of ``scope`` as int32 expressions
+    (counting collectives of ``width`` threads)."""
     if scope == "thread":
         return ()
     t = facts.linear_thread()
-    lane = t % WARP
-    if scope == "warp":
-        return (lane,)
-    if scope == "warpgroup":
-        return ((t // WARP) % WARPGROUP_WARPS, lane)
-    cta = (t // WARP, lane)
-    if scope == "cta":
-        return cta
-    return tuple(facts.cluster_vars) + cta
+    out = []
+    for stride, extent in _levels(scope, width):
+        value = t if stride == 1 else t // stride
+        out.append(value if extent is None else value % extent)
+    cluster = tuple(facts.cluster_vars) if scope == "cluster" else ()
+    return cluster + tuple(out)
 
 
 def thread_axis_values(t: int, c: int) -> dict:

@@ -1,9 +1,10 @@
-"""Resolve a ``T.ptx[...]`` instruction into the facts the tile contract needs.
+"""The one adapter to apache-tvm's PTX table (``tvm.backend.cuda.ptx``).
 
-Everything here is read from apache-tvm's PTX table (``tvm.backend.cuda.ptx``):
-the entry, its modifier slots, its operand slots with their register-group
-lengths ("lanes"), PTX types, accepted TVM dtypes and state spaces.  Nothing
-about an instruction is restated here.
+Every fact about an instruction is read here: its table entry, modifier slots,
+operand slots with their register-group lengths ("lanes"), PTX types, accepted
+TVM dtypes and state spaces; and here the emitted ``T.ptx`` call is built.
+Nothing about an instruction is restated, and no other module of ours imports
+``tvm.backend.cuda.ptx``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,20 @@ from dataclasses import dataclass
 
 from ..errors import TileError
 
-__all__ = ["Instruction", "PtxOperand", "resolve", "opcode_text", "canonical_text"]
+__all__ = [
+    "Instruction",
+    "PtxOperand",
+    "TableEntry",
+    "resolve",
+    "opcode_text",
+    "canonical_text",
+    "table_entries",
+    "entry_variants",
+    "ptx_call",
+    "opcode_of_call",
+    "bits_of_ptx_type",
+    "same_width_dtypes",
+]
 
 
 @dataclass(frozen=True)
@@ -70,8 +84,6 @@ class Instruction:
         Modifier slot -> token (``""`` when omitted), e.g. ``{"space": "global", ...}``.
     operands : tuple[PtxOperand, ...]
         The operands a call supplies, in PTX order.
-    has_dst : bool
-        Whether the form writes a register destination (from the table).
     """
 
     opcode: str
@@ -79,15 +91,31 @@ class Instruction:
     entry_name: str
     modifiers: dict
     operands: tuple
-    has_dst: bool
 
     @property
-    def type_token(self) -> str:
-        """The instruction's ``.type`` modifier (``"b32"``), or ``""``."""
-        return self.modifiers.get("type", "")
+    def entry(self) -> "TableEntry":
+        """The table entry of this form (what the family registry is keyed by)."""
+        return TableEntry(self.entry_name, self.mnemonic)
 
     def __hash__(self):
         return hash((self.opcode, self.entry_name))
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    """One entry of apache-tvm's PTX table, as the family registry sees it.
+
+    Attributes
+    ----------
+    name : str
+        The entry's name (``"ld_vec"``, ``"cp_async_ca"``), unique in the table.
+    mnemonic : str
+        The PTX instruction name the entry renders (``"ld"``, ``"cp"``); several
+        entries share one (every ``cp.async*`` entry is ``"cp"``).
+    """
+
+    name: str
+    mnemonic: str
 
 
 def _ptx_namespace():
@@ -217,7 +245,6 @@ def _resolve_candidates(text: str, candidates) -> tuple[Instruction, ...]:
                 entry_name=entry.name,
                 modifiers=dict(mod_map),
                 operands=tuple(operands),
-                has_dst=entry.has_dst,
             )
         )
     if not out:
@@ -228,3 +255,98 @@ def _resolve_candidates(text: str, candidates) -> tuple[Instruction, ...]:
             found="; ".join(dict.fromkeys(reasons)) or "no matching form",
         )
     return tuple(out)
+
+
+def table_entries() -> tuple:
+    """Every entry of the table, in table order, as :class:`TableEntry`."""
+    from tvm.backend.cuda.ptx.table import TABLE  # pylint: disable=import-outside-toplevel
+
+    return tuple(TableEntry(e.name, e.ptx_name) for e in TABLE.values())
+
+
+def entry_variants(entry_name: str):
+    """Yield the PTX text of every legal modifier combination of table entry ``entry_name``."""
+    from tvm.backend.cuda.ptx.table import TABLE, variants  # pylint: disable=import-outside-toplevel
+
+    entry = TABLE[entry_name]
+    for tokens in variants(entry):
+        yield canonical_text(entry, tokens)
+
+
+def ptx_call(opcode: str, args, pred=None, preserve_dst: bool = False):
+    """The ``T.ptx[opcode](*args, pred=, preserve_dst=)`` Call (a void ``tirx.ptx.<entry>`` Call).
+
+    Parameters
+    ----------
+    opcode : str
+        Canonical PTX text of a form that :func:`resolve` accepted.
+    args : list[PrimExpr]
+        PTX operands in PTX order: destinations as writable element loads,
+        addresses as pointers or integer addresses, as the table's slots take them.
+    pred : PrimExpr | None
+        A bool guarding the instruction (``@p``).
+    preserve_dst : bool
+        Bind register destinations read-write, so a false ``pred`` keeps them.
+
+    Raises
+    ------
+    TileInternalError
+        The table rejects the operands: the lowering built a wrong call (a bug
+        of tvm_tirx, not of the kernel).
+    """
+    from ..errors import TileInternalError  # pylint: disable=import-outside-toplevel
+
+    instr = _ptx_namespace()[opcode]
+    try:
+        return instr(*args, pred=pred, preserve_dst=preserve_dst)
+    except (ValueError, AssertionError) as err:  # AssertionError: two table entries match
+        raise TileInternalError(f"{opcode}: the PTX table rejected the expansion: {err}") from None
+
+
+def opcode_of_call(call) -> str | None:
+    """The PTX opcode text a ``T.ptx`` Call issues (``"ld.global.v4.b32"``), or None.
+
+    apache-tvm's PTX engine lays a Call to ``tirx.ptx.<entry>`` out as
+    ``[operands..., pred?] [one token per modifier slot] [flag marker]``;
+    the opcode is the entry's mnemonic followed by the non-empty tokens in
+    slot order.  None for Calls that are not PTX instructions.
+    """
+    from tvm.backend.cuda.ptx.table import TABLE  # pylint: disable=import-outside-toplevel
+    from tvm.ir import StringImm  # pylint: disable=import-outside-toplevel
+
+    name = getattr(getattr(call, "op", None), "name", "")
+    entry = TABLE.get(name[len("tirx.ptx.") :]) if name.startswith("tirx.ptx.") else None
+    if entry is None:
+        return None
+    n_slots = len(entry.slots)
+    args = list(call.args)
+    if len(args) < n_slots + 1:
+        return None
+    tokens = args[len(args) - n_slots - 1 : -1]
+    if not all(isinstance(tok, StringImm) for tok in tokens):
+        return None
+    return canonical_text(entry, [str(tok.value) for tok in tokens])
+
+
+def bits_of_ptx_type(token: str) -> int:
+    """Bit width of a PTX type token (``"b32"`` -> 32, ``"f16x2"`` -> 32)."""
+    from tvm.backend.cuda.ptx.table import PTX_TYPE_DTYPES  # pylint: disable=import-outside-toplevel
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+    return DataType(PTX_TYPE_DTYPES[token][0]).bits
+
+
+def same_width_dtypes(token: str, accepted=None) -> tuple:
+    """Dtypes of exactly the width of PTX type ``token`` (PTX ISA 5.2: a ``.bN`` type
+    accepts any fundamental type of N bits; a concrete type only its own).
+
+    ``accepted`` (the dtypes the table lists for an operand) narrows the result.
+    """
+    from tvm.backend.cuda.ptx.table import PTX_TYPE_DTYPES  # pylint: disable=import-outside-toplevel
+
+    own = PTX_TYPE_DTYPES[token]
+    if accepted is None:
+        return tuple(own)
+    # An 8-bit integer result lives in a wider register (PTX ISA 5.2.2: the
+    # narrowest register is 16 bits); the table lists the carriers it takes.
+    return tuple(d for d in accepted if d in own) or tuple(accepted)

@@ -1,0 +1,297 @@
+"""What lowering knows of the kernel being lowered: root tensors, variable
+ranges, loops, the launch, run-time scalars and the guards around each tile call.
+
+:class:`KernelFacts` is built once per PrimFunc by one walk of its body; the
+proofs (:mod:`.points`, :mod:`.memory_proofs`, :mod:`.groups`) read it.
+"""
+
+from __future__ import annotations
+
+from ..errors import TileError
+from .op import is_tile_call
+from .scope import LaunchFacts
+from .views import int_or_none
+
+__all__ = ["KernelFacts", "fold", "call_key", "location_of"]
+
+
+def _binding(parent, cur):
+    """``ScopeIdDef.scope`` value (apache-tvm's ScopeBinding enum) of ``parent -> cur`` ids."""
+    from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR  # pylint: disable=import-outside-toplevel
+
+    return next(k for k, v in _SCOPE_BINDING_TO_PARENT_CUR.items() if v == (parent, cur))
+
+
+def _prod(shape):
+    out = 1
+    for s in shape:
+        out *= s
+    return out
+
+
+def _alloc_extent(buf):
+    """Elements of an allocation: its layout's span (a gapped layout), else its shape's product."""
+    layout = buf.layout
+    if layout is not None:
+        value = int_or_none(layout.span())
+        if value is not None:
+            return value
+    return _prod(buf.shape)
+
+
+class KernelFacts:  # pylint: disable=too-many-instance-attributes
+    """What the proofs need from the enclosing PrimFunc.
+
+    Attributes
+    ----------
+    arch : str | None
+        The target's ``sm_XY`` (None when no target is bound).
+    roots : dict
+        Root buffer (parameter or allocation) -> element extent.
+    parent : dict
+        View buffer -> the buffer it views.
+    ranges : dict
+        Var -> ``(lo, hi)``: constant range ``[lo, hi)`` of loop and id vars.
+    loops : list
+        ``(var, min, extent, step)`` of every ``For``.
+    launch : LaunchFacts | None
+        The launch, when the kernel defines its thread ids.
+    scalars : dict
+        Single-assignment local scalar buffer -> its value (``w = T.cuda.warp_id()``).
+    guards : dict
+        :func:`call_key` of each tile-call ``Evaluate`` -> enclosing if-conditions.
+    """
+
+    def __init__(self, func):
+        import tvm  # pylint: disable=import-outside-toplevel
+        from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+        self.arch = _target_arch(func)
+        self.analyzer = tvm.sym.Analyzer()
+        self.roots = {p: _prod(p.shape) for p in func.params if tirx.is_buffer_var(p)}
+        self.parent, self.ranges, self.loops = {}, {}, []
+        self.launch = None
+        self._walk(func.body)
+        self.guards = {}
+        _collect_guards(func.body, (), self.guards)
+        self._active_cache = {}
+
+    def _walk(self, body):
+        """One walk of ``body``: allocations, views, ids, loops, stores."""
+        import tvm_ffi  # pylint: disable=import-outside-toplevel
+        from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+        ids, stores = {}, {}
+
+        def visit(node):
+            if isinstance(node, tirx.AllocBuffer):
+                self.roots[node.buffer] = _alloc_extent(node.buffer)
+            elif isinstance(node, tirx.DeclBuffer):
+                args = getattr(node.data, "args", None)
+                if args and tirx.is_buffer_var(args[0]):
+                    self.parent[node.buffer] = args[0]
+            elif isinstance(node, tirx.ScopeIdDefStmt):
+                self._scope_ids(getattr(node, "def"), ids)
+            elif isinstance(node, tirx.For):
+                self._bind(node.loop_var, node.min, node.min + node.extent)
+                step = int_or_none(getattr(node, "step", None)) or 1
+                self.loops.append((node.loop_var, node.min, node.extent, step))
+            elif isinstance(node, tirx.BufferStore):
+                stores.setdefault(node.buffer, []).append(node.value)
+
+        tvm_ffi.structural_walk(body, (object, visit))
+        # `w = T.cuda.warp_id()` parses to a local scalar stored once; reading
+        # it is reading that value, which the proofs need to see.
+        self.scalars = {
+            buf: values[0]
+            for buf, values in stores.items()
+            if len(values) == 1 and _prod(buf.shape) == 1 and buf.scope() == "local"
+        }
+        block, cluster = ids.get("block"), ids.get("cluster")
+        if block is not None:
+            self.launch = LaunchFacts(
+                block=tuple(block[1]) + (1,) * (3 - len(block[1])),
+                thread_vars=block[0],
+                cluster=tuple(cluster[1]) if cluster else (),
+                cluster_vars=tuple(cluster[0]) if cluster else (),
+            )
+
+    def _scope_ids(self, d, ids):
+        """Record the ranges of a ``ScopeIdDef``'s ids, and the thread / cluster-CTA ids."""
+        if d.extents is None:
+            return
+        for var, ext in zip(d.def_ids, d.extents):
+            self._bind(var, 0, ext)
+        extents = tuple(int_or_none(e) for e in d.extents)
+        if None in extents:
+            return
+        if d.scope == _binding("cta", "thread"):
+            ids["block"] = (tuple(d.def_ids), extents)
+        elif d.scope == _binding("cluster", "cta"):
+            ids["cluster"] = (tuple(d.def_ids), extents)
+
+    def _bind(self, var, lo, hi):
+        import tvm  # pylint: disable=import-outside-toplevel
+
+        try:
+            self.analyzer.bind(var, tvm.ir.Range(lo, hi))
+        except Exception:  # pylint: disable=broad-except
+            return  # a symbolic range the analyzer cannot take: leave the var unbounded
+        lo, hi = int_or_none(lo), int_or_none(hi)
+        if lo is not None and hi is not None:
+            self.ranges[var] = (lo, hi)
+
+    def per_thread_vars(self) -> list:
+        """The thread and cluster-CTA id Vars of the launch."""
+        launch = self.launch
+        return [*launch.thread_vars, *launch.cluster_vars] if launch is not None else []
+
+    def all_threads(self) -> list:
+        """``[(t, c)]``: every linear thread ``t`` of every cluster rank ``c``."""
+        launch = self.launch
+        return [(t, c) for c in range(launch.cluster_size) for t in range(launch.threads)]
+
+    def _uniform(self, cond) -> bool:
+        """Whether ``cond`` has one value for every thread of a CTA: it reads no
+        memory and no thread or cluster-CTA id (loop counters, CTA ids and
+        constants only).  Such a guard runs the whole group or none of it."""
+        import tvm_ffi  # pylint: disable=import-outside-toplevel
+        from tvm.ir import TensorLoad, Var  # pylint: disable=import-outside-toplevel
+
+        per_thread = self.per_thread_vars()
+        found = []
+
+        def visit(node):
+            if isinstance(node, TensorLoad) or (isinstance(node, Var) and any(node.same_as(v) for v in per_thread)):
+                found.append(node)
+
+        tvm_ffi.structural_walk(cond, ((TensorLoad, Var), visit))
+        return not found
+
+    def expand_scalars(self, expr):
+        """``expr`` with loads of single-assignment local scalars replaced by their value."""
+        import tvm_ffi  # pylint: disable=import-outside-toplevel
+        from tvm.ir import TensorLoad  # pylint: disable=import-outside-toplevel
+
+        if not self.scalars:
+            return expr
+
+        def sub(load):
+            for buf, value in self.scalars.items():
+                if load.source.same_as(buf):
+                    return self.expand_scalars(value)
+            return load
+
+        return tvm_ffi.structural_map(expr, (TensorLoad, sub))
+
+    def root_of(self, buf):
+        """The parameter or allocation that ``buf`` views, or None."""
+        seen = 0
+        while buf not in self.roots and buf in self.parent and seen < 64:
+            buf, seen = self.parent[buf], seen + 1
+        return buf if buf in self.roots else None
+
+    def active_threads(self, conds, opcode):
+        """``[(t, c)]``: linear thread ``t`` in cluster rank ``c`` for which every
+        guard in ``conds`` holds.
+
+        Raises
+        ------
+        TileError
+            A guard depends on anything but thread and cluster-CTA ids.
+        """
+        conds = [c for c in (self.expand_scalars(c) for c in conds) if not self._uniform(c)]
+        key = tuple(str(c) for c in conds)
+        if key not in self._active_cache:
+            launch = self.launch
+            self._active_cache[key] = [
+                (t, c)
+                for t, c in self.all_threads()
+                if all(
+                    _eval_guard(cond, {**launch.thread_values(t), **launch.cluster_values(c)}, self.analyzer, opcode)
+                    for cond in conds
+                )
+            ]
+        return self._active_cache[key]
+
+
+def fold(analyzer, expr, values):
+    """``expr`` with each var of ``values`` (var -> int) replaced by its value and
+    simplified: an int, or None when something else remains."""
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    def sub(v):
+        for var, value in values.items():
+            if v.same_as(var):
+                return IntImm(v.ty.dtype, value)
+        return v
+
+    folded = analyzer.simplify(tvm_ffi.structural_map(expr, (Var, sub)))
+    return int(folded.value) if isinstance(folded, IntImm) else None
+
+
+def _eval_guard(cond, values, analyzer, opcode) -> bool:
+    held = fold(analyzer, cond, values)
+    if held is None:
+        raise TileError(
+            opcode,
+            "guard not understood",
+            expected="an if-condition over thread ids (threadIdx, lane_id, warp_id, cluster_ctaid)",
+            found=f"if {cond}",
+        )
+    return bool(held)
+
+
+def _collect_guards(stmt, conds, out):
+    """Record, for each tile-call Evaluate, the if-conditions that enclose it."""
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+    from tvm.tirx import Not  # pylint: disable=import-outside-toplevel
+
+    if stmt is None:
+        return
+    if isinstance(stmt, tirx.Evaluate):
+        if is_tile_call(stmt.value):
+            out[call_key(stmt)] = conds
+    elif isinstance(stmt, tirx.SeqStmt):
+        for s in stmt.seq:
+            _collect_guards(s, conds, out)
+    elif isinstance(stmt, tirx.IfThenElse):
+        _collect_guards(stmt.then_case, conds + (stmt.condition,), out)
+        if stmt.else_case is not None:
+            _collect_guards(stmt.else_case, conds + (Not(stmt.condition),), out)
+    elif isinstance(getattr(stmt, "body", None), tirx.Stmt):
+        _collect_guards(stmt.body, conds, out)
+
+
+def call_key(node):
+    """Identity of an IR node across Python wrappers (tvm-ffi hashes by object address)."""
+    return hash(node)
+
+
+def location_of(span) -> str | None:
+    """``file:line`` of a source span, or None."""
+    if span is None:
+        return None
+    name = getattr(getattr(span, "source_name", None), "name", None)
+    line = getattr(span, "line", None)
+    if not name or not line:
+        return None
+    return f"{name}:{line}"
+
+
+def _target_arch(func=None) -> str | None:
+    """``arch`` of the PrimFunc's own ``target`` attribute (what ``tvm.compile``
+    binds before its TIR pipeline runs), else of the current ``tvm.target.Target``."""
+    from tvm.target import Target  # pylint: disable=import-outside-toplevel
+
+    target = None
+    if func is not None and func.attrs is not None and "target" in func.attrs:
+        target = func.attrs["target"]
+    if target is None:
+        target = Target.current(allow_none=True)
+    if target is None:
+        return None
+    arch = target.attrs.get("arch")
+    return str(arch) if arch else None

@@ -1,0 +1,447 @@
+"""Parse-time rules of the tile contract, and the choice of an opcode's form.
+
+Every rule is a small pure function returning a :class:`~tvm_tirx.TileError`
+or ``None``.  :func:`check_static` runs those that need only shapes, dtypes,
+layouts and the opcode; :func:`select_contract` picks, among the forms an
+opcode names (:func:`.registry.candidates`), the one the operands fit.  The
+rules that need the kernel (alignment, bounds, ownership) are in
+:mod:`.memory_proofs` and :mod:`.ownership`.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from ..arch import arch_number
+from ..errors import TileError, operand_label
+from .ptx_table import same_width_dtypes
+from .views import ViewMap, atom_of, classify, coords, group_coords, repeat_shape, role_axes
+
+__all__ = ["check_static", "select_contract", "check_params", "rule_arch"]
+
+
+def _dtype_bits(dtype: str) -> int:
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+    return DataType(dtype).bits
+
+
+def rule_operand_count(opcode, roles, operands):
+    """The call supplies exactly one operand per role of the form."""
+    if len(operands) != len(roles):
+        names = ", ".join(r.role for r in roles)
+        return TileError(
+            opcode,
+            "operand count",
+            expected=f"{len(roles)} operand(s) ({names})",
+            found=f"{len(operands)}",
+        )
+    return None
+
+
+def rule_scalar_destination(opcode, role, op):
+    """A scalar expression may only stand in for a read register operand."""
+    if op.kind != "scalar":
+        return None
+    label = operand_label(role.role, op.index)
+    if role.writes:
+        return TileError(
+            opcode,
+            "scalar in a destination slot",
+            operand=label,
+            expected="a register tensor (T.alloc_local) the instruction can write",
+            found=f"scalar expression {op.value}",
+        )
+    if role.kind == "memory":
+        return TileError(
+            opcode,
+            "scalar in a memory slot",
+            operand=label,
+            expected="a tensor view in " + "/".join(role.scopes) + " memory",
+            found=f"scalar expression {op.value}",
+        )
+    if tuple(role.atom) != (1,) or role.lane_coords is not None:
+        return TileError(
+            opcode,
+            "scalar for a register group",
+            operand=label,
+            expected=f"a tensor with atom {role.atom} (a scalar covers one register)",
+            found=f"scalar expression {op.value}",
+        )
+    return None
+
+
+def rule_state_space(opcode, role, op):
+    """A tensor's storage scope matches the role's state space."""
+    if op.kind != "tensor":
+        return None
+    scope = op.value.scope()
+    if scope in role.scopes:
+        return None
+    what = "register tensor" if role.kind == "register" else f".{role.ptx.space} memory"
+    return TileError(
+        opcode,
+        "wrong state space for the opcode",
+        operand=operand_label(role.role, op.index),
+        expected=f"a {what} (storage scope {' / '.join(role.scopes)})",
+        found=f"storage scope {scope!r}",
+    )
+
+
+def rule_dtype(opcode, role, op):
+    """Element bit width equals the PTX type's, and the dtype is one the type accepts."""
+    dtype = op.value.dtype if op.kind == "tensor" else op.value.ty.dtype
+    if dtype in role.dtypes:
+        return None
+    token = role.ptx.ptx_type or role.ptx.space
+    width = _dtype_bits(role.dtypes[0])
+    rule = (
+        "element bit width differs from the PTX type's"
+        if _dtype_bits(dtype) != width
+        else "dtype not accepted by the PTX type"
+    )
+    return TileError(
+        opcode,
+        rule,
+        operand=operand_label(role.role, op.index),
+        expected=f"{width}-bit {' / '.join(role.dtypes)}",
+        found=f"{dtype} ({_dtype_bits(dtype)}-bit); reinterpret with .view(dtype)",
+    )
+
+
+def rule_static_shape(opcode, role, op):
+    """Repeat and atom extents are compile-time constants."""
+    if op.kind == "tensor" and not all(isinstance(s, int) for s in op.shape):
+        return TileError(
+            opcode,
+            "symbolic shape",
+            operand=operand_label(role.role, op.index),
+            expected="static extents",
+            found=str(list(op.value.shape)),
+        )
+    return None
+
+
+def rule_atom_shape(opcode, role, op, group):
+    """The trailing axes equal the instruction's atom, after the group axes."""
+    if op.kind != "tensor":
+        return None
+    shape = op.shape
+    n_lead = len(group)
+    atom = atom_of(role, op)
+    if len(shape) < n_lead + len(atom) or tuple(shape[len(shape) - len(atom) :]) != atom:
+        return TileError(
+            opcode,
+            "wrong atom shape",
+            operand=operand_label(role.role, op.index),
+            expected=f"shape (*group{_fmt_group(group)}, *repeat, *{_fmt_atom(role.atom)})",
+            found=f"shape {shape}",
+        )
+    if any(g is not None and g != n for g, n in zip(group, shape[:n_lead])):
+        return TileError(
+            opcode,
+            "group shape does not match the scope",
+            operand=operand_label(role.role, op.index),
+            expected=f"leading group axes {tuple(group)}",
+            found=f"shape {shape}",
+        )
+    return None
+
+
+def _fmt_atom(atom) -> str:
+    return "(" + ", ".join("n" if a is None else str(a) for a in atom) + ("," if len(atom) == 1 else "") + ")"
+
+
+def _fmt_group(group) -> str:
+    return "[" + ", ".join("?" if g is None else str(g) for g in group) + "]"
+
+
+def rule_contiguous_atom(opcode, role, op, group):
+    """Each row of a memory atom (its last axis) is consecutive in memory."""
+    atom = atom_of(role, op)
+    if op.kind != "tensor" or role.kind != "memory" or atom[-1] == 1:
+        return None
+    view = ViewMap(op.value)
+    rows = list(itertools.product(*(range(n) for n in (*repeat_shape(role, op, group), *atom[:-1]))))
+    # Strided layouts add one term per axis, so the origin of the group axes
+    # decides; a swizzle does not, so every group coordinate is checked.
+    for lead in group_coords(group, full=not view.separable):
+        for row in rows:
+            base = view.offset((*lead, *row, 0))
+            for k in range(1, atom[-1]):
+                off = view.offset((*lead, *row, k))
+                if off != base + k:
+                    return TileError(
+                        opcode,
+                        "vector atom not contiguous",
+                        operand=operand_label(role.role, op.index),
+                        expected=f"element {k} of the atom at element offset +{k}",
+                        found=f"+{off - base} (at {row})",
+                    )
+    return None
+
+
+def rule_static_offsets(opcode, role, op):
+    """Every coordinate of a tensor view has a constant offset from the view's start.
+
+    Offsets that vary with thread ids come from a sub-view of a swizzled tensor
+    (``ComposeLayout``) that starts at a run-time element not on a whole swizzle
+    period; contiguity and alignment cannot be proven for them.
+    """
+    if op.kind != "tensor":
+        return None
+    expr = ViewMap(op.value).symbolic_offset()
+    if expr is None:
+        return None
+    return TileError(
+        opcode,
+        "view offsets not static",
+        operand=operand_label(role.role, op.index),
+        expected=(
+            "offsets fixed at parse time: start a sub-view of a swizzled tensor at a "
+            "multiple of its swizzle period, or view the whole tensor and index it "
+            "with group axes"
+        ),
+        found=f"offset {expr}",
+    )
+
+
+def rule_preserve_dst(opcode, contract, pred, preserve_dst):
+    """``preserve_dst`` needs ``pred`` and a register destination."""
+    if not preserve_dst:
+        return None
+    if pred is None:
+        return TileError(
+            opcode,
+            "preserve_dst without pred",
+            expected="pred=<runtime bool> together with preserve_dst=True",
+            found="pred=None",
+        )
+    if not any(r.writes and r.kind == "register" for r in contract.roles):
+        return TileError(
+            opcode,
+            "preserve_dst on an instruction without a register destination",
+            expected="preserve_dst=False",
+            found="preserve_dst=True",
+        )
+    return None
+
+
+def rule_pred_dtype(opcode, pred):
+    """``pred`` is a boolean expression."""
+    if pred is None:
+        return None
+    ty = getattr(getattr(pred, "ty", None), "dtype", type(pred).__name__)
+    if ty != "bool":
+        return TileError(opcode, "pred must be a bool expression", expected="bool", found=str(ty))
+    return None
+
+
+def rule_same_repeat(opcode, contract, operands, group):
+    """Every tensor operand carries the same extent on each repeat axis it
+    carries (``OperandRole.repeat_axes``; by default all of them, so every
+    operand has the same repeat shape).  An operand that declares its axes
+    may carry none of them (extent 1 on each)."""
+    rank = contract.repeat_rank
+    extents = {}  # axis -> (extent, label of the operand that set it)
+    for role, op in zip(contract.roles, operands):
+        if op.kind != "tensor":
+            continue
+        rep = repeat_shape(role, op, group)
+        label = operand_label(role.role, op.index)
+        if rank is None:
+            rank = len(rep)
+        axes = role_axes(role, rank)
+        if not rep and role.repeat_axes is not None:
+            rep = (1,) * len(axes)
+        want = [extents[a] for a in axes if a in extents]
+        mismatch = len(rep) != len(axes) or any(extents.get(a, (n,))[0] != n for a, n in zip(axes, rep))
+        if mismatch:
+            shown = tuple(extents[a][0] if a in extents else "?" for a in axes)
+            return TileError(
+                opcode,
+                "repeat shapes differ",
+                operand=label,
+                expected=f"repeat {shown} like {want[0][1] if want else 'the other operands'}",
+                found=f"repeat {rep}",
+            )
+        for axis, n in zip(axes, rep):
+            extents.setdefault(axis, (n, label))
+    return None
+
+
+def rule_register_overlap(opcode, role, op, group, collective):
+    """Distinct destination coordinates map to distinct register slots (of each
+    thread: for a collective form, those of the thread's position in it)."""
+    if op.kind != "tensor" or role.kind != "register" or not role.writes:
+        return None
+    view = ViewMap(op.value)
+    rep = repeat_shape(role, op, group)
+    if role.lane_coords is not None:
+        reps = list(itertools.product(*(range(n) for n in rep)))
+        positions = range(collective.width)
+        per_thread = [[(*r, *c) for r in reps for c in role.lane_coords(p)] for p in positions]
+    else:
+        per_thread = [list(coords(rep, atom_of(role, op)))]
+    # Each thread writes the coordinates of its own group position.
+    for lead in group_coords(group, full=not view.separable):
+        for mine in per_thread:
+            seen = {}
+            for c in mine:
+                slot = view.offset((*lead, *c))
+                if slot in seen:
+                    return TileError(
+                        opcode,
+                        "overlapping register destinations",
+                        operand=operand_label(role.role, op.index),
+                        expected="one register slot per destination coordinate",
+                        found=f"coordinates {seen[slot]} and {c} both map to slot {slot}",
+                    )
+                seen[slot] = c
+    return None
+
+
+def rule_arch(contract, arch):
+    """The form is available on the target architecture ``arch`` (``"sm_90a"``, or None: unknown)."""
+    if arch is None or contract.min_arch is None:
+        return None
+    if arch_number(arch) < arch_number(contract.min_arch):
+        return TileError(
+            contract.opcode,
+            "instruction needs a newer architecture",
+            expected=f"{contract.min_arch} or newer",
+            found=arch,
+        )
+    return None
+
+
+def _per_operand_rules(opcode, group):
+    return (
+        lambda r, o: rule_scalar_destination(opcode, r, o),
+        lambda r, o: rule_state_space(opcode, r, o),
+        lambda r, o: rule_dtype(opcode, r, o),
+        lambda r, o: rule_static_shape(opcode, r, o),
+        lambda r, o: rule_atom_shape(opcode, r, o, group),
+        lambda r, o: rule_static_offsets(opcode, r, o),
+    )
+
+
+def check_static(contract, operands, group, pred=None, preserve_dst=False):
+    """Run every parse-time rule; return the first TileError found, or None.
+
+    Parameters
+    ----------
+    contract : Contract
+        The instruction form's contract.
+    operands : list[Operand]
+        The call's operands, classified.
+    group : tuple[int | None, ...]
+        The group extents of the call (``()`` at ``scope="thread"``; None
+        where only lowering knows the extent).
+    pred : PrimExpr | None
+        The call's predicate.
+    preserve_dst : bool
+        The call's ``preserve_dst``.
+    """
+    opcode, roles = contract.opcode, contract.roles
+    err = rule_operand_count(opcode, roles, operands)
+    if err:
+        return err
+    for rule in _per_operand_rules(opcode, group):
+        for role, op in zip(roles, operands):
+            err = rule(role, op)
+            if err:
+                return err
+    err = rule_same_repeat(opcode, contract, operands, group)
+    if err is None and contract.check is not None:
+        err = contract.check(contract, operands)
+    if err:
+        return err
+    for role, op in zip(roles, operands):
+        err = rule_contiguous_atom(opcode, role, op, group) or rule_register_overlap(
+            opcode, role, op, group, contract.collective
+        )
+        if err:
+            return err
+    return rule_pred_dtype(opcode, pred) or rule_preserve_dst(opcode, contract, pred, preserve_dst)
+
+
+def select_contract(forms, operands, group, pred, preserve_dst):
+    """Pick the form (of ``forms``, an opcode's candidates) whose contract the operands satisfy.
+
+    ``mov.b64`` names a scalar, a pack and an unpack form; the operands'
+    atoms tell them apart, as the assembler does.
+
+    Returns
+    -------
+    (Contract, list[Operand])
+        The form and the classified operands.
+
+    Raises
+    ------
+    TileError
+        No form fits: the error of the form with the highest
+        ``error_priority`` (the first such form).
+    """
+    errors = []
+    for contract in forms:
+        classified = [classify(v, i + 1, contract.opcode) for i, v in enumerate(operands)]
+        err = check_static(contract, classified, group, pred, preserve_dst)
+        if err is None:
+            return contract, classified
+        errors.append((contract.error_priority, len(errors), err))
+    raise max(errors, key=lambda e: (e[0], -e[1]))[2]
+
+
+def _check_param_value(contract, name, value):
+    """A PTX-bound parameter is an expression of a dtype its PTX type accepts."""
+    op = contract.params[name]
+    accepted = same_width_dtypes(op.ptx_type, op.dtypes or None)
+    dtype = getattr(getattr(value, "ty", None), "dtype", None)
+    if dtype in accepted:
+        return None
+    return TileError(
+        contract.opcode,
+        "parameter of the wrong type",
+        operand=f"parameter {name}",
+        expected=f"a {' / '.join(accepted)} expression (PTX .{op.ptx_type})",
+        found=f"{dtype} {value}" if dtype else f"{type(value).__name__} {value!r}",
+    )
+
+
+def check_params(contract, params):
+    """The call's keyword parameters are the form's, present, and valid.
+
+    Raises
+    ------
+    TileError
+        An unknown parameter, a missing one, a PTX-bound one of another
+        dtype, or a family parameter its check refuses.
+    """
+    known = {**contract.params, **contract.options}
+    for name in params:
+        if name not in known:
+            raise TileError(
+                contract.opcode,
+                f"unknown parameter {name!r}",
+                expected=", ".join(sorted(known)) or "no family parameters for this form",
+                found=name,
+            )
+    for name in known:
+        required = name in contract.params or contract.options[name].required
+        if name not in params and required:
+            what = contract.params[name].ptx_type if name in contract.params else contract.options[name].doc
+            raise TileError(
+                contract.opcode,
+                f"missing parameter {name!r} (the opcode names it)",
+                expected=f"{name}=<{what} expression>",
+                found="nothing",
+            )
+    for name, value in params.items():
+        if name in contract.params:
+            err = _check_param_value(contract, name, value)
+        else:
+            reason = contract.options[name].check(value) if contract.options[name].check else None
+            err = reason and TileError(contract.opcode, f"invalid parameter {name!r}", expected=contract.options[name].doc, found=reason)
+        if err:
+            raise err
