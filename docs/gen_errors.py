@@ -151,8 +151,8 @@ CASES = [
                 T.cuda.tile.apply(T.ptx["popc.b32"], r, r)
         '''),
         "parse",
-        "The instruction is valid PTX, but ``tile.apply`` has no contract for it yet. "
-        "The message lists the mnemonics it supports.",
+        "The instruction is valid PTX, but no tile family claims its PTX table entry. "
+        "The message lists the families and their mnemonics.",
         "Use one of the listed instructions, or call the PTX intrinsic directly: "
         '``T.ptx["popc.b32"](r[0], r[0])`` (no tile checks then).',
     ),
@@ -415,6 +415,26 @@ CASES = [
     ),
     Case(
         OPERANDS,
+        r"repeat shapes differ",
+        "mma operands that disagree on a repeat axis",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                d = T.alloc_local((2, 1, 16, 8), "float32")
+                a = T.alloc_local((1, 1, 16, 8), "uint32")
+                b = T.alloc_local((1, 1, 8, 8), "uint32")
+                T.cuda.tile.apply(T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"],
+                                  d, a, b, d, scope="warp")
+        '''),
+        "parse",
+        "``mma.sync``'s repeat axes are ``(M, N, K)``: ``D`` and ``C`` carry ``(M, N)``, "
+        "``A`` ``(M, K)``, ``B`` ``(N, K)``. Here ``D`` has two tiles along M and ``A`` one.",
+        "Give every operand the same extent on each axis it carries (``A`` of shape "
+        "``(2, 1, 16, 8)``).",
+    ),
+    Case(
+        OPERANDS,
         r"vector atom not contiguous",
         "Vector atom not contiguous in memory",
         _k('''
@@ -657,7 +677,7 @@ CASES = [
     ),
     Case(
         PRED,
-        r"PTX table rejected the expansion",
+        r"parameter of the wrong type",
         "Parameter of the wrong type",
         _k('''
             @T.function
@@ -668,10 +688,9 @@ CASES = [
                 T.cuda.tile.apply(T.ptx["ld.global.L2::cache_hint.v4.b32"], r, A.sub[tid, :],
                                   cache_policy=T.float32(1))
         '''),
-        "lower",
-        "apache-tvm's PTX table checks the expanded instruction's operands once "
-        "more and refused one; its reason follows ``found``. Here the cache policy "
-        "is not a 64-bit integer.",
+        "parse",
+        "A parameter that binds a PTX operand takes an expression of a dtype the "
+        "operand's PTX type accepts. Here the cache policy is not a 64-bit integer.",
         "Pass the operand with the type the message names (a ``uint64`` policy "
         "from ``createpolicy``).",
     ),
@@ -1433,6 +1452,36 @@ def check_coverage(results, package_dir: pathlib.Path) -> list:
     return pending
 
 
+def family_examples(cases=CASES) -> dict:
+    """``{family name: [case title, ...]}``: the examples whose kernel names an
+    opcode of each registered family (from the registry, so a new family
+    without an example shows up empty)."""
+    from tvm_tirx import TileError  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.tile.ptx_table import resolve  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.tile.registry import families, family_of  # pylint: disable=import-outside-toplevel
+
+    out = {f.name: [] for f in families()}
+    for case in cases:
+        for opcode in set(re.findall(r'T\.ptx\["([^"{}]+)"\]', case.source.replace("{_X1}", _X1))):
+            try:
+                family = family_of(resolve(opcode)[0].entry)
+            except TileError:
+                continue
+            if family is not None and case.title not in out[family.name]:
+                out[family.name].append(case.title)
+    return out
+
+
+def check_family_examples(cases=CASES) -> None:
+    """Fail unless every registered family has an example on the page."""
+    missing = [name for name, titles in family_examples(cases).items() if not titles]
+    if missing:
+        raise RuntimeError(
+            "gen_errors: families without an example in docs/gen_errors.py (add a Case "
+            "whose kernel calls one of their instructions): " + ", ".join(missing)
+        )
+
+
 def render_pending(pending) -> str:
     if not pending:
         return ""
@@ -1538,6 +1587,7 @@ def _rule_words(message: str) -> str:
 
 def generate(out_path: pathlib.Path) -> None:
     package_dir = pathlib.Path(__file__).resolve().parent.parent / "python" / "tvm_tirx"
+    check_family_examples()
     results = run_cases()
     pending = check_coverage(results, package_dir)
     text = render(results) + render_pending(pending)

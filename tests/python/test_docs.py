@@ -28,12 +28,12 @@ def test_docs_build_without_warnings(tmp_path):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     html = tmp_path / "html"
     for page in ("index", "getting_started", "tile_contract", "errors", "api", "reference/index",
-                 "reference/family_memory", "reference/family_register", "tutorials/data_movement"):
+                 "reference/family_ld_st", "reference/family_register_ops", "tutorials/data_movement"):
         assert (html / f"{page}.html").exists(), page
     # the error guide holds real messages without machine-specific paths
     errors = (DOCS / "_generated" / "errors.rst").read_text()
     assert "example.py:" in errors and "wrong atom shape" in errors
     assert "/tmp/" not in errors and str(ROOT) not in errors
     # the reference is generated from the registry
-    assert "ld.global" in (html / "reference" / "family_memory.html").read_text()
-    assert "cvt.rn.f16x2.f32" in (html / "reference" / "family_register.html").read_text()
+    assert "ld.global" in (html / "reference" / "family_ld_st.html").read_text()
+    assert "cvt.rn.f16x2.f32" in (html / "reference" / "family_register_ops.html").read_text()

@@ -72,8 +72,6 @@ def group_box(scope, facts, conds, opcode, collective):
         (or not the same box in every instance of the scope).
     """
     extents, coord_fn, instance_fn = full_group(scope, facts.launch, opcode, collective.width)
-    if not extents:
-        return (), (), {(): (0, 0)}
     active = facts.active_threads(conds, opcode) if conds else facts.all_threads()
     what = "threads"
     if collective.width > 1:

@@ -1,0 +1,47 @@
+"""cp.async family: lowering Before/Expected and its own rules."""
+
+import pytest
+import tvm
+
+from tvm_tirx import TileError, testing
+from tvm_tirx.script import tirx as T
+
+
+def _same(before, expected):
+    expected = expected.with_attr("global_symbol", before.attrs["global_symbol"])
+    tvm.ir.assert_structural_equal(testing.lower(before), expected, map_free_vars=True)
+
+
+def test_thread_scope_pred_becomes_src_size():
+    @T.function
+    def before(A: T.Tensor((32, 4), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        tid = T.cuda.thread_idx("x")
+        s = T.alloc_shared((32, 4), "float32", align=16)
+        T.cuda.tile.apply(T.ptx["cp.async.ca.shared.global"], s.sub[tid, :], A.sub[tid, :], pred=tid < 16)
+
+    @T.function
+    def expected(A: T.Tensor((32, 4), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        tid = T.cuda.thread_idx("x")
+        s = T.alloc_shared((32, 4), "float32", align=16)
+        d = s.sub[tid, :]
+        a = A.sub[tid, :]
+        T.ptx["cp.async.ca.shared.global"](
+            d.ptr_to([0]), a.ptr_to([0]), 16, T.Select(tid < 16, T.uint32(16), T.uint32(0))
+        )
+
+    _same(before, expected)
+
+
+def test_destination_keeps_the_bounds_rule_under_pred():
+    # a false predicate still zero-fills the destination: pred does not exempt it
+    @T.function
+    def k(A: T.Tensor((64, 4), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        tid = T.cuda.thread_idx("x")
+        s = T.alloc_shared((32, 4), "float32", align=16)
+        T.cuda.tile.apply(T.ptx["cp.async.ca.shared.global"], s.sub[tid, :], A.sub[tid, :], pred=tid < 32)
+
+    with pytest.raises(TileError, match="dst .*out of the tensor's bounds"):
+        testing.lower(k)

@@ -1,0 +1,51 @@
+"""ldmatrix / stmatrix family: lowering Before/Expected (warp-collective) and its rules."""
+
+import pytest
+import tvm
+from tvm.tirx.layout import Axis, S, TileLayout
+
+from tvm_tirx import TileError, testing
+from tvm_tirx.script import tirx as T
+
+frag = TileLayout(S[(1, 8, 4) : (1, 4 @ Axis.laneid, 1 @ Axis.laneid)])
+X1 = "ldmatrix.sync.aligned.m8n8.x1.shared.b16"
+
+
+def _same(before, expected):
+    expected = expected.with_attr("global_symbol", before.attrs["global_symbol"])
+    tvm.ir.assert_structural_equal(testing.lower(before), expected, map_free_vars=True)
+
+
+def test_warp_scope_each_lane_passes_its_row_address():
+    @T.function
+    def before():
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        tid = T.cuda.thread_idx("x")
+        s = T.alloc_shared((8, 4), "uint32", align=16)
+        r = T.alloc_local((1, 8, 4), "uint32", layout=frag)
+        T.cuda.tile.apply(T.ptx[X1], r, s.view(1, 8, 4), scope="warp")
+
+    @T.function
+    def expected():
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        tid = T.cuda.thread_idx("x")
+        s = T.alloc_shared((8, 4), "uint32", align=16)
+        r = T.alloc_local((1, 8, 4), "uint32", layout=frag)
+        sv = s.view(1, 8, 4)
+        rl = r.local()
+        T.ptx[X1](rl[0], sv.ptr_to([tid % 32 // 8 % 1, tid % 32 % 8, 0]))
+
+    _same(before, expected)
+
+
+def test_partial_warp_guard_is_rejected():
+    @T.function
+    def k():
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        s = T.alloc_shared((8, 4), "uint32", align=16)
+        r = T.alloc_local((1, 8, 4), "uint32", layout=frag)
+        if T.cuda.lane_id() < 16:
+            T.cuda.tile.apply(T.ptx[X1], r, s.view(1, 8, 4), scope="warp")
+
+    with pytest.raises(TileError, match="warp-collective instruction needs all 32 lanes"):
+        testing.lower(k)
