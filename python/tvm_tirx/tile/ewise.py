@@ -12,7 +12,6 @@ equal ``dst``'s.
 from __future__ import annotations
 
 import inspect
-import itertools
 
 from ..errors import TileError, operand_label
 
@@ -67,6 +66,38 @@ def ewise(fn, dst, *inputs, scope: str = "thread") -> None:
 
     if scope != "thread":
         raise TileError(_NAME, "execution scope not supported", expected="'thread'", found=repr(scope))
+    _check_operands(dst, inputs)
+    _check_signature(fn, inputs)
+
+    shape = [int(s) for s in dst.shape]
+    frames = [_ir.unroll(n) for n in shape]
+    coord = []
+    stack = []
+    try:
+        for frame in frames:
+            stack.append(frame)
+            coord.append(frame.__enter__())
+        args = [op[tuple(coord)] if tvm.tirx.is_buffer_var(op) else op for op in inputs]
+        value = fn(*args)
+        if _expr_dtype(value) != dst.dtype:
+            raise TileError(
+                _NAME,
+                "result dtype differs from dst",
+                operand=operand_label("dst", 1),
+                expected=dst.dtype,
+                found=f"{_expr_dtype(value)} (no implicit conversion; use cvt)",
+            )
+        _ir.buffer_store(dst, value, list(coord))
+    finally:
+        while stack:
+            stack.pop().__exit__(None, None, None)
+
+
+def _check_operands(dst, inputs) -> None:
+    """``dst`` and every tensor input are register tensors of ``dst``'s shape;
+    the other inputs are typed scalars."""
+    import tvm  # pylint: disable=import-outside-toplevel
+
     operands = [dst, *inputs]
     for i, op in enumerate(operands):
         role = "dst" if i == 0 else f"input {i}"
@@ -94,6 +125,12 @@ def ewise(fn, dst, *inputs, scope: str = "thread") -> None:
                 operand=operand_label(role, i + 1),
                 found=type(op).__name__,
             )
+
+
+def _check_signature(fn, inputs) -> None:
+    """``fn`` takes one argument per input, annotated (if at all) with its dtype."""
+    import tvm  # pylint: disable=import-outside-toplevel
+
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -113,26 +150,3 @@ def ewise(fn, dst, *inputs, scope: str = "thread") -> None:
                 expected=f"{want} (parameter {p.name!r})",
                 found=dtype,
             )
-
-    shape = [int(s) for s in dst.shape]
-    frames = [_ir.unroll(n) for n in shape]
-    coord = []
-    stack = []
-    try:
-        for frame in frames:
-            stack.append(frame)
-            coord.append(frame.__enter__())
-        args = [op[tuple(coord)] if tvm.tirx.is_buffer_var(op) else op for op in inputs]
-        value = fn(*args)
-        if _expr_dtype(value) != dst.dtype:
-            raise TileError(
-                _NAME,
-                "result dtype differs from dst",
-                operand=operand_label("dst", 1),
-                expected=dst.dtype,
-                found=f"{_expr_dtype(value)} (no implicit conversion; use cvt)",
-            )
-        _ir.buffer_store(dst, value, list(coord))
-    finally:
-        while stack:
-            stack.pop().__exit__(None, None, None)

@@ -138,17 +138,19 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     Raises
     ------
     TileError
-        Any contract rule that shapes, dtypes, layouts and the opcode decide:
-        unknown/illegal opcode, wrong atom shape, differing repeat shapes,
-        element width vs PTX type, state space, non-contiguous vector atom,
-        overlapping register destinations, scalar in a destination,
-        ``preserve_dst`` without ``pred``.
+        Any contract rule that shapes, dtypes, layouts and the opcode decide
+        (:mod:`.static_rules`), e.g. unknown opcode, wrong atom shape.
     """
-    from tvm.tirx.op import call_intrin  # pylint: disable=import-outside-toplevel
-
     if isinstance(instr, str) and operands and isinstance(operands[-1], str):
         operands, printed_params, scope, pred, preserve_dst = _unpack_printed(operands)
         params = {**printed_params, **params}
+    contract = _parse_time_contract(instr, operands, scope, pred, preserve_dst)
+    check_params(contract, params)
+    return _call(contract.opcode, operands, params, scope, pred, preserve_dst)
+
+
+def _parse_time_contract(instr, operands, scope, pred, preserve_dst):
+    """The form the operands fit, from the rules parse time can decide."""
     opcode = opcode_text(instr)
     forms = candidates(instr)
     # A collective form's atom holds the threads of its collective: the group
@@ -157,15 +159,19 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     if rank is None:
         # The group axes are unknown until lowering reads the launch: check
         # the opcode now, the operands then.
-        contract = forms[0]
-    else:
-        # Group extents depend on the launch and on enclosing guards, which
-        # lowering sees; here only their number is known.
-        contract, _ = select_contract(forms, operands, (None,) * rank, pred, preserve_dst)
-    check_params(contract, params)
+        return forms[0]
+    # Group extents depend on the launch and on enclosing guards, which
+    # lowering sees; here only their number is known.
+    return select_contract(forms, operands, (None,) * rank, pred, preserve_dst)[0]
+
+
+def _call(opcode, operands, params, scope, pred, preserve_dst):
+    """The tile op's Call: ``(opcode, *operands, *params, [pred,] flags)``."""
+    from tvm.tirx.op import call_intrin  # pylint: disable=import-outside-toplevel
+
     names = sorted(params)
     args = [
-        contract.opcode,
+        opcode,
         *[getattr(v, "scalar", v) for v in operands],
         *[params[n] for n in names],
         *([pred] if pred is not None else []),

@@ -2,7 +2,8 @@
 
 Every rule is a small pure function returning a :class:`~tvm_tirx.TileError`
 or ``None``.  :func:`check_static` runs those that need only shapes, dtypes,
-layouts and the opcode; :func:`select_contract` picks, among the forms an
+layouts and the opcode (the per-operand ones are in :mod:`.operand_rules`);
+:func:`select_contract` picks, among the forms an
 opcode names (:func:`.registry.candidates`), the one the operands fit.  The
 rules that need the kernel (alignment, bounds, ownership) are in
 :mod:`.memory_proofs` and :mod:`.ownership`.
@@ -15,195 +16,10 @@ import itertools
 from ..arch import arch_number
 from ..errors import TileError, operand_label
 from .ptx_table import same_width_dtypes
+from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
 from .views import ViewMap, atom_of, classify, coords, group_coords, repeat_shape, role_axes
 
 __all__ = ["check_static", "select_contract", "check_params", "rule_arch"]
-
-
-def _dtype_bits(dtype: str) -> int:
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
-    return DataType(dtype).bits
-
-
-def rule_operand_count(opcode, roles, operands):
-    """The call supplies exactly one operand per role of the form."""
-    if len(operands) != len(roles):
-        names = ", ".join(r.role for r in roles)
-        return TileError(
-            opcode,
-            "operand count",
-            expected=f"{len(roles)} operand(s) ({names})",
-            found=f"{len(operands)}",
-        )
-    return None
-
-
-def rule_scalar_destination(opcode, role, op):
-    """A scalar expression may only stand in for a read register operand."""
-    if op.kind != "scalar":
-        return None
-    label = operand_label(role.role, op.index)
-    if role.writes:
-        return TileError(
-            opcode,
-            "scalar in a destination slot",
-            operand=label,
-            expected="a register tensor (T.alloc_local) the instruction can write",
-            found=f"scalar expression {op.value}",
-        )
-    if role.kind == "memory":
-        return TileError(
-            opcode,
-            "scalar in a memory slot",
-            operand=label,
-            expected="a tensor view in " + "/".join(role.scopes) + " memory",
-            found=f"scalar expression {op.value}",
-        )
-    if tuple(role.atom) != (1,) or role.lane_coords is not None:
-        return TileError(
-            opcode,
-            "scalar for a register group",
-            operand=label,
-            expected=f"a tensor with atom {role.atom} (a scalar covers one register)",
-            found=f"scalar expression {op.value}",
-        )
-    return None
-
-
-def rule_state_space(opcode, role, op):
-    """A tensor's storage scope matches the role's state space."""
-    if op.kind != "tensor":
-        return None
-    scope = op.value.scope()
-    if scope in role.scopes:
-        return None
-    what = "register tensor" if role.kind == "register" else f".{role.ptx.space} memory"
-    return TileError(
-        opcode,
-        "wrong state space for the opcode",
-        operand=operand_label(role.role, op.index),
-        expected=f"a {what} (storage scope {' / '.join(role.scopes)})",
-        found=f"storage scope {scope!r}",
-    )
-
-
-def rule_dtype(opcode, role, op):
-    """Element bit width equals the PTX type's, and the dtype is one the type accepts."""
-    dtype = op.value.dtype if op.kind == "tensor" else op.value.ty.dtype
-    if dtype in role.dtypes:
-        return None
-    token = role.ptx.ptx_type or role.ptx.space
-    width = _dtype_bits(role.dtypes[0])
-    rule = (
-        "element bit width differs from the PTX type's"
-        if _dtype_bits(dtype) != width
-        else "dtype not accepted by the PTX type"
-    )
-    return TileError(
-        opcode,
-        rule,
-        operand=operand_label(role.role, op.index),
-        expected=f"{width}-bit {' / '.join(role.dtypes)}",
-        found=f"{dtype} ({_dtype_bits(dtype)}-bit); reinterpret with .view(dtype)",
-    )
-
-
-def rule_static_shape(opcode, role, op):
-    """Repeat and atom extents are compile-time constants."""
-    if op.kind == "tensor" and not all(isinstance(s, int) for s in op.shape):
-        return TileError(
-            opcode,
-            "symbolic shape",
-            operand=operand_label(role.role, op.index),
-            expected="static extents",
-            found=str(list(op.value.shape)),
-        )
-    return None
-
-
-def rule_atom_shape(opcode, role, op, group):
-    """The trailing axes equal the instruction's atom, after the group axes."""
-    if op.kind != "tensor":
-        return None
-    shape = op.shape
-    n_lead = len(group)
-    atom = atom_of(role, op)
-    if len(shape) < n_lead + len(atom) or tuple(shape[len(shape) - len(atom) :]) != atom:
-        return TileError(
-            opcode,
-            "wrong atom shape",
-            operand=operand_label(role.role, op.index),
-            expected=f"shape (*group{_fmt_group(group)}, *repeat, *{_fmt_atom(role.atom)})",
-            found=f"shape {shape}",
-        )
-    if any(g is not None and g != n for g, n in zip(group, shape[:n_lead])):
-        return TileError(
-            opcode,
-            "group shape does not match the scope",
-            operand=operand_label(role.role, op.index),
-            expected=f"leading group axes {tuple(group)}",
-            found=f"shape {shape}",
-        )
-    return None
-
-
-def _fmt_atom(atom) -> str:
-    return "(" + ", ".join("n" if a is None else str(a) for a in atom) + ("," if len(atom) == 1 else "") + ")"
-
-
-def _fmt_group(group) -> str:
-    return "[" + ", ".join("?" if g is None else str(g) for g in group) + "]"
-
-
-def rule_contiguous_atom(opcode, role, op, group):
-    """Each row of a memory atom (its last axis) is consecutive in memory."""
-    atom = atom_of(role, op)
-    if op.kind != "tensor" or role.kind != "memory" or atom[-1] == 1:
-        return None
-    view = ViewMap(op.value)
-    rows = list(itertools.product(*(range(n) for n in (*repeat_shape(role, op, group), *atom[:-1]))))
-    # Strided layouts add one term per axis, so the origin of the group axes
-    # decides; a swizzle does not, so every group coordinate is checked.
-    for lead in group_coords(group, full=not view.separable):
-        for row in rows:
-            base = view.offset((*lead, *row, 0))
-            for k in range(1, atom[-1]):
-                off = view.offset((*lead, *row, k))
-                if off != base + k:
-                    return TileError(
-                        opcode,
-                        "vector atom not contiguous",
-                        operand=operand_label(role.role, op.index),
-                        expected=f"element {k} of the atom at element offset +{k}",
-                        found=f"+{off - base} (at {row})",
-                    )
-    return None
-
-
-def rule_static_offsets(opcode, role, op):
-    """Every coordinate of a tensor view has a constant offset from the view's start.
-
-    Offsets that vary with thread ids come from a sub-view of a swizzled tensor
-    (``ComposeLayout``) that starts at a run-time element not on a whole swizzle
-    period; contiguity and alignment cannot be proven for them.
-    """
-    if op.kind != "tensor":
-        return None
-    expr = ViewMap(op.value).symbolic_offset()
-    if expr is None:
-        return None
-    return TileError(
-        opcode,
-        "view offsets not static",
-        operand=operand_label(role.role, op.index),
-        expected=(
-            "offsets fixed at parse time: start a sub-view of a swizzled tensor at a "
-            "multiple of its swizzle period, or view the whole tensor and index it "
-            "with group axes"
-        ),
-        found=f"offset {expr}",
-    )
 
 
 def rule_preserve_dst(opcode, contract, pred, preserve_dst):
@@ -315,17 +131,6 @@ def rule_arch(contract, arch):
     return None
 
 
-def _per_operand_rules(opcode, group):
-    return (
-        lambda r, o: rule_scalar_destination(opcode, r, o),
-        lambda r, o: rule_state_space(opcode, r, o),
-        lambda r, o: rule_dtype(opcode, r, o),
-        lambda r, o: rule_static_shape(opcode, r, o),
-        lambda r, o: rule_atom_shape(opcode, r, o, group),
-        lambda r, o: rule_static_offsets(opcode, r, o),
-    )
-
-
 def check_static(contract, operands, group, pred=None, preserve_dst=False):
     """Run every parse-time rule; return the first TileError found, or None.
 
@@ -347,9 +152,9 @@ def check_static(contract, operands, group, pred=None, preserve_dst=False):
     err = rule_operand_count(opcode, roles, operands)
     if err:
         return err
-    for rule in _per_operand_rules(opcode, group):
+    for rule in OPERAND_RULES:
         for role, op in zip(roles, operands):
-            err = rule(role, op)
+            err = rule(opcode, role, op, group)
             if err:
                 return err
     err = rule_same_repeat(opcode, contract, operands, group)
