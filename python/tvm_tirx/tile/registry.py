@@ -143,15 +143,8 @@ def candidates(instr) -> tuple:
     opcode text (a ``T.ptx[...]`` chain: per its table candidates, since the
     chain does not keep the text the user wrote).
 
-    Parameters
-    ----------
-    instr : str | T.ptx chain
-        ``"ld.global.v4.b32"`` or ``T.ptx["ld.global.v4.b32"]``.
-
-    Returns
-    -------
-    tuple[Contract, ...]
-        Never empty; every contract has the same :class:`~.contract.Collective`.
+    ``instr`` is what :func:`.ptx_table.resolve` takes.  The result is never
+    empty; every contract of one opcode has the same :class:`~.contract.Collective`.
 
     Raises
     ------
