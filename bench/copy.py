@@ -26,7 +26,7 @@ from tvm_tirx import testing
 from tvm_tirx.script import tirx as T
 
 from bench._sass import report  # noqa: E402
-from bench._timing import median_cuda_ms, table  # noqa: E402
+from bench._timing import table  # noqa: E402
 
 BLOCK = 256
 #: (name, load opcode, store opcode)
@@ -91,12 +91,12 @@ def sweep(torch, runs: int) -> None:
     n = 1 << 28
     src = torch.randn(n, device="cuda")
     dst = torch.empty_like(src)
-    torch_ms = median_cuda_ms(torch, lambda: dst.copy_(src), runs)
+    torch_ms = testing.do_bench(lambda: dst.copy_(src), runs=runs).median
     rows = []
     for name, ld, st in VARIANTS:
         for unroll, ctas in ((4, 1024), (8, 1024), (8, 2048), (16, 1024)):
             kernel = tvm_tirx.compile(make_copy(n, unroll, ctas, ld, st), target="cuda")
-            ms = median_cuda_ms(torch, lambda: kernel(src, dst), runs, warmup=20)
+            ms = testing.do_bench(lambda: kernel(src, dst), runs=runs, warmup=20).median
             rows.append([name, unroll, ctas, f"{ms:.3f}", f"{torch_ms / ms:.2f}"])
     print(f"sweep, 1 GiB, torch copy_ {torch_ms:.3f} ms")
     print(table(["variant", "unroll", "ctas", "ms", "x torch"], rows))
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     for label, n in sizes.items():
         src = torch.randn(n, device="cuda")
         dst = torch.empty_like(src)
-        torch_ms = median_cuda_ms(torch, lambda: dst.copy_(src), args.runs)
+        torch_ms = testing.do_bench(lambda: dst.copy_(src), runs=args.runs).median
         gbs = lambda ms: 2 * n * 4 / (ms * 1e-3) / 1e9  # noqa: E731
         rows.append([label, "torch copy_", f"{torch_ms:.3f}", f"{gbs(torch_ms):.0f}", "1.00"])
         for name, ld, st in VARIANTS:
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
             kernel(src, dst)
             torch.cuda.synchronize()
             assert torch.equal(dst, src), f"copy[{name}] is wrong"
-            ms = median_cuda_ms(torch, lambda: kernel(src, dst), args.runs)
+            ms = testing.do_bench(lambda: kernel(src, dst), runs=args.runs).median
             rows.append([label, f"tile {name}", f"{ms:.3f}", f"{gbs(ms):.0f}", f"{torch_ms / ms:.2f}"])
         del src, dst
         torch.cuda.empty_cache()

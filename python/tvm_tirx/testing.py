@@ -6,11 +6,15 @@
 * :func:`assemble` -- assemble a kernel's CUDA for its arch with ``nvcc``/``ptxas``.
 * :func:`requires_arch` -- pytest marker: the test needs a GPU of at least an SM version.
 * :func:`count_ptx` -- how many times one exact PTX opcode is issued per thread.
+* :func:`do_bench` -- time GPU work with CUDA events (median and spread).
+* :func:`sweep` -- compile configurations in parallel, drop failures, time the rest.
 """
 
 from __future__ import annotations
 
 import shutil
+
+from .benchmark import SweepResult, SweepRow, Timing, do_bench, sweep
 
 __all__ = [
     "requires_cuda",
@@ -27,6 +31,11 @@ __all__ = [
     "arch_supported",
     "count_ptx",
     "ptx_opcode_of",
+    "do_bench",
+    "sweep",
+    "Timing",
+    "SweepRow",
+    "SweepResult",
 ]
 
 
