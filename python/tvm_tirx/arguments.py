@@ -14,6 +14,7 @@ builds its message only when it raises.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import sys
 
@@ -99,6 +100,11 @@ class ParamSpec:
             return cls(param.name, shape, param.dtype, int(param.data_alignment), True)
         return cls(param.name, None, str(param.ty.dtype), 1, False)
 
+    @functools.cached_property
+    def int_range(self) -> tuple[int, int]:
+        """``[lo, hi)`` of an integer scalar parameter's dtype."""
+        return _int_range(self.dtype)
+
     @property
     def scalar_kind(self) -> str:
         """``"bool"``, ``"float"`` or ``"int"``: the Python type a scalar parameter takes."""
@@ -133,7 +139,7 @@ class ParamSpec:
                 f"{self._where(kernel)}: expected a Python {kind} for a {self.dtype} scalar, got {type(arg).__name__}"
             )
         if kind == "int":
-            lo, hi = _int_range(self.dtype)
+            lo, hi = self.int_range
             if not lo <= int(arg) < hi:
                 raise ValueError(f"{self._where(kernel)}: {int(arg)} does not fit {self.dtype} ([{lo}, {hi - 1}])")
 
@@ -234,7 +240,7 @@ def _scalar_test(i: int, spec: ParamSpec) -> str:
     """The fast-path condition of scalar parameter ``i`` (a Python expression)."""
     kind = spec.scalar_kind
     if kind == "int":
-        lo, hi = _int_range(spec.dtype)
+        lo, hi = spec.int_range
         return f"a{i}.__class__ is int and {lo} <= a{i} < {hi}"
     return f"a{i}.__class__ is {'bool' if kind == 'bool' else 'float'}"
 

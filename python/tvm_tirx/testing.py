@@ -110,7 +110,8 @@ def count_ptx_calls(stmt, opcode_prefix: str | None = None) -> int:
 
 
 def assemble(kernel, fmt: str = "cubin") -> bytes:
-    """Assemble ``kernel``'s CUDA source with ``nvcc`` for its arch (``fmt``: cubin or ptx).
+    """Assemble ``kernel``'s CUDA source with ``nvcc`` for its arch (``fmt``: cubin or ptx),
+    with the kernel's compile options' flags.
 
     Raises
     ------
@@ -119,7 +120,8 @@ def assemble(kernel, fmt: str = "cubin") -> bytes:
     """
     from .kernel import _nvcc  # pylint: disable=import-outside-toplevel
 
-    return _nvcc(kernel.cuda_source, kernel.target, fmt)
+    options = getattr(kernel, "options", None)
+    return _nvcc(kernel.cuda_source, kernel.target, fmt, flags=options.compiler_args() if options else ())
 
 
 def forms_kernel_source(forms, name: str = "forms_kernel") -> str:
