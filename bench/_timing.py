@@ -1,4 +1,7 @@
-"""Shared timing helpers for the benchmarks (wall clock on the host, CUDA events on the GPU)."""
+"""Shared helpers for the benchmarks: wall-clock timing on the host and plain-text tables.
+
+GPU timing is :func:`tvm_tirx.testing.do_bench` (CUDA events, a spin kernel before each run).
+"""
 
 from __future__ import annotations
 
@@ -15,29 +18,6 @@ def median_wall(fn, runs: int = 20, warmup: int = 2) -> float:
         t0 = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
-
-
-def median_cuda_ms(torch, fn, runs: int = 50, warmup: int = 5, busy_cycles: int = 2_000_000) -> float:
-    """Median milliseconds of ``fn()`` on the GPU, each run timed with its own CUDA events.
-
-    Before each run the stream gets a spin kernel (``torch.cuda._sleep``) that
-    outlasts the host's work of recording the start event and launching ``fn``,
-    so the events time the GPU work, not the gap while Python launches it.
-    """
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(runs):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(busy_cycles)  # pylint: disable=protected-access
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end))
     return statistics.median(samples)
 
 

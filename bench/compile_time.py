@@ -29,6 +29,7 @@ import tvm_ffi
 from tvm.tirx.layout import Axis, S, TileLayout
 
 import tvm_tirx
+from tvm_tirx import testing
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.lower import lower_tile_apply
 
@@ -166,12 +167,62 @@ def measure(pyfunc, parse, runs):
     return t_parse, t_lower, t_pipe, t_gen
 
 
+#: kernels of the cache measurement: name -> () -> PrimFunc (parsed in the child process)
+CACHE_KERNELS = {
+    "read_next_row": lambda: T.function(read_next_row),
+    "cta_twelve": lambda: T.function(cta_twelve),
+    "gemm 4096^3": lambda: __import__("bench.gemm", fromlist=["make_gemm"]).make_gemm(4096, 4096, 4096),
+}
+
+
+def _time_one_compile(name: str) -> None:
+    """Child process: print the seconds ``tvm_tirx.compile`` takes for kernel ``name``."""
+    import time  # pylint: disable=import-outside-toplevel
+
+    func = CACHE_KERNELS[name]()
+    arch = None if testing.has_cuda() else "sm_90a"
+    start = time.perf_counter()
+    tvm_tirx.compile(func, target="cuda", arch=arch)
+    print(time.perf_counter() - start)
+
+
+def cache_table(repeats: int) -> str:
+    """Cold and warm-cache compile times, each in a fresh process (median of ``repeats``)."""
+    import statistics  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import tempfile  # pylint: disable=import-outside-toplevel
+
+    def run(name, cache):
+        env = dict(os.environ, TVM_TIRX_CACHE_DIR=cache, TVM_TIRX_CACHE="1")
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--time-compile", name],
+                             env=env, capture_output=True, text=True, check=True)
+        return float(out.stdout.split()[-1])
+
+    rows = []
+    for name in CACHE_KERNELS:
+        cold, warm = [], []
+        for _ in range(repeats):
+            with tempfile.TemporaryDirectory() as cache:
+                cold.append(run(name, cache))
+                warm.append(run(name, cache))
+        c, w = statistics.median(cold), statistics.median(warm)
+        rows.append([name, f"{c * 1e3:.1f}", f"{w * 1e3:.1f}", f"{w / c:.1%}"])
+    return table(["kernel", "cold ms", "warm-cache ms", "warm / cold"], rows)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu", action="store_true", help="compile timings only (all this script does)")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--max-log2-repeats", type=int, default=13)
+    parser.add_argument("--cache-repeats", type=int, default=3, help="process pairs per kernel for the cache table")
+    parser.add_argument("--time-compile", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.time_compile:
+        _time_one_compile(args.time_compile)
+        return 0
+    # before the stub below: the children compile for real (NVRTC on a GPU machine)
+    cache_text = cache_table(args.cache_repeats)
     _stub_cuda_compiler()
     ms = lambda s: f"{s * 1e3:.2f}"  # noqa: E731
 
@@ -205,6 +256,9 @@ def main(argv=None) -> int:
     print()
     print("LowerTileApply time vs repeats R (one ld.global.v4.b32 call)")
     print(table(["R", "lower ms", "us per repeat", "vs R=1024"], rows))
+    print()
+    print(f"compile cache: tvm_tirx.compile in a fresh process, cold vs warm cache (median of {args.cache_repeats})")
+    print(cache_text)
     return 0
 
 

@@ -1,6 +1,8 @@
 """Device-to-device copy with ld.global.v4 / st.global.v4, against torch.Tensor.copy_.
 
-Each thread moves ``unroll`` 16-byte vectors per iteration (``unroll`` loads in
+The one-shot kernel gives each thread one 16-byte vector and launches as
+many CTAs as that takes (measured at 1.00x copy_ at 1 and 4 GiB on an H200).
+In the looped variants each thread moves ``unroll`` 16-byte vectors per iteration (``unroll`` loads in
 flight before the first store); a grid of ``ctas`` CTAs of 256 threads walks
 the array.  The layout of one iteration, ``(iteration, cta, unroll, thread, 4)``,
 makes every warp's loads one contiguous 512-byte row.
@@ -26,7 +28,7 @@ from tvm_tirx import testing
 from tvm_tirx.script import tirx as T
 
 from bench._sass import report  # noqa: E402
-from bench._timing import median_cuda_ms, table  # noqa: E402
+from bench._timing import table  # noqa: E402
 
 BLOCK = 256
 #: (name, load opcode, store opcode)
@@ -61,6 +63,26 @@ def make_copy(n: int, unroll: int, ctas: int, ld: str, st: str):
     return copy
 
 
+def make_copy_oneshot(n: int, ld: str = "ld.global.v4.b32", st: str = "st.global.v4.b32"):
+    """A copy with one 16-byte vector per thread and a grid that covers the array:
+    ``n / 1024`` CTAs of 256 threads, no loop (``n`` a multiple of 1024)."""
+    per_cta = 4 * BLOCK
+    if n % per_cta:
+        raise ValueError(f"n={n} is not a multiple of {per_cta}")
+    ctas = n // per_cta
+
+    @T.function
+    def copy(A: T.Tensor((n,), "float32", align=16), B: T.Tensor((n,), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=ctas, block=BLOCK))
+        cta = T.cuda.block_idx("x")
+        tid = T.cuda.thread_idx("x")
+        r = T.alloc_local((4,), "float32")
+        T.cuda.tile.apply(T.ptx[ld], r, A.view(ctas, BLOCK, 4).sub[cta, tid, :])
+        T.cuda.tile.apply(T.ptx[st], B.view(ctas, BLOCK, 4).sub[cta, tid, :], r)
+
+    return copy
+
+
 def make_copy_persistent(n: int, unroll: int, ctas: int, ld: str, st: str):
     """A grid-stride copy: ``ctas`` CTAs (one wave) walk chunks of ``4 * 256 * unroll``
     floats; the last round is predicated, so any ``ctas`` works."""
@@ -91,12 +113,12 @@ def sweep(torch, runs: int) -> None:
     n = 1 << 28
     src = torch.randn(n, device="cuda")
     dst = torch.empty_like(src)
-    torch_ms = median_cuda_ms(torch, lambda: dst.copy_(src), runs)
+    torch_ms = testing.do_bench(lambda: dst.copy_(src), runs=runs).median
     rows = []
     for name, ld, st in VARIANTS:
         for unroll, ctas in ((4, 1024), (8, 1024), (8, 2048), (16, 1024)):
             kernel = tvm_tirx.compile(make_copy(n, unroll, ctas, ld, st), target="cuda")
-            ms = median_cuda_ms(torch, lambda: kernel(src, dst), runs, warmup=20)
+            ms = testing.do_bench(lambda: kernel(src, dst), runs=runs, warmup=20).median
             rows.append([name, unroll, ctas, f"{ms:.3f}", f"{torch_ms / ms:.2f}"])
     print(f"sweep, 1 GiB, torch copy_ {torch_ms:.3f} ms")
     print(table(["variant", "unroll", "ctas", "ms", "x torch"], rows))
@@ -124,6 +146,10 @@ def main(argv=None) -> int:
             print(f"copy[{name}]: {ld} / {st}, unroll {args.unroll}: assembled for sm_90a ({len(cubin)} bytes)")
             if args.sass:
                 print(report(kernel))
+        kernel = tvm_tirx.compile(make_copy_oneshot(1 << 28), target="cuda", arch="sm_90a")
+        cubin = testing.assemble(kernel)
+        print(f"copy[one-shot]: one ld/st.global.v4.b32 per thread, {(1 << 28) // (4 * BLOCK)} CTAs: "
+              f"assembled for sm_90a ({len(cubin)} bytes)")
         return 0
 
     import torch
@@ -132,16 +158,18 @@ def main(argv=None) -> int:
     for label, n in sizes.items():
         src = torch.randn(n, device="cuda")
         dst = torch.empty_like(src)
-        torch_ms = median_cuda_ms(torch, lambda: dst.copy_(src), args.runs)
+        torch_ms = testing.do_bench(lambda: dst.copy_(src), runs=args.runs).median
         gbs = lambda ms: 2 * n * 4 / (ms * 1e-3) / 1e9  # noqa: E731
         rows.append([label, "torch copy_", f"{torch_ms:.3f}", f"{gbs(torch_ms):.0f}", "1.00"])
-        for name, ld, st in VARIANTS:
-            kernel = tvm_tirx.compile(make_copy(n, args.unroll, args.ctas, ld, st), target="cuda")
+        kernels = [("one-shot", make_copy_oneshot(n))]
+        kernels += [(name, make_copy(n, args.unroll, args.ctas, ld, st)) for name, ld, st in VARIANTS]
+        for name, func in kernels:
+            kernel = tvm_tirx.compile(func, target="cuda")
             dst.zero_()
             kernel(src, dst)
             torch.cuda.synchronize()
             assert torch.equal(dst, src), f"copy[{name}] is wrong"
-            ms = median_cuda_ms(torch, lambda: kernel(src, dst), args.runs)
+            ms = testing.do_bench(lambda: kernel(src, dst), runs=args.runs).median
             rows.append([label, f"tile {name}", f"{ms:.3f}", f"{gbs(ms):.0f}", f"{torch_ms / ms:.2f}"])
         del src, dst
         torch.cuda.empty_cache()

@@ -9,8 +9,12 @@ three stages by default; fragments come from shared memory with ``ldmatrix``.
 The shared tiles are XOR-swizzled (or padded) so that the eight rows an
 ``ldmatrix`` reads fall in different banks.
 
-    python bench/gemm.py          # on a GPU: check against torch.matmul, time, table
-    python bench/gemm.py --cpu    # no GPU: compile, assemble, print ptxas register use
+Pipeline depth and swizzle are swept with :func:`tvm_tirx.testing.sweep`
+(configurations compiled in parallel worker processes, timed on the GPU);
+the fastest is checked against torch.matmul and reported.
+
+    python bench/gemm.py          # on a GPU: sweep, check the fastest, time, table
+    python bench/gemm.py --cpu    # no GPU: compile the sweep, assemble one
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from tvm_tirx import testing  # noqa: E402
 from tvm_tirx.script import tirx as T  # noqa: E402
 
 from bench._sass import report  # noqa: E402
-from bench._timing import median_cuda_ms, table  # noqa: E402
+from bench._timing import table  # noqa: E402
 
 L = Axis.laneid
 BM, BN, BK = 128, 128, 32
@@ -157,17 +161,28 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "float32", stages: int = 
     return gemm
 
 
+def _configs(size: int, stages, swizzles) -> list:
+    return [dict(m=size, n=size, k=size, stages=st, swizzle=sw) for st in stages for sw in swizzles]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cpu", action="store_true", help="compile and assemble only")
+    parser.add_argument("--cpu", action="store_true", help="compile (the whole sweep) and assemble only")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--sizes", type=int, nargs="*", default=[4096, 8192])
-    parser.add_argument("--stages", type=int, default=3)
-    parser.add_argument("--padded", action="store_true", help="padded shared rows instead of the swizzle")
+    parser.add_argument("--stages", type=int, nargs="*", default=[2, 3, 4], help="pipeline depths to sweep")
+    parser.add_argument("--swizzle", choices=["both", "on", "off"], default="both",
+                        help="swizzled shared tiles, padded rows, or both (swept)")
+    parser.add_argument("--workers", type=int, default=None, help="compile worker processes (0: compile here)")
     parser.add_argument("--sass", action="store_true", help="print ptxas register use and SASS counts")
     args = parser.parse_args(argv)
+    swizzles = {"both": [True, False], "on": [True], "off": [False]}[args.swizzle]
     if args.cpu or not testing.has_cuda():
-        kernel = tvm_tirx.compile(make_gemm(*(args.sizes[0],) * 3, stages=args.stages, swizzle=not args.padded), target="cuda", arch="sm_90a")
+        found = testing.sweep(make_gemm, _configs(args.sizes[0], args.stages, swizzles), (), arch="sm_90a",
+                              workers=args.workers, measure=False)
+        print(f"gemm {args.sizes[0]}^3 sweep (compile only)")
+        print(found.table())
+        kernel = next(r.kernel for r in found.rows if r.kernel is not None)
         cubin = testing.assemble(kernel)
         print(f"gemm {args.sizes[0]}^3 bf16: assembled for sm_90a ({len(cubin)} bytes)")
         if args.sass:
@@ -181,22 +196,28 @@ def main(argv=None) -> int:
         a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
         c = torch.empty(size, size, device="cuda", dtype=torch.float32)
-        kernel = tvm_tirx.compile(make_gemm(size, size, size, stages=args.stages, swizzle=not args.padded), target="cuda")
+        found = testing.sweep(make_gemm, _configs(size, args.stages, swizzles), (a, b, c), workers=args.workers,
+                              timer=lambda fn: testing.do_bench(fn, runs=args.runs))
+        print(f"gemm {size}^3 sweep")
+        print(found.table())
+        best = found.best
+        kernel = best.kernel
         kernel(a, b, c)
         ref = torch.matmul(a.float(), b.float().t())
         err = (torch.linalg.norm(c - ref) / torch.linalg.norm(ref)).item()
         assert err < 1e-2, f"relative Frobenius error {err}"
         flops = 2 * size**3
-        torch_ms = median_cuda_ms(torch, lambda: torch.matmul(a, b.t()), args.runs)
-        tile_ms = median_cuda_ms(torch, lambda: kernel(a, b, c), args.runs)
+        torch_ms = testing.do_bench(lambda: torch.matmul(a, b.t()), runs=args.runs).median
+        tile_ms = best.timing.median
         tf = lambda ms: flops / (ms * 1e-3) / 1e12  # noqa: E731
-        rows.append([f"{size}^3", f"{tile_ms:.3f}", f"{tf(tile_ms):.0f}", f"{torch_ms:.3f}", f"{tf(torch_ms):.0f}", f"{torch_ms / tile_ms:.2f}", f"{err:.1e}"])
+        config = f"stages={best.config['stages']}, {'swizzle' if best.config['swizzle'] else 'padded'}"
+        rows.append([f"{size}^3", config, f"{tile_ms:.3f}", f"{tf(tile_ms):.0f}", f"{torch_ms:.3f}", f"{tf(torch_ms):.0f}", f"{torch_ms / tile_ms:.2f}", f"{err:.1e}"])
         del a, b, c, ref
         torch.cuda.empty_cache()
     if args.sass:
         print(report(kernel))
-    print(f"bf16 GEMM (fp32 accumulate and output), median of {args.runs} runs (CUDA events)")
-    print(table(["size", "tile ms", "tile TFLOP/s", "torch ms", "torch TFLOP/s", "x torch", "rel. error"], rows))
+    print(f"bf16 GEMM (fp32 accumulate and output), the sweep's fastest, median of {args.runs} runs (CUDA events)")
+    print(table(["size", "config", "tile ms", "tile TFLOP/s", "torch ms", "torch TFLOP/s", "x torch", "rel. error"], rows))
     return 0
 
 

@@ -27,7 +27,7 @@ import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.script import tirx as T
 
-from bench._timing import median_cuda_ms, table  # noqa: E402
+from bench._timing import table  # noqa: E402
 
 N = 16384
 TILE = 32
@@ -81,11 +81,11 @@ def main(argv=None) -> int:
     torch.cuda.synchronize()
     assert torch.equal(y, x.t()), "transpose is wrong"
     gbs = lambda ms: 2 * N * N * 4 / (ms * 1e-3) / 1e9  # noqa: E731
-    torch_ms = median_cuda_ms(torch, lambda: x.t().contiguous(), args.runs)
-    tile_ms = median_cuda_ms(torch, lambda: kernel(x, y), args.runs)
+    torch_ms = testing.do_bench(lambda: x.t().contiguous(), runs=args.runs).median
+    tile_ms = testing.do_bench(lambda: kernel(x, y), runs=args.runs).median
     flat_x, flat_y = x.view(-1), y.view(-1)
     copy_kernel = tvm_tirx.compile(make_copy(N * N, 4, 1024, "ld.global.v4.b32", "st.global.v4.b32"), target="cuda")
-    copy_ms = median_cuda_ms(torch, lambda: copy_kernel(flat_x, flat_y), args.runs)
+    copy_ms = testing.do_bench(lambda: copy_kernel(flat_x, flat_y), runs=args.runs).median
     rows = [
         ["torch x.t().contiguous()", f"{torch_ms:.3f}", f"{gbs(torch_ms):.0f}", "1.00", f"{copy_ms / torch_ms:.2f}"],
         ["tile transpose (padded smem)", f"{tile_ms:.3f}", f"{gbs(tile_ms):.0f}", f"{torch_ms / tile_ms:.2f}", f"{copy_ms / tile_ms:.2f}"],

@@ -9,10 +9,12 @@ from __future__ import annotations
 import functools
 
 from .arch import gpu_arch as _gpu_arch
+from .arguments import ParamSpec, build_checker
+from .cache import cache_dir, cache_key, has_cuda_loader, load_entry, store_entry
+from .compile_options import cuda_compiler_flags, parse_options
 from .export import pack_imports_with_device_binary
 from .pipeline import PIPELINE_NAME, register_pipeline
 from .tile.lower import lower_tile_apply
-from .tile.views import int_or_none
 
 __all__ = ["compile", "Kernel", "PIPELINE_NAME", "resolve_target"]
 
@@ -59,6 +61,11 @@ def resolve_target(target="cuda", arch: str | None = None):
 def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None) -> Kernel:  # pylint: disable=redefined-builtin
     """Build a kernel written with ``T.cuda.tile.apply``.
 
+    A build that succeeded is kept in the compile cache on disk
+    (:mod:`tvm_tirx.cache`: ``TVM_TIRX_CACHE_DIR`` moves it, ``TVM_TIRX_CACHE=0``
+    turns it off); compiling the same kernel again -- in this process or
+    another -- loads it from there.
+
     Parameters
     ----------
     func_or_mod : PrimFunc | IRModule
@@ -68,7 +75,11 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
     arch : str | None
         CUDA architecture such as ``"sm_90a"``; required without a GPU.
     options : dict | None
-        ``tvm.transform.PassContext`` config entries.
+        ``"flags"``: CUDA compiler flags (NVRTC or nvcc: ``-lineinfo``,
+        ``--use_fast_math``, ``-maxrregcount=N``); ``"ptxas"``: ptxas flags
+        (``-v``, ``--register-usage-level=N``); any other key is a
+        ``tvm.transform.PassContext`` config entry.  See
+        :mod:`tvm_tirx.compile_options`.
 
     Returns
     -------
@@ -81,13 +92,37 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
         A tile call breaks its contract (found by ``LowerTileApply``).
     ValueError
         No arch without a GPU; not exactly one PrimFunc; a module with Relax
-        functions (build those with ``tvm.compile``, see :mod:`tvm_tirx.relax`).
+        functions (build those with ``tvm.compile``, see :mod:`tvm_tirx.relax`);
+        an unknown key in ``options``.
+    TypeError
+        ``options`` is not a dict, or its ``"flags"``/``"ptxas"`` is not a list of str.
     """
-    import tvm  # pylint: disable=import-outside-toplevel
-
     from .script.install import install  # pylint: disable=import-outside-toplevel
 
     install()
+    name, func = _the_kernel(func_or_mod)
+    tgt = resolve_target(target, arch)
+    opts = parse_options(options)
+    directory = cache_dir()
+    if directory is None:
+        return Kernel(_build(func, name, tgt, opts), func, name, tgt, options=opts)
+    key = cache_key(func.script(show_meta=True), name, tgt, opts.key())
+    kernel = _from_cache(directory, key, func, name, tgt, opts)
+    if kernel is not None:
+        return kernel
+    executable = _build(func, name, tgt, opts)
+    kernel = Kernel(executable, func, name, tgt, options=opts)
+    # A process that can load CUDA modules stores the library too; without a
+    # CUDA driver the build holds only CUDA source, and the entry its metadata.
+    write = executable.export_library if has_cuda_loader() else None
+    store_entry(directory, key, name, kernel.cuda_source, write)
+    return kernel
+
+
+def _the_kernel(func_or_mod):
+    """``(name, PrimFunc)`` of the one kernel in ``func_or_mod``."""
+    import tvm  # pylint: disable=import-outside-toplevel
+
     if isinstance(func_or_mod, tvm.IRModule):
         mod = func_or_mod
     else:
@@ -105,8 +140,13 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
     funcs = [(gv.name_hint, f) for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
     if len(funcs) != 1:
         raise ValueError(f"tvm_tirx.compile: expected one PrimFunc, found {len(funcs)}")
-    name, func = funcs[0]
-    tgt = resolve_target(target, arch)
+    return funcs[0]
+
+
+def _build(func, name, tgt, opts):
+    """apache-tvm's executable for ``func`` (lowered here first)."""
+    import tvm  # pylint: disable=import-outside-toplevel
+
     pipeline = register_pipeline()
     # Lower here, in Python, so that a contract violation reaches the caller as
     # the TileError it is (through the pass pipeline's FFI boundary it would
@@ -114,16 +154,26 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
     # nothing left to do.
     with tgt:
         mod = tvm.IRModule({name: lower_tile_apply(func)})
-    with tvm.transform.PassContext(config=dict(options or {})):
-        executable = tvm.compile(mod, target=tgt, tir_pipeline=pipeline)
-    return Kernel(executable, func, name, tgt)
+    with tvm.transform.PassContext(config=dict(opts.pass_config)), cuda_compiler_flags(opts):
+        return tvm.compile(mod, target=tgt, tir_pipeline=pipeline)
 
 
+def _from_cache(directory, key, func, name, tgt, opts):
+    """The Kernel stored under ``key``, or None (no entry, or one that does not verify or load)."""
+    entry = load_entry(directory, key)
+    if entry is None or entry.name != name:
+        return None
+    executable = None
+    if entry.library is not None:
+        import tvm  # pylint: disable=import-outside-toplevel
 
-
-def _dtype_name(x) -> str:
-    text = str(x)
-    return text[len("torch.") :] if text.startswith("torch.") else text
+        try:
+            executable = tvm.runtime.Executable(tvm.runtime.load_module(entry.library))
+        except Exception:  # pylint: disable=broad-except
+            return None  # e.g. stored by a process with a CUDA runtime this one lacks: rebuild
+    kernel = Kernel(executable, func, name, tgt, options=opts, from_library=executable is not None)
+    kernel.__dict__["cuda_source"] = entry.cuda_source
+    return kernel
 
 
 class Kernel:
@@ -131,7 +181,8 @@ class Kernel:
 
     Call it with one argument per kernel parameter, in order: torch CUDA
     tensors (zero copy through DLPack) or tvm tensors for ``T.Tensor``
-    parameters.  Every argument is checked before launch.
+    parameters.  Every argument is checked before launch.  The kernel runs
+    on torch's current CUDA stream, and a call can be captured in a CUDA graph.
 
     Attributes
     ----------
@@ -141,22 +192,47 @@ class Kernel:
         The kernel as written (before lowering).
     target : tvm.target.Target
         The CUDA target (with ``arch``).
+    options : CompileOptions
+        The compile options (:mod:`tvm_tirx.compile_options`).
     executable : tvm.runtime.Executable
-        apache-tvm's build result.
+        apache-tvm's build result (for a kernel from the compile cache: the
+        stored library, or -- in a process without a CUDA runtime, where the
+        cache keeps sources only -- a build made on first use).
     """
 
-    def __init__(self, executable, func, name, target):
-        self.executable = executable
+    def __init__(self, executable, func, name, target, *, options=None, from_library=False):
         self.func = func
         self.name = name
         self.target = target
-        self._params = [_ParamSpec.of(p) for p in func.params]
+        self.options = options if options is not None else parse_options(None)
+        self._executable = executable
+        # a build made here from source: export_library works on it (not on a loaded library)
+        self._source_build = None if from_library else executable
+        self._params = [ParamSpec.of(p) for p in func.params]
+        self._check = build_checker(self._params, name)
+
+    @property
+    def executable(self):
+        """apache-tvm's executable (``tvm.runtime.Executable``)."""
+        if self._executable is None:
+            self._executable = self._source_executable()
+        return self._executable
+
+    def _source_executable(self):
+        if self._source_build is None:
+            self._source_build = _build(self.func, self.name, self.target, self.options)
+        return self._source_build
+
+    @functools.cached_property
+    def _function(self):
+        """The device launcher, looked up once (apache-tvm's lookup costs more than a launch)."""
+        return self.executable[self.name]
 
     # -- sources ----------------------------------------------------------------
     @functools.cached_property
     def cuda_source(self) -> str:
         """The generated CUDA C++ source (str)."""
-        for mod in _walk_modules(self.executable.mod):
+        for mod in _walk_modules(self._source_executable().mod):
             if mod.kind in ("cuda",):
                 for fmt in ("cu", ""):
                     try:
@@ -176,11 +252,12 @@ class Kernel:
         RuntimeError
             ``nvcc`` is missing or rejects the source.
         """
-        return _nvcc(self.cuda_source, self.target, "ptx").decode()
+        return _nvcc(self.cuda_source, self.target, "ptx", flags=self.options.compiler_args()).decode()
 
     def cubin(self) -> bytes:
-        """Assemble :attr:`cuda_source` into a cubin with ``nvcc``/``ptxas`` (bytes)."""
-        return _nvcc(self.cuda_source, self.target, "cubin")
+        """Assemble :attr:`cuda_source` into a cubin with ``nvcc``/``ptxas`` (bytes), with the
+        compile options' flags."""
+        return _nvcc(self.cuda_source, self.target, "cubin", flags=self.options.compiler_args())
 
     def script(self) -> str:
         """The kernel as TVMScript, before lowering."""
@@ -192,7 +269,8 @@ class Kernel:
         The library is apache-tvm's ``export_library`` output -- the host
         launcher, plus the CUDA module serialized into it -- except that the
         CUDA module carries the kernel assembled for :attr:`target`'s arch by
-        the machine's ``nvcc`` instead of whatever the build kept (on a machine
+        the machine's ``nvcc`` (with the compile options' flags) instead of
+        whatever the build kept (on a machine
         without a GPU driver apache-tvm keeps CUDA *source*, which a
         runtime-only process cannot compile).  Another process loads it with
         ``tvm.runtime.load_module(path)``, also with ``TVM_USE_RUNTIME_LIB=1``,
@@ -217,16 +295,16 @@ class Kernel:
         """
         if fmt not in ("cubin", "fatbin"):
             raise ValueError(f"Kernel.export: fmt must be 'cubin' or 'fatbin', got {fmt!r}")
-        binary = _nvcc(self.cuda_source, self.target, fmt)
+        binary = _nvcc(self.cuda_source, self.target, fmt, flags=self.options.compiler_args())
 
         def pack_imports(mod, is_system_lib, symbol_prefix, workspace_dir):
             return pack_imports_with_device_binary(mod, is_system_lib, symbol_prefix, workspace_dir, fmt, binary)
 
-        self.executable.mod.export_library(str(path), fpack_imports=pack_imports)
+        self._source_executable().mod.export_library(str(path), fpack_imports=pack_imports)
 
     # -- launch -------------------------------------------------------------------
     def __call__(self, *args):
-        """Launch the kernel on ``args`` (one per parameter).
+        """Launch the kernel on ``args`` (one per parameter), on torch's current stream.
 
         Every argument is checked before anything is launched, so a call that
         raises has run no kernel and left every tensor as it was.
@@ -242,15 +320,8 @@ class Kernel:
             pointer that breaks the parameter's ``align``; an integer scalar
             that does not fit its dtype.
         """
-        if len(args) != len(self._params):
-            raise TypeError(
-                f"{self.name}: expected {len(self._params)} argument(s) "
-                f"({', '.join(p.name for p in self._params)}), got {len(args)}"
-            )
-        sizes: dict = {}
-        for spec, arg in zip(self._params, args):
-            spec.check(self.name, arg, sizes)
-        self.executable[self.name](*args)
+        self._check(args)
+        self._function(*args)
 
     def __repr__(self):
         return f"<tvm_tirx.Kernel {self.name} ({self.target.attrs.get('arch', '')})>"
@@ -262,10 +333,11 @@ def _walk_modules(mod):
         yield from _walk_modules(sub)
 
 
-def _nvcc(source: str, target, fmt: str, check: bool = True) -> bytes:
+def _nvcc(source: str, target, fmt: str, check: bool = True, flags=()) -> bytes:
     """Run the machine's ``nvcc`` on ``source``: ``fmt="ptx"`` gives PTX, ``"cubin"``
     the assembled binary.  nvcc 13 runs ptxas on ``--ptx`` output too; with
-    ``check=False`` the PTX is returned even when ptxas rejects it."""
+    ``check=False`` the PTX is returned even when ptxas rejects it.  ``flags``
+    (the compile options' compiler arguments) go after ours."""
     import subprocess  # pylint: disable=import-outside-toplevel
     import tempfile  # pylint: disable=import-outside-toplevel
 
@@ -273,16 +345,16 @@ def _nvcc(source: str, target, fmt: str, check: bool = True) -> bytes:
     if not sm.startswith("sm_"):
         raise RuntimeError(f"tvm_tirx: target has no sm_ arch: {target}")
     if fmt == "ptx":
-        flags = ["--ptx", f"-arch=compute_{sm[3:]}"]
+        fmt_flags = ["--ptx", f"-arch=compute_{sm[3:]}"]
     else:
-        flags = [f"--{fmt}", f"-arch={sm}"]
+        fmt_flags = [f"--{fmt}", f"-arch={sm}"]
     with tempfile.TemporaryDirectory() as tmp:
         src, out = f"{tmp}/kernel.cu", f"{tmp}/kernel.{fmt}"
         with open(src, "w", encoding="utf-8") as f:
             f.write(source)
         try:
             proc = subprocess.run(
-                ["nvcc", *flags, "-O3", "-std=c++17", "-w", "-o", out, src],
+                ["nvcc", *fmt_flags, "-O3", "-std=c++17", "-w", *flags, "-o", out, src],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -296,129 +368,3 @@ def _nvcc(source: str, target, fmt: str, check: bool = True) -> bytes:
         with open(out, "rb") as f:
             return f.read()
 
-class _ParamSpec:
-    """What one kernel parameter accepts."""
-
-    def __init__(self, name, shape, dtype, align, is_tensor):
-        self.name = name
-        self.shape = shape
-        self.dtype = dtype
-        self.align = align
-        self.is_tensor = is_tensor
-
-    @classmethod
-    def of(cls, param):
-        from tvm import tirx  # pylint: disable=import-outside-toplevel
-
-        if tirx.is_buffer_var(param):
-            # a symbolic extent (``n = T.int32()``; ``T.Tensor((n, 4), ...)``) is kept
-            # by name: any extent fits, the same one wherever the name appears
-            shape = tuple(_static_or_name(s) for s in param.shape)
-            return cls(param.name, shape, param.dtype, int(param.data_alignment), True)
-        return cls(param.name, None, str(param.ty.dtype), 1, False)
-
-    def check(self, kernel: str, arg, sizes: dict | None = None) -> None:
-        """Raise TypeError/ValueError if ``arg`` does not fit; ``sizes`` collects the
-        extents bound to symbolic dimensions across the call's arguments."""
-        where = f"{kernel}: argument {self.name!r}"
-        sizes = {} if sizes is None else sizes
-        if not self.is_tensor:
-            self._check_scalar(where, arg)
-            return
-        if _is_torch_tensor(arg):
-            self._check_torch(where, arg, sizes)
-        elif hasattr(arg, "shape") and hasattr(arg, "dtype") and hasattr(arg, "device"):
-            self._check_common(where, tuple(arg.shape), str(arg.dtype), _device_kind(arg.device), sizes)
-        else:
-            raise TypeError(
-                f"{where}: expected a CUDA tensor of shape {self.shape} and dtype {self.dtype}, "
-                f"got {type(arg).__name__}"
-            )
-
-    def _check_scalar(self, where, arg):
-        import numbers  # pylint: disable=import-outside-toplevel
-
-        kind = "bool" if self.dtype == "bool" else "float" if self.dtype.startswith(("float", "bfloat")) else "int"
-        accepted = {
-            "bool": (bool,),
-            "int": (numbers.Integral,),
-            "float": (numbers.Real,),
-        }[kind]
-        if not isinstance(arg, accepted) or (kind == "int" and isinstance(arg, bool)):
-            raise TypeError(f"{where}: expected a Python {kind} for a {self.dtype} scalar, got {type(arg).__name__}")
-        if kind == "int":
-            from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
-            bits = DataType(self.dtype).bits
-            lo, hi = (0, 2**bits) if self.dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1))
-            if not lo <= int(arg) < hi:
-                raise ValueError(f"{where}: {int(arg)} does not fit {self.dtype} ([{lo}, {hi - 1}])")
-
-    def _check_shape(self, where, shape, sizes):
-        expected = "(" + ", ".join(str(d) for d in self.shape) + ("," if len(self.shape) == 1 else "") + ")"
-        if len(shape) != len(self.shape):
-            raise ValueError(f"{where}: expected shape {expected}, got {tuple(shape)}")
-        bound = {}
-        for want, got in zip(self.shape, shape):
-            if isinstance(want, int):
-                if want != got:
-                    raise ValueError(f"{where}: expected shape {expected}, got {tuple(shape)}")
-                continue
-            seen = sizes.get(want, bound.get(want))
-            if seen is not None and seen != got:
-                raise ValueError(
-                    f"{where}: expected shape {expected} with {want} = {seen} (from an earlier "
-                    f"dimension), got {tuple(shape)}"
-                )
-            bound[want] = got
-        sizes.update(bound)
-
-    def _check_common(self, where, shape, dtype, device, sizes):
-        if dtype != self.dtype:
-            raise ValueError(f"{where}: expected dtype {self.dtype}, got {dtype}")
-        self._check_shape(where, tuple(shape), sizes)
-        if device != "cuda":
-            raise ValueError(f"{where}: expected a CUDA tensor, got one on {device}")
-
-    def _check_torch(self, where, t, sizes):
-        if _dtype_name(t.dtype) != self.dtype:
-            raise ValueError(f"{where}: expected dtype {self.dtype}, got {_dtype_name(t.dtype)}")
-        self._check_shape(where, tuple(t.shape), sizes)
-        expected, stride = [], 1
-        for extent in reversed(tuple(t.shape)):
-            expected.append(stride)
-            stride *= extent
-        expected = tuple(reversed(expected))
-        strides = tuple(t.stride())
-        if any(e != s for e, s, n in zip(expected, strides, tuple(t.shape)) if n != 1):
-            raise ValueError(
-                f"{where}: expected a contiguous row-major tensor (strides {expected}), "
-                f"got strides {strides}"
-            )
-        if t.data_ptr() % self.align != 0:
-            raise ValueError(
-                f"{where}: the parameter is declared align={self.align} bytes, but the tensor's "
-                f"data pointer is {t.data_ptr() % self.align} bytes past such a boundary"
-            )
-        if t.device.type != "cuda":
-            raise ValueError(f"{where}: expected a CUDA tensor, got one on {t.device.type}")
-
-
-def _static_or_name(extent):
-    """An extent as an int, or the name of its variable when it is symbolic."""
-    value = int_or_none(extent)
-    return str(extent) if value is None else value
-
-
-def _is_torch_tensor(x) -> bool:
-    cls = type(x)
-    return cls.__module__.startswith("torch") and hasattr(x, "data_ptr")
-
-
-def _device_kind(dev) -> str:
-    kind = getattr(dev, "type", None)
-    if isinstance(kind, str):
-        return kind
-    dlpack_type = getattr(dev, "dlpack_device_type", None)
-    code = dlpack_type() if callable(dlpack_type) else getattr(dev, "device_type", None)
-    return {2: "cuda", 1: "cpu"}.get(int(code) if code is not None else -1, str(dev))

@@ -6,6 +6,8 @@
 * :func:`assemble` -- assemble a kernel's CUDA for its arch with ``nvcc``/``ptxas``.
 * :func:`requires_arch` -- pytest marker: the test needs a GPU of at least an SM version.
 * :func:`count_ptx` -- how many times one exact PTX opcode is issued per thread.
+* :func:`do_bench` -- time GPU work with CUDA events (median and spread).
+* :func:`sweep` -- compile configurations in parallel, drop failures, time the rest.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import shutil
 
 from .arch import device_capability, parse_arch
+from .benchmark import SweepResult, SweepRow, Timing, do_bench, sweep
 
 __all__ = [
     "requires_cuda",
@@ -29,6 +32,11 @@ __all__ = [
     "arch_supported",
     "count_ptx",
     "ptx_opcode_of",
+    "do_bench",
+    "sweep",
+    "Timing",
+    "SweepRow",
+    "SweepResult",
 ]
 
 
@@ -103,7 +111,8 @@ def count_ptx_calls(stmt, opcode_prefix: str | None = None) -> int:
 
 
 def assemble(kernel, fmt: str = "cubin") -> bytes:
-    """Assemble ``kernel``'s CUDA source with ``nvcc`` for its arch (``fmt``: cubin or ptx).
+    """Assemble ``kernel``'s CUDA source with ``nvcc`` for its arch (``fmt``: cubin or ptx),
+    with the kernel's compile options' flags.
 
     Raises
     ------
@@ -112,7 +121,8 @@ def assemble(kernel, fmt: str = "cubin") -> bytes:
     """
     from .kernel import _nvcc  # pylint: disable=import-outside-toplevel
 
-    return _nvcc(kernel.cuda_source, kernel.target, fmt)
+    options = getattr(kernel, "options", None)
+    return _nvcc(kernel.cuda_source, kernel.target, fmt, flags=options.compiler_args() if options else ())
 
 
 def forms_kernel_source(forms, name: str = "forms_kernel") -> str:

@@ -1,8 +1,14 @@
 """Shared fixtures: every test module can use the project's TVMScript names."""
 
+import os
+import tempfile
+
 import pytest
 
-import tvm_tirx  # noqa: F401  (installs T.function, T.cuda.tile, ...)
+# The tests compile into a compile cache of their own (subprocesses inherit it), not the user's.
+os.environ.setdefault("TVM_TIRX_CACHE_DIR", tempfile.mkdtemp(prefix="tvm_tirx_test_cache_"))
+
+import tvm_tirx  # noqa: E402,F401  (installs T.function, T.cuda.tile, ...)
 
 try:
     import torch

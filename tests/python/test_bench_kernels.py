@@ -9,7 +9,7 @@ import tvm_tirx
 from tvm_tirx import testing
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from bench.copy import VARIANTS, make_copy  # noqa: E402
+from bench.copy import VARIANTS, make_copy, make_copy_oneshot  # noqa: E402
 from bench.transpose import make_transpose  # noqa: E402
 
 
@@ -19,6 +19,29 @@ def test_copy_has_unroll_loads_in_flight_per_iteration():
     # 3 iterations of the serial loop, each 4 loads then 4 stores
     assert testing.count_ptx_calls(lowered, "ld") == 12
     assert testing.count_ptx_calls(lowered, "st") == 12
+
+
+def test_oneshot_copy_is_one_vector_per_thread():
+    func = make_copy_oneshot(4 * 256 * 6)
+    assert testing.count_ptx(func, "ld.global.v4.b32") == 1
+    assert testing.count_ptx(func, "st.global.v4.b32") == 1
+    if testing.has_nvcc():
+        kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
+        assert len(testing.assemble(kernel)) > 0
+    with pytest.raises(ValueError, match="not a multiple of 1024"):
+        make_copy_oneshot(1000)
+
+
+@pytest.mark.gpu
+def test_oneshot_copy_on_gpu(torch_cuda):
+    torch = torch_cuda
+    n = 4 * 256 * 37
+    kernel = tvm_tirx.compile(make_copy_oneshot(n), target="cuda")
+    a = torch.randn(n, device="cuda")
+    b = torch.zeros_like(a)
+    kernel(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(a, b)
 
 
 def test_copy_rejects_sizes_that_do_not_tile():

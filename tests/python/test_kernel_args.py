@@ -199,3 +199,134 @@ def test_symbolic_shape_runs(symbolic_kernel, torch_cuda):
     symbolic_kernel(a, b)
     torch.cuda.synchronize()
     assert torch.equal(a, b)
+
+
+# -- the compiled fast path (tvm_tirx.arguments.build_checker) ---------------------------------
+# Built with cuda=False it takes CPU tensors, so every branch of the generated
+# checks runs here: what the fast path accepts, and that everything else falls
+# through to the complete check and raises its message.
+
+
+def _cpu_checker(kernel):
+    from tvm_tirx.arguments import build_checker
+
+    return build_checker(kernel._params, kernel.name, cuda=False)
+
+
+def test_fast_path_accepts_good_tensors_without_the_complete_check(kernel, torch_cpu, monkeypatch):
+    from tvm_tirx.arguments import ParamSpec
+
+    check = _cpu_checker(kernel)
+
+    def complete_check(*args):
+        raise AssertionError("the complete check ran for a good argument")
+
+    monkeypatch.setattr(ParamSpec, "check", complete_check)
+    check((torch_cpu.zeros(64, 4), torch_cpu.zeros(64, 4)))
+
+
+@pytest.mark.parametrize("case", sorted(set(BAD) - {"cpu tensor"}))
+@pytest.mark.parametrize("position", [0, 1], ids=["A", "B"])
+def test_fast_path_rejects_what_the_complete_check_rejects(kernel, torch_cpu, case, position):
+    check = _cpu_checker(kernel)
+    args = [torch_cpu.randn(64, 4), torch_cpu.randn(64, 4)]
+    error, make_bad = BAD[case]
+    args[position] = make_bad(torch_cpu, args[position])
+    with pytest.raises(error, match=f"argument '{'AB'[position]}'"):
+        check(tuple(args))
+
+
+def test_fast_path_checks_the_device(kernel, torch_cpu):
+    # the kernel's own checker wants CUDA: a CPU tensor of the right kind is refused
+    with pytest.raises(ValueError, match="argument 'A': expected a CUDA tensor, got one on cpu"):
+        kernel._check((torch_cpu.zeros(64, 4), torch_cpu.zeros(64, 4)))
+
+
+def test_fast_path_argument_count(kernel, torch_cpu):
+    check = _cpu_checker(kernel)
+    with pytest.raises(TypeError, match=r"expected 2 argument\(s\) \(A, B\), got 3"):
+        check((torch_cpu.zeros(64, 4),) * 3)
+
+
+def test_fast_path_symbolic_sizes_agree_across_arguments(symbolic_kernel, torch_cpu):
+    check = _cpu_checker(symbolic_kernel)
+    check((torch_cpu.zeros(10, 4), torch_cpu.zeros(10, 4)))
+    check((torch_cpu.zeros(12, 4), torch_cpu.zeros(12, 4)))  # no size remembered between calls
+    with pytest.raises(ValueError, match=r"argument 'B': expected shape \(N, 4\) with N = 10 .*got \(12, 4\)"):
+        check((torch_cpu.zeros(10, 4), torch_cpu.zeros(12, 4)))
+    with pytest.raises(ValueError, match=r"argument 'A': expected shape \(N, 4\), got \(10, 5\)"):
+        check((torch_cpu.zeros(10, 5), torch_cpu.zeros(10, 5)))
+
+
+@pytest.mark.parametrize(
+    "value, error",
+    [(3, None), (-(2**31), None), (2**31 - 1, None), (2**31, ValueError), (2.5, TypeError), (True, TypeError)],
+)
+def test_fast_path_scalars(scalar_kernel, torch_cpu, value, error):
+    check = _cpu_checker(scalar_kernel)
+    args = (torch_cpu.zeros(64, 4), torch_cpu.zeros(64, 4), value)
+    if error is None:
+        check(args)
+    else:
+        with pytest.raises(error, match="argument 'n'"):
+            check(args)
+
+
+def test_launcher_is_looked_up_once(kernel, monkeypatch):
+    # Kernel.__call__ uses the function fetched on the first call, not executable[name] each time
+    calls = []
+
+    class CountingExecutable:
+        def __getitem__(self, name):
+            calls.append(name)
+            return lambda *args: None
+
+    monkeypatch.setattr(kernel, "_executable", CountingExecutable())
+    kernel.__dict__.pop("_function", None)
+    monkeypatch.setattr(kernel, "_check", lambda args: None)
+    for _ in range(3):
+        kernel(object(), object())
+    assert calls == [kernel.name]
+    kernel.__dict__.pop("_function", None)
+
+
+# -- streams and CUDA graphs ------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_launches_on_torchs_current_stream(kernel, torch_cuda):
+    torch = torch_cuda
+    a = torch.randn(64, 4, device="cuda")
+    c = torch.zeros(64, 4, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # ~30 ms of spinning ahead of the kernel on the side stream
+        kernel(a, c)
+    # back on the default stream, which does not wait for the side one: had the
+    # kernel gone to the default stream, it would have run before this copy
+    snapshot = c.clone()
+    torch.cuda.synchronize()
+    assert torch.equal(snapshot, torch.zeros(64, 4, device="cuda"))
+    assert torch.equal(c, torch.roll(a, -1, 0))
+
+
+@pytest.mark.gpu
+def test_cuda_graph_capture_and_replay(kernel, torch_cuda):
+    torch = torch_cuda
+    a = torch.randn(64, 4, device="cuda")
+    b = torch.zeros(64, 4, device="cuda")
+    kernel(a, b)  # warm-up outside the capture (first call resolves the function)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    b.zero_()
+    with torch.cuda.graph(graph):
+        kernel(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(b, torch.zeros(64, 4, device="cuda"))  # captured, not run
+    for seed in range(3):
+        a.copy_(torch.randn(64, 4, device="cuda", generator=torch.Generator("cuda").manual_seed(seed)))
+        b.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(b, torch.roll(a, -1, 0)), seed

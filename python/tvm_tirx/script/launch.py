@@ -58,12 +58,26 @@ class LaunchConfig:
         the compiler to fit this many CTAs per SM (it limits registers to do so).
     max_registers : int | None
         CUDA's ``__maxnreg__``: registers per thread at most.
+    programmatic_dependent_launch : bool
+        Launch with CUDA's programmatic stream serialization attribute
+        (``cudaLaunchAttributeProgrammaticStreamSerialization``, sm_90): the
+        kernel may start before the previous kernel on the stream finishes;
+        it must execute ``T.ptx["griddepcontrol.wait"]()`` before reading what
+        that kernel wrote, and the previous kernel may let it start early with
+        ``T.ptx["griddepcontrol.launch_dependents"]()`` (PTX ISA 9.7.15.14).
+        apache-tvm's CUDA launcher sets the attribute when the kernel's
+        ``tirx.kernel_launch_params`` holds ``tirx.use_programtic_dependent_launch``
+        (apache-tvm's spelling); ``T.device_entry`` adds it as a function
+        attribute, so ``T.device_entry`` must then be at the kernel's top
+        level (outside any ``with``/``for``/``if``).  Not with ``cluster`` in
+        this release.
 
     Raises
     ------
     ValueError
         Extents that are not positive ints, a block of more than 1024 threads,
-        or a grid that is not a whole number of clusters.
+        a grid that is not a whole number of clusters, or
+        ``programmatic_dependent_launch`` with ``cluster``.
     NotImplementedError
         A non-zero ``dynamic_smem_bytes``.
     """
@@ -74,6 +88,7 @@ class LaunchConfig:
     dynamic_smem_bytes: int = 0
     min_blocks_per_sm: int | None = None
     max_registers: int | None = None
+    programmatic_dependent_launch: bool = False
     grid3: tuple = field(init=False, repr=False)
     block3: tuple = field(init=False, repr=False)
     cluster3: tuple = field(init=False, repr=False)
@@ -94,6 +109,11 @@ class LaunchConfig:
             raise ValueError(
                 "LaunchConfig: give min_blocks_per_sm or max_registers, not both "
                 "(CUDA's __maxnreg__ cannot be combined with __launch_bounds__'s minimum)"
+            )
+        if self.programmatic_dependent_launch and cluster3 is not None:
+            raise ValueError(
+                "LaunchConfig: programmatic_dependent_launch with cluster is not supported in this "
+                "release (apache-tvm 0.27's CUDA launcher is not verified to set both launch attributes)"
             )
         if self.dynamic_smem_bytes:
             raise NotImplementedError("LaunchConfig: dynamic shared memory is not supported yet")
@@ -151,6 +171,8 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
         raise TypeError(
             f"device_entry: launch must be a T.cuda.LaunchConfig, got {type(launch).__name__}"
         )
+    if launch is not None and launch.programmatic_dependent_launch:
+        _request_programmatic_dependent_launch()
     _STOCK["device_entry"]()
     if launch is None:
         return
@@ -179,6 +201,26 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
     block_vars = _as_list(_ir.thread_id(_used(launch.block3)))
 
     _CURRENT[0] = _Launch(IRBuilder.current(), launch, block_vars, grid_vars, cluster_vars)
+
+
+#: apache-tvm's launch-parameter tag (runtime/meta_data.h, spelled so) that makes its CUDA
+#: launcher use cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
+PDL_TAG = "tirx.use_programtic_dependent_launch"
+
+
+def _request_programmatic_dependent_launch() -> None:
+    """Add the PDL tag to the kernel's ``tirx.kernel_launch_params`` attribute (apache-tvm's
+    SplitHostDevice appends it to the launch parameters it computes)."""
+    from tvm.tirx.script.builder import ir as _ir  # pylint: disable=import-outside-toplevel
+
+    try:
+        _ir.func_attr({"tirx.kernel_launch_params": [PDL_TAG]})
+    except ValueError as err:
+        raise ValueError(
+            "LaunchConfig(programmatic_dependent_launch=True): T.device_entry must be at the top "
+            "level of the kernel, outside any with/for/if (the launch attribute is a function "
+            f"attribute); or write T.func_attr({{'tirx.kernel_launch_params': ['{PDL_TAG}']}}) there"
+        ) from err
 
 
 def _as_list(v):

@@ -272,6 +272,8 @@ class _CudaNamespace:
         CTA; the grid must be a whole number of clusters.  ``min_blocks_per_sm``
         (``__launch_bounds__``) and ``max_registers`` (``__maxnreg__``) exclude
         each other; ``dynamic_smem_bytes`` must be 0 in this release.
+        ``programmatic_dependent_launch`` launches with CUDA's programmatic stream
+        serialization (pair it with ``T.ptx["griddepcontrol.wait"]()``); not with clusters.
         """
 
         grid: int | Sequence[int] = 1
@@ -280,6 +282,7 @@ class _CudaNamespace:
         dynamic_smem_bytes: int = 0
         min_blocks_per_sm: int | None = None
         max_registers: int | None = None
+        programmatic_dependent_launch: bool = False
         grid3: tuple[int, int, int] = field(init=False, repr=False)
         block3: tuple[int, int, int] = field(init=False, repr=False)
         cluster3: tuple[int, int, int] | None = field(init=False, repr=False)

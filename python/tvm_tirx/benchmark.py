@@ -1,0 +1,298 @@
+"""Timing and tuning: :func:`do_bench` and :func:`sweep` (re-exported by :mod:`tvm_tirx.testing`).
+
+``do_bench`` times GPU work with CUDA events; ``sweep`` compiles a list of
+configurations of one kernel in parallel worker processes, reports those
+that fail (a contract error, say) instead of raising, times the others and
+returns the fastest with the whole table.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass, field
+
+__all__ = ["Timing", "do_bench", "SweepRow", "SweepResult", "sweep"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Times of one benchmark, in milliseconds.
+
+    Attributes
+    ----------
+    median : float
+        Median of the samples (ms).
+    spread : float
+        Interquartile range of the samples (ms): 75th minus 25th percentile.
+    samples : tuple[float, ...]
+        Every timed run (ms), in order.
+    """
+
+    median: float
+    spread: float
+    samples: tuple = ()
+
+
+def do_bench(fn, *, runs: int = 50, warmup: int = 5, spin_cycles: int = 2_000_000) -> Timing:
+    """Time ``fn()`` on the GPU: median and spread of ``runs`` runs, each timed with CUDA events.
+
+    ``warmup`` calls come first (compilation, caches, clocks).  Before each
+    timed run the current stream gets a spin kernel (``torch.cuda._sleep`` of
+    ``spin_cycles`` GPU clock cycles, ~1 ms on an H200) that outlasts the
+    host's work of recording the start event and launching ``fn``'s kernels:
+    the events then time the GPU work, not the gaps while Python launches it.
+    ``fn`` must enqueue its work on torch's current stream (a
+    :class:`~tvm_tirx.Kernel` call does).
+
+    Parameters
+    ----------
+    fn : Callable[[], Any]
+        The work to time.
+    runs, warmup : int
+        Timed runs (at least 1) and untimed calls before them.
+    spin_cycles : int
+        Length of the spin kernel before each run, in GPU clock cycles.
+
+    Returns
+    -------
+    Timing
+        ``median`` and ``spread`` (interquartile range) in milliseconds.
+
+    Raises
+    ------
+    RuntimeError
+        torch with CUDA is not available.
+    ValueError
+        ``runs`` < 1.
+    """
+    if runs < 1:
+        raise ValueError(f"do_bench: runs must be at least 1, got {runs}")
+    try:
+        import torch  # pylint: disable=import-outside-toplevel
+    except ImportError as err:
+        raise RuntimeError("do_bench needs torch with CUDA") from err
+    if not torch.cuda.is_available():
+        raise RuntimeError("do_bench needs a CUDA GPU (torch.cuda.is_available() is False)")
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(runs):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(spin_cycles)  # pylint: disable=protected-access
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    return Timing(statistics.median(samples), _iqr(samples), tuple(samples))
+
+
+def _iqr(samples) -> float:
+    if len(samples) < 2:
+        return 0.0
+    q = statistics.quantiles(samples, n=4)
+    return q[2] - q[0]
+
+
+# -- sweep ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class SweepRow:
+    """One configuration of a :func:`sweep`.
+
+    Attributes
+    ----------
+    config : dict
+        The keyword arguments given to ``make_kernel``.
+    timing : Timing | None
+        Its time; None when it failed or was not timed.
+    error : str | None
+        Why it was dropped (``"TileError: ..."``), or None.
+    kernel : tvm_tirx.Kernel | None
+        The compiled kernel (None when it failed).
+    """
+
+    config: dict
+    timing: Timing | None = None
+    error: str | None = None
+    kernel: object = field(default=None, repr=False)
+
+
+@dataclass
+class SweepResult:
+    """What :func:`sweep` found.
+
+    Attributes
+    ----------
+    best : SweepRow | None
+        The fastest configuration that compiled (None if none was timed).
+    rows : list[SweepRow]
+        Every configuration, in the order given.
+    """
+
+    best: SweepRow | None
+    rows: list
+
+    def table(self) -> str:
+        """A plain-text table: configuration, median ms, spread ms, or why it was dropped."""
+        lines = []
+        for row in self.rows:
+            config = ", ".join(f"{k}={v}" for k, v in row.config.items())
+            if row.error is not None:
+                status = f"dropped: {row.error.splitlines()[-1] if row.error else ''}"
+            elif row.timing is None:
+                status = "compiled"
+            else:
+                mark = "  <- best" if row is self.best else ""
+                status = f"{row.timing.median:.4f} ms (spread {row.timing.spread:.4f}){mark}"
+            lines.append(f"{config}: {status}")
+        return "\n".join(lines)
+
+
+def _compile_one(make_kernel, config, compile_kwargs):
+    """Worker: compile one configuration; ``(kernel or None, error text or None)``."""
+    import tvm_tirx  # pylint: disable=import-outside-toplevel
+
+    try:
+        return tvm_tirx.compile(make_kernel(**config), **compile_kwargs), None
+    except Exception as err:  # pylint: disable=broad-except
+        return None, f"{type(err).__name__}: {err}"
+
+
+def _compile_in_worker(make_kernel, config, compile_kwargs):
+    """Worker process: compile (which fills the compile cache); only the outcome travels back."""
+    kernel, error = _compile_one(make_kernel, config, compile_kwargs)
+    return error if kernel is None else None
+
+
+class _Progress:
+    """tqdm when it is installed, else a one-line counter on stderr."""
+
+    def __init__(self, total: int, enabled: bool, label: str):
+        self.total, self.done, self.label, self.bar = total, 0, label, None
+        self.enabled = enabled and total > 0
+        if self.enabled:
+            try:
+                from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
+
+                self.bar = tqdm(total=total, desc=label)
+            except ImportError:
+                self.bar = None
+
+    def step(self) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(1)
+        else:
+            end = "\n" if self.done == self.total else ""
+            print(f"\r{self.label}: {self.done}/{self.total}", end=end, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _compile_all(make_kernel, configs, compile_kwargs, workers, progress) -> list:
+    """``[(kernel or None, error or None)]`` per configuration."""
+    bar = _Progress(len(configs), progress, "compiling")
+    errors = [None] * len(configs)
+    try:
+        if workers > 0:
+            import concurrent.futures as cf  # pylint: disable=import-outside-toplevel
+            import multiprocessing  # pylint: disable=import-outside-toplevel
+
+            # spawn: a forked child of a process holding a CUDA context is not safe
+            with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = {pool.submit(_compile_in_worker, make_kernel, c, compile_kwargs): i for i, c in enumerate(configs)}
+                for future in cf.as_completed(futures):
+                    try:
+                        errors[futures[future]] = future.result()
+                    except Exception as err:  # pylint: disable=broad-except
+                        errors[futures[future]] = f"worker failed: {type(err).__name__}: {err}"
+                    bar.step()
+        # the workers filled the compile cache: loading here is cheap (and rebuilds without it)
+        results = []
+        for config, error in zip(configs, errors):
+            results.append((None, error) if error else _compile_one(make_kernel, config, compile_kwargs))
+            if workers == 0:
+                bar.step()
+        return results
+    finally:
+        bar.close()
+
+
+def sweep(
+    make_kernel,
+    configs,
+    args,
+    *,
+    target="cuda",
+    arch=None,
+    options=None,
+    workers: int | None = None,
+    progress: bool = True,
+    measure: bool = True,
+    timer=None,
+) -> SweepResult:
+    """Compile every configuration of a kernel, drop those that fail, time the rest.
+
+    Parameters
+    ----------
+    make_kernel : Callable[..., PrimFunc]
+        ``make_kernel(**config)`` returns the kernel for one configuration.
+        With ``workers > 0`` it must be picklable (a module-level function).
+    configs : Sequence[dict]
+        The configurations (keyword arguments of ``make_kernel``).
+    args : tuple | Callable[[dict], tuple]
+        The arguments to call each kernel with, or a function of the
+        configuration returning them.
+    target, arch, options :
+        As :func:`tvm_tirx.compile` takes them.
+    workers : int | None
+        Worker processes compiling in parallel (spawned; each fills the compile
+        cache, from which this process then loads the kernels).  Default: one
+        per CPU, at most one per configuration.  ``0`` compiles here, one by one.
+    progress : bool
+        Show a progress bar (tqdm when installed, else a counter on stderr).
+    measure : bool
+        Time the kernels (``False``: compile only, e.g. without a GPU).
+    timer : Callable[[Callable[[], Any]], Timing] | None
+        How to time one kernel call; default :func:`do_bench`.
+
+    Returns
+    -------
+    SweepResult
+        ``best`` (the fastest timed row) and ``rows`` (every configuration,
+        with its timing or why it was dropped).  A configuration whose
+        ``make_kernel`` or compile raises -- a :class:`~tvm_tirx.TileError`, a
+        ``ValueError`` -- is reported in its row, never raised.
+
+    Raises
+    ------
+    RuntimeError
+        ``measure`` is True and there is no GPU (from :func:`do_bench`).
+    """
+    import os  # pylint: disable=import-outside-toplevel
+
+    configs = [dict(c) for c in configs]
+    if workers is None:
+        workers = min(len(configs), os.cpu_count() or 1)
+    compile_kwargs = {"target": target, "arch": arch, "options": options}
+    compiled = _compile_all(make_kernel, configs, compile_kwargs, workers, progress)
+    rows = [SweepRow(config, error=error, kernel=kernel) for config, (kernel, error) in zip(configs, compiled)]
+    if measure:
+        timer = timer or do_bench
+        for row in rows:
+            if row.kernel is None:
+                continue
+            call_args = args(row.config) if callable(args) else tuple(args)
+            row.timing = timer(lambda k=row.kernel, a=call_args: k(*a))
+    timed = [r for r in rows if r.timing is not None]
+    best = min(timed, key=lambda r: r.timing.median) if timed else None
+    return SweepResult(best, rows)

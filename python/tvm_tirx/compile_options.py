@@ -1,0 +1,145 @@
+"""``tvm_tirx.compile(..., options=)``: CUDA compiler and ptxas flags, and PassContext config.
+
+``options`` is a dict.  Two keys are ours:
+
+``"flags"``
+    Flags for the CUDA C++ compiler, passed as written -- to NVRTC or nvcc,
+    whichever apache-tvm's build uses (``TVM_CUDA_COMPILE_MODE``, NVRTC by
+    default), and to the ``nvcc`` that :attr:`Kernel.ptx`, :meth:`Kernel.cubin`
+    and :meth:`Kernel.export` run: ``-lineinfo``, ``--use_fast_math``,
+    ``-maxrregcount=64``.  A flag that one compiler does not know is an error
+    of that compiler (NVRTC silently drops a few nvcc-only ones: ``-O*``,
+    ``-Xptxas``, ``-Xcompiler``; use ``"ptxas"`` for ptxas).
+``"ptxas"``
+    Flags for ptxas, each passed on as ``--ptxas-options=<flag>`` (both
+    compilers take that form): ``-v``, ``--register-usage-level=5``,
+    ``--warn-on-spills``.
+
+Every other key is a ``tvm.transform.PassContext`` config entry (such as
+``"tirx.disable_vectorize"``); apache-tvm checks those names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+
+__all__ = ["CompileOptions", "parse_options", "cuda_compiler_flags"]
+
+_OURS = ("flags", "ptxas")
+
+
+def _flag_list(key: str, value) -> tuple:
+    if isinstance(value, str):
+        value = value.split()
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"tvm_tirx.compile: options[{key!r}] must be a list of str, got {value!r}")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """The parsed ``options`` of :func:`tvm_tirx.compile`.
+
+    Attributes
+    ----------
+    flags : tuple[str, ...]
+        CUDA compiler flags (NVRTC or nvcc).
+    ptxas : tuple[str, ...]
+        ptxas flags.
+    pass_config : dict
+        ``tvm.transform.PassContext`` config entries.
+    """
+
+    flags: tuple = ()
+    ptxas: tuple = ()
+    pass_config: dict = field(default_factory=dict)
+
+    def compiler_args(self) -> list:
+        """Arguments for NVRTC or nvcc: ``flags`` then ``--ptxas-options=<flag>`` per ptxas flag."""
+        return [*self.flags, *(f"--ptxas-options={p}" for p in self.ptxas)]
+
+    def key(self) -> str:
+        """A canonical text of the options (part of the compile cache key)."""
+        return json.dumps(
+            {"flags": self.flags, "ptxas": self.ptxas, "pass_config": self.pass_config},
+            sort_keys=True,
+            default=str,
+        )
+
+
+def parse_options(options) -> CompileOptions:
+    """``options`` (None or a dict, see the module docstring) as :class:`CompileOptions`.
+
+    Raises
+    ------
+    TypeError
+        ``options`` is not a dict, or ``"flags"``/``"ptxas"`` is not a list of str.
+    ValueError
+        A key without a dot other than ``"flags"`` and ``"ptxas"`` (PassContext
+        config names always have one: a misspelt key of ours is not passed on).
+    """
+    if options is None:
+        return CompileOptions()
+    if not isinstance(options, dict):
+        raise TypeError(f"tvm_tirx.compile: options must be a dict, got {type(options).__name__}")
+    for key in options:
+        if key not in _OURS and "." not in str(key):
+            raise ValueError(
+                f"tvm_tirx.compile: unknown option {key!r}; expected 'flags' (CUDA compiler flags), "
+                "'ptxas' (ptxas flags) or a PassContext config name such as 'tirx.disable_vectorize'"
+            )
+    return CompileOptions(
+        flags=_flag_list("flags", options.get("flags", ())),
+        ptxas=_flag_list("ptxas", options.get("ptxas", ())),
+        pass_config={k: v for k, v in options.items() if k not in _OURS},
+    )
+
+
+_CALLBACK = "tvm_callback_cuda_compile"
+_SWAP_LOCK = threading.Lock()
+
+
+def _callback_with(args: list):
+    """apache-tvm's ``tvm_callback_cuda_compile`` (``tvm.support.nvcc``) with ``args`` added."""
+
+    def compile_cuda(code, *_):
+        from tvm.support import nvcc  # pylint: disable=import-outside-toplevel
+
+        mode = os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower()
+        fmt = "cubin" if mode == "nvrtc" else "fatbin"  # what apache-tvm's callback makes
+        return nvcc.compile_cuda(code, target_format=fmt, options=list(args), compiler=mode)
+
+    return compile_cuda
+
+
+@contextlib.contextmanager
+def cuda_compiler_flags(options: CompileOptions):
+    """Within the block, apache-tvm's build compiles CUDA with ``options.compiler_args()``.
+
+    apache-tvm 0.27 compiles a kernel's CUDA through the global function
+    ``tvm_callback_cuda_compile`` and passes it no options; the block
+    registers one that passes them (else the same call as apache-tvm's) and
+    puts the previous one back afterwards.  Without flags nothing is replaced.
+    Builds in several threads at once are serialised by a lock.
+    """
+    args = options.compiler_args()
+    if not args:
+        yield
+        return
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm.support import nvcc  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+
+    with _SWAP_LOCK:  # (importing tvm.support.nvcc first registers apache-tvm's callback)
+        previous = tvm_ffi.get_global_func(_CALLBACK, allow_missing=True)
+        tvm_ffi.register_global_func(_CALLBACK, _callback_with(args), override=True)
+        try:
+            yield
+        finally:
+            if previous is not None:
+                tvm_ffi.register_global_func(_CALLBACK, previous, override=True)
+            else:
+                tvm_ffi.remove_global_func(_CALLBACK)
