@@ -199,3 +199,25 @@ def test_rename_reserved_names_renames_definitions_and_uses():
     assert "half" not in names and "v_half" in names
     assert "A" in names  # buffers keep their names
     tvm.ir.assert_structural_equal(after, before)  # only names changed
+
+
+def test_symbolic_extent_named_half(tmp_path):
+    # a size variable becomes a kernel argument; its name reaches the CUDA as well
+    source = '''\
+import tvm
+from tvm_tirx.script import tirx as T
+
+half = tvm.tirx.Var("half", "int32")
+
+
+@T.function
+def sized_kernel(A: T.Tensor((half, 4), "float16", align=8), B: T.Tensor((half, 4), "float16", align=8)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tid = T.cuda.thread_idx("x")
+    regs = T.alloc_local((4,), "float16", layout="default")
+    if tid < half:
+        T.cuda.tile.apply(T.ptx["ld.global.v2.b32"], regs.view("uint32"), A.sub[tid, :].view("uint32"))
+        T.cuda.tile.apply(T.ptx["st.global.v2.b32"], B.sub[tid, :].view("uint32"), regs.view("uint32"))
+'''
+    kernel = tvm_tirx.compile(testing.load_kernel(source, tmp_path, "sized_kernel"), target="cuda", arch=ARCH)
+    testing.assemble(kernel)
