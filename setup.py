@@ -21,7 +21,10 @@ setup(
         # torch is optional; install the CPU build that lies on the machine
         # (`pip install torch==2.13.0`) -- an open-ended requirement would pull
         # a multi-GB CUDA build.
-        "test": ["pytest", "hypothesis>=6.100", "mypy>=1.10"],
+        # setuptools>=70.1 builds wheels without the `wheel` package: test_packaging
+        # builds one with the environment's own setuptools, and a fresh venv has
+        # 65.5 (Python 3.11's ensurepip) or none (3.12+).
+        "test": ["pytest", "hypothesis>=6.100", "mypy>=1.10", "setuptools>=70.1"],
         # the Sphinx site under docs/ (sphinx-build -W -b html docs docs/_build)
         "docs": ["sphinx>=7.2"],
     },

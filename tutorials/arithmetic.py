@@ -87,7 +87,7 @@ def two_a_plus_one(
 
 
 lowered = testing.lower(two_a_plus_one)
-print("fma instructions per thread:", testing.count_ptx_calls(lowered, "fma"))
+print("fma instructions per thread:", testing.count_ptx(lowered, "fma.*"))
 kernel = build(two_a_plus_one, "fma.rn.f32")
 
 if ON_GPU:

@@ -112,7 +112,7 @@ def cta_twelve(A: T.Tensor((64, 12), "float32", align=16), B: T.Tensor((64, 12),
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.view(2, 32, 3, 4), r, scope="cta")
 
 
-print("loads per thread:", testing.count_ptx_calls(testing.lower(cta_twelve), "ld"))
+print("loads per thread:", testing.count_ptx(testing.lower(cta_twelve), "ld.*"))
 kernel = build(cta_twelve, "ld.global.v4", "st.global.v4")
 check_copy(kernel, (64, 12))
 

@@ -6,7 +6,10 @@ A module may hold two kinds of PrimFunc: hand-written TIRx kernels (every
 apache-tvm lowers the two with different pipelines (``"tirx"`` and ``"s_tir"``);
 this one sends each function to its own: the TIRx kernels through
 :func:`UnwrapRelaxRoot`, :class:`~tvm_tirx.LowerTileApply` and
-``"tirx"``, the others through ``"s_tir"``, and joins the results.
+``"tirx"``, the others through ``"s_tir"``, and joins the results.  The device
+functions then go through apache-tvm's device finalization and
+:func:`~tvm_tirx.cuda_source.legalize_device_source` (names and literals that
+apache-tvm's CUDA codegen would print as source nvcc rejects).
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ def _pipeline_factory(**kwargs):
     import tvm  # pylint: disable=import-outside-toplevel
     from tvm.tirx import compilation_pipeline as cp  # pylint: disable=import-outside-toplevel
 
+    from .cuda_source import legalize_device_source  # pylint: disable=import-outside-toplevel
     from .tile.lower import LowerTileApply  # pylint: disable=import-outside-toplevel
 
     tirx_stock, finalize_host, finalize_device = cp.tirx_pipeline(**kwargs)
@@ -95,7 +99,7 @@ def _pipeline_factory(**kwargs):
             lowered.update(tile(tvm.IRModule(rest, attrs=mod.attrs)).functions.items())
         return tvm.IRModule(lowered, attrs=mod.attrs)
 
-    return _pipeline, finalize_host, finalize_device
+    return _pipeline, finalize_host, legalize_device_source(finalize_device)
 
 
 @functools.cache

@@ -2,10 +2,9 @@
 
 * :data:`requires_cuda` -- pytest marker: the test needs a CUDA GPU and torch with CUDA.
 * :func:`lower` -- run ``LowerTileApply`` alone on a PrimFunc.
-* :func:`count_ptx_calls` -- PTX intrinsic calls a statement executes per thread.
 * :func:`assemble` -- assemble a kernel's CUDA for its arch with ``nvcc``/``ptxas``.
 * :func:`requires_arch` -- pytest marker: the test needs a GPU of at least an SM version.
-* :func:`count_ptx` -- how many times one exact PTX opcode is issued per thread.
+* :func:`count_ptx` -- how many times a PTX opcode (or every one a pattern matches) is issued per thread.
 * :func:`do_bench` -- time GPU work with CUDA events (median and spread).
 * :func:`sweep` -- compile configurations in parallel, drop failures, time the rest.
 """
@@ -23,7 +22,6 @@ __all__ = [
     "has_nvcc",
     "requires_nvcc",
     "lower",
-    "count_ptx_calls",
     "assemble",
     "forms_kernel_source",
     "load_kernel",
@@ -83,31 +81,6 @@ def lower(func):
     from .tile.lower import lower_tile_apply  # pylint: disable=import-outside-toplevel
 
     return lower_tile_apply(func)
-
-
-def count_ptx_calls(stmt, opcode_prefix: str | None = None) -> int:
-    """How many PTX intrinsic calls ``stmt`` (a Stmt or a PrimFunc) executes per thread.
-
-    Each ``T.ptx`` Call counts once per iteration of its enclosing ``for``
-    loops.  ``opcode_prefix`` (e.g. ``"ld"``, ``"mov"``) restricts the count
-    to ops named ``tirx.ptx.<prefix>...`` (apache-tvm's table entries, such
-    as ``ld_vec`` or ``cp_async_cg``); :func:`count_ptx` counts one exact
-    opcode instead.
-
-    Raises
-    ------
-    ValueError
-        A loop around a PTX call has a non-constant extent.
-    """
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
-    if isinstance(stmt, tirx.PrimFunc):
-        stmt = stmt.body
-    return sum(
-        n
-        for (entry, _), n in _ptx_issue_counts(stmt).items()
-        if opcode_prefix is None or entry.startswith(opcode_prefix)
-    )
 
 
 def assemble(kernel, fmt: str = "cubin") -> bytes:
@@ -329,11 +302,11 @@ def _ptx_issue_counts(stmt) -> dict:
     return counts
 
 
-def count_ptx(kernel_or_func, opcode: str) -> int:
+def count_ptx(kernel_or_func, opcode: str = "*") -> int:
     """How many times the PTX instruction ``opcode`` is issued per thread.
 
     The kernel is lowered with ``LowerTileApply`` and every ``T.ptx`` Call
-    whose opcode text (see :func:`ptx_opcode_of`) equals ``opcode`` counts
+    whose opcode text (see :func:`ptx_opcode_of`) matches ``opcode`` counts
     once per iteration of each enclosing constant-extent ``for`` -- a tile
     call with repeat shape ``(3, 2)`` counts 6.  Hand-written ``T.ptx[...]``
     calls count too.  Calls under an ``if`` count as if the branch is taken.
@@ -345,7 +318,11 @@ def count_ptx(kernel_or_func, opcode: str) -> int:
         target) or a PrimFunc, before or after ``LowerTileApply``.
     opcode : str
         The exact opcode as it appears in the PTX, qualifiers in apache-tvm's
-        slot order: ``"ld.global.v4.b32"``, ``"ld.global.L2::cache_hint.v4.b32"``.
+        slot order: ``"ld.global.v4.b32"``, ``"ld.global.L2::cache_hint.v4.b32"``;
+        or a shell-style pattern over that text (:func:`fnmatch.fnmatchcase`):
+        ``"ld.*"`` every ``ld`` (not ``ldmatrix``), ``"cp.async.c[ag].*"``,
+        ``"*"`` every PTX instruction (the default).  Without a wildcard the
+        match is exact: ``"ld.global.v4"`` counts nothing.
 
     Returns
     -------
@@ -361,6 +338,8 @@ def count_ptx(kernel_or_func, opcode: str) -> int:
     ValueError
         A loop around a PTX call has a non-constant extent.
     """
+    import fnmatch  # pylint: disable=import-outside-toplevel
+
     from tvm import tirx  # pylint: disable=import-outside-toplevel
 
     from .kernel import Kernel  # pylint: disable=import-outside-toplevel
@@ -373,4 +352,4 @@ def count_ptx(kernel_or_func, opcode: str) -> int:
     else:
         raise TypeError(f"count_ptx: expected a tvm_tirx.Kernel or a PrimFunc, got {type(kernel_or_func).__name__}")
     want = str(opcode).strip()
-    return sum(n for (_, text), n in _ptx_issue_counts(func.body).items() if text == want)
+    return sum(n for (_, text), n in _ptx_issue_counts(func.body).items() if fnmatch.fnmatchcase(text, want))

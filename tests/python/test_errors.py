@@ -273,7 +273,7 @@ def test_view_in_bounds_is_accepted():
         r = T.alloc_local((4,), "float32")
         T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid + 1, :])
 
-    assert testing.count_ptx_calls(testing.lower(k)) == 1
+    assert testing.count_ptx(testing.lower(k)) == 1
 
 
 def test_preserve_dst_without_pred():

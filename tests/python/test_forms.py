@@ -117,7 +117,7 @@ def test_every_form_lowers_and_assembles(space, tmp_path):
     space_forms = forms(space)
     func = _load(tmp_path, space, space_forms)
     lowered = testing.lower(func)
-    assert testing.count_ptx_calls(lowered) == len(space_forms)
+    assert testing.count_ptx(lowered) == len(space_forms)
     if not testing.has_nvcc():
         pytest.skip("nvcc not on the PATH")
     kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")

@@ -36,7 +36,7 @@ def test_sm90a_forms_assemble(entry, tmp_path):
     forms = BY_ENTRY[entry]
     func = testing.load_kernel(testing.forms_kernel_source(forms), tmp_path)
     lowered = testing.lower(func)
-    assert testing.count_ptx_calls(lowered) == len(forms)
+    assert testing.count_ptx(lowered) == len(forms)
     if not testing.has_nvcc():
         pytest.skip("nvcc not on the PATH")
     kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")

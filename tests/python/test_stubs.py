@@ -44,6 +44,15 @@ def test_mypy_passes_on_tutorials_and_stubs(mypy_run):
     assert "Success" in out
 
 
+def test_mypy_does_not_need_torch(mypy_run, tmp_path):
+    # torch is optional: with the project's configuration, a module that uses it
+    # type-checks where torch is not installed (site-packages hidden here)
+    snippet = tmp_path / "uses_torch.py"
+    snippet.write_text("import torch\n\nx = torch.zeros(3)\n")
+    out, status = mypy_run("--no-site-packages", snippet)
+    assert status == 0, out
+
+
 MISUSE = """\
 from tvm_tirx.script import tirx as T
 

@@ -64,6 +64,17 @@ def test_count_ptx_matches_the_exact_opcode_only():
     assert testing.count_ptx(read_next_row, "ld") == 0
 
 
+def test_count_ptx_patterns():
+    # one counting helper: a shell-style pattern over the opcode text, every instruction by default
+    assert testing.count_ptx(read_next_row) == 4
+    assert testing.count_ptx(read_next_row, "*") == 4
+    assert testing.count_ptx(read_next_row, "ld.*") == 2
+    assert testing.count_ptx(read_next_row, "*.shared.*") == 2
+    assert testing.count_ptx(predicated, "ld.global.*") == 1
+    assert testing.count_ptx(predicated, "l*") == 1  # not createpolicy
+    assert not hasattr(testing, "count_ptx_calls")
+
+
 def test_count_ptx_counts_every_repeat():
     assert testing.count_ptx(twelve_floats, "ld.global.v4.b32") == 3
     assert testing.count_ptx(twelve_floats, "st.global.v4.b32") == 3

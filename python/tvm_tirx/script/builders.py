@@ -12,27 +12,32 @@ _STOCK: dict = {}
 def function(func=None, *, private: bool = False, check_well_formed: bool = True):
     """Parse a kernel written in TVMScript into a ``PrimFunc`` (like ``T.prim_func``).
 
-    A contract violation found while parsing is raised as a
-    :class:`tvm_tirx.TileError` whose message starts with ``file:line`` of the
-    offending call (the parser's source excerpt is chained as its cause).
+    A kernel that fails to parse raises one error, without the parser's chain of
+    re-raises (``TVM_BACKTRACE=1`` keeps it), so that an uncaught one prints its
+    message, its ``file:line`` and a short traceback
+    (:mod:`tvm_tirx.script.parse_errors`).
 
     Raises
     ------
     TileError
-        A ``T.cuda.tile.apply`` call breaks its instruction's contract.
-    tvm.error.DiagnosticError
-        Any other parse error, as ``T.prim_func`` raises it.
+        A ``T.cuda.tile.apply`` call breaks its instruction's contract; the
+        message starts with ``file:line`` of the call, the source excerpt is a note.
+    tvm_tirx.script.parse_errors.ScriptError
+        Any other parse error (a ``tvm.error.DiagnosticError``, with the
+        parser's text: ``error: <message>``, `` --> file:line:col``, the excerpt).
     """
     from tvm.tirx.script.parser import entry  # pylint: disable=import-outside-toplevel
+
+    from .parse_errors import backtrace_requested, parse_failure  # pylint: disable=import-outside-toplevel
 
     def decorate(f):
         try:
             return entry.prim_func(f, private=private, check_well_formed=check_well_formed)
         except Exception as err:  # pylint: disable=broad-except
-            tile_err = _tile_error_in(err)
-            if tile_err is None:
+            shown = parse_failure(err)
+            if shown is None:
                 raise
-            raise tile_err.at(_diag_location(err)) from err
+            raise shown from (err if backtrace_requested() else None)
 
     if func is None:
         setattr(decorate, "dispatch_token", "tirx")
@@ -41,48 +46,6 @@ def function(func=None, *, private: bool = False, check_well_formed: bool = True
 
 
 setattr(function, "dispatch_token", "tirx")
-
-
-def _tile_error_in(err):
-    """The TileError behind a parse failure, if any.
-
-    A misspelt ``T.ptx["..."]`` fails inside apache-tvm's PTX namespace with a
-    ``KeyError``; it breaks the same contract rule as a misspelt string opcode,
-    so it is reported as one.
-    """
-    from ..errors import TileError  # pylint: disable=import-outside-toplevel
-
-    seen = 0
-    while err is not None and seen < 16:
-        if isinstance(err, TileError):
-            return err
-        if isinstance(err, KeyError) and _raised_in_ptx_namespace(err):
-            return TileError(
-                "", "unknown or illegal opcode spelling", found=str(err.args[0] if err.args else err)
-            )
-        err = err.__cause__ or err.__context__
-        seen += 1
-    return None
-
-
-def _raised_in_ptx_namespace(err) -> bool:
-    tb = err.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and "backend/cuda/ptx" in tb.tb_frame.f_code.co_filename.replace("\\", "/")
-
-
-def _diag_location(err) -> str | None:
-    """``file:line`` from a TVMScript diagnostic's `` --> file:line:col`` line."""
-    for line in str(err).splitlines():
-        line = line.strip()
-        if line.startswith("-->"):
-            where = line[3:].strip()
-            parts = where.rsplit(":", 2)
-            if len(parts) == 3:
-                return f"{parts[0]}:{parts[1]}"
-            return where
-    return None
 
 
 def Tensor(shape, dtype="float32", align: int = 0, scope: str = "global", layout=None):  # pylint: disable=invalid-name

@@ -25,15 +25,36 @@ _AXES = ("x", "y", "z")
 
 
 def _dims(value, what: str) -> tuple:
-    if isinstance(value, int):
-        value = (value,)
-    value = tuple(value)
+    value = _static_extents(value, what)
     if not 1 <= len(value) <= 3 or not all(isinstance(v, int) and v >= 1 for v in value):
         raise ValueError(
             f"LaunchConfig: {what} must be a positive int or a tuple of 1 to 3 positive ints, "
             f"got {value!r}"
         )
     return value + (1,) * (3 - len(value))
+
+
+def _static_extents(value, what: str) -> tuple:
+    """``value`` as a tuple, integer literals (``T.int32(4)``) as ints.
+
+    Raises NotImplementedError for an extent that is a run-time expression
+    (``T.ceildiv(n, 256)``): launches are static in this release.
+    """
+    from tvm.ir import Expr  # pylint: disable=import-outside-toplevel
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    items = (value,) if isinstance(value, (int, Expr)) else tuple(value)
+    out = []
+    for item in items:
+        if isinstance(item, IntImm):
+            item = int(item.value)
+        elif isinstance(item, Expr):
+            raise NotImplementedError(
+                f"LaunchConfig: {what} extent {item} is a run-time value; a run-time {what} is "
+                f"not supported yet: give ints (extents known when the kernel is compiled)"
+            )
+        out.append(item)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -79,7 +100,8 @@ class LaunchConfig:
         a grid that is not a whole number of clusters, or
         ``programmatic_dependent_launch`` with ``cluster``.
     NotImplementedError
-        A non-zero ``dynamic_smem_bytes``.
+        A non-zero ``dynamic_smem_bytes``, or an extent that is a run-time
+        expression (``grid=T.ceildiv(n, 256)``): run-time grids are not supported yet.
     """
 
     grid: tuple = 1

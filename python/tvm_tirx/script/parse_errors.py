@@ -1,0 +1,112 @@
+"""How ``@T.function`` reports a kernel that fails to parse: one error, its
+``file:line``, a short traceback.
+
+apache-tvm 0.27's TVMScript parser (``tvm/script/parser/core/parser.py``,
+``Parser.report_error``) turns any exception raised while parsing into a
+``tvm.error.DiagnosticError`` whose text is ``error: <last line of the message>``,
+`` --> file:line:col`` and a source excerpt; it re-raises it once per enclosing
+AST node, each time chained to the one before.  Two things then hide the error:
+
+* the ``sys.excepthook`` that ``import tvm`` installs prints, for an uncaught
+  exception whose type *is* ``DiagnosticError``, only "note: run with
+  `TVM_BACKTRACE=1` ..." (the text was once shown by a diagnostic renderer that
+  0.27 no longer has);
+* the chain of re-raises prints the message three times in 130-odd lines.
+
+:func:`parse_failure` turns such an exception into the one the user should see;
+``T.function`` raises it without the chain unless ``TVM_BACKTRACE=1``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tvm.error import DiagnosticError
+
+__all__ = ["ScriptError", "parse_failure", "backtrace_requested"]
+
+
+class ScriptError(DiagnosticError):
+    """A kernel that TVMScript's parser rejects (not a tile-contract violation).
+
+    A ``tvm.error.DiagnosticError`` with the parser's own text: ``error: <message>``,
+    `` --> file:line:col``, the source excerpt.  A subclass, so that
+    ``except DiagnosticError`` still catches it while the excepthook that
+    ``import tvm`` installs (which hides exactly ``DiagnosticError``) prints it.
+    """
+
+
+def backtrace_requested() -> bool:
+    """Whether ``TVM_BACKTRACE=1`` asks for the parser's full chain of exceptions."""
+    return os.environ.get("TVM_BACKTRACE", "0").strip() not in ("", "0")
+
+
+def parse_failure(err: BaseException) -> BaseException | None:
+    """The exception to show for ``err``, raised by apache-tvm's parser; None to re-raise ``err``.
+
+    * a :class:`~tvm_tirx.TileError` anywhere in the chain: that error, pointing at
+      the ``file:line`` of the diagnostic, with the source excerpt as a note;
+    * any other ``DiagnosticError``: a :class:`ScriptError` with its text;
+    * anything else (raised before parsing starts): None.
+    """
+    tile_err = _tile_error_in(err)
+    if tile_err is not None:
+        located = tile_err.at(_diag_location(err)).with_traceback(None)
+        excerpt = _diag_excerpt(err)
+        if excerpt and hasattr(located, "add_note") and excerpt not in getattr(located, "__notes__", ()):
+            located.add_note(excerpt)
+        return located
+    if isinstance(err, DiagnosticError):
+        return ScriptError(str(err))
+    return None
+
+
+def _tile_error_in(err):
+    """The TileError behind a parse failure, if any.
+
+    A misspelt ``T.ptx["..."]`` fails inside apache-tvm's PTX namespace with a
+    ``KeyError``; it breaks the same contract rule as a misspelt string opcode,
+    so it is reported as one.
+    """
+    from ..errors import TileError  # pylint: disable=import-outside-toplevel
+
+    seen = 0
+    while err is not None and seen < 16:
+        if isinstance(err, TileError):
+            return err
+        if isinstance(err, KeyError) and _raised_in_ptx_namespace(err):
+            return TileError(
+                "", "unknown or illegal opcode spelling", found=str(err.args[0] if err.args else err)
+            )
+        err = err.__cause__ or err.__context__
+        seen += 1
+    return None
+
+
+def _raised_in_ptx_namespace(err) -> bool:
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and "backend/cuda/ptx" in tb.tb_frame.f_code.co_filename.replace("\\", "/")
+
+
+def _diag_location(err) -> str | None:
+    """``file:line`` from a TVMScript diagnostic's `` --> file:line:col`` line."""
+    for line in str(err).splitlines():
+        line = line.strip()
+        if line.startswith("-->"):
+            where = line[3:].strip()
+            parts = where.rsplit(":", 2)
+            if len(parts) == 3:
+                return f"{parts[0]}:{parts[1]}"
+            return where
+    return None
+
+
+def _diag_excerpt(err) -> str:
+    """The source excerpt of a TVMScript diagnostic (the lines after `` --> ``)."""
+    lines = str(err).splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith("-->"):
+            return "\n".join(lines[i + 1 :]).rstrip()
+    return ""
