@@ -47,6 +47,7 @@ class _KernelFacts:
         self.arch = _target_arch(func)
         self.roots = {}  # root buffer var -> element extent
         self.parent = {}  # view buffer var -> the buffer it views
+        self.base_bytes = {}  # root -> byte offset of its first element in its storage (carve-outs)
         self.analyzer = tvm.sym.Analyzer()
         self.ranges = {}  # var -> (lo, hi): constant range [lo, hi) of loop and id vars
         self.loops = []  # (var, min, extent, step) of every For
@@ -67,7 +68,13 @@ class _KernelFacts:
                 data = node.data
                 args = getattr(data, "args", None)
                 if args and tirx.is_buffer_var(args[0]):
-                    self.parent[node.buffer] = args[0]
+                    if _is_dyn_pool(args[0]):
+                        # A carve-out of dynamic shared memory: a root of its own
+                        # (own extent, own align), starting base_bytes into the pool.
+                        self.roots[node.buffer] = _alloc_extent(node.buffer)
+                        self.base_bytes[node.buffer] = _carve_out_offset(node.buffer)
+                    else:
+                        self.parent[node.buffer] = args[0]
             elif isinstance(node, tirx.ScopeIdDefStmt):
                 d = getattr(node, "def")
                 if d.extents is not None:
@@ -255,6 +262,20 @@ def _prod(shape):
     for s in shape:
         out *= s
     return out
+
+
+def _is_dyn_pool(buf) -> bool:
+    """Whether ``buf`` is a dynamic shared memory pool: a zero-extent ``shared.dyn``
+    buffer (apache-tvm's convention for ``extern __shared__``; see
+    :mod:`tvm_tirx.script.dyn_smem`).  Buffers declared over it are carve-outs."""
+    return buf.scope() == "shared.dyn" and _int_or_none(_prod(buf.shape)) == 0
+
+
+def _carve_out_offset(buf):
+    """Byte offset of carve-out ``buf`` in its pool (an expression)."""
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+    return buf.elem_offset * (DataType(buf.dtype).bits // 8)
 
 
 def _alloc_extent(buf):
@@ -501,6 +522,11 @@ def check_memory(facts, opcode, role, op, group, repeat, pred=None, conds=()):
     analyzer = facts.analyzer
     elem_offset = facts.expand_scalars(buf.elem_offset)
     conds = tuple(facts.expand_scalars(c) for c in conds)
+    # A carve-out's views count elements from the pool's start; its bounds are
+    # its own, `root_start` elements in.  Alignment is the same either way: the
+    # pool is 1024-byte aligned and T.alloc_shared starts each carve-out at a
+    # multiple of its align (at most 1024).
+    root_start = analyzer.simplify(facts.base_bytes.get(root, 0) // elem_bytes)
     for start in sorted(starts):
         addr = (elem_offset + start) * elem_bytes
         if analyzer.can_prove(floormod(addr, need) == 0):
@@ -523,7 +549,7 @@ def check_memory(facts, opcode, role, op, group, repeat, pred=None, conds=()):
             expected=f"byte offset a multiple of {need}",
             found=found,
         )
-    return _check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, pred)
+    return _check_bounds(facts, opcode, label, root, elem_offset - root_start, first, last, conds, pred)
 
 
 def _check_collective_ownership(opcode, role, view, label, members, repeat):
