@@ -49,12 +49,6 @@ class _CarveOut:
         return f"{name} ({self.what}) at bytes [{self.start}, {self.end})"
 
 
-def _tile_error(rule, expected, found):
-    from ..errors import TileError  # pylint: disable=import-outside-toplevel
-
-    return TileError("", rule, expected=expected, found=found)
-
-
 def _byte_size(shape, dtype, layout) -> tuple[int, int]:
     """``(elements, bytes)`` of storage for ``shape``: the layout's span when it
     is a Layout (gapped layouts need more than ``prod(shape)``)."""
@@ -126,6 +120,8 @@ class DynamicSharedPool:
         """
         from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
 
+        from ..errors import TileError  # pylint: disable=import-outside-toplevel
+
         shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
         elem_bytes = max(DataType(dtype).bits * DataType(dtype).lanes // 8, 1)
         align = align or elem_bytes
@@ -135,41 +131,54 @@ class DynamicSharedPool:
         start = self._start(offset, align, what)
         end = start + nbytes
         if end > self.size:
-            raise _tile_error(
+            raise TileError(
+                "",
                 "carve-out past the declared dynamic shared memory",
-                f"bytes within [0, {self.size}) (LaunchConfig(dynamic_smem_bytes={self.size}))",
-                f"{what} of {nbytes} bytes at bytes [{start}, {end})",
+                expected=f"bytes within [0, {self.size}) (LaunchConfig(dynamic_smem_bytes={self.size}))",
+                found=f"{what} of {nbytes} bytes at bytes [{start}, {end})",
             )
         if not alias:
-            for other in self.carve_outs:
-                if start < other.end and other.start < end:
-                    raise _tile_error(
-                        "overlapping dynamic shared memory carve-outs",
-                        "disjoint byte ranges, or alias=True to reuse the bytes on purpose",
-                        f"{what} at bytes [{start}, {end}) overlaps {other.describe()}",
-                    )
+            self._check_disjoint(start, end, what)
         buf = self._declare(shape, dtype, count, layout, start, align)
         self.carve_outs.append(_CarveOut(buf, start, end, what))
         self.high_water = max(self.high_water, end)
         return buf
 
+    def _check_disjoint(self, start, end, what):
+        from ..errors import TileError  # pylint: disable=import-outside-toplevel
+
+        for other in self.carve_outs:
+            if start < other.end and other.start < end:
+                raise TileError(
+                    "",
+                    "overlapping dynamic shared memory carve-outs",
+                    expected="disjoint byte ranges, or alias=True to reuse the bytes on purpose",
+                    found=f"{what} at bytes [{start}, {end}) overlaps {other.describe()}",
+                )
+
     @staticmethod
     def _check_align(align, elem_bytes, what):
+        from ..errors import TileError  # pylint: disable=import-outside-toplevel
+
         if not isinstance(align, int) or align < elem_bytes or align > POOL_ALIGN or align & (align - 1):
-            raise _tile_error(
+            raise TileError(
+                "",
                 "carve-out alignment",
-                f"a power of two in bytes within [{elem_bytes}, {POOL_ALIGN}] (element size .. pool alignment)",
-                f"align={align!r} for {what}",
+                expected=f"a power of two in bytes within [{elem_bytes}, {POOL_ALIGN}] (element size .. pool alignment)",
+                found=f"align={align!r} for {what}",
             )
 
     def _start(self, offset, align, what) -> int:
+        from ..errors import TileError  # pylint: disable=import-outside-toplevel
+
         if offset is None:
             return -(-self.high_water // align) * align
         if not isinstance(offset, int) or offset < 0 or offset % align:
-            raise _tile_error(
+            raise TileError(
+                "",
                 "carve-out offset",
-                f"a byte offset >= 0 and a multiple of align={align}",
-                f"offset={offset!r} for {what}",
+                expected=f"a byte offset >= 0 and a multiple of align={align}",
+                found=f"offset={offset!r} for {what}",
             )
         return offset
 
