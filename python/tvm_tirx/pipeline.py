@@ -5,11 +5,11 @@ A module may hold two kinds of PrimFunc: hand-written TIRx kernels (every
 ``s_tir`` PrimFuncs of legalized operators (marked by the ``s_tir`` attribute).
 apache-tvm lowers the two with different pipelines (``"tirx"`` and ``"s_tir"``);
 this one sends each function to its own: the TIRx kernels through
-:func:`UnwrapRelaxRoot`, :class:`~tvm_tirx.LowerTileApply` and
-``"tirx"``, the others through ``"s_tir"``, and joins the results.  The device
-functions then go through apache-tvm's device finalization and
-:func:`~tvm_tirx.cuda_source.legalize_device_source` (names and literals that
-apache-tvm's CUDA codegen would print as source nvcc rejects).
+:func:`UnwrapRelaxRoot`, :func:`~tvm_tirx.smem_limits.CheckSharedMemoryLimit`,
+:class:`~tvm_tirx.LowerTileApply` and ``"tirx"``, the others through ``"s_tir"``,
+and joins the results.  The device functions then go through apache-tvm's device
+finalization and :func:`~tvm_tirx.cuda_source.legalize_device_source` (names and
+literals that apache-tvm's CUDA codegen would print as source nvcc rejects).
 """
 
 from __future__ import annotations
@@ -81,10 +81,13 @@ def _pipeline_factory(**kwargs):
     from tvm.tirx import compilation_pipeline as cp  # pylint: disable=import-outside-toplevel
 
     from .cuda_source import legalize_device_source  # pylint: disable=import-outside-toplevel
+    from .smem_limits import CheckSharedMemoryLimit  # pylint: disable=import-outside-toplevel
     from .tile.lower import LowerTileApply  # pylint: disable=import-outside-toplevel
 
     tirx_stock, finalize_host, finalize_device = cp.tirx_pipeline(**kwargs)
-    tile = tvm.ir.transform.Sequential([UnwrapRelaxRoot(), LowerTileApply(), tirx_stock])
+    tile = tvm.ir.transform.Sequential(
+        [UnwrapRelaxRoot(), CheckSharedMemoryLimit(), LowerTileApply(), tirx_stock]
+    )
 
     @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.pipeline")
     def _pipeline(mod, _ctx):

@@ -126,6 +126,12 @@ def alloc_local(shape, dtype="float32", *args, layout="default", **kwargs):
 def alloc_shared(shape, dtype="float32", *args, layout="default", **kwargs):
     """CTA shared memory: ``T.alloc_shared((64, 4), "float32", align=16)``.
 
+    With ``scope="shared.dyn"`` the tensor is carved out of the kernel's
+    dynamic shared memory (``LaunchConfig(dynamic_smem_bytes=N)``):
+    ``T.alloc_shared((64, 64), "bfloat16", scope="shared.dyn", align=1024,
+    offset=None, alias=False)``; see
+    :meth:`tvm_tirx.script.dyn_smem.DynamicSharedPool.carve`.
+
     Parameters
     ----------
     shape : int | tuple[int, ...]
@@ -136,12 +142,28 @@ def alloc_shared(shape, dtype="float32", *args, layout="default", **kwargs):
         Alignment of the allocation in bytes (keyword).
     layout : "default" | TileLayout | None
         Layout of the elements; storage is its span.
+    scope : str
+        ``"shared"`` (static, the default) or ``"shared.dyn"``.
+    offset, alias
+        ``shared.dyn`` only: byte offset in the pool (None: the next free
+        byte) and whether overlapping earlier carve-outs is intended.
 
     Returns
     -------
     Buffer
-        A ``shared`` buffer.
+        A ``shared`` (or ``shared.dyn``) buffer.
+
+    Raises
+    ------
+    TileError
+        ``shared.dyn`` without ``dynamic_smem_bytes``, or a carve-out rule
+        broken (size, alignment, offset, overlap).
     """
+    if kwargs.get("scope") == "shared.dyn" and not args:
+        from .launch import current_dyn_pool  # pylint: disable=import-outside-toplevel
+
+        kwargs.pop("scope")
+        return current_dyn_pool().carve(shape, dtype, layout=layout, **kwargs)
     if args:
         return _STOCK["alloc_shared"](shape, dtype, *args, layout=layout, **kwargs)
     return _alloc(_STOCK["alloc_shared"], shape, dtype, layout, kwargs)

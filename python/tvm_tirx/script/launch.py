@@ -73,7 +73,12 @@ class LaunchConfig:
         most 8 CTAs portably).  Each grid extent must be a multiple of the
         cluster's.
     dynamic_smem_bytes : int
-        Dynamic shared memory per CTA in bytes.  Only ``0`` in this release.
+        Dynamic shared memory per CTA in bytes (CUDA's ``extern __shared__``
+        window).  A non-zero size gives the kernel one pool, emitted as
+        apache-tvm's ``tirx.dyn_smem_bytes`` attribute, out of which
+        ``T.alloc_shared(..., scope="shared.dyn")`` carves named tensors
+        (see :mod:`tvm_tirx.script.dyn_smem`).  The target's limit is checked
+        when the kernel is compiled (:mod:`tvm_tirx.smem_limits`).
     min_blocks_per_sm : int | None
         CUDA's ``__launch_bounds__(threads, minBlocksPerMultiprocessor)``: ask
         the compiler to fit this many CTAs per SM (it limits registers to do so).
@@ -97,11 +102,12 @@ class LaunchConfig:
     ------
     ValueError
         Extents that are not positive ints, a block of more than 1024 threads,
-        a grid that is not a whole number of clusters, or
-        ``programmatic_dependent_launch`` with ``cluster``.
+        a grid that is not a whole number of clusters,
+        ``programmatic_dependent_launch`` with ``cluster``, or a
+        ``dynamic_smem_bytes`` that is not an int >= 0.
     NotImplementedError
-        A non-zero ``dynamic_smem_bytes``, or an extent that is a run-time
-        expression (``grid=T.ceildiv(n, 256)``): run-time grids are not supported yet.
+        An extent that is a run-time expression (``grid=T.ceildiv(n, 256)``):
+        run-time grids are not supported yet.
     """
 
     grid: tuple = 1
@@ -137,8 +143,11 @@ class LaunchConfig:
                 "LaunchConfig: programmatic_dependent_launch with cluster is not supported in this "
                 "release (apache-tvm 0.27's CUDA launcher is not verified to set both launch attributes)"
             )
-        if self.dynamic_smem_bytes:
-            raise NotImplementedError("LaunchConfig: dynamic shared memory is not supported yet")
+        size = self.dynamic_smem_bytes
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError(
+                f"LaunchConfig: dynamic_smem_bytes must be an int >= 0 (bytes), got {size!r}"
+            )
 
     @property
     def threads(self) -> int:
@@ -154,12 +163,13 @@ class LaunchConfig:
 class _Launch:
     """The launch of the function being parsed and the index Vars it defined."""
 
-    def __init__(self, builder, config, block_vars, grid_vars, cluster_vars):
+    def __init__(self, builder, config, block_vars, grid_vars, cluster_vars, dyn_pool=None):
         self.builder = builder
         self.config = config
         self.block_vars = block_vars
         self.grid_vars = grid_vars
         self.cluster_vars = cluster_vars
+        self.dyn_pool = dyn_pool  # DynamicSharedPool, or None without dynamic shared memory
 
 
 _CURRENT: list = [None]
@@ -179,7 +189,9 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
     ``T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))`` marks the
     device entry (apache-tvm's ``T.device_entry()``) and defines the CTA and
     thread index variables of that launch (``T.cta_id``/``T.thread_id``), which
-    ``T.cuda.thread_idx("x")`` and friends return.
+    ``T.cuda.thread_idx("x")`` and friends return.  With
+    ``dynamic_smem_bytes=N`` it also emits ``tirx.dyn_smem_bytes = N`` and
+    allocates the kernel's dynamic shared memory pool (``dyn_smem``).
 
     Raises
     ------
@@ -205,6 +217,9 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
         bounds["tirx.launch_bounds_min_blocks_per_sm"] = launch.min_blocks_per_sm
     if launch.max_registers:
         bounds["tirx.max_registers"] = launch.max_registers
+    if launch.dynamic_smem_bytes:
+        # Read by apache-tvm's SplitHostDevice into the launch's shared-memory size.
+        bounds["tirx.dyn_smem_bytes"] = launch.dynamic_smem_bytes
     if bounds:
         # A flat `T.attr({...})` statement, entered as the TIRx parser enters one.
         scope = _ir.attr(bounds)
@@ -221,8 +236,13 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
         cluster_vars = _as_list(_ir.cta_id_in_cluster(cluster))
     grid_vars = _as_list(_ir.cta_id(grid))
     block_vars = _as_list(_ir.thread_id(_used(launch.block3)))
+    pool = None
+    if launch.dynamic_smem_bytes:
+        from .dyn_smem import DynamicSharedPool  # pylint: disable=import-outside-toplevel
 
-    _CURRENT[0] = _Launch(IRBuilder.current(), launch, block_vars, grid_vars, cluster_vars)
+        pool = DynamicSharedPool(launch.dynamic_smem_bytes)
+
+    _CURRENT[0] = _Launch(IRBuilder.current(), launch, block_vars, grid_vars, cluster_vars, pool)
 
 
 #: apache-tvm's launch-parameter tag (runtime/meta_data.h, spelled so) that makes its CUDA
@@ -255,6 +275,27 @@ def current_launch():
     """The :class:`LaunchConfig` of the function being parsed, or None."""
     launch = _active("current_launch", required=False)
     return launch.config if launch is not None else None
+
+
+def current_dyn_pool(name: str = "alloc_shared"):
+    """The :class:`~tvm_tirx.script.dyn_smem.DynamicSharedPool` of the kernel being parsed.
+
+    Raises
+    ------
+    TileError
+        The kernel has no launch, or its launch declares no dynamic shared memory.
+    """
+    from ..errors import TileError  # pylint: disable=import-outside-toplevel
+
+    launch = _active(name, required=False)
+    if launch is None or launch.dyn_pool is None:
+        raise TileError(
+            "",
+            "shared.dyn allocation without dynamic shared memory",
+            expected="T.device_entry(launch=T.cuda.LaunchConfig(..., dynamic_smem_bytes=N)) before it",
+            found="no launch" if launch is None else "dynamic_smem_bytes=0",
+        )
+    return launch.dyn_pool
 
 
 def _active(name, required=True):

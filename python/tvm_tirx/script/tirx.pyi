@@ -214,7 +214,11 @@ def alloc_shared(
     allocated_addr: int | tuple[int, ...] | None = None,
     annotations: dict[str, Any] | None = None,
 ) -> TensorView:
-    """CTA shared memory: ``T.alloc_shared((64, 4), "float32", align=16)``."""
+    """CTA shared memory: ``T.alloc_shared((64, 4), "float32", align=16)``.
+
+    ``scope="shared.dyn"`` carves the tensor out of the kernel's dynamic shared
+    memory; it also takes the keywords ``offset=`` (bytes; None: the next free
+    byte, rounded up to ``align``) and ``alias=True`` (overlap earlier carve-outs)."""
 
 def device_entry(launch: _CudaNamespace.LaunchConfig | None = None) -> None:
     """Start the device region: ``T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))``.
@@ -271,7 +275,8 @@ class _CudaNamespace:
         Extents are an int or 1 to 3 ints, ``x`` first; at most 1024 threads per
         CTA; the grid must be a whole number of clusters.  ``min_blocks_per_sm``
         (``__launch_bounds__``) and ``max_registers`` (``__maxnreg__``) exclude
-        each other; ``dynamic_smem_bytes`` must be 0 in this release.
+        each other; ``dynamic_smem_bytes`` (bytes) gives the kernel a dynamic
+        shared memory pool for ``T.alloc_shared(..., scope="shared.dyn")``.
         ``programmatic_dependent_launch`` launches with CUDA's programmatic stream
         serialization (pair it with ``T.ptx["griddepcontrol.wait"]()``); not with clusters.
         """

@@ -29,6 +29,20 @@ def _prod(shape):
     return out
 
 
+def _is_dyn_pool(buf) -> bool:
+    """Whether ``buf`` is a dynamic shared memory pool: a zero-extent ``shared.dyn``
+    buffer (apache-tvm's ``extern __shared__`` convention; see
+    :mod:`tvm_tirx.script.dyn_smem`).  Buffers declared over it are carve-outs."""
+    return buf.scope() == "shared.dyn" and int_or_none(_prod(buf.shape)) == 0
+
+
+def _carve_out_offset(buf):
+    """Byte offset of carve-out ``buf`` in its pool (an expression)."""
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+    return buf.elem_offset * (DataType(buf.dtype).bits // 8)
+
+
 def _alloc_extent(buf):
     """Elements of an allocation: its layout's span (a gapped layout), else its shape's product."""
     layout = buf.layout
@@ -70,6 +84,9 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         self.analyzer = tvm.sym.Analyzer()
         self.roots = {p: _prod(p.shape) for p in func.params if tirx.is_buffer_var(p)}
         self.parent, self.ranges, self.loops = {}, {}, []
+        #: root -> byte offset of its first element in its storage (dynamic
+        #: shared memory carve-outs; 0 for every other root)
+        self.base_bytes = {}
         self.launch = None
         self._walk(func.body)
         self.guards = {}
@@ -88,7 +105,12 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
                 self.roots[node.buffer] = _alloc_extent(node.buffer)
             elif isinstance(node, tirx.DeclBuffer):
                 args = getattr(node.data, "args", None)
-                if args and tirx.is_buffer_var(args[0]):
+                if args and tirx.is_buffer_var(args[0]) and _is_dyn_pool(args[0]):
+                    # a carve-out of dynamic shared memory: a root of its own
+                    # (own extent, own align), base_bytes into the pool
+                    self.roots[node.buffer] = _alloc_extent(node.buffer)
+                    self.base_bytes[node.buffer] = _carve_out_offset(node.buffer)
+                elif args and tirx.is_buffer_var(args[0]):
                     self.parent[node.buffer] = args[0]
             elif isinstance(node, tirx.ScopeIdDefStmt):
                 self._scope_ids(getattr(node, "def"), ids)
