@@ -129,6 +129,15 @@ class OperandRole:
         Whether a false ``pred`` leaves this operand untouched, so the bounds
         rule holds only where the predicate is true.  cp.async's destination
         is still written (zero-filled) and keeps the rule unconditionally.
+    keyword : str | None
+        A keyword the call may pass this operand by instead of by position
+        (a TMA's ``mbar=``); it takes the role's position.
+    image : bool
+        Memory roles: the atom is an image one instruction moves as a whole
+        (a TMA box) rather than a vector: only its first element's address is
+        passed and must be aligned (``align``), and its elements need not be
+        contiguous (the family checks the atom's layout); the bounds rule
+        covers every element.
     """
 
     role: str
@@ -143,6 +152,8 @@ class OperandRole:
     align: int | None = None
     address: str = "generic"
     pred_skips: bool = True
+    keyword: str | None = None
+    image: bool = False
 
     @property
     def lanes(self) -> int:
@@ -174,12 +185,31 @@ class Param:
 
 @dataclass(frozen=True)
 class CallView:
-    """What a family hook sees of one call: classified ``operands``, its
-    ``pred`` (or None) and its keyword ``params`` (name -> value)."""
+    """What a family hook sees of one call.
+
+    Attributes
+    ----------
+    operands : tuple[Operand, ...]
+        The classified operands, in call order.
+    pred : PrimExpr | None
+        The call's predicate.
+    params : dict
+        Keyword parameters, name -> value (a tuple parameter is a tuple).
+    repeat : tuple
+        While one instruction is emitted: its repeat coordinate (one int32
+        loop variable per call repeat axis); ``()`` otherwise.
+    facts : KernelFacts | None
+        While lowering: what is known of the kernel (roots, parameters, and
+        ``family_values``, a dict a family keeps values in that every call of
+        the kernel shares, such as one tensor map per distinct encoding);
+        None at parse time.
+    """
 
     operands: tuple
     pred: object = None
     params: dict = field(default_factory=dict)
+    repeat: tuple = ()
+    facts: object = None
 
 
 @dataclass(frozen=True)
@@ -206,7 +236,9 @@ class Contract:
         (``OperandRole.repeat_axes``); None: that of the first tensor operand.
     derived : dict[str, callable]
         PTX operands the family fills itself: ``name -> fn(CallView) -> PrimExpr``
-        (cp.async's ``cp_size`` immediate, from the atom's bytes).
+        (cp.async's ``cp_size`` immediate, from the atom's bytes), or a list of
+        them for an operand of several registers (a TMA's coordinates); the
+        CallView's ``repeat`` is the instruction's repeat coordinate.
     pred_operand : tuple[str, str] | None
         None: ``pred`` guards the instruction (``@p``).  Otherwise
         ``(operand, after)``: ``pred`` becomes PTX operand ``operand`` (value
@@ -214,6 +246,13 @@ class Contract:
         (cp.async's ``src-size``: a false predicate copies zero bytes).
     check : callable | None
         Extra parse-time rule: ``fn(contract, operands) -> TileError | None``.
+    bind : callable | None
+        ``fn(contract, CallView) -> Contract | TileError | None``: the
+        contract of one call given its keyword parameters, for rules and role
+        data that depend on them (a TMA's ``swizzle=`` fixes the shared image's
+        layout and alignment).  Returns a refined copy, the TileError the call
+        breaks, or None (unchanged).  Runs when the call is parsed
+        (``CallView.facts`` None) and again when it is lowered.
     host_setup : callable | None
         ``fn(CallView, stmt) -> Stmt``: wraps the kernel's device entry
         ``stmt`` (``T.device_entry``) in host-side statements the form needs
@@ -234,6 +273,7 @@ class Contract:
     derived: dict = field(default_factory=dict)
     pred_operand: tuple | None = None
     check: object = None
+    bind: object = None
     host_setup: object = None
     error_priority: int = 0
 

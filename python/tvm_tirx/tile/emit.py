@@ -11,7 +11,7 @@ Nothing is chosen here: the opcode is the contract's.
 from __future__ import annotations
 
 from ..errors import TileInternalError
-from .contract import CallView
+from .contract import CallView, replace
 from .ptx_table import ptx_call
 from .views import ViewMap, repeat_shape, role_axes
 
@@ -43,7 +43,10 @@ def register_address_form(name: str, fn) -> None:
 
 def register_kind(kind: str, fn) -> None:
     """Register the PTX arguments of operand kind ``kind`` (``"descriptor"``,
-    ``"tensor_map"`` ...): ``fn(role, op, group_coord, rep) -> [PrimExpr, ...]``.
+    ``"tensor_map"`` ...): ``fn(role, op, call) -> [PrimExpr, ...]``, where
+    ``op`` is the operand (a tensor view or a scalar) and ``call`` the
+    :class:`~.contract.CallView` of the instruction being emitted (its
+    ``repeat`` coordinate, its parameters, the kernel's facts).
 
     Raises
     ------
@@ -86,9 +89,9 @@ class Emission:  # pylint: disable=too-few-public-methods
         Register buffer with thread axes -> the thread's flat local view.
     """
 
-    def __init__(self, contract, ops, tc, group, coordinates):
+    def __init__(self, contract, ops, tc, group, coordinates, facts=None):
         self.contract, self.ops, self.group = contract, ops, group
-        self.call = CallView(tuple(ops), tc.pred, dict(tc.params))
+        self.call = CallView(tuple(ops), tc.pred, dict(tc.params), facts=facts)
         self.preserve_dst = tc.preserve_dst
         self.group_coord, self.position = coordinates
         self.locals_, self.decls = {}, []
@@ -125,26 +128,28 @@ class Emission:  # pylint: disable=too-few-public-methods
     def operand_args(self, index, loop_vars):
         """The PTX arguments operand ``index`` supplies at repeat coordinate ``loop_vars``."""
         role, op = self.contract.roles[index], self.ops[index]
+        if role.kind not in ("register", "memory"):
+            if role.kind not in _KINDS:
+                raise TileInternalError(f"{self.contract.opcode}: no emitter for operand kind {role.kind!r}")
+            return list(_KINDS[role.kind](role, op, replace(self.call, repeat=tuple(loop_vars))))
         if op.kind == "scalar":
             return [op.value] * role.lanes
         has_repeat = bool(repeat_shape(role, op, self.group))
         rep = [loop_vars[a] for a in role_axes(role, len(loop_vars))] if has_repeat else []
         if role.kind == "memory":
             return self._memory_args(role, op, rep)
-        if role.kind == "register":
-            return self._register_args(role, op, rep)
-        if role.kind not in _KINDS:
-            raise TileInternalError(f"{self.contract.opcode}: no emitter for operand kind {role.kind!r}")
-        return _KINDS[role.kind](role, op, self.group_coord, rep)
+        return self._register_args(role, op, rep)
 
     def ptx_args(self, loop_vars):
         """Every PTX argument of one instruction, in PTX order."""
         args = []
+        call = replace(self.call, repeat=tuple(loop_vars))
         for kind, key in self.contract.ptx_order():
             if kind == "param":
                 args.append(self.call.params[key])
             elif kind == "derived" or (kind == "pred" and self.call.pred is not None):
-                args.append(self.contract.derived[key](self.call))
+                value = self.contract.derived[key](call)
+                args += list(value) if isinstance(value, list | tuple) else [value]
             elif kind == "role":
                 args += self.operand_args(key, loop_vars)
         return args

@@ -74,6 +74,11 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         Single-assignment local scalar buffer -> its value (``w = T.cuda.warp_id()``).
     guards : dict
         :func:`call_key` of each tile-call ``Evaluate`` -> enclosing if-conditions.
+    params : tuple
+        The kernel's tensor parameters (buffers), in order.
+    family_values : dict
+        Values a family creates once per kernel and every call shares (a
+        TMA's tensor map per distinct encoding); keys are the family's.
     """
 
     def __init__(self, func):
@@ -82,7 +87,9 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
 
         self.arch = _target_arch(func)
         self.analyzer = tvm.sym.Analyzer()
-        self.roots = {p: _prod(p.shape) for p in func.params if tirx.is_buffer_var(p)}
+        self.params = tuple(p for p in func.params if tirx.is_buffer_var(p))
+        self.roots = {p: _prod(p.shape) for p in self.params}
+        self.family_values = {}
         self.parent, self.ranges, self.loops = {}, {}, []
         #: root -> byte offset of its first element in its storage (dynamic
         #: shared memory carve-outs; 0 for every other root)

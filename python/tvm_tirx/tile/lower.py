@@ -24,7 +24,7 @@ from .op import decode, is_tile_call
 from .ownership import check_ownership
 from .registry import candidates
 from .scope import check_collective_scope, group_exprs, scope_rank
-from .static_rules import rule_arch, select_contract
+from .static_rules import bind_call, rule_arch, select_contract
 from .views import call_repeat, repeat_shape
 
 __all__ = ["LowerTileApply", "lower_tile_apply", "expand"]
@@ -48,6 +48,7 @@ def _select(tc, facts, conds):
         check_collective_scope(tc.scope, collective, tc.opcode)
         box = group_box(tc.scope, facts, conds, tc.opcode, collective)
     contract, ops = select_contract(forms, tc.operands, box[0], tc.pred, tc.preserve_dst)
+    contract = bind_call(contract, ops, tc.pred, tc.params, facts)
     check_collective_scope(tc.scope, contract.collective, contract.opcode)
     err = rule_arch(contract, facts.arch)
     if err:
@@ -98,7 +99,7 @@ def expand(call, facts, span=None, conds=()):
         _prove(tc, contract, ops, box, facts, conds)
     except TileError as err:
         raise err.at(location_of(span)) from None
-    emission = Emission(contract, ops, tc, box[0], _coordinates(tc, contract, facts, box[1]))
+    emission = Emission(contract, ops, tc, box[0], _coordinates(tc, contract, facts, box[1]), facts)
     stmt = emit(emission, call_repeat(contract, ops, box[0]), span)
     return stmt, contract.host_setup, emission.call
 

@@ -4,7 +4,8 @@ each thread's atom address is aligned, and the view is not outside its tensor.
 Alignment: the root tensor's declared ``align`` and the view's index
 arithmetic over the ranges of the thread and loop variables must give every
 atom address a multiple of the role's alignment (:attr:`OperandRole.align`,
-by default the byte size of the atom's contiguous last axis).  Bounds: see
+by default the byte size of the atom's contiguous last axis); the address of
+an image atom (:attr:`OperandRole.image`) is that of its first element.  Bounds: see
 :func:`check_bounds`.
 """
 
@@ -159,7 +160,9 @@ def check_memory(facts, opcode, role, op, group, repeat, pred=None, conds=()):
         )
     view = ViewMap(buf)
     box = [range(n) for n in (*group, *repeat, *atom[:-1])]
-    _, _, starts = offset_summary(view, box + [range(1)], need // elem_bytes or 1)
+    # A vector atom: every row start is an address; an image: only its first element.
+    heads = [range(n) for n in (*group, *repeat)] + [range(1)] * (len(atom) - 1) if role.image else box
+    _, _, starts = offset_summary(view, heads + [range(1)], need // elem_bytes or 1)
     first, last, _ = offset_summary(view, box + [range(atom[-1])], 1)
     elem_offset = facts.expand_scalars(buf.elem_offset)
     conds = tuple(facts.expand_scalars(c) for c in conds)

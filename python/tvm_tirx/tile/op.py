@@ -4,7 +4,10 @@ The op is a TVM Op (``tvm_tirx.cuda.tile_apply``) whose Call prints back as
 ``T.cuda.tile.apply("<opcode>", *operands, *params, [pred,] "<flags>")`` and
 re-parses to a structurally equal Call.  The flags string is
 ``scope=<scope>`` followed by ``pred``, ``keep`` (``preserve_dst=True``) and
-``param=<name>`` entries, comma separated.
+``param=<name>`` entries, comma separated.  A parameter whose value is a
+tuple (``coords=(y, x)``) or a tuple of equal-length tuples is stored as its
+elements, row-major, and flagged with its shape: ``param=coords[2]``,
+``param=coord_steps[2,3]``; Python ints in it become ``int32`` constants.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from ..errors import TileError
 from .ptx_table import opcode_text
 from .registry import candidates
 from .scope import scope_rank
-from .static_rules import check_params, select_contract
+from .static_rules import bind_call, check_params, select_contract
 
 __all__ = ["OP_NAME", "apply", "TileCall", "decode", "is_tile_call", "set_launch_query"]
 
@@ -63,17 +66,54 @@ class TileCall:
 
 
 def _flags(scope, pred, preserve_dst, params) -> str:
+    """``params``: name -> shape (``None`` for a single value)."""
     out = [f"scope={scope}"]
     if pred is not None:
         out.append("pred")
     if preserve_dst:
         out.append("keep")
-    out += [f"param={name}" for name in params]
+    for name, shape in params.items():
+        out.append(f"param={name}" if shape is None else f"param={name}[{','.join(map(str, shape))}]")
     return ",".join(out)
 
 
+def _param_shape(value):
+    """``None`` for a single value, else the tuple's shape (one or two levels)."""
+    if not isinstance(value, tuple | list):
+        return None
+    inner = {len(v) if isinstance(v, tuple | list) else None for v in value}
+    if len(inner) == 1 and None not in inner:
+        return (len(value), inner.pop())
+    if inner <= {None}:
+        return (len(value),)
+    raise TileError("", "malformed tuple parameter", expected="a tuple of values or of equal-length tuples", found=repr(value))
+
+
+def _flat(value, shape):
+    """The elements of a parameter value, row-major; Python ints become int32 constants."""
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    if shape is None:
+        items = [value]
+    elif len(shape) == 1:
+        items = list(value)
+    else:
+        items = [x for row in value for x in row]
+    return [IntImm("int32", x) if isinstance(x, int) and not isinstance(x, bool) else x for x in items]
+
+
+def _unflat(items, shape):
+    """Inverse of :func:`_flat` (elements stay IR values)."""
+    if shape is None:
+        return items[0]
+    if len(shape) == 1:
+        return tuple(items)
+    n = shape[1]
+    return tuple(tuple(items[i * n : (i + 1) * n]) for i in range(shape[0]))
+
+
 def _parse_flags(flags: str):
-    scope, pred, keep, names = "thread", False, False, []
+    scope, pred, keep, names = "thread", False, False, {}
     for item in filter(None, flags.split(",")):
         if item.startswith("scope="):
             scope = item[len("scope=") :]
@@ -82,7 +122,8 @@ def _parse_flags(flags: str):
         elif item == "keep":
             keep = True
         elif item.startswith("param="):
-            names.append(item[len("param=") :])
+            name, _, shape = item[len("param=") :].partition("[")
+            names[name] = tuple(int(n) for n in shape.rstrip("]").split(",") if n) if shape else None
         else:
             raise TileError("", "malformed tile.apply flags", expected="scope=/pred/keep/param=", found=item)
     return scope, pred, keep, names
@@ -96,9 +137,19 @@ def _unpack_printed(args):
     rest = list(args[:-1])
     pred = rest.pop() if has_pred else None
     params = {}
-    for name in reversed(names):
-        params[name] = rest.pop()
+    for name, shape in reversed(list(names.items())):
+        count = 1 if shape is None else _prod(shape)
+        items = rest[len(rest) - count :] if count else []
+        del rest[len(rest) - count :]
+        params[name] = _unflat(items, shape)
     return tuple(rest), dict(reversed(list(params.items()))), scope, pred, keep
+
+
+def _prod(shape) -> int:
+    out = 1
+    for n in shape:
+        out *= n
+    return out
 
 
 def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **params):
@@ -127,8 +178,11 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
         Runtime predicate guarding every emitted instruction.
     preserve_dst : bool
         With ``pred``, a predicated-off register destination keeps its value.
-    **params : PrimExpr
-        Family parameters, e.g. ``cache_policy`` for ``.L2::cache_hint`` forms.
+    **params : PrimExpr | tuple | Buffer view
+        Family parameters, e.g. ``cache_policy`` for ``.L2::cache_hint`` forms,
+        or a tuple of them (``coords=(y, x)``).  An operand whose role names a
+        keyword (:attr:`~.contract.OperandRole.keyword`, e.g. a TMA's
+        ``mbar=``) may be passed by that keyword instead of by position.
 
     Returns
     -------
@@ -144,13 +198,28 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     if isinstance(instr, str) and operands and isinstance(operands[-1], str):
         operands, printed_params, scope, pred, preserve_dst = _unpack_printed(operands)
         params = {**printed_params, **params}
-    contract = _parse_time_contract(instr, operands, scope, pred, preserve_dst)
+    operands, params = _keyword_operands(candidates(instr)[0], operands, params)
+    contract, classified = _parse_time_contract(instr, operands, scope, pred, preserve_dst)
     check_params(contract, params)
+    if classified is not None:
+        bind_call(contract, classified, pred, params)
     return _call(contract.opcode, operands, params, scope, pred, preserve_dst)
 
 
+def _keyword_operands(contract, operands, params):
+    """Move operands passed by their role's keyword (``mbar=``) to their positions."""
+    keyed = {r.keyword: i for i, r in enumerate(contract.roles) if r.keyword and r.keyword in params}
+    if not keyed:
+        return operands, params
+    operands, params = list(operands), dict(params)
+    for name, index in sorted(keyed.items(), key=lambda kv: kv[1]):
+        operands.insert(min(index, len(operands)), params.pop(name))
+    return tuple(operands), params
+
+
 def _parse_time_contract(instr, operands, scope, pred, preserve_dst):
-    """The form the operands fit, from the rules parse time can decide."""
+    """``(contract, classified operands or None)``: the form the operands fit,
+    from the rules parse time can decide."""
     opcode = opcode_text(instr)
     forms = candidates(instr)
     # A collective form's atom holds the threads of its collective: the group
@@ -159,23 +228,23 @@ def _parse_time_contract(instr, operands, scope, pred, preserve_dst):
     if rank is None:
         # The group axes are unknown until lowering reads the launch: check
         # the opcode now, the operands then.
-        return forms[0]
+        return forms[0], None
     # Group extents depend on the launch and on enclosing guards, which
     # lowering sees; here only their number is known.
-    return select_contract(forms, operands, (None,) * rank, pred, preserve_dst)[0]
+    return select_contract(forms, operands, (None,) * rank, pred, preserve_dst)
 
 
 def _call(opcode, operands, params, scope, pred, preserve_dst):
     """The tile op's Call: ``(opcode, *operands, *params, [pred,] flags)``."""
     from tvm.tirx.op import call_intrin  # pylint: disable=import-outside-toplevel
 
-    names = sorted(params)
+    shapes = {n: _param_shape(params[n]) for n in sorted(params)}
     args = [
         opcode,
         *[getattr(v, "scalar", v) for v in operands],
-        *[params[n] for n in names],
+        *[x for n, shape in shapes.items() for x in _flat(params[n], shape)],
         *([pred] if pred is not None else []),
-        _flags(scope, pred, preserve_dst, names),
+        _flags(scope, pred, preserve_dst, shapes),
     ]
     return call_intrin("", OP_NAME, *args)
 

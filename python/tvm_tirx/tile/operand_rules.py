@@ -35,8 +35,10 @@ def rule_operand_count(opcode, roles, operands):
 
 
 def rule_scalar_destination(opcode, role, op):
-    """A scalar expression may only stand in for a read register operand."""
-    if op.kind != "scalar":
+    """A scalar expression may only stand in for a read register operand, or
+    for the one value an operand of another kind passes (a descriptor, a
+    caller-encoded tensor map)."""
+    if op.kind != "scalar" or role.kind not in ("register", "memory"):
         return None
     label = operand_label(role.role, op.index)
     if role.writes:
@@ -153,8 +155,10 @@ def _fmt_group(group) -> str:
 
 def rule_contiguous_atom(opcode, role, op, group):
     """Each row of a memory atom (its last axis) is consecutive in memory."""
+    if op.kind != "tensor" or role.kind != "memory" or role.image:
+        return None
     atom = atom_of(role, op)
-    if op.kind != "tensor" or role.kind != "memory" or atom[-1] == 1:
+    if atom[-1] == 1:
         return None
     view = ViewMap(op.value)
     rows = list(itertools.product(*(range(n) for n in (*repeat_shape(role, op, group), *atom[:-1]))))

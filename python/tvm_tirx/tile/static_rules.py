@@ -15,11 +15,12 @@ import itertools
 
 from ..arch import arch_number
 from ..errors import TileError, operand_label
+from .contract import CallView
 from .ptx_table import same_width_dtypes
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
 from .views import ViewMap, atom_of, classify, coords, group_coords, repeat_shape, role_axes
 
-__all__ = ["check_static", "select_contract", "check_params", "rule_arch"]
+__all__ = ["check_static", "select_contract", "check_params", "bind_call", "rule_arch"]
 
 
 def rule_preserve_dst(opcode, contract, pred, preserve_dst):
@@ -250,3 +251,24 @@ def check_params(contract, params):
             err = reason and TileError(contract.opcode, f"invalid parameter {name!r}", expected=contract.options[name].doc, found=reason)
         if err:
             raise err
+
+
+def bind_call(contract, operands, pred, params, facts=None):
+    """The contract of one call given its keyword parameters (``Contract.bind``).
+
+    Returns
+    -------
+    Contract
+        ``contract``, or the family's refined copy of it.
+
+    Raises
+    ------
+    TileError
+        A rule over operands and parameters together that the call breaks.
+    """
+    if contract.bind is None:
+        return contract
+    result = contract.bind(contract, CallView(tuple(operands), pred, dict(params), facts=facts))
+    if isinstance(result, TileError):
+        raise result
+    return contract if result is None else result
