@@ -7,7 +7,7 @@ re-parses to a structurally equal Call.  The flags string is
 ``param=<name>`` entries, comma separated.  A parameter whose value is a
 tuple (``coords=(y, x)``) or a tuple of equal-length tuples is stored as its
 elements, row-major, and flagged with its shape: ``param=coords[2]``,
-``param=coord_steps[2,3]``; Python ints in it become ``int32`` constants.
+``param=coord_steps[2x3]``; Python ints in it become ``int32`` constants.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _flags(scope, pred, preserve_dst, params) -> str:
     if preserve_dst:
         out.append("keep")
     for name, shape in params.items():
-        out.append(f"param={name}" if shape is None else f"param={name}[{','.join(map(str, shape))}]")
+        out.append(f"param={name}" if shape is None else f"param={name}[{'x'.join(map(str, shape))}]")
     return ",".join(out)
 
 
@@ -123,7 +123,7 @@ def _parse_flags(flags: str):
             keep = True
         elif item.startswith("param="):
             name, _, shape = item[len("param=") :].partition("[")
-            names[name] = tuple(int(n) for n in shape.rstrip("]").split(",") if n) if shape else None
+            names[name] = tuple(int(n) for n in shape.rstrip("]").split("x") if n) if shape else None
         else:
             raise TileError("", "malformed tile.apply flags", expected="scope=/pred/keep/param=", found=item)
     return scope, pred, keep, names

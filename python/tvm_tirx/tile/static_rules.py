@@ -18,7 +18,7 @@ from ..errors import TileError, operand_label
 from .contract import CallView
 from .ptx_table import same_width_dtypes
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
-from .views import ViewMap, atom_of, classify, coords, group_coords, repeat_shape, role_axes
+from .views import ViewMap, atom_of, classify, coords, group_coords, repeat_rank, repeat_shape, role_axes
 
 __all__ = ["check_static", "select_contract", "check_params", "bind_call", "rule_arch"]
 
@@ -59,15 +59,13 @@ def rule_same_repeat(opcode, contract, operands, group):
     carries (``OperandRole.repeat_axes``; by default all of them, so every
     operand has the same repeat shape).  An operand that declares its axes
     may carry none of them (extent 1 on each)."""
-    rank = contract.repeat_rank
+    rank = repeat_rank(contract, operands, group)
     extents = {}  # axis -> (extent, label of the operand that set it)
     for role, op in zip(contract.roles, operands):
         if op.kind != "tensor":
             continue
         rep = repeat_shape(role, op, group)
         label = operand_label(role.role, op.index)
-        if rank is None:
-            rank = len(rep)
         axes = role_axes(role, rank)
         if not rep and role.repeat_axes is not None:
             rep = (1,) * len(axes)

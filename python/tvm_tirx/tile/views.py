@@ -23,6 +23,7 @@ __all__ = [
     "repeat_shape",
     "call_repeat",
     "role_axes",
+    "repeat_rank",
     "coords",
     "group_coords",
     "offset_summary",
@@ -276,17 +277,27 @@ def call_repeat(contract, operands, group) -> tuple:
     role's ``repeat_axes`` (all of them, in order, when it has none); the rank
     is ``contract.repeat_rank`` or that of the first tensor operand.  An axis
     no operand carries has extent 1."""
-    rank = contract.repeat_rank
+    rank = repeat_rank(contract, operands, group)
     extents = {}
     for role, op in zip(contract.roles, operands):
         if op.kind != "tensor":
             continue
         rep = repeat_shape(role, op, group)
-        if rank is None:
-            rank = len(rep)
         for axis, n in zip(role_axes(role, rank), rep):
             extents.setdefault(axis, n)
     return tuple(extents.get(axis, 1) for axis in range(rank or 0))
+
+
+def repeat_rank(contract, operands, group) -> int:
+    """The call's number of repeat axes: ``contract.repeat_rank``, else that of
+    the first tensor operand carrying all of them (a role without
+    ``repeat_axes``), else of the first tensor operand (0 without one)."""
+    if contract.repeat_rank is not None:
+        return contract.repeat_rank
+    tensors = [(r, o) for r, o in zip(contract.roles, operands) if o.kind == "tensor"]
+    for role, op in sorted(tensors, key=lambda ro: ro[0].repeat_axes is not None):
+        return len(repeat_shape(role, op, group))
+    return 0
 
 
 def role_axes(role, rank: int) -> tuple:
