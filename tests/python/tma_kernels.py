@@ -85,25 +85,25 @@ def coord_steps_3d(A: T.Tensor((D0, D1, D2), "float32", align=16), B: T.Tensor((
 
 
 # -- swizzle128_ldmatrix: a 64 x 64 bf16 tile with the 128-byte swizzle, read by ldmatrix -------
-# The TMA writes the swizzled image; a uint32 carve-out over the same bytes (the swizzle is
-# in bytes, so its layout is the uint32 image of the same swizzle) feeds ldmatrix.x4.  Lane
+# The TMA writes the swizzled image; an int32 carve-out over the same bytes (the swizzle is
+# in bytes, so its layout is the int32 image of the same swizzle) feeds ldmatrix.x4.  Lane
 # 4*r + w receives word (m, r, w) of the four 8x8 matrices of each (row block, column half);
 # it writes them back unswizzled to B (64 x 32 words = the 64 x 64 bf16 tile).
 
 SW = 64
 SW_BYTES = SW * SW * 2
 L16 = swizzled_layout((SW, SW), "bfloat16", 3)
-L32 = swizzled_layout((SW, SW // 2), "uint32", 3)
+L32 = swizzled_layout((SW, SW // 2), "int32", 3)
 FRAG = TileLayout(S[(8, 2, 4, 8, 4) : (8, 4, 1, 4 @ Axis.laneid, 1 @ Axis.laneid)])
 
 
 @T.function
-def swizzle128_ldmatrix(A: T.Tensor((SW, SW), "bfloat16", align=16), B: T.Tensor((SW, SW // 2), "uint32", align=16)):
+def swizzle128_ldmatrix(A: T.Tensor((SW, SW), "bfloat16", align=16), B: T.Tensor((SW, SW // 2), "int32", align=16)):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32, dynamic_smem_bytes=SW_BYTES + 64))
     tile = T.alloc_shared((SW, SW), "bfloat16", scope="shared.dyn", align=1024, layout=L16)
-    words = T.alloc_shared((SW, SW // 2), "uint32", scope="shared.dyn", align=1024, layout=L32, offset=0, alias=True)
+    words = T.alloc_shared((SW, SW // 2), "int32", scope="shared.dyn", align=1024, layout=L32, offset=0, alias=True)
     bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
-    regs = T.alloc_local((8, 2, 4, 8, 4), "uint32", layout=FRAG)
+    regs = T.alloc_local((8, 2, 4, 8, 4), "int32", layout=FRAG)
     tid = T.cuda.thread_idx("x")
     if tid == 0:
         T.ptx["mbarrier.init.shared::cta.b64"](bar.ptr_to([0]), T.uint32(1))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import TileError
+from ..errors import TileError, TileInternalError
 from .ptx_table import opcode_text
 from .registry import candidates
 from .scope import scope_rank
@@ -86,7 +86,8 @@ def _param_shape(value):
         return (len(value), inner.pop())
     if inner <= {None}:
         return (len(value),)
-    raise TileError("", "malformed tuple parameter", expected="a tuple of values or of equal-length tuples", found=repr(value))
+    # a family's parameter check accepted a ragged tuple: not the kernel's fault
+    raise TileInternalError(f"tuple parameter {value!r} is neither flat nor of equal-length rows")
 
 
 def _flat(value, shape):
