@@ -227,9 +227,6 @@ class _Call:  # pylint: disable=too-few-public-methods
         self.swizzle = int_or_none(call.params.get("swizzle", 0))
         self.elem_bytes = _bytes(self.shared.value.dtype)
 
-    def error(self, rule, operand, expected, found):
-        return TileError(self.opcode, rule, operand=operand, expected=expected, found=found)
-
 
 def _bytes(dtype) -> int:
     from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
@@ -242,30 +239,25 @@ def _rule_params(c):
     params = c.call.params
     box = params.get("box")
     if box is not None and _ints(box) != c.box:
-        return c.error("box differs from the shared image", "parameter box", f"box={c.box} (the shared operand's last {c.rank} extents)", f"box={_ints(box)}")
+        return TileError(c.opcode, "box differs from the shared image", operand="parameter box", expected=f"box={c.box} (the shared operand's last {c.rank} extents)", found=f"box={_ints(box)}")
     if len(params["coords"]) != c.rank:
-        return c.error("coordinate count", "parameter coords", f"{c.rank} coordinates (.{c.rank}d), outermost first", f"{len(params['coords'])}")
+        return TileError(c.opcode, "coordinate count", operand="parameter coords", expected=f"{c.rank} coordinates (.{c.rank}d), outermost first", found=f"{len(params['coords'])}")
     steps = params.get("coord_steps", ())
     if len(steps) != len(c.repeat) or any(len(s) != c.rank for s in steps):
-        return c.error(
-            "coord_steps do not match the repeat axes",
-            "parameter coord_steps",
-            f"{len(c.repeat)} tuple(s) of {c.rank} (repeat axes {c.repeat})",
-            f"{tuple(_ints(s) for s in steps)}",
-        )
+        return TileError(c.opcode, "coord_steps do not match the repeat axes", operand="parameter coord_steps", expected=f"{len(c.repeat)} tuple(s) of {c.rank} (repeat axes {c.repeat})", found=f"{tuple(_ints(s) for s in steps)}")
     return None
 
 
 def _rule_box(c):
     """Box extents 1..256; the inner row a multiple of 16 bytes, within the swizzle span."""
     if any(not 1 <= n <= MAX_BOX for n in c.box):
-        return c.error("box extent out of range", c.s_label, f"box extents 1..{MAX_BOX} (cuTensorMapEncodeTiled)", f"box {c.box}")
+        return TileError(c.opcode, "box extent out of range", operand=c.s_label, expected=f"box extents 1..{MAX_BOX} (cuTensorMapEncodeTiled)", found=f"box {c.box}")
     row = c.box[-1] * c.elem_bytes
     if row % 16:
-        return c.error("inner box row not a multiple of 16 bytes", c.s_label, "box[-1] * element bytes a multiple of 16 (cuTensorMapEncodeTiled)", f"{c.box[-1]} x {c.elem_bytes} = {row} bytes")
+        return TileError(c.opcode, "inner box row not a multiple of 16 bytes", operand=c.s_label, expected="box[-1] * element bytes a multiple of 16 (cuTensorMapEncodeTiled)", found=f"{c.box[-1]} x {c.elem_bytes} = {row} bytes")
     span = SWIZZLE_BYTES[c.swizzle]
     if span and row > span:
-        return c.error("inner box row wider than the swizzle span", c.s_label, f"at most {span} bytes with swizzle={c.swizzle} (cuTensorMapEncodeTiled)", f"{row} bytes")
+        return TileError(c.opcode, "inner box row wider than the swizzle span", operand=c.s_label, expected=f"at most {span} bytes with swizzle={c.swizzle} (cuTensorMapEncodeTiled)", found=f"{row} bytes")
     return None
 
 
@@ -302,27 +294,17 @@ def _rule_layout(c):
     rep, coord, found, want = bad
     expected = swizzled_layout(c.box, buf.dtype, c.swizzle)
     what = "row-major" if not c.swizzle else f"{SWIZZLE_BYTES[c.swizzle]}-byte swizzled"
-    return c.error(
-        "shared layout is not the TMA image",
-        c.s_label,
-        f"the {what} image of swizzle={c.swizzle}: layout {expected} per box",
-        f"element {coord} of box {rep} at offset {found}, the image has it at {want}",
-    )
+    return TileError(c.opcode, "shared layout is not the TMA image", operand=c.s_label, expected=f"the {what} image of swizzle={c.swizzle}: layout {expected} per box", found=f"element {coord} of box {rep} at offset {found}, the image has it at {want}")
 
 
 def _rule_dtype(c):
     """Both sides hold the same element type, one the TMA moves; reductions as the ISA lists."""
     dtype = c.shared.value.dtype
     if c.glob.kind == "tensor" and c.glob.value.dtype != dtype:
-        return c.error("element types differ", c.g_label, f"{dtype} like the shared image", str(c.glob.value.dtype))
+        return TileError(c.opcode, "element types differ", operand=c.g_label, expected=f"{dtype} like the shared image", found=str(c.glob.value.dtype))
     op = c.contract.instruction.modifiers.get("redop")
     if op and dtype not in REDUCE_DTYPES[op]:
-        return c.error(
-            "element type not reducible with this operation",
-            c.s_label,
-            f"one of {' / '.join(REDUCE_DTYPES[op])} for .{op} (PTX ISA 9.7.9.25.5.2)",
-            dtype,
-        )
+        return TileError(c.opcode, "element type not reducible with this operation", operand=c.s_label, expected=f"one of {' / '.join(REDUCE_DTYPES[op])} for .{op} (PTX ISA 9.7.9.25.5.2)", found=dtype)
     return None
 
 
@@ -344,20 +326,15 @@ def _rule_global(c):
     strides = _global_strides(buf)
     found = f"shape {tuple(buf.shape)}, layout {buf.layout}"
     if strides is None or strides[-1] != 1:
-        return c.error("global tensor not strided with a contiguous inner axis", c.g_label, "a kernel tensor or a strided view whose last axis has stride 1", found)
+        return TileError(c.opcode, "global tensor not strided with a contiguous inner axis", operand=c.g_label, expected="a kernel tensor or a strided view whose last axis has stride 1", found=found)
     byte_strides = [s * c.elem_bytes for s in strides[:-1]]
     if any(b % 16 or not 0 < b < MAX_STRIDE for b in byte_strides):
-        return c.error("global stride not a multiple of 16 bytes", c.g_label, "byte strides of the outer axes multiples of 16, below 2**40 (cuTensorMapEncodeTiled)", f"byte strides {tuple(byte_strides)}")
+        return TileError(c.opcode, "global stride not a multiple of 16 bytes", operand=c.g_label, expected="byte strides of the outer axes multiples of 16, below 2**40 (cuTensorMapEncodeTiled)", found=f"byte strides {tuple(byte_strides)}")
     if any(not 0 < int(n) <= MAX_DIM for n in buf.shape):
-        return c.error("global extent out of range", c.g_label, "extents 1..2**32", str(tuple(buf.shape)))
+        return TileError(c.opcode, "global extent out of range", operand=c.g_label, expected="extents 1..2**32", found=str(tuple(buf.shape)))
     offset = int_or_none(buf.elem_offset)
     if offset is None or (offset * c.elem_bytes) % 16 or int(buf.data_alignment) % 16:
-        return c.error(
-            "tensor map base not 16-byte aligned",
-            c.g_label,
-            "a tensor declared with align>=16 and a view starting at a multiple of 16 bytes (cuTensorMapEncodeTiled)",
-            f"align={int(buf.data_alignment)}, element offset {buf.elem_offset}",
-        )
+        return TileError(c.opcode, "tensor map base not 16-byte aligned", operand=c.g_label, expected="a tensor declared with align>=16 and a view starting at a multiple of 16 bytes (cuTensorMapEncodeTiled)", found=f"align={int(buf.data_alignment)}, element offset {buf.elem_offset}")
     return None
 
 
@@ -368,12 +345,7 @@ def _rule_root_param(c):
         return None
     root = facts.root_of(c.glob.value)
     if root is None or not any(root.same_as(p) for p in facts.params):
-        return c.error(
-            "tensor map of a tensor that is not a kernel parameter",
-            c.g_label,
-            "a kernel tensor parameter (or a view of one): its map is encoded on the host",
-            getattr(root, "name", c.glob.value.name),
-        )
+        return TileError(c.opcode, "tensor map of a tensor that is not a kernel parameter", operand=c.g_label, expected="a kernel tensor parameter (or a view of one): its map is encoded on the host", found=getattr(root, "name", c.glob.value.name))
     return None
 
 
