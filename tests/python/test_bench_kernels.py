@@ -83,3 +83,41 @@ def test_transpose_on_gpu(torch_cuda):
     kernel(a, b)
     torch.cuda.synchronize()
     assert torch.equal(b, a.t())
+
+
+# -- TMA benchmarks (bench/tma_copy.py, bench/transpose.py's TMA variant) ---------------------------
+
+from bench.tma_copy import COLS, make_tma_copy  # noqa: E402
+from bench.transpose import make_tma_transpose  # noqa: E402
+
+
+def test_tma_copy_issues_one_load_and_one_store_per_tile():
+    # 10 tiles over 4 CTAs: 3 rounds, one TMA load (producer) and one store (consumer) each
+    lowered = testing.lower(make_tma_copy(COLS * 32 * 10, box_rows=32, stages=3, ctas=4))
+    assert testing.count_ptx(lowered, "cp.async.bulk.tensor.2d.shared::cluster.*") == 3
+    assert testing.count_ptx(lowered, "cp.async.bulk.tensor.2d.global.*") == 3
+    with pytest.raises(ValueError, match="not a multiple of"):
+        make_tma_copy(COLS * 31)
+
+
+@pytest.mark.gpu
+def test_tma_copy_on_gpu(torch_cuda):
+    torch = torch_cuda
+    rows = 32 * 41  # 41 tiles over 4 CTAs: uneven rounds, every stage reused
+    kernel = tvm_tirx.compile(make_tma_copy(rows * COLS, box_rows=32, stages=3, ctas=4), target="cuda")
+    a = torch.randn(rows, COLS, device="cuda")
+    b = torch.zeros_like(a)
+    kernel(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(a, b)
+
+
+@pytest.mark.gpu
+def test_tma_transpose_on_gpu(torch_cuda):
+    torch = torch_cuda
+    kernel = tvm_tirx.compile(make_tma_transpose(96), target="cuda")
+    a = torch.randn(96, 96, device="cuda")
+    b = torch.zeros_like(a)
+    kernel(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(b, a.t())
