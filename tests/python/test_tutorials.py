@@ -24,6 +24,7 @@ KERNELS = {
     "scopes": ["warp_rows", "cta_twelve", "warpgroup_tile", "cluster_pair", "half_warp", "producer_warp"],
     "async_copies": ["stage_rows", "ragged_rows"],
     "warp_mma": ["warp_mma", "ld_st_matrix"],
+    "tma_pipelines": ["add_one", "double_rows", "swizzled_halves"],
 }
 
 
