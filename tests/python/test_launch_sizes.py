@@ -42,17 +42,19 @@ def scale_first_n(A: T.Tensor((65536,), "float32", align=16), n: T.int32, s: T.f
 def staged_rows(A: T.Tensor((N, 4), "float32", align=16), B: T.Tensor((N, 4), "float32", align=16), smem: T.int32):
     # dynamic shared memory of a run-time size: the carve-out uses its first 1024 bytes
     T.device_entry(launch=T.cuda.LaunchConfig(grid=T.ceildiv(N, 64), block=64, dynamic_smem_bytes=smem))
+    # (each thread stores the row another thread loaded)
     tid = T.cuda.thread_idx("x")
     row = T.cuda.block_idx("x") * 64 + tid
+    mirrored = T.cuda.block_idx("x") * 64 + 63 - tid
     tile = T.alloc_shared((64, 4), "float32", scope="shared.dyn", align=16)
     r = T.alloc_local((4,), "float32")
     if row < N:
         T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[row, :])
-        T.cuda.tile.apply(T.ptx["st.shared.v4.b32"], tile.sub[63 - tid, :], r)
+        T.cuda.tile.apply(T.ptx["st.shared.v4.b32"], tile.sub[tid, :], r)
     T.cuda.cta_sync()
-    if row < N:
+    if mirrored < N:
         T.cuda.tile.apply(T.ptx["ld.shared.v4.b32"], r, tile.sub[63 - tid, :])
-        T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.sub[row, :], r)
+        T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.sub[mirrored, :], r)
 
 
 @pytest.fixture(scope="module")
