@@ -67,7 +67,7 @@ def _extents(value, what: str, run_time: bool) -> tuple:
     return tuple(out)
 
 
-def is_run_time(value) -> bool:
+def _is_run_time(value) -> bool:
     """Whether a launch size is a run-time expression (not an int)."""
     return not isinstance(value, int)
 
@@ -155,7 +155,7 @@ class LaunchConfig:
         threads = self.block3[0] * self.block3[1] * self.block3[2]
         if threads > 1024:
             raise ValueError(f"LaunchConfig: block has {threads} threads, more than 1024")
-        if cluster3 is not None and any(is_run_time(g) for g in self.grid3):
+        if cluster3 is not None and any(_is_run_time(g) for g in self.grid3):
             raise ValueError(
                 f"LaunchConfig: a run-time grid {self.grid3} with cluster {cluster3} is not supported: "
                 "give the grid as ints (a whole number of clusters)"
@@ -256,7 +256,7 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
     if launch.max_registers:
         bounds["tirx.max_registers"] = launch.max_registers
     dyn_size = launch.dynamic_smem_bytes
-    if not is_run_time(dyn_size) and dyn_size:
+    if not _is_run_time(dyn_size) and dyn_size:
         # Read by apache-tvm's SplitHostDevice into the launch's shared-memory size.
         bounds["tirx.dyn_smem_bytes"] = dyn_size
     if bounds:
@@ -276,7 +276,7 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
     grid_vars = _as_list(_ir.cta_id(grid))
     block_vars = _as_list(_ir.thread_id(_used(launch.block3)))
     pool = None
-    if is_run_time(dyn_size) or dyn_size:
+    if _is_run_time(dyn_size) or dyn_size:
         from .dyn_smem import DynamicSharedPool  # pylint: disable=import-outside-toplevel
 
         pool = DynamicSharedPool(dyn_size)
@@ -412,7 +412,7 @@ def grid_dim(d: str = "x"):
     from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
 
     extent = _active("grid_dim").config.grid3[_axis(d, "grid_dim")]
-    return extent if is_run_time(extent) else IntImm("int32", extent)
+    return extent if _is_run_time(extent) else IntImm("int32", extent)
 
 
 def _linear_thread():
