@@ -235,12 +235,13 @@ CASES = [
                 T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
                 tid = T.cuda.thread_idx("x")
                 r = T.alloc_local((4,), "float32")
-                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A[tid, 0:4])
+                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub)
         '''),
         "parse",
-        "Slicing a tensor with ``A[...]`` makes a region, not a view; tile operands "
-        "are buffer views or scalar expressions.",
-        "Use ``A.sub[tid, 0:4]`` (a zero-copy view).",
+        "Tile operands are buffer views, regions (``A[tid, 0:4]``, taken as the view "
+        "``A.sub[tid:tid + 1, 0:4]``) or typed scalar expressions; ``A.sub`` without an "
+        "index is the indexer that makes views, not a view.",
+        "Index it: ``A.sub[tid, :]`` (a zero-copy view).",
     ),
     Case(
         OPERANDS,

@@ -33,6 +33,7 @@ def install() -> None:
     for name, value in (
         ("function", builders.function),
         ("Tensor", builders.Tensor),
+        ("dynamic", builders.dynamic),
         ("alloc_local", builders.alloc_local),
         ("alloc_shared", builders.alloc_shared),
         ("device_entry", launch.device_entry),

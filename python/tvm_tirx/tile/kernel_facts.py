@@ -30,10 +30,11 @@ def _prod(shape):
 
 
 def _is_dyn_pool(buf) -> bool:
-    """Whether ``buf`` is a dynamic shared memory pool: a zero-extent ``shared.dyn``
-    buffer (apache-tvm's ``extern __shared__`` convention; see
-    :mod:`tvm_tirx.script.dyn_smem`).  Buffers declared over it are carve-outs."""
-    return buf.scope() == "shared.dyn" and int_or_none(_prod(buf.shape)) == 0
+    """Whether ``buf`` is a dynamic shared memory pool: a ``shared.dyn`` buffer of
+    zero extent (apache-tvm's ``extern __shared__`` convention) or of a run-time
+    extent (a run-time ``dynamic_smem_bytes``); see :mod:`tvm_tirx.script.dyn_smem`.
+    Buffers declared over it are carve-outs."""
+    return buf.scope() == "shared.dyn" and int_or_none(_prod(buf.shape)) in (0, None)
 
 
 def _carve_out_offset(buf):

@@ -16,6 +16,7 @@ from .ptx_table import opcode_text
 from .registry import candidates
 from .scope import scope_rank
 from .static_rules import check_params, select_contract
+from .views import as_view
 
 __all__ = ["OP_NAME", "apply", "TileCall", "decode", "is_tile_call", "set_launch_query"]
 
@@ -111,7 +112,7 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     instr : T.ptx chain | str
         The exact PTX instruction, e.g. ``T.ptx["ld.global.v4.b32"]`` or the
         same text as a string.  It is never changed by the lowering.
-    *operands : Buffer view | PrimExpr
+    *operands : Buffer view | TensorRegion | PrimExpr
         In the instruction family's order (``ld``: registers, memory; ``st``:
         memory, registers; ``mov``: dst, src).  Each tensor operand's shape is
         ``(*group, *repeat, *atom)``: the atom is the values one native
@@ -119,7 +120,9 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
         operand's dtype, which must have the PTX type's bit width); repeat axes
         are unrolled, one instruction per coordinate in row-major order; group
         axes follow ``scope`` (none at ``"thread"``).  A typed scalar
-        expression may stand in for a single-register read operand.
+        expression may stand in for a single-register read operand.  A
+        buffer region ``A[0:64, 1:2]`` is taken as the view
+        ``A.sub[0:64, 1:2]`` (every axis kept; see :func:`.views.as_view`).
     scope : str
         Execution scope: ``"thread"``, ``"warp"``, ``"warpgroup"``, ``"cta"`` or
         ``"cluster"`` (see :mod:`tvm_tirx.tile.scope`).
@@ -144,6 +147,8 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     if isinstance(instr, str) and operands and isinstance(operands[-1], str):
         operands, printed_params, scope, pred, preserve_dst = _unpack_printed(operands)
         params = {**printed_params, **params}
+    # a region operand A[0:64, 1:2] is the view A.sub[0:64, 1:2]: declared once, here
+    operands = tuple(as_view(v) for v in operands)
     contract = _parse_time_contract(instr, operands, scope, pred, preserve_dst)
     check_params(contract, params)
     return _call(contract.opcode, operands, params, scope, pred, preserve_dst)

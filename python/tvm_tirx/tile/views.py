@@ -14,6 +14,7 @@ from ..errors import TileError
 
 __all__ = [
     "Operand",
+    "as_view",
     "classify",
     "static_int",
     "int_or_none",
@@ -79,6 +80,29 @@ def int_or_none(x) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def as_view(value):
+    """``value`` with a buffer region (``A[0:64, 1:2]``, a ``tvm.ir.TensorRegion``)
+    replaced by the equal view ``A.sub[0:64, 1:2]``; anything else unchanged.
+
+    A region keeps every axis of its buffer: an index ``A[tid, 0:4]`` parses to
+    the same region as ``A[tid:tid + 1, 0:4]``, so it becomes an axis of extent 1
+    (``A.sub[tid:tid + 1, 0:4]``, shape ``(1, 4)``); ``.sub[tid, :]`` is the way
+    to drop it.  An axis the region covers whole stays un-narrowed
+    (``A.sub[:, 1:2]``).  Like every view, the result is declared in the
+    enclosing IRBuilder frame, so call it while parsing, once per operand.
+    """
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    if not isinstance(value, tvm.ir.TensorRegion) or not tvm.tirx.is_buffer_var(value.source):
+        return value
+    buf = value.source
+    picks = []
+    for r, extent in zip(value.region, buf.shape):
+        whole = int_or_none(r.min) == 0 and int_or_none(r.extent) == int_or_none(extent) is not None
+        picks.append(slice(None) if whole else slice(r.min, r.min + r.extent))
+    return buf.sub[tuple(picks)]
+
+
 def classify(value, index: int, opcode: str) -> Operand:
     """Classify a call operand as a tensor view or a scalar expression.
 
@@ -107,7 +131,7 @@ def classify(value, index: int, opcode: str) -> Operand:
         opcode,
         "operand is not a tensor view or scalar expression",
         operand=f"operand {index}",
-        expected="a Buffer view (X, X.sub[...], X.view(...)) or a PrimExpr",
+        expected="a Buffer view (X, X.sub[...], X[a:b, ...], X.view(...)) or a PrimExpr",
         found=type(value).__name__,
     )
 
