@@ -26,6 +26,7 @@ __all__ = [
     "coords",
     "group_coords",
     "offset_summary",
+    "dtype_bytes",
 ]
 
 
@@ -77,6 +78,15 @@ def int_or_none(x) -> int | None:
     except (TypeError, ValueError):
         return None
     return value if isinstance(value, int) else None
+
+
+def dtype_bytes(dtype) -> int:
+    """Bytes of one element of ``dtype``, every lane counted (``float32x4`` -> 16).
+    Sub-byte dtypes count as one byte (no tile operand has them)."""
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+    dt = DataType(dtype)
+    return max(dt.bits * dt.lanes // 8, 1)
 
 
 def classify(value, index: int, opcode: str) -> Operand:
