@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..errors import TileError, TileInternalError, operand_label
 from .emit import Emission, emit
-from .groups import group_box
+from .groups import check_uniform_pred, group_box
 from .kernel_facts import KernelFacts, call_key, location_of
 from .memory_proofs import check_dtype_views, check_memory
 from .op import decode, is_tile_call
@@ -58,6 +58,7 @@ def _select(tc, facts, conds):
 def _prove(tc, contract, ops, box, facts, conds):
     """The rules that need the kernel, per tensor operand; raises the first TileError."""
     group, origin, members = box
+    check_uniform_pred(facts, tc.pred, contract.collective, conds, contract.opcode)
     for role, op in zip(contract.roles, ops):
         if op.kind != "tensor":
             continue
