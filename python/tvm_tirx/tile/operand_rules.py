@@ -88,18 +88,18 @@ def rule_dtype(opcode, role, op):
     dtype = op.value.dtype if op.kind == "tensor" else op.value.ty.dtype
     if dtype in role.dtypes:
         return None
-    token = role.ptx.ptx_type or role.ptx.space
-    width = _dtype_bits(role.dtypes[0])
+    widths = {_dtype_bits(d) for d in role.dtypes}
     rule = (
         "element bit width differs from the PTX type's"
-        if _dtype_bits(dtype) != width
+        if _dtype_bits(dtype) not in widths
         else "dtype not accepted by the PTX type"
     )
+    shown = " / ".join(f"{d} ({_dtype_bits(d)}-bit)" for d in role.dtypes)
     return TileError(
         opcode,
         rule,
         operand=operand_label(role.role, op.index),
-        expected=f"{width}-bit {' / '.join(role.dtypes)}",
+        expected=f"{widths.pop()}-bit {' / '.join(role.dtypes)}" if len(widths) == 1 else shown,
         found=f"{dtype} ({_dtype_bits(dtype)}-bit); reinterpret with .view(dtype)",
     )
 
