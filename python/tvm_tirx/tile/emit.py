@@ -123,13 +123,14 @@ class Emission:  # pylint: disable=too-few-public-methods
             self._retyped_views[key] = view
         return self._retyped_views[key]
 
-    def _scalar_args(self, role, op):
+    def _bound_scalar(self, ptx_operand, value):
+        """``value`` (a scalar expression) as the dtype the table takes for ``ptx_operand``:
+        itself, or reinterpreted to its same-width container (``T.float16(1)`` for ``.f16``)."""
         from tvm.tirx import reinterpret  # pylint: disable=import-outside-toplevel
 
-        value, bound = op.value, self._binding(role, op.value.ty.dtype)
-        if bound != value.ty.dtype:
-            value = reinterpret(bound, value)
-        return [value] * role.lanes
+        dtype = getattr(getattr(value, "ty", None), "dtype", None)
+        bound = binding_dtype(ptx_operand, dtype) if dtype and ptx_operand.dtypes else dtype
+        return reinterpret(bound, value) if bound not in (None, dtype) else value
 
     def _register_args(self, role, op, rep):
         buf = op.value
@@ -154,7 +155,8 @@ class Emission:  # pylint: disable=too-few-public-methods
         """The PTX arguments operand ``index`` supplies at repeat coordinate ``loop_vars``."""
         role, op = self.contract.roles[index], self.ops[index]
         if op.kind == "scalar":
-            return self._scalar_args(role, op)
+            self._binding(role, op.value.ty.dtype)  # the form takes it (parse-time rules)
+            return [self._bound_scalar(role.ptx, op.value)] * role.lanes
         has_repeat = bool(repeat_shape(role, op, self.group))
         rep = [loop_vars[a] for a in role_axes(role, len(loop_vars))] if has_repeat else []
         if role.kind == "memory":
@@ -170,7 +172,7 @@ class Emission:  # pylint: disable=too-few-public-methods
         args = []
         for kind, key in self.contract.ptx_order():
             if kind == "param":
-                args.append(self.call.params[key])
+                args.append(self._bound_scalar(self.contract.params[key], self.call.params[key]))
             elif kind == "derived" or (kind == "pred" and self.call.pred is not None):
                 args.append(self.contract.derived[key](self.call))
             elif kind == "role":

@@ -24,6 +24,7 @@ _CUDA_ID_NAMES = {("kernel", "cta"): "blockIdx", ("cta", "thread"): "threadIdx",
 
 
 def _scope_pairs() -> dict:
+    """apache-tvm's ScopeBinding enum: ``ScopeIdDef.scope`` value -> ``(parent, current)`` scope names."""
     from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR  # pylint: disable=import-outside-toplevel
 
     return dict(_SCOPE_BINDING_TO_PARENT_CUR)
@@ -31,9 +32,7 @@ def _scope_pairs() -> dict:
 
 def _binding(parent, cur):
     """``ScopeIdDef.scope`` value (apache-tvm's ScopeBinding enum) of ``parent -> cur`` ids."""
-    from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR  # pylint: disable=import-outside-toplevel
-
-    return next(k for k, v in _SCOPE_BINDING_TO_PARENT_CUR.items() if v == (parent, cur))
+    return next(k for k, v in _scope_pairs().items() if v == (parent, cur))
 
 
 def _prod(shape):
@@ -156,9 +155,9 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         """Record the ranges of a ``ScopeIdDef``'s ids, and the thread / cluster-CTA ids."""
         if d.extents is None:
             return
+        prefix = _CUDA_ID_NAMES.get(_scope_pairs().get(int(d.scope)))
         for axis, (var, ext) in enumerate(zip(d.def_ids, d.extents)):
             self._bind(var, 0, ext)
-            prefix = _CUDA_ID_NAMES.get(_scope_pairs().get(int(d.scope)))
             if prefix is not None and axis < 3:
                 self.cuda_names[var] = f"{prefix}.{'xyz'[axis]}"
         extents = tuple(int_or_none(e) for e in d.extents)

@@ -94,12 +94,15 @@ def rule_dtype(opcode, role, op):
         if _dtype_bits(dtype) not in widths
         else "dtype not accepted by the PTX type"
     )
-    shown = " / ".join(f"{d} ({_dtype_bits(d)}-bit)" for d in role.dtypes)
+    if len(widths) == 1:
+        expected = f"{_dtype_bits(role.dtypes[0])}-bit {' / '.join(role.dtypes)}"
+    else:  # ld/st of a narrow integer type also take 32-bit registers
+        expected = " / ".join(f"{d} ({_dtype_bits(d)}-bit)" for d in role.dtypes)
     return TileError(
         opcode,
         rule,
         operand=operand_label(role.role, op.index),
-        expected=f"{widths.pop()}-bit {' / '.join(role.dtypes)}" if len(widths) == 1 else shown,
+        expected=expected,
         found=f"{dtype} ({_dtype_bits(dtype)}-bit); reinterpret with .view(dtype)",
     )
 
