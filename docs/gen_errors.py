@@ -587,6 +587,26 @@ CASES = [
         "(``T.decl_buffer(..., data=p)``) has neither, so nothing can be proven.",
         "Declare the parameter as ``A: T.Tensor((64, 4), \"float32\", align=16)``.",
     ),
+    Case(
+        MEMORY,
+        r"dtype view not aligned to its element size",
+        "Dtype view that starts inside a wider element",
+        _k('''
+            @T.function
+            def kernel(A: T.Tensor((64, 8), "uint8", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((1,), "uint32")
+                T.cuda.tile.apply(T.ptx["ld.global.b32"], r, A.sub[tid, 2:6].view("uint32"))
+        '''),
+        "lower",
+        "Bytes 2..5 of each row viewed as one ``uint32``: ``.view(dtype)`` expresses the "
+        "view's start in ``uint32`` elements and rounds it down, so the load would read "
+        "bytes 0..3. A wider dtype view must start at a multiple of its element size "
+        "(which the wider access needs anyway); it is never rounded.",
+        "Start the view on a wide element (``A.sub[tid, 4:8].view(\"uint32\")``), or load "
+        "the bytes with a narrower instruction (``ld.global.v4.b8``).",
+    ),
     # ---------------------------------------------------- pred and params
     Case(
         PRED,
@@ -604,6 +624,25 @@ CASES = [
         "``preserve_dst`` says what happens when the predicate is false; without a "
         "predicate it means nothing.",
         "Add ``pred=<bool expression>`` or drop ``preserve_dst``.",
+    ),
+    Case(
+        PRED,
+        r"register dtype cannot be bound read-write",
+        "``preserve_dst`` with 8-bit registers",
+        _k('''
+            @T.function
+            def kernel(A: T.Tensor((64,), "int8", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((1,), "int8")
+                T.cuda.tile.apply(T.ptx["ld.global.s8"], r, A.sub[tid : tid + 1], pred=tid < 32, preserve_dst=True)
+        '''),
+        "parse",
+        "``preserve_dst`` binds the destination read-write so that a false predicate "
+        "keeps its value; inline asm has no 8-bit register binding, and an 8-bit value "
+        "travels through a 16-bit carrier that cannot be written back in place.",
+        "Load into ``int32``/``uint32`` registers (``ld.global.s8`` sign-extends, "
+        "``.u8`` zero-extends into them), or drop ``preserve_dst``.",
     ),
     Case(
         PRED,
@@ -945,6 +984,29 @@ CASES = [
         "at once; a guard that leaves out lanes would hang or corrupt the warp.",
         "Guard whole warps only (``T.cuda.warp_id() == 0``), or move the condition "
         "out of the collective call.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"pred not uniform over the warp",
+        "Warp-collective instruction with a per-lane predicate",
+        _k(f'''
+            frag = TileLayout(S[(1, 8, 4) : (1, 4 @ Axis.laneid, 1 @ Axis.laneid)])
+
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                s = T.alloc_shared((8, 4), "uint32", align=16)
+                r = T.alloc_local((1, 8, 4), "uint32", layout=frag)
+                T.cuda.tile.apply(T.ptx["{_X1}"], r, s.view(1, 8, 4), scope="warp", pred=T.cuda.lane_id() % 2 == 0)
+        '''),
+        "lower",
+        "A predicate is a guard on each thread: true for even lanes only, it splits "
+        "the warp exactly as ``if T.cuda.lane_id() % 2 == 0:`` would, and a "
+        "``.aligned`` instruction must be executed by the whole collective (a warp, "
+        "or a warpgroup of 128 threads). The rule proves the predicate has one value "
+        "per collective, or names a thread where it differs from the first one.",
+        "Predicate on something uniform over the collective (the warp id, a loop "
+        "counter, a run-time size), or move the per-lane condition into the data.",
     ),
     Case(
         COLLECTIVE,

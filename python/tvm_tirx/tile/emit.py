@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..errors import TileInternalError
 from .contract import CallView
-from .ptx_table import ptx_call
+from .ptx_table import binding_dtype, ptx_call
 from .views import ViewMap, repeat_shape, role_axes
 
 __all__ = ["register_address_form", "register_kind", "emit", "Emission"]
@@ -91,7 +91,7 @@ class Emission:  # pylint: disable=too-few-public-methods
         self.call = CallView(tuple(ops), tc.pred, dict(tc.params))
         self.preserve_dst = tc.preserve_dst
         self.group_coord, self.position = coordinates
-        self.locals_, self.decls = {}, []
+        self.locals_, self.decls, self._retyped_views = {}, [], {}
         for role, op in zip(contract.roles, ops):
             if op.kind == "tensor" and role.kind == "register" and op.value not in self.locals_:
                 if ViewMap(op.value).has_thread_axes():
@@ -106,6 +106,32 @@ class Emission:  # pylint: disable=too-few-public-methods
             raise TileInternalError(f"{self.contract.opcode}: no address form {role.address!r} is registered")
         return [form(op.value, [*self.group_coord, *rep, *inner])]
 
+    def _binding(self, role, dtype):
+        """The dtype the table takes for a register of ``dtype`` in ``role`` (:func:`.ptx_table.binding_dtype`)."""
+        read_write = role.ptx.rw == "rw" or (self.preserve_dst and role.writes)
+        bound = binding_dtype(role.ptx, dtype, read_write)
+        if bound is None:
+            raise TileInternalError(f"{self.contract.opcode}: no register binding for {dtype} (parse-time rule missed it)")
+        return bound
+
+    def _retyped(self, buf, dtype):
+        """``buf`` seen as ``dtype`` of the same width: the same registers, declared once per call."""
+        key = (buf, dtype)
+        if key not in self._retyped_views:
+            decl, view = _retyped_view(buf, dtype)
+            self.decls.append(decl)
+            self._retyped_views[key] = view
+        return self._retyped_views[key]
+
+    def _bound_scalar(self, ptx_operand, value):
+        """``value`` (a scalar expression) as the dtype the table takes for ``ptx_operand``:
+        itself, or reinterpreted to its same-width container (``T.float16(1)`` for ``.f16``)."""
+        from tvm.tirx import reinterpret  # pylint: disable=import-outside-toplevel
+
+        dtype = getattr(getattr(value, "ty", None), "dtype", None)
+        bound = binding_dtype(ptx_operand, dtype) if dtype and ptx_operand.dtypes else dtype
+        return reinterpret(bound, value) if bound not in (None, dtype) else value
+
     def _register_args(self, role, op, rep):
         buf = op.value
         if role.lane_coords is not None:
@@ -114,19 +140,23 @@ class Emission:  # pylint: disable=too-few-public-methods
             coords = [(*self.group_coord, *rep, *c) for c in role.lane_coords(0)]
         else:
             coords = [(*self.group_coord, *rep, k) for k in range(role.atom[0])]
+        bound = self._binding(role, buf.dtype)
         local = self.locals_.get(buf)
         if local is None:
-            return [buf[c] for c in coords]
+            target = buf if bound == buf.dtype else self._retyped(buf, bound)
+            return [target[c] for c in coords]
         # A layout with thread axes: index the issuing thread's own storage at
         # the slot the layout gives (ownership was proven).
         view = ViewMap(buf)
-        return [local[view.apply(c)["m"]] for c in coords]
+        target = local if bound == local.dtype else self._retyped(local, bound)
+        return [target[view.apply(c)["m"]] for c in coords]
 
     def operand_args(self, index, loop_vars):
         """The PTX arguments operand ``index`` supplies at repeat coordinate ``loop_vars``."""
         role, op = self.contract.roles[index], self.ops[index]
         if op.kind == "scalar":
-            return [op.value] * role.lanes
+            self._binding(role, op.value.ty.dtype)  # the form takes it (parse-time rules)
+            return [self._bound_scalar(role.ptx, op.value)] * role.lanes
         has_repeat = bool(repeat_shape(role, op, self.group))
         rep = [loop_vars[a] for a in role_axes(role, len(loop_vars))] if has_repeat else []
         if role.kind == "memory":
@@ -142,7 +172,7 @@ class Emission:  # pylint: disable=too-few-public-methods
         args = []
         for kind, key in self.contract.ptx_order():
             if kind == "param":
-                args.append(self.call.params[key])
+                args.append(self._bound_scalar(self.contract.params[key], self.call.params[key]))
             elif kind == "derived" or (kind == "pred" and self.call.pred is not None):
                 args.append(self.contract.derived[key](self.call))
             elif kind == "role":
@@ -167,6 +197,25 @@ def _thread_local_view(buf):
         layout="default",
     )
     return tirx.DeclBuffer(flat, data=buffer_data(buf)), flat
+
+
+def _retyped_view(buf, dtype):
+    """``(DeclBuffer, view)``: ``buf``'s storage as ``dtype`` of the same bit width,
+    same shape, layout and offset (apache-tvm's ``Buffer.view(dtype)`` at ratio 1,
+    declared outside the parser)."""
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+    from tvm.tirx.buffer import buffer_data  # pylint: disable=import-outside-toplevel
+
+    view = tirx.decl_buffer(
+        buf.shape,
+        dtype,
+        name=f"{buf.name}_{dtype}",
+        elem_offset=buf.elem_offset,
+        scope=buf.scope(),
+        data_alignment=int(buf.data_alignment),
+        layout=buf.layout,
+    )
+    return tirx.DeclBuffer(view, data=buffer_data(buf)), view
 
 
 def emit(emission, repeat, span=None):

@@ -15,11 +15,11 @@ It never chooses an instruction: the opcode is the user's.
 
 from __future__ import annotations
 
-from ..errors import TileError, TileInternalError
+from ..errors import TileError, TileInternalError, operand_label
 from .emit import Emission, emit
-from .groups import group_box
+from .groups import check_uniform_pred, group_box
 from .kernel_facts import KernelFacts, call_key, location_of
-from .memory_proofs import check_memory
+from .memory_proofs import check_dtype_views, check_memory
 from .op import decode, is_tile_call
 from .ownership import check_ownership
 from .registry import candidates
@@ -58,6 +58,7 @@ def _select(tc, facts, conds):
 def _prove(tc, contract, ops, box, facts, conds):
     """The rules that need the kernel, per tensor operand; raises the first TileError."""
     group, origin, members = box
+    check_uniform_pred(facts, tc.pred, contract.collective, conds, contract.opcode)
     for role, op in zip(contract.roles, ops):
         if op.kind != "tensor":
             continue
@@ -67,7 +68,10 @@ def _prove(tc, contract, ops, box, facts, conds):
             pred = facts.expand_scalars(tc.pred) if skipped else None
             err = check_memory(facts, contract.opcode, role, op, group, own_repeat, pred, conds)
         elif role.kind == "register":
-            err = check_ownership(contract.opcode, role, op, group, origin, members, own_repeat, contract.collective)
+            err = check_dtype_views(facts, contract.opcode, operand_label(role.role, op.index), op.value, conds)
+            err = err or check_ownership(
+                contract.opcode, role, op, group, origin, members, own_repeat, contract.collective
+            )
         else:
             err = None
         if err:

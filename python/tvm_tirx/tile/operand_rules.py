@@ -88,18 +88,21 @@ def rule_dtype(opcode, role, op):
     dtype = op.value.dtype if op.kind == "tensor" else op.value.ty.dtype
     if dtype in role.dtypes:
         return None
-    token = role.ptx.ptx_type or role.ptx.space
-    width = _dtype_bits(role.dtypes[0])
+    widths = {_dtype_bits(d) for d in role.dtypes}
     rule = (
         "element bit width differs from the PTX type's"
-        if _dtype_bits(dtype) != width
+        if _dtype_bits(dtype) not in widths
         else "dtype not accepted by the PTX type"
     )
+    if len(widths) == 1:
+        expected = f"{_dtype_bits(role.dtypes[0])}-bit {' / '.join(role.dtypes)}"
+    else:  # ld/st of a narrow integer type also take 32-bit registers
+        expected = " / ".join(f"{d} ({_dtype_bits(d)}-bit)" for d in role.dtypes)
     return TileError(
         opcode,
         rule,
         operand=operand_label(role.role, op.index),
-        expected=f"{width}-bit {' / '.join(role.dtypes)}",
+        expected=expected,
         found=f"{dtype} ({_dtype_bits(dtype)}-bit); reinterpret with .view(dtype)",
     )
 

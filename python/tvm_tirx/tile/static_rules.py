@@ -15,7 +15,7 @@ import itertools
 
 from ..arch import arch_number
 from ..errors import TileError, operand_label
-from .ptx_table import same_width_dtypes
+from .ptx_table import binding_dtype, same_width_dtypes
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
 from .views import ViewMap, atom_of, classify, coords, group_coords, repeat_shape, role_axes
 
@@ -41,6 +41,29 @@ def rule_preserve_dst(opcode, contract, pred, preserve_dst):
             found="preserve_dst=True",
         )
     return None
+
+
+def rule_read_write_binding(opcode, role, op, preserve_dst):
+    """A register destination bound read-write (``preserve_dst``, or an operand
+    the instruction reads and writes) has a dtype inline asm binds in place:
+    an 8-bit register travels as a 16-bit carrier and cannot be written back
+    (apache-tvm's ``render.C_BINDING``)."""
+    read_write = role.ptx.rw == "rw" or (preserve_dst and role.writes)
+    if op.kind != "tensor" or role.kind != "register" or not read_write:
+        return None
+    if binding_dtype(role.ptx, op.value.dtype, read_write=True) is not None:
+        return None
+    usable = [d for d in role.dtypes if binding_dtype(role.ptx, d, read_write=True) is not None]
+    return TileError(
+        opcode,
+        "register dtype cannot be bound read-write",
+        operand=operand_label(role.role, op.index),
+        expected=(
+            f"{' / '.join(usable)} registers" if usable else "preserve_dst=False (no register dtype of this operand can be)"
+        )
+        + " (preserve_dst keeps the old value through an in-place binding, which 8-bit registers do not have)",
+        found=f"{op.value.dtype} registers",
+    )
 
 
 def rule_pred_dtype(opcode, pred):
@@ -168,7 +191,10 @@ def check_static(contract, operands, group, pred=None, preserve_dst=False):
         )
         if err:
             return err
-    return rule_pred_dtype(opcode, pred) or rule_preserve_dst(opcode, contract, pred, preserve_dst)
+    err = rule_pred_dtype(opcode, pred) or rule_preserve_dst(opcode, contract, pred, preserve_dst)
+    for role, op in zip(roles, operands):
+        err = err or rule_read_write_binding(opcode, role, op, preserve_dst)
+    return err
 
 
 def select_contract(forms, operands, group, pred, preserve_dst):

@@ -27,6 +27,7 @@ __all__ = [
     "coords",
     "group_coords",
     "offset_summary",
+    "dtype_bytes",
 ]
 
 
@@ -101,6 +102,15 @@ def as_view(value):
         whole = int_or_none(r.min) == 0 and int_or_none(r.extent) == int_or_none(extent) is not None
         picks.append(slice(None) if whole else slice(r.min, r.min + r.extent))
     return buf.sub[tuple(picks)]
+
+
+def dtype_bytes(dtype) -> int:
+    """Bytes of one element of ``dtype``, every lane counted (``float32x4`` -> 16).
+    Sub-byte dtypes count as one byte (no tile operand has them)."""
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+    dt = DataType(dtype)
+    return max(dt.bits * dt.lanes // 8, 1)
 
 
 def classify(value, index: int, opcode: str) -> Operand:
