@@ -41,13 +41,14 @@ class Operand:
         The buffer view (``kind == "tensor"``) or scalar ``PrimExpr``.
     kind : str
         ``"tensor"`` or ``"scalar"``.
-    index : int
-        1-based position among the call's operands (the instruction is not counted).
+    index : int | str
+        1-based position among the call's operands (the instruction is not
+        counted), or the keyword of an operand passed by keyword (``mbar``).
     """
 
     value: object
     kind: str
-    index: int
+    index: object
 
     @property
     def shape(self) -> tuple:
@@ -79,7 +80,7 @@ def int_or_none(x) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def classify(value, index: int, opcode: str) -> Operand:
+def classify(value, index, opcode: str) -> Operand:
     """Classify a call operand as a tensor view or a scalar expression.
 
     Raises
@@ -97,7 +98,7 @@ def classify(value, index: int, opcode: str) -> Operand:
         raise TileError(
             opcode,
             "untyped scalar",
-            operand=f"operand {index}",
+            operand=_where(index),
             expected="a typed scalar such as T.float32(0) or T.uint32(17)",
             found=repr(value),
         )
@@ -106,10 +107,14 @@ def classify(value, index: int, opcode: str) -> Operand:
     raise TileError(
         opcode,
         "operand is not a tensor view or scalar expression",
-        operand=f"operand {index}",
+        operand=_where(index),
         expected="a Buffer view (X, X.sub[...], X.view(...)) or a PrimExpr",
         found=type(value).__name__,
     )
+
+
+def _where(index) -> str:
+    return f"parameter {index}" if isinstance(index, str) else f"operand {index}"
 
 
 def layout_of(buf):
