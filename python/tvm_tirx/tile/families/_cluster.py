@@ -57,7 +57,7 @@ def peer_address(buf, coord, call):
     local = tirx.Cast(
         "uint32", tirx.call_pure_extern("uint64", "__cvta_generic_to_shared", buf.ptr_to(coord))
     )
-    scratch = tirx.decl_buffer((1,), "uint32", name=f"{buf.name}_peer", scope="local")
+    scratch = tirx.decl_buffer((1,), "uint32", name="peer_addr", scope="local")
     setup = tirx.Evaluate(ptx_call(MAPA, [scratch[0], local, rank]))
     return ComputedAddress(scratch[0], (setup,), (scratch,))
 
