@@ -1417,6 +1417,177 @@ CASES = [
         "the GPU, aligned as declared).",
         error="ValueError",
     ),
+    # ------------------------------------------------ mbarrier and bulk copies
+    Case(
+        COLLECTIVE,
+        r"remote_cta_id needs a cluster launch",
+        "Peer CTA without a cluster launch",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32))
+                tid = T.cuda.thread_idx("x")
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"], bar,
+                                      remote_cta_id=T.uint32(1))
+        '''),
+        "lower",
+        "``remote_cta_id`` names a CTA of the cluster, and ``.multicast::cluster`` "
+        "writes to several: without ``cluster=`` in the launch there is no other CTA.",
+        "Launch clusters: ``T.cuda.LaunchConfig(grid=2, block=32, cluster=2)``.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"remote_cta_id outside the cluster",
+        "Peer rank outside the cluster",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=4, block=32, cluster=2))
+                tid = T.cuda.thread_idx("x")
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cluster.b64"], bar, remote_cta_id=T.uint32(2))
+        '''),
+        "lower",
+        "``remote_cta_id`` is the rank of a CTA inside its cluster (``%cluster_ctarank``), "
+        "from 0 to the cluster size minus one, not a block index.",
+        "Pass the rank within the cluster, e.g. ``1 - rank`` for the other CTA of a pair.",
+    ),
+    Case(
+        PRED,
+        r"invalid parameter 'remote_cta_id'",
+        "Peer rank of the wrong type",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32, cluster=2))
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cluster.b64"], bar, remote_cta_id=T.float32(1))
+        '''),
+        "parse",
+        "A parameter the family owns (no PTX operand of its own) failed the family's "
+        "check: ``remote_cta_id`` is a 32-bit integer rank.",
+        "Pass ``T.uint32(rank)`` or an int32/uint32 expression.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"bulk copy size not a positive multiple of 16 bytes",
+        "Bulk copy of a size that is not a multiple of 16 bytes",
+        _k('''
+            @T.function
+            def kernel(A: T.Tensor((6,), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+                s = T.alloc_shared((6,), "float32", align=16)
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                T.cuda.tile.apply(T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"],
+                                  s, A, mbar=bar)
+        '''),
+        "parse",
+        "``cp.async.bulk`` copies a run of bytes whose size is a positive multiple "
+        "of 16; the last axis of each operand is that run.",
+        "Copy runs of 16-byte multiples (pad the tensor), or use ``cp.async`` for small pieces.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"bulk copy runs differ in size",
+        "Bulk copy between runs of different sizes",
+        _k('''
+            @T.function
+            def kernel(B: T.Tensor((8,), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+                s = T.alloc_shared((16,), "float32", align=16)
+                T.cuda.tile.apply(T.ptx["cp.async.bulk.global.shared::cta.bulk_group"], B, s)
+        '''),
+        "parse",
+        "One copy moves the same bytes out of the source as into the destination: "
+        "both last axes must hold the same number of bytes.",
+        "Narrow one view (``s.sub[0:8]``) or view both with the same run.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"missing parameter 'mbar'",
+        "Bulk copy without its mbarrier",
+        _k('''
+            @T.function
+            def kernel(A: T.Tensor((64,), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+                s = T.alloc_shared((64,), "float32", align=16)
+                T.cuda.tile.apply(T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"], s, A)
+        '''),
+        "parse",
+        "The ``.mbarrier::complete_tx::bytes`` forms complete on an mbarrier, which "
+        "the call passes by keyword.",
+        "Pass ``mbar=bar`` (a ``uint64`` shared view of shape ``(1,)``).",
+    ),
+    Case(
+        COLLECTIVE,
+        r"cta_mask names CTAs outside the cluster",
+        "Multicast mask beyond the cluster",
+        _k('''
+            @T.function
+            def kernel(A: T.Tensor((64,), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=1, cluster=2))
+                s = T.alloc_shared((64,), "float32", align=16)
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                T.cuda.tile.apply(
+                    T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"],
+                    s, A, mbar=bar, cta_mask=T.uint16(0b100))
+        '''),
+        "lower",
+        "Bit ``i`` of ``cta_mask`` sends the data to the CTA of rank ``i`` in the cluster; "
+        "a cluster of 2 has ranks 0 and 1.",
+        "Set only bits below the cluster size (``T.uint16(0b11)`` for both CTAs of a pair).",
+    ),
+    Case(
+        COLLECTIVE,
+        r"not one mbarrier",
+        "Waiting on a view that is not one mbarrier",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                bars = T.alloc_shared((2, 1), "uint64", align=8)
+                T.cuda.mbarrier_wait_phase(bars, 0)
+        '''),
+        "parse",
+        "``T.cuda.mbarrier_wait_phase`` waits on one barrier: a ``uint64`` shared view "
+        "of shape ``(1,)``.",
+        "Select the stage: ``T.cuda.mbarrier_wait_phase(bars.sub[s, :], phase)``.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"barrier is not a tensor view",
+        "Waiting on an address instead of a view",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                T.cuda.mbarrier_wait_phase(bar.ptr_to([0]), 0)
+        '''),
+        "parse",
+        "The helper checks the barrier as the tile families do, so it takes the view, "
+        "not a pointer.",
+        "Pass the view (``bar``, ``bars.sub[s, :]``); apache-tvm's ``T.cuda.mbarrier_wait`` "
+        "takes a pointer if you need one.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"unknown wait scope",
+        "Unknown acquire scope of a wait",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                T.cuda.mbarrier_wait_phase(bar, 0, scope="gpu")
+        '''),
+        "parse",
+        "The wait acquires at CTA or cluster scope (``mbarrier.try_wait.parity.acquire.{cta,cluster}``).",
+        'Pass ``scope="cta"`` (the default) or ``scope="cluster"`` for arrivals from other CTAs.',
+    ),
 ]
 
 
@@ -1424,8 +1595,6 @@ CASES = [
 #: without an example.  Replace an entry by a Case as soon as one is written;
 #: an entry that no rule in the code matches is ignored.
 PENDING = {
-    "invalid parameter 'count'": "the check of a family-owned parameter (Contract.options); "
-    "no family owns one yet (the Hopper families' count=, tx=, box= will)",
     "register slots differ between lanes": "needs a register layout whose slot for a "
     "fragment word depends on the lane, which strided layouts cannot express; no example yet",
 }

@@ -332,6 +332,9 @@ class _CudaNamespace:
     @staticmethod
     def cluster_ctaid(d: Axis = "x") -> PrimExpr:
         """``%cluster_ctaid.<d>``: the CTA's position in its cluster (needs ``cluster=``)."""
+    @staticmethod
+    def mbarrier_wait_phase(bar: TensorView, phase: int | PrimExpr, *, scope: Literal["cta", "cluster"] = "cta") -> PrimExpr:
+        """Spin until the phase of parity ``phase`` of mbarrier ``bar`` (a uint64 shared view of shape (1,)) completes."""
 
     # -- apache-tvm's own T.cuda names ------------------------------------
     @staticmethod

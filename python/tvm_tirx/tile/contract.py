@@ -129,6 +129,11 @@ class OperandRole:
         Whether a false ``pred`` leaves this operand untouched, so the bounds
         rule holds only where the predicate is true.  cp.async's destination
         is still written (zero-filled) and keeps the rule unconditionally.
+    keyword : str | None
+        None: the operand is passed by position.  Otherwise the call passes it
+        as the keyword parameter of this name (a bulk copy's ``mbar=``); it is
+        checked and emitted like any other operand.  Keyword roles come after
+        the positional ones in :attr:`Contract.roles`.
     """
 
     role: str
@@ -143,6 +148,7 @@ class OperandRole:
     align: int | None = None
     address: str = "generic"
     pred_skips: bool = True
+    keyword: str | None = None
 
     @property
     def lanes(self) -> int:
@@ -222,6 +228,11 @@ class Contract:
         When no form of an opcode fits the operands, the error of the form
         with the highest priority is reported (ties: table order).  A family
         ranks the form a user most likely meant (``mov``'s scalar form).
+    launch_check : callable | None
+        ``fn(CallView, launch) -> TileError | None``: a rule that needs the
+        kernel's launch (:class:`~.scope.LaunchFacts`, or None when the kernel
+        defines no thread ids), e.g. a form that addresses other CTAs needs a
+        cluster launch.  Runs when the call is lowered.
     """
 
     instruction: Instruction
@@ -236,6 +247,7 @@ class Contract:
     check: object = None
     host_setup: object = None
     error_priority: int = 0
+    launch_check: object = None
 
     @property
     def opcode(self) -> str:

@@ -10,20 +10,48 @@ Nothing is chosen here: the opcode is the contract's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import TileInternalError
 from .contract import CallView
 from .ptx_table import binding_dtype, ptx_call
 from .views import ViewMap, repeat_shape, role_axes
 
-__all__ = ["register_address_form", "register_kind", "emit", "Emission"]
+__all__ = ["register_address_form", "register_kind", "emit", "Emission", "ComputedAddress"]
 
 _ADDRESS_FORMS = {}
 _KINDS = {}
 
 
-def register_address_form(name: str, fn) -> None:
+@dataclass(frozen=True)
+class ComputedAddress:
+    """An address operand that instructions of its own compute (a ``mapa`` into
+    a peer CTA's shared memory): what an address form returns when a plain
+    expression does not do.
+
+    Attributes
+    ----------
+    value : PrimExpr
+        The address the instruction reads (e.g. ``scratch[0]``).
+    setup : tuple[Stmt, ...]
+        Statements computing it, emitted right before the instruction (inside
+        the repeat loops when the address varies with them, else once before).
+    scratch : tuple[Buffer, ...]
+        Local buffers ``setup`` writes, allocated once before the loops.
+    """
+
+    value: object
+    setup: tuple = ()
+    scratch: tuple = ()
+
+
+def register_address_form(name: str, fn, *, with_call: bool = False) -> None:
     """Register address form ``name``: ``fn(buf, coord) -> PrimExpr``, the address
     operand of view ``buf`` at coordinate ``coord`` (a list of index expressions).
+
+    With ``with_call=True`` the form is ``fn(buf, coord, call)`` and also sees
+    the call's parameters (:class:`~.contract.CallView`); it may return a
+    :class:`ComputedAddress`.
 
     Built in: ``"generic"`` (``buf.ptr_to(coord)``, a generic pointer) and
     ``"shared::cta"`` (the 32-bit ``.shared::cta`` window address, PTX ISA
@@ -36,9 +64,10 @@ def register_address_form(name: str, fn) -> None:
     ValueError
         ``name`` is registered with another function.
     """
-    if _ADDRESS_FORMS.get(name, fn) is not fn:
+    entry = (fn, with_call)
+    if _ADDRESS_FORMS.get(name, entry) != entry:
         raise ValueError(f"tvm_tirx: address form {name!r} registered twice")
-    _ADDRESS_FORMS[name] = fn
+    _ADDRESS_FORMS[name] = entry
 
 
 def register_kind(kind: str, fn) -> None:
@@ -92,6 +121,8 @@ class Emission:  # pylint: disable=too-few-public-methods
         self.preserve_dst = tc.preserve_dst
         self.group_coord, self.position = coordinates
         self.locals_, self.decls, self._retyped_views = {}, [], {}
+        #: set-up of computed addresses: once before the loops / in the loop body
+        self.outer_setup, self.inner_setup = [], []
         for role, op in zip(contract.roles, ops):
             if op.kind == "tensor" and role.kind == "register" and op.value not in self.locals_:
                 if ViewMap(op.value).has_thread_axes():
@@ -101,10 +132,16 @@ class Emission:  # pylint: disable=too-few-public-methods
 
     def _memory_args(self, role, op, rep):
         inner = list(role.lane_coords(self.position)[0]) if role.lane_coords is not None else [0] * len(role.atom)
-        form = _ADDRESS_FORMS.get(role.address)
-        if form is None:
+        if role.address not in _ADDRESS_FORMS:
             raise TileInternalError(f"{self.contract.opcode}: no address form {role.address!r} is registered")
-        return [form(op.value, [*self.group_coord, *rep, *inner])]
+        form, with_call = _ADDRESS_FORMS[role.address]
+        coord = [*self.group_coord, *rep, *inner]
+        value = form(op.value, coord, self.call) if with_call else form(op.value, coord)
+        if not isinstance(value, ComputedAddress):
+            return [value]
+        self.decls += [_allocate(buf) for buf in value.scratch]
+        (self.inner_setup if rep else self.outer_setup).extend(value.setup)
+        return [value.value]
 
     def _binding(self, role, dtype):
         """The dtype the table takes for a register of ``dtype`` in ``role`` (:func:`.ptx_table.binding_dtype`)."""
@@ -180,6 +217,13 @@ class Emission:  # pylint: disable=too-few-public-methods
         return args
 
 
+def _allocate(buf):
+    """The allocation statement of scratch buffer ``buf`` (its scope: the rest of the expansion)."""
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+    return tirx.AllocBuffer(buf)
+
+
 def _thread_local_view(buf):
     """``(DeclBuffer, flat view)`` of the calling thread's storage of ``buf``
     (apache-tvm's ``Buffer.local()``, declared outside the parser)."""
@@ -219,8 +263,10 @@ def _retyped_view(buf, dtype):
 
 
 def emit(emission, repeat, span=None):
-    """The expansion of one call: thread-local views, then one unrolled ``for``
-    per repeat axis (row-major) around exactly one ``T.ptx`` call.
+    """The expansion of one call: thread-local views (and scratch registers of
+    computed addresses), then one unrolled ``for`` per repeat axis (row-major)
+    around exactly one ``T.ptx`` call of the form (preceded by the set-up of
+    its computed addresses, if any).
 
     Raises
     ------
@@ -234,6 +280,9 @@ def emit(emission, repeat, span=None):
     engine_pred = None if contract.pred_operand else emission.call.pred
     call = ptx_call(contract.opcode, emission.ptx_args(loop_vars), engine_pred, emission.preserve_dst)
     body = tirx.Evaluate(call, span=span) if span is not None else tirx.Evaluate(call)
+    if emission.inner_setup:
+        body = tirx.SeqStmt([*emission.inner_setup, body])
     for var, extent in reversed(list(zip(loop_vars, repeat))):
         body = tirx.For(var, 0, extent, tirx.ForKind.UNROLLED, body)
-    return tirx.SeqStmt([*emission.decls, body]) if emission.decls else body
+    prefix = [*emission.decls, *emission.outer_setup]
+    return tirx.SeqStmt([*prefix, body]) if prefix else body

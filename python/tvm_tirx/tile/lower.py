@@ -16,6 +16,7 @@ It never chooses an instruction: the opcode is the user's.
 from __future__ import annotations
 
 from ..errors import TileError, TileInternalError, operand_label
+from .contract import CallView
 from .emit import Emission, emit
 from .groups import check_uniform_pred, group_box
 from .kernel_facts import KernelFacts, call_key, location_of
@@ -47,9 +48,11 @@ def _select(tc, facts, conds):
     else:
         check_collective_scope(tc.scope, collective, tc.opcode)
         box = group_box(tc.scope, facts, conds, tc.opcode, collective)
-    contract, ops = select_contract(forms, tc.operands, box[0], tc.pred, tc.preserve_dst)
+    contract, ops = select_contract(forms, tc.operands, box[0], tc.pred, tc.preserve_dst, tc.params)
     check_collective_scope(tc.scope, contract.collective, contract.opcode)
     err = rule_arch(contract, facts.arch)
+    if err is None and contract.launch_check is not None:
+        err = contract.launch_check(CallView(tuple(ops), tc.pred, dict(tc.params)), facts.launch)
     if err:
         raise err
     return contract, ops, box

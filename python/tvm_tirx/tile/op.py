@@ -15,7 +15,7 @@ from ..errors import TileError
 from .ptx_table import opcode_text
 from .registry import candidates
 from .scope import scope_rank
-from .static_rules import check_params, select_contract
+from .static_rules import check_params, param_error, select_contract
 from .views import as_view
 
 __all__ = ["OP_NAME", "apply", "TileCall", "decode", "is_tile_call", "set_launch_query"]
@@ -149,13 +149,12 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
         params = {**printed_params, **params}
     # a region operand A[0:64, 1:2] is the view A.sub[0:64, 1:2]: declared once, here
     operands = tuple(as_view(v) for v in operands)
-    contract = _parse_time_contract(instr, operands, scope, pred, preserve_dst)
-    check_params(contract, params)
+    contract = _parse_time_contract(instr, operands, scope, pred, preserve_dst, params)
     return _call(contract.opcode, operands, params, scope, pred, preserve_dst)
 
 
-def _parse_time_contract(instr, operands, scope, pred, preserve_dst):
-    """The form the operands fit, from the rules parse time can decide."""
+def _parse_time_contract(instr, operands, scope, pred, preserve_dst, params):
+    """The form the operands and keyword parameters fit, from the rules parse time can decide."""
     opcode = opcode_text(instr)
     forms = candidates(instr)
     # A collective form's atom holds the threads of its collective: the group
@@ -163,11 +162,13 @@ def _parse_time_contract(instr, operands, scope, pred, preserve_dst):
     rank = scope_rank(scope, opcode, _parse_time_cluster_rank(opcode, scope), forms[0].collective.width)
     if rank is None:
         # The group axes are unknown until lowering reads the launch: check
-        # the opcode now, the operands then.
-        return forms[0]
+        # the opcode and the parameters now, the operands then.
+        form = next((f for f in forms if param_error(f, params) is None), forms[0])
+        check_params(form, params)
+        return form
     # Group extents depend on the launch and on enclosing guards, which
     # lowering sees; here only their number is known.
-    return select_contract(forms, operands, (None,) * rank, pred, preserve_dst)[0]
+    return select_contract(forms, operands, (None,) * rank, pred, preserve_dst, params)[0]
 
 
 def _call(opcode, operands, params, scope, pred, preserve_dst):
@@ -178,7 +179,7 @@ def _call(opcode, operands, params, scope, pred, preserve_dst):
     args = [
         opcode,
         *[getattr(v, "scalar", v) for v in operands],
-        *[params[n] for n in names],
+        *[getattr(params[n], "scalar", params[n]) for n in names],
         *([pred] if pred is not None else []),
         _flags(scope, pred, preserve_dst, names),
     ]

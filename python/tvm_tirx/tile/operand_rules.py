@@ -22,14 +22,17 @@ def _dtype_bits(dtype: str) -> int:
 
 
 def rule_operand_count(opcode, roles, operands):
-    """The call supplies exactly one operand per role of the form."""
-    if len(operands) != len(roles):
-        names = ", ".join(r.role for r in roles)
+    """The call supplies exactly one operand per role of the form (keyword
+    roles are checked by name: :func:`.static_rules.rule_keyword_roles`)."""
+    positional = [r for r in roles if r.keyword is None]
+    given = [o for o in operands if not isinstance(o.index, str)]
+    if len(given) != len(positional):
+        names = ", ".join(r.role for r in positional)
         return TileError(
             opcode,
             "operand count",
-            expected=f"{len(roles)} operand(s) ({names})",
-            found=f"{len(operands)}",
+            expected=f"{len(positional)} operand(s) ({names})",
+            found=f"{len(given)}",
         )
     return None
 

@@ -23,6 +23,7 @@ __all__ = [
     "canonical_text",
     "table_entries",
     "entry_variants",
+    "cert_arch",
     "ptx_call",
     "opcode_of_call",
     "bits_of_ptx_type",
@@ -272,6 +273,15 @@ def entry_variants(entry_name: str):
     entry = TABLE[entry_name]
     for tokens in variants(entry):
         yield canonical_text(entry, tokens)
+
+
+def cert_arch(entry_name: str) -> str | None:
+    """The architecture apache-tvm's table certifies table entry ``entry_name`` at
+    (``"sm_103a"``), or None.  Nothing gates on it; a family may cite it as the
+    floor of forms that no ptxas at hand assembles."""
+    from tvm.backend.cuda.ptx.table import TABLE  # pylint: disable=import-outside-toplevel
+
+    return TABLE[entry_name].cert_arch or None
 
 
 def ptx_call(opcode: str, args, pred=None, preserve_dst: bool = False):

@@ -43,13 +43,14 @@ class Operand:
         The buffer view (``kind == "tensor"``) or scalar ``PrimExpr``.
     kind : str
         ``"tensor"`` or ``"scalar"``.
-    index : int
-        1-based position among the call's operands (the instruction is not counted).
+    index : int | str
+        1-based position among the call's operands (the instruction is not
+        counted), or the keyword of an operand passed by keyword (``mbar``).
     """
 
     value: object
     kind: str
-    index: int
+    index: object
 
     @property
     def shape(self) -> tuple:
@@ -113,7 +114,7 @@ def dtype_bytes(dtype) -> int:
     return max(dt.bits * dt.lanes // 8, 1)
 
 
-def classify(value, index: int, opcode: str) -> Operand:
+def classify(value, index, opcode: str) -> Operand:
     """Classify a call operand as a tensor view or a scalar expression.
 
     Raises
@@ -131,7 +132,7 @@ def classify(value, index: int, opcode: str) -> Operand:
         raise TileError(
             opcode,
             "untyped scalar",
-            operand=f"operand {index}",
+            operand=_where(index),
             expected="a typed scalar such as T.float32(0) or T.uint32(17)",
             found=repr(value),
         )
@@ -140,10 +141,14 @@ def classify(value, index: int, opcode: str) -> Operand:
     raise TileError(
         opcode,
         "operand is not a tensor view or scalar expression",
-        operand=f"operand {index}",
+        operand=_where(index),
         expected="a Buffer view (X, X.sub[...], X[a:b, ...], X.view(...)) or a PrimExpr",
         found=type(value).__name__,
     )
+
+
+def _where(index) -> str:
+    return f"parameter {index}" if isinstance(index, str) else f"operand {index}"
 
 
 def layout_of(buf):
