@@ -154,8 +154,8 @@ def _mismatch(c, offsets, elem_bytes):
     ``(count, None)`` when every element matches."""
     start = offsets[0][0]
     matched = 0
-    if start % 16 or _swz(start, c.bits) != start:
-        return 0, (0, 0, start, _swz(start, c.bits) - start % 16)
+    if start % 16:  # the descriptor's start address counts 16-byte units
+        return 0, (0, 0, start, start - start % 16)
     for mn, row in enumerate(offsets):
         for k, found in enumerate(row):
             want = hardware_offset(c, start, mn, k, elem_bytes)
@@ -193,10 +193,17 @@ def accepted(allow_mn: bool) -> str:
     return ACCEPTED.format(mn=_MN_TEXT if allow_mn else " (MN-major only for 16-bit types)")
 
 
-def _closest_text(best, lead) -> str:
+def _closest_text(best, lead, offsets, elem_bytes) -> str:
     c, _, miss = best
     if c is None:
-        return "no canonical layout: its offsets give no encodable LBO/SBO"
+        chunk = 16 // elem_bytes
+        row8 = offsets[8][0] - offsets[0][0] if len(offsets) > 8 else None
+        col = offsets[0][chunk] - offsets[0][0] if len(offsets[0]) > chunk else None
+        return (
+            f"the tile at {tuple(lead)}: element (8, 0) at byte +{row8}, element (0, {chunk}) at +{col} "
+            f"from element (0, 0), element (0, 1) at +{offsets[0][1] - offsets[0][0]}: no canonical "
+            "layout places them so (LBO/SBO are multiples of 16 bytes below 256 KiB)"
+        )
     mn, k, found, want = miss
     return (
         f"element ({mn}, {k}) of the tile at {tuple(lead)} lies at byte +{found}; the closest "
@@ -208,10 +215,10 @@ def _closest_text(best, lead) -> str:
 def canonical_at_origin(buf, lead_rank: int, rows: int, cols: int, elem_bytes: int, allow_mn: bool):
     """The :class:`Canonical` of view ``buf``'s tile at leading coordinate 0, or
     a reason string (for messages) when no descriptor describes it."""
-    view = ViewMap(buf)
     lead = (0,) * lead_rank
-    c, best = _fit(_tile_offsets(view, lead, rows, cols, elem_bytes), elem_bytes, allow_mn)
-    return c if c is not None else _closest_text(best, lead)
+    offsets = _tile_offsets(ViewMap(buf), lead, rows, cols, elem_bytes)
+    c, best = _fit(offsets, elem_bytes, allow_mn)
+    return c if c is not None else _closest_text(best, lead, offsets, elem_bytes)
 
 
 @dataclass(frozen=True)

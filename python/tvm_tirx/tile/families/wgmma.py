@@ -114,6 +114,48 @@ def a_fragment_coords(position):
     return [(row, t), (row + 8, t), (row, t + 4), (row + 8, t + 4)]
 
 
+def accumulator_layout(n: int, m_tiles: int | None = None, packed: bool = False):
+    """A register layout of the accumulators that :func:`accumulator_coords` accepts.
+
+    For a ``(64, N)`` tile (or ``(m_tiles, 64, N)``; with ``packed``, the f16
+    accumulator's ``(.., 64, N/2)`` b32 words): each element on its thread
+    (``Axis.tid_in_wg``) in the slot of its PTX register, ``N/2`` (``N/4``)
+    registers per tile, tiles one after another.
+
+    Returns
+    -------
+    tvm.tirx.layout.TileLayout
+    """
+    from tvm.tirx.layout import Axis, S, TileLayout  # pylint: disable=import-outside-toplevel
+
+    t = Axis.tid_in_wg
+    if packed:
+        extents, strides, regs = (4, 2, 8, n // 8, 4), (32 @ t, 1, 4 @ t, 2, 1 @ t), n // 4
+    else:
+        extents, strides, regs = (4, 2, 8, n // 8, 4, 2), (32 @ t, 2, 4 @ t, 4, 1 @ t, 1), n // 2
+    if m_tiles is not None:
+        extents, strides = (m_tiles, *extents), (regs, *strides)
+    return TileLayout(S[extents:strides])
+
+
+def a_fragment_layout(m_tiles: int | None = None, k_tiles: int | None = None):
+    """A register layout of the rs form's A that :func:`a_fragment_coords` accepts:
+    ``(64, 8)`` b32 words, or ``(m_tiles, k_tiles, 64, 8)``, four registers per tile.
+
+    Returns
+    -------
+    tvm.tirx.layout.TileLayout
+    """
+    from tvm.tirx.layout import Axis, S, TileLayout  # pylint: disable=import-outside-toplevel
+
+    t = Axis.tid_in_wg
+    extents, strides = (4, 2, 8, 2, 4), (32 @ t, 1, 4 @ t, 2, 1 @ t)
+    if m_tiles is not None or k_tiles is not None:
+        mt, kt = m_tiles or 1, k_tiles or 1
+        extents, strides = (mt, kt, *extents), (4 * kt, 4, *strides)
+    return TileLayout(S[extents:strides])
+
+
 def _elem_bytes(role) -> int:
     from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
 
