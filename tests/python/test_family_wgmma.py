@@ -439,3 +439,117 @@ def test_accumulator_map_covers_the_tile_once():
         seen = [c for p in range(128) for c in accumulator_coords(n, packed)(p)]
         cols = n // 2 if packed else n
         assert sorted(seen) == sorted(itertools.product(range(64), range(cols)))
+
+
+# ---------------------------------------------------------------- the GPU product
+
+#: name -> (N, layout of A over (1, 4, 64, 16) = (m tile, k tile, m, k),
+#:          layout of B over (4, N, 16) = (k tile, n, k)); bf16, K = 64
+_GPU_CASES = {
+    # rows of 128 bytes, the 128-byte swizzle (a TMA box of 64 x 64 bf16 with SWIZZLE_128B)
+    "k_major_sw128": (
+        64,
+        ComposeLayout(3, 3, 3, TileLayout(S[(1, 4, 64, 16) : (4096, 16, 64, 1)])),
+        ComposeLayout(3, 3, 3, TileLayout(S[(4, 64, 16) : (16, 64, 1)])),
+    ),
+    # core matrices of 8 rows x 16 bytes: (row/8, k-tile, row%8, k/8, k%8)
+    "k_major_no_swizzle": (
+        128,
+        TileLayout(S[(1, 4, 8, 8, 2, 8) : (4096, 128, 512, 8, 64, 1)]),
+        TileLayout(S[(4, 16, 8, 2, 8) : (128, 512, 8, 64, 1)]),
+    ),
+    # A stored M-contiguous in two 32-row atoms (64-byte swizzle), B stored N-contiguous
+    # (128-byte swizzle): both transposed by the instruction
+    "mn_major": (
+        64,
+        ComposeLayout(3, 2, 3, TileLayout(S[(1, 4, 2, 32, 16) : (4096, 512, 2048, 1, 32)])),
+        ComposeLayout(3, 3, 3, TileLayout(S[(4, 64, 16) : (1024, 1, 64)])),
+    ),
+}
+
+
+def _gpu_kernel(n, a_layout, b_layout):
+    """One warpgroup: C (64, n) = A (64, 64) @ B (n, 64)^T from shared tiles whose storage
+    images (``Ai``, ``Bi``, laid out by the host) are copied in 16-byte chunks."""
+    op = f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16"
+    sa_n, sb_n = 64 * 64, n * 64
+    acc_rows = TileLayout(S[(4, 8, 4, n // 8, 2, 2) : (32 @ W, 4 @ W, 1 @ W, 4, 2, 1)])  # (w, lane, j, h, e)
+
+    @T.function
+    def kernel(
+        Ai: T.Tensor((sa_n,), "bfloat16", align=16),
+        Bi: T.Tensor((sb_n,), "bfloat16", align=16),
+        C: T.Tensor((64, n), "float32", align=16),
+    ):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+        fa = T.alloc_shared((sa_n,), "bfloat16", align=1024)
+        fb = T.alloc_shared((sb_n,), "bfloat16", align=1024)
+        acc = T.alloc_local((1, 64, n), "float32", layout=accumulator_layout(n, 1))
+        # 16-byte chunk 128 r + t of each image is copied by thread t
+        T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], fa.view(sa_n // 1024, 4, 32, 8).permute(1, 2, 0, 3),
+                          Ai.view(sa_n // 1024, 4, 32, 8).permute(1, 2, 0, 3), scope="cta")
+        T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], fb.view(sb_n // 1024, 4, 32, 8).permute(1, 2, 0, 3),
+                          Bi.view(sb_n // 1024, 4, 32, 8).permute(1, 2, 0, 3), scope="cta")
+        T.ptx["cp.async.commit_group"]()
+        T.ptx["cp.async.wait_group"](0)
+        T.ptx["fence.proxy.async.shared::cta"]()  # generic-proxy writes -> wgmma's async proxy
+        T.cuda.cta_sync()
+        T.ptx["wgmma.fence.sync.aligned"]()
+        T.cuda.tile.apply(T.ptx[op], acc, fa.view(1, 4, 64, 16, layout=a_layout), fb.view(4, n, 16, layout=b_layout),
+                          scope="warpgroup", scale_d=False)
+        T.ptx["wgmma.commit_group.sync.aligned"]()
+        T.ptx["wgmma.wait_group.sync.aligned"](0)
+        # thread 32 w + 4 g + t holds (16 w + 8 h + g, 8 j + 2 t + e) in register 4 j + 2 h + e
+        T.cuda.tile.apply(T.ptx["st.global.v2.f32"], C.view(4, 2, 8, n // 8, 4, 2).permute(0, 2, 4, 3, 1, 5).view(4, 32, n // 8, 2, 2),
+                          acc.view(4, 32, n // 8, 2, 2, layout=acc_rows), scope="warpgroup")  # fmt: skip
+
+    return kernel
+
+
+def _image(matrix, layout, shape, tile_of):
+    """The storage image of ``matrix`` under ``layout`` (apache-tvm's ``Layout.apply``,
+    independent of the descriptor derivation): element ``tile_of(coord)`` of the
+    matrix at offset ``layout(coord)``, for every coordinate of ``shape``."""
+    import torch  # pylint: disable=import-outside-toplevel
+
+    flat = torch.full((int(layout.span()),), float("nan"), dtype=matrix.dtype)
+    for coord in itertools.product(*(range(s) for s in shape)):
+        flat[int(layout.apply(*coord, shape=list(shape))["m"])] = matrix[tile_of(coord)]
+    assert not torch.isnan(flat.float()).any()  # every element placed once
+    return flat
+
+
+def _images(n, a_layout, b_layout, a, b):
+    ia = _image(a, a_layout, (1, 4, 64, 16), lambda c: (c[2], 16 * c[1] + c[3]))
+    ib = _image(b, b_layout, (4, n, 16), lambda c: (c[1], 16 * c[0] + c[2]))
+    return ia, ib
+
+
+@pytest.mark.parametrize("case", sorted(_GPU_CASES))
+def test_gpu_case_compiles_and_places_every_element(case):
+    torch = pytest.importorskip("torch")
+    n, a_layout, b_layout = _GPU_CASES[case]
+    kernel = tvm_tirx.compile(_gpu_kernel(n, a_layout, b_layout), target="cuda", arch="sm_90a")
+    assert testing.count_ptx(kernel, f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16") == 4
+    a = torch.arange(64 * 64, dtype=torch.float32).view(64, 64).to(torch.bfloat16)
+    b = torch.arange(n * 64, dtype=torch.float32).view(n, 64).to(torch.bfloat16)
+    _images(n, a_layout, b_layout, a, b)
+
+
+@testing.requires_arch("sm_90a")
+@pytest.mark.parametrize("case", sorted(_GPU_CASES))
+def test_gpu_tile_product_matches_torch(case):
+    import torch
+
+    n, a_layout, b_layout = _GPU_CASES[case]
+    kernel = tvm_tirx.compile(_gpu_kernel(n, a_layout, b_layout), target="cuda")
+    torch.manual_seed(0)
+    a = torch.randn(64, 64, dtype=torch.bfloat16)
+    b = torch.randn(n, 64, dtype=torch.bfloat16)
+    ia, ib = _images(n, a_layout, b_layout, a, b)
+    c = torch.zeros(64, n, dtype=torch.float32, device="cuda")
+    kernel(ia.cuda(), ib.cuda(), c)
+    torch.cuda.synchronize()
+    ref = a.float() @ b.float().T
+    err = (c.cpu() - ref).abs().max() / ref.abs().max()
+    assert err <= 1e-2, f"{case}: max relative error {err}"
