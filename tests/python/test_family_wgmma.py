@@ -553,3 +553,37 @@ def test_gpu_tile_product_matches_torch(case):
     ref = a.float() @ b.float().T
     err = (c.cpu() - ref).abs().max() / ref.abs().max()
     assert err <= 1e-2, f"{case}: max relative error {err}"
+
+
+def _guide_kernel(tmp_path):
+    """The ``wgmma_tile.py`` example of docs/guides/wgmma.rst, compiled for sm_90a."""
+    import pathlib
+    import re
+    import textwrap
+
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs/guides/wgmma.rst").read_text()
+    block = next(b for b in re.findall(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", page) if "# wgmma_tile.py" in b)
+    func = testing.load_kernel(textwrap.dedent(block), tmp_path, name="wgmma_tile")
+    return tvm_tirx.compile(func, target="cuda", arch="sm_90a")
+
+
+def test_the_guides_tile_product_compiles_and_assembles(tmp_path):
+    kernel = _guide_kernel(tmp_path)
+    assert testing.count_ptx(kernel, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 4
+    if testing.has_nvcc():
+        assert testing.assemble(kernel)
+
+
+@testing.requires_arch("sm_90a")
+def test_gpu_the_guides_tile_product_matches_torch(tmp_path):
+    import torch
+
+    kernel = _guide_kernel(tmp_path)
+    torch.manual_seed(1)
+    a = torch.randn(64, 64, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(64, 64, dtype=torch.bfloat16, device="cuda")
+    c = torch.zeros(64, 64, dtype=torch.float32, device="cuda")
+    kernel(a, b, c)
+    torch.cuda.synchronize()
+    ref = a.float() @ b.float().T
+    assert ((c - ref).abs().max() / ref.abs().max()).item() <= 1e-2
