@@ -587,3 +587,19 @@ def test_gpu_the_guides_tile_product_matches_torch(tmp_path):
     torch.cuda.synchronize()
     ref = a.float() @ b.float().T
     assert ((c - ref).abs().max() / ref.abs().max()).item() <= 1e-2
+
+
+@pytest.mark.xfail(strict=True, reason="the rule that pred= is uniform over a collective lands with another change")
+def test_pred_divergent_within_the_warpgroup_is_rejected():
+    @T.function
+    def kernel():
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+        tid = T.cuda.thread_idx("x")
+        sa = T.alloc_shared((64, 64), "bfloat16", align=1024, layout=SW128)
+        sb = T.alloc_shared((64, 64), "bfloat16", align=1024, layout=B64)
+        acc = T.alloc_local((64, 64), "float32", layout=accumulator_layout(64))
+        T.cuda.tile.apply(T.ptx[OP64], acc, sa.view(1, 64, 4, 16).permute(0, 2, 1, 3),
+                          sb.view(64, 4, 16).permute(1, 0, 2), scope="warpgroup", scale_d=False, pred=tid < 64)
+
+    with pytest.raises(TileError, match="pred"):
+        testing.lower(kernel)
