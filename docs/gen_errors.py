@@ -38,8 +38,9 @@ class Case:
 
     ``action`` says what is done with ``example.py``: ``"parse"`` (import it:
     ``@T.function`` parses the kernel), ``"lower"`` (run ``LowerTileApply`` on
-    its ``kernel``), ``"compile"`` (``tvm_tirx.compile(kernel, arch="sm_90a")``)
-    or ``"exec"`` (import it; the code itself raises).
+    its ``kernel``), ``"compile"`` (``tvm_tirx.compile(kernel, arch="sm_90a")``),
+    ``"compile-sm100a"`` (the same for ``arch="sm_100a"``) or ``"exec"`` (import
+    it; the code itself raises).
     """
 
     section: str
@@ -1102,6 +1103,110 @@ CASES = [
         "global chunks must be equally large.",
         "Give both views the same chunk size in bytes.",
     ),
+    Case(
+        COLLECTIVE,
+        r"shared-memory layout has no matrix descriptor",
+        "wgmma: a shared tile whose layout no matrix descriptor describes",
+        _k('''
+            from tvm_tirx.tile.families.wgmma import accumulator_layout
+
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+                a = T.alloc_shared((64, 16), "bfloat16", align=1024)  # rows of 32 bytes, unswizzled
+                b = T.alloc_shared((64, 16), "bfloat16", align=1024)
+                acc = T.alloc_local((64, 64), "float32", layout=accumulator_layout(64))
+                T.cuda.tile.apply(T.ptx["wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"],
+                                  acc, a, b, scope="warpgroup", scale_d=False)
+        '''),
+        "parse",
+        "``wgmma`` reads a shared operand through a matrix descriptor, which can "
+        "describe only the ISA's canonical layouts: K-major tiles of 8-row core "
+        "matrices (each 128 contiguous bytes) or rows of 32/64/128 bytes under the "
+        "matching XOR swizzle (and, for f16/bf16, the MN-major forms).  The message "
+        "names the first element the closest canonical layout would read elsewhere.",
+        "Give the tile a canonical layout: here rows of 32 bytes need the 32-byte "
+        "swizzle, ``layout=ComposeLayout(3, 1, 3, TileLayout(S[(64, 16)]))`` (a TMA "
+        "load with the matching swizzle writes exactly that), or core matrices "
+        "``TileLayout(S[(8, 8, 2, 8) : (64, 8, 512, 1)])``.  See the wgmma guide.",
+    ),
+    Case(
+        MEMORY,
+        r"matrix tile not provably aligned for its descriptor",
+        "wgmma: a swizzled tile off its pattern boundary",
+        _k('''
+            from tvm_tirx.tile.families.wgmma import accumulator_layout
+
+            SW128 = ComposeLayout(3, 3, 3, TileLayout(S[(64, 64)]))
+
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+                a = T.alloc_shared((64, 64), "bfloat16", align=128, layout=SW128)
+                b = T.alloc_shared((64, 64), "bfloat16", align=1024, layout=SW128)
+                acc = T.alloc_local((64, 64), "float32", layout=accumulator_layout(64))
+                T.cuda.tile.apply(T.ptx["wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"],
+                                  acc, a.view(1, 64, 4, 16).permute(0, 2, 1, 3),
+                                  b.view(64, 4, 16).permute(1, 0, 2), scope="warpgroup", scale_d=False)
+        '''),
+        "lower",
+        "A swizzled tile's XOR pattern is taken from the shared-memory address bits, "
+        "and the descriptor's base offset is 0: the tile must start on the pattern's "
+        "boundary (1024 bytes for the 128-byte swizzle, 512 and 256 for 64 and 32).",
+        "Declare the tile with ``align=1024`` (dynamic shared memory: a carve-out at "
+        "a multiple of 1024 bytes).",
+    ),
+    Case(
+        OPCODE,
+        r"instruction is specific to another architecture",
+        "Arch-specific instruction compiled for another target",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128, min_blocks_per_sm=1))
+                T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
+        '''),
+        "compile-sm100a",
+        "``wgmma`` and ``setmaxnreg`` belong to sm_90a's arch-specific feature set: "
+        "ptxas refuses them for sm_90 (no ``a``) and for newer architectures "
+        "(sm_100a has ``tcgen05`` instead).",
+        'Compile this kernel for ``arch="sm_90a"``.',
+    ),
+    Case(
+        COLLECTIVE,
+        r"setmaxnreg without a register cap at the kernel's entry",
+        "setmaxnreg in a kernel without launch bounds",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+                if T.cuda.warp_id() < 4:
+                    T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
+                else:
+                    T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
+        '''),
+        "lower",
+        "ptxas applies ``setmaxnreg`` only when it knows the register count at the "
+        "kernel's entry; otherwise it drops the instruction with warning C7508 and "
+        "the warpgroups keep their registers.",
+        "Cap the registers at entry: ``T.cuda.LaunchConfig(..., min_blocks_per_sm=1)`` "
+        "(``__launch_bounds__(threads, 1)``) or ``max_registers=``.",
+    ),
+    Case(
+        PRED,
+        r"invalid parameter 'nreg'",
+        "A family parameter its check refuses",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128, min_blocks_per_sm=1))
+                T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=36)
+        '''),
+        "parse",
+        "A keyword parameter the instruction family owns has its own rule: "
+        "``setmaxnreg``'s register count is 24 to 256 in steps of 8 (PTX ISA).",
+        "Pass a value the message allows (``nreg=40``).",
+    ),
     # ------------------------------------------------------------------ ewise
     Case(
         EWISE,
@@ -1644,6 +1749,8 @@ def trigger(case: Case, index: int, root: pathlib.Path):
             tvm_tirx.testing.lower(module.kernel)
         elif case.action == "compile":
             tvm_tirx.compile(module.kernel, target="cuda", arch="sm_90a")
+        elif case.action == "compile-sm100a":
+            tvm_tirx.compile(module.kernel, target="cuda", arch="sm_100a")
     except Exception as err:  # pylint: disable=broad-except
         return err
     return None
@@ -1829,6 +1936,7 @@ _STAGE = {
     "lower": "when ``LowerTileApply`` runs (``tvm_tirx.compile`` or ``tvm_tirx.testing.lower``)",
     "compile": "when the kernel is compiled for a target (``tvm_tirx.compile``)",
     "compile-noarch": "in ``tvm_tirx.compile``",
+    "compile-sm100a": "when the kernel is compiled for a target (``tvm_tirx.compile``, here sm_100a)",
     "exec": "when the code runs",
 }
 

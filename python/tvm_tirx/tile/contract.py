@@ -181,11 +181,15 @@ class Param:
 @dataclass(frozen=True)
 class CallView:
     """What a family hook sees of one call: classified ``operands``, its
-    ``pred`` (or None) and its keyword ``params`` (name -> value)."""
+    ``pred`` (or None), its keyword ``params`` (name -> value) and, while one
+    instruction is emitted, its ``repeat`` coordinate (the int32 loop
+    variables of the call's repeat axes, in order; ``()`` otherwise), for
+    derived operands that vary with it."""
 
     operands: tuple
     pred: object = None
     params: dict = field(default_factory=dict)
+    repeat: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,10 @@ class Contract:
     min_arch : str | None
         Oldest ``sm_XY`` whose ptxas accepts the form, when it is newer than
         sm_90 (the family states the ISA fact and its section).
+    archs : tuple[str, ...]
+        Non-empty: the only targets the form exists on, suffix included (an
+        arch-specific feature such as sm_90a's ``wgmma``, which neither
+        ``sm_90`` nor ``sm_100a`` has; the family states the ISA fact).
     repeat_rank : int | None
         Number of repeat axes when operands carry different subsets of them
         (``OperandRole.repeat_axes``); None: that of the first tensor operand.
@@ -220,6 +228,10 @@ class Contract:
         (cp.async's ``src-size``: a false predicate copies zero bytes).
     check : callable | None
         Extra parse-time rule: ``fn(contract, operands) -> TileError | None``.
+    kernel_check : callable | None
+        Extra rule on the kernel the call is lowered in:
+        ``fn(KernelFacts) -> TileError | None`` (e.g. the launch bounds a form
+        needs, :attr:`.kernel_facts.KernelFacts.entry_attrs`).
     host_setup : callable | None
         ``fn(CallView, stmt) -> Stmt``: wraps the kernel's device entry
         ``stmt`` (``T.device_entry``) in host-side statements the form needs
@@ -241,10 +253,12 @@ class Contract:
     options: dict = field(default_factory=dict)
     collective: Collective = THREAD
     min_arch: str | None = None
+    archs: tuple = ()
     repeat_rank: int | None = None
     derived: dict = field(default_factory=dict)
     pred_operand: tuple | None = None
     check: object = None
+    kernel_check: object = None
     host_setup: object = None
     error_priority: int = 0
     launch_check: object = None

@@ -10,14 +10,22 @@ Nothing is chosen here: the opcode is the contract's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import TileInternalError
 from .contract import CallView
 from .ptx_table import binding_dtype, ptx_call
 from .views import ViewMap, repeat_shape, role_axes
 
-__all__ = ["register_address_form", "register_kind", "emit", "Emission", "ComputedAddress"]
+__all__ = [
+    "register_address_form",
+    "register_kind",
+    "kind_proof",
+    "OperandKind",
+    "emit",
+    "Emission",
+    "ComputedAddress",
+]
 
 _ADDRESS_FORMS = {}
 _KINDS = {}
@@ -70,9 +78,34 @@ def register_address_form(name: str, fn, *, with_call: bool = False) -> None:
     _ADDRESS_FORMS[name] = entry
 
 
-def register_kind(kind: str, fn) -> None:
-    """Register the PTX arguments of operand kind ``kind`` (``"descriptor"``,
-    ``"tensor_map"`` ...): ``fn(role, op, group_coord, rep) -> [PrimExpr, ...]``.
+@dataclass(frozen=True)
+class OperandKind:
+    """How operands of one kind beyond register and memory are emitted and proven.
+
+    Attributes
+    ----------
+    args : callable
+        ``fn(role, op, group_coord, rep) -> [PrimExpr, ...]``: the PTX
+        arguments at one repeat coordinate.
+    setup : callable | None
+        ``fn(role, op, emission) -> (stmts, value)``: statements emitted once
+        per call before the repeat loops (a matrix descriptor's encoding) and
+        the operand value ``args`` then receives in place of the view.
+    prove : callable | None
+        ``fn(facts, opcode, role, op, group, repeat, pred, conds) -> TileError | None``:
+        the rules that need the kernel (alignment, bounds), as
+        :func:`.memory_proofs.check_memory` for memory operands.
+    """
+
+    args: object
+    setup: object = None
+    prove: object = None
+
+
+def register_kind(kind: str, fn, *, setup=None, prove=None) -> None:
+    """Register operand kind ``kind`` (``"descriptor"``, ``"tensor_map"`` ...):
+    ``fn(role, op, group_coord, rep) -> [PrimExpr, ...]`` gives its PTX
+    arguments; ``setup`` and ``prove`` are the optional hooks of :class:`OperandKind`.
 
     Raises
     ------
@@ -81,7 +114,13 @@ def register_kind(kind: str, fn) -> None:
     """
     if kind in _KINDS:
         raise ValueError(f"tvm_tirx: operand kind {kind!r} registered twice")
-    _KINDS[kind] = fn
+    _KINDS[kind] = OperandKind(fn, setup, prove)
+
+
+def kind_proof(kind: str):
+    """The ``prove`` hook of operand kind ``kind`` (None: none, or not a registered kind)."""
+    entry = _KINDS.get(kind)
+    return entry.prove if entry is not None else None
 
 
 def _shared_cta_address(buf, coord):
@@ -120,15 +159,20 @@ class Emission:  # pylint: disable=too-few-public-methods
         self.call = CallView(tuple(ops), tc.pred, dict(tc.params))
         self.preserve_dst = tc.preserve_dst
         self.group_coord, self.position = coordinates
-        self.locals_, self.decls, self._retyped_views = {}, [], {}
+        self.locals_, self.decls, self._retyped_views, self.kind_values = {}, [], {}, {}
         #: set-up of computed addresses: once before the loops / in the loop body
         self.outer_setup, self.inner_setup = [], []
-        for role, op in zip(contract.roles, ops):
+        for index, (role, op) in enumerate(zip(contract.roles, ops)):
             if op.kind == "tensor" and role.kind == "register" and op.value not in self.locals_:
                 if ViewMap(op.value).has_thread_axes():
                     decl, flat = _thread_local_view(op.value)
                     self.decls.append(decl)
                     self.locals_[op.value] = flat
+            kind = _KINDS.get(role.kind)
+            if op.kind == "tensor" and kind is not None and kind.setup is not None:
+                stmts, value = kind.setup(role, op, self)
+                self.decls.extend(stmts)
+                self.kind_values[index] = replace(op, value=value)
 
     def _memory_args(self, role, op, rep):
         inner = list(role.lane_coords(self.position)[0]) if role.lane_coords is not None else [0] * len(role.atom)
@@ -202,16 +246,17 @@ class Emission:  # pylint: disable=too-few-public-methods
             return self._register_args(role, op, rep)
         if role.kind not in _KINDS:
             raise TileInternalError(f"{self.contract.opcode}: no emitter for operand kind {role.kind!r}")
-        return _KINDS[role.kind](role, op, self.group_coord, rep)
+        return _KINDS[role.kind].args(role, self.kind_values.get(index, op), self.group_coord, rep)
 
     def ptx_args(self, loop_vars):
         """Every PTX argument of one instruction, in PTX order."""
         args = []
+        call = replace(self.call, repeat=tuple(loop_vars))
         for kind, key in self.contract.ptx_order():
             if kind == "param":
                 args.append(self._bound_scalar(self.contract.params[key], self.call.params[key]))
             elif kind == "derived" or (kind == "pred" and self.call.pred is not None):
-                args.append(self.contract.derived[key](self.call))
+                args.append(self.contract.derived[key](call))
             elif kind == "role":
                 args += self.operand_args(key, loop_vars)
         return args

@@ -86,6 +86,10 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         Single-assignment local scalar buffer -> its value (``w = T.cuda.warp_id()``).
     guards : dict
         :func:`call_key` of each tile-call ``Evaluate`` -> enclosing if-conditions.
+    entry_attrs : dict
+        Attributes the kernel's body sets with ``T.attr`` (key -> value), such
+        as the launch bounds ``T.device_entry`` writes
+        (``tirx.launch_bounds_min_blocks_per_sm``, ``tirx.max_registers``).
     """
 
     def __init__(self, func):
@@ -102,6 +106,7 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         #: launch id Var -> its CUDA name (``threadIdx.x``, ``blockIdx.y``), for messages
         self.cuda_names = {}
         self.launch = None
+        self.entry_attrs = {}
         self._walk(func.body)
         self.guards = {}
         _collect_guards(func.body, (), self.guards)
@@ -134,6 +139,8 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
                 self.loops.append((node.loop_var, node.min, node.extent, step))
             elif isinstance(node, tirx.BufferStore):
                 stores.setdefault(node.buffer, []).append(node.value)
+            elif isinstance(node, tirx.AttrStmt):
+                self.entry_attrs[str(node.attr_key)] = node.value
 
         tvm_ffi.structural_walk(body, (object, visit))
         # `w = T.cuda.warp_id()` parses to a local scalar stored once; reading

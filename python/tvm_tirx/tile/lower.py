@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..errors import TileError, TileInternalError, operand_label
 from .contract import CallView
-from .emit import Emission, emit
+from .emit import Emission, emit, kind_proof
 from .groups import check_uniform_pred, group_box
 from .kernel_facts import KernelFacts, call_key, location_of
 from .memory_proofs import check_dtype_views, check_memory
@@ -50,7 +50,7 @@ def _select(tc, facts, conds):
         box = group_box(tc.scope, facts, conds, tc.opcode, collective)
     contract, ops = select_contract(forms, tc.operands, box[0], tc.pred, tc.preserve_dst, tc.params)
     check_collective_scope(tc.scope, contract.collective, contract.opcode)
-    err = rule_arch(contract, facts.arch)
+    err = rule_arch(contract, facts.arch) or (contract.kernel_check and contract.kernel_check(facts))
     if err is None and contract.launch_check is not None:
         err = contract.launch_check(CallView(tuple(ops), tc.pred, dict(tc.params)), facts.launch)
     if err:
@@ -76,7 +76,9 @@ def _prove(tc, contract, ops, box, facts, conds):
                 contract.opcode, role, op, group, origin, members, own_repeat, contract.collective
             )
         else:
-            err = None
+            prove = kind_proof(role.kind)
+            pred = facts.expand_scalars(tc.pred) if tc.pred is not None and role.pred_skips else None
+            err = prove(facts, contract.opcode, role, op, group, own_repeat, pred, conds) if prove else None
         if err:
             raise err
 

@@ -76,7 +76,10 @@ def rule_state_space(opcode, role, op):
     scope = op.value.scope()
     if scope in role.scopes:
         return None
-    what = "register tensor" if role.kind == "register" else f".{role.ptx.space} memory"
+    if role.kind == "register":
+        what = "register tensor"
+    else:  # a descriptor's PTX operand is a register: no state space of its own
+        what = f".{role.ptx.space} memory" if role.ptx.space else "tensor"
     return TileError(
         opcode,
         "wrong state space for the opcode",

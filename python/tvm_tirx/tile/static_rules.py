@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 
-from ..arch import arch_number
+from ..arch import arch_number, parse_arch
 from ..errors import TileError, operand_label
 from .ptx_table import binding_dtype, same_width_dtypes
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
@@ -141,8 +141,18 @@ def rule_register_overlap(opcode, role, op, group, collective):
 
 
 def rule_arch(contract, arch):
-    """The form is available on the target architecture ``arch`` (``"sm_90a"``, or None: unknown)."""
-    if arch is None or contract.min_arch is None:
+    """The form is available on the target architecture ``arch`` (``"sm_90a"``, or None: unknown):
+    ``arch`` is one of the form's ``archs`` when it names them, and not older than its ``min_arch``."""
+    if arch is None:
+        return None
+    if contract.archs and parse_arch(arch) not in [parse_arch(a) for a in contract.archs]:
+        return TileError(
+            contract.opcode,
+            "instruction is specific to another architecture",
+            expected=f"target {' / '.join(contract.archs)} (the arch-specific feature set, suffix included)",
+            found=arch,
+        )
+    if contract.min_arch is None:
         return None
     if arch_number(arch) < arch_number(contract.min_arch):
         return TileError(

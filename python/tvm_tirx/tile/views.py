@@ -28,6 +28,7 @@ __all__ = [
     "group_coords",
     "offset_summary",
     "dtype_bytes",
+    "xor_swizzle",
 ]
 
 
@@ -182,7 +183,11 @@ class ViewMap:
         #: product of the other, so no view axis carries into another's
         #: digits).  A swizzle is not.
         self.separable = tile is self.layout and _compatible_splits(self.shape, self.shard)
-        self._terms = self._static_terms(tile) if tile is self.layout else None
+        #: ``(per_element, swizzle_len, atom_len)`` of a ComposeLayout's XOR
+        #: swizzle of the tile's storage offset, computed here like the tile's terms
+        self._swizzle = _swizzle_of(self.layout) if tile is not self.layout else None
+        static = tile is self.layout or self._swizzle is not None
+        self._terms = self._static_terms(tile) if static else None
 
     @staticmethod
     def _static_terms(tile):
@@ -228,6 +233,8 @@ class ViewMap:
             out.setdefault("m", 0)
             for c, (_, stride, axis) in zip(shard_coord, iters):
                 out[axis] = out.get(axis, 0) + c * stride
+            if self._swizzle is not None:
+                out["m"] = xor_swizzle(out["m"], *self._swizzle)
             return out
         return {str(k): v for k, v in self.layout.apply(*shard_coord).items()}
 
@@ -253,6 +260,22 @@ class ViewMap:
     def has_thread_axes(self) -> bool:
         """Whether the layout places values on threads (``laneid``, ``warpid`` ...)."""
         return any(k != "m" for k in self.apply(tuple(0 for _ in self.shape)))
+
+
+def _swizzle_of(layout):
+    """``(per_element, swizzle_len, atom_len)`` of a ``ComposeLayout`` that swizzles
+    its tile's storage offset (``swizzle_inner``), else None."""
+    if not bool(getattr(layout, "swizzle_inner", False)):
+        return None
+    return int(layout.per_element), int(layout.swizzle_len), int(layout.atom_len)
+
+
+def xor_swizzle(offset: int, per_element: int, swizzle_len: int, atom_len: int) -> int:
+    """apache-tvm's ``ComposeLayout`` swizzle of storage offset ``offset``: bits
+    ``[per_element, per_element + swizzle_len)`` XOR the ``swizzle_len`` bits
+    ``atom_len`` above them (an involution)."""
+    mask = (1 << swizzle_len) - 1
+    return offset ^ (((offset >> (per_element + atom_len)) & mask) << per_element)
 
 
 def _suffix_products(extents):
