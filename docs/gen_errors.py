@@ -38,8 +38,9 @@ class Case:
 
     ``action`` says what is done with ``example.py``: ``"parse"`` (import it:
     ``@T.function`` parses the kernel), ``"lower"`` (run ``LowerTileApply`` on
-    its ``kernel``), ``"compile"`` (``tvm_tirx.compile(kernel, arch="sm_90a")``)
-    or ``"exec"`` (import it; the code itself raises).
+    its ``kernel``), ``"compile"`` (``tvm_tirx.compile(kernel, arch="sm_90a")``),
+    ``"compile-sm100a"`` (the same for ``arch="sm_100a"``) or ``"exec"`` (import
+    it; the code itself raises).
     """
 
     section: str
@@ -256,12 +257,13 @@ CASES = [
                 T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
                 tid = T.cuda.thread_idx("x")
                 r = T.alloc_local((4,), "float32")
-                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A[tid, 0:4])
+                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub)
         '''),
         "parse",
-        "Slicing a tensor with ``A[...]`` makes a region, not a view; tile operands "
-        "are buffer views or scalar expressions.",
-        "Use ``A.sub[tid, 0:4]`` (a zero-copy view).",
+        "Tile operands are buffer views, regions (``A[tid, 0:4]``, taken as the view "
+        "``A.sub[tid:tid + 1, 0:4]``) or typed scalar expressions; ``A.sub`` without an "
+        "index is the indexer that makes views, not a view.",
+        "Index it: ``A.sub[tid, :]`` (a zero-copy view).",
     ),
     Case(
         OPERANDS,
@@ -607,6 +609,26 @@ CASES = [
         "(``T.decl_buffer(..., data=p)``) has neither, so nothing can be proven.",
         "Declare the parameter as ``A: T.Tensor((64, 4), \"float32\", align=16)``.",
     ),
+    Case(
+        MEMORY,
+        r"dtype view not aligned to its element size",
+        "Dtype view that starts inside a wider element",
+        _k('''
+            @T.function
+            def kernel(A: T.Tensor((64, 8), "uint8", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((1,), "uint32")
+                T.cuda.tile.apply(T.ptx["ld.global.b32"], r, A.sub[tid, 2:6].view("uint32"))
+        '''),
+        "lower",
+        "Bytes 2..5 of each row viewed as one ``uint32``: ``.view(dtype)`` expresses the "
+        "view's start in ``uint32`` elements and rounds it down, so the load would read "
+        "bytes 0..3. A wider dtype view must start at a multiple of its element size "
+        "(which the wider access needs anyway); it is never rounded.",
+        "Start the view on a wide element (``A.sub[tid, 4:8].view(\"uint32\")``), or load "
+        "the bytes with a narrower instruction (``ld.global.v4.b8``).",
+    ),
     # ---------------------------------------------------- pred and params
     Case(
         PRED,
@@ -624,6 +646,25 @@ CASES = [
         "``preserve_dst`` says what happens when the predicate is false; without a "
         "predicate it means nothing.",
         "Add ``pred=<bool expression>`` or drop ``preserve_dst``.",
+    ),
+    Case(
+        PRED,
+        r"register dtype cannot be bound read-write",
+        "``preserve_dst`` with 8-bit registers",
+        _k('''
+            @T.function
+            def kernel(A: T.Tensor((64,), "int8", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((1,), "int8")
+                T.cuda.tile.apply(T.ptx["ld.global.s8"], r, A.sub[tid : tid + 1], pred=tid < 32, preserve_dst=True)
+        '''),
+        "parse",
+        "``preserve_dst`` binds the destination read-write so that a false predicate "
+        "keeps its value; inline asm has no 8-bit register binding, and an 8-bit value "
+        "travels through a 16-bit carrier that cannot be written back in place.",
+        "Load into ``int32``/``uint32`` registers (``ld.global.s8`` sign-extends, "
+        "``.u8`` zero-extends into them), or drop ``preserve_dst``.",
     ),
     Case(
         PRED,
@@ -968,6 +1009,29 @@ CASES = [
     ),
     Case(
         COLLECTIVE,
+        r"pred not uniform over the warp",
+        "Warp-collective instruction with a per-lane predicate",
+        _k(f'''
+            frag = TileLayout(S[(1, 8, 4) : (1, 4 @ Axis.laneid, 1 @ Axis.laneid)])
+
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                s = T.alloc_shared((8, 4), "uint32", align=16)
+                r = T.alloc_local((1, 8, 4), "uint32", layout=frag)
+                T.cuda.tile.apply(T.ptx["{_X1}"], r, s.view(1, 8, 4), scope="warp", pred=T.cuda.lane_id() % 2 == 0)
+        '''),
+        "lower",
+        "A predicate is a guard on each thread: true for even lanes only, it splits "
+        "the warp exactly as ``if T.cuda.lane_id() % 2 == 0:`` would, and a "
+        "``.aligned`` instruction must be executed by the whole collective (a warp, "
+        "or a warpgroup of 128 threads). The rule proves the predicate has one value "
+        "per collective, or names a thread where it differs from the first one.",
+        "Predicate on something uniform over the collective (the warp id, a loop "
+        "counter, a run-time size), or move the per-lane condition into the data.",
+    ),
+    Case(
+        COLLECTIVE,
         r"guarded warps do not form a box of the group",
         "Guard selecting a non-contiguous set of warps",
         _k(f'''
@@ -1216,6 +1280,110 @@ CASES = [
         "A family parameter has its own check; ``swizzle`` is 0 (none), 1 (32B), "
         "2 (64B) or 3 (128B).",
         "Pass one of the values the message lists.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"shared-memory layout has no matrix descriptor",
+        "wgmma: a shared tile whose layout no matrix descriptor describes",
+        _k('''
+            from tvm_tirx.tile.families.wgmma import accumulator_layout
+
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+                a = T.alloc_shared((64, 16), "bfloat16", align=1024)  # rows of 32 bytes, unswizzled
+                b = T.alloc_shared((64, 16), "bfloat16", align=1024)
+                acc = T.alloc_local((64, 64), "float32", layout=accumulator_layout(64))
+                T.cuda.tile.apply(T.ptx["wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"],
+                                  acc, a, b, scope="warpgroup", scale_d=False)
+        '''),
+        "parse",
+        "``wgmma`` reads a shared operand through a matrix descriptor, which can "
+        "describe only the ISA's canonical layouts: K-major tiles of 8-row core "
+        "matrices (each 128 contiguous bytes) or rows of 32/64/128 bytes under the "
+        "matching XOR swizzle (and, for f16/bf16, the MN-major forms).  The message "
+        "names the first element the closest canonical layout would read elsewhere.",
+        "Give the tile a canonical layout: here rows of 32 bytes need the 32-byte "
+        "swizzle, ``layout=ComposeLayout(3, 1, 3, TileLayout(S[(64, 16)]))`` (a TMA "
+        "load with the matching swizzle writes exactly that), or core matrices "
+        "``TileLayout(S[(8, 8, 2, 8) : (64, 8, 512, 1)])``.  See the wgmma guide.",
+    ),
+    Case(
+        MEMORY,
+        r"matrix tile not provably aligned for its descriptor",
+        "wgmma: a swizzled tile off its pattern boundary",
+        _k('''
+            from tvm_tirx.tile.families.wgmma import accumulator_layout
+
+            SW128 = ComposeLayout(3, 3, 3, TileLayout(S[(64, 64)]))
+
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+                a = T.alloc_shared((64, 64), "bfloat16", align=128, layout=SW128)
+                b = T.alloc_shared((64, 64), "bfloat16", align=1024, layout=SW128)
+                acc = T.alloc_local((64, 64), "float32", layout=accumulator_layout(64))
+                T.cuda.tile.apply(T.ptx["wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"],
+                                  acc, a.view(1, 64, 4, 16).permute(0, 2, 1, 3),
+                                  b.view(64, 4, 16).permute(1, 0, 2), scope="warpgroup", scale_d=False)
+        '''),
+        "lower",
+        "A swizzled tile's XOR pattern is taken from the shared-memory address bits, "
+        "and the descriptor's base offset is 0: the tile must start on the pattern's "
+        "boundary (1024 bytes for the 128-byte swizzle, 512 and 256 for 64 and 32).",
+        "Declare the tile with ``align=1024`` (dynamic shared memory: a carve-out at "
+        "a multiple of 1024 bytes).",
+    ),
+    Case(
+        OPCODE,
+        r"instruction is specific to another architecture",
+        "Arch-specific instruction compiled for another target",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128, min_blocks_per_sm=1))
+                T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
+        '''),
+        "compile-sm100a",
+        "``wgmma`` and ``setmaxnreg`` belong to sm_90a's arch-specific feature set: "
+        "ptxas refuses them for sm_90 (no ``a``) and for newer architectures "
+        "(sm_100a has ``tcgen05`` instead).",
+        'Compile this kernel for ``arch="sm_90a"``.',
+    ),
+    Case(
+        COLLECTIVE,
+        r"setmaxnreg without a register cap at the kernel's entry",
+        "setmaxnreg in a kernel without launch bounds",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+                if T.cuda.warp_id() < 4:
+                    T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
+                else:
+                    T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
+        '''),
+        "lower",
+        "ptxas applies ``setmaxnreg`` only when it knows the register count at the "
+        "kernel's entry; otherwise it drops the instruction with warning C7508 and "
+        "the warpgroups keep their registers.",
+        "Cap the registers at entry: ``T.cuda.LaunchConfig(..., min_blocks_per_sm=1)`` "
+        "(``__launch_bounds__(threads, 1)``) or ``max_registers=``.",
+    ),
+    Case(
+        PRED,
+        r"invalid parameter 'nreg'",
+        "A family parameter its check refuses",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128, min_blocks_per_sm=1))
+                T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=36)
+        '''),
+        "parse",
+        "A keyword parameter the instruction family owns has its own rule: "
+        "``setmaxnreg``'s register count is 24 to 256 in steps of 8 (PTX ISA).",
+        "Pass a value the message allows (``nreg=40``).",
     ),
     # ------------------------------------------------------------------ ewise
     Case(
@@ -1532,6 +1700,177 @@ CASES = [
         "the GPU, aligned as declared).",
         error="ValueError",
     ),
+    # ------------------------------------------------ mbarrier and bulk copies
+    Case(
+        COLLECTIVE,
+        r"remote_cta_id needs a cluster launch",
+        "Peer CTA without a cluster launch",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32))
+                tid = T.cuda.thread_idx("x")
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"], bar,
+                                      remote_cta_id=T.uint32(1))
+        '''),
+        "lower",
+        "``remote_cta_id`` names a CTA of the cluster, and ``.multicast::cluster`` "
+        "writes to several: without ``cluster=`` in the launch there is no other CTA.",
+        "Launch clusters: ``T.cuda.LaunchConfig(grid=2, block=32, cluster=2)``.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"remote_cta_id outside the cluster",
+        "Peer rank outside the cluster",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=4, block=32, cluster=2))
+                tid = T.cuda.thread_idx("x")
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cluster.b64"], bar, remote_cta_id=T.uint32(2))
+        '''),
+        "lower",
+        "``remote_cta_id`` is the rank of a CTA inside its cluster (``%cluster_ctarank``), "
+        "from 0 to the cluster size minus one, not a block index.",
+        "Pass the rank within the cluster, e.g. ``1 - rank`` for the other CTA of a pair.",
+    ),
+    Case(
+        PRED,
+        r"invalid parameter 'remote_cta_id'",
+        "Peer rank of the wrong type",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32, cluster=2))
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cluster.b64"], bar, remote_cta_id=T.float32(1))
+        '''),
+        "parse",
+        "A parameter the family owns (no PTX operand of its own) failed the family's "
+        "check: ``remote_cta_id`` is a 32-bit integer rank.",
+        "Pass ``T.uint32(rank)`` or an int32/uint32 expression.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"bulk copy size not a positive multiple of 16 bytes",
+        "Bulk copy of a size that is not a multiple of 16 bytes",
+        _k('''
+            @T.function
+            def kernel(A: T.Tensor((6,), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+                s = T.alloc_shared((6,), "float32", align=16)
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                T.cuda.tile.apply(T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"],
+                                  s, A, mbar=bar)
+        '''),
+        "parse",
+        "``cp.async.bulk`` copies a run of bytes whose size is a positive multiple "
+        "of 16; the last axis of each operand is that run.",
+        "Copy runs of 16-byte multiples (pad the tensor), or use ``cp.async`` for small pieces.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"bulk copy runs differ in size",
+        "Bulk copy between runs of different sizes",
+        _k('''
+            @T.function
+            def kernel(B: T.Tensor((8,), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+                s = T.alloc_shared((16,), "float32", align=16)
+                T.cuda.tile.apply(T.ptx["cp.async.bulk.global.shared::cta.bulk_group"], B, s)
+        '''),
+        "parse",
+        "One copy moves the same bytes out of the source as into the destination: "
+        "both last axes must hold the same number of bytes.",
+        "Narrow one view (``s.sub[0:8]``) or view both with the same run.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"missing parameter 'mbar'",
+        "Bulk copy without its mbarrier",
+        _k('''
+            @T.function
+            def kernel(A: T.Tensor((64,), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+                s = T.alloc_shared((64,), "float32", align=16)
+                T.cuda.tile.apply(T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"], s, A)
+        '''),
+        "parse",
+        "The ``.mbarrier::complete_tx::bytes`` forms complete on an mbarrier, which "
+        "the call passes by keyword.",
+        "Pass ``mbar=bar`` (a ``uint64`` shared view of shape ``(1,)``).",
+    ),
+    Case(
+        COLLECTIVE,
+        r"cta_mask names CTAs outside the cluster",
+        "Multicast mask beyond the cluster",
+        _k('''
+            @T.function
+            def kernel(A: T.Tensor((64,), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=1, cluster=2))
+                s = T.alloc_shared((64,), "float32", align=16)
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                T.cuda.tile.apply(
+                    T.ptx["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"],
+                    s, A, mbar=bar, cta_mask=T.uint16(0b100))
+        '''),
+        "lower",
+        "Bit ``i`` of ``cta_mask`` sends the data to the CTA of rank ``i`` in the cluster; "
+        "a cluster of 2 has ranks 0 and 1.",
+        "Set only bits below the cluster size (``T.uint16(0b11)`` for both CTAs of a pair).",
+    ),
+    Case(
+        COLLECTIVE,
+        r"not one mbarrier",
+        "Waiting on a view that is not one mbarrier",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                bars = T.alloc_shared((2, 1), "uint64", align=8)
+                T.cuda.mbarrier_wait_phase(bars, 0)
+        '''),
+        "parse",
+        "``T.cuda.mbarrier_wait_phase`` waits on one barrier: a ``uint64`` shared view "
+        "of shape ``(1,)``.",
+        "Select the stage: ``T.cuda.mbarrier_wait_phase(bars.sub[s, :], phase)``.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"barrier is not a tensor view",
+        "Waiting on an address instead of a view",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                T.cuda.mbarrier_wait_phase(bar.ptr_to([0]), 0)
+        '''),
+        "parse",
+        "The helper checks the barrier as the tile families do, so it takes the view, "
+        "not a pointer.",
+        "Pass the view (``bar``, ``bars.sub[s, :]``); apache-tvm's ``T.cuda.mbarrier_wait`` "
+        "takes a pointer if you need one.",
+    ),
+    Case(
+        COLLECTIVE,
+        r"unknown wait scope",
+        "Unknown acquire scope of a wait",
+        _k('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                T.cuda.mbarrier_wait_phase(bar, 0, scope="gpu")
+        '''),
+        "parse",
+        "The wait acquires at CTA or cluster scope (``mbarrier.try_wait.parity.acquire.{cta,cluster}``).",
+        'Pass ``scope="cta"`` (the default) or ``scope="cluster"`` for arrivals from other CTAs.',
+    ),
 ]
 
 
@@ -1588,6 +1927,8 @@ def trigger(case: Case, index: int, root: pathlib.Path):
             tvm_tirx.testing.lower(module.kernel)
         elif case.action == "compile":
             tvm_tirx.compile(module.kernel, target="cuda", arch="sm_90a")
+        elif case.action == "compile-sm100a":
+            tvm_tirx.compile(module.kernel, target="cuda", arch="sm_100a")
     except Exception as err:  # pylint: disable=broad-except
         return err
     return None
@@ -1773,6 +2114,7 @@ _STAGE = {
     "lower": "when ``LowerTileApply`` runs (``tvm_tirx.compile`` or ``tvm_tirx.testing.lower``)",
     "compile": "when the kernel is compiled for a target (``tvm_tirx.compile``)",
     "compile-noarch": "in ``tvm_tirx.compile``",
+    "compile-sm100a": "when the kernel is compiled for a target (``tvm_tirx.compile``, here sm_100a)",
     "exec": "when the code runs",
 }
 

@@ -54,6 +54,24 @@ def _arch(value) -> str:
     return value if value else "—"
 
 
+def _contract_arch(contract) -> str:
+    """The arch column of a form: its only targets (arch-specific), else its floor."""
+    if contract.archs:
+        return " / ".join(contract.archs) + " only"
+    return _arch(contract.min_arch)
+
+
+def _only_text(forms) -> str:
+    """A sentence for forms that exist only on some targets (arch-specific)."""
+    only = sorted({a for f in forms for a in f.contract.archs})
+    return f" Arch-specific: only for {' / '.join(only)}." if only else ""
+
+
+def _orders(orders) -> str:
+    """Operand orders for the text; a form without tensor operands reads "none"."""
+    return "; ".join(_code(o) if o else "none (parameters only)" for o in orders)
+
+
 def _atom(atom) -> str:
     """``(4,)``; an extent the family leaves free (``None``) reads ``n``."""
     return "(" + ", ".join("n" if a is None else str(a) for a in atom) + ("," if len(atom) == 1 else "") + ")"
@@ -248,9 +266,10 @@ def generic_section(mnemonic: str, forms, isa: str) -> list:
     out += [
         head
         + f"{len(forms)} forms"
-        + (f" ({arch_text})." if arch_text else "; all assemble for sm_90a."),
+        + (f" ({arch_text})." if arch_text else "; all assemble for sm_90a.")
+        + _only_text(forms),
         "",
-        "Operand orders: " + "; ".join(_code(o) for o in orders) + ".",
+        "Operand orders: " + _orders(orders) + ".",
         "",
     ]
     collective = forms[0].contract.collective
@@ -269,8 +288,8 @@ def generic_section(mnemonic: str, forms, isa: str) -> list:
         roles = tuple(
             (r.role, r.kind, r.atom, r.dtypes, r.ptx.space if r.kind == "memory" else "") for r in c.roles
         )
-        params = tuple(sorted(c.params))
-        sig = (entry, roles, params, c.min_arch)
+        params = tuple(sorted(c.params)) + tuple(sorted(c.options))
+        sig = (entry, roles, params, _contract_arch(c))
         groups.setdefault(sig, []).append(c.opcode)
     with_params = any(sig[2] for sig in groups)
     rows = []
@@ -282,7 +301,7 @@ def generic_section(mnemonic: str, forms, isa: str) -> list:
         row = [", ".join(_code(o) for o in opcodes), "\n".join(operands)]
         if with_params:
             row.append(", ".join(_code(p) for p in params) or "—")
-        row.append(_arch(min_arch))
+        row.append(min_arch)
         rows.append(tuple(row))
     header = ["Opcodes", "Operands: atom, dtypes"] + (["Parameters"] if with_params else []) + ["Min arch"]
     widths = (46, 36, 8, 10) if with_params else (50, 38, 12)
@@ -337,7 +356,7 @@ def _summary_rows(family, by_mnemonic) -> list:
             (
                 _code(m),
                 f":ref:`{family.name} <family-{family.name}>`",
-                "; ".join(_code(o) for o in orders),
+                _orders(orders),
                 str(len(fm)),
                 str(newer),
             )

@@ -92,8 +92,11 @@ class TileInternalError(RuntimeError):
     """
 
 
-def operand_label(role: str, index: int) -> str:
-    """``"src (operand 2)"``: an operand's role and its 1-based position in the call."""
+def operand_label(role: str, index) -> str:
+    """``"src (operand 2)"``: an operand's role and its 1-based position in the call;
+    ``"parameter mbar"`` for an operand passed by keyword (``index`` is then its name)."""
+    if isinstance(index, str):
+        return f"parameter {index}"
     return f"{role} (operand {index})"
 
 

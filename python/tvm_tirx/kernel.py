@@ -13,6 +13,7 @@ from .arguments import ParamSpec, build_checker
 from .cache import cache_dir, cache_key, has_cuda_loader, load_entry, store_entry
 from .compile_options import cuda_compiler_flags, parse_options
 from .export import pack_imports_with_device_binary
+from .launch_sizes import LaunchSizes
 from .pipeline import PIPELINE_NAME, register_pipeline
 from .tile.lower import lower_tile_apply
 
@@ -209,7 +210,7 @@ class Kernel:
         # a build made here from source: export_library works on it (not on a loaded library)
         self._source_build = None if from_library else executable
         self._params = [ParamSpec.of(p) for p in func.params]
-        self._check = build_checker(self._params, name)
+        self._check = _with_launch_sizes(build_checker(self._params, name), func, name, target)
 
     @property
     def executable(self):
@@ -318,13 +319,30 @@ class Kernel:
         ValueError
             A tensor with the wrong shape, dtype, device, strides or a base
             pointer that breaks the parameter's ``align``; an integer scalar
-            that does not fit its dtype.
+            that does not fit its dtype; a run-time launch size that these
+            arguments make invalid (a grid extent of 0 or over CUDA's limit, a
+            dynamic shared memory size below the kernel's carve-outs or over
+            the target's limit; :mod:`tvm_tirx.launch_sizes`).
         """
         self._check(args)
         self._function(*args)
 
     def __repr__(self):
         return f"<tvm_tirx.Kernel {self.name} ({self.target.attrs.get('arch', '')})>"
+
+
+def _with_launch_sizes(check, func, name, target):
+    """``check``, followed by the checks of the kernel's run-time launch sizes
+    (:mod:`.launch_sizes`) when it has any."""
+    sizes = LaunchSizes.of(func, name, str(target.attrs.get("arch", "")) or None)
+    if sizes is None:
+        return check
+
+    def check_call(args):
+        check(args)
+        sizes(args)
+
+    return check_call
 
 
 def _walk_modules(mod):

@@ -5,11 +5,16 @@ thread block" of the CUDA C++ Programming Guide's table "Technical
 Specifications per Compute Capability" (1 KB = 1024 bytes).  A kernel's
 static ``shared`` allocations and its ``tirx.dyn_smem_bytes`` (from
 ``LaunchConfig(dynamic_smem_bytes=N)``) count together against it.
+
+A run-time ``dynamic_smem_bytes`` (an expression of the kernel's parameters)
+cannot be checked here: only the static part is, and the sum is checked by
+:class:`tvm_tirx.Kernel` before each launch, from the call's arguments
+(:mod:`tvm_tirx.launch_sizes`).
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_SMEM_PER_BLOCK", "smem_limit", "check_smem_limit", "CheckSharedMemoryLimit"]
+__all__ = ["MAX_SMEM_PER_BLOCK", "smem_limit", "static_smem_bytes", "check_smem_limit", "CheckSharedMemoryLimit"]
 
 #: Compute capability ``(major, minor)`` -> bytes of shared memory one CTA may use.
 MAX_SMEM_PER_BLOCK = {
@@ -74,6 +79,11 @@ def _smem_bytes(func) -> tuple[int, int]:
     return sizes["dynamic"], sizes["static"]
 
 
+def static_smem_bytes(func) -> int:
+    """Bytes of static ``shared`` memory PrimFunc ``func`` allocates (not ``shared.dyn``)."""
+    return _smem_bytes(func)[1]
+
+
 def check_smem_limit(func, name: str = "") -> None:
     """Raise if PrimFunc ``func`` asks for more shared memory than its target allows.
 
@@ -83,7 +93,8 @@ def check_smem_limit(func, name: str = "") -> None:
         Dynamic plus static shared memory over :func:`smem_limit` of the
         function's target arch; the message names both sizes and the limit.
         Nothing is checked without an arch or for one the table does not list
-        (the driver then refuses the launch).
+        (the driver then refuses the launch); a run-time dynamic size counts
+        0 here and is checked at launch (:mod:`tvm_tirx.launch_sizes`).
     """
     from .errors import TileError  # pylint: disable=import-outside-toplevel
 

@@ -127,13 +127,43 @@ def guard_that_misses_a_block(A: T.Tensor((256, 4), "float32", align=16)):
 @pytest.mark.parametrize(
     "kernel, message",
     [
-        (wrong_predicate, r"provably out of the tensor's bounds: expected elements within \[0, 256\) of A "
-         r"where the predicate holds, found element 399 at tid=99"),
-        (symbolic_rows_unguarded, r"view not provably within the tensor's bounds: .*found element offset tid \* 4"),
-        (guard_that_misses_a_block, r"provably out of the tensor's bounds: .*found element 1279 at tid=63, bid=4"),
+        (wrong_predicate, r"provably out of the tensor's bounds: expected bytes within \[0, 1024\) of A "
+         r"\(256 x float32\) where the predicate holds, found bytes \[1584, 1600\) at tid=99"),
+        (symbolic_rows_unguarded, r"view not provably within the tensor's bounds: .*found byte offset tid \* 16"),
+        (guard_that_misses_a_block, r"provably out of the tensor's bounds: .*found bytes \[5104, 5120\) at tid=63, bid=4"),
     ],
     ids=["wrong pred", "symbolic size, no guard", "guard keeps block 4"],
 )
 def test_rejected_with_the_point_or_expression(kernel, message):
     with pytest.raises(TileError, match=message):
         testing.lower(kernel)
+
+
+# -- launch ids nobody named (issue 17 item 9) -------------------------------------------------
+
+
+@T.function
+def unnamed_ids_out_of_bounds(A: T.Tensor((256, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=8, block=256))
+    r = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[T.cuda.block_idx("x") * 32 + T.cuda.thread_idx("x"), :])
+
+
+@T.function
+def unnamed_ids_misaligned(A: T.Tensor((64, 1024), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=4, block=64))
+    r = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(
+        T.ptx["ld.global.v4.b32"], r,
+        A.sub[T.cuda.block_idx("x"), T.cuda.thread_idx("x") * 4 + 1 : T.cuda.thread_idx("x") * 4 + 5],
+    )
+
+
+def test_points_and_expressions_name_unnamed_launch_ids_by_their_cuda_names():
+    with pytest.raises(TileError, match=r"found bytes \[7664, 7680\) at threadIdx\.x=255, blockIdx\.x=7$"):
+        testing.lower(unnamed_ids_out_of_bounds)
+    with pytest.raises(TileError) as err:
+        testing.lower(unnamed_ids_misaligned)
+    message = str(err.value)
+    assert "blockIdx.x * 4096 + threadIdx.x * 16 + 4" in message, message
+    assert "=," not in message and " v " not in message and "v_1" not in message

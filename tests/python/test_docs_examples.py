@@ -89,7 +89,10 @@ def test_symbolic_extent_example_compiles(tmp_path):
         "-c",
         "import tvm_tirx, symbolic_rows as m; from tvm_tirx import testing; "
         "k = tvm_tirx.compile(m.copy_rows, target='cuda', arch='sm_90a'); testing.assemble(k); "
-        "assert 'int N' in k.cuda_source, k.cuda_source",
+        "assert 'int N' in k.cuda_source, k.cuda_source; "
+        "import pytest; from types import SimpleNamespace as NS; "
+        "t = lambda n: NS(shape=(n, 4), dtype='float32', device=NS(type='cuda')); "
+        "pytest.raises(ValueError, k, t(0), t(0))",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
@@ -97,7 +100,8 @@ def test_symbolic_extent_example_compiles(tmp_path):
 def test_pages_answer_the_reported_questions():
     contract = (DOCS / "tile_contract.rst").read_text()
     assert "``X.permute(" in contract and "``X.local(" in contract  # the views table
-    assert 'tvm.tirx.Var("N", "int32")' in contract  # a symbolic extent
+    assert 'N = T.dynamic("N")' in contract and 'tvm.tirx.Var(name, dtype)' in contract  # a symbolic extent
+    assert "grid=T.ceildiv(N, 64)" in contract and "``X[a:b, c:d]``" in contract  # run-time grid, regions
     ecosystem = (DOCS / "guides" / "ecosystem.rst").read_text()
     for package in ("cuda-cuobjdump-13-0", "cuda-nvdisasm-13-0", "nvidia-cuda-cuobjdump", "nvidia-cuda-nvdisasm"):
         assert package in ecosystem, package  # what gives --emit sass its tools

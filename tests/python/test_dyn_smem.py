@@ -275,7 +275,7 @@ def test_bounds_are_the_carve_out_s_own_not_the_pool_s():
     # a.sub[tid + 1] at tid = 63 is row 64 of a 64-row carve-out: inside the pool
     # (it is b's first row) but outside a.
     with pytest.raises(TileError, match=r"view provably out of the tensor's bounds: "
-                       r"expected elements within \[0, 256\) of a, found element 259 at tid=63"):
+                       r"expected bytes within \[0, 1024\) of a \(256 x float32\), found bytes \[1024, 1040\) at tid=63"):
         testing.lower(_row_past(64, 1))
     assert testing.count_ptx(testing.lower(_row_past(65, 1)), "st.shared.v4.b32") == 1
 
@@ -304,8 +304,8 @@ def test_a_view_larger_than_its_carve_out_is_bounded_by_the_carve_out():
         r = T.alloc_local((4,), "float32")
         T.cuda.tile.apply(T.ptx["st.shared.v4.b32"], too_big.sub[1020:1024], r)
 
-    # a view of s bigger than s: bounds are s's 256 elements
-    with pytest.raises(TileError, match=r"elements within \[0, 256\) of s"):
+    # a view of s bigger than s: bounds are s's 256 elements (1024 bytes)
+    with pytest.raises(TileError, match=r"bytes within \[0, 1024\) of s \(256 x float32\), found bytes \[4080, 4096\)"):
         testing.lower(k)
 
 

@@ -58,6 +58,7 @@ def calls(draw, families=("ld", "st", "mov", "arith", "cp.async", "ldmatrix")):
             offset=draw(st.sampled_from([0, 1, 2, 4, 8])),
             gap=draw(st.sampled_from([1, 2])),
             lane_axes=not rarely(draw, 6),
+            lane_pred=draw(st.sampled_from(["", "", "", "tid < 32", "tid // 32 == 0", "tid % 32 < 16", "tid % 2 == 0"])),
         )
     thread_only = family in ("mov", "arith", "cp.async")
     scope = "thread" if thread_only else draw(st.sampled_from(["thread", "thread", "warp", "cta"]))
@@ -103,6 +104,8 @@ def calls(draw, families=("ld", "st", "mov", "arith", "cp.async", "ldmatrix")):
                 fields.update(dst_rows=draw(st.sampled_from([0, 0, block, max(block - 1, 1)])))
             if fields["space"] == "shared" and family != "cp.async" and rarely(draw, 3):
                 fields.update(swizzle=draw(st.sampled_from([(1, 1, 2), (2, 1, 2), (2, 2, 3), (3, 2, 3), (0, 2, 2)])))
+            if family != "cp.async" and not fields.get("swizzle"):
+                fields.update(_view_or_alias(draw, bits, fields["space"], rows))
             fields.update(
                 rows=rows,
                 pad=draw(st.sampled_from([0, 0, 1, 2, 4])),
@@ -113,6 +116,8 @@ def calls(draw, families=("ld", "st", "mov", "arith", "cp.async", "ldmatrix")):
                 pred=rarely(draw, 5),
                 guard=draw(st.sampled_from([None, None, None, 1, max(block // 2, 1)])),
             )
+            if not fields["pad"]:
+                fields.update(shift=0)  # a shifted view needs room in the row: apache-tvm's sub checks it
         else:
             fields.update(
                 rows=block if scope == "cta" else 32,
@@ -126,6 +131,22 @@ def calls(draw, families=("ld", "st", "mov", "arith", "cp.async", "ldmatrix")):
             guard=draw(st.sampled_from([None, None, max(block // 2, 1)])),
         )
     return Call(**fields)
+
+
+def _view_or_alias(draw, bits, space, rows):
+    """Now and then, a dtype view of a narrower tensor (ld/st, thread scope), or an alias
+    of a parameter of another dtype and size (global)."""
+    kind = draw(st.sampled_from(["none"] * 6 + ["view", "alias"]))
+    narrower = [b for b in (8, 16, 32) if b < bits]
+    if kind == "view" and narrower:
+        src = draw(st.sampled_from(narrower))
+        return dict(src_bits=src, shift=draw(st.sampled_from([0, 0, 1, bits // src - 1])))
+    if kind == "alias" and space == "global":
+        return dict(
+            alias_rows=draw(st.sampled_from([rows, max(rows - 1, 1), rows + 1])),
+            root_bits=draw(st.sampled_from([8, 16, 32, 64])),
+        )
+    return {}
 
 
 def _canonical(seq, family):
@@ -251,3 +272,53 @@ FOUND = {
 @pytest.mark.parametrize("name", sorted(FOUND))
 def test_found_by_hypothesis(name, tmp_path):
     check_call(FOUND[name], tmp_path)
+
+
+# The model's dtype views, aliases and collective predicates (issue 17), one call of each
+# kind, so that every run covers them whatever hypothesis draws.  Before the fixes the
+# views of a uint8 row two bytes in and of a float32 row one float in were lowered with a
+# rounded-down address, the float16 alias of fewer rows than its parameter's bytes was
+# rejected, and both per-lane predicates of ldmatrix were accepted.
+PINNED = {
+    "uint8 row viewed as float32 on a wide element": Call(
+        family="ld", scope="thread", bits=32, opc_bits=32, vec=1, repeat=(2,), block=32, rows=32, src_bits=8,
+    ),
+    "uint8 row viewed as float32 two bytes in": Call(
+        family="ld", scope="thread", bits=32, opc_bits=32, vec=1, repeat=(2,), block=32, rows=32, pad=1,
+        src_bits=8, shift=2,
+    ),
+    "shared uint16 row viewed as float32 one half in": Call(
+        family="st", scope="thread", bits=32, opc_bits=32, vec=2, repeat=(), block=32, rows=32, space="shared",
+        pad=1, src_bits=16, shift=1,
+    ),
+    "float32 row viewed as uint64 one float in": Call(
+        family="ld", scope="thread", bits=64, opc_bits=64, vec=1, repeat=(), block=4, rows=4, pad=1,
+        src_bits=32, shift=1,
+    ),
+    "alias of a uint8 parameter, same bytes": Call(
+        family="ld", scope="thread", bits=32, opc_bits=32, vec=4, repeat=(), block=64, rows=64,
+        alias_rows=64, root_bits=8,
+    ),
+    "alias one row longer than its uint64 parameter": Call(
+        family="ld", scope="thread", bits=32, opc_bits=32, vec=4, repeat=(), block=64, rows=64,
+        alias_rows=63, root_bits=64,
+    ),
+    "float16 alias of fewer rows than its float32 parameter": Call(
+        family="st", scope="thread", bits=16, opc_bits=16, vec=2, repeat=(), block=64, rows=63,
+        alias_rows=64, root_bits=32, align=4,
+    ),
+    "ldmatrix pred on half the lanes": Call(
+        family="ldmatrix", scope="warp", bits=32, opc_bits=32, vec=1, repeat=(), block=64, lane_pred="tid % 32 < 16",
+    ),
+    "ldmatrix pred on even lanes": Call(
+        family="ldmatrix", scope="warp", bits=32, opc_bits=32, vec=1, repeat=(), block=32, lane_pred="tid % 2 == 0",
+    ),
+    "ldmatrix pred on the first warp": Call(
+        family="ldmatrix", scope="warp", bits=32, opc_bits=32, vec=1, repeat=(), block=64, lane_pred="tid // 32 == 0",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_model_extensions(name, tmp_path):
+    check_call(PINNED[name], tmp_path)

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STUB = ROOT / "python" / "tvm_tirx" / "script" / "tirx.pyi"
 STUBS = [STUB, STUB.with_name("__init__.pyi"), ROOT / "python" / "tvm_tirx" / "__init__.pyi"]
 # Types that exist for type checkers only (no runtime object in T).
-STUB_ONLY = {"TensorView", "PrimExpr", "PrimFunc", "PtxInstr", "Shape", "Index", "Scope", "Axis"}
+STUB_ONLY = {"TensorView", "PrimExpr", "PrimFunc", "PtxInstr", "TensorRegion", "Shape", "Index", "Scope", "Axis"}
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,8 @@ import math
 import operator
 
 DTYPES = {16: ("float16", "uint16", "int16"), 32: ("float32", "uint32", "int32"), 64: ("float64", "uint64", "int64")}
+#: One dtype of each width, for the memory tensor under a dtype view or an alias.
+DTYPES_ANY = {8: "uint8", 16: "uint16", 32: "float32", 64: "uint64"}
 #: (opcode without type, number of inputs) of the arithmetic forms generated; the type is .f32 / .f64
 ARITH = (("add", 2), ("sub", 2), ("mul", 2), ("min", 2), ("max", 2), ("fma.rn", 3), ("neg", 1), ("abs", 1))
 SCALAR = 3  # the immediate generated scalar inputs carry
@@ -57,6 +59,14 @@ class Call:
     swizzle: ``(per_element, swizzle_len, atom_len)`` of a ``ComposeLayout`` on the shared
     tensor of ld/st (empty: none); element ``a`` of the row-major tile lives at
     ``swizzled(a)``.
+    src_bits / shift (ld/st, thread scope): the memory tensor has elements of ``src_bits``
+    (< bits) and the call views its row ``[col * ratio + shift, ...)`` with
+    ``.view(dtype)``; ``shift`` narrow elements past a wide element (0: on one).
+    alias_rows / root_bits (ld/st, thread scope, global): the kernel parameter is a flat
+    ``root_bits`` tensor of ``alias_rows`` rows' bytes, and the call reads a
+    ``T.decl_buffer((rows, cols), dtype, data=M.data)`` alias of it: bounds are the
+    parameter's bytes, whatever ``rows`` says.
+    lane_pred (ldmatrix): ``pred=`` as a Python expression of ``tid`` ("" for none).
     """
 
     def physical(self, a: int) -> int:
@@ -94,6 +104,11 @@ class Call:
     rows_kind: str = "plain"
     offset: int = 0
     swizzle: tuple = ()
+    src_bits: int = 0
+    shift: int = 0
+    alias_rows: int = 0
+    root_bits: int = 0
+    lane_pred: str = ""
 
     # ---- derived values -------------------------------------------------------------
     @property
@@ -143,6 +158,26 @@ class Call:
             return f"ldmatrix.sync.aligned.m8n8.x{self.count}.shared.b16"
         vec = f".v{self.vec}" if self.vec > 1 else ""
         return f"{self.family}.{self.space}{vec}.b{self.opc_bits}"
+
+    @property
+    def ratio(self) -> int:
+        """Narrow elements per element of a dtype view (1 without one)."""
+        return self.bits // self.src_bits if self.src_bits else 1
+
+    @property
+    def root_len(self) -> int:
+        """Elements of the aliased parameter (``root_bits`` wide): ``alias_rows`` rows' bytes, rounded down."""
+        return max(self.alias_rows * self.cols * self.bits // self.root_bits, 1)
+
+    @property
+    def root_bytes(self) -> int:
+        """Bytes of the allocation the bounds rule counts (the parameter's, under an alias)."""
+        if self.alias_rows:
+            return self.root_len * self.root_bits // 8
+        return self.rows * self.cols * self.bits // 8
+
+    def lane_pred_of(self, tid: int) -> bool:
+        return bool(eval(self.lane_pred, {}, {"tid": tid}))  # pylint: disable=eval-used
 
     def row_of(self, tid: int) -> int:
         return eval(self.row_expr.replace("ROWS", str(self.rows)), {}, {"tid": tid})  # pylint: disable=eval-used
@@ -222,11 +257,13 @@ class Call:
             lines += [
                 f"def {name}():",
                 f"    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block={self.block}))",
+                "    tid = T.cuda.thread_idx(\"x\")",
                 f"    Sm = T.alloc_shared({shape}, \"uint32\", align=16)",
                 f"    r = T.alloc_local(({self.count}, 8, 4), \"uint32\", "
                 f"layout=TileLayout(S[({self.count}, 8, 4) : ({self.gap}, {lanes})]))",
             ]
-            call = f"T.cuda.tile.apply(T.ptx[\"{self.opcode}\"], r, {view}, scope=\"warp\")"
+            pred = f", pred={self.lane_pred}" if self.lane_pred else ""
+            call = f"T.cuda.tile.apply(T.ptx[\"{self.opcode}\"], r, {view}, scope=\"warp\"{pred})"
         elif self.family == "cp.async":
             shape = (self.rows, self.cols)
             row = self.row_expr.replace("ROWS", str(self.rows))
@@ -245,8 +282,12 @@ class Call:
             )
         else:
             shape = (self.rows, self.cols)
-            if self.space == "global":
-                lines.append(f"def {name}(M: T.Tensor({shape}, \"{self.dtype}\", align={self.align})):")
+            mem_dtype = DTYPES_ANY[self.src_bits] if self.src_bits else self.dtype
+            mem_shape = (self.rows, self.cols * self.ratio)
+            if self.alias_rows:
+                lines.append(f"def {name}(M: T.Tensor(({self.root_len},), \"{DTYPES_ANY[self.root_bits]}\", align={self.align})):")
+            elif self.space == "global":
+                lines.append(f"def {name}(M: T.Tensor({mem_shape}, \"{mem_dtype}\", align={self.align})):")
             else:
                 lines.append(f"def {name}():")
             lines += [
@@ -257,12 +298,20 @@ class Call:
                 layout = ""
                 if self.swizzle:
                     layout = f", layout=ComposeLayout({', '.join(map(str, self.swizzle))}, TileLayout(S[{shape}]))"
-                lines.append(f"    M = T.alloc_shared({shape}, \"{self.dtype}\", align={self.align}{layout})")
+                lines.append(f"    M = T.alloc_shared({mem_shape}, \"{mem_dtype}\", align={self.align}{layout})")
+            if self.alias_rows:
+                lines.append(f"    W = T.decl_buffer({shape}, \"{self.dtype}\", data=M.data)")
             lines.append(f"    r = T.alloc_local({reg_shape}, \"{self.dtype}\"{layout_arg})")
             view_shape = (*self.group, *self.repeat, self.atom)
             if self.scope == "thread":
                 row = self.row_expr.replace("ROWS", str(self.rows))
-                view = f"M.sub[{row}, {self.col} : {self.col + self.row_len}].view{view_shape}"
+                if self.src_bits:
+                    start = self.col * self.ratio + self.shift
+                    cols = f"{start} : {start + self.row_len * self.ratio}"
+                    view = f"M.sub[{row}, {cols}].view(\"{self.dtype}\").view{view_shape}"
+                else:
+                    tensor = "W" if self.alias_rows else "M"
+                    view = f"{tensor}.sub[{row}, {self.col} : {self.col + self.row_len}].view{view_shape}"
             else:
                 view = f"M.view{view_shape}"
             operands = f"r, {view}" if self.family == "ld" else f"{view}, r"
@@ -302,6 +351,11 @@ def illegal_reasons(call: Call) -> list:
             reasons.append("row alignment")
         if not call.lane_axes:
             reasons.append("ownership")
+        # a .aligned instruction is executed by the whole warp: pred has one value per warp
+        if call.lane_pred and any(
+            len({call.lane_pred_of(t) for t in range(w, w + 32)}) > 1 for w in range(0, call.block, 32)
+        ):
+            reasons.append("collective pred")
         return reasons
     if call.opc_bits != call.bits:
         reasons.append("type width")
@@ -318,6 +372,9 @@ def illegal_reasons(call: Call) -> list:
             reasons.append("no such vector")
         if call.align % need:
             reasons.append("tensor alignment")
+        if call.src_bits and call.shift % call.ratio:
+            # .view(dtype) to a wider dtype between two wide elements: never rounded
+            reasons.append("dtype view start")
         if call.swizzle and call.scope == "thread":
             # a sub-view of a swizzled tensor must start on a whole swizzle period when
             # its start varies with the thread id (a translation by a period
@@ -379,7 +436,9 @@ def _reads_out_of_bounds(call: Call, t: int) -> bool:
     and, for a predicated call, its predicate (``row < rows``) still holds."""
     row = call.row_of(t)
     predicate_holds = row < call.rows if call.pred else True
-    return predicate_holds and not 0 <= row < call.rows
+    # in bytes of the allocation: an alias reads the parameter's bytes, whatever its own shape
+    end = (row * call.cols + call.col + call.row_len) * call.bits // 8
+    return predicate_holds and not (0 <= row and end <= call.root_bytes)
 
 
 def _atom_starts(call: Call, t: int) -> list:
@@ -433,7 +492,10 @@ def model(call: Call) -> dict:
                 "interleaved": r * call.count * 4 + m * 4,
                 "offset": call.offset + m * 32 + r * 4,
             }[call.rows_kind]
-            seq.append((call.opcode, (*regs, ("mem", "Sm", elem))))
+            ops = (*regs, ("mem", "Sm", elem))
+            if call.lane_pred:
+                ops = (*ops, ("val", int(call.lane_pred_of(t))))
+            seq.append((call.opcode, ops))
         elif call.family == "cp.async":
             for rep, elems in _addresses(call, t).items():
                 ops = (("mem", "S", elems[0]), ("mem", "M", elems[0]), ("val", call.chunk))

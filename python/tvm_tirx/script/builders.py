@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-__all__ = ["function", "Tensor", "alloc_local", "alloc_shared"]
+__all__ = ["function", "Tensor", "dynamic", "alloc_local", "alloc_shared"]
 
 _STOCK: dict = {}
 
@@ -53,8 +53,10 @@ def Tensor(shape, dtype="float32", align: int = 0, scope: str = "global", layout
 
     Parameters
     ----------
-    shape : tuple[int, ...]
-        Static extents, in elements.
+    shape : tuple[int | Var, ...]
+        Extents, in elements: ints, or symbolic extents made with
+        :func:`dynamic` (the size is then the call's; the same variable is
+        the same size wherever it appears).
     dtype : str
         Element dtype.
     align : int
@@ -82,6 +84,38 @@ def Tensor(shape, dtype="float32", align: int = 0, scope: str = "global", layout
     if layout is not None:
         kwargs["layout"] = layout
     return T.Buffer(tuple(shape), dtype, **kwargs)
+
+
+def dynamic(name: str, dtype: str = "int32"):
+    """A symbolic extent: ``N = T.dynamic("N")`` at module level, then
+    ``T.Tensor((N, 4), "float32")`` in a kernel's signature.
+
+    It is apache-tvm's ``tvm.tirx.Var(name, dtype)``; unlike ``T.int32()``,
+    which TVMScript names ``v``, it keeps ``name`` in printed IR and in error
+    messages.  In the kernel's body it is a run-time integer of that value
+    (the compiled kernel receives it as an argument, and ``Kernel.__call__``
+    takes it from the tensors' shapes), usable in indices, guards and
+    ``LaunchConfig(grid=T.ceildiv(N, 64))``.
+
+    Parameters
+    ----------
+    name : str
+        A Python identifier, the name messages and the printed IR use.
+    dtype : str
+        ``"int32"`` (the default) or ``"int64"``.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not an identifier, or ``dtype`` is neither int32 nor int64.
+    """
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"T.dynamic: name must be a Python identifier, got {name!r}")
+    if dtype not in ("int32", "int64"):
+        raise ValueError(f"T.dynamic: dtype must be 'int32' or 'int64', got {dtype!r}")
+    return tirx.Var(name, dtype)
 
 
 def _alloc(stock, shape, dtype, layout, kwargs):

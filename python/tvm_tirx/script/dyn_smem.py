@@ -2,7 +2,9 @@
 
 ``T.device_entry(launch=T.cuda.LaunchConfig(..., dynamic_smem_bytes=N))``
 allocates the pool, apache-tvm's convention for CUDA's ``extern __shared__``
-window: ``dyn_smem = T.alloc_buffer((0,), "uint8", scope="shared.dyn", align=1024)``.
+window: ``dyn_smem = T.alloc_buffer((0,), "uint8", scope="shared.dyn", align=1024)``
+(for a run-time size, an expression of the kernel's parameters, the extent is
+that size, from which apache-tvm computes the launch's size).
 ``T.alloc_shared(shape, dtype, scope="shared.dyn", align=, offset=, alias=)``
 then declares a tensor over it at a byte offset (``T.decl_buffer(...,
 data=dyn_smem.data, byte_offset=offset, align=align)``, as apache-tvm's
@@ -62,6 +64,16 @@ def _byte_size(shape, dtype, layout) -> tuple[int, int]:
     return count, (count * bits + 7) // 8
 
 
+def _past(end: int, size) -> bool:
+    """Whether byte ``end`` is provably past a pool of ``size`` bytes (an int, or a
+    run-time expression: then only when every value it can take is smaller)."""
+    if isinstance(size, int):
+        return end > size
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    return tvm.sym.Analyzer().can_prove(size < end)
+
+
 class DynamicSharedPool:
     """The dynamic shared memory of one kernel and the tensors carved out of it.
 
@@ -70,16 +82,22 @@ class DynamicSharedPool:
 
     Parameters
     ----------
-    size : int
-        The declared ``dynamic_smem_bytes``, in bytes.
+    size : int | PrimExpr
+        The declared ``dynamic_smem_bytes``, in bytes.  A run-time size (an
+        integer expression of the kernel's parameters) is the pool's extent:
+        apache-tvm then computes the launch's size from it.  Carve-outs are
+        checked against it where it is provable; the rest (the size is at
+        least :attr:`high_water`) is checked by :class:`tvm_tirx.Kernel`
+        before each launch (:mod:`tvm_tirx.launch_sizes`).
     """
 
-    def __init__(self, size: int):
+    def __init__(self, size):
         from tvm.script.ir_builder import IRBuilder  # pylint: disable=import-outside-toplevel
         from tvm.tirx.script.builder import ir as _ir  # pylint: disable=import-outside-toplevel
 
         self.size = size
-        self.buffer = _ir.alloc_buffer((0,), "uint8", scope="shared.dyn", align=POOL_ALIGN)
+        extent = 0 if isinstance(size, int) else size
+        self.buffer = _ir.alloc_buffer((extent,), "uint8", scope="shared.dyn", align=POOL_ALIGN)
         IRBuilder.name(POOL_NAME, self.buffer)
         self.carve_outs: list[_CarveOut] = []
         self.high_water = 0  # first byte after every carve-out so far
@@ -115,7 +133,8 @@ class DynamicSharedPool:
         TileError
             ``align`` not a power of two, below the element size or above
             :data:`POOL_ALIGN`; ``offset`` negative or not a multiple of
-            ``align``; bytes past the declared ``dynamic_smem_bytes``; an
+            ``align``; bytes past the declared ``dynamic_smem_bytes`` (for a
+            run-time size: provably past every size it can take); an
             overlap with an earlier carve-out (both named) without ``alias=True``.
         """
         from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
@@ -130,7 +149,7 @@ class DynamicSharedPool:
         self._check_align(align, elem_bytes, what)
         start = self._start(offset, align, what)
         end = start + nbytes
-        if end > self.size:
+        if _past(end, self.size):
             raise TileError(
                 "",
                 "carve-out past the declared dynamic shared memory",

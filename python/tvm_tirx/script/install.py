@@ -24,6 +24,7 @@ def install() -> None:
     from ..tile import op as tile_op  # pylint: disable=import-outside-toplevel
     from ..tile.ewise import ewise  # pylint: disable=import-outside-toplevel
     from . import builders, launch  # pylint: disable=import-outside-toplevel
+    from .mbarrier_wait import mbarrier_wait_phase  # pylint: disable=import-outside-toplevel
 
     tile_op.register_op()
     tile_op.set_launch_query(launch.current_launch)
@@ -33,6 +34,7 @@ def install() -> None:
     for name, value in (
         ("function", builders.function),
         ("Tensor", builders.Tensor),
+        ("dynamic", builders.dynamic),
         ("alloc_local", builders.alloc_local),
         ("alloc_shared", builders.alloc_shared),
         ("device_entry", launch.device_entry),
@@ -51,6 +53,7 @@ def install() -> None:
         "cluster_ctaid",
     ):
         setattr(cuda, name, getattr(launch, name))
+    cuda.mbarrier_wait_phase = mbarrier_wait_phase
     cuda.tile = SimpleNamespace(apply=tile_op.apply, ewise=ewise)
 
     # The "tvm_tirx" pipelines, so that tvm.compile(..., tir_pipeline="tvm_tirx",

@@ -24,21 +24,30 @@ __all__ = [
 _AXES = ("x", "y", "z")
 
 
-def _dims(value, what: str) -> tuple:
-    value = _static_extents(value, what)
-    if not 1 <= len(value) <= 3 or not all(isinstance(v, int) and v >= 1 for v in value):
+def _dims(value, what: str, run_time: bool = False) -> tuple:
+    """``value`` as 3 extents, ``x`` first (missing ones 1); ``run_time`` allows
+    integer expressions of the kernel's parameters (the grid)."""
+    value = _extents(value, what, run_time)
+    if not 1 <= len(value) <= 3 or not all(isinstance(v, int) and v >= 1 or _is_int_expr(v) for v in value):
+        allowed = " or integer expressions of the kernel's parameters" if run_time else ""
         raise ValueError(
-            f"LaunchConfig: {what} must be a positive int or a tuple of 1 to 3 positive ints, "
+            f"LaunchConfig: {what} must be a positive int or a tuple of 1 to 3 positive ints{allowed}, "
             f"got {value!r}"
         )
     return value + (1,) * (3 - len(value))
 
 
-def _static_extents(value, what: str) -> tuple:
+def _is_int_expr(value) -> bool:
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    return tvm.ir.is_prim_expr(value) and str(value.ty.dtype).startswith(("int", "uint"))
+
+
+def _extents(value, what: str, run_time: bool) -> tuple:
     """``value`` as a tuple, integer literals (``T.int32(4)``) as ints.
 
-    Raises NotImplementedError for an extent that is a run-time expression
-    (``T.ceildiv(n, 256)``): launches are static in this release.
+    Raises ValueError for an extent that is a run-time expression where only
+    compile-time extents are allowed (block, cluster).
     """
     from tvm.ir import Expr  # pylint: disable=import-outside-toplevel
     from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
@@ -48,13 +57,19 @@ def _static_extents(value, what: str) -> tuple:
     for item in items:
         if isinstance(item, IntImm):
             item = int(item.value)
-        elif isinstance(item, Expr):
-            raise NotImplementedError(
-                f"LaunchConfig: {what} extent {item} is a run-time value; a run-time {what} is "
-                f"not supported yet: give ints (extents known when the kernel is compiled)"
+        elif isinstance(item, Expr) and not run_time:
+            raise ValueError(
+                f"LaunchConfig: {what} extent {item} is a run-time value; {what} extents are ints "
+                "known when the kernel is compiled (grid and dynamic_smem_bytes may be run-time "
+                "expressions)"
             )
         out.append(item)
     return tuple(out)
+
+
+def _is_run_time(value) -> bool:
+    """Whether a launch size is a run-time expression (not an int)."""
+    return not isinstance(value, int)
 
 
 @dataclass(frozen=True)
@@ -63,8 +78,14 @@ class LaunchConfig:
 
     Parameters
     ----------
-    grid : int | tuple[int, ...]
-        CTAs per grid, ``x`` first (1 to 3 extents).
+    grid : int | PrimExpr | tuple[int | PrimExpr, ...]
+        CTAs per grid, ``x`` first (1 to 3 extents).  An extent may be an
+        integer expression of the kernel's scalar parameters and symbolic
+        tensor extents (``grid=T.ceildiv(n, 256)``): apache-tvm's host code
+        computes it from the arguments at every launch, and
+        :class:`tvm_tirx.Kernel` checks it first (:mod:`tvm_tirx.launch_sizes`).
+        Nothing bounds the CTA ids then, so a memory access of the last,
+        partial CTA must be guarded (``pred=`` or ``if``; the bounds rule).
     block : int | tuple[int, ...]
         Threads per CTA, ``x`` first (1 to 3 extents); at most 1024 in total
         (CUDA C++ Programming Guide, "Thread Hierarchy").
@@ -72,13 +93,18 @@ class LaunchConfig:
         CTAs per thread-block cluster, ``x`` first (sm_90; PTX ISA 2.2.1, at
         most 8 CTAs portably).  Each grid extent must be a multiple of the
         cluster's.
-    dynamic_smem_bytes : int
+    dynamic_smem_bytes : int | PrimExpr
         Dynamic shared memory per CTA in bytes (CUDA's ``extern __shared__``
         window).  A non-zero size gives the kernel one pool, emitted as
         apache-tvm's ``tirx.dyn_smem_bytes`` attribute, out of which
         ``T.alloc_shared(..., scope="shared.dyn")`` carves named tensors
         (see :mod:`tvm_tirx.script.dyn_smem`).  The target's limit is checked
-        when the kernel is compiled (:mod:`tvm_tirx.smem_limits`).
+        when the kernel is compiled (:mod:`tvm_tirx.smem_limits`).  An integer
+        expression of the kernel's parameters (``n * 4``) is a run-time size:
+        the pool is then allocated with that extent (apache-tvm's host code
+        computes the launch's size from it), and the limit and the carve-outs'
+        extent are checked by :class:`tvm_tirx.Kernel` before each launch
+        (:mod:`tvm_tirx.launch_sizes`).
     min_blocks_per_sm : int | None
         CUDA's ``__launch_bounds__(threads, minBlocksPerMultiprocessor)``: ask
         the compiler to fit this many CTAs per SM (it limits registers to do so).
@@ -103,17 +129,17 @@ class LaunchConfig:
     ValueError
         Extents that are not positive ints, a block of more than 1024 threads,
         a grid that is not a whole number of clusters,
-        ``programmatic_dependent_launch`` with ``cluster``, or a
-        ``dynamic_smem_bytes`` that is not an int >= 0.
-    NotImplementedError
-        An extent that is a run-time expression (``grid=T.ceildiv(n, 256)``):
-        run-time grids are not supported yet.
+        ``programmatic_dependent_launch`` with ``cluster``, a
+        ``dynamic_smem_bytes`` that is neither an int >= 0 nor an integer
+        expression, a run-time block or cluster extent, or a run-time grid
+        with ``cluster`` (the grid must be a whole number of clusters, which
+        is not known when the kernel is compiled).
     """
 
     grid: tuple = 1
     block: tuple = 1
     cluster: object = None
-    dynamic_smem_bytes: int = 0
+    dynamic_smem_bytes: object = 0  # int, or an integer PrimExpr (a run-time size)
     min_blocks_per_sm: int | None = None
     max_registers: int | None = None
     programmatic_dependent_launch: bool = False
@@ -122,13 +148,18 @@ class LaunchConfig:
     cluster3: tuple = field(init=False, repr=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "grid3", _dims(self.grid, "grid"))
+        object.__setattr__(self, "grid3", _dims(self.grid, "grid", run_time=True))
         object.__setattr__(self, "block3", _dims(self.block, "block"))
         cluster3 = None if self.cluster is None else _dims(self.cluster, "cluster")
         object.__setattr__(self, "cluster3", cluster3)
         threads = self.block3[0] * self.block3[1] * self.block3[2]
         if threads > 1024:
             raise ValueError(f"LaunchConfig: block has {threads} threads, more than 1024")
+        if cluster3 is not None and any(_is_run_time(g) for g in self.grid3):
+            raise ValueError(
+                f"LaunchConfig: a run-time grid {self.grid3} with cluster {cluster3} is not supported: "
+                "give the grid as ints (a whole number of clusters)"
+            )
         if cluster3 is not None and any(g % c for g, c in zip(self.grid3, cluster3)):
             raise ValueError(
                 f"LaunchConfig: grid {self.grid3} is not a whole number of clusters {cluster3}"
@@ -144,9 +175,13 @@ class LaunchConfig:
                 "release (apache-tvm 0.27's CUDA launcher is not verified to set both launch attributes)"
             )
         size = self.dynamic_smem_bytes
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        if _is_int_expr(size):
+            size = _extents(size, "dynamic_smem_bytes", True)[0]
+            object.__setattr__(self, "dynamic_smem_bytes", size)
+        if not (_is_int_expr(size) or isinstance(size, int) and not isinstance(size, bool) and size >= 0):
             raise ValueError(
-                f"LaunchConfig: dynamic_smem_bytes must be an int >= 0 (bytes), got {size!r}"
+                "LaunchConfig: dynamic_smem_bytes must be an int >= 0 or an integer expression of the "
+                f"kernel's parameters (bytes), got {size!r}"
             )
 
     @property
@@ -178,7 +213,7 @@ _CURRENT: list = [None]
 def _used(dims3):
     """Extents up to the last one that is not 1 (at least ``x``)."""
     n = 3
-    while n > 1 and dims3[n - 1] == 1:
+    while n > 1 and isinstance(dims3[n - 1], int) and dims3[n - 1] == 1:
         n -= 1
     return list(dims3[:n])
 
@@ -191,7 +226,10 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
     thread index variables of that launch (``T.cta_id``/``T.thread_id``), which
     ``T.cuda.thread_idx("x")`` and friends return.  With
     ``dynamic_smem_bytes=N`` it also emits ``tirx.dyn_smem_bytes = N`` and
-    allocates the kernel's dynamic shared memory pool (``dyn_smem``).
+    allocates the kernel's dynamic shared memory pool (``dyn_smem``); a
+    run-time size is the pool's extent instead (apache-tvm's SplitHostDevice
+    takes only a constant ``tirx.dyn_smem_bytes``, and infers the launch's
+    size from the extent of a ``shared.dyn`` allocation without it).
 
     Raises
     ------
@@ -217,9 +255,10 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
         bounds["tirx.launch_bounds_min_blocks_per_sm"] = launch.min_blocks_per_sm
     if launch.max_registers:
         bounds["tirx.max_registers"] = launch.max_registers
-    if launch.dynamic_smem_bytes:
+    dyn_size = launch.dynamic_smem_bytes
+    if not _is_run_time(dyn_size) and dyn_size:
         # Read by apache-tvm's SplitHostDevice into the launch's shared-memory size.
-        bounds["tirx.dyn_smem_bytes"] = launch.dynamic_smem_bytes
+        bounds["tirx.dyn_smem_bytes"] = dyn_size
     if bounds:
         # A flat `T.attr({...})` statement, entered as the TIRx parser enters one.
         scope = _ir.attr(bounds)
@@ -237,10 +276,10 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
     grid_vars = _as_list(_ir.cta_id(grid))
     block_vars = _as_list(_ir.thread_id(_used(launch.block3)))
     pool = None
-    if launch.dynamic_smem_bytes:
+    if _is_run_time(dyn_size) or dyn_size:
         from .dyn_smem import DynamicSharedPool  # pylint: disable=import-outside-toplevel
 
-        pool = DynamicSharedPool(launch.dynamic_smem_bytes)
+        pool = DynamicSharedPool(dyn_size)
 
     _CURRENT[0] = _Launch(IRBuilder.current(), launch, block_vars, grid_vars, cluster_vars, pool)
 
@@ -368,10 +407,12 @@ def block_dim(d: str = "x"):
 
 
 def grid_dim(d: str = "x"):
-    """``gridDim.<d>`` of the launch, as an int32 constant."""
+    """``gridDim.<d>`` of the launch: an int32 constant, or the extent's expression
+    for a run-time grid (``T.ceildiv(n, 256)``)."""
     from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
 
-    return IntImm("int32", _active("grid_dim").config.grid3[_axis(d, "grid_dim")])
+    extent = _active("grid_dim").config.grid3[_axis(d, "grid_dim")]
+    return extent if _is_run_time(extent) else IntImm("int32", extent)
 
 
 def _linear_thread():

@@ -11,7 +11,7 @@ apache-tvm ships no type information, so its classes (``PrimExpr``,
 aliases document the intent and keep this stub free of tvm imports.
 
 ``TensorView`` and the aliases ``PrimExpr``, ``PrimFunc``, ``PtxInstr``,
-``Shape``, ``Index``, ``Scope`` and ``Axis`` exist for type checkers only
+``TensorRegion``, ``Shape``, ``Index``, ``Scope`` and ``Axis`` exist for type checkers only
 (there is no runtime object): use them in annotations under
 ``typing.TYPE_CHECKING`` or as strings, e.g. ``def f(x: "T.TensorView")``.
 """
@@ -32,6 +32,9 @@ PrimFunc: TypeAlias = Any
 Layout: TypeAlias = Any
 #: ``T.ptx["..."]``: one PTX instruction of apache-tvm's PTX table (``_InstrChain``).
 PtxInstr: TypeAlias = Any
+#: ``tvm.ir.TensorRegion``: ``A[0:64, 1:2]``, a region of a buffer (every axis kept);
+#: tile operands take it as the view ``A.sub[0:64, 1:2]``.
+TensorRegion: TypeAlias = Any
 
 #: A shape: one extent or a sequence of extents (ints or int32/int64 expressions).
 Shape: TypeAlias = int | Sequence[int | PrimExpr]
@@ -135,7 +138,8 @@ class TensorView:
     def with_dtype(self, dtype: str) -> TensorView: ...
     def with_allocated_addr(self, allocated_addr: Any) -> TensorView: ...
     def __getitem__(self, indices: Index | tuple[Index, ...], /) -> PrimExpr:
-        """An element (``BufferLoad``): ``policy[0]``."""
+        """An element (``BufferLoad``): ``policy[0]``; with a slice, a region
+        (``TensorRegion``, ``A[0:64, 1:2]``), which tile operands take as ``A.sub[0:64, 1:2]``."""
     def __setitem__(
         self, indices: Index | tuple[Index, ...], value: PrimExpr | int | float, /
     ) -> None:
@@ -175,6 +179,11 @@ def Tensor(  # noqa: N802
     an annotation as an invalid type (mypy's ``valid-type``): the parameter is
     ``Any`` to it.
     """
+
+def dynamic(name: str, dtype: Literal["int32", "int64"] = "int32") -> PrimExpr:
+    """A named symbolic extent: ``N = T.dynamic("N")`` at module level, then
+    ``T.Tensor((N, 4), "float32")``; it prints and appears in messages as ``N``
+    (apache-tvm's ``tvm.tirx.Var(name, dtype)``)."""
 
 def alloc_local(
     shape: Shape,
@@ -233,7 +242,7 @@ class _TileNamespace:
     @staticmethod
     def apply(
         instr: str | PtxInstr,
-        *operands: TensorView | PrimExpr,
+        *operands: TensorView | TensorRegion | PrimExpr,
         scope: Scope = "thread",
         pred: PrimExpr | None = None,
         preserve_dst: bool = False,
@@ -248,12 +257,13 @@ class _TileNamespace:
         ``(*group, *repeat, *atom)``.  ``pred`` guards every emitted
         instruction; ``preserve_dst=True`` keeps predicated-off register
         destinations; ``**params`` are family parameters (``cache_policy=``).
+        A region ``A[0:64, 1:2]`` is the view ``A.sub[0:64, 1:2]`` (every axis kept).
         """
     @staticmethod
     def ewise(
         fn: Callable[..., PrimExpr],
-        dst: TensorView,
-        *inputs: TensorView | PrimExpr,
+        dst: TensorView | TensorRegion,
+        *inputs: TensorView | TensorRegion | PrimExpr,
         scope: Literal["thread"] = "thread",
     ) -> None:
         """``dst[c] = fn(*inputs[c])`` at every coordinate of register tensors.
@@ -279,16 +289,19 @@ class _CudaNamespace:
         shared memory pool for ``T.alloc_shared(..., scope="shared.dyn")``.
         ``programmatic_dependent_launch`` launches with CUDA's programmatic stream
         serialization (pair it with ``T.ptx["griddepcontrol.wait"]()``); not with clusters.
+        ``grid`` extents and ``dynamic_smem_bytes`` may be integer expressions of the
+        kernel's scalar parameters and symbolic extents (``grid=T.ceildiv(N, 256)``),
+        computed and checked at each call; a run-time grid is not combined with ``cluster``.
         """
 
-        grid: int | Sequence[int] = 1
+        grid: int | PrimExpr | Sequence[int | PrimExpr] = 1
         block: int | Sequence[int] = 1
         cluster: int | Sequence[int] | None = None
-        dynamic_smem_bytes: int = 0
+        dynamic_smem_bytes: int | PrimExpr = 0
         min_blocks_per_sm: int | None = None
         max_registers: int | None = None
         programmatic_dependent_launch: bool = False
-        grid3: tuple[int, int, int] = field(init=False, repr=False)
+        grid3: tuple[int | PrimExpr, int | PrimExpr, int | PrimExpr] = field(init=False, repr=False)
         block3: tuple[int, int, int] = field(init=False, repr=False)
         cluster3: tuple[int, int, int] | None = field(init=False, repr=False)
         @property
@@ -309,7 +322,7 @@ class _CudaNamespace:
         """``blockDim.<d>`` of the launch, an int32 constant."""
     @staticmethod
     def grid_dim(d: Axis = "x") -> PrimExpr:
-        """``gridDim.<d>`` of the launch, an int32 constant."""
+        """``gridDim.<d>`` of the launch: an int32 constant, or the run-time extent's expression."""
     @staticmethod
     def lane_id() -> PrimExpr:
         """The thread's lane in its warp (linear thread index mod 32)."""
@@ -319,6 +332,9 @@ class _CudaNamespace:
     @staticmethod
     def cluster_ctaid(d: Axis = "x") -> PrimExpr:
         """``%cluster_ctaid.<d>``: the CTA's position in its cluster (needs ``cluster=``)."""
+    @staticmethod
+    def mbarrier_wait_phase(bar: TensorView, phase: int | PrimExpr, *, scope: Literal["cta", "cluster"] = "cta") -> PrimExpr:
+        """Spin until the phase of parity ``phase`` of mbarrier ``bar`` (a uint64 shared view of shape (1,)) completes."""
 
     # -- apache-tvm's own T.cuda names ------------------------------------
     @staticmethod

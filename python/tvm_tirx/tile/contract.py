@@ -130,8 +130,10 @@ class OperandRole:
         rule holds only where the predicate is true.  cp.async's destination
         is still written (zero-filled) and keeps the rule unconditionally.
     keyword : str | None
-        A keyword the call may pass this operand by instead of by position
-        (a TMA's ``mbar=``); it takes the role's position.
+        None: the operand is passed by position.  Otherwise the call passes it
+        as the keyword parameter of this name (a bulk copy's or a TMA's
+        ``mbar=``); it is checked and emitted like any other operand.  Keyword
+        roles come after the positional ones in :attr:`Contract.roles`.
     image : bool
         Memory roles: the atom is an image one instruction moves as a whole
         (a TMA box) rather than a vector: only its first element's address is
@@ -190,7 +192,7 @@ class CallView:
     Attributes
     ----------
     operands : tuple[Operand, ...]
-        The classified operands, in call order.
+        The classified operands, in role order (keyword roles last).
     pred : PrimExpr | None
         The call's predicate.
     params : dict
@@ -231,6 +233,10 @@ class Contract:
     min_arch : str | None
         Oldest ``sm_XY`` whose ptxas accepts the form, when it is newer than
         sm_90 (the family states the ISA fact and its section).
+    archs : tuple[str, ...]
+        Non-empty: the only targets the form exists on, suffix included (an
+        arch-specific feature such as sm_90a's ``wgmma``, which neither
+        ``sm_90`` nor ``sm_100a`` has; the family states the ISA fact).
     repeat_rank : int | None
         Number of repeat axes when operands carry different subsets of them
         (``OperandRole.repeat_axes``); None: that of the first tensor operand.
@@ -253,6 +259,10 @@ class Contract:
         layout and alignment).  Returns a refined copy, the TileError the call
         breaks, or None (unchanged).  Runs when the call is parsed
         (``CallView.facts`` None) and again when it is lowered.
+    kernel_check : callable | None
+        Extra rule on the kernel the call is lowered in:
+        ``fn(KernelFacts) -> TileError | None`` (e.g. the launch bounds a form
+        needs, :attr:`.kernel_facts.KernelFacts.entry_attrs`).
     host_setup : callable | None
         ``fn(CallView, stmt) -> Stmt``: wraps the kernel's device entry
         ``stmt`` (``T.device_entry``) in host-side statements the form needs
@@ -261,6 +271,11 @@ class Contract:
         When no form of an opcode fits the operands, the error of the form
         with the highest priority is reported (ties: table order).  A family
         ranks the form a user most likely meant (``mov``'s scalar form).
+    launch_check : callable | None
+        ``fn(CallView, launch) -> TileError | None``: a rule that needs the
+        kernel's launch (:class:`~.scope.LaunchFacts`, or None when the kernel
+        defines no thread ids), e.g. a form that addresses other CTAs needs a
+        cluster launch.  Runs when the call is lowered.
     """
 
     instruction: Instruction
@@ -269,13 +284,16 @@ class Contract:
     options: dict = field(default_factory=dict)
     collective: Collective = THREAD
     min_arch: str | None = None
+    archs: tuple = ()
     repeat_rank: int | None = None
     derived: dict = field(default_factory=dict)
     pred_operand: tuple | None = None
     check: object = None
     bind: object = None
+    kernel_check: object = None
     host_setup: object = None
     error_priority: int = 0
+    launch_check: object = None
 
     @property
     def opcode(self) -> str:

@@ -10,20 +10,57 @@ Nothing is chosen here: the opcode is the contract's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from ..errors import TileInternalError
-from .contract import CallView, replace
-from .ptx_table import ptx_call
+from .contract import CallView
+from .ptx_table import binding_dtype, ptx_call
 from .views import ViewMap, repeat_shape, role_axes
 
-__all__ = ["register_address_form", "register_kind", "emit", "Emission"]
+__all__ = [
+    "register_address_form",
+    "register_kind",
+    "kind_proof",
+    "kind_takes_scalar",
+    "OperandKind",
+    "emit",
+    "Emission",
+    "ComputedAddress",
+]
 
 _ADDRESS_FORMS = {}
 _KINDS = {}
 
 
-def register_address_form(name: str, fn) -> None:
+@dataclass(frozen=True)
+class ComputedAddress:
+    """An address operand that instructions of its own compute (a ``mapa`` into
+    a peer CTA's shared memory): what an address form returns when a plain
+    expression does not do.
+
+    Attributes
+    ----------
+    value : PrimExpr
+        The address the instruction reads (e.g. ``scratch[0]``).
+    setup : tuple[Stmt, ...]
+        Statements computing it, emitted right before the instruction (inside
+        the repeat loops when the address varies with them, else once before).
+    scratch : tuple[Buffer, ...]
+        Local buffers ``setup`` writes, allocated once before the loops.
+    """
+
+    value: object
+    setup: tuple = ()
+    scratch: tuple = ()
+
+
+def register_address_form(name: str, fn, *, with_call: bool = False) -> None:
     """Register address form ``name``: ``fn(buf, coord) -> PrimExpr``, the address
     operand of view ``buf`` at coordinate ``coord`` (a list of index expressions).
+
+    With ``with_call=True`` the form is ``fn(buf, coord, call)`` and also sees
+    the call's parameters (:class:`~.contract.CallView`); it may return a
+    :class:`ComputedAddress`.
 
     Built in: ``"generic"`` (``buf.ptr_to(coord)``, a generic pointer) and
     ``"shared::cta"`` (the 32-bit ``.shared::cta`` window address, PTX ISA
@@ -36,17 +73,48 @@ def register_address_form(name: str, fn) -> None:
     ValueError
         ``name`` is registered with another function.
     """
-    if _ADDRESS_FORMS.get(name, fn) is not fn:
+    entry = (fn, with_call)
+    if _ADDRESS_FORMS.get(name, entry) != entry:
         raise ValueError(f"tvm_tirx: address form {name!r} registered twice")
-    _ADDRESS_FORMS[name] = fn
+    _ADDRESS_FORMS[name] = entry
 
 
-def register_kind(kind: str, fn) -> None:
-    """Register the PTX arguments of operand kind ``kind`` (``"descriptor"``,
-    ``"tensor_map"`` ...): ``fn(role, op, call) -> [PrimExpr, ...]``, where
-    ``op`` is the operand (a tensor view or a scalar) and ``call`` the
-    :class:`~.contract.CallView` of the instruction being emitted (its
-    ``repeat`` coordinate, its parameters, the kernel's facts).
+@dataclass(frozen=True)
+class OperandKind:
+    """How operands of one kind beyond register and memory are emitted and proven.
+
+    Attributes
+    ----------
+    args : callable
+        ``fn(role, op, group_coord, rep) -> [PrimExpr, ...]``: the PTX
+        arguments at one repeat coordinate (``rep``: the loop variables of the
+        repeat axes the operand carries).  ``op`` is a scalar operand when the
+        kind takes one (``scalar``).
+    setup : callable | None
+        ``fn(role, op, emission) -> (stmts, value)``: statements emitted once
+        per call before the repeat loops (a matrix descriptor's encoding) and
+        the operand value ``args`` then receives in place of the view; the
+        emission's ``call`` (:class:`~.contract.CallView`) carries the call's
+        parameters and the kernel's facts (a TMA's host-encoded tensor map).
+    scalar : bool
+        Whether a scalar expression may stand for the operand, passed as is
+        (a caller-encoded tensor map's address).
+    prove : callable | None
+        ``fn(facts, opcode, role, op, group, repeat, pred, conds) -> TileError | None``:
+        the rules that need the kernel (alignment, bounds), as
+        :func:`.memory_proofs.check_memory` for memory operands.
+    """
+
+    args: object
+    setup: object = None
+    prove: object = None
+    scalar: bool = False
+
+
+def register_kind(kind: str, fn, *, setup=None, prove=None, scalar=False) -> None:
+    """Register operand kind ``kind`` (``"descriptor"``, ``"tensor_map"`` ...):
+    ``fn(role, op, group_coord, rep) -> [PrimExpr, ...]`` gives its PTX
+    arguments; ``setup``, ``prove`` and ``scalar`` are as in :class:`OperandKind`.
 
     Raises
     ------
@@ -55,7 +123,19 @@ def register_kind(kind: str, fn) -> None:
     """
     if kind in _KINDS:
         raise ValueError(f"tvm_tirx: operand kind {kind!r} registered twice")
-    _KINDS[kind] = fn
+    _KINDS[kind] = OperandKind(fn, setup, prove, scalar)
+
+
+def kind_takes_scalar(kind: str) -> bool:
+    """Whether a scalar expression may stand for an operand of registered kind ``kind``."""
+    entry = _KINDS.get(kind)
+    return entry is not None and entry.scalar
+
+
+def kind_proof(kind: str):
+    """The ``prove`` hook of operand kind ``kind`` (None: none, or not a registered kind)."""
+    entry = _KINDS.get(kind)
+    return entry.prove if entry is not None else None
 
 
 def _shared_cta_address(buf, coord):
@@ -94,20 +174,59 @@ class Emission:  # pylint: disable=too-few-public-methods
         self.call = CallView(tuple(ops), tc.pred, dict(tc.params), facts=facts)
         self.preserve_dst = tc.preserve_dst
         self.group_coord, self.position = coordinates
-        self.locals_, self.decls = {}, []
-        for role, op in zip(contract.roles, ops):
+        self.locals_, self.decls, self._retyped_views, self.kind_values = {}, [], {}, {}
+        #: set-up of computed addresses: once before the loops / in the loop body
+        self.outer_setup, self.inner_setup = [], []
+        for index, (role, op) in enumerate(zip(contract.roles, ops)):
             if op.kind == "tensor" and role.kind == "register" and op.value not in self.locals_:
                 if ViewMap(op.value).has_thread_axes():
                     decl, flat = _thread_local_view(op.value)
                     self.decls.append(decl)
                     self.locals_[op.value] = flat
+            kind = _KINDS.get(role.kind)
+            if op.kind == "tensor" and kind is not None and kind.setup is not None:
+                stmts, value = kind.setup(role, op, self)
+                self.decls.extend(stmts)
+                self.kind_values[index] = replace(op, value=value)
 
     def _memory_args(self, role, op, rep):
         inner = list(role.lane_coords(self.position)[0]) if role.lane_coords is not None else [0] * len(role.atom)
-        form = _ADDRESS_FORMS.get(role.address)
-        if form is None:
+        if role.address not in _ADDRESS_FORMS:
             raise TileInternalError(f"{self.contract.opcode}: no address form {role.address!r} is registered")
-        return [form(op.value, [*self.group_coord, *rep, *inner])]
+        form, with_call = _ADDRESS_FORMS[role.address]
+        coord = [*self.group_coord, *rep, *inner]
+        value = form(op.value, coord, self.call) if with_call else form(op.value, coord)
+        if not isinstance(value, ComputedAddress):
+            return [value]
+        self.decls += [_allocate(buf) for buf in value.scratch]
+        (self.inner_setup if rep else self.outer_setup).extend(value.setup)
+        return [value.value]
+
+    def _binding(self, role, dtype):
+        """The dtype the table takes for a register of ``dtype`` in ``role`` (:func:`.ptx_table.binding_dtype`)."""
+        read_write = role.ptx.rw == "rw" or (self.preserve_dst and role.writes)
+        bound = binding_dtype(role.ptx, dtype, read_write)
+        if bound is None:
+            raise TileInternalError(f"{self.contract.opcode}: no register binding for {dtype} (parse-time rule missed it)")
+        return bound
+
+    def _retyped(self, buf, dtype):
+        """``buf`` seen as ``dtype`` of the same width: the same registers, declared once per call."""
+        key = (buf, dtype)
+        if key not in self._retyped_views:
+            decl, view = _retyped_view(buf, dtype)
+            self.decls.append(decl)
+            self._retyped_views[key] = view
+        return self._retyped_views[key]
+
+    def _bound_scalar(self, ptx_operand, value):
+        """``value`` (a scalar expression) as the dtype the table takes for ``ptx_operand``:
+        itself, or reinterpreted to its same-width container (``T.float16(1)`` for ``.f16``)."""
+        from tvm.tirx import reinterpret  # pylint: disable=import-outside-toplevel
+
+        dtype = getattr(getattr(value, "ty", None), "dtype", None)
+        bound = binding_dtype(ptx_operand, dtype) if dtype and ptx_operand.dtypes else dtype
+        return reinterpret(bound, value) if bound not in (None, dtype) else value
 
     def _register_args(self, role, op, rep):
         buf = op.value
@@ -117,23 +236,33 @@ class Emission:  # pylint: disable=too-few-public-methods
             coords = [(*self.group_coord, *rep, *c) for c in role.lane_coords(0)]
         else:
             coords = [(*self.group_coord, *rep, k) for k in range(role.atom[0])]
+        bound = self._binding(role, buf.dtype)
         local = self.locals_.get(buf)
         if local is None:
-            return [buf[c] for c in coords]
+            target = buf if bound == buf.dtype else self._retyped(buf, bound)
+            return [target[c] for c in coords]
         # A layout with thread axes: index the issuing thread's own storage at
         # the slot the layout gives (ownership was proven).
         view = ViewMap(buf)
-        return [local[view.apply(c)["m"]] for c in coords]
+        target = local if bound == local.dtype else self._retyped(local, bound)
+        return [target[view.apply(c)["m"]] for c in coords]
+
+    def _kind_args(self, index, role, op, loop_vars):
+        """The PTX arguments of an operand of a registered kind (a scalar passes itself)."""
+        if role.kind not in _KINDS:
+            raise TileInternalError(f"{self.contract.opcode}: no emitter for operand kind {role.kind!r}")
+        has_repeat = op.kind == "tensor" and bool(repeat_shape(role, op, self.group))
+        rep = [loop_vars[a] for a in role_axes(role, len(loop_vars))] if has_repeat else []
+        return list(_KINDS[role.kind].args(role, self.kind_values.get(index, op), self.group_coord, rep))
 
     def operand_args(self, index, loop_vars):
         """The PTX arguments operand ``index`` supplies at repeat coordinate ``loop_vars``."""
         role, op = self.contract.roles[index], self.ops[index]
         if role.kind not in ("register", "memory"):
-            if role.kind not in _KINDS:
-                raise TileInternalError(f"{self.contract.opcode}: no emitter for operand kind {role.kind!r}")
-            return list(_KINDS[role.kind](role, op, replace(self.call, repeat=tuple(loop_vars))))
+            return self._kind_args(index, role, op, loop_vars)
         if op.kind == "scalar":
-            return [op.value] * role.lanes
+            self._binding(role, op.value.ty.dtype)  # the form takes it (parse-time rules)
+            return [self._bound_scalar(role.ptx, op.value)] * role.lanes
         has_repeat = bool(repeat_shape(role, op, self.group))
         rep = [loop_vars[a] for a in role_axes(role, len(loop_vars))] if has_repeat else []
         if role.kind == "memory":
@@ -146,13 +275,20 @@ class Emission:  # pylint: disable=too-few-public-methods
         call = replace(self.call, repeat=tuple(loop_vars))
         for kind, key in self.contract.ptx_order():
             if kind == "param":
-                args.append(self.call.params[key])
+                args.append(self._bound_scalar(self.contract.params[key], self.call.params[key]))
             elif kind == "derived" or (kind == "pred" and self.call.pred is not None):
                 value = self.contract.derived[key](call)
                 args += list(value) if isinstance(value, list | tuple) else [value]
             elif kind == "role":
                 args += self.operand_args(key, loop_vars)
         return args
+
+
+def _allocate(buf):
+    """The allocation statement of scratch buffer ``buf`` (its scope: the rest of the expansion)."""
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+    return tirx.AllocBuffer(buf)
 
 
 def _thread_local_view(buf):
@@ -174,9 +310,30 @@ def _thread_local_view(buf):
     return tirx.DeclBuffer(flat, data=buffer_data(buf)), flat
 
 
+def _retyped_view(buf, dtype):
+    """``(DeclBuffer, view)``: ``buf``'s storage as ``dtype`` of the same bit width,
+    same shape, layout and offset (apache-tvm's ``Buffer.view(dtype)`` at ratio 1,
+    declared outside the parser)."""
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+    from tvm.tirx.buffer import buffer_data  # pylint: disable=import-outside-toplevel
+
+    view = tirx.decl_buffer(
+        buf.shape,
+        dtype,
+        name=f"{buf.name}_{dtype}",
+        elem_offset=buf.elem_offset,
+        scope=buf.scope(),
+        data_alignment=int(buf.data_alignment),
+        layout=buf.layout,
+    )
+    return tirx.DeclBuffer(view, data=buffer_data(buf)), view
+
+
 def emit(emission, repeat, span=None):
-    """The expansion of one call: thread-local views, then one unrolled ``for``
-    per repeat axis (row-major) around exactly one ``T.ptx`` call.
+    """The expansion of one call: thread-local views (and scratch registers of
+    computed addresses), then one unrolled ``for`` per repeat axis (row-major)
+    around exactly one ``T.ptx`` call of the form (preceded by the set-up of
+    its computed addresses, if any).
 
     Raises
     ------
@@ -190,6 +347,9 @@ def emit(emission, repeat, span=None):
     engine_pred = None if contract.pred_operand else emission.call.pred
     call = ptx_call(contract.opcode, emission.ptx_args(loop_vars), engine_pred, emission.preserve_dst)
     body = tirx.Evaluate(call, span=span) if span is not None else tirx.Evaluate(call)
+    if emission.inner_setup:
+        body = tirx.SeqStmt([*emission.inner_setup, body])
     for var, extent in reversed(list(zip(loop_vars, repeat))):
         body = tirx.For(var, 0, extent, tirx.ForKind.UNROLLED, body)
-    return tirx.SeqStmt([*emission.decls, body]) if emission.decls else body
+    prefix = [*emission.decls, *emission.outer_setup]
+    return tirx.SeqStmt([*prefix, body]) if prefix else body

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 
 from ..errors import TileError, operand_label
+from .views import as_view
 
 __all__ = ["ewise"]
 
@@ -46,9 +47,10 @@ def ewise(fn, dst, *inputs, scope: str = "thread") -> None:
     fn : callable
         Takes one scalar ``PrimExpr`` per input and returns one; may be a lambda
         or a function with dtype annotations (``def f(x: T.float32)``).
-    dst : Buffer
-        ``local`` register tensor written at every coordinate.
-    *inputs : Buffer | PrimExpr
+    dst : Buffer | TensorRegion
+        ``local`` register tensor written at every coordinate (a region
+        ``r[0:4]`` is the view ``r.sub[0:4]``).
+    *inputs : Buffer | TensorRegion | PrimExpr
         ``local`` register tensors of ``dst``'s shape, or typed scalars
         (reused at every coordinate).
     scope : str
@@ -66,6 +68,7 @@ def ewise(fn, dst, *inputs, scope: str = "thread") -> None:
 
     if scope != "thread":
         raise TileError(_NAME, "execution scope not supported", expected="'thread'", found=repr(scope))
+    dst, inputs = as_view(dst), tuple(as_view(v) for v in inputs)  # A[0:4] is A.sub[0:4]
     _check_operands(dst, inputs)
     _check_signature(fn, inputs)
 

@@ -12,9 +12,77 @@ be active, and the group counts collectives.
 from __future__ import annotations
 
 from ..errors import TileError
+from .points import NOT_ENUMERATED, exact_values
 from .scope import full_group
 
-__all__ = ["group_box"]
+__all__ = ["group_box", "check_uniform_pred"]
+
+
+def _at_first_member(facts, expr, width):
+    """``expr`` with the thread ids replaced by those of the first thread of the
+    issuing thread's collective (``width`` consecutive linear thread ids)."""
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
+    from tvm.tirx import floordiv, floormod  # pylint: disable=import-outside-toplevel
+
+    launch = facts.launch
+    bx, by, _ = launch.block
+    linear = launch.linear_thread()
+    first = linear - floormod(linear, width)
+    ids = (floormod(first, bx), floormod(floordiv(first, bx), by), floordiv(first, bx * by))
+    subst = dict(zip(launch.thread_vars, ids))
+
+    def sub(v):
+        return next((value for var, value in subst.items() if v.same_as(var)), v)
+
+    return tvm_ffi.structural_map(expr, (Var, sub))
+
+
+def check_uniform_pred(facts, pred, collective, conds, opcode):
+    """A ``pred`` of a collective form has one value over each collective.
+
+    ``.aligned`` instructions are executed by every thread of the collective
+    together (PTX ISA 9.7.14.5 for warps, 9.7.15 for warpgroups); a predicate
+    true for some of its threads and false for others is what an enclosing
+    ``if`` that splits the collective is (rejected by :func:`group_box`).
+    Proven symbolically (the predicate equals itself evaluated at the
+    collective's first thread), else point by point (:func:`.points.exact_values`)
+    over the threads and loop values that reach the call.
+
+    Raises
+    ------
+    TileError
+        The predicate differs between two threads of one collective, or is not
+        provably uniform (it reads memory, or too many points).
+    """
+    from tvm.tirx import Cast  # pylint: disable=import-outside-toplevel
+
+    if pred is None or collective.width <= 1 or facts.launch is None:
+        return
+    pred = facts.expand_scalars(pred)
+    at_first = _at_first_member(facts, pred, collective.width)
+    if facts.analyzer.can_prove(pred == at_first):
+        return
+    differs = Cast("int32", pred) - Cast("int32", at_first)
+    exact = exact_values(facts, differs, tuple(facts.expand_scalars(c) for c in conds))
+    bad = next((where for value, where in exact or () if value != 0), None)
+    if exact is not None and bad is None:
+        return
+    found = f"pred={facts.display(pred)}"
+    if bad is not None:
+        found += f": at {bad} it differs from the {collective.name}'s first {collective.member}"
+    else:
+        found += f" (not checked point by point: {NOT_ENUMERATED})"
+    raise TileError(
+        opcode,
+        f"pred not uniform over the {collective.name}",
+        operand="pred",
+        expected=(
+            f"a predicate with one value for all {collective.width} {collective.member}s of each "
+            f"{collective.name} (a .aligned instruction is executed by the whole {collective.name})"
+        ),
+        found=found,
+    )
 
 
 def _whole_collectives(active, collective, opcode):

@@ -7,19 +7,32 @@ proofs (:mod:`.points`, :mod:`.memory_proofs`, :mod:`.groups`) read it.
 
 from __future__ import annotations
 
+import re
+
 from ..errors import TileError
 from .op import is_tile_call
 from .scope import LaunchFacts
-from .views import int_or_none
+from .views import dtype_bytes, int_or_none
 
 __all__ = ["KernelFacts", "fold", "call_key", "location_of"]
 
 
-def _binding(parent, cur):
-    """``ScopeIdDef.scope`` value (apache-tvm's ScopeBinding enum) of ``parent -> cur`` ids."""
+#: The names apache-tvm's TVMScript printer gives ids nobody named.
+_INTERNAL_NAME = re.compile(r"|v(_\d+)?")
+#: CUDA's name of the ids each ScopeIdDef binding defines (parent, current).
+_CUDA_ID_NAMES = {("kernel", "cta"): "blockIdx", ("cta", "thread"): "threadIdx", ("cluster", "cta"): "cluster_ctaid"}
+
+
+def _scope_pairs() -> dict:
+    """apache-tvm's ScopeBinding enum: ``ScopeIdDef.scope`` value -> ``(parent, current)`` scope names."""
     from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR  # pylint: disable=import-outside-toplevel
 
-    return next(k for k, v in _SCOPE_BINDING_TO_PARENT_CUR.items() if v == (parent, cur))
+    return dict(_SCOPE_BINDING_TO_PARENT_CUR)
+
+
+def _binding(parent, cur):
+    """``ScopeIdDef.scope`` value (apache-tvm's ScopeBinding enum) of ``parent -> cur`` ids."""
+    return next(k for k, v in _scope_pairs().items() if v == (parent, cur))
 
 
 def _prod(shape):
@@ -30,17 +43,16 @@ def _prod(shape):
 
 
 def _is_dyn_pool(buf) -> bool:
-    """Whether ``buf`` is a dynamic shared memory pool: a zero-extent ``shared.dyn``
-    buffer (apache-tvm's ``extern __shared__`` convention; see
-    :mod:`tvm_tirx.script.dyn_smem`).  Buffers declared over it are carve-outs."""
-    return buf.scope() == "shared.dyn" and int_or_none(_prod(buf.shape)) == 0
+    """Whether ``buf`` is a dynamic shared memory pool: a ``shared.dyn`` buffer of
+    zero extent (apache-tvm's ``extern __shared__`` convention) or of a run-time
+    extent (a run-time ``dynamic_smem_bytes``); see :mod:`tvm_tirx.script.dyn_smem`.
+    Buffers declared over it are carve-outs."""
+    return buf.scope() == "shared.dyn" and int_or_none(_prod(buf.shape)) in (0, None)
 
 
 def _carve_out_offset(buf):
     """Byte offset of carve-out ``buf`` in its pool (an expression)."""
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
-    return buf.elem_offset * (DataType(buf.dtype).bits // 8)
+    return buf.elem_offset * dtype_bytes(buf.dtype)
 
 
 def _alloc_extent(buf):
@@ -79,6 +91,10 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
     family_values : dict
         Values a family creates once per kernel and every call shares (a
         TMA's tensor map per distinct encoding); keys are the family's.
+    entry_attrs : dict
+        Attributes the kernel's body sets with ``T.attr`` (key -> value), such
+        as the launch bounds ``T.device_entry`` writes
+        (``tirx.launch_bounds_min_blocks_per_sm``, ``tirx.max_registers``).
     """
 
     def __init__(self, func):
@@ -94,7 +110,10 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         #: root -> byte offset of its first element in its storage (dynamic
         #: shared memory carve-outs; 0 for every other root)
         self.base_bytes = {}
+        #: launch id Var -> its CUDA name (``threadIdx.x``, ``blockIdx.y``), for messages
+        self.cuda_names = {}
         self.launch = None
+        self.entry_attrs = {}
         self._walk(func.body)
         self.guards = {}
         _collect_guards(func.body, (), self.guards)
@@ -127,6 +146,8 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
                 self.loops.append((node.loop_var, node.min, node.extent, step))
             elif isinstance(node, tirx.BufferStore):
                 stores.setdefault(node.buffer, []).append(node.value)
+            elif isinstance(node, tirx.AttrStmt):
+                self.entry_attrs[str(node.attr_key)] = node.value
 
         tvm_ffi.structural_walk(body, (object, visit))
         # `w = T.cuda.warp_id()` parses to a local scalar stored once; reading
@@ -149,8 +170,11 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         """Record the ranges of a ``ScopeIdDef``'s ids, and the thread / cluster-CTA ids."""
         if d.extents is None:
             return
-        for var, ext in zip(d.def_ids, d.extents):
+        prefix = _CUDA_ID_NAMES.get(_scope_pairs().get(int(d.scope)))
+        for axis, (var, ext) in enumerate(zip(d.def_ids, d.extents)):
             self._bind(var, 0, ext)
+            if prefix is not None and axis < 3:
+                self.cuda_names[var] = f"{prefix}.{'xyz'[axis]}"
         extents = tuple(int_or_none(e) for e in d.extents)
         if None in extents:
             return
@@ -169,6 +193,35 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         lo, hi = int_or_none(lo), int_or_none(hi)
         if lo is not None and hi is not None:
             self.ranges[var] = (lo, hi)
+
+    def name_of(self, var) -> str:
+        """``var``'s name in messages: the user's, or the CUDA name of a launch id
+        that has none of its own (the parser names such ids ``v``, ``v_1`` ...)."""
+        name = str(var.name)
+        if _INTERNAL_NAME.fullmatch(name):
+            return self.cuda_names.get(var, name or "?")
+        return name
+
+    def display(self, expr) -> str:
+        """``expr`` as text, launch ids the user did not name shown by their CUDA
+        names (``blockIdx.x * 4096 + threadIdx.x * 16``)."""
+        import tvm_ffi  # pylint: disable=import-outside-toplevel
+        from tvm.ir import Var  # pylint: disable=import-outside-toplevel
+
+        shown = {}
+
+        def rename(v):
+            name = self.name_of(v)
+            if name == str(v.name):
+                return v
+            placeholder = f"tvm_tirx_id{len(shown)}_"
+            shown[placeholder] = name
+            return Var(placeholder, v.ty)
+
+        text = str(tvm_ffi.structural_map(expr, (Var, rename)))
+        for placeholder, name in shown.items():
+            text = text.replace(placeholder, name)
+        return text
 
     def per_thread_vars(self) -> list:
         """The thread and cluster-CTA id Vars of the launch."""
@@ -212,6 +265,33 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
             return load
 
         return tvm_ffi.structural_map(expr, (TensorLoad, sub))
+
+    def root_bytes(self, root):
+        """Bytes of root allocation ``root`` (its element extent times its element
+        size, every lane counted; an expression for a run-time extent)."""
+        return self.roots[root] * dtype_bytes(root.dtype)
+
+    def rounded_dtype_views(self, buf) -> list:
+        """``[(view, parent)]``: the links of ``buf``'s view chain made by
+        apache-tvm's ``.view(dtype)`` to a wider dtype, whose start may have
+        been rounded down (``tirx/_buffer_view.py`` divides the element offset
+        by the width ratio).  A link is one when its element offset is that
+        quotient and not provably exact; a ``T.decl_buffer`` alias with an
+        offset of its own is taken as written."""
+        from tvm.tirx import floordiv  # pylint: disable=import-outside-toplevel
+
+        out, seen = [], 0
+        while buf in self.parent and seen < 64:
+            parent, seen = self.parent[buf], seen + 1
+            wide, narrow = dtype_bytes(buf.dtype), dtype_bytes(parent.dtype)
+            if wide > narrow and wide % narrow == 0:
+                child_eo = self.expand_scalars(buf.elem_offset)
+                parent_eo = self.expand_scalars(parent.elem_offset)
+                exact = self.analyzer.can_prove_equal(child_eo * wide, parent_eo * narrow)
+                if not exact and self.analyzer.can_prove_equal(child_eo, floordiv(parent_eo, wide // narrow)):
+                    out.append((buf, parent))
+            buf = parent
+        return out
 
     def root_of(self, buf):
         """The parameter or allocation that ``buf`` views, or None."""

@@ -15,11 +15,12 @@ It never chooses an instruction: the opcode is the user's.
 
 from __future__ import annotations
 
-from ..errors import TileError, TileInternalError
-from .emit import Emission, emit
-from .groups import group_box
+from ..errors import TileError, TileInternalError, operand_label
+from .contract import CallView
+from .emit import Emission, emit, kind_proof
+from .groups import check_uniform_pred, group_box
 from .kernel_facts import KernelFacts, call_key, location_of
-from .memory_proofs import check_memory
+from .memory_proofs import check_dtype_views, check_memory
 from .op import decode, is_tile_call
 from .ownership import check_ownership
 from .registry import candidates
@@ -47,10 +48,12 @@ def _select(tc, facts, conds):
     else:
         check_collective_scope(tc.scope, collective, tc.opcode)
         box = group_box(tc.scope, facts, conds, tc.opcode, collective)
-    contract, ops = select_contract(forms, tc.operands, box[0], tc.pred, tc.preserve_dst)
+    contract, ops = select_contract(forms, tc.operands, box[0], tc.pred, tc.preserve_dst, tc.params)
     contract = bind_call(contract, ops, tc.pred, tc.params, facts)
     check_collective_scope(tc.scope, contract.collective, contract.opcode)
-    err = rule_arch(contract, facts.arch)
+    err = rule_arch(contract, facts.arch) or (contract.kernel_check and contract.kernel_check(facts))
+    if err is None and contract.launch_check is not None:
+        err = contract.launch_check(CallView(tuple(ops), tc.pred, dict(tc.params), facts=facts), facts.launch)
     if err:
         raise err
     return contract, ops, box
@@ -59,6 +62,7 @@ def _select(tc, facts, conds):
 def _prove(tc, contract, ops, box, facts, conds):
     """The rules that need the kernel, per tensor operand; raises the first TileError."""
     group, origin, members = box
+    check_uniform_pred(facts, tc.pred, contract.collective, conds, contract.opcode)
     for role, op in zip(contract.roles, ops):
         if op.kind != "tensor":
             continue
@@ -68,9 +72,14 @@ def _prove(tc, contract, ops, box, facts, conds):
             pred = facts.expand_scalars(tc.pred) if skipped else None
             err = check_memory(facts, contract.opcode, role, op, group, own_repeat, pred, conds)
         elif role.kind == "register":
-            err = check_ownership(contract.opcode, role, op, group, origin, members, own_repeat, contract.collective)
+            err = check_dtype_views(facts, contract.opcode, operand_label(role.role, op.index), op.value, conds)
+            err = err or check_ownership(
+                contract.opcode, role, op, group, origin, members, own_repeat, contract.collective
+            )
         else:
-            err = None
+            prove = kind_proof(role.kind)
+            pred = facts.expand_scalars(tc.pred) if tc.pred is not None and role.pred_skips else None
+            err = prove(facts, contract.opcode, role, op, group, own_repeat, pred, conds) if prove else None
         if err:
             raise err
 

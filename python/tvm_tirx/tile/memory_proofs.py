@@ -13,19 +13,17 @@ from __future__ import annotations
 
 from ..errors import TileError, operand_label
 from .points import NOT_ENUMERATED, exact_range, exact_values
-from .views import ViewMap, atom_of, int_or_none, offset_summary
+from .views import ViewMap, atom_of, dtype_bytes, int_or_none, offset_summary
 
-__all__ = ["check_memory", "check_bounds", "alignment_of"]
+__all__ = ["check_memory", "check_bounds", "check_dtype_views", "alignment_of"]
 
 
 def alignment_of(role, op) -> int:
     """Bytes the atom address of memory operand ``op`` must be aligned to: the
     role's ``align``, else the byte size of the atom's last axis."""
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     if role.align is not None:
         return role.align
-    return atom_of(role, op)[-1] * DataType(op.value.dtype).bits // 8
+    return atom_of(role, op)[-1] * dtype_bytes(op.value.dtype)
 
 
 def _proven_inside(facts, assumptions, lo_expr, hi_expr, extent):
@@ -43,38 +41,43 @@ def _proven_inside(facts, assumptions, lo_expr, hi_expr, extent):
         return analyzer.can_prove(lo_expr >= 0) and analyzer.can_prove(hi_expr < extent)
 
 
-def check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, pred):
-    """The bounds rule for one memory view (elements ``first..last`` past ``elem_offset``).
+def check_bounds(facts, opcode, label, root, start, first, end, conds, pred):
+    """The bounds rule for one memory view, in bytes of its root allocation: the
+    view touches bytes ``start + first .. start + end - 1``, where ``start`` is
+    the byte offset of the view's storage origin from the root's first byte (an
+    expression) and ``[first, end)`` the bytes its accesses span past it.
 
-    ``conds`` are the enclosing if-conditions; ``pred`` is the call's predicate when
-    a false predicate leaves this operand untouched (else None).  Over the points
-    that reach the call with a true predicate (:func:`.points.exact_values`):
+    Bytes, not elements: a dtype view or an alias of another width reads as
+    many bytes as it says, whatever the root's element type.  ``conds`` are the
+    enclosing if-conditions; ``pred`` is the call's predicate when a false
+    predicate leaves this operand untouched (else None).  Over the points that
+    reach the call with a true predicate (:func:`.points.exact_values`):
 
-    - provably inside the tensor: accepted (symbolic proofs see the guards and pred);
+    - provably inside the allocation: accepted (symbolic proofs see the guards and pred);
     - provably outside at some point: rejected, naming the point;
     - neither provable (an index or guard read from memory, a run-time size, too
       many points): accepted under ``pred=`` or an enclosing ``if`` -- the check is
       then the author's -- otherwise rejected, naming the index expression.
     """
-    extent = facts.roots[root]
+    nbytes = facts.root_bytes(root)
     assumptions = [*conds, *([pred] if pred is not None else [])]
-    if _proven_inside(facts, assumptions, elem_offset + first, elem_offset + last, extent):
+    within = f"bytes within [0, {facts.analyzer.simplify(nbytes)}) of {root.name} ({facts.roots[root]} x {root.dtype})"
+    if _proven_inside(facts, assumptions, start + first, start + end - 1, nbytes):
         return None
-    exact = exact_range(facts, elem_offset, tuple(assumptions))
-    n = int_or_none(extent)
+    exact = exact_range(facts, start, tuple(assumptions))
+    n = int_or_none(nbytes)
     if exact == ():
         return None  # no thread reaches the call
     if exact is not None:
         lo, hi, at_lo, at_hi = exact
-        if lo + first < 0 or (n is not None and hi + last >= n):
-            where, found = (at_lo, lo + first) if lo + first < 0 else (at_hi, hi + last)
+        if lo + first < 0 or (n is not None and hi + end > n):
+            where, base = (at_lo, lo) if lo + first < 0 else (at_hi, hi)
             return TileError(
                 opcode,
                 "view provably out of the tensor's bounds",
                 operand=label,
-                expected=f"elements within [0, {extent}) of {root.name}"
-                + (" where the predicate holds" if pred is not None else ""),
-                found=f"element {found} at {where or 'every thread'}",
+                expected=within + (" where the predicate holds" if pred is not None else ""),
+                found=f"bytes [{base + first}, {base + end}) at {where or 'every thread'}",
             )
         if n is not None:
             return None
@@ -85,12 +88,50 @@ def check_bounds(facts, opcode, label, root, elem_offset, first, last, conds, pr
         "view not provably within the tensor's bounds",
         operand=label,
         expected=(
-            f"elements within [0, {extent}) of {root.name} for every thread, or pred= "
+            f"{within} for every thread, or pred= "
             "or an enclosing if (the bounds are then the author's responsibility)"
         ),
-        found=f"element offset {facts.analyzer.simplify(elem_offset)} + [{first}, {last}] "
+        found=f"byte offset {facts.display(facts.analyzer.simplify(start))} + [{first}, {end}) "
         f"(not checked point by point: {NOT_ENUMERATED})",
     )
+
+
+def check_dtype_views(facts, opcode, label, buf, conds=()):
+    """A view made by ``X.view(dtype)`` to a wider dtype starts where ``X`` starts.
+
+    apache-tvm's ``.view(dtype)`` divides the element offset by the ratio of the
+    widths and rounds down, so a view starting between two wide elements would
+    address the one before it (bytes 0..3 for bytes 2..5 of a ``uint8`` row
+    read as one ``uint32``).  The start of ``X`` must therefore be a multiple
+    of the wide element's size at every point that reaches the call -- the
+    alignment the wide element needs anyway (PTX ISA 5.4.6) -- or the call is
+    rejected; it is never rounded.  Applies to memory and register views.
+    """
+    from tvm.tirx import floormod  # pylint: disable=import-outside-toplevel
+
+    analyzer = facts.analyzer
+    for view, parent in facts.rounded_dtype_views(buf):
+        need = dtype_bytes(view.dtype)
+        start = analyzer.simplify(facts.expand_scalars(parent.elem_offset) * dtype_bytes(parent.dtype))
+        if analyzer.can_prove(floormod(start, need) == 0):
+            continue
+        exact = exact_values(facts, start, tuple(conds))
+        if exact is not None and all(value % need == 0 for value, _ in exact):
+            continue
+        bad = next((p for p in exact or () if p[0] % need), None)
+        found = f"byte offset {facts.display(start)}"
+        found += f" = {bad[0]} at {bad[1] or 'every thread'}" if bad else f" (not checked point by point: {NOT_ENUMERATED})"
+        return TileError(
+            opcode,
+            "dtype view not aligned to its element size",
+            operand=label,
+            expected=(
+                f"the {parent.dtype} view's start a multiple of {need} bytes to view it as {view.dtype} "
+                "(.view(dtype) would round it down)"
+            ),
+            found=found,
+        )
+    return None
 
 
 def _check_alignment(facts, opcode, label, starts, elem_offset, elem_bytes, need, conds):
@@ -109,7 +150,7 @@ def _check_alignment(facts, opcode, label, starts, elem_offset, elem_bytes, need
         if exact is not None and all(value % need == 0 for value, _ in exact):
             continue
         bad = next((p for p in exact or () if p[0] % need), None)
-        found = f"byte offset {analyzer.simplify(addr)}"
+        found = f"byte offset {facts.display(analyzer.simplify(addr))}"
         if bad is not None:
             found += f" = {bad[0]} at {bad[1]}"
         elif exact is None:
@@ -133,8 +174,6 @@ def check_memory(facts, opcode, role, op, group, repeat, pred=None, conds=()):
     predicate that skips this operand's access (or None); the bounds rule is
     :func:`check_bounds`.
     """
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     buf = op.value
     label = operand_label(role.role, op.index)
     root = facts.root_of(buf)
@@ -146,7 +185,7 @@ def check_memory(facts, opcode, role, op, group, repeat, pred=None, conds=()):
             expected="a view of a kernel parameter or an allocation",
             found=buf.name,
         )
-    elem_bytes = DataType(buf.dtype).bits // 8
+    elem_bytes = dtype_bytes(buf.dtype)
     atom = atom_of(role, op)
     need = alignment_of(role, op)
     base = int(root.data_alignment)
@@ -166,9 +205,12 @@ def check_memory(facts, opcode, role, op, group, repeat, pred=None, conds=()):
     first, last, _ = offset_summary(view, box + [range(atom[-1])], 1)
     elem_offset = facts.expand_scalars(buf.elem_offset)
     conds = tuple(facts.expand_scalars(c) for c in conds)
-    err = _check_alignment(facts, opcode, label, starts, elem_offset, elem_bytes, need, conds)
-    # A carve-out's views count elements from the pool's start; its bounds are its
-    # own, `root_start` elements in (alignment is the same either way: the pool is
-    # 1024-byte aligned and each carve-out starts at a multiple of its align).
-    root_start = facts.analyzer.simplify(facts.base_bytes.get(root, 0) // elem_bytes)
-    return err or check_bounds(facts, opcode, label, root, elem_offset - root_start, first, last, conds, pred)
+    err = check_dtype_views(facts, opcode, label, buf, conds)
+    err = err or _check_alignment(facts, opcode, label, starts, elem_offset, elem_bytes, need, conds)
+    # Bytes from the root's first byte: a carve-out's views count elements from
+    # the pool's start, and the carve-out starts `base_bytes` into the pool
+    # (alignment is the same either way: the pool is 1024-byte aligned and each
+    # carve-out starts at a multiple of its align).
+    start = elem_offset * elem_bytes - facts.base_bytes.get(root, 0)
+    span = (first * elem_bytes, (last + 1) * elem_bytes)
+    return err or check_bounds(facts, opcode, label, root, start, *span, conds, pred)

@@ -18,7 +18,8 @@ from ..errors import TileError, TileInternalError
 from .ptx_table import opcode_text
 from .registry import candidates
 from .scope import scope_rank
-from .static_rules import bind_call, check_params, select_contract
+from .static_rules import bind_call, check_params, param_error, select_contract
+from .views import as_view
 
 __all__ = ["OP_NAME", "apply", "TileCall", "decode", "is_tile_call", "set_launch_query"]
 
@@ -100,7 +101,7 @@ def _flat(value, shape):
         items = list(value)
     else:
         items = [x for row in value for x in row]
-    return [IntImm("int32", x) if isinstance(x, int) and not isinstance(x, bool) else x for x in items]
+    return [IntImm("int32", x) if isinstance(x, int) and not isinstance(x, bool) else getattr(x, "scalar", x) for x in items]
 
 
 def _unflat(items, shape):
@@ -163,7 +164,7 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     instr : T.ptx chain | str
         The exact PTX instruction, e.g. ``T.ptx["ld.global.v4.b32"]`` or the
         same text as a string.  It is never changed by the lowering.
-    *operands : Buffer view | PrimExpr
+    *operands : Buffer view | TensorRegion | PrimExpr
         In the instruction family's order (``ld``: registers, memory; ``st``:
         memory, registers; ``mov``: dst, src).  Each tensor operand's shape is
         ``(*group, *repeat, *atom)``: the atom is the values one native
@@ -171,7 +172,9 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
         operand's dtype, which must have the PTX type's bit width); repeat axes
         are unrolled, one instruction per coordinate in row-major order; group
         axes follow ``scope`` (none at ``"thread"``).  A typed scalar
-        expression may stand in for a single-register read operand.
+        expression may stand in for a single-register read operand.  A
+        buffer region ``A[0:64, 1:2]`` is taken as the view
+        ``A.sub[0:64, 1:2]`` (every axis kept; see :func:`.views.as_view`).
     scope : str
         Execution scope: ``"thread"``, ``"warp"``, ``"warpgroup"``, ``"cta"`` or
         ``"cluster"`` (see :mod:`tvm_tirx.tile.scope`).
@@ -182,8 +185,8 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     **params : PrimExpr | tuple | Buffer view
         Family parameters, e.g. ``cache_policy`` for ``.L2::cache_hint`` forms,
         or a tuple of them (``coords=(y, x)``).  An operand whose role names a
-        keyword (:attr:`~.contract.OperandRole.keyword`, e.g. a TMA's
-        ``mbar=``) may be passed by that keyword instead of by position.
+        keyword (:attr:`~.contract.OperandRole.keyword`, e.g. a bulk copy's
+        or a TMA's ``mbar=``) is passed by that keyword, never by position.
 
     Returns
     -------
@@ -199,28 +202,17 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     if isinstance(instr, str) and operands and isinstance(operands[-1], str):
         operands, printed_params, scope, pred, preserve_dst = _unpack_printed(operands)
         params = {**printed_params, **params}
-    operands, params = _keyword_operands(candidates(instr)[0], operands, params)
-    contract, classified = _parse_time_contract(instr, operands, scope, pred, preserve_dst)
-    check_params(contract, params)
+    # a region operand A[0:64, 1:2] is the view A.sub[0:64, 1:2]: declared once, here
+    operands = tuple(as_view(v) for v in operands)
+    contract, classified = _parse_time_contract(instr, operands, scope, pred, preserve_dst, params)
     if classified is not None:
         bind_call(contract, classified, pred, params)
     return _call(contract.opcode, operands, params, scope, pred, preserve_dst)
 
 
-def _keyword_operands(contract, operands, params):
-    """Move operands passed by their role's keyword (``mbar=``) to their positions."""
-    keyed = {r.keyword: i for i, r in enumerate(contract.roles) if r.keyword and r.keyword in params}
-    if not keyed:
-        return operands, params
-    operands, params = list(operands), dict(params)
-    for name, index in sorted(keyed.items(), key=lambda kv: kv[1]):
-        operands.insert(min(index, len(operands)), params.pop(name))
-    return tuple(operands), params
-
-
-def _parse_time_contract(instr, operands, scope, pred, preserve_dst):
-    """``(contract, classified operands or None)``: the form the operands fit,
-    from the rules parse time can decide."""
+def _parse_time_contract(instr, operands, scope, pred, preserve_dst, params):
+    """``(contract, classified operands or None)``: the form the operands and
+    keyword parameters fit, from the rules parse time can decide."""
     opcode = opcode_text(instr)
     forms = candidates(instr)
     # A collective form's atom holds the threads of its collective: the group
@@ -228,11 +220,13 @@ def _parse_time_contract(instr, operands, scope, pred, preserve_dst):
     rank = scope_rank(scope, opcode, _parse_time_cluster_rank(opcode, scope), forms[0].collective.width)
     if rank is None:
         # The group axes are unknown until lowering reads the launch: check
-        # the opcode now, the operands then.
-        return forms[0], None
+        # the opcode and the parameters now, the operands then.
+        form = next((f for f in forms if param_error(f, params) is None), forms[0])
+        check_params(form, params)
+        return form, None
     # Group extents depend on the launch and on enclosing guards, which
     # lowering sees; here only their number is known.
-    return select_contract(forms, operands, (None,) * rank, pred, preserve_dst)
+    return select_contract(forms, operands, (None,) * rank, pred, preserve_dst, params)
 
 
 def _call(opcode, operands, params, scope, pred, preserve_dst):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 
 from ..errors import TileError, operand_label
+from .emit import kind_takes_scalar
 from .views import ViewMap, atom_of, group_coords, repeat_shape
 
 __all__ = ["OPERAND_RULES", "rule_operand_count", "rule_contiguous_atom"]
@@ -22,23 +23,26 @@ def _dtype_bits(dtype: str) -> int:
 
 
 def rule_operand_count(opcode, roles, operands):
-    """The call supplies exactly one operand per role of the form."""
-    if len(operands) != len(roles):
-        names = ", ".join(r.role for r in roles)
+    """The call supplies exactly one operand per role of the form (keyword
+    roles are checked by name: :func:`.static_rules.rule_keyword_roles`)."""
+    positional = [r for r in roles if r.keyword is None]
+    given = [o for o in operands if not isinstance(o.index, str)]
+    if len(given) != len(positional):
+        names = ", ".join(r.role for r in positional)
         return TileError(
             opcode,
             "operand count",
-            expected=f"{len(roles)} operand(s) ({names})",
-            found=f"{len(operands)}",
+            expected=f"{len(positional)} operand(s) ({names})",
+            found=f"{len(given)}",
         )
     return None
 
 
 def rule_scalar_destination(opcode, role, op):
     """A scalar expression may only stand in for a read register operand, or
-    for the one value an operand of another kind passes (a descriptor, a
-    caller-encoded tensor map)."""
-    if op.kind != "scalar" or role.kind not in ("register", "memory"):
+    for the one value an operand of a kind that takes one passes (a
+    caller-encoded tensor map; :func:`.emit.kind_takes_scalar`)."""
+    if op.kind != "scalar" or kind_takes_scalar(role.kind):
         return None
     label = operand_label(role.role, op.index)
     if role.writes:
@@ -75,7 +79,10 @@ def rule_state_space(opcode, role, op):
     scope = op.value.scope()
     if scope in role.scopes:
         return None
-    what = "register tensor" if role.kind == "register" else f".{role.ptx.space} memory"
+    if role.kind == "register":
+        what = "register tensor"
+    else:  # a descriptor's PTX operand is a register: no state space of its own
+        what = f".{role.ptx.space} memory" if role.ptx.space else "tensor"
     return TileError(
         opcode,
         "wrong state space for the opcode",
@@ -90,18 +97,21 @@ def rule_dtype(opcode, role, op):
     dtype = op.value.dtype if op.kind == "tensor" else op.value.ty.dtype
     if dtype in role.dtypes:
         return None
-    token = role.ptx.ptx_type or role.ptx.space
-    width = _dtype_bits(role.dtypes[0])
+    widths = {_dtype_bits(d) for d in role.dtypes}
     rule = (
         "element bit width differs from the PTX type's"
-        if _dtype_bits(dtype) != width
+        if _dtype_bits(dtype) not in widths
         else "dtype not accepted by the PTX type"
     )
+    if len(widths) == 1:
+        expected = f"{_dtype_bits(role.dtypes[0])}-bit {' / '.join(role.dtypes)}"
+    else:  # ld/st of a narrow integer type also take 32-bit registers
+        expected = " / ".join(f"{d} ({_dtype_bits(d)}-bit)" for d in role.dtypes)
     return TileError(
         opcode,
         rule,
         operand=operand_label(role.role, op.index),
-        expected=f"{width}-bit {' / '.join(role.dtypes)}",
+        expected=expected,
         found=f"{dtype} ({_dtype_bits(dtype)}-bit); reinterpret with .view(dtype)",
     )
 

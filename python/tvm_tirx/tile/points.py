@@ -81,7 +81,7 @@ class _Enumeration:
         value = fold(self.facts.analyzer, self.expr, env)
         if value is None:
             return False
-        where = ", ".join(f"{v.name}={x}" for v, x in env.items() if _contains(self.free, v))
+        where = ", ".join(f"{self.facts.name_of(v)}={x}" for v, x in env.items() if _contains(self.free, v))
         self.out.append((value, where))
         return True
 

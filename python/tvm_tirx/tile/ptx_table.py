@@ -23,10 +23,12 @@ __all__ = [
     "canonical_text",
     "table_entries",
     "entry_variants",
+    "cert_arch",
     "ptx_call",
     "opcode_of_call",
     "bits_of_ptx_type",
     "same_width_dtypes",
+    "binding_dtype",
 ]
 
 
@@ -273,6 +275,15 @@ def entry_variants(entry_name: str):
         yield canonical_text(entry, tokens)
 
 
+def cert_arch(entry_name: str) -> str | None:
+    """The architecture apache-tvm's table certifies table entry ``entry_name`` at
+    (``"sm_103a"``), or None.  Nothing gates on it; a family may cite it as the
+    floor of forms that no ptxas at hand assembles."""
+    from tvm.backend.cuda.ptx.table import TABLE  # pylint: disable=import-outside-toplevel
+
+    return TABLE[entry_name].cert_arch or None
+
+
 def ptx_call(opcode: str, args, pred=None, preserve_dst: bool = False):
     """The ``T.ptx[opcode](*args, pred=, preserve_dst=)`` Call (a void ``tirx.ptx.<entry>`` Call).
 
@@ -349,4 +360,41 @@ def same_width_dtypes(token: str, accepted=None) -> tuple:
         return tuple(own)
     # An 8-bit integer result lives in a wider register (PTX ISA 5.2.2: the
     # narrowest register is 16 bits); the table lists the carriers it takes.
-    return tuple(d for d in accepted if d in own) or tuple(accepted)
+    out = tuple(d for d in accepted if d in own) or tuple(accepted)
+    # The table types `.f16`/`.bf16` registers as their `.b16` container; the
+    # scalar type itself is as good a register (PTX ISA 5.2: a `.b16` register
+    # holds any 16-bit type), bound through the container (:func:`binding_dtype`).
+    return out + tuple(d for d in scalar_dtypes(token) if d not in out)
+
+
+def scalar_dtypes(token: str) -> tuple:
+    """The TVM dtypes whose values *are* PTX type ``token`` (``"f16"`` -> ``("float16",)``;
+    ``()`` for a bit-size or packed type), read from apache-tvm's C bindings."""
+    from tvm.backend.cuda.ptx.render import C_BINDING  # pylint: disable=import-outside-toplevel
+
+    return tuple(d for d, binding in C_BINDING.items() if binding.suffix == token)
+
+
+def binding_dtype(operand: PtxOperand, dtype: str, read_write: bool = False) -> str | None:
+    """The dtype a register of ``dtype`` is passed to the table as, for ``operand``.
+
+    ``dtype`` itself when the table takes it; otherwise a dtype of the same bit
+    width that it takes (the ``.b16`` container ``uint16`` of a ``float16``
+    register of ``add.rn.f16``), the register then being read through a view of
+    that dtype -- the same bits.  A read-write binding (``preserve_dst``, an
+    accumulator) needs a dtype inline asm binds directly, without a carrier
+    (apache-tvm's ``render.C_BINDING``: ``float16`` travels as ``uint16_t``, an
+    8-bit register as a 16-bit one, which cannot be written back in place).
+    None when no dtype fits.
+    """
+    from tvm.backend.cuda.ptx.render import C_BINDING  # pylint: disable=import-outside-toplevel
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+    def fits(d):
+        binding = C_BINDING.get(d)
+        return binding is not None and (not read_write or binding.carrier == binding.c_type)
+
+    if dtype in operand.dtypes and fits(dtype):
+        return dtype
+    bits = DataType(dtype).bits
+    return next((d for d in operand.dtypes if DataType(d).bits == bits and fits(d)), None)

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import itertools
 
-from ..arch import arch_number
+from ..arch import arch_number, parse_arch
 from ..errors import TileError, operand_label
 from .contract import CallView
-from .ptx_table import same_width_dtypes
+from .ptx_table import binding_dtype, same_width_dtypes
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
 from .views import ViewMap, atom_of, classify, coords, group_coords, repeat_rank, repeat_shape, role_axes
 
-__all__ = ["check_static", "select_contract", "check_params", "bind_call", "rule_arch"]
+__all__ = ["check_static", "select_contract", "check_params", "param_error", "call_operands", "bind_call", "rule_arch"]
 
 
 def rule_preserve_dst(opcode, contract, pred, preserve_dst):
@@ -42,6 +42,29 @@ def rule_preserve_dst(opcode, contract, pred, preserve_dst):
             found="preserve_dst=True",
         )
     return None
+
+
+def rule_read_write_binding(opcode, role, op, preserve_dst):
+    """A register destination bound read-write (``preserve_dst``, or an operand
+    the instruction reads and writes) has a dtype inline asm binds in place:
+    an 8-bit register travels as a 16-bit carrier and cannot be written back
+    (apache-tvm's ``render.C_BINDING``)."""
+    read_write = role.ptx.rw == "rw" or (preserve_dst and role.writes)
+    if op.kind != "tensor" or role.kind != "register" or not read_write:
+        return None
+    if binding_dtype(role.ptx, op.value.dtype, read_write=True) is not None:
+        return None
+    usable = [d for d in role.dtypes if binding_dtype(role.ptx, d, read_write=True) is not None]
+    return TileError(
+        opcode,
+        "register dtype cannot be bound read-write",
+        operand=operand_label(role.role, op.index),
+        expected=(
+            f"{' / '.join(usable)} registers" if usable else "preserve_dst=False (no register dtype of this operand can be)"
+        )
+        + " (preserve_dst keeps the old value through an in-place binding, which 8-bit registers do not have)",
+        found=f"{op.value.dtype} registers",
+    )
 
 
 def rule_pred_dtype(opcode, pred):
@@ -117,8 +140,18 @@ def rule_register_overlap(opcode, role, op, group, collective):
 
 
 def rule_arch(contract, arch):
-    """The form is available on the target architecture ``arch`` (``"sm_90a"``, or None: unknown)."""
-    if arch is None or contract.min_arch is None:
+    """The form is available on the target architecture ``arch`` (``"sm_90a"``, or None: unknown):
+    ``arch`` is one of the form's ``archs`` when it names them, and not older than its ``min_arch``."""
+    if arch is None:
+        return None
+    if contract.archs and parse_arch(arch) not in [parse_arch(a) for a in contract.archs]:
+        return TileError(
+            contract.opcode,
+            "instruction is specific to another architecture",
+            expected=f"target {' / '.join(contract.archs)} (the arch-specific feature set, suffix included)",
+            found=arch,
+        )
+    if contract.min_arch is None:
         return None
     if arch_number(arch) < arch_number(contract.min_arch):
         return TileError(
@@ -167,19 +200,34 @@ def check_static(contract, operands, group, pred=None, preserve_dst=False):
         )
         if err:
             return err
-    return rule_pred_dtype(opcode, pred) or rule_preserve_dst(opcode, contract, pred, preserve_dst)
+    err = rule_pred_dtype(opcode, pred) or rule_preserve_dst(opcode, contract, pred, preserve_dst)
+    for role, op in zip(roles, operands):
+        err = err or rule_read_write_binding(opcode, role, op, preserve_dst)
+    return err
 
 
-def select_contract(forms, operands, group, pred, preserve_dst):
-    """Pick the form (of ``forms``, an opcode's candidates) whose contract the operands satisfy.
+def call_operands(contract, operands, params) -> tuple:
+    """``(value, index)`` of every operand of the call in role order: the
+    positional ones (1-based positions), then the keyword roles' values from
+    ``params`` (index: the keyword)."""
+    out = [(v, i + 1) for i, v in enumerate(operands)]
+    out += [(params[r.keyword], r.keyword) for r in contract.roles if r.keyword is not None and r.keyword in params]
+    return tuple(out)
+
+
+def select_contract(forms, operands, group, pred, preserve_dst, params=None):
+    """Pick the form (of ``forms``, an opcode's candidates) whose contract the
+    operands and keyword parameters satisfy.
 
     ``mov.b64`` names a scalar, a pack and an unpack form; the operands'
-    atoms tell them apart, as the assembler does.
+    atoms tell them apart, as the assembler does.  ``mbarrier.arrive`` names
+    a form with and one without the ``count`` operand; the keyword
+    parameters tell them apart.
 
     Returns
     -------
     (Contract, list[Operand])
-        The form and the classified operands.
+        The form and the classified operands (keyword roles' last).
 
     Raises
     ------
@@ -187,14 +235,31 @@ def select_contract(forms, operands, group, pred, preserve_dst):
         No form fits: the error of the form with the highest
         ``error_priority`` (the first such form).
     """
+    params = params or {}
     errors = []
     for contract in forms:
-        classified = [classify(v, i + 1, contract.opcode) for i, v in enumerate(operands)]
-        err = check_static(contract, classified, group, pred, preserve_dst)
+        err = rule_keyword_roles(contract, params)
+        classified = []
+        if err is None:
+            classified = [classify(v, i, contract.opcode) for v, i in call_operands(contract, operands, params)]
+            err = check_static(contract, classified, group, pred, preserve_dst) or param_error(contract, params)
         if err is None:
             return contract, classified
         errors.append((contract.error_priority, len(errors), err))
     raise max(errors, key=lambda e: (e[0], -e[1]))[2]
+
+
+def rule_keyword_roles(contract, params):
+    """Every operand the form takes by keyword (``mbar=``) is given."""
+    for role in contract.roles:
+        if role.keyword is not None and role.keyword not in params:
+            return TileError(
+                contract.opcode,
+                f"missing parameter {role.keyword!r} (the opcode names it)",
+                expected=f"{role.keyword}=<a {' / '.join(role.dtypes)} view in {' / '.join(role.scopes)} memory>",
+                found="nothing",
+            )
+    return None
 
 
 def _check_param_value(contract, name, value):
@@ -213,46 +278,62 @@ def _check_param_value(contract, name, value):
     )
 
 
-def check_params(contract, params):
-    """The call's keyword parameters are the form's, present, and valid.
-
-    Raises
-    ------
-    TileError
-        An unknown parameter, a missing one, a PTX-bound one of another
-        dtype, or a family parameter its check refuses.
-    """
+def param_error(contract, params):
+    """Why the call's keyword parameters do not fit the form, or None: an
+    unknown parameter, a missing one, a PTX-bound one of another dtype, or a
+    family parameter its check refuses.  Operands passed by keyword
+    (:attr:`~.contract.OperandRole.keyword`) are checked as operands."""
+    keywords = {r.keyword for r in contract.roles if r.keyword is not None}
     known = {**contract.params, **contract.options}
     for name in params:
-        if name not in known:
-            raise TileError(
+        if name not in known and name not in keywords:
+            return TileError(
                 contract.opcode,
                 f"unknown parameter {name!r}",
-                expected=", ".join(sorted(known)) or "no family parameters for this form",
+                expected=", ".join(sorted({*known, *keywords})) or "no family parameters for this form",
                 found=name,
             )
     for name in known:
         required = name in contract.params or contract.options[name].required
         if name not in params and required:
             what = contract.params[name].ptx_type if name in contract.params else contract.options[name].doc
-            raise TileError(
+            return TileError(
                 contract.opcode,
                 f"missing parameter {name!r} (the opcode names it)",
                 expected=f"{name}=<{what} expression>",
                 found="nothing",
             )
     for name, value in params.items():
+        if name in keywords:
+            continue
         if name in contract.params:
             err = _check_param_value(contract, name, value)
         else:
             reason = contract.options[name].check(value) if contract.options[name].check else None
             err = reason and TileError(contract.opcode, f"invalid parameter {name!r}", expected=contract.options[name].doc, found=reason)
         if err:
-            raise err
+            return err
+    return None
+
+
+def check_params(contract, params):
+    """The call's keyword parameters are the form's, present, and valid.
+
+    Raises
+    ------
+    TileError
+        :func:`param_error`'s reason, or a missing keyword operand.
+    """
+    err = rule_keyword_roles(contract, params) or param_error(contract, params)
+    if err:
+        raise err
 
 
 def bind_call(contract, operands, pred, params, facts=None):
     """The contract of one call given its keyword parameters (``Contract.bind``).
+
+    ``operands`` are the classified operands in role order (keyword roles
+    last, :func:`call_operands`).
 
     Returns
     -------

@@ -14,6 +14,7 @@ from ..errors import TileError
 
 __all__ = [
     "Operand",
+    "as_view",
     "classify",
     "static_int",
     "int_or_none",
@@ -27,6 +28,8 @@ __all__ = [
     "coords",
     "group_coords",
     "offset_summary",
+    "dtype_bytes",
+    "xor_swizzle",
 ]
 
 
@@ -42,13 +45,14 @@ class Operand:
         The buffer view (``kind == "tensor"``) or scalar ``PrimExpr``.
     kind : str
         ``"tensor"`` or ``"scalar"``.
-    index : int
-        1-based position among the call's operands (the instruction is not counted).
+    index : int | str
+        1-based position among the call's operands (the instruction is not
+        counted), or the keyword of an operand passed by keyword (``mbar``).
     """
 
     value: object
     kind: str
-    index: int
+    index: object
 
     @property
     def shape(self) -> tuple:
@@ -80,7 +84,39 @@ def int_or_none(x) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def classify(value, index: int, opcode: str) -> Operand:
+def as_view(value):
+    """``value`` with a buffer region (``A[0:64, 1:2]``, a ``tvm.ir.TensorRegion``)
+    replaced by the equal view ``A.sub[0:64, 1:2]``; anything else unchanged.
+
+    A region keeps every axis of its buffer: an index ``A[tid, 0:4]`` parses to
+    the same region as ``A[tid:tid + 1, 0:4]``, so it becomes an axis of extent 1
+    (``A.sub[tid:tid + 1, 0:4]``, shape ``(1, 4)``); ``.sub[tid, :]`` is the way
+    to drop it.  An axis the region covers whole stays un-narrowed
+    (``A.sub[:, 1:2]``).  Like every view, the result is declared in the
+    enclosing IRBuilder frame, so call it while parsing, once per operand.
+    """
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    if not isinstance(value, tvm.ir.TensorRegion) or not tvm.tirx.is_buffer_var(value.source):
+        return value
+    buf = value.source
+    picks = []
+    for r, extent in zip(value.region, buf.shape):
+        whole = int_or_none(r.min) == 0 and int_or_none(r.extent) == int_or_none(extent) is not None
+        picks.append(slice(None) if whole else slice(r.min, r.min + r.extent))
+    return buf.sub[tuple(picks)]
+
+
+def dtype_bytes(dtype) -> int:
+    """Bytes of one element of ``dtype``, every lane counted (``float32x4`` -> 16).
+    Sub-byte dtypes count as one byte (no tile operand has them)."""
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+    dt = DataType(dtype)
+    return max(dt.bits * dt.lanes // 8, 1)
+
+
+def classify(value, index, opcode: str) -> Operand:
     """Classify a call operand as a tensor view or a scalar expression.
 
     Raises
@@ -98,7 +134,7 @@ def classify(value, index: int, opcode: str) -> Operand:
         raise TileError(
             opcode,
             "untyped scalar",
-            operand=f"operand {index}",
+            operand=_where(index),
             expected="a typed scalar such as T.float32(0) or T.uint32(17)",
             found=repr(value),
         )
@@ -107,10 +143,14 @@ def classify(value, index: int, opcode: str) -> Operand:
     raise TileError(
         opcode,
         "operand is not a tensor view or scalar expression",
-        operand=f"operand {index}",
-        expected="a Buffer view (X, X.sub[...], X.view(...)) or a PrimExpr",
+        operand=_where(index),
+        expected="a Buffer view (X, X.sub[...], X[a:b, ...], X.view(...)) or a PrimExpr",
         found=type(value).__name__,
     )
+
+
+def _where(index) -> str:
+    return f"parameter {index}" if isinstance(index, str) else f"operand {index}"
 
 
 def layout_of(buf):
@@ -144,7 +184,11 @@ class ViewMap:
         #: product of the other, so no view axis carries into another's
         #: digits).  A swizzle is not.
         self.separable = tile is self.layout and _compatible_splits(self.shape, self.shard)
-        self._terms = self._static_terms(tile) if tile is self.layout else None
+        #: ``(per_element, swizzle_len, atom_len)`` of a ComposeLayout's XOR
+        #: swizzle of the tile's storage offset, computed here like the tile's terms
+        self._swizzle = _swizzle_of(self.layout) if tile is not self.layout else None
+        static = tile is self.layout or self._swizzle is not None
+        self._terms = self._static_terms(tile) if static else None
 
     @staticmethod
     def _static_terms(tile):
@@ -190,6 +234,8 @@ class ViewMap:
             out.setdefault("m", 0)
             for c, (_, stride, axis) in zip(shard_coord, iters):
                 out[axis] = out.get(axis, 0) + c * stride
+            if self._swizzle is not None:
+                out["m"] = xor_swizzle(out["m"], *self._swizzle)
             return out
         return {str(k): v for k, v in self.layout.apply(*shard_coord).items()}
 
@@ -215,6 +261,22 @@ class ViewMap:
     def has_thread_axes(self) -> bool:
         """Whether the layout places values on threads (``laneid``, ``warpid`` ...)."""
         return any(k != "m" for k in self.apply(tuple(0 for _ in self.shape)))
+
+
+def _swizzle_of(layout):
+    """``(per_element, swizzle_len, atom_len)`` of a ``ComposeLayout`` that swizzles
+    its tile's storage offset (``swizzle_inner``), else None."""
+    if not bool(getattr(layout, "swizzle_inner", False)):
+        return None
+    return int(layout.per_element), int(layout.swizzle_len), int(layout.atom_len)
+
+
+def xor_swizzle(offset: int, per_element: int, swizzle_len: int, atom_len: int) -> int:
+    """apache-tvm's ``ComposeLayout`` swizzle of storage offset ``offset``: bits
+    ``[per_element, per_element + swizzle_len)`` XOR the ``swizzle_len`` bits
+    ``atom_len`` above them (an involution)."""
+    mask = (1 << swizzle_len) - 1
+    return offset ^ (((offset >> (per_element + atom_len)) & mask) << per_element)
 
 
 def _suffix_products(extents):

@@ -1,7 +1,8 @@
 """``ld`` and ``st``: move values between memory and the issuing thread's registers.
 
 PTX ISA
-    9.7.10.8 (``ld``), 9.7.10.9 (``ld.global.nc``), 9.7.10.11 (``st``); 5.4.6 (alignment).
+    9.7.10.8 (``ld``), 9.7.10.9 (``ld.global.nc``), 9.7.10.11 (``st``); 5.4.6 (alignment);
+    9.4.1 (operand size exceeding the instruction type).
 Forms
     Every ``ld`` / ``st`` entry of the table with a state space ``.global``,
     ``.shared``, ``.shared::cta`` or ``.local``; vector lengths 1, ``.v2``,
@@ -15,7 +16,13 @@ Operand roles and atoms
     ``createpolicy``) for ``.L2::cache_hint`` forms.
 Legality
     The memory atom is contiguous and aligned to ``n * sizeof(type)`` bytes
-    (vector accesses are naturally aligned); element width = the PTX type's.
+    (vector accesses are naturally aligned); the memory tensor's element width
+    is the PTX type's, and so is the registers' -- except that the registers
+    of an 8- or 16-bit integer or bit type (``.s8 .u8 .b8 .s16 .u16 .b16``)
+    may also be ``int32`` / ``uint32``: a load sign-extends (``.sN``) or
+    zero-extends (``.uN``, ``.bN``) each value into its 32-bit register, a
+    store writes the register's low ``N`` bits (PTX ISA 9.4.1).  No other
+    widening exists here (a float register stays the PTX type's width).
     A false ``pred`` skips the access, so bounds are checked where it holds.
 Lowering emits
     One ``ld``/``st`` per repeat coordinate per thread.  A ``.local`` address
@@ -28,13 +35,18 @@ Architectures
 
 from __future__ import annotations
 
-from ..contract import Contract, memory_role, register_role
+from ..contract import Contract, memory_role, register_role, replace
 from ..emit import register_address_form
 from ..ptx_table import Instruction, bits_of_ptx_type
 from ..registry import register_family
 
 PARAMS = ("cache_policy",)
 SPACES = ("global", "shared", "shared::cta", "local")
+#: PTX types whose values may travel in a wider integer register (PTX ISA 9.4.1:
+#: a load extends -- sign for .sN, zero for .uN/.bN -- a store truncates).
+NARROW_INTEGER_TYPES = ("s8", "u8", "b8", "s16", "u16", "b16")
+#: The wider registers a tile call may use for them.
+WIDE_REGISTERS = ("int32", "uint32")
 
 
 def _local_window_address(buf, coord):
@@ -47,6 +59,16 @@ def _local_window_address(buf, coord):
 
 
 register_address_form("local_window", _local_window_address)
+
+
+def _data_role(name, op):
+    """The register role of ``op``, with the 32-bit registers PTX ISA 9.4.1 allows
+    for a narrow integer or bit type (those the table takes)."""
+    role = register_role(name, op)
+    if op.ptx_type not in NARROW_INTEGER_TYPES:
+        return role
+    wide = tuple(d for d in WIDE_REGISTERS if d in op.dtypes and d not in role.dtypes)
+    return replace(role, dtypes=role.dtypes + wide)
 
 
 @register_family(
@@ -74,5 +96,5 @@ def contract(instr: Instruction) -> Contract | str:
         if op is addr:
             roles.append(memory_role("src" if loads else "dst", op, data, writes=not loads, address=address))
         elif op is data:
-            roles.append(register_role("dst" if loads else "src", op))
+            roles.append(_data_role("dst" if loads else "src", op))
     return Contract(instruction=instr, roles=tuple(roles), params=params, min_arch="sm_100" if wide else None)

@@ -16,8 +16,8 @@ Forms
     forms: ``.tile::gather4`` / ``.tile::scatter4`` (four rows, not a box),
     the ``im2col`` modes, ``.multicast::cluster::16b/32b``.
 Operand roles and atoms
-    Load: ``dst`` shared image, ``src`` global tensor, ``mbar`` (also by
-    keyword ``mbar=``) a ``uint64`` shared view of shape ``(1,)``.  Store and
+    Load: ``dst`` shared image, ``src`` global tensor, and by keyword
+    ``mbar=`` a ``uint64`` shared view of shape ``(1,)``.  Store and
     reduce: ``dst`` global tensor, ``src`` shared image.  The shared operand is
     ``(*repeat, *box)``: its last N axes (N from ``.Nd``) are the box, in the
     tensor's axis order; each repeat coordinate issues one instruction.  The
@@ -446,16 +446,21 @@ def _map_var(call, op):
     return maps[key][0]
 
 
-def _tensor_map_args(role, op, call):  # pylint: disable=unused-argument
-    """The ``tensorMap`` operand: a caller's map address, or the host-encoded map's."""
+def _tensor_map_setup(role, op, emission):  # pylint: disable=unused-argument
+    """Before the loops: nothing to emit; the operand's value becomes the
+    address of the kernel's host-encoded map of the global view."""
     from tvm.tirx.op import address_of  # pylint: disable=import-outside-toplevel
 
-    if op.kind == "scalar":
-        return [op.value]
-    return [address_of(_map_var(call, op))]
+    return [], address_of(_map_var(emission.call, op))
 
 
-register_kind("tensor_map", _tensor_map_args)
+def _tensor_map_args(role, op, group_coord, rep):  # pylint: disable=unused-argument
+    """The ``tensorMap`` operand: a caller's map address, or the host-encoded map's
+    (the value :func:`_tensor_map_setup` gave the global view)."""
+    return [op.value]
+
+
+register_kind("tensor_map", _tensor_map_args, setup=_tensor_map_setup, scalar=True)
 
 
 def _host_setup(call, stmt):

@@ -1,0 +1,200 @@
+"""``cp.async.bulk`` (non-tensor): asynchronous copies of contiguous runs of bytes, issued by one thread.
+
+PTX ISA
+    9.2, 9.7.10.28.4.1 (``cp.async.bulk``), 9.7.10.28.4.3
+    (``cp.async.bulk.prefetch``); 9.7.10.26 (``mapa``, for the peer CTA).
+Forms
+    global -> shared: ``cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes``
+    and ``cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes``
+    (optionally ``.multicast::cluster``, ``.L2::cache_hint``);
+    shared -> a peer CTA's shared memory:
+    ``cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes``;
+    shared -> global: ``cp.async.bulk.global.shared::cta.bulk_group``
+    (optionally ``.L2::cache_hint``); ``cp.async.bulk.prefetch.L2.global``.
+    Refused with the architecture they need: ``.cp_mask`` (sm_100a, measured
+    with ptxas 13.0), the explicit ``.weak`` / ``.relaxed.scope`` ``.b128``
+    forms (the table certifies sm_103a; the ptxas of CUDA 13.0 assembles them
+    for no target).  Not tile forms: ``.ignore_oob``, the
+    ``.mbarrier::report::*`` forms, ``.multicast::cluster::16b/32b`` and
+    ``.L2::evict_last`` prefetches (all certified at sm_103a / sm_107f).
+Operand roles and atoms
+    ``dst``, ``src`` (``prefetch``: ``src`` only): views whose last axis is
+    the run, of any element type: shape ``(*repeat, n)``, the run's byte size
+    ``n * sizeof(dtype)`` is the copy size (PTX ``size``, derived).  ``dst``
+    and ``src`` are ``shared`` / ``shared.dyn`` or ``global`` as the opcode
+    names them.  ``mbar=`` (the ``.mbarrier::complete_tx::bytes`` forms): the
+    ``uint64`` mbarrier view, shape ``(1,)``, one barrier for the whole call
+    (it counts the bytes of every repeat coordinate).  Parameters:
+    ``cta_mask`` (``uint16``, ``.multicast::cluster``), ``cache_policy``
+    (``uint64``, ``.L2::cache_hint``), ``remote_cta_id`` (the destination
+    CTA's rank in the cluster, shared -> shared::cluster).
+Legality
+    Thread scope: one thread issues each copy (a guard or ``pred=`` elects
+    it).  Both runs have the same byte size, a positive multiple of 16, are
+    contiguous and 16-byte aligned (not aligned to the size); the barrier is
+    8-byte aligned (PTX ISA 9.7.10.28.4.1).  ``.multicast::cluster`` and
+    ``remote_cta_id`` need a cluster launch of more than one CTA; a constant
+    ``cta_mask`` names only CTAs of the cluster, a constant ``remote_cta_id``
+    is a rank inside it.
+Lowering emits
+    One copy per repeat coordinate, ``size`` the run's bytes; shared and
+    global operands as generic addresses (apache-tvm converts the shared
+    ones to the ``.shared::cta`` window).  shared -> shared::cluster: the
+    barrier is mapped into CTA ``remote_cta_id`` with ``mapa.shared::cluster.u32``
+    once before the repeat loops, the destination once per repeat coordinate.
+    Completion is the user's: ``mbarrier.arrive.expect_tx`` with the total
+    bytes and a wait on the barrier, or ``cp.async.bulk.commit_group`` /
+    ``wait_group`` for ``.bulk_group``; nothing is inserted.
+Architectures
+    sm_90a (from sm_90; ``.multicast::cluster`` is optimised for sm_90a).
+    Floors above it as listed under Forms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...errors import TileError, operand_label
+from ..contract import Contract, OperandRole
+from ..ptx_table import Instruction, cert_arch
+from ..registry import register_family
+from ._cluster import PEER_ADDRESS, REMOTE_CTA_ID, needs_cluster, remote_rule
+
+#: The copy size unit and the alignment of both runs (PTX ISA 9.7.10.28.4.1).
+RUN_BYTES = 16
+#: PTX operand name -> keyword of the call.
+PARAMS = {"cache_policy": "cache_policy", "cta_mask": "cta_mask", "byte_mask": "byte_mask"}
+ANY_DTYPE = (
+    "uint8", "int8", "uint16", "int16", "float16", "bfloat16",
+    "uint32", "int32", "float32", "uint64", "int64", "float64",
+)  # fmt: skip
+SHARED = ("shared", "shared.dyn")
+#: Entries whose forms are not tile forms, with the reason.
+NOT_TILE = {
+    "cp_async_bulk_g2s_cta_report": ".mbarrier::report::* is not a tile form (the table certifies sm_107f)",
+    "cp_async_bulk_g2s_cluster_report": ".mbarrier::report::* is not a tile form (the table certifies sm_107f)",
+    "cp_async_bulk_g2s_cluster_multicast16": ".multicast::cluster::16b is not a tile form (the table certifies sm_107f)",
+    "cp_async_bulk_g2s_cluster_multicast32": ".multicast::cluster::32b is not a tile form (the table certifies sm_107f)",
+    "cp_async_bulk_prefetch_evict_last": ".L2::evict_last is not a tile form (the table certifies sm_107f)",
+}
+#: ptxas 13.0: "Feature '.cp_mask' requires .target sm_100 or higher".
+CP_MASK_ARCH = "sm_100a"
+
+
+def _bytes(op) -> int:
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+    return op.shape[-1] * DataType(op.value.dtype).bits // 8
+
+
+def _check(contract, operands):
+    """Every run holds the same number of bytes, a positive multiple of 16."""
+    runs = [(r, o) for r, o in zip(contract.roles, operands) if r.keyword is None and o.kind == "tensor"]
+    first = None
+    for role, op in runs:
+        size = _bytes(op)
+        label = operand_label(role.role, op.index)
+        if size <= 0 or size % RUN_BYTES:
+            return TileError(
+                contract.opcode,
+                "bulk copy size not a positive multiple of 16 bytes",
+                operand=label,
+                expected=f"a last axis of a positive multiple of {RUN_BYTES} bytes (PTX ISA 9.7.10.28.4.1)",
+                found=f"{op.shape[-1]} x {op.value.dtype} = {size} bytes",
+            )
+        if first is not None and size != first[0]:
+            return TileError(
+                contract.opcode,
+                "bulk copy runs differ in size",
+                operand=label,
+                expected=f"{first[0]} bytes like {first[1]}",
+                found=f"{size} bytes",
+            )
+        first = first or (size, label)
+    return None
+
+
+def _size(call):
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    return IntImm("uint32", _bytes(call.operands[0]))
+
+
+def _run_role(name, op, peer=False):
+    scopes = ("global",) if op.space == "global" else SHARED
+    return OperandRole(
+        name, op, "memory", (None,), ANY_DTYPE, name == "dst", scopes, align=RUN_BYTES,
+        address=PEER_ADDRESS if peer else "generic",
+    )  # fmt: skip
+
+
+def _mbar_role(op, peer=False):
+    return OperandRole(
+        "mbar", op, "memory", (1,), ("uint64",), True, SHARED, repeat_axes=(), align=8,
+        address=PEER_ADDRESS if peer else "generic", keyword="mbar",
+    )  # fmt: skip
+
+
+def _multicast_rule(opcode):
+    """``launch_check`` of ``.multicast::cluster``: a cluster launch; a constant mask names its CTAs."""
+
+    def check(call, launch):
+        err = needs_cluster(opcode, launch, ".multicast::cluster")
+        if err is not None:
+            return err
+        mask, size = getattr(call.params.get("cta_mask"), "value", None), launch.cluster_size
+        if isinstance(mask, int) and not 0 < mask < (1 << size):
+            return TileError(
+                opcode,
+                "cta_mask names CTAs outside the cluster",
+                operand="parameter cta_mask",
+                expected=f"a non-zero mask below {1 << size} (bit i: CTA rank i of {size})",
+                found=hex(mask),
+            )
+        return None
+
+    return check
+
+
+def _floor(instr: Instruction) -> str | None:
+    mods = instr.modifiers
+    if mods.get("sem") or mods.get("type") == "b128":
+        return cert_arch(instr.entry_name)
+    if mods.get("cp_mask"):
+        return CP_MASK_ARCH
+    return None
+
+
+@register_family(
+    entries=(
+        "cp_async_bulk_g2s_cta", "cp_async_bulk_g2s_cluster", "cp_async_bulk_s2c", "cp_async_bulk_s2g",
+        "cp_async_bulk_prefetch", *NOT_TILE,
+    ),
+    isa={"cp": "9.7.10.28.4.1 (cp.async.bulk) and 9.7.10.28.4.3 (cp.async.bulk.prefetch)"},
+)  # fmt: skip
+def contract(instr: Instruction) -> Contract | str:
+    """The tile contract of a non-tensor ``cp.async.bulk`` form, or the reason it has none."""
+    if instr.entry_name in NOT_TILE:
+        return NOT_TILE[instr.entry_name]
+    if instr.modifiers.get("ignore_oob"):
+        return f".ignore_oob is not a tile form (the table certifies {cert_arch(instr.entry_name)})"
+    ops = {op.name: op for op in instr.operands}
+    peer = instr.entry_name == "cp_async_bulk_s2c"
+    roles = [_run_role(role, ops[f"{role}_mem"], peer and role == "dst") for role in ("dst", "src") if f"{role}_mem" in ops]
+    if "mbar" in ops:
+        roles.append(_mbar_role(ops["mbar"], peer))
+    options, check = {}, None
+    if peer:
+        options, check = {"remote_cta_id": replace(REMOTE_CTA_ID, required=True)}, remote_rule(instr.opcode)
+    elif instr.modifiers.get("multicast"):
+        check = _multicast_rule(instr.opcode)
+    return Contract(
+        instruction=instr,
+        roles=tuple(roles),
+        params={kw: ops[name] for name, kw in PARAMS.items() if name in ops},
+        options=options,
+        min_arch=_floor(instr),
+        derived={"size": _size},
+        check=_check,
+        launch_check=check,
+    )

@@ -1,0 +1,82 @@
+"""``setmaxnreg``: a warpgroup raises or lowers its per-thread register count (sm_90a).
+
+``T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)``
+
+Why a tile family and not a ``T.cuda`` helper: the instruction is a
+collective of a warpgroup (``.sync.aligned``: the 128 threads execute it
+together), and the rule that makes it useful -- each warpgroup's role is a
+branch on the warpgroup index, so a guard keeps whole warpgroups -- is the
+group check every collective tile form already gets (:mod:`..groups`).  A
+helper would have to re-derive that from the guards; as a zero-operand tile
+form it costs one small module.
+
+PTX ISA
+    9.7.19.5 (``setmaxnreg``; 9.7.21.5 in the numbering of apache-tvm 0.27's table).
+Forms
+    ``setmaxnreg.inc.sync.aligned.u32`` and ``setmaxnreg.dec.sync.aligned.u32``.
+Operand roles and atoms
+    No tensor operands.  Parameter ``nreg``: the new register count per
+    thread, an integer in ``[24, 256]``, a multiple of 8 (the ISA's range).
+Legality
+    A collective of the 128 threads of a warpgroup: at ``scope="warpgroup"``
+    (or ``"cta"``), under guards that keep whole, aligned warpgroups (a branch
+    on the warpgroup index).  The kernel needs a register cap at entry:
+    ``LaunchConfig(min_blocks_per_sm=...)`` (``__launch_bounds__(T, n)``) or
+    ``max_registers=``; without one ptxas ignores ``setmaxnreg`` (measured
+    with CUDA 13.0: "C7508 ... 'setmaxnreg' ignored; unable to determine
+    register count at entry").  Whether ``inc`` raises and ``dec`` lowers the
+    count the warpgroup has is the author's (the ISA leaves other uses undefined).
+Lowering emits
+    One ``setmaxnreg`` per thread of each executing warpgroup.
+Architectures
+    sm_90a only (arch-specific).
+"""
+
+from __future__ import annotations
+
+from ...errors import TileError
+from ..contract import WARPGROUP, Contract, Param
+from ..ptx_table import Instruction
+from ..registry import register_family
+
+#: Register counts the ISA allows (PTX ISA 9.7.19.5): 24 to 256 in steps of 8.
+NREG_RANGE = range(24, 257, 8)
+#: Kernel attributes (``T.device_entry``'s launch bounds) that cap the registers at entry.
+_CAPS = ("tirx.launch_bounds_min_blocks_per_sm", "tirx.max_registers")
+
+
+def _check_nreg(value):
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        return f"{value} (an integer constant)"
+    return None if n in NREG_RANGE else f"{n} (the ISA's range is 24..256 in steps of 8)"
+
+
+def _register_cap(opcode):
+    def check(facts):
+        if any(key in facts.entry_attrs for key in _CAPS):
+            return None
+        return TileError(
+            opcode,
+            "setmaxnreg without a register cap at the kernel's entry",
+            expected="T.cuda.LaunchConfig(..., min_blocks_per_sm=1) (or max_registers=...): "
+            "ptxas ignores setmaxnreg otherwise (C7508)",
+            found="a launch without min_blocks_per_sm or max_registers",
+        )
+
+    return check
+
+
+@register_family(entries=("setmaxnreg",), isa={"setmaxnreg": "9.7.19.5"})
+def contract(instr: Instruction) -> Contract:
+    """The tile contract of a setmaxnreg form (every form is one)."""
+    return Contract(
+        instruction=instr,
+        roles=(),
+        options={"nreg": Param("the register count per thread (24..256, a multiple of 8)", _check_nreg)},
+        collective=WARPGROUP,
+        archs=("sm_90a",),
+        derived={"nreg": lambda call: int(call.params["nreg"])},
+        kernel_check=_register_cap(instr.opcode),
+    )

@@ -1,0 +1,52 @@
+"""One-thread kernels issuing every sm_90a form of a family whose operands are
+shared/global views and mbarriers (mbarrier, cp_async_bulk), for the assembly
+tests: every form is enumerated from apache-tvm's table through the registry."""
+
+from tvm_tirx.arch import arch_number
+from tvm_tirx.tile.forms import forms_of
+
+#: A value for each keyword parameter the families take.
+PARAM_VALUES = {
+    "count": "T.uint32(1)",
+    "tx": "T.uint32(256)",
+    "phase": "T.uint32(0)",
+    "time_hint": "T.uint32(1000)",
+    "cta_mask": "T.uint16(3)",
+    "cache_policy": "T.uint64(0)",
+    "remote_cta_id": "T.uint32(1)",
+}
+
+
+def sm90a_forms(family):
+    """The family's forms available on sm_90a (no floor above it)."""
+    return [f for f in forms_of(family) if not f.contract.min_arch or arch_number(f.contract.min_arch) <= arch_number("sm_90a")]
+
+
+def _operand(role, i, lines):
+    if role.kind == "register":
+        lines.append(f'    d{i} = T.alloc_local((1,), "{role.dtypes[0]}")')
+        return f"d{i}"
+    if role.dtypes == ("uint64",):
+        return f"bars.sub[{i}, :]"
+    return f"G.sub[{i}, :]" if role.scopes == ("global",) else f"S.sub[{i}, :]"
+
+
+def kernel_source(forms, name="forms_kernel"):
+    """TVMScript source of a kernel (a 2-CTA cluster of one thread each) issuing each form once."""
+    n = len(forms)
+    lines = [
+        "from tvm_tirx.script import tirx as T",
+        "",
+        "@T.function",
+        f'def {name}(G: T.Tensor(({n}, 64), "float32", align=16)):',
+        "    T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=1, cluster=2))",
+        f'    bars = T.alloc_shared(({n}, 1), "uint64", align=8)',
+        f'    S = T.alloc_shared(({n}, 64), "float32", align=16)',
+    ]
+    for i, form in enumerate(forms):
+        c = form.contract
+        args = [_operand(r, i, lines) for r in c.roles if r.keyword is None]
+        args += [f"{r.keyword}={_operand(r, i, lines)}" for r in c.roles if r.keyword is not None]
+        args += [f"{k}={PARAM_VALUES[k]}" for k in (*c.params, *c.options)]
+        lines.append(f'    T.cuda.tile.apply(T.ptx["{form.opcode}"], {", ".join(args)})')
+    return "\n".join(lines) + "\n"
