@@ -130,7 +130,7 @@ def test_unguarded_tail_is_rejected_naming_the_bound():
         tvm_tirx.compile(unguarded, target="cuda", arch=ARCH)
     err = info.value
     assert err.rule == "view not provably within the tensor's bounds"
-    assert "[0, N * 4) of A" in err.expected and "pred= or an enclosing if" in err.expected
+    assert "bytes within [0, N * 16) of A (N * 4 x float32)" in err.expected and "pred= or an enclosing if" in err.expected
     assert err.operand == "src (operand 2)"
 
 
