@@ -143,7 +143,7 @@ def test_unguarded_tail_of_a_static_tensor_is_rejected():
         r = T.alloc_local((1,), "float32")
         T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[i : i + 1])
 
-    with pytest.raises(TileError, match=r"not provably within the tensor's bounds: expected elements within \[0, 65536\) of A"):
+    with pytest.raises(TileError, match=r"not provably within the tensor's bounds: expected bytes within \[0, 262144\) of A \(65536 x float32\)"):
         testing.lower(unguarded)
 
 
