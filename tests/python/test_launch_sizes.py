@@ -130,7 +130,7 @@ def test_unguarded_tail_is_rejected_naming_the_bound():
         tvm_tirx.compile(unguarded, target="cuda", arch=ARCH)
     err = info.value
     assert err.rule == "view not provably within the tensor's bounds"
-    assert "[0, N * 4) of A" in err.expected and "pred= or an enclosing if" in err.expected
+    assert "bytes within [0, N * 16) of A (N * 4 x float32)" in err.expected and "pred= or an enclosing if" in err.expected
     assert err.operand == "src (operand 2)"
 
 
@@ -143,7 +143,7 @@ def test_unguarded_tail_of_a_static_tensor_is_rejected():
         r = T.alloc_local((1,), "float32")
         T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[i : i + 1])
 
-    with pytest.raises(TileError, match=r"not provably within the tensor's bounds: expected elements within \[0, 65536\) of A"):
+    with pytest.raises(TileError, match=r"not provably within the tensor's bounds: expected bytes within \[0, 262144\) of A \(65536 x float32\)"):
         testing.lower(unguarded)
 
 
