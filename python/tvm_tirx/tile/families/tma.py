@@ -240,8 +240,9 @@ def _rule_params(c):
     box = params.get("box")
     if box is not None and _ints(box) != c.box:
         return TileError(c.opcode, "box differs from the shared image", operand="parameter box", expected=f"box={c.box} (the shared operand's last {c.rank} extents)", found=f"box={_ints(box)}")
-    if len(params["coords"]) != c.rank:
-        return TileError(c.opcode, "coordinate count", operand="parameter coords", expected=f"{c.rank} coordinates (.{c.rank}d), outermost first", found=f"{len(params['coords'])}")
+    coords = params.get("coords", ())  # required; an IR built without the parser may lack it
+    if len(coords) != c.rank:
+        return TileError(c.opcode, "coordinate count", operand="parameter coords", expected=f"{c.rank} coordinates (.{c.rank}d), outermost first", found=f"{len(coords)}")
     steps = params.get("coord_steps", ())
     if len(steps) != len(c.repeat) or any(len(s) != c.rank for s in steps):
         return TileError(c.opcode, "coord_steps do not match the repeat axes", operand="parameter coord_steps", expected=f"{len(c.repeat)} tuple(s) of {c.rank} (repeat axes {c.repeat})", found=f"{tuple(_ints(s) for s in steps)}")
