@@ -324,26 +324,8 @@ class Kernel:
             dynamic shared memory size below the kernel's carve-outs or over
             the target's limit; :mod:`tvm_tirx.launch_sizes`).
         """
-        dyn_bytes = self._check(args)
-        if dyn_bytes is not None and dyn_bytes > self._dyn_capacity:
-            self._refresh_launcher(dyn_bytes)
+        self._check(args)
         self._function(*args)
-
-    #: Dynamic shared memory a CTA may use without raising the function's limit (48 KiB).
-    _DEFAULT_DYN_LIMIT = 48 * 1024
-    _dyn_capacity = _DEFAULT_DYN_LIMIT
-
-    def _refresh_launcher(self, dyn_bytes: int) -> None:
-        """A launcher that can take ``dyn_bytes`` of run-time dynamic shared memory.
-
-        apache-tvm 0.27's CUDA launcher raises the function's
-        ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` once, at its first launch,
-        to that launch's size (seen on the H200: a first launch with 1 KiB, then one
-        with 64 KiB, failed with CUDA_ERROR_INVALID_VALUE).  A launcher fetched anew
-        starts over, so a larger run-time size gets a fresh one (one lookup, ~30 us).
-        """
-        self.__dict__.pop("_function", None)
-        self._dyn_capacity = dyn_bytes
 
     def __repr__(self):
         return f"<tvm_tirx.Kernel {self.name} ({self.target.attrs.get('arch', '')})>"
@@ -358,7 +340,7 @@ def _with_launch_sizes(check, func, name, target):
 
     def check_call(args):
         check(args)
-        return sizes(args)
+        sizes(args)
 
     return check_call
 

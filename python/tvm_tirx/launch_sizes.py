@@ -174,10 +174,8 @@ class LaunchSizes:
         dyn = _Size("dynamic_smem_bytes", pool, sources) if pool is not None else None
         return cls(name, grid, dyn, high_water, static_smem_bytes(func), arch)
 
-    def __call__(self, args) -> int | None:
-        """The run-time dynamic shared memory size of this launch in bytes (None when
-        the kernel has none); raise ValueError for a launch size that CUDA or the
-        kernel cannot take."""
+    def __call__(self, args) -> None:
+        """Raise ValueError for a launch size that CUDA or the kernel cannot take."""
         for axis, size in self.grid:
             value = size.compute(args)
             if not 1 <= value <= GRID_LIMITS[axis]:
@@ -189,8 +187,6 @@ class LaunchSizes:
             value = self.dyn_size.compute(args)
             if not self._lo <= value <= self._hi:
                 self._refuse_dyn(value, args)
-            return value
-        return None
 
     def _refuse_dyn(self, value, args):
         size = self.dyn_size
