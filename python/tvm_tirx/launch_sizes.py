@@ -137,6 +137,13 @@ def _sources(func):
     return out
 
 
+#: Bytes of dynamic shared memory a run-time size may take: CUDA's default per-function
+#: limit (48 KiB, CUDA C++ Programming Guide, "Shared Memory").  apache-tvm 0.27 raises a
+#: function's limit only for a static ``tirx.dyn_smem_bytes``; a run-time size of 64 KiB
+#: failed on the H200 with CUDA_ERROR_INVALID_VALUE, so larger run-time sizes are refused
+#: before the launch.
+RUN_TIME_DYN_LIMIT = 48 * 1024
+
 class LaunchSizes:
     """The run-time launch sizes of one kernel and their checks.
 
@@ -150,9 +157,10 @@ class LaunchSizes:
         self.name, self.grid, self.dyn_size = name, grid, dyn_size
         self.high_water, self.static_bytes, self.arch = high_water, static_bytes, arch
         self._limit = smem_limit(arch) if arch else None
-        # the dynamic sizes accepted: [carve-outs' end, limit - static]
+        # the dynamic sizes accepted: [carve-outs' end, min(limit, RUN_TIME_DYN_LIMIT) - static]
         self._lo = max(high_water, 0)
-        self._hi = float("inf") if self._limit is None else self._limit - static_bytes
+        limit = RUN_TIME_DYN_LIMIT if self._limit is None else min(self._limit, RUN_TIME_DYN_LIMIT)
+        self._hi = limit - static_bytes
 
     @classmethod
     def of(cls, func, name: str, arch: str | None):
@@ -197,7 +205,10 @@ class LaunchSizes:
             )
         static = f" + {self.static_bytes} bytes of static shared memory" if self.static_bytes else ""
         raise ValueError(
-            f"{what}{static}: over the {self._limit} bytes of shared memory a CTA may use on {self.arch}"
+            f"{what}{static}: over the {RUN_TIME_DYN_LIMIT} bytes (48 KiB) a run-time size may take: "
+            "apache-tvm 0.27's launcher does not raise the kernel's dynamic shared memory limit for "
+            "a size known only at run time (a static LaunchConfig(dynamic_smem_bytes=N) may go up to "
+            f"{self._limit or 'the target limit'} bytes)"
         )
 
 
