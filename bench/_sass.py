@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 
 #: SASS opcodes worth counting in the benchmark reports.
-INTERESTING = ("HMMA", "LDSM", "LDGSTS", "LDG", "STG", "LDS", "STS", "LDL", "STL", "BAR")
+INTERESTING = ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "HMMA", "LDSM", "LDGSTS", "LDG", "STG", "LDS", "STS", "LDL", "STL", "BAR")
 
 
 def report(kernel) -> str:

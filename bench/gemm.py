@@ -1,20 +1,16 @@
-"""bf16 GEMM on tensor cores written with tile operations only: C = A @ B^T.
+"""Hopper bf16 GEMM written with tile operations, against torch.matmul (cuBLAS) and Triton.
 
-A is (M, K), B is (N, K) (both bf16, row-major), C is (M, N) float32.  A CTA
-of 8 warps computes a 128 x 128 tile; each warp a 64 x 32 sub-tile as 4 x 4
-``mma.sync.m16n8k16`` per 16-wide k step, accumulating in registers.  K is
-walked in 32-wide tiles through a multi-stage shared-memory pipeline filled
-with ``cp.async.cg`` (16-byte chunks, committed and waited explicitly) --
-three stages by default; fragments come from shared memory with ``ldmatrix``.
-The shared tiles are XOR-swizzled (or padded) so that the eight rows an
-``ldmatrix`` reads fall in different banks.
+C = A @ B^T with A (M, K) and B (N, K) bf16, fp32 accumulation, C bf16 or float32.  The
+kernel is :func:`bench.hopper_gemm.make_gemm`: TMA loads into a multi-stage mbarrier ring,
+one producer and two consumer warpgroups issuing ``wgmma.m64n256k16``, a persistent grid
+in grouped tile order, optional 2-CTA clusters with B multicast, a TMA-store epilogue for
+bf16.  Each result is checked against an fp32 reference (bf16 out: max error relative to
+the largest reference value <= 1e-2; fp32 out: <= 1e-4) before it is timed (CUDA events,
+median of ``--runs`` runs after a warm-up, random inputs).
 
-Pipeline depth and swizzle are swept with :func:`tvm_tirx.testing.sweep`
-(configurations compiled in parallel worker processes, timed on the GPU);
-the fastest is checked against torch.matmul and reported.
-
-    python bench/gemm.py          # on a GPU: sweep, check the fastest, time, table
-    python bench/gemm.py --cpu    # no GPU: compile the sweep, assemble one
+    python bench/gemm.py           # GPU: the table (sizes x output types, torch, Triton)
+    python bench/gemm.py --sweep   # GPU: every variant at one size, fastest first
+    python bench/gemm.py --cpu     # no GPU: compile and assemble, ptxas and SASS counts
 """
 
 from __future__ import annotations
@@ -29,195 +25,158 @@ sys.path[:] = [_ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.
 
 import argparse  # noqa: E402
 
-from tvm.tirx.layout import Axis, ComposeLayout, S, TileLayout  # noqa: E402
-
 import tvm_tirx  # noqa: E402
 from tvm_tirx import testing  # noqa: E402
-from tvm_tirx.script import tirx as T  # noqa: E402
 
 from bench._sass import report  # noqa: E402
 from bench._timing import table  # noqa: E402
+from bench.hopper_gemm import make_gemm  # noqa: E402
 
-L = Axis.laneid
-BM, BN, BK = 128, 128, 32
-PAD = 8  # bf16 elements of padding per shared row (16 bytes)
-WARPS_M, WARPS_N = 2, 4
-MR, NR = 4, 4  # 16 x 8 mma tiles per warp along M and N
-
-# Register layouts.  The mma fragment maps (PTX ISA 9.7.14.5.8) with g = lane / 4
-# and t = lane % 4: A word (row 8h + g, word 4q + t) -> register h + 2q; B word
-# (n = g, word 4q + t) -> register q; C (row 8h + g, col 2t + e) -> register 2h + e.
-KS = BK // 16  # k16 steps per tile
-A_FRAG = TileLayout(S[(MR, KS, 2, 8, 2, 4) : (8, 4, 1, 4 @ L, 2, 1 @ L)])  # (mr, ks, 16, 8 words)
-A_LDM = TileLayout(S[(MR, KS, 4, 8, 4) : (8, 4, 1, 4 @ L, 1 @ L)])  # the same registers as ldmatrix matrices
-B_FRAG = TileLayout(S[(NR, KS, 8, 2, 4) : (4, 2, 4 @ L, 1, 1 @ L)])  # (nr, ks, 8 n, 8 words)
-B_LDM = TileLayout(S[(NR, KS, 2, 8, 4) : (4, 2, 1, 4 @ L, 1 @ L)])
-ACC = TileLayout(S[(MR, NR, 2, 8, 4, 2) : (16, 4, 2, 4 @ L, 1 @ L, 1)])  # (mr, nr, 16, 8)
-ACC_ROWS = TileLayout(S[(8, 4, MR, NR, 2, 2) : (4 @ L, 1 @ L, 16, 4, 2, 1)])  # (lane, mr, nr, h, pair)
-
-
-def _by_thread(tile):
-    """A (128, BK) bf16 tile as (warp, lane, j, 8): thread 32w + l's two 16-byte
-    chunks, at row 64j + t/4, chunk t % 4 of the tile."""
-    return tile.view(2, 64, 4, 8).permute(1, 2, 0, 3).view(8, 32, 2, 8)
+SIZES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (6144, 6144, 12288)]
+#: The configuration the table uses per output type (the sweep's fastest on the H200).
+BEST = {
+    "bfloat16": dict(stages=3, wait_depth=1, persistent=True, cluster=2),
+    "float32": dict(stages=4, wait_depth=1, persistent=True, cluster=2),
+}
+#: What ``--sweep`` compares: one change at a time, from the plain warp-specialized kernel.
+VARIANTS = {
+    "1 tile/CTA, wait 0, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, wait_depth=0, persistent=False),
+    "1 tile/CTA, wait 1, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, wait_depth=1, persistent=False),
+    "persistent, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=True),
+    "persistent + cluster 2, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=True, cluster=2),
+    "1 tile/CTA, bf16 TMA-store, 3 stages": dict(persistent=False),
+    "persistent, bf16 TMA-store, 3 stages": dict(persistent=True),
+    "persistent, group_m 16, bf16": dict(persistent=True, group_m=16),
+    "persistent + cluster 2, bf16": dict(persistent=True, cluster=2),
+    "persistent + cluster 2, group_m 16, bf16": dict(persistent=True, cluster=2, group_m=16),
+}
+TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 
 
-def _smem_layout(stages: int, rows: int, swizzle: bool):
-    """Shared tiles (stages, rows, BK) bf16: an XOR swizzle of the 16-byte chunks
-    (chunk ^= (row / 2) % 4, ``ComposeLayout(3, 2, 3, ...)``) or, without it,
-    rows padded to 80 bytes.  Either way the eight rows one ldmatrix reads sit
-    in different banks."""
-    if swizzle:
-        return (stages, rows, BK), ComposeLayout(3, 2, 3, TileLayout(S[(stages, rows, BK)]))
-    return (stages, rows, BK + PAD), "default"
+def _check(c, ref, out_dtype):
+    """Max |C - ref| / max |ref|; raises AssertionError above the output type's bound."""
+    err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+    assert err <= TOLERANCE[out_dtype], f"{out_dtype} output: relative error {err:.2e}"
+    return err
 
 
-def make_gemm(m: int, n: int, k: int, out_dtype: str = "float32", stages: int = 3, swizzle: bool = True):
-    """C (m, n) = A (m, k) @ B (n, k)^T, bf16 inputs, fp32 accumulation.
-
-    ``stages`` shared-memory buffers: while tile ``kt`` is multiplied, tiles up
-    to ``kt + stages - 1`` are in flight (``cp.async.wait_group(stages - 2)``).
-    """
-    if m % BM or n % BN or k % BK:
-        raise ValueError(f"sizes must be multiples of ({BM}, {BN}, {BK})")
-    kt_count = k // BK
-    a_shape, a_layout = _smem_layout(stages, BM, swizzle)
-    b_shape, b_layout = _smem_layout(stages, BN, swizzle)
-    ahead = stages - 1
-
-    @T.function
-    def gemm(
-        A: T.Tensor((m, k), "bfloat16", align=16),
-        B: T.Tensor((n, k), "bfloat16", align=16),
-        C: T.Tensor((m, n), out_dtype, align=16),
-    ):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=(n // BN, m // BM), block=256))
-        tid = T.cuda.thread_idx("x")
-        bn = T.cuda.block_idx("x")
-        bm = T.cuda.block_idx("y")
-        warp = T.cuda.warp_id()
-        wm = warp // WARPS_N
-        wn = warp % WARPS_N
-        sa = T.alloc_shared(a_shape, "bfloat16", align=128, layout=a_layout)
-        sb = T.alloc_shared(b_shape, "bfloat16", align=128, layout=b_layout)
-        acc = T.alloc_local((MR, NR, 16, 8), "float32", layout=ACC)
-        a = T.alloc_local((MR, KS, 16, 8), "uint32", layout=A_FRAG)
-        b = T.alloc_local((NR, KS, 8, 8), "uint32", layout=B_FRAG)
-        a_tiles = A.view(m // BM, BM, kt_count, BK).sub[bm, :, :, :]
-        b_tiles = B.view(n // BN, BN, kt_count, BK).sub[bn, :, :, :]
-        T.cuda.tile.apply(T.ptx["mov.b32"], acc.local().view(MR * NR * 4, 1), T.float32(0))
-        for kt in T.serial(kt_count + ahead):
-            if kt >= ahead:
-                T.ptx["cp.async.wait_group"](stages - 2)  # tile kt - ahead has landed
-            T.cuda.cta_sync()  # ... for every thread, and stage (kt % stages) is free again
-            # tile kt -> stage kt % stages: at CTA scope, thread 32w + l copies the
-            # 16-byte chunks (row 64j + t/4, chunk t%4), j = 0, 1; past the end,
-            # pred turns the copy into a zero fill of a clamped address
-            src_kt = T.min(kt, kt_count - 1)
-            T.cuda.tile.apply(
-                T.ptx["cp.async.cg.shared.global"],
-                _by_thread(sa.sub[kt % stages, :, 0:BK]),
-                _by_thread(a_tiles.sub[:, src_kt, :]),
-                pred=kt < kt_count,
-                scope="cta",
-            )
-            T.cuda.tile.apply(
-                T.ptx["cp.async.cg.shared.global"],
-                _by_thread(sb.sub[kt % stages, :, 0:BK]),
-                _by_thread(b_tiles.sub[:, src_kt, :]),
-                pred=kt < kt_count,
-                scope="cta",
-            )
-            T.ptx["cp.async.commit_group"]()
-            if kt >= ahead:
-                cur = (kt - ahead) % stages
-                sa_w = sa.view("uint32").sub[cur, wm * 64 : wm * 64 + 64, 0 : BK // 2]
-                sb_w = sb.view("uint32").sub[cur, wn * 32 : wn * 32 + 32, 0 : BK // 2]
-                # A: (mr, 8h + r, 8ks + 4q + w) -> matrix h + 2q of (mr, ks); B: (nr, n, 8ks + 4q + w)
-                T.cuda.tile.apply(
-                    T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"],
-                    a.view(MR, KS, 4, 8, 4, layout=A_LDM),
-                    sa_w.view(MR, 2, 8, KS, 2, 4).permute(0, 3, 4, 1, 2, 5).view(MR, KS, 4, 8, 4),
-                    scope="warp",
-                )
-                T.cuda.tile.apply(
-                    T.ptx["ldmatrix.sync.aligned.m8n8.x2.shared.b16"],
-                    b.view(NR, KS, 2, 8, 4, layout=B_LDM),
-                    sb_w.view(NR, 8, KS, 2, 4).permute(0, 2, 3, 1, 4),
-                    scope="warp",
-                )
-                T.cuda.tile.apply(
-                    T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"], acc, a, b, acc, scope="warp"
-                )
-        c_tile = C.view(m // BM, BM, n // BN, BN).sub[bm, :, bn, :]
-        c_warp = c_tile.view(WARPS_M, MR, 2, 8, WARPS_N, NR, 4, 2).sub[wm, :, :, :, wn, :, :, :]
-        T.cuda.tile.apply(
-            T.ptx["st.global.v2.f32"],
-            c_warp.permute(2, 4, 0, 3, 1, 5).view(32, MR, NR, 2, 2),
-            acc.view(32, MR, NR, 2, 2, layout=ACC_ROWS),
-            scope="warp",
-        )
-
-    return gemm
+def _tflops(shape, ms):
+    m, n, k = shape
+    return 2 * m * n * k / (ms * 1e-3) / 1e12
 
 
-def _configs(size: int, stages, swizzles) -> list:
-    return [dict(m=size, n=size, k=size, stages=st, swizzle=sw) for st in stages for sw in swizzles]
+def _peers(a, b, out_dtype, runs):
+    """(torch ms, Triton ms or None, Triton error) for the same product."""
+    import torch
+
+    torch_ms = testing.do_bench(_torch_product(a, b, out_dtype), runs=runs).median
+    try:
+        from bench._triton_matmul import matmul_tn
+    except ImportError:
+        return torch_ms, None, None
+    c = torch.empty(a.shape[0], b.shape[0], device="cuda", dtype=getattr(torch, out_dtype))
+    matmul_tn(a, b, c)
+    err = _check(c, torch.matmul(a.float(), b.float().t()), out_dtype)
+    return torch_ms, testing.do_bench(lambda: matmul_tn(a, b, c), runs=runs).median, err
+
+
+def _torch_product(a, b, out_dtype):
+    """torch's call for the same product: ``torch.mm(..., out_dtype=float32)`` where this
+    torch has it (cuBLAS writing fp32), else the bf16 product."""
+    import torch
+
+    if out_dtype == "float32":
+        try:
+            torch.mm(a[:64, :64], b[:64, :64].t(), out_dtype=torch.float32)
+            return lambda: torch.mm(a, b.t(), out_dtype=torch.float32)
+        except TypeError:
+            pass
+    return lambda: torch.matmul(a, b.t())
+
+
+def _run_one(shape, config, a, b, runs):
+    """Compile, check and time one configuration: (config, ms, error)."""
+    import torch
+
+    m, n, k = shape
+    out_dtype = config.get("out_dtype", "bfloat16")
+    kernel = tvm_tirx.compile(make_gemm(m, n, k, **config), target="cuda")
+    c = torch.zeros(m, n, device="cuda", dtype=getattr(torch, out_dtype))
+    kernel(a, b, c)
+    err = _check(c, torch.matmul(a.float(), b.float().t()), out_dtype)
+    return kernel, testing.do_bench(lambda: kernel(a, b, c), runs=runs).median, err
+
+
+def _inputs(shape):
+    import torch
+
+    m, n, k = shape
+    torch.manual_seed(0)
+    return torch.randn(m, k, device="cuda", dtype=torch.bfloat16), torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+
+
+def main_table(sizes, runs, sass):
+    rows, kernel = [], None
+    for shape in sizes:
+        a, b = _inputs(shape)
+        for out_dtype, config in BEST.items():
+            kernel, ms, err = _run_one(shape, dict(config, out_dtype=out_dtype), a, b, runs)
+            torch_ms, triton_ms, _ = _peers(a, b, out_dtype, runs)
+            tri = [f"{_tflops(shape, triton_ms):.0f}", f"{triton_ms / ms:.3f}"] if triton_ms else ["-", "-"]
+            rows.append(["x".join(map(str, shape)), out_dtype, f"{ms:.3f}", f"{_tflops(shape, ms):.0f}",
+                         f"{_tflops(shape, torch_ms):.0f}", f"{torch_ms / ms:.3f}", *tri, f"{err:.1e}"])
+            print(rows[-1], flush=True)
+        del a, b
+    print(f"bf16 GEMM C = A B^T, median of {runs} runs (CUDA events); x = their time / ours")
+    print(table(["M x N x K", "C", "tile ms", "tile TFLOP/s", "torch TFLOP/s", "x torch", "Triton TFLOP/s",
+                 "x Triton", "max rel. err"], rows))
+    if sass:
+        print(report(kernel))
+
+
+def main_sweep(shape, runs):
+    a, b = _inputs(shape)
+    rows = []
+    for name, config in VARIANTS.items():
+        try:
+            _, ms, err = _run_one(shape, config, a, b, runs)
+            rows.append([name, f"{ms:.3f}", f"{_tflops(shape, ms):.0f}", f"{err:.1e}"])
+        except (AssertionError, ValueError, tvm_tirx.TileError) as e:  # report, go on
+            rows.append([name, "-", "-", str(e)[:60]])
+        print(rows[-1], flush=True)
+    for out_dtype in TOLERANCE:
+        torch_ms = testing.do_bench(_torch_product(a, b, out_dtype), runs=runs).median
+        rows.append([f"torch ({out_dtype} out)", f"{torch_ms:.3f}", f"{_tflops(shape, torch_ms):.0f}", ""])
+    print(f"variants at {'x'.join(map(str, shape))}, median of {runs} runs")
+    print(table(["variant", "ms", "TFLOP/s", "max rel. err"], rows))
+
+
+def main_cpu(sass):
+    m, n, k = SIZES[0]
+    for out_dtype, config in BEST.items():
+        kernel = tvm_tirx.compile(make_gemm(m, n, k, **dict(config, out_dtype=out_dtype)), target="cuda", arch="sm_90a")
+        print(f"hopper_gemm {m}x{n}x{k} {out_dtype} out {config}: assembled for sm_90a "
+              f"({len(testing.assemble(kernel))} bytes)")
+        if sass:
+            print(report(kernel))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cpu", action="store_true", help="compile (the whole sweep) and assemble only")
+    parser.add_argument("--cpu", action="store_true", help="compile and assemble only")
+    parser.add_argument("--sweep", action="store_true", help="time every variant at --sweep-size")
+    parser.add_argument("--sweep-size", type=int, nargs=3, default=[8192, 8192, 8192])
     parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--sizes", type=int, nargs="*", default=[4096, 8192])
-    parser.add_argument("--stages", type=int, nargs="*", default=[2, 3, 4], help="pipeline depths to sweep")
-    parser.add_argument("--swizzle", choices=["both", "on", "off"], default="both",
-                        help="swizzled shared tiles, padded rows, or both (swept)")
-    parser.add_argument("--workers", type=int, default=None, help="compile worker processes (0: compile here)")
+    parser.add_argument("--sizes", type=str, nargs="*", default=None, help="MxNxK shapes for the table")
     parser.add_argument("--sass", action="store_true", help="print ptxas register use and SASS counts")
     args = parser.parse_args(argv)
-    swizzles = {"both": [True, False], "on": [True], "off": [False]}[args.swizzle]
     if args.cpu or not testing.has_cuda():
-        found = testing.sweep(make_gemm, _configs(args.sizes[0], args.stages, swizzles), (), arch="sm_90a",
-                              workers=args.workers, measure=False)
-        print(f"gemm {args.sizes[0]}^3 sweep (compile only)")
-        print(found.table())
-        kernel = next(r.kernel for r in found.rows if r.kernel is not None)
-        cubin = testing.assemble(kernel)
-        print(f"gemm {args.sizes[0]}^3 bf16: assembled for sm_90a ({len(cubin)} bytes)")
-        if args.sass:
-            print(report(kernel))
-        return 0
-
-    import torch
-
-    rows = []
-    for size in args.sizes:
-        a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-        c = torch.empty(size, size, device="cuda", dtype=torch.float32)
-        found = testing.sweep(make_gemm, _configs(size, args.stages, swizzles), (a, b, c), workers=args.workers,
-                              timer=lambda fn: testing.do_bench(fn, runs=args.runs))
-        print(f"gemm {size}^3 sweep")
-        print(found.table())
-        best = found.best
-        kernel = best.kernel
-        kernel(a, b, c)
-        ref = torch.matmul(a.float(), b.float().t())
-        err = (torch.linalg.norm(c - ref) / torch.linalg.norm(ref)).item()
-        assert err < 1e-2, f"relative Frobenius error {err}"
-        flops = 2 * size**3
-        torch_ms = testing.do_bench(lambda: torch.matmul(a, b.t()), runs=args.runs).median
-        tile_ms = best.timing.median
-        tf = lambda ms: flops / (ms * 1e-3) / 1e12  # noqa: E731
-        config = f"stages={best.config['stages']}, {'swizzle' if best.config['swizzle'] else 'padded'}"
-        rows.append([f"{size}^3", config, f"{tile_ms:.3f}", f"{tf(tile_ms):.0f}", f"{torch_ms:.3f}", f"{tf(torch_ms):.0f}", f"{torch_ms / tile_ms:.2f}", f"{err:.1e}"])
-        del a, b, c, ref
-        torch.cuda.empty_cache()
-    if args.sass:
-        print(report(kernel))
-    print(f"bf16 GEMM (fp32 accumulate and output), the sweep's fastest, median of {args.runs} runs (CUDA events)")
-    print(table(["size", "config", "tile ms", "tile TFLOP/s", "torch ms", "torch TFLOP/s", "x torch", "rel. error"], rows))
+        main_cpu(args.sass)
+    elif args.sweep:
+        main_sweep(tuple(args.sweep_size), args.runs)
+    else:
+        sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SIZES
+        main_table(sizes, args.runs, args.sass)
     return 0
 
 

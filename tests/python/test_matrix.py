@@ -14,7 +14,7 @@ from tvm_tirx.script import tirx as T
 from matrix_kernels import c_frag, interleaved_ldmatrix, warp_mma
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from bench.gemm import make_gemm  # noqa: E402
+from bench.gemm_mma_sync import make_gemm  # noqa: E402
 
 L = Axis.laneid
 
@@ -117,7 +117,7 @@ def test_collective_at_thread_scope_is_an_error():
 
 
 def test_gemm_kernel_counts_and_assembly():
-    from bench.gemm import KS, MR, NR
+    from bench.gemm_mma_sync import KS, MR, NR
 
     func = make_gemm(256, 256, 64, stages=3)
     lowered = testing.lower(func)

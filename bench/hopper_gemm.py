@@ -1,0 +1,248 @@
+"""A warp-specialized Hopper GEMM written with tile operations: C = A @ B^T.
+
+A is (M, K), B is (N, K), both bf16 and row-major ("TN", like ``torch.matmul(a, b.t())``);
+C is (M, N), bf16 or float32, fp32 accumulation.
+
+One CTA computes a 128 x 256 tile of C with three warpgroups (384 threads):
+
+* warpgroup 0, the **producer**, gives up registers (``setmaxnreg.dec`` to 40) and one of
+  its threads streams the K tiles of A (128 x 64) and B (256 x 64) into a ring of
+  ``stages`` shared buffers with TMA loads (128-byte swizzle), each stage guarded by two
+  mbarriers: ``full[s]`` (armed with the stage's bytes, completed by the TMA) and
+  ``empty[s]`` (one arrival per consumer warpgroup when it is done reading);
+* warpgroups 1 and 2, the **consumers**, take registers (``setmaxnreg.inc`` to 232) and
+  each multiplies its 64 rows of A by all of B with ``wgmma.m64n256k16`` (four per K
+  tile), keeping ``wait_depth`` wgmma batches in flight before releasing a stage;
+* the **epilogue** of each consumer: bf16 output is converted to packed ``bf16x2``,
+  written into a 128-byte-swizzled shared tile (conflict-free ``st.shared.b32``) and
+  stored by one TMA store per 64-column box; float32 output is stored straight from the
+  accumulators (``st.global.v2.f32``).
+
+``persistent=True`` launches one CTA per SM that walks the output tiles in a grouped
+order (``group_m`` row tiles at a time, so that consecutive tiles share B in L2); the
+producer runs ahead into the next tile while the consumers finish the epilogue.
+``cluster=2`` pairs CTAs that compute vertically adjacent tiles (same B columns): each
+loads half of the B tile and multicasts it to both, halving B's L2 traffic.
+
+Hardware facts: PTX ISA 9.7.15 (wgmma, fragment map 9.7.15.5.1.1), 9.7.9.25.5.1 (TMA),
+9.7.13.15 (mbarrier), 9.7.19.5 (setmaxnreg).
+"""
+
+from __future__ import annotations
+
+from tvm.tirx.layout import Axis, S, TileLayout
+
+from tvm_tirx.script import tirx as T
+from tvm_tirx.tile.families.tma import swizzled_layout
+from tvm_tirx.tile.families.wgmma import accumulator_layout
+
+BM, BN, BK = 128, 256, 64
+WG_M = 64  # rows of C per consumer warpgroup
+CONSUMERS = 2
+MMA = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.bf16.bf16"
+LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+LOAD_MC = LOAD + ".multicast::cluster"
+STORE = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
+_t = Axis.tid_in_wg
+# (warp, lane, j, h, e) of the fp32 accumulators: register 4 j + 2 h + e of thread
+# 32 w + lane holds C[16 w + 8 h + lane / 4, 8 j + 2 (lane % 4) + e] (PTX ISA 9.7.15.5.1.1)
+ACC_ROWS = TileLayout(S[(4, 8, 4, BN // 8, 2, 2) : (32 @ _t, 4 @ _t, 1 @ _t, 4, 2, 1)])
+# the same for packed bf16x2 words: word 2 j + h holds columns 8 j + 2 (lane % 4) + {0, 1}
+WORD_ROWS = TileLayout(S[(4, 8, 4, BN // 8, 2, 1) : (32 @ _t, 4 @ _t, 1 @ _t, 2, 1, 1)])
+
+
+def _by_thread_rows(tile):
+    """A (64, 8 J) tile of a warpgroup's rows as (warp, lane, J, h, 2): thread
+    32 w + 4 g + t's elements at row 16 w + 8 h + g, columns 8 j + 2 t + {0, 1}."""
+    rows, cols = (int(x) for x in tile.shape)
+    return tile.view(4, 2, 8, cols // 8, 4, 2).permute(0, 2, 4, 3, 1, 5).view(4, 32, cols // 8, 2, 2)
+
+
+def _by_thread_words(tile):
+    """A (64, 4 J) tile of b32 words as (warp, lane, J, h, 1): thread 32 w + 4 g + t's
+    word 4 j + t of rows 16 w + 8 h + g."""
+    rows, cols = (int(x) for x in tile.shape)
+    return tile.view(4, 2, 8, cols // 4, 4, 1).permute(0, 2, 4, 3, 1, 5).view(4, 32, cols // 4, 2, 1)
+
+
+def _by_thread_boxes(out):
+    """The epilogue tile (4 boxes, 64 rows, 32 words) as (warp, lane, J, h, 1): word
+    4 j + t of rows 16 w + 8 h + g (box j / 8) for thread 32 w + 4 g + t."""
+    return out.view(4, 4, 2, 8, 8, 4, 1).permute(1, 3, 5, 0, 4, 2, 6).view(4, 32, BN // 8, 2, 1)
+
+
+@T.macro
+def _release(empty, s, tid, cluster):
+    """Thread 0 of a consumer warpgroup arrives on ``empty[s]``: of its own CTA, or
+    with ``cluster=2`` of both CTAs (the peer's producer fills this CTA's buffer too)."""
+    if tid % 128 == 0:
+        if cluster == 2:
+            for r in T.unroll(2):
+                T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"], empty.sub[s, :],
+                                  remote_cta_id=r)
+        else:
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty.sub[s, :])
+
+
+@T.macro
+def _epilogue_bf16(acc, words, out, C, row0, col0, tid, c):
+    """Round a consumer's (64, 256) fp32 accumulators to bf16 pairs, write them into its
+    swizzled shared tile ``out`` (4 boxes of 64 x 32 words) and TMA-store the 4 boxes to
+    ``C[row0 : row0 + 64, col0 : col0 + 256]``.  The store issued for the previous tile
+    must have read ``out`` first (``wait_group.read 0``); named barrier ``1 + c`` joins
+    the warpgroup's 128 threads."""
+    rows = acc.view(4, 32, BN // 8, 2, 2, layout=ACC_ROWS)
+    T.cuda.tile.apply(T.ptx["cvt.rn.bf16x2.f32"], words.view(4, 32, BN // 8, 2, 1, layout=WORD_ROWS),
+                      rows.sub[:, :, :, :, 1:2], rows.sub[:, :, :, :, 0:1], scope="warpgroup")
+    if tid % 128 == 0:
+        T.ptx["cp.async.bulk.wait_group.read"](0)
+    T.ptx["barrier.sync.aligned"](T.uint32(1 + c), T.uint32(128))
+    T.cuda.tile.apply(T.ptx["st.shared.b32"], _by_thread_boxes(out),
+                      words.view(4, 32, BN // 8, 2, 1, layout=WORD_ROWS), scope="warpgroup")
+    T.ptx["fence.proxy.async.shared::cta"]()
+    T.ptx["barrier.sync.aligned"](T.uint32(1 + c), T.uint32(128))
+    if tid % 128 == 0:
+        T.cuda.tile.apply(T.ptx[STORE], C.view("uint32"), out, coords=(row0, col0 // 2), coord_steps=((0, 32),),
+                          swizzle=3)
+        T.ptx["cp.async.bulk.commit_group"]()
+
+
+def gemm_smem_bytes(stages: int, out_dtype: str) -> int:
+    """Dynamic shared memory of :func:`make_gemm`, bytes: the A and B rings, the bf16
+    epilogue tiles, the mbarriers and 1 KiB for aligning the swizzled tiles."""
+    ring = stages * (BM + BN) * BK * 2
+    epilogue = CONSUMERS * WG_M * BN * 2 if out_dtype == "bfloat16" else 1024
+    return ring + epilogue + 16 * stages + 1024
+
+
+def tile_order(t, tiles_m: int, tiles_n: int, group_m: int):
+    """Output tile ``t`` -> (row tile, column tile), grouped: ``group_m`` row tiles
+    walk the column tiles together (tile ``t`` of a group is row ``t % group_m``)."""
+    per_group = group_m * tiles_n
+    return (t // per_group) * group_m + t % group_m, (t % per_group) // group_m
+
+
+def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int = 3, wait_depth: int = 1,
+              persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1):
+    """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T`` (a ``T.function``).
+
+    ``m`` must be a multiple of ``BM * group_m`` (128 x 8 by default), ``n`` of 256
+    and ``k`` of 64.  ``stages``: shared buffers in the ring (48 KiB each; with bf16
+    output at most 3, as the epilogue tiles take 64 KiB).  ``wait_depth``: wgmma
+    batches a consumer leaves in flight (0 or 1) before releasing the stage it read.
+    ``ctas``: the persistent grid (one per SM); ``cluster``: 1, or 2 for B multicast.
+
+    Raises ``ValueError`` for sizes or options outside those.
+    """
+    tiles_m, tiles_n, k_tiles = m // BM, n // BN, k // BK
+    if m % (BM * group_m) or n % BN or k % BK:
+        raise ValueError(f"(m, n, k) = ({m}, {n}, {k}) must be multiples of ({BM * group_m}, {BN}, {BK})")
+    if gemm_smem_bytes(stages, out_dtype) > 227 * 1024 or wait_depth not in (0, 1) or cluster not in (1, 2):
+        raise ValueError(f"stages={stages} with {out_dtype} output, wait_depth={wait_depth}, cluster={cluster}")
+    n_tiles = tiles_m * tiles_n
+    grid = ctas if persistent else n_tiles
+    rounds = (n_tiles + grid - 1) // grid
+    if cluster == 2 and grid % 2:
+        raise ValueError(f"a 2-CTA cluster needs an even grid, found {grid}")
+    stage_bytes = (BM + BN) * BK * 2
+    b_rows = BN // cluster  # rows of B each CTA of the cluster loads
+    ring_a = swizzled_layout((stages, BM, BK), "bfloat16", 3)
+    ring_b = swizzled_layout((stages, BN, BK), "bfloat16", 3)
+    bf16_out = out_dtype == "bfloat16"
+    # the bf16 epilogue's tiles: per consumer 4 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
+    out_shape = (CONSUMERS, BN // 64, WG_M, 32) if bf16_out else (1, 1, 8, 32)
+    out_layout = swizzled_layout(out_shape, "uint32", 3)
+    launch = T.cuda.LaunchConfig(grid=grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
+                                 dynamic_smem_bytes=gemm_smem_bytes(stages, out_dtype), cluster=cluster)
+
+    @T.function
+    def hopper_gemm(
+        A: T.Tensor((m, k), "bfloat16", align=16),
+        B: T.Tensor((n, k), "bfloat16", align=16),
+        C: T.Tensor((m, n), out_dtype, align=16),
+    ):
+        T.device_entry(launch=launch)
+        sa = T.alloc_shared((stages, BM, BK), "bfloat16", scope="shared.dyn", align=1024, layout=ring_a)
+        sb = T.alloc_shared((stages, BN, BK), "bfloat16", scope="shared.dyn", align=1024, layout=ring_b)
+        so = T.alloc_shared(out_shape, "uint32", scope="shared.dyn", align=1024, layout=out_layout)
+        full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        tid = T.cuda.thread_idx("x")
+        bx = T.cuda.block_idx("x")
+        wg = T.cuda.warp_id() // 4
+        rank = T.cuda.cluster_ctaid("x")
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(CONSUMERS * cluster))
+            T.ptx["fence.mbarrier_init.release.cluster"]()
+        if cluster == 2:
+            T.cuda.cluster_sync()
+        else:
+            T.cuda.cta_sync()
+        if wg == 0:  # the producer warpgroup
+            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
+            if tid == 0:
+                for i in T.serial(rounds):
+                    t = bx + i * grid
+                    if t < n_tiles:
+                        bm = (t // (group_m * tiles_n)) * group_m + t % group_m
+                        bn = (t % (group_m * tiles_n)) // group_m
+                        for kt in T.serial(k_tiles):
+                            s = (i * k_tiles + kt) % stages
+                            T.cuda.mbarrier_wait_phase(empty.sub[s, :], ((i * k_tiles + kt) // stages + 1) % 2)
+                            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :],
+                                              tx=T.uint32(stage_bytes))
+                            T.cuda.tile.apply(T.ptx[LOAD], sa.sub[s], A, mbar=full.sub[s, :],
+                                              coords=(bm * BM, kt * BK), swizzle=3, l2_promotion=3)
+                            if cluster == 2:
+                                T.cuda.tile.apply(T.ptx[LOAD_MC], sb.sub[s, rank * b_rows : rank * b_rows + b_rows, :],
+                                                  B, mbar=full.sub[s, :], coords=(bn * BN + rank * b_rows, kt * BK),
+                                                  swizzle=3, l2_promotion=3, cta_mask=T.uint16(3))
+                            else:
+                                T.cuda.tile.apply(T.ptx[LOAD], sb.sub[s], B, mbar=full.sub[s, :],
+                                                  coords=(bn * BN, kt * BK), swizzle=3, l2_promotion=3)
+        else:  # two consumer warpgroups, 64 rows of the tile each
+            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
+            c = wg - 1
+            acc = T.alloc_local((WG_M, BN), "float32", layout=accumulator_layout(BN))
+            words = T.alloc_local((WG_M, BN // 2), "uint32", layout=accumulator_layout(BN, packed=True))
+            for i in T.serial(rounds):
+                t = bx + i * grid
+                if t < n_tiles:
+                    bm = (t // (group_m * tiles_n)) * group_m + t % group_m
+                    bn = (t % (group_m * tiles_n)) // group_m
+                    for kt in T.serial(k_tiles):
+                        s = (i * k_tiles + kt) % stages
+                        T.cuda.mbarrier_wait_phase(full.sub[s, :], ((i * k_tiles + kt) // stages) % 2)
+                        T.ptx["wgmma.fence.sync.aligned"]()
+                        T.cuda.tile.apply(
+                            T.ptx[MMA],
+                            acc,
+                            sa.sub[s, c * WG_M : c * WG_M + WG_M, :].view(1, WG_M, BK // 16, 16).permute(0, 2, 1, 3),
+                            sb.sub[s].view(BN, BK // 16, 16).permute(1, 0, 2),
+                            scope="warpgroup",
+                            scale_d=kt > 0,
+                        )
+                        T.ptx["wgmma.commit_group.sync.aligned"]()
+                        T.ptx["wgmma.wait_group.sync.aligned"](wait_depth)
+                        if wait_depth == 0 or kt > 0:
+                            _release(empty, (i * k_tiles + kt - wait_depth) % stages, tid, cluster)
+                    T.ptx["wgmma.wait_group.sync.aligned"](0)
+                    if wait_depth == 1:
+                        _release(empty, (i * k_tiles + k_tiles - 1) % stages, tid, cluster)
+                    if bf16_out:
+                        _epilogue_bf16(acc, words, so.sub[c], C, bm * BM + c * WG_M, bn * BN, tid, c)
+                    else:
+                        T.cuda.tile.apply(
+                            T.ptx["st.global.v2.f32"],
+                            _by_thread_rows(C.view(tiles_m * 2, WG_M, tiles_n, BN).sub[bm * 2 + c, :, bn, :]),
+                            acc.view(4, 32, BN // 8, 2, 2, layout=ACC_ROWS),
+                            scope="warpgroup",
+                        )
+            if bf16_out:
+                if tid % 128 == 0:
+                    T.ptx["cp.async.bulk.wait_group"](0)
+        if cluster == 2:
+            T.cuda.cluster_sync()  # no CTA leaves while its peer may still signal or fill it
+
+    return hopper_gemm
