@@ -41,14 +41,15 @@ BEST = {
 #: What ``--sweep`` compares: one change at a time, from the plain warp-specialized kernel.
 VARIANTS = {
     "1 tile/CTA, wait 0, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, wait_depth=0, persistent=False),
-    "1 tile/CTA, wait 1, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, wait_depth=1, persistent=False),
-    "persistent, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=True),
-    "persistent + cluster 2, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=True, cluster=2),
+    "1 tile/CTA, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=False),
     "1 tile/CTA, bf16 TMA-store, 3 stages": dict(persistent=False),
-    "persistent, bf16 TMA-store, 3 stages": dict(persistent=True),
-    "persistent, group_m 16, bf16": dict(persistent=True, group_m=16),
-    "persistent + cluster 2, bf16": dict(persistent=True, cluster=2),
-    "persistent + cluster 2, group_m 16, bf16": dict(persistent=True, cluster=2, group_m=16),
+    "1 tile/CTA, wait 0, bf16": dict(persistent=False, wait_depth=0),
+    "1 tile/CTA, group_m 16, bf16": dict(persistent=False, group_m=16),
+    "1 tile/CTA + cluster 2, bf16": dict(persistent=False, cluster=2),
+    "1 tile/CTA + cluster 2, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=False, cluster=2),
+    "persistent (132 CTAs), bf16": dict(persistent=True),
+    "persistent (128 CTAs) + cluster 2, bf16": dict(persistent=True, cluster=2, ctas=128),
+    "persistent (120 CTAs) + cluster 2, bf16": dict(persistent=True, cluster=2, ctas=120),
 }
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 
@@ -134,10 +135,12 @@ def main_table(sizes, runs, sass):
         print(report(kernel))
 
 
-def main_sweep(shape, runs):
+def main_sweep(shape, runs, only=None):
     a, b = _inputs(shape)
     rows = []
     for name, config in VARIANTS.items():
+        if only and not any(o in name for o in only):
+            continue
         try:
             _, ms, err = _run_one(shape, config, a, b, runs)
             rows.append([name, f"{ms:.3f}", f"{_tflops(shape, ms):.0f}", f"{err:.1e}"])
@@ -166,6 +169,7 @@ def main(argv=None) -> int:
     parser.add_argument("--cpu", action="store_true", help="compile and assemble only")
     parser.add_argument("--sweep", action="store_true", help="time every variant at --sweep-size")
     parser.add_argument("--sweep-size", type=int, nargs=3, default=[8192, 8192, 8192])
+    parser.add_argument("--only", type=str, nargs="*", default=None, help="variants whose name contains one of these")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--sizes", type=str, nargs="*", default=None, help="MxNxK shapes for the table")
     parser.add_argument("--sass", action="store_true", help="print ptxas register use and SASS counts")
@@ -173,7 +177,7 @@ def main(argv=None) -> int:
     if args.cpu or not testing.has_cuda():
         main_cpu(args.sass)
     elif args.sweep:
-        main_sweep(tuple(args.sweep_size), args.runs)
+        main_sweep(tuple(args.sweep_size), args.runs, args.only)
     else:
         sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SIZES
         main_table(sizes, args.runs, args.sass)
