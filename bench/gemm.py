@@ -40,16 +40,16 @@ BEST = {
 }
 #: What ``--sweep`` compares: one change at a time, from the plain warp-specialized kernel.
 VARIANTS = {
-    "1 tile/CTA, wait 0, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, wait_depth=0, persistent=False),
     "1 tile/CTA, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=False),
-    "1 tile/CTA, bf16 TMA-store, 3 stages": dict(persistent=False),
-    "1 tile/CTA, wait 0, bf16": dict(persistent=False, wait_depth=0),
+    "1 tile/CTA, group_m 8, bf16": dict(persistent=False),
     "1 tile/CTA, group_m 16, bf16": dict(persistent=False, group_m=16),
-    "1 tile/CTA + cluster 2, bf16": dict(persistent=False, cluster=2),
-    "1 tile/CTA + cluster 2, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=False, cluster=2),
-    "persistent (132 CTAs), bf16": dict(persistent=True),
-    "persistent (128 CTAs) + cluster 2, bf16": dict(persistent=True, cluster=2, ctas=128),
-    "persistent (120 CTAs) + cluster 2, bf16": dict(persistent=True, cluster=2, ctas=120),
+    "1 tile/CTA, group_m 16, wait 0, bf16": dict(persistent=False, group_m=16, wait_depth=0),
+    "1 tile/CTA, group_m 32, bf16": dict(persistent=False, group_m=32),
+    "1 tile/CTA, group_m 16, spin, bf16": dict(persistent=False, group_m=16, spin=True),
+    "1 tile/CTA + cluster 2, spin, bf16": dict(persistent=False, cluster=2, spin=True),
+    "1 tile/CTA + cluster 2, spin, group_m 16, bf16": dict(persistent=False, cluster=2, spin=True, group_m=16),
+    "persistent (132 CTAs), group_m 16, bf16": dict(persistent=True, group_m=16),
+    "persistent (132 CTAs) + cluster 2, spin, bf16": dict(persistent=True, cluster=2, spin=True),
 }
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 

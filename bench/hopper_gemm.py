@@ -72,6 +72,19 @@ def _by_thread_boxes(out):
 
 
 @T.macro
+def _wait(bar, phase, flag, spin):
+    """Wait until the phase of parity ``phase`` of ``bar`` completes: apache-tvm's
+    ``mbarrier_wait`` (``try_wait`` with a suspend-time hint), or with ``spin`` a loop of
+    plain ``try_wait.parity`` (the hardware's own time limit), as CUTLASS waits."""
+    if spin:
+        flag[0] = T.uint32(0)
+        while flag[0] == T.uint32(0):
+            T.cuda.tile.apply(T.ptx["mbarrier.try_wait.parity.shared::cta.b64"], flag, bar, phase=T.Cast("uint32", phase))
+    else:
+        T.cuda.mbarrier_wait_phase(bar, phase)
+
+
+@T.macro
 def _release(empty, s, tid, cluster):
     """Thread 0 of a consumer warpgroup arrives on ``empty[s]``: of its own CTA, or
     with ``cluster=2`` of both CTAs (the peer's producer fills this CTA's buffer too)."""
@@ -123,7 +136,8 @@ def tile_order(t, tiles_m: int, tiles_n: int, group_m: int):
 
 
 def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int = 3, wait_depth: int = 1,
-              persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1):
+              persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
+              spin: bool = False):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T`` (a ``T.function``).
 
     ``m`` must be a multiple of ``BM * group_m`` (128 x 8 by default), ``n`` of 256
@@ -131,6 +145,7 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int =
     output at most 3, as the epilogue tiles take 64 KiB).  ``wait_depth``: wgmma
     batches a consumer leaves in flight (0 or 1) before releasing the stage it read.
     ``ctas``: the persistent grid (one per SM); ``cluster``: 1, or 2 for B multicast.
+    ``spin``: wait on mbarriers with a loop of plain ``try_wait`` (see :func:`_wait`).
 
     Raises ``ValueError`` for sizes or options outside those.
     """
@@ -171,6 +186,7 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int =
         bx = T.cuda.block_idx("x")
         wg = T.cuda.warp_id() // 4
         rank = T.cuda.cluster_ctaid("x")
+        flag = T.alloc_local((1,), "uint32")
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(CONSUMERS * cluster))
@@ -189,7 +205,7 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int =
                         bn = (t % (group_m * tiles_n)) // group_m
                         for kt in T.serial(k_tiles):
                             s = (i * k_tiles + kt) % stages
-                            T.cuda.mbarrier_wait_phase(empty.sub[s, :], ((i * k_tiles + kt) // stages + 1) % 2)
+                            _wait(empty.sub[s, :], ((i * k_tiles + kt) // stages + 1) % 2, flag, spin)
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :],
                                               tx=T.uint32(stage_bytes))
                             T.cuda.tile.apply(T.ptx[LOAD], sa.sub[s], A, mbar=full.sub[s, :],
@@ -213,7 +229,7 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int =
                     bn = (t % (group_m * tiles_n)) // group_m
                     for kt in T.serial(k_tiles):
                         s = (i * k_tiles + kt) % stages
-                        T.cuda.mbarrier_wait_phase(full.sub[s, :], ((i * k_tiles + kt) // stages) % 2)
+                        _wait(full.sub[s, :], ((i * k_tiles + kt) // stages) % 2, flag, spin)
                         T.ptx["wgmma.fence.sync.aligned"]()
                         T.cuda.tile.apply(
                             T.ptx[MMA],
