@@ -42,6 +42,7 @@ CONSUMERS = 2
 MMA = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.bf16.bf16"
 LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
 LOAD_MC = LOAD + ".multicast::cluster"
+REMOTE_ARRIVE = "mbarrier.arrive.shared::cluster.b64"  # .release.cta, as CUTLASS arrives on a peer
 STORE = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
 _t = Axis.tid_in_wg
 # (warp, lane, j, h, e) of the fp32 accumulators: register 4 j + 2 h + e of thread
@@ -91,7 +92,7 @@ def _release(empty, s, tid, cluster):
     if tid % 128 == 0:
         if cluster == 2:
             for r in T.unroll(2):
-                T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"], empty.sub[s, :],
+                T.cuda.tile.apply(T.ptx[REMOTE_ARRIVE], empty.sub[s, :],
                                   remote_cta_id=r)
         else:
             T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty.sub[s, :])
