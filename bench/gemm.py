@@ -35,21 +35,19 @@ from bench.hopper_gemm import make_gemm  # noqa: E402
 SIZES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (6144, 6144, 12288)]
 #: The configuration the table uses per output type (the sweep's fastest on the H200).
 BEST = {
-    "bfloat16": dict(stages=3, wait_depth=1, persistent=True, cluster=2),
-    "float32": dict(stages=4, wait_depth=1, persistent=True, cluster=2),
+    "bfloat16": dict(stages=3, wait_depth=1, persistent=False, group_m=16),
+    "float32": dict(stages=4, wait_depth=1, persistent=False, group_m=16),
 }
+FP8 = dict(in_dtype="float8_e4m3fn", stages=3, persistent=False, group_m=16)
 #: What ``--sweep`` compares: one change at a time, from the plain warp-specialized kernel.
 VARIANTS = {
-    "1 tile/CTA, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=False),
+    "1 tile/CTA, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=False, group_m=16),
     "1 tile/CTA, group_m 8, bf16": dict(persistent=False),
     "1 tile/CTA, group_m 16, bf16": dict(persistent=False, group_m=16),
     "1 tile/CTA, group_m 16, wait 0, bf16": dict(persistent=False, group_m=16, wait_depth=0),
-    "1 tile/CTA, group_m 32, bf16": dict(persistent=False, group_m=32),
-    "1 tile/CTA, group_m 16, spin, bf16": dict(persistent=False, group_m=16, spin=True),
-    "1 tile/CTA + cluster 2, spin, bf16": dict(persistent=False, cluster=2, spin=True),
-    "1 tile/CTA + cluster 2, spin, group_m 16, bf16": dict(persistent=False, cluster=2, spin=True, group_m=16),
+    "1 tile/CTA + cluster 2, group_m 16, bf16": dict(persistent=False, cluster=2, group_m=16),
     "persistent (132 CTAs), group_m 16, bf16": dict(persistent=True, group_m=16),
-    "persistent (132 CTAs) + cluster 2, spin, bf16": dict(persistent=True, cluster=2, spin=True),
+    "persistent (132 CTAs) + cluster 2, group_m 16, bf16": dict(persistent=True, cluster=2, group_m=16),
 }
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 
@@ -116,7 +114,7 @@ def _inputs(shape):
     return torch.randn(m, k, device="cuda", dtype=torch.bfloat16), torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
 
 
-def main_table(sizes, runs, sass):
+def main_table(sizes, runs, sass, fp8=True):
     rows, kernel = [], None
     for shape in sizes:
         a, b = _inputs(shape)
@@ -128,11 +126,36 @@ def main_table(sizes, runs, sass):
                          f"{_tflops(shape, torch_ms):.0f}", f"{torch_ms / ms:.3f}", *tri, f"{err:.1e}"])
             print(rows[-1], flush=True)
         del a, b
+    if fp8:
+        for shape in sizes[:2]:
+            rows.append(fp8_row(shape, runs))
+            print(rows[-1], flush=True)
     print(f"bf16 GEMM C = A B^T, median of {runs} runs (CUDA events); x = their time / ours")
     print(table(["M x N x K", "C", "tile ms", "tile TFLOP/s", "torch TFLOP/s", "x torch", "Triton TFLOP/s",
                  "x Triton", "max rel. err"], rows))
     if sass:
         print(report(kernel))
+
+
+def fp8_row(shape, runs):
+    """FP8 e4m3 x e4m3 -> bf16 with per-tensor scales, against torch._scaled_mm."""
+    import torch
+
+    m, n, k = shape
+    a, b = _inputs(shape)
+    a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
+    scales = torch.tensor([0.5, 0.25], device="cuda", dtype=torch.float32)
+    sa, sb = scales[0:1].reshape(()), scales[1:2].reshape(())
+    kernel = tvm_tirx.compile(make_gemm(m, n, k, **FP8), target="cuda")
+    c = torch.zeros(m, n, device="cuda", dtype=torch.bfloat16)
+    kernel(a8, b8, c, scales)
+    ref = (a8.float() @ b8.float().t()) * 0.125
+    err = _check(c, ref, "bfloat16")
+    ms = testing.do_bench(lambda: kernel(a8, b8, c, scales), runs=runs).median
+    torch_ms = testing.do_bench(lambda: torch._scaled_mm(a8, b8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
+                                runs=runs).median
+    return ["x".join(map(str, shape)), "e4m3->bf16", f"{ms:.3f}", f"{_tflops(shape, ms):.0f}",
+            f"{_tflops(shape, torch_ms):.0f}", f"{torch_ms / ms:.3f}", "-", "-", f"{err:.1e}"]
 
 
 def main_sweep(shape, runs, only=None):
@@ -156,9 +179,9 @@ def main_sweep(shape, runs, only=None):
 
 def main_cpu(sass):
     m, n, k = SIZES[0]
-    for out_dtype, config in BEST.items():
+    for out_dtype, config in [*BEST.items(), ("bfloat16", FP8)]:
         kernel = tvm_tirx.compile(make_gemm(m, n, k, **dict(config, out_dtype=out_dtype)), target="cuda", arch="sm_90a")
-        print(f"hopper_gemm {m}x{n}x{k} {out_dtype} out {config}: assembled for sm_90a "
+        print(f"{kernel.name} {m}x{n}x{k} {out_dtype} out {config}: assembled for sm_90a "
               f"({len(testing.assemble(kernel))} bytes)")
         if sass:
             print(report(kernel))
@@ -173,6 +196,7 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--sizes", type=str, nargs="*", default=None, help="MxNxK shapes for the table")
     parser.add_argument("--sass", action="store_true", help="print ptxas register use and SASS counts")
+    parser.add_argument("--no-fp8", action="store_true", help="leave out the FP8 rows")
     args = parser.parse_args(argv)
     if args.cpu or not testing.has_cuda():
         main_cpu(args.sass)
@@ -180,7 +204,7 @@ def main(argv=None) -> int:
         main_sweep(tuple(args.sweep_size), args.runs, args.only)
     else:
         sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SIZES
-        main_table(sizes, args.runs, args.sass)
+        main_table(sizes, args.runs, args.sass, fp8=not args.no_fp8)
     return 0
 
 

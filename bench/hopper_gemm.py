@@ -30,16 +30,22 @@ Hardware facts: PTX ISA 9.7.15 (wgmma, fragment map 9.7.15.5.1.1), 9.7.9.25.5.1 
 
 from __future__ import annotations
 
+from tvm.runtime import DataType
 from tvm.tirx.layout import Axis, S, TileLayout
 
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.families.tma import swizzled_layout
 from tvm_tirx.tile.families.wgmma import accumulator_layout
 
-BM, BN, BK = 128, 256, 64
+BM, BN = 128, 256
+BK_BYTES = 128  # bytes of K per row of a stage: one 128-byte swizzle row (64 bf16, 128 fp8)
+#: input dtype -> (wgmma opcode, K per instruction) (PTX ISA 9.7.15.5)
+INPUTS = {
+    "bfloat16": (f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.bf16.bf16", 16),
+    "float8_e4m3fn": (f"wgmma.mma_async.sync.aligned.m64n{BN}k32.f32.e4m3.e4m3", 32),
+}
 WG_M = 64  # rows of C per consumer warpgroup
 CONSUMERS = 2
-MMA = f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.bf16.bf16"
 LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
 LOAD_MC = LOAD + ".multicast::cluster"
 REMOTE_ARRIVE = "mbarrier.arrive.shared::cluster.b64"  # .release.cta, as CUTLASS arrives on a peer
@@ -124,7 +130,7 @@ def _epilogue_bf16(acc, words, out, C, row0, col0, tid, c):
 def gemm_smem_bytes(stages: int, out_dtype: str) -> int:
     """Dynamic shared memory of :func:`make_gemm`, bytes: the A and B rings, the bf16
     epilogue tiles, the mbarriers and 1 KiB for aligning the swizzled tiles."""
-    ring = stages * (BM + BN) * BK * 2
+    ring = stages * (BM + BN) * BK_BYTES
     epilogue = CONSUMERS * WG_M * BN * 2 if out_dtype == "bfloat16" else 1024
     return ring + epilogue + 16 * stages + 1024
 
@@ -136,13 +142,15 @@ def tile_order(t, tiles_m: int, tiles_n: int, group_m: int):
     return (t // per_group) * group_m + t % group_m, (t % per_group) // group_m
 
 
-def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int = 3, wait_depth: int = 1,
+def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3, wait_depth: int = 1,
               persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
               spin: bool = False):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T`` (a ``T.function``).
 
+    ``in_dtype``: bf16, or e4m3 (``float8_e4m3fn``; the function then takes a fourth
+    argument, ``Scales`` (2,) float32, and computes ``C = Scales[0] Scales[1] A B^T``).
     ``m`` must be a multiple of ``BM * group_m`` (128 x 8 by default), ``n`` of 256
-    and ``k`` of 64.  ``stages``: shared buffers in the ring (48 KiB each; with bf16
+    and ``k`` of one 128-byte row (64 bf16, 128 e4m3).  ``stages``: shared buffers in the ring (48 KiB each; with bf16
     output at most 3, as the epilogue tiles take 64 KiB).  ``wait_depth``: wgmma
     batches a consumer leaves in flight (0 or 1) before releasing the stage it read.
     ``ctas``: the persistent grid (one per SM); ``cluster``: 1, or 2 for B multicast.
@@ -150,9 +158,13 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int =
 
     Raises ``ValueError`` for sizes or options outside those.
     """
-    tiles_m, tiles_n, k_tiles = m // BM, n // BN, k // BK
-    if m % (BM * group_m) or n % BN or k % BK:
-        raise ValueError(f"(m, n, k) = ({m}, {n}, {k}) must be multiples of ({BM * group_m}, {BN}, {BK})")
+    if in_dtype not in INPUTS:
+        raise ValueError(f"in_dtype must be one of {sorted(INPUTS)}, found {in_dtype!r}")
+    mma, kstep = INPUTS[in_dtype]
+    bk = BK_BYTES * 8 // DataType(in_dtype).bits  # K elements per 128-byte row
+    tiles_m, tiles_n, k_tiles = m // BM, n // BN, k // bk
+    if m % (BM * group_m) or n % BN or k % bk:
+        raise ValueError(f"(m, n, k) = ({m}, {n}, {k}) must be multiples of ({BM * group_m}, {BN}, {bk})")
     if gemm_smem_bytes(stages, out_dtype) > 227 * 1024 or wait_depth not in (0, 1) or cluster not in (1, 2):
         raise ValueError(f"stages={stages} with {out_dtype} output, wait_depth={wait_depth}, cluster={cluster}")
     n_tiles = tiles_m * tiles_n
@@ -160,10 +172,11 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int =
     rounds = (n_tiles + grid - 1) // grid
     if cluster == 2 and grid % 2:
         raise ValueError(f"a 2-CTA cluster needs an even grid, found {grid}")
-    stage_bytes = (BM + BN) * BK * 2
+    stage_bytes = (BM + BN) * BK_BYTES
     b_rows = BN // cluster  # rows of B each CTA of the cluster loads
-    ring_a = swizzled_layout((stages, BM, BK), "bfloat16", 3)
-    ring_b = swizzled_layout((stages, BN, BK), "bfloat16", 3)
+    tma_dtype = "uint8" if DataType(in_dtype).bits == 8 else in_dtype  # the TMA moves fp8 as bytes
+    ring_a = swizzled_layout((stages, BM, bk), in_dtype, 3)
+    ring_b = swizzled_layout((stages, BN, bk), in_dtype, 3)
     bf16_out = out_dtype == "bfloat16"
     # the bf16 epilogue's tiles: per consumer 4 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
     out_shape = (CONSUMERS, BN // 64, WG_M, 32) if bf16_out else (1, 1, 8, 32)
@@ -171,15 +184,11 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int =
     launch = T.cuda.LaunchConfig(grid=grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
                                  dynamic_smem_bytes=gemm_smem_bytes(stages, out_dtype), cluster=cluster)
 
-    @T.function
-    def hopper_gemm(
-        A: T.Tensor((m, k), "bfloat16", align=16),
-        B: T.Tensor((n, k), "bfloat16", align=16),
-        C: T.Tensor((m, n), out_dtype, align=16),
-    ):
+    @T.macro
+    def body(A, B, C, scales):
         T.device_entry(launch=launch)
-        sa = T.alloc_shared((stages, BM, BK), "bfloat16", scope="shared.dyn", align=1024, layout=ring_a)
-        sb = T.alloc_shared((stages, BN, BK), "bfloat16", scope="shared.dyn", align=1024, layout=ring_b)
+        sa = T.alloc_shared((stages, BM, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_a)
+        sb = T.alloc_shared((stages, BN, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_b)
         so = T.alloc_shared(out_shape, "uint32", scope="shared.dyn", align=1024, layout=out_layout)
         full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
         empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
@@ -209,20 +218,21 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int =
                             _wait(empty.sub[s, :], ((i * k_tiles + kt) // stages + 1) % 2, flag, spin)
                             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :],
                                               tx=T.uint32(stage_bytes))
-                            T.cuda.tile.apply(T.ptx[LOAD], sa.sub[s], A, mbar=full.sub[s, :],
-                                              coords=(bm * BM, kt * BK), swizzle=3, l2_promotion=3)
+                            T.cuda.tile.apply(T.ptx[LOAD], sa.sub[s].view(tma_dtype), A.view(tma_dtype), mbar=full.sub[s, :],
+                                              coords=(bm * BM, kt * bk), swizzle=3, l2_promotion=3)
                             if cluster == 2:
-                                T.cuda.tile.apply(T.ptx[LOAD_MC], sb.sub[s, rank * b_rows : rank * b_rows + b_rows, :],
-                                                  B, mbar=full.sub[s, :], coords=(bn * BN + rank * b_rows, kt * BK),
+                                T.cuda.tile.apply(T.ptx[LOAD_MC], sb.sub[s, rank * b_rows : rank * b_rows + b_rows, :].view(tma_dtype),
+                                                  B.view(tma_dtype), mbar=full.sub[s, :], coords=(bn * BN + rank * b_rows, kt * bk),
                                                   swizzle=3, l2_promotion=3, cta_mask=T.uint16(3))
                             else:
-                                T.cuda.tile.apply(T.ptx[LOAD], sb.sub[s], B, mbar=full.sub[s, :],
-                                                  coords=(bn * BN, kt * BK), swizzle=3, l2_promotion=3)
+                                T.cuda.tile.apply(T.ptx[LOAD], sb.sub[s].view(tma_dtype), B.view(tma_dtype), mbar=full.sub[s, :],
+                                                  coords=(bn * BN, kt * bk), swizzle=3, l2_promotion=3)
         else:  # two consumer warpgroups, 64 rows of the tile each
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
             c = wg - 1
             acc = T.alloc_local((WG_M, BN), "float32", layout=accumulator_layout(BN))
             words = T.alloc_local((WG_M, BN // 2), "uint32", layout=accumulator_layout(BN, packed=True))
+            factor = T.alloc_local((1,), "float32")
             for i in T.serial(rounds):
                 t = bx + i * grid
                 if t < n_tiles:
@@ -233,10 +243,10 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int =
                         _wait(full.sub[s, :], ((i * k_tiles + kt) // stages) % 2, flag, spin)
                         T.ptx["wgmma.fence.sync.aligned"]()
                         T.cuda.tile.apply(
-                            T.ptx[MMA],
+                            T.ptx[mma],
                             acc,
-                            sa.sub[s, c * WG_M : c * WG_M + WG_M, :].view(1, WG_M, BK // 16, 16).permute(0, 2, 1, 3),
-                            sb.sub[s].view(BN, BK // 16, 16).permute(1, 0, 2),
+                            sa.sub[s, c * WG_M : c * WG_M + WG_M, :].view(1, WG_M, bk // kstep, kstep).permute(0, 2, 1, 3),
+                            sb.sub[s].view(BN, bk // kstep, kstep).permute(1, 0, 2),
                             scope="warpgroup",
                             scale_d=kt > 0,
                         )
@@ -247,6 +257,10 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int =
                     T.ptx["wgmma.wait_group.sync.aligned"](0)
                     if wait_depth == 1:
                         _release(empty, (i * k_tiles + k_tiles - 1) % stages, tid, cluster)
+                    if scales is not None:  # fp8: C = scale_a * scale_b * (A B^T)
+                        factor[0] = scales[0] * scales[1]
+                        T.cuda.tile.apply(T.ptx["mul.rn.f32"], acc.local().view(BN // 2, 1),
+                                          acc.local().view(BN // 2, 1), factor[0])
                     if bf16_out:
                         _epilogue_bf16(acc, words, so.sub[c], C, bm * BM + c * WG_M, bn * BN, tid, c)
                     else:
@@ -262,4 +276,18 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", stages: int =
         if cluster == 2:
             T.cuda.cluster_sync()  # no CTA leaves while its peer may still signal or fill it
 
-    return hopper_gemm
+    if in_dtype == "bfloat16":
+
+        @T.function
+        def hopper_gemm(A: T.Tensor((m, k), in_dtype, align=16), B: T.Tensor((n, k), in_dtype, align=16),
+                        C: T.Tensor((m, n), out_dtype, align=16)):
+            body(A, B, C, None)
+
+        return hopper_gemm
+
+    @T.function
+    def hopper_gemm_fp8(A: T.Tensor((m, k), in_dtype, align=16), B: T.Tensor((n, k), in_dtype, align=16),
+                        C: T.Tensor((m, n), out_dtype, align=16), Scales: T.Tensor((2,), "float32", align=8)):
+        body(A, B, C, Scales)
+
+    return hopper_gemm_fp8
