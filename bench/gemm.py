@@ -145,7 +145,7 @@ def fp8_row(shape, runs):
     a, b = _inputs(shape)
     a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
     scales = torch.tensor([0.5, 0.25], device="cuda", dtype=torch.float32)
-    sa, sb = scales[0:1].reshape(()), scales[1:2].reshape(())
+    sa, sb = scales[0].clone(), scales[1].clone()  # cuBLAS wants each scale on its own allocation
     kernel = tvm_tirx.compile(make_gemm(m, n, k, **FP8), target="cuda")
     c = torch.zeros(m, n, device="cuda", dtype=torch.bfloat16)
     kernel(a8, b8, c, scales)
