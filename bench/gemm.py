@@ -42,12 +42,14 @@ FP8 = dict(in_dtype="float8_e4m3fn", stages=3, persistent=False, group_m=16)
 #: What ``--sweep`` compares: one change at a time, from the plain warp-specialized kernel.
 VARIANTS = {
     "1 tile/CTA, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=False, group_m=16),
-    "1 tile/CTA, group_m 8, bf16": dict(persistent=False),
     "1 tile/CTA, group_m 16, bf16": dict(persistent=False, group_m=16),
-    "1 tile/CTA, group_m 16, wait 0, bf16": dict(persistent=False, group_m=16, wait_depth=0),
     "1 tile/CTA + cluster 2, group_m 16, bf16": dict(persistent=False, cluster=2, group_m=16),
-    "persistent (132 CTAs), group_m 16, bf16": dict(persistent=True, group_m=16),
-    "persistent (132 CTAs) + cluster 2, group_m 16, bf16": dict(persistent=True, cluster=2, group_m=16),
+    "persistent static, group_m 16, bf16": dict(persistent=True, group_m=16),
+    "persistent dynamic, group_m 16, bf16": dict(persistent=True, dynamic=True, group_m=16),
+    "persistent dynamic, group_m 8, bf16": dict(persistent=True, dynamic=True, group_m=8),
+    "persistent dynamic, group_m 16, wait 0, bf16": dict(persistent=True, dynamic=True, group_m=16, wait_depth=0),
+    "persistent dynamic, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=True, dynamic=True,
+                                                   group_m=16),
 }
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 
@@ -101,9 +103,17 @@ def _run_one(shape, config, a, b, runs):
     out_dtype = config.get("out_dtype", "bfloat16")
     kernel = tvm_tirx.compile(make_gemm(m, n, k, **config), target="cuda")
     c = torch.zeros(m, n, device="cuda", dtype=getattr(torch, out_dtype))
-    kernel(a, b, c)
+    args = (a, b, c, *_counter(config))
+    kernel(*args)
     err = _check(c, torch.matmul(a.float(), b.float().t()), out_dtype)
-    return kernel, testing.do_bench(lambda: kernel(a, b, c), runs=runs).median, err
+    return kernel, testing.do_bench(lambda: kernel(*args), runs=runs).median, err
+
+
+def _counter(config):
+    """The dynamic schedule's tile counter (zero; each launch leaves it zero), if any."""
+    import torch
+
+    return (torch.zeros(1, device="cuda", dtype=torch.int32),) if config.get("dynamic") else ()
 
 
 def _inputs(shape):
@@ -148,10 +158,11 @@ def fp8_row(shape, runs):
     sa, sb = scales[0].clone(), scales[1].clone()  # cuBLAS wants each scale on its own allocation
     kernel = tvm_tirx.compile(make_gemm(m, n, k, **FP8), target="cuda")
     c = torch.zeros(m, n, device="cuda", dtype=torch.bfloat16)
-    kernel(a8, b8, c, scales)
+    args = (a8, b8, c, scales, *_counter(FP8))
+    kernel(*args)
     ref = (a8.float() @ b8.float().t()) * 0.125
     err = _check(c, ref, "bfloat16")
-    ms = testing.do_bench(lambda: kernel(a8, b8, c, scales), runs=runs).median
+    ms = testing.do_bench(lambda: kernel(*args), runs=runs).median
     torch_ms = testing.do_bench(lambda: torch._scaled_mm(a8, b8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
                                 runs=runs).median
     return ["x".join(map(str, shape)), "e4m3->bf16", f"{ms:.3f}", f"{_tflops(shape, ms):.0f}",
