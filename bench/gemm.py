@@ -44,12 +44,8 @@ VARIANTS = {
     "1 tile/CTA, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=False, group_m=16),
     "1 tile/CTA, group_m 16, bf16": dict(persistent=False, group_m=16),
     "1 tile/CTA + cluster 2, group_m 16, bf16": dict(persistent=False, cluster=2, group_m=16),
-    "persistent static, group_m 16, bf16": dict(persistent=True, group_m=16),
-    "persistent dynamic, group_m 16, bf16": dict(persistent=True, dynamic=True, group_m=16),
-    "persistent dynamic, group_m 8, bf16": dict(persistent=True, dynamic=True, group_m=8),
-    "persistent dynamic, group_m 16, wait 0, bf16": dict(persistent=True, dynamic=True, group_m=16, wait_depth=0),
-    "persistent dynamic, fp32 out, 4 stages": dict(out_dtype="float32", stages=4, persistent=True, dynamic=True,
-                                                   group_m=16),
+    "persistent, group_m 16, bf16": dict(persistent=True, group_m=16),
+    "persistent, group_m 16, wait 0, bf16": dict(persistent=True, group_m=16, wait_depth=0),
 }
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 
@@ -103,17 +99,10 @@ def _run_one(shape, config, a, b, runs):
     out_dtype = config.get("out_dtype", "bfloat16")
     kernel = tvm_tirx.compile(make_gemm(m, n, k, **config), target="cuda")
     c = torch.zeros(m, n, device="cuda", dtype=getattr(torch, out_dtype))
-    args = (a, b, c, *_counter(config))
+    args = (a, b, c)
     kernel(*args)
     err = _check(c, torch.matmul(a.float(), b.float().t()), out_dtype)
     return kernel, testing.do_bench(lambda: kernel(*args), runs=runs).median, err
-
-
-def _counter(config):
-    """The dynamic schedule's tile counter (zero; each launch leaves it zero), if any."""
-    import torch
-
-    return (torch.zeros(1, device="cuda", dtype=torch.int32),) if config.get("dynamic") else ()
 
 
 def _inputs(shape):
@@ -158,7 +147,7 @@ def fp8_row(shape, runs):
     sa, sb = scales[0].clone(), scales[1].clone()  # cuBLAS wants each scale on its own allocation
     kernel = tvm_tirx.compile(make_gemm(m, n, k, **FP8), target="cuda")
     c = torch.zeros(m, n, device="cuda", dtype=torch.bfloat16)
-    args = (a8, b8, c, scales, *_counter(FP8))
+    args = (a8, b8, c, scales)
     kernel(*args)
     ref = (a8.float() @ b8.float().t()) * 0.125
     err = _check(c, ref, "bfloat16")

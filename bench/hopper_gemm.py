@@ -46,7 +46,6 @@ INPUTS = {
 }
 WG_M = 64  # rows of C per consumer warpgroup
 CONSUMERS = 2
-QUEUE = 2  # tile numbers in flight from producer to consumers (dynamic schedule)
 LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
 LOAD_MC = LOAD + ".multicast::cluster"
 REMOTE_ARRIVE = "mbarrier.arrive.shared::cluster.b64"  # .release.cta, as CUTLASS arrives on a peer
@@ -93,15 +92,6 @@ def _wait(bar, phase, flag, spin):
 
 
 @T.macro
-def _take(queue, q_full, q_empty, got, j, flag):
-    """A consumer thread reads tile number ``j`` of its CTA from the queue (slot
-    ``j % QUEUE``) and frees the slot (every consumer thread arrives)."""
-    _wait(q_full.sub[j[0] % QUEUE, :], (j[0] // QUEUE) % 2, flag, False)
-    got[0] = queue[j[0] % QUEUE]
-    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], q_empty.sub[j[0] % QUEUE, :])
-
-
-@T.macro
 def _release(empty, s, tid, cluster):
     """Thread 0 of a consumer warpgroup arrives on ``empty[s]``: of its own CTA, or
     with ``cluster=2`` of both CTAs (the peer's producer fills this CTA's buffer too)."""
@@ -142,7 +132,7 @@ def gemm_smem_bytes(stages: int, out_dtype: str) -> int:
     epilogue tiles, the mbarriers and 1 KiB for aligning the swizzled tiles."""
     ring = stages * (BM + BN) * BK_BYTES
     epilogue = CONSUMERS * WG_M * BN * 2 if out_dtype == "bfloat16" else 1024
-    return ring + epilogue + 16 * stages + 24 * QUEUE + 1024
+    return ring + epilogue + 16 * stages + 1024
 
 
 def tile_order(t, tiles_m: int, tiles_n: int, group_m: int):
@@ -154,7 +144,7 @@ def tile_order(t, tiles_m: int, tiles_n: int, group_m: int):
 
 def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3, wait_depth: int = 1,
               persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
-              spin: bool = False, dynamic: bool = False):
+              spin: bool = False):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T`` (a ``T.function``).
 
     ``in_dtype``: bf16, or e4m3 (``float8_e4m3fn``; the function then takes a fourth
@@ -165,11 +155,6 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str
     batches a consumer leaves in flight (0 or 1) before releasing the stage it read.
     ``ctas``: the persistent grid (one per SM); ``cluster``: 1, or 2 for B multicast.
     ``spin``: wait on mbarriers with a loop of plain ``try_wait`` (see :func:`_wait`).
-    ``dynamic`` (with ``persistent``): the producer draws tile numbers from a global
-    counter (``atom.add``) and passes them to the consumers through a shared queue, so a
-    CTA that finishes early takes the next tile, as the hardware's block scheduler
-    does; the function then takes a last argument ``Counter`` (1,) int32, zero before
-    the first launch -- the last draw of each launch resets it.
 
     Raises ``ValueError`` for sizes or options outside those.
     """
@@ -185,8 +170,6 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str
     n_tiles = tiles_m * tiles_n
     grid = ctas if persistent else n_tiles
     rounds = (n_tiles + grid - 1) // grid
-    if dynamic and (not persistent or cluster != 1):
-        raise ValueError("the dynamic schedule is for the persistent grid without clusters")
     if cluster == 2 and grid % 2:
         raise ValueError(f"a 2-CTA cluster needs an even grid, found {grid}")
     stage_bytes = (BM + BN) * BK_BYTES
@@ -260,30 +243,21 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str
             )
 
     @T.macro
-    def body(A, B, C, scales, counter):
+    def body(A, B, C, scales):
         T.device_entry(launch=launch)
         sa = T.alloc_shared((stages, BM, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_a)
         sb = T.alloc_shared((stages, BN, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_b)
         so = T.alloc_shared(out_shape, "uint32", scope="shared.dyn", align=1024, layout=out_layout)
         full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
         empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
-        # the dynamic schedule's queue of tile numbers, QUEUE deep, with its own barriers
-        queue = T.alloc_shared((QUEUE,), "int32", scope="shared.dyn", align=8)
-        q_full = T.alloc_shared((QUEUE, 1), "uint64", scope="shared.dyn", align=8)
-        q_empty = T.alloc_shared((QUEUE, 1), "uint64", scope="shared.dyn", align=8)
         tid = T.cuda.thread_idx("x")
         bx = T.cuda.block_idx("x")
         wg = T.cuda.warp_id() // 4
         rank = T.cuda.cluster_ctaid("x")
         flag = T.alloc_local((1,), "uint32")
-        j = T.alloc_local((1,), "int32")  # this CTA's tiles so far (dynamic schedule)
-        got = T.alloc_local((1,), "int32")  # the tile number drawn or read from the queue
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(CONSUMERS * cluster))
-            if counter is not None:
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_full, count=T.uint32(1))
-                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_empty, count=T.uint32(CONSUMERS * 128))
             T.ptx["fence.mbarrier_init.release.cluster"]()
         if cluster == 2:
             T.cuda.cluster_sync()
@@ -292,43 +266,19 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str
         if wg == 0:  # the producer warpgroup
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
             if tid == 0:
-                if counter is None:
-                    for i in T.serial(rounds):
-                        if bx + i * grid < n_tiles:
-                            produce_tile(A, B, sa, sb, full, empty, bx + i * grid, i * k_tiles, flag, rank)
-                else:  # draw tile numbers until they run out; pass each on to the consumers
-                    j[0] = 0
-                    got[0] = 0
-                    while got[0] < n_tiles:
-                        T.ptx["atom.relaxed.gpu.global.add.s32"](got[0], counter.ptr_to([0]), T.int32(1))
-                        _wait(q_empty.sub[j[0] % QUEUE, :], (j[0] // QUEUE + 1) % 2, flag, spin)
-                        queue[j[0] % QUEUE] = got[0]
-                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], q_full.sub[j[0] % QUEUE, :])
-                        if got[0] < n_tiles:
-                            produce_tile(A, B, sa, sb, full, empty, T.max(got[0], 0), j[0] * k_tiles, flag, rank)
-                        if got[0] == n_tiles + grid - 1:  # the last draw of all: reset for the next launch
-                            counter[0] = 0
-                        j[0] = j[0] + 1
+                for i in T.serial(rounds):
+                    if bx + i * grid < n_tiles:
+                        produce_tile(A, B, sa, sb, full, empty, bx + i * grid, i * k_tiles, flag, rank)
         else:  # two consumer warpgroups, 64 rows of the tile each
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
             c = wg - 1
             acc = T.alloc_local((WG_M, BN), "float32", layout=accumulator_layout(BN))
             words = T.alloc_local((WG_M, BN // 2), "uint32", layout=accumulator_layout(BN, packed=True))
             factor = T.alloc_local((1,), "float32")
-            if counter is None:
-                for i in T.serial(rounds):
-                    if bx + i * grid < n_tiles:
-                        consume_tile(C, scales, sa, sb, so, full, empty, acc, words, factor, bx + i * grid,
-                                     i * k_tiles, flag, tid, c)
-            else:  # take tile numbers from the queue until one is past the end
-                j[0] = 0
-                _take(queue, q_full, q_empty, got, j, flag)
-                while got[0] < n_tiles:
-                    # (the clamp is a no-op for the tile numbers the loop sees; it bounds them for the proofs)
-                    consume_tile(C, scales, sa, sb, so, full, empty, acc, words, factor,
-                                 T.max(T.min(got[0], n_tiles - 1), 0), j[0] * k_tiles, flag, tid, c)
-                    j[0] = j[0] + 1
-                    _take(queue, q_full, q_empty, got, j, flag)
+            for i in T.serial(rounds):
+                if bx + i * grid < n_tiles:
+                    consume_tile(C, scales, sa, sb, so, full, empty, acc, words, factor, bx + i * grid, i * k_tiles,
+                                 flag, tid, c)
             if bf16_out:
                 if tid % 128 == 0:
                     T.ptx["cp.async.bulk.wait_group.read"](0)  # the last store has read its tile
@@ -337,32 +287,16 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str
 
     a_spec, b_spec = T.Tensor((m, k), in_dtype, align=16), T.Tensor((n, k), in_dtype, align=16)
     c_spec = T.Tensor((m, n), out_dtype, align=16)
-    scale_spec, counter_spec = T.Tensor((2,), "float32", align=8), T.Tensor((1,), "int32", align=8)
-    fp8 = in_dtype != "bfloat16"
-    if not fp8 and not dynamic:
+    if in_dtype == "bfloat16":
 
         @T.function
         def hopper_gemm(A: a_spec, B: b_spec, C: c_spec):
-            body(A, B, C, None, None)
+            body(A, B, C, None)
 
         return hopper_gemm
-    if not dynamic:
-
-        @T.function
-        def hopper_gemm_fp8(A: a_spec, B: b_spec, C: c_spec, Scales: scale_spec):
-            body(A, B, C, Scales, None)
-
-        return hopper_gemm_fp8
-    if not fp8:
-
-        @T.function
-        def hopper_gemm_dynamic(A: a_spec, B: b_spec, C: c_spec, Counter: counter_spec):
-            body(A, B, C, None, Counter)
-
-        return hopper_gemm_dynamic
 
     @T.function
-    def hopper_gemm_fp8_dynamic(A: a_spec, B: b_spec, C: c_spec, Scales: scale_spec, Counter: counter_spec):
-        body(A, B, C, Scales, Counter)
+    def hopper_gemm_fp8(A: a_spec, B: b_spec, C: c_spec, Scales: T.Tensor((2,), "float32", align=8)):
+        body(A, B, C, Scales)
 
-    return hopper_gemm_fp8_dynamic
+    return hopper_gemm_fp8
