@@ -81,18 +81,49 @@ H200_SMS = 132
 SM_SMEM, CTA_RESERVED, MAX_CTA_SMEM = 228 * 1024, 1024, 227 * 1024
 
 
-def _issue(opcode, *operands, policy=None, **params):
-    """``T.cuda.tile.apply`` of ``opcode``, or of its ``.L2::cache_hint`` form with
-    ``cache_policy=policy`` when a policy is given (called while the kernel is parsed)."""
-    if policy is None:
-        return T.cuda.tile.apply(T.ptx[opcode], *operands, **params)
-    return T.cuda.tile.apply(T.ptx[opcode + ".L2::cache_hint"], *operands, cache_policy=policy, **params)
+def _transfer(engine: str, store: bool, image, tensor, t, box_rows: int, policy=None, **params):
+    """One tile's copy (called while the kernel is parsed): ``image`` is the shared buffer,
+    ``tensor`` the global ``(rows, COLS)`` tensor, ``t`` the tile.  The ``"tensor"`` engine
+    names the tile by its coordinates, ``"bulk"`` by a view of its contiguous run.  With a
+    ``policy`` the ``.L2::cache_hint`` form takes it as ``cache_policy``."""
+    opcode = OPCODES[engine][int(store)]
+    if policy is not None:
+        opcode, params = opcode + ".L2::cache_hint", {**params, "cache_policy": policy}
+    if engine == "tensor":
+        params["coords"] = (t * box_rows, 0)
+        glob = tensor
+    else:
+        params.pop("l2_promotion", None)  # a map's field: bulk copies have no map
+        glob = tensor.view(int(tensor.shape[0]) // box_rows, box_rows * COLS).sub[t, :]
+    operands = (glob, image) if store else (image, glob)
+    return T.cuda.tile.apply(T.ptx[opcode], *operands, **params)
 
 
 def _smem_bytes(box_rows: int, stages: int, pairs: int) -> int:
     """Dynamic shared memory of one CTA: the buffers, 16 bytes of barriers per buffer, and
     1 KiB of slack for the 1024-byte alignment of the carve-out."""
     return pairs * stages * (box_rows * COLS * 4 + 16) + 1024
+
+
+def _check_copy(n, box_rows, stages, pairs, store_lag, l2_hint, engine) -> int:
+    """The shared memory of one CTA (bytes) of a :func:`make_tma_copy` configuration.
+
+    Raises
+    ------
+    ValueError
+        ``n`` does not tile, ``store_lag`` is not in ``0 .. stages - 1``, the ring does not fit
+        in 227 KiB, or ``l2_hint`` / ``engine`` is unknown.
+    """
+    if n % COLS or (n // COLS) % box_rows:
+        raise ValueError(f"n={n} is not a multiple of {COLS * box_rows}")
+    if not 0 <= store_lag < stages:
+        raise ValueError(f"store_lag={store_lag} must be in 0..{stages - 1} (stages - 1), or the ring deadlocks")
+    smem = _smem_bytes(box_rows, stages, pairs)
+    if smem > MAX_CTA_SMEM:
+        raise ValueError(f"{smem} bytes of shared memory per CTA; at most {MAX_CTA_SMEM}")
+    if l2_hint not in ("none", "load", "both") or engine not in OPCODES:
+        raise ValueError(f"l2_hint={l2_hint!r} (none, load, both), engine={engine!r} ({', '.join(OPCODES)})")
+    return smem
 
 
 def make_tma_copy(n: int, box_rows: int = 32, stages: int = 4, ctas: int = H200_SMS, l2_promotion: int = 3, *,
@@ -105,28 +136,16 @@ def make_tma_copy(n: int, box_rows: int = 32, stages: int = 4, ctas: int = H200_
     Raises
     ------
     ValueError
-        ``n`` does not tile, ``store_lag`` is not in ``0 .. stages - 1``, the ring does not fit
-        in 227 KiB, or ``l2_hint`` / ``engine`` is unknown.
+        As :func:`_check_copy`.
     """
+    smem = _check_copy(n, box_rows, stages, pairs, store_lag, l2_hint, engine)
     rows = n // COLS
-    if n % COLS or rows % box_rows:
-        raise ValueError(f"n={n} is not a multiple of {COLS * box_rows}")
-    if not 0 <= store_lag < stages:
-        raise ValueError(f"store_lag={store_lag} must be in 0..{stages - 1} (stages - 1), or the ring deadlocks")
-    smem = _smem_bytes(box_rows, stages, pairs)
-    if smem > MAX_CTA_SMEM:
-        raise ValueError(f"{smem} bytes of shared memory per CTA; at most {MAX_CTA_SMEM}")
-    if l2_hint not in ("none", "load", "both") or engine not in OPCODES:
-        raise ValueError(f"l2_hint={l2_hint!r} (none, load, both), engine={engine!r} ({', '.join(OPCODES)})")
     tiles = rows // box_rows
     workers = ctas * pairs
     rounds = (tiles + workers - 1) // workers
     tile_elems = box_rows * COLS
     tile_bytes = tile_elems * 4
-    tensor = engine == "tensor"
-    load_op, store_op = OPCODES[engine]
-    image = (pairs, stages, box_rows, COLS) if tensor else (pairs, stages, tile_elems)
-    promo = {"l2_promotion": l2_promotion} if tensor else {}
+    image = (pairs, stages, box_rows, COLS) if engine == "tensor" else (pairs, stages, box_rows * COLS)
     hint_load, hint_store = l2_hint != "none", l2_hint == "both"
 
     @T.function
@@ -138,8 +157,6 @@ def make_tma_copy(n: int, box_rows: int = 32, stages: int = 4, ctas: int = H200_
         tid = T.cuda.thread_idx("x")
         p = tid // 64
         w = T.cuda.block_idx("x") * pairs + p
-        a_tiles = A.view(tiles, tile_elems)
-        b_tiles = B.view(tiles, tile_elems)
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(1))
@@ -155,11 +172,8 @@ def make_tma_copy(n: int, box_rows: int = 32, stages: int = 4, ctas: int = H200_
                 if t < tiles:
                     T.cuda.mbarrier_wait_phase(empty.sub[p, s, :], (k // stages + 1) % 2)
                     T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[p, s, :], tx=T.uint32(tile_bytes))
-                    if tensor:
-                        _issue(load_op, buf.sub[p, s], A, mbar=full.sub[p, s, :], coords=(t * box_rows, 0),
-                               policy=policy[0] if hint_load else None, **promo)  # fmt: skip
-                    else:
-                        _issue(load_op, buf.sub[p, s], a_tiles.sub[t, :], mbar=full.sub[p, s, :], policy=policy[0] if hint_load else None)
+                    _transfer(engine, False, buf.sub[p, s], A, t, box_rows, policy[0] if hint_load else None,
+                              mbar=full.sub[p, s, :], l2_promotion=l2_promotion)  # fmt: skip
         if tid % 64 == 32:  # the pair's consumer
             if hint_store:
                 T.ptx["createpolicy.fractional.L2::evict_first.b64"](policy[0], T.float32(1.0))
@@ -168,10 +182,7 @@ def make_tma_copy(n: int, box_rows: int = 32, stages: int = 4, ctas: int = H200_
                 s = k % stages
                 if t < tiles:
                     T.cuda.mbarrier_wait_phase(full.sub[p, s, :], (k // stages) % 2)
-                    if tensor:
-                        _issue(store_op, B, buf.sub[p, s], coords=(t * box_rows, 0), policy=policy[0] if hint_store else None, **promo)
-                    else:
-                        _issue(store_op, b_tiles.sub[t, :], buf.sub[p, s], policy=policy[0] if hint_store else None)
+                    _transfer(engine, True, buf.sub[p, s], B, t, box_rows, policy[0] if hint_store else None, l2_promotion=l2_promotion)
                     T.ptx["cp.async.bulk.commit_group"]()
                     T.ptx["cp.async.bulk.wait_group.read"](store_lag)  # older stores have read their buffers
                     if k >= store_lag:

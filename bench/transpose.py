@@ -11,7 +11,8 @@ The TMA kernel (:func:`make_tma_transpose`) moves *blocks* of ``sub`` 32 x 32 ti
 along the rows: ``32 * sub`` rows x 32 columns of A, one TMA load (``32 * sub`` 128-byte rows,
 128-byte swizzle) into a ring of ``stages`` shared buffers; the threads transpose it into one
 of two 128-byte-swizzled output buffers (``sub`` boxes of 32 x 32), which one TMA store per box
-writes to B.  With the swizzle, 16-byte chunk ``j`` of row ``r`` sits at chunk ``j ^ (r % 8)``;
+writes to B (the 128-byte swizzle caps a box row at 32 floats, so an output block is ``sub``
+boxes; the input block is one box of up to 256 rows).  With the swizzle, 16-byte chunk ``j`` of row ``r`` sits at chunk ``j ^ (r % 8)``;
 lane ``l`` of warp ``w`` moves element ``(l, 4w + (l // 8 + q) % 4)`` of each 32 x 32 tile at
 step ``q``, so a warp's 32 reads hit 32 different banks (the writes at most 2 per bank).
 
@@ -107,9 +108,8 @@ def _block_origin(t, group: int, block_cols: int, sub: int):
     return ((t // per_group) * group + inner % group) * (TILE * sub), (inner // group) * TILE
 
 
-def make_tma_transpose(n: int = N, sub: int = 1, stages: int = 1, ctas: int | None = None, group: int = 1):
-    """Transpose of an ``n x n`` float32 matrix, TMA in and out through 128-byte-swizzled
-    blocks of ``sub`` 32 x 32 tiles (see the module); ``ctas=None``: one CTA per block.
+def _check_tma_transpose(n: int, sub: int, stages: int, group: int) -> int:
+    """The shared memory of one CTA (bytes) of a :func:`make_tma_transpose` configuration.
 
     Raises
     ------
@@ -119,12 +119,25 @@ def make_tma_transpose(n: int = N, sub: int = 1, stages: int = 1, ctas: int | No
     """
     if not 1 <= sub <= 8 or n % (TILE * sub) or stages < 1:
         raise ValueError(f"n={n}, sub={sub}, stages={stages}: need sub in 1..8 dividing n / 32 and stages >= 1")
-    block_rows, block_cols = n // (TILE * sub), n // TILE
-    if block_rows % group:
-        raise ValueError(f"group={group} does not divide the {block_rows} block rows")
+    if (n // (TILE * sub)) % group:
+        raise ValueError(f"group={group} does not divide the {n // (TILE * sub)} block rows")
     smem = tma_smem_bytes(sub, stages)
     if smem > MAX_CTA_SMEM:
         raise ValueError(f"{smem} bytes of shared memory per CTA; at most {MAX_CTA_SMEM}")
+    return smem
+
+
+def make_tma_transpose(n: int = N, sub: int = 1, stages: int = 1, ctas: int | None = None, group: int = 1):
+    """Transpose of an ``n x n`` float32 matrix, TMA in and out through 128-byte-swizzled
+    blocks of ``sub`` 32 x 32 tiles (see the module); ``ctas=None``: one CTA per block.
+
+    Raises
+    ------
+    ValueError
+        As :func:`_check_tma_transpose`.
+    """
+    smem = _check_tma_transpose(n, sub, stages, group)
+    block_rows, block_cols = n // (TILE * sub), n // TILE
     blocks = block_rows * block_cols
     grid = ctas or blocks
     rounds = (blocks + grid - 1) // grid
