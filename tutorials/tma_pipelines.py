@@ -21,8 +21,10 @@ Loads are ``(shared, global)``, stores and reductions ``(global, shared)``.
 Nothing is waited for unless the kernel says so: a load completes on its
 mbarrier (``mbarrier.arrive.expect_tx`` arms it with the bytes, a
 ``try_wait.parity`` loop waits), a store is committed to a bulk group and
-waited for with ``cp.async.bulk.wait_group``. The mbarriers here are raw
-``T.ptx["mbarrier..."]`` calls.
+waited for with ``cp.async.bulk.wait_group``. The mbarriers are the
+``mbarrier`` tile family's calls (one call sets up every barrier of a
+``(stages, 1)`` tensor) and ``T.cuda.mbarrier_wait_phase``, the spin-wait
+(docs/guides/mbarrier_bulk.rst).
 
 Run it with ``python tutorials/tma_pipelines.py``.
 """
@@ -59,7 +61,8 @@ def build(func, *needles):
 # -----------------------
 # Thread 0 initialises the barrier (``fence.mbarrier_init`` makes the init
 # visible to the TMA unit), arms it with the box's 1024 bytes and issues the
-# load. Every thread waits for phase 0, adds one to its element, and after
+# load. Every thread waits for phase 0 (``mbarrier_wait_phase`` loops on
+# ``mbarrier.try_wait.parity``), adds one to its element, and after
 # ``fence.proxy.async`` (thread writes -> visible to the TMA) and a barrier,
 # thread 0 stores the box.
 
@@ -70,16 +73,13 @@ def add_one(A: T.Tensor((8, 32), "float32", align=16), B: T.Tensor((8, 32), "flo
     bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
     tid = T.cuda.thread_idx("x")
     if tid == 0:
-        T.ptx["mbarrier.init.shared::cta.b64"](bar.ptr_to([0]), T.uint32(1))
+        T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, count=T.uint32(1))
         T.ptx["fence.mbarrier_init.release.cluster"]()
     T.cuda.cta_sync()
     if tid == 0:
-        T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bar.ptr_to([0]), T.uint32(8 * 32 * 4))
+        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bar, tx=T.uint32(8 * 32 * 4))
         T.cuda.tile.apply(T.ptx[LOAD], tile, A, mbar=bar, coords=(0, 0))
-    done = T.alloc_local((1,), "uint32")
-    done[0] = T.uint32(0)
-    while done[0] == T.uint32(0):
-        T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](done[0], bar.ptr_to([0]), T.uint32(0))
+    T.cuda.mbarrier_wait_phase(bar, 0)
     tile[tid // 32, tid % 32] = tile[tid // 32, tid % 32] + T.float32(1)
     T.ptx["fence.proxy.async.shared::cta"]()
     T.cuda.cta_sync()
@@ -112,8 +112,9 @@ if ON_GPU:
 # the 32 consumer lanes have read it (32 arrivals). At iteration ``k`` stage
 # ``s = k % 3`` is in phase ``(k // 3) % 2``. The producer waits on ``empty``
 # for the *other* parity, which a fresh barrier reports complete: the first
-# three loads start at once. The ``mbar=`` view is one element,
-# ``full.sub[s : s + 1]``; the image is buffer ``s``, ``buf.sub[s]``.
+# three loads start at once. The barriers are ``(STAGES, 1)`` tensors: one
+# call initialises a whole ring, and ``full.sub[s, :]`` is barrier ``s`` (the
+# ``mbar=`` of the load); the image is buffer ``s``, ``buf.sub[s]``.
 
 TILES, STAGES = 12, 3
 
@@ -122,36 +123,28 @@ TILES, STAGES = 12, 3
 def double_rows(A: T.Tensor((TILES * 8, 32), "float32", align=16), B: T.Tensor((TILES * 8, 32), "float32", align=16)):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64, dynamic_smem_bytes=STAGES * 1024 + 64))
     buf = T.alloc_shared((STAGES, 8, 32), "float32", scope="shared.dyn", align=128)
-    full = T.alloc_shared((STAGES,), "uint64", scope="shared.dyn", align=8)
-    empty = T.alloc_shared((STAGES,), "uint64", scope="shared.dyn", align=8)
+    full = T.alloc_shared((STAGES, 1), "uint64", scope="shared.dyn", align=8)
+    empty = T.alloc_shared((STAGES, 1), "uint64", scope="shared.dyn", align=8)
     tid = T.cuda.thread_idx("x")
     if tid == 0:
-        for s in T.unroll(STAGES):
-            T.ptx["mbarrier.init.shared::cta.b64"](full.ptr_to([s]), T.uint32(1))
-            T.ptx["mbarrier.init.shared::cta.b64"](empty.ptr_to([s]), T.uint32(32))
+        T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
+        T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(32))
         T.ptx["fence.mbarrier_init.release.cluster"]()
     T.cuda.cta_sync()
-    flag = T.alloc_local((1,), "uint32")
     if tid == 0:  # producer
         for k in T.serial(TILES):
-            flag[0] = T.uint32(0)
-            while flag[0] == T.uint32(0):
-                T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](
-                    flag[0], empty.ptr_to([k % STAGES]), T.Cast("uint32", (k // STAGES + 1) % 2)
-                )
-            T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](full.ptr_to([k % STAGES]), T.uint32(1024))
-            T.cuda.tile.apply(T.ptx[LOAD], buf.sub[k % STAGES], A, mbar=full.sub[k % STAGES : k % STAGES + 1], coords=(k * 8, 0))
+            s = k % STAGES
+            T.cuda.mbarrier_wait_phase(empty.sub[s, :], (k // STAGES + 1) % 2)
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :], tx=T.uint32(1024))
+            T.cuda.tile.apply(T.ptx[LOAD], buf.sub[s], A, mbar=full.sub[s, :], coords=(k * 8, 0))
     if tid >= 32:  # the consumer warp: lane l doubles column l of the tile
         lane = tid - 32
         for k in T.serial(TILES):
-            flag[0] = T.uint32(0)
-            while flag[0] == T.uint32(0):
-                T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](
-                    flag[0], full.ptr_to([k % STAGES]), T.Cast("uint32", (k // STAGES) % 2)
-                )
+            s = k % STAGES
+            T.cuda.mbarrier_wait_phase(full.sub[s, :], (k // STAGES) % 2)
             for r in T.unroll(8):
-                B[k * 8 + r, lane] = buf[k % STAGES, r, lane] * T.float32(2)
-            T.ptx["mbarrier.arrive.shared::cta.b64"](empty.ptr_to([k % STAGES]))
+                B[k * 8 + r, lane] = buf[s, r, lane] * T.float32(2)
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty.sub[s, :])
 
 
 kernel = build(double_rows, "cp.async.bulk.tensor")
@@ -188,16 +181,13 @@ def swizzled_halves(A: T.Tensor((64, 128), "bfloat16", align=16), B: T.Tensor((2
     bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
     tid = T.cuda.thread_idx("x")
     if tid == 0:
-        T.ptx["mbarrier.init.shared::cta.b64"](bar.ptr_to([0]), T.uint32(1))
+        T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, count=T.uint32(1))
         T.ptx["fence.mbarrier_init.release.cluster"]()
     T.cuda.cta_sync()
     if tid == 0:
-        T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bar.ptr_to([0]), T.uint32(16384))
+        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bar, tx=T.uint32(16384))
         T.cuda.tile.apply(T.ptx[LOAD], tile, A, mbar=bar, coords=(0, 0), coord_steps=((0, 64),), swizzle=3)
-    done = T.alloc_local((1,), "uint32")
-    done[0] = T.uint32(0)
-    while done[0] == T.uint32(0):
-        T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](done[0], bar.ptr_to([0]), T.uint32(0))
+    T.cuda.mbarrier_wait_phase(bar, 0)
     # reads through the layout undo the swizzle: B[h] is the h-th 64-column half of A
     for i in T.unroll(64):
         B[i // 32, (i % 32) * 2 + tid // 64, tid % 64] = tile[i // 32, (i % 32) * 2 + tid // 64, tid % 64]

@@ -391,6 +391,49 @@ def test_reduction_types_follow_the_isa():
         _kernel(call.format(op="inc"), dtype="float32")
 
 
+#: PTX ISA 9.1, 9.7.9.27.1.3 (cp.reduce.async.bulk.tensor), the table of valid ``.redOp`` /
+#: element type combinations, transcribed with the ISA's type names.
+ISA_REDUCE_TYPES = {
+    "add": (".u32", ".s32", ".u64", ".f32", ".f16", ".bf16"),
+    "min": (".u32", ".s32", ".u64", ".s64", ".f16", ".bf16"),
+    "max": (".u32", ".s32", ".u64", ".s64", ".f16", ".bf16"),
+    "inc": (".u32",),
+    "dec": (".u32",),
+    "and": (".b32", ".b64"),
+    "or": (".b32", ".b64"),
+    "xor": (".b32", ".b64"),
+}
+#: ISA type -> the tensor element types it names (``.bN``: the N-bit integer map types).
+ISA_TYPE_DTYPES = {
+    ".u32": {"uint32"}, ".s32": {"int32"}, ".u64": {"uint64"}, ".s64": {"int64"},
+    ".f32": {"float32"}, ".f16": {"float16"}, ".bf16": {"bfloat16"},
+    ".b32": {"uint32", "int32"}, ".b64": {"uint64", "int64"},
+}  # fmt: skip
+
+
+def test_reduction_table_is_the_isa_table():
+    from_isa = {op: set().union(*(ISA_TYPE_DTYPES[t] for t in types)) for op, types in ISA_REDUCE_TYPES.items()}
+    assert {op: set(types) for op, types in REDUCE_DTYPES.items()} == from_isa
+
+
+@pytest.mark.parametrize(
+    "op,dtype,ok",
+    [
+        ("add", "uint64", True), ("add", "int64", False), ("add", "float64", False),
+        ("min", "int64", True), ("max", "bfloat16", True), ("min", "float32", False), ("max", "float64", False),
+        ("inc", "uint32", True), ("dec", "int32", False),
+        ("and", "int64", True), ("xor", "uint32", True), ("or", "float32", False), ("xor", "uint16", False),
+    ],
+)  # fmt: skip
+def test_reduction_type_rule_per_operation(op, dtype, ok):
+    call = f'T.cuda.tile.apply(T.ptx["cp.reduce.async.bulk.tensor.2d.global.shared::cta.{op}.bulk_group"], A, s, coords=(0, 0))'
+    if ok:
+        _kernel(call, dtype=dtype)
+        return
+    with pytest.raises(TileError, match=f"element type not reducible with this operation.*for .{op}.*found {dtype}"):
+        _kernel(call, dtype=dtype)
+
+
 def test_swizzled_image_needs_its_repeat_alignment():
     layout = "swizzled_layout((8, 32), 'float32', 3)"
     k = _kernel(LOAD + ", swizzle=3)", talign=128, layout=layout)

@@ -48,7 +48,7 @@ Legality
     tensor's edge: the TMA fills out-of-range elements with zeros on a load
     and skips them on a store, so the global operand has no bounds rule.
     Reductions take the element types PTX ISA 9.7.9.25.5.2 lists per
-    operation.  ``mbar`` is 8-byte aligned and within its tensor.
+    operation (:data:`REDUCE_DTYPES`; 9.7.9.27.1.3 in PTX ISA 9.1).  ``mbar`` is 8-byte aligned and within its tensor.
 Lowering emits
     One instruction per repeat coordinate (the issuing thread: guard the call
     or pass ``pred=``), its coordinates ``coords + sum(r_k * coord_steps[k])``
@@ -85,7 +85,10 @@ DESCRIPTOR_DTYPE = {
 }  # fmt: skip
 #: Bytes of one swizzled row segment per ``swizzle=`` (CUDA ``CU_TENSOR_MAP_SWIZZLE_*``).
 SWIZZLE_BYTES = {0: 0, 1: 32, 2: 64, 3: 128}
-#: Reduction operation -> element types (PTX ISA 9.7.9.25.5.2, cp.reduce.async.bulk.tensor).
+#: Reduction operation -> element types: the table "valid combinations of .redOp and element
+#: type" of ``cp.reduce.async.bulk.tensor`` (PTX ISA 9.1, section 9.7.9.27.1.3; 9.7.9.25.5.2 in
+#: PTX ISA 8.x), checked against the 9.1 text.  The ISA's ``.b32`` / ``.b64`` (and, or, xor) are
+#: read as the 32/64-bit integer map types; no floating-point map is a bit type.
 REDUCE_DTYPES = {
     "add": ("uint32", "int32", "uint64", "float32", "float16", "bfloat16"),
     "min": ("uint32", "int32", "uint64", "int64", "float16", "bfloat16"),
