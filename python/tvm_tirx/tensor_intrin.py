@@ -35,7 +35,9 @@ their natural alignment), 9.7.9.25.3 (``cp.async``, 16-byte ``.cg`` chunks).
 
 from __future__ import annotations
 
-__all__ = ["PREFIX", "list_intrinsics", "register_all", "MARKER"]
+import functools
+
+__all__ = ["PREFIX", "list_intrinsics", "register_all", "MARKER", "tensorize_supported"]
 
 #: Every intrinsic name registered here starts with it.
 PREFIX = "tvm_tirx."
@@ -131,6 +133,28 @@ def register_all() -> None:
     install.install()
     _vector_memory()
     _async_copies()
+
+
+_PROBE = "import tvm; tvm.ir.save_json(tvm.tirx.IntImm('int32', 1))"
+
+
+@functools.cache
+def tensorize_supported() -> bool:
+    """Whether apache-tvm's ``tensorize`` can run in this environment.
+
+    ``Schedule.tensorize`` deep-copies the intrinsic's implementation through
+    tvm-ffi's JSON graph (``DeepCopy`` in ``s_tir/schedule``); with
+    apache-tvm 0.27.0.post1 and apache-tvm-ffi 0.1.15.post2 that crashes the
+    process (a segfault in ``ToJSONGraph`` for any IR node with a dtype field);
+    with apache-tvm-ffi 0.1.14.post0, the version this package pins, it works.
+    The probe runs in a subprocess, once per process, so that a crash is
+    reported here as False instead of killing the caller.
+    """
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, timeout=300, check=False)
+    return done.returncode == 0
 
 
 def list_intrinsics() -> list:
