@@ -14,7 +14,8 @@ from .cache import cache_dir, cache_key, has_cuda_loader, load_entry, store_entr
 from .compile_options import cuda_compiler_flags, parse_options
 from .export import pack_imports_with_device_binary
 from .launch_sizes import LaunchSizes
-from .pipeline import PIPELINE_NAME, register_pipeline
+from .pipeline import PIPELINE_NAME, is_s_tir, register_pipeline
+from .scheduled import lower_scheduled
 from .tile.lower import lower_tile_apply
 
 __all__ = ["compile", "Kernel", "PIPELINE_NAME", "resolve_target"]
@@ -154,7 +155,11 @@ def _build(func, name, tgt, opts):
     # arrive as a RuntimeError).  The pipeline's own LowerTileApply then has
     # nothing left to do.
     with tgt:
-        mod = tvm.IRModule({name: lower_tile_apply(func)})
+        if is_s_tir(func):
+            # a scheduled PrimFunc that tensorize gave tile calls (tensor_intrin)
+            mod = lower_scheduled(tvm.IRModule({name: func}))
+        else:
+            mod = tvm.IRModule({name: lower_tile_apply(func)})
     with tvm.transform.PassContext(config=dict(opts.pass_config)), cuda_compiler_flags(opts):
         return tvm.compile(mod, target=tgt, tir_pipeline=pipeline)
 

@@ -7,7 +7,9 @@ apache-tvm lowers the two with different pipelines (``"tirx"`` and ``"s_tir"``);
 this one sends each function to its own: the TIRx kernels through
 :func:`UnwrapRelaxRoot`, :func:`~tvm_tirx.smem_limits.CheckSharedMemoryLimit`,
 :class:`~tvm_tirx.LowerTileApply` and ``"tirx"``, the others through ``"s_tir"``,
-and joins the results.  The device functions then go through apache-tvm's device
+and joins the results; an ``s_tir`` PrimFunc that ``sch.tensorize`` gave tile
+calls (:mod:`tvm_tirx.tensor_intrin`) has them checked and expanded first, by
+:func:`~tvm_tirx.scheduled.LowerScheduledTileCalls`.  The device functions then go through apache-tvm's device
 finalization and :func:`~tvm_tirx.cuda_source.legalize_device_source` (names and
 literals that apache-tvm's CUDA codegen would print as source nvcc rejects).
 """
@@ -81,6 +83,7 @@ def _pipeline_factory(**kwargs):
     from tvm.tirx import compilation_pipeline as cp  # pylint: disable=import-outside-toplevel
 
     from .cuda_source import legalize_device_source  # pylint: disable=import-outside-toplevel
+    from .scheduled import LowerScheduledTileCalls  # pylint: disable=import-outside-toplevel
     from .smem_limits import CheckSharedMemoryLimit  # pylint: disable=import-outside-toplevel
     from .tile.lower import LowerTileApply  # pylint: disable=import-outside-toplevel
 
@@ -97,7 +100,8 @@ def _pipeline_factory(**kwargs):
             return tile(mod)
         s_tir_stock = cp.get_tir_pipeline("s_tir")[0]
         rest = {gv: f for gv, f in funcs.items() if gv not in schedulable}
-        lowered = dict(s_tir_stock(tvm.IRModule(schedulable, attrs=mod.attrs)).functions.items())
+        scheduled = LowerScheduledTileCalls()(tvm.IRModule(schedulable, attrs=mod.attrs))
+        lowered = dict(s_tir_stock(scheduled).functions.items())
         if rest:
             lowered.update(tile(tvm.IRModule(rest, attrs=mod.attrs)).functions.items())
         return tvm.IRModule(lowered, attrs=mod.attrs)

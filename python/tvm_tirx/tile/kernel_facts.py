@@ -124,6 +124,8 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         import tvm_ffi  # pylint: disable=import-outside-toplevel
         from tvm import tirx  # pylint: disable=import-outside-toplevel
 
+        from tvm.s_tir import SBlock  # pylint: disable=import-outside-toplevel
+
         ids, stores = {}, {}
 
         def visit(node):
@@ -140,16 +142,23 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
                     self.parent[node.buffer] = args[0]
             elif isinstance(node, tirx.ScopeIdDefStmt):
                 self._scope_ids(getattr(node, "def"), ids)
+            elif isinstance(node, tirx.For) and _thread_tag(node) is not None:
+                self._thread_binding(node, ids)
             elif isinstance(node, tirx.For):
                 self._bind(node.loop_var, node.min, node.min + node.extent)
                 step = int_or_none(getattr(node, "step", None)) or 1
                 self.loops.append((node.loop_var, node.min, node.extent, step))
+            elif isinstance(node, SBlock):
+                # an s_tir block's own allocations (``T.sblock_alloc_buffer``)
+                for buf in node.alloc_buffers:
+                    self.roots[buf] = _alloc_extent(buf)
             elif isinstance(node, tirx.BufferStore):
                 stores.setdefault(node.buffer, []).append(node.value)
             elif isinstance(node, tirx.AttrStmt):
                 self.entry_attrs[str(node.attr_key)] = node.value
 
         tvm_ffi.structural_walk(body, (object, visit))
+        _thread_binding_ids(ids)
         # `w = T.cuda.warp_id()` parses to a local scalar stored once; reading
         # it is reading that value, which the proofs need to see.
         self.scalars = {
@@ -182,6 +191,15 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
             ids["block"] = (tuple(d.def_ids), extents)
         elif d.scope == _binding("cluster", "cta"):
             ids["cluster"] = (tuple(d.def_ids), extents)
+
+    def _thread_binding(self, node, ids):
+        """Record a thread-binding loop of an s_tir schedule (``sch.bind(loop,
+        "threadIdx.x")``): its var is that CUDA id, ranging over the loop."""
+        tag = _thread_tag(node)
+        self._bind(node.loop_var, node.min, node.min + node.extent)
+        self.cuda_names[node.loop_var] = tag
+        if tag.startswith("threadIdx."):
+            ids.setdefault("thread_bindings", {})[tag[-1]] = (node.loop_var, int_or_none(node.extent))
 
     def _bind(self, var, lo, hi):
         import tvm  # pylint: disable=import-outside-toplevel
@@ -324,6 +342,34 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         return self._active_cache[key]
 
 
+def _thread_tag(node):
+    """``"threadIdx.x"`` ... of a thread-binding ``For`` (an s_tir schedule's
+    ``bind``), else None."""
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+    binding = getattr(node, "thread_binding", None)
+    if node.kind != tirx.ForKind.THREAD_BINDING or binding is None:
+        return None
+    return str(binding.thread_tag)
+
+
+def _thread_binding_ids(ids):
+    """Turn the ``threadIdx`` thread-binding loops into the ``block`` launch ids.
+
+    apache-tvm's ``UnifyThreadBinding`` leaves one loop var per tag; the axes
+    must start at ``x`` with no gap and have constant extents, or the launch
+    stays unknown (a collective call then says it needs one).
+    """
+    found = ids.pop("thread_bindings", None)
+    if not found or "block" in ids:
+        return
+    axes = [found.get(a) for a in "xyz"]
+    n = len([a for a in axes if a is not None])
+    if any(a is None for a in axes[:n]) or any(ext is None for _, ext in axes[:n]):
+        return
+    ids["block"] = (tuple(v for v, _ in axes[:n]), tuple(ext for _, ext in axes[:n]))
+
+
 def fold(analyzer, expr, values):
     """``expr`` with each var of ``values`` (var -> int) replaced by its value and
     simplified: an int, or None when something else remains."""
@@ -356,6 +402,7 @@ def _eval_guard(cond, values, analyzer, opcode) -> bool:
 def _collect_guards(stmt, conds, out):
     """Record, for each tile-call Evaluate, the if-conditions that enclose it."""
     from tvm import tirx  # pylint: disable=import-outside-toplevel
+    from tvm.s_tir import SBlockRealize  # pylint: disable=import-outside-toplevel
     from tvm.tirx import Not  # pylint: disable=import-outside-toplevel
 
     if stmt is None:
@@ -366,6 +413,11 @@ def _collect_guards(stmt, conds, out):
     elif isinstance(stmt, tirx.SeqStmt):
         for s in stmt.seq:
             _collect_guards(s, conds, out)
+    elif isinstance(stmt, SBlockRealize):
+        # an s_tir block's predicate (``T.where``) guards its body like an if
+        pred = stmt.predicate
+        always = isinstance(pred, tirx.IntImm) and bool(pred.value)
+        _collect_guards(stmt.block, conds if always else conds + (pred,), out)
     elif isinstance(stmt, tirx.IfThenElse):
         _collect_guards(stmt.then_case, conds + (stmt.condition,), out)
         if stmt.else_case is not None:

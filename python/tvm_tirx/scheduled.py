@@ -1,0 +1,237 @@
+"""Tile calls in scheduled ``s_tir`` PrimFuncs: what the ``"tvm_tirx"`` pipeline
+does before apache-tvm's ``"s_tir"`` pipeline when ``sch.tensorize`` put
+``T.cuda.tile.apply`` calls into a kernel (:mod:`tvm_tirx.tensor_intrin`).
+
+1. :func:`prefix_passes`: apache-tvm's own first ``s_tir`` passes, through
+   ``UnifyThreadBinding``: blocks become opaque, block iterators are replaced
+   by loop expressions, and each bound thread id (``sch.bind(loop,
+   "threadIdx.x")``) is one loop var per tag -- what the proofs read
+   (:class:`~tvm_tirx.tile.kernel_facts.KernelFacts` takes thread-binding
+   loops as the launch).
+2. :func:`BindTileOperands`: a tensorized block passes its tiles to the
+   intrinsic through ``match_buffer``; apache-tvm's ``LowerMatchBuffer``
+   rewrites element accesses but not a buffer passed whole to a call, so here
+   each matched buffer that a tile call reads is replaced by the equal view of
+   its source (``source.sub[region]``, declared in the block), whose offset,
+   strides and alignment the proofs then see.
+3. ``LowerMatchBuffer`` and :func:`~tvm_tirx.tile.lower.lower_tile_apply`; a
+   :class:`~tvm_tirx.TileError` names the block and the intrinsic.
+
+The result still is an ``s_tir`` PrimFunc; the whole stock ``"s_tir"``
+pipeline runs on it next (its first passes find nothing more to do).
+"""
+
+from __future__ import annotations
+
+__all__ = ["has_tile_calls", "prefix_passes", "BindTileOperands", "lower_scheduled", "LowerScheduledTileCalls"]
+
+
+def has_tile_calls(func) -> bool:
+    """Whether PrimFunc ``func`` holds a ``T.cuda.tile.apply`` call."""
+    return _holds_tile_calls(func.body)
+
+
+def _holds_tile_calls(stmt) -> bool:
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+    from .tile.op import is_tile_call  # pylint: disable=import-outside-toplevel
+
+    found = []
+    tvm_ffi.structural_walk(stmt, (tirx.Evaluate, lambda n: found.append(1) if is_tile_call(n.value) else None))
+    return bool(found)
+
+
+def prefix_passes() -> list:
+    """apache-tvm's ``s_tir`` passes that run before tile calls are lowered (the
+    first ones of ``tvm/s_tir/pipeline.py``, in its order)."""
+    from tvm import s_tir  # pylint: disable=import-outside-toplevel
+
+    t = s_tir.transform
+    return [
+        t.CanonicalizeLoop(),
+        t.LowerCrossThreadReduction(),
+        t.LowerInitBlock(),
+        t.PlanAndUpdateBufferAllocationLocation(),
+        t.ConvertBlocksToOpaque(),
+        t.LiftThreadBinding(),
+        t.ManifestSharedMemoryLocalStage(),
+        t.CompactBufferAllocation(),
+        t.LowerAutoCopy(),
+        t.UnifyThreadBinding(),
+    ]
+
+
+def _strides(buf) -> list:
+    """Element strides of ``buf``: its own, or row-major over its shape."""
+    if len(buf.strides):
+        return list(buf.strides)
+    out, step = [], 1
+    for extent in reversed(list(buf.shape)):
+        out.append(step)
+        step = step * extent
+    return out[::-1]
+
+
+def _source_view(match):
+    """``(view, DeclBuffer)``: the view of ``match``'s source region with the
+    matched buffer's shape -- region axes of extent 1 that the matched buffer
+    does not have are dropped -- as a strided layout over the source's storage
+    (the source's offset plus the region's start, in elements)."""
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+    from tvm.tirx.buffer import buffer_data  # pylint: disable=import-outside-toplevel
+    from tvm.tirx.layout import S, TileLayout  # pylint: disable=import-outside-toplevel
+
+    from .tile.views import int_or_none  # pylint: disable=import-outside-toplevel
+
+    buf, region = match.buffer, match.source
+    source, ranges = region.source, list(region.region)
+    strides = _strides(source)
+    offset = source.elem_offset
+    for r, stride in zip(ranges, strides):
+        offset = offset + r.min * stride
+    kept = [(int_or_none(r.extent), st) for r, st in zip(ranges, strides)]
+    drop = len(kept) - len(buf.shape)
+    while drop > 0:
+        ones = next((i for i, (e, _) in enumerate(kept) if e == 1), None)
+        if ones is None:
+            break
+        del kept[ones]
+        drop -= 1
+    shape = tuple(e for e, _ in kept)
+    layout = TileLayout(S[shape : tuple(st for _, st in kept)])
+    view = tirx.decl_buffer(
+        shape, buf.dtype, name=f"{buf.name}_view", elem_offset=offset, scope=source.scope(),
+        data_alignment=int(source.data_alignment), layout=layout,
+    )  # fmt: skip
+    return view, [tirx.DeclBuffer(view, data=buffer_data(source))]
+
+
+def _marked(body):
+    """``(intrinsic name or None, body without the marker AttrStmt)``."""
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+    from .tensor_intrin import MARKER  # pylint: disable=import-outside-toplevel
+
+    if isinstance(body, tirx.AttrStmt) and body.attr_key == MARKER:
+        return str(body.value.value if hasattr(body.value, "value") else body.value), body.body
+    return None, body
+
+
+def _with_origin(body, where):
+    """``body`` with each tile call's span naming ``where`` (block and intrinsic)."""
+    import tvm  # pylint: disable=import-outside-toplevel
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+    from .tile.op import is_tile_call  # pylint: disable=import-outside-toplevel
+
+    def mark(node):
+        if not is_tile_call(node.value):
+            return node
+        old = node.value.span if node.value.span is not None else node.span
+        line = getattr(old, "line", 0) or 1
+        span = tvm.ir.Span(tvm.ir.SourceName(where), line, line, 0, 0)
+        call = node.value
+        call = tvm.ir.Call(call.op, list(call.args), call.attrs, span=span, ret_ty=call.ty)
+        return tirx.Evaluate(call, span=span)
+
+    return tvm_ffi.structural_map(body, (tirx.Evaluate, mark))
+
+
+def _bind_block(block):
+    """The block with its matched buffers replaced by source views in tile calls."""
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm import s_tir, tirx  # pylint: disable=import-outside-toplevel
+
+    name, body = _marked(block.body)
+    if (name is None and not block.match_buffers) or not _holds_tile_calls(body):
+        return block
+    decls, subst = [], {}
+    for match in block.match_buffers:
+        view, stmts = _source_view(match)
+        decls += stmts
+        subst[match.buffer] = view
+
+    def sub(var):
+        for old, new in subst.items():
+            if var.same_as(old):
+                return new
+        return var
+
+    body = tvm_ffi.structural_map(body, (tirx.Var, sub)) if subst else body
+    where = f"block '{block.name_hint}'" + (f" (tensor intrinsic {name})" if name else "")
+    body = _with_origin(body, where)
+    body = tirx.SeqStmt([*decls, body]) if decls else body
+    return s_tir.SBlock(
+        block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
+        block.alloc_buffers, block.match_buffers, block.annotations, block.span,
+    )  # fmt: skip
+
+
+def BindTileOperands():  # pylint: disable=invalid-name
+    """PrimFunc pass: in each block that holds tile calls, matched buffers become
+    views of their source region and the calls' spans name the block and the
+    tensor intrinsic (see the module docstring).  Run after
+    :func:`prefix_passes` and before apache-tvm's ``LowerMatchBuffer``.
+
+    Returns
+    -------
+    tvm.transform.Pass
+    """
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm import s_tir  # pylint: disable=import-outside-toplevel
+    from tvm.tirx.transform import prim_func_pass  # pylint: disable=import-outside-toplevel
+
+    @prim_func_pass(opt_level=0, name="tvm_tirx.BindTileOperands")
+    def _pass(func, mod, ctx):  # pylint: disable=unused-argument
+        if not has_tile_calls(func):
+            return func
+        return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, _bind_block)))
+
+    return _pass
+
+
+def lower_scheduled(mod):
+    """``mod`` with steps 1-3 of the module docstring applied to every PrimFunc
+    holding tile calls (other functions are left as they are).
+
+    Raises
+    ------
+    TileError
+        A tile call put there by ``tensorize`` breaks its contract; the message
+        names the block and the tensor intrinsic.
+    """
+    import tvm  # pylint: disable=import-outside-toplevel
+    from tvm import s_tir  # pylint: disable=import-outside-toplevel
+
+    from .pipeline import map_prim_funcs  # pylint: disable=import-outside-toplevel
+    from .tile.lower import lower_tile_apply  # pylint: disable=import-outside-toplevel
+
+    tiled = {gv: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and has_tile_calls(f)}
+    if not tiled:
+        return mod
+    steps = tvm.ir.transform.Sequential(
+        [*prefix_passes(), BindTileOperands(), s_tir.transform.LowerMatchBuffer(), s_tir.transform.StmtSimplify()]
+    )
+    lowered = map_prim_funcs(steps(tvm.IRModule(tiled, attrs=mod.attrs)), lower_tile_apply)
+    out = mod.clone()
+    for gv, func in lowered.functions.items():
+        out.update_func(out.get_global_var(gv.name_hint), func)
+    return out
+
+
+def LowerScheduledTileCalls():  # pylint: disable=invalid-name
+    """Module pass running :func:`lower_scheduled`.
+
+    Returns
+    -------
+    tvm.transform.Pass
+    """
+    import tvm  # pylint: disable=import-outside-toplevel
+
+    @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.LowerScheduledTileCalls")
+    def _pass(mod, _ctx):
+        return lower_scheduled(mod)
+
+    return _pass

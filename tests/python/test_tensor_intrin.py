@@ -1,0 +1,240 @@
+"""tvm_tirx.tensor_intrin: tile calls put into scheduled s_tir PrimFuncs by ``sch.tensorize``.
+
+Each kernel is scheduled the usual TVM way (split, bind, cache_read /
+cache_write, compute_at) and its cache blocks are tensorized with our
+intrinsics; the build checks the tile calls on the scheduled kernel.
+"""
+
+import pytest
+import tvm
+
+from tvm_tirx import TileError, testing
+from tvm_tirx import tensor_intrin
+
+pytestmark = pytest.mark.skipif(
+    not tensor_intrin.tensorize_supported(),
+    reason="Schedule.tensorize crashes with this apache-tvm-ffi (needs 0.1.14.post0, see tensorize_supported)",
+)
+
+THREADS = 64
+DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i32": "int32", "u32": "uint32"}
+
+
+def _copy_func(dtype, n, rows_pad=0):
+    """``B[i, j] = A[i, j]`` over ``(2 * THREADS, n)`` tiles; A's rows are ``n + rows_pad`` long."""
+    from tvm.script import tirx as T
+
+    rows = 2 * THREADS
+
+    @T.prim_func(s_tir=True)
+    def copy(A: T.Buffer((rows, n + rows_pad), dtype), B: T.Buffer((rows, n), dtype)):
+        for i, j in T.grid(rows, n):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj]
+
+    return copy
+
+
+def _schedule(func, stages):
+    """Bind rows to ``blockIdx.x`` x ``threadIdx.x``; stage A through ``stages``
+    (``[(scope, intrinsic), ...]`` from the register end outwards) and B through
+    a local cache; tensorize every stage.  Returns the schedule."""
+    sch = tvm.s_tir.Schedule(func)
+    block = sch.get_sblock("B")
+    i, _ = sch.get_loops(block)
+    bx, tx = sch.split(i, [None, THREADS])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    store = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(store, tx)
+    consumer, made = block, []
+    for scope, _ in stages:
+        consumer = sch.cache_read(consumer, 0, scope)
+        made.append(consumer)
+    for stage in made:
+        sch.compute_at(stage, tx)
+    for stage, (_, intrin) in zip(made, stages):
+        sch.tensorize(sch.get_loops(stage)[-1], intrin)
+    return sch, store
+
+
+def _vector_schedule(short, n, store_intrin=None, stages=None):
+    sch, store = _schedule(_copy_func(DTYPES[short], n), stages or [("local", f"tvm_tirx.ld_global_v{n}_{short}")])
+    sch.tensorize(sch.get_loops(store)[-1], store_intrin or f"tvm_tirx.st_global_v{n}_{short}")
+    return sch
+
+
+def _tile_calls(mod):
+    import tvm_ffi
+    from tvm_tirx.tile.op import decode, is_tile_call
+
+    found = []
+    tvm_ffi.structural_walk(
+        mod["main"].body, (tvm.tirx.Evaluate, lambda e: found.append(decode(e.value)) if is_tile_call(e.value) else None)
+    )
+    return found
+
+
+def test_every_intrinsic_is_listed_and_registered():
+    names = tensor_intrin.list_intrinsics()
+    assert len(names) == len(set(names)) == 45
+    for name in names:
+        assert name.startswith("tvm_tirx.")
+        assert tvm.s_tir.TensorIntrin.get(name) is not None
+    assert "tvm_tirx.ld_global_v4_f32" in names and "tvm_tirx.cp_async_cg_16B_f16" in names
+
+
+@pytest.mark.parametrize("short", sorted(DTYPES))
+@pytest.mark.parametrize("space", ["global", "shared"])
+@pytest.mark.parametrize("n", [2, 4])
+def test_tensorize_puts_the_tile_call_in_the_block(short, space, n):
+    bits = 16 if short in ("f16", "bf16") else 32
+    if space == "global":
+        sch = _vector_schedule(short, n)
+        expected = [f"st.global.v{n}.b{bits}", f"ld.global.v{n}.b{bits}"]
+    else:
+        stages = [("local", f"tvm_tirx.ld_shared_v{n}_{short}"), ("shared", f"tvm_tirx.st_shared_v{n}_{short}"),
+                  ("local", f"tvm_tirx.ld_global_v{n}_{short}")]  # fmt: skip
+        sch = _vector_schedule(short, n, stages=stages)
+        expected = [f"st.global.v{n}.b{bits}", f"ld.shared.v{n}.b{bits}", f"st.shared.v{n}.b{bits}",
+                    f"ld.global.v{n}.b{bits}"]  # fmt: skip
+    calls = _tile_calls(sch.mod)
+    assert sorted(c.opcode for c in calls) == sorted(expected)
+    for call in calls:
+        assert call.scope == "thread" and len(call.operands) == 2
+        assert all(tuple(int(s) for s in op.shape) == (n,) for op in call.operands)
+
+
+def _lower(mod):
+    from tvm_tirx.scheduled import lower_scheduled
+
+    with tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}):
+        return lower_scheduled(mod)
+
+
+def test_expansion_matches_the_hand_written_ptx():
+    """Before/Expected: the tensorized load expands to the same T.ptx call as the
+    view arithmetic written by hand (row ``blockIdx.x * 64 + threadIdx.x``)."""
+    from tvm_tirx.tile.op import is_tile_call
+    import tvm_ffi
+
+    lowered = _lower(_vector_schedule("f32", 4).mod)["main"]
+    calls = []
+    tvm_ffi.structural_walk(lowered.body, (tvm.ir.Call, calls.append))
+    ptx = [c for c in calls if str(c.op.name).startswith("tirx.ptx.")]
+    assert not any(is_tile_call(c) for c in calls)
+    assert len(ptx) == 2
+    load = next(c for c in ptx if "ld" in str(c.op.name))
+    dst = load.args[0].source
+    src = load.args[4].args[0].source
+    # the views: the thread's 4 registers, and row blockIdx.x * 64 + threadIdx.x of A
+    assert dst.scope() == "local" and src.scope() == "global"
+    assert src.shape[0] == 4 and dst.shape[0] == 4
+    from tvm.script import tirx as T
+
+    expected = T.ptx["ld.global.v4.b32"](dst[0], dst[1], dst[2], dst[3], src.ptr_to([0]))
+    tvm.ir.assert_structural_equal(load, expected)
+
+
+@testing.requires_nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_scheduled_kernels_assemble(arch):
+    import tvm_tirx
+
+    for short, n in (("f32", 4), ("f16", 2), ("bf16", 4)):
+        kernel = tvm_tirx.compile(_vector_schedule(short, n).mod, target="cuda", arch=arch)
+        assert kernel.cuda_source.count("asm volatile") == 2
+        assert testing.assemble(kernel)
+
+
+@testing.requires_nvcc
+def test_cp_async_stage_assembles():
+    import tvm_tirx
+
+    sch, store = _schedule(_copy_func("float16", 8), [("shared", "tvm_tirx.cp_async_cg_16B_f16")])
+    kernel = tvm_tirx.compile(sch.mod, target="cuda", arch="sm_80")
+    assert "cp.async.cg.shared.global" in kernel.cuda_source
+    assert testing.assemble(kernel)
+    del store
+
+
+def test_cp_async_intrinsic_tensorizes_a_shared_cache():
+    stages = [("shared", "tvm_tirx.cp_async_cg_16B_f16")]
+    sch, _ = _schedule(_copy_func("float16", 8), stages)
+    calls = _tile_calls(sch.mod)
+    assert [c.opcode for c in calls] == ["cp.async.cg.shared.global"]
+
+
+def test_tvm_compile_with_the_pipeline_lowers_tile_calls():
+    from tvm_tirx.pipeline import register_pipeline
+
+    sch = _vector_schedule("f32", 4)
+    exe = tvm.compile(sch.mod, target=tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}), tir_pipeline=register_pipeline())
+    src = exe.mod.imports[0].inspect_source()
+    assert "ld.global.v4.b32" in src and "st.global.v4.b32" in src
+
+
+# -- rules, through tensorize ----------------------------------------------------
+
+
+def test_misaligned_tile_names_the_block_and_the_intrinsic():
+    import tvm_tirx
+
+    # rows of 5 floats: the 4-float tile of an odd row is not 16-byte aligned
+    sch, store = _schedule(_copy_func("float32", 4, rows_pad=1), [("local", "tvm_tirx.ld_global_v4_f32")])
+    sch.tensorize(sch.get_loops(store)[-1], "tvm_tirx.st_global_v4_f32")
+    with pytest.raises(TileError) as info:
+        tvm_tirx.compile(sch.mod, target="cuda", arch="sm_90a")
+    text = str(info.value)
+    assert "block 'A_local_o'" in text and "tvm_tirx.ld_global_v4_f32" in text
+    assert "ld.global.v4.b32" in text and "not provably aligned" in text and "multiple of 16" in text
+
+
+def test_misaligned_tile_through_tvm_compile_is_the_same_error():
+    from tvm_tirx.pipeline import register_pipeline
+
+    sch, store = _schedule(_copy_func("float32", 4, rows_pad=1), [("local", "tvm_tirx.ld_global_v4_f32")])
+    sch.tensorize(sch.get_loops(store)[-1], "tvm_tirx.st_global_v4_f32")
+    with pytest.raises(TileError, match="tensor intrinsic tvm_tirx.ld_global_v4_f32.*not provably aligned"):
+        tvm.compile(sch.mod, target=tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}), tir_pipeline=register_pipeline())
+
+
+def test_wrong_dtype_does_not_tensorize():
+    """The intrinsic's description is dtype-exact: a float16 block does not match a float32 intrinsic."""
+    sch = tvm.s_tir.Schedule(_copy_func("float16", 4))
+    block = sch.get_sblock("B")
+    stage = sch.cache_read(block, 0, "local")
+    with pytest.raises(Exception, match="mismatch|match"):
+        sch.tensorize(sch.get_loops(stage)[-1], "tvm_tirx.ld_global_v4_f32")
+
+
+def test_wrong_vector_length_does_not_tensorize():
+    sch = tvm.s_tir.Schedule(_copy_func("float32", 4))
+    block = sch.get_sblock("B")
+    i, j = sch.get_loops(block)
+    stage = sch.cache_read(block, 0, "local")
+    sch.compute_at(stage, i)
+    with pytest.raises(Exception):
+        sch.tensorize(sch.get_loops(stage)[-1], "tvm_tirx.ld_global_v2_f32")
+
+
+# -- GPU ----------------------------------------------------------------------------
+
+
+@testing.requires_cuda
+@pytest.mark.parametrize("short", ["f32", "f16", "bf16"])
+def test_scheduled_copy_through_shared_memory_on_gpu(short):
+    import torch
+    import tvm_tirx
+
+    n = 4
+    stages = [("local", f"tvm_tirx.ld_shared_v{n}_{short}"), ("shared", f"tvm_tirx.st_shared_v{n}_{short}"),
+              ("local", f"tvm_tirx.ld_global_v{n}_{short}")]  # fmt: skip
+    kernel = tvm_tirx.compile(_vector_schedule(short, n, stages=stages).mod, target="cuda")
+    dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[short]
+    a = torch.randn(2 * THREADS, n, device="cuda").to(dtype)
+    b = torch.zeros_like(a)
+    kernel(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(a, b)
