@@ -16,10 +16,7 @@ setup(
     # PEP 561: the py.typed marker and the type stubs of `T` (script/*.pyi); and the
     # arch floors (measured with ptxas) that the register family reads.
     package_data={"tvm_tirx": ["py.typed"], "tvm_tirx.tile.families": ["*.json"], "": ["*.pyi"]},
-    # apache-tvm-ffi 0.1.15.post2 (what an open requirement installs) crashes
-    # apache-tvm 0.27's JSON serialization, so Schedule.tensorize (it deep-copies
-    # through it; see tvm_tirx.tensor_intrin.tensorize_supported) segfaults.
-    install_requires=["apache-tvm==0.27.0.post1", "apache-tvm-ffi==0.1.14.post0", "numpy"],
+    install_requires=["apache-tvm==0.27.0.post1", "numpy"],
     extras_require={
         # torch is optional; install the CPU build that lies on the machine
         # (`pip install torch==2.13.0`) -- an open-ended requirement would pull
