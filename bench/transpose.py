@@ -236,8 +236,7 @@ class PaddedConfig:
 Tc = TmaConfig
 #: The first TMA version (0.89x of our copy on the H200): one 32 x 32 tile per CTA.
 TMA_FIRST = Tc(1, 1, 0, 1)
-#: The default run: both first versions and the variants expected to do best.
-#: The sweep's fastest on the H200 (padded 64x64: 1.044x our copy; TMA 4 sub-tiles, 3 stages,
+#: The default run: the sweep's fastest on the H200 (padded 64x64: 1.044x our copy; TMA 4 sub-tiles, 3 stages,
 #: 2 CTAs/SM, group 1: 0.965x), the first TMA kernel and the padded 32x32 one.
 DEFAULTS = [PaddedConfig(64, 8), Tc(4, 3, 2, 1), Tc(2, 4, 4, 1), PaddedConfig(), TMA_FIRST]
 #: The sweep's first grid.
