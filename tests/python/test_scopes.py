@@ -116,6 +116,34 @@ def test_guard_reading_memory_is_an_error():
         testing.lower(k)
 
 
+def test_while_condition_is_a_guard():
+    # lanes 0..15 and 16..31 iterate a different number of times: the warp collective
+    # inside would run with part of the warp (issue: while-conditions were not guards)
+    @T.function
+    def k(A: T.Tensor((32, 4), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        r = T.alloc_local((32, 4), "float32", layout=TileLayout(S[(32, 4) : (1 @ Axis.laneid, 1)]))
+        n = T.alloc_local((1,), "int32")
+        n[0] = T.cuda.lane_id() // 16
+        while n[0] < 2:
+            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A, scope="warp")
+            n[0] = n[0] + 1
+
+    with pytest.raises(TileError, match=r"ld.global.v4.b32: guard not understood: .*found if n < 2"):
+        testing.lower(k)
+
+
+def test_while_over_a_thread_id_that_keeps_whole_warps():
+    @T.function
+    def k(A: T.Tensor((32, 4), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        r = T.alloc_local((32, 4), "float32", layout=TileLayout(S[(32, 4) : (1 @ Axis.laneid, 1)]))
+        while T.cuda.warp_id() == 0:
+            T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A, scope="warp")
+
+    assert testing.count_ptx(testing.lower(k), "ld.*") == 1  # (lowered only, never launched)
+
+
 def test_cta_uniform_guard_keeps_the_whole_group():
     @T.function
     def k(A: T.Tensor((32, 4), "float32", align=16)):

@@ -393,14 +393,14 @@ def _eval_guard(cond, values, analyzer, opcode) -> bool:
         raise TileError(
             opcode,
             "guard not understood",
-            expected="an if-condition over thread ids (threadIdx, lane_id, warp_id, cluster_ctaid)",
+            expected="an if or while condition over thread ids (threadIdx, lane_id, warp_id, cluster_ctaid)",
             found=f"if {cond}",
         )
     return bool(held)
 
 
 def _collect_guards(stmt, conds, out):
-    """Record, for each tile-call Evaluate, the if-conditions that enclose it."""
+    """Record, for each tile-call Evaluate, the if- and while-conditions that enclose it."""
     from tvm import tirx  # pylint: disable=import-outside-toplevel
     from tvm.s_tir import SBlockRealize  # pylint: disable=import-outside-toplevel
     from tvm.tirx import Not  # pylint: disable=import-outside-toplevel
@@ -422,6 +422,10 @@ def _collect_guards(stmt, conds, out):
         _collect_guards(stmt.then_case, conds + (stmt.condition,), out)
         if stmt.else_case is not None:
             _collect_guards(stmt.else_case, conds + (Not(stmt.condition),), out)
+    elif isinstance(stmt, tirx.While):
+        # the body runs while the condition holds: a thread-dependent condition splits
+        # the threads of a collective just as an if does
+        _collect_guards(stmt.body, conds + (stmt.condition,), out)
     elif isinstance(getattr(stmt, "body", None), tirx.Stmt):
         _collect_guards(stmt.body, conds, out)
 
