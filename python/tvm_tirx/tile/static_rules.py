@@ -11,13 +11,14 @@ rules that need the kernel (alignment, bounds, ownership) are in
 
 from __future__ import annotations
 
-import itertools
+import numpy as np
 
 from ..arch import arch_number, parse_arch
 from ..errors import TileError, operand_label
 from .contract import CallView
 from .ptx_table import binding_dtype, same_width_dtypes
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
+from .view_tables import as_points, axis_table, fragment_points, gather
 from .views import ViewMap, atom_of, classify, coords, group_coords, repeat_rank, repeat_shape, role_axes
 
 __all__ = ["check_static", "select_contract", "check_params", "param_error", "call_operands", "bind_call", "rule_arch"]
@@ -108,6 +109,25 @@ def rule_same_repeat(opcode, contract, operands, group):
     return None
 
 
+def _slots_distinct(buf, leads, per_thread) -> bool:
+    """Whether every thread's coordinates ``per_thread[i]`` map to distinct register
+    slots at every group coordinate in ``leads``, decided over whole arrays
+    (:mod:`.view_tables`; every coordinate is compared).  False also when the
+    view is not tabulated: the element-by-element check then decides."""
+    table = axis_table(buf)
+    points = as_points(per_thread) if table is not None else None
+    if points is None:
+        return False
+    for lead in leads:
+        slots = gather(table["m"], tuple(lead), points)
+        if slots is None:
+            return False
+        ordered = np.sort(slots, axis=1)
+        if (ordered[:, 1:] == ordered[:, :-1]).any():
+            return False
+    return True
+
+
 def rule_register_overlap(opcode, role, op, group, collective):
     """Distinct destination coordinates map to distinct register slots (of each
     thread: for a collective form, those of the thread's position in it)."""
@@ -116,13 +136,14 @@ def rule_register_overlap(opcode, role, op, group, collective):
     view = ViewMap(op.value)
     rep = repeat_shape(role, op, group)
     if role.lane_coords is not None:
-        reps = list(itertools.product(*(range(n) for n in rep)))
-        positions = range(collective.width)
-        per_thread = [[(*r, *c) for r in reps for c in role.lane_coords(p)] for p in positions]
+        per_thread = fragment_points(role.lane_coords, rep, collective.width)
     else:
         per_thread = [list(coords(rep, atom_of(role, op)))]
+    leads = list(group_coords(group, full=not view.separable))
+    if _slots_distinct(op.value, leads, per_thread):
+        return None
     # Each thread writes the coordinates of its own group position.
-    for lead in group_coords(group, full=not view.separable):
+    for lead in leads:
         for mine in per_thread:
             seen = {}
             for c in mine:
