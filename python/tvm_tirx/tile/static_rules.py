@@ -11,14 +11,12 @@ rules that need the kernel (alignment, bounds, ownership) are in
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..arch import arch_number, parse_arch
 from ..errors import TileError, operand_label
 from .contract import CallView
 from .ptx_table import binding_dtype, same_width_dtypes
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
-from .view_tables import as_points, axis_table, fragment_points, gather
+from .view_tables import fragment_points, slots_distinct
 from .views import ViewMap, atom_of, classify, coords, group_coords, repeat_rank, repeat_shape, role_axes
 
 __all__ = ["check_static", "select_contract", "check_params", "param_error", "call_operands", "bind_call", "rule_arch"]
@@ -109,25 +107,6 @@ def rule_same_repeat(opcode, contract, operands, group):
     return None
 
 
-def _slots_distinct(buf, leads, per_thread) -> bool:
-    """Whether every thread's coordinates ``per_thread[i]`` map to distinct register
-    slots at every group coordinate in ``leads``, decided over whole arrays
-    (:mod:`.view_tables`; every coordinate is compared).  False also when the
-    view is not tabulated: the element-by-element check then decides."""
-    table = axis_table(buf)
-    points = as_points(per_thread) if table is not None else None
-    if points is None:
-        return False
-    for lead in leads:
-        slots = gather(table["m"], tuple(lead), points)
-        if slots is None:
-            return False
-        ordered = np.sort(slots, axis=1)
-        if (ordered[:, 1:] == ordered[:, :-1]).any():
-            return False
-    return True
-
-
 def rule_register_overlap(opcode, role, op, group, collective):
     """Distinct destination coordinates map to distinct register slots (of each
     thread: for a collective form, those of the thread's position in it)."""
@@ -140,7 +119,7 @@ def rule_register_overlap(opcode, role, op, group, collective):
     else:
         per_thread = [list(coords(rep, atom_of(role, op)))]
     leads = list(group_coords(group, full=not view.separable))
-    if _slots_distinct(op.value, leads, per_thread):
+    if slots_distinct(op.value, leads, per_thread):
         return None
     # Each thread writes the coordinates of its own group position.
     for lead in leads:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .views import ViewMap, xor_swizzle
 
-__all__ = ["axis_table", "gather", "fragment_points", "as_points", "TABLE_LIMIT"]
+__all__ = ["axis_table", "gather", "fragment_points", "as_points", "slots_distinct", "TABLE_LIMIT"]
 
 #: Largest view (elements) tabulated; a larger one is checked element by element.
 TABLE_LIMIT = 1 << 22
@@ -112,3 +112,24 @@ def as_points(rows):
         return None
     points = np.array(rows, dtype=np.int64)
     return points if points.ndim == 3 else None
+
+
+def slots_distinct(buf, leads, per_thread) -> bool:
+    """Whether, at every group coordinate in ``leads`` (tuples of ints), the
+    coordinates of each thread (``per_thread``: one list of coordinate tuples
+    per thread, without the group axes) map to distinct storage offsets of view
+    ``buf`` (register slots of a destination), every coordinate compared.
+    False also when the view is not tabulated or a coordinate lies outside it:
+    the element-by-element check then decides and names the overlap."""
+    table = axis_table(buf)
+    points = as_points(per_thread) if table is not None else None
+    if points is None:
+        return False
+    for lead in leads:
+        slots = gather(table["m"], tuple(lead), points)
+        if slots is None:
+            return False
+        ordered = np.sort(slots, axis=1)
+        if (ordered[:, 1:] == ordered[:, :-1]).any():
+            return False
+    return True
