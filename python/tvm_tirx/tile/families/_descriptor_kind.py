@@ -21,7 +21,7 @@ from __future__ import annotations
 from ...errors import TileError, operand_label
 from ..contract import OperandRole
 from ..emit import register_kind
-from ..memory_proofs import check_bounds
+from ..memory_proofs import check_bounds, root_or_error
 from ..points import exact_values
 from ..views import repeat_shape
 from . import _matrix_descriptor as md
@@ -88,15 +88,9 @@ def _descriptor_prove(facts, opcode, role, op, group, repeat, pred, conds):  # p
     if isinstance(found, str):
         return _no_descriptor(opcode, role, op, found)
     buf = op.value
-    root = facts.root_of(buf)
-    if root is None:
-        return TileError(
-            opcode,
-            "memory view without a known tensor",
-            operand=label,
-            expected="a view of a shared-memory allocation",
-            found=buf.name,
-        )
+    root, err = root_or_error(facts, opcode, label, buf, "a view of a shared-memory allocation")
+    if err is not None:
+        return err
     elem_bytes = DataType(buf.dtype).bits // 8
     elem_offset = facts.expand_scalars(buf.elem_offset)
     conds = tuple(facts.expand_scalars(c) for c in conds)
