@@ -23,31 +23,17 @@ Run it with ``python tutorials/arithmetic.py``.
 # %%
 # Setup
 # -----
-# The same ``build`` helper as in the data-movement tutorial: compile for the
-# GPU present or for ``sm_90a``, print PTX lines, assemble with ``ptxas``.
+# As in the data-movement tutorial, ``testing.compile_and_show`` compiles for
+# the GPU present or for ``sm_90a``, prints PTX lines, assembles with ``ptxas``.
 
 import numpy as np
 from tvm.tirx.layout import Axis, S, TileLayout
 
-import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.script import tirx as T
 
 ON_GPU = testing.has_cuda()
 ARCH = None if ON_GPU else "sm_90a"
-
-
-def build(func, *needles):
-    """Compile ``func``, print its PTX lines that contain a needle, assemble it."""
-    kernel = tvm_tirx.compile(func, target="cuda", arch=ARCH)
-    arch = kernel.target.attrs["arch"]
-    print(f"--- {kernel.name} ({arch}): PTX excerpt")
-    for line in kernel.ptx.splitlines():
-        if any(n in line for n in needles):
-            print("   ", line.strip())
-    cubin = testing.assemble(kernel)
-    print(f"assembled {kernel.name} for {arch}: {len(cubin)}-byte cubin")
-    return kernel
 
 
 def run(kernel, inputs, outputs):
@@ -88,7 +74,7 @@ def two_a_plus_one(
 
 lowered = testing.lower(two_a_plus_one)
 print("fma instructions per thread:", testing.count_ptx(lowered, "fma.*"))
-kernel = build(two_a_plus_one, "fma.rn.f32")
+kernel = testing.compile_and_show(two_a_plus_one, "fma.rn.f32", arch=ARCH)
 
 if ON_GPU:
     a = rng.standard_normal((64, 4)).astype("float32")
@@ -128,7 +114,7 @@ def relu_2a1_cta(
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Out.view(2, 32, 4), d, scope="cta")
 
 
-kernel = build(relu_2a1_cta, "fma.rn.f32", "max.f32")
+kernel = testing.compile_and_show(relu_2a1_cta, "fma.rn.f32", "max.f32", arch=ARCH)
 
 if ON_GPU:
     a = rng.standard_normal((64, 4)).astype("float32")
@@ -156,7 +142,7 @@ def pack_f16x2(A: T.Tensor((8,), "float32", align=16), Out: T.Tensor((4,), "uint
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Out, d.view(4))
 
 
-kernel = build(pack_f16x2, "cvt.rn.f16x2.f32")
+kernel = testing.compile_and_show(pack_f16x2, "cvt.rn.f16x2.f32", arch=ARCH)
 
 if ON_GPU:
     x = np.linspace(-2, 2, 8).astype("float32")
@@ -188,7 +174,7 @@ def add_f16x2(
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Out.view("uint32"), a.view(4))
 
 
-kernel = build(add_f16x2, "add.rn.f16x2")
+kernel = testing.compile_and_show(add_f16x2, "add.rn.f16x2", arch=ARCH)
 
 if ON_GPU:
     h1 = rng.standard_normal(8).astype("float16")
@@ -223,7 +209,7 @@ def pack_unpack_b64(
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Out, w.view(4))
 
 
-kernel = build(pack_unpack_b64, "mov.b64")
+kernel = testing.compile_and_show(pack_unpack_b64, "mov.b64", arch=ARCH)
 
 if ON_GPU:
     words = rng.integers(0, 2**32, 4, dtype=np.uint64).astype(np.uint32)
@@ -253,7 +239,7 @@ def silu(A: T.Tensor((64, 4), "float32", align=16), Out: T.Tensor((64, 4), "floa
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Out.sub[tid, :], y)
 
 
-kernel = build(silu, "ex2.approx", "rcp.approx", "div.")
+kernel = testing.compile_and_show(silu, "ex2.approx", "rcp.approx", "div.", arch=ARCH)
 
 if ON_GPU:
     a = rng.standard_normal((64, 4)).astype("float32")

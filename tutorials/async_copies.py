@@ -30,18 +30,6 @@ ON_GPU = testing.has_cuda()
 ARCH = None if ON_GPU else "sm_90a"
 
 
-def build(func, *needles):
-    """Compile ``func``, print its PTX lines that contain a needle, assemble it."""
-    kernel = tvm_tirx.compile(func, target="cuda", arch=ARCH)
-    arch = kernel.target.attrs["arch"]
-    print(f"--- {kernel.name} ({arch}): PTX excerpt")
-    for line in kernel.ptx.splitlines():
-        if any(n in line for n in needles):
-            print("   ", line.strip())
-    print(f"assembled {kernel.name} for {arch}: {len(testing.assemble(kernel))}-byte cubin")
-    return kernel
-
-
 # %%
 # A tile through shared memory
 # ----------------------------
@@ -64,7 +52,7 @@ def stage_rows(A: T.Tensor((128, 8), "bfloat16", align=16), B: T.Tensor((128, 8)
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.view("uint32").sub[tid, :], r)
 
 
-kernel = build(stage_rows, "cp.async", "ld.shared")
+kernel = testing.compile_and_show(stage_rows, "cp.async", "ld.shared", arch=ARCH)
 if ON_GPU:
     import torch
 
@@ -104,7 +92,7 @@ def ragged_rows(A: T.Tensor((100, 4), "float32", align=16), B: T.Tensor((128, 4)
 
 # The generated helper carries the src-size operand; there is no ``@p`` guard.
 print([line.strip() for line in tvm_tirx.compile(ragged_rows, target="cuda", arch="sm_90a").cuda_source.splitlines() if "cp.async.ca" in line and "asm" in line])
-kernel = build(ragged_rows, "cp.async")
+kernel = testing.compile_and_show(ragged_rows, "cp.async", arch=ARCH)
 if ON_GPU:
     import torch
 

@@ -22,31 +22,18 @@ GPU (and a CUDA build of torch) each kernel also runs and its result is checked.
 # %%
 # Setup
 # -----
-# ``build`` compiles a kernel for the GPU that is present, or for ``sm_90a``
-# when there is none; prints the PTX lines of the instructions we care about;
-# and assembles the kernel with the machine's ``nvcc``/``ptxas``.
+# ``testing.compile_and_show`` compiles a kernel for ``ARCH`` (the GPU that is
+# present, or ``sm_90a`` when there is none); prints the PTX lines of the
+# instructions we care about; and assembles the kernel with the machine's
+# ``nvcc``/``ptxas``.
 
 from tvm.tirx.layout import S, TileLayout
 
-import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.script import tirx as T
 
 ON_GPU = testing.has_cuda()
 ARCH = None if ON_GPU else "sm_90a"  # None: the GPU's own architecture
-
-
-def build(func, *needles):
-    """Compile ``func``, print its PTX lines that contain a needle, assemble it."""
-    kernel = tvm_tirx.compile(func, target="cuda", arch=ARCH)
-    arch = kernel.target.attrs["arch"]
-    print(f"--- {kernel.name} ({arch}): PTX excerpt")
-    for line in kernel.ptx.splitlines():
-        if any(n in line for n in needles):
-            print("   ", line.strip())
-    cubin = testing.assemble(kernel)
-    print(f"assembled {kernel.name} for {arch}: {len(cubin)}-byte cubin")
-    return kernel
 
 
 # %%
@@ -80,7 +67,7 @@ def read_next_row(
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.sub[tid, :], registers)
 
 
-kernel = build(read_next_row, "ld.global", "st.shared", "ld.shared", "st.global", "bar.sync")
+kernel = testing.compile_and_show(read_next_row, "ld.global", "st.shared", "ld.shared", "st.global", "bar.sync", arch=ARCH)
 
 if ON_GPU:
     import torch
@@ -117,7 +104,7 @@ def twelve_floats(
 # ``tvm_tirx.testing.lower`` runs only the expansion pass: the result shows
 # the unrolled loops, each around exactly one PTX call.
 print(testing.lower(twelve_floats).script())
-kernel = build(twelve_floats, "ld.global", "st.global")
+kernel = testing.compile_and_show(twelve_floats, "ld.global", "st.global", arch=ARCH)
 
 if ON_GPU:
     a = torch.randn(64, 12, device="cuda")
@@ -158,7 +145,7 @@ def save_and_zero(
     T.cuda.tile.apply(T.ptx["st.global.b32"], Zeros.sub[tid, :].view(4, 1), saved)
 
 
-kernel = build(save_and_zero, "mov.b32", "st.global")
+kernel = testing.compile_and_show(save_and_zero, "mov.b32", "st.global", arch=ARCH)
 
 if ON_GPU:
     a = torch.randn(64, 4, device="cuda")
@@ -190,7 +177,7 @@ def register_move(Out: T.Tensor((4, 1), "uint32")):
     T.cuda.tile.apply(T.ptx["st.global.b32"], Out, b)
 
 
-kernel = build(register_move, "mov.b32", "st.global")
+kernel = testing.compile_and_show(register_move, "mov.b32", "st.global", arch=ARCH)
 
 # The CUDA source shows the slots: the second copy writes b's storage at 0, 2, 4, 6.
 print("--- register_move: CUDA excerpt")
@@ -233,7 +220,7 @@ def predicated(
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.sub[tid, :], r)
 
 
-kernel = build(predicated, "createpolicy", "ld.global")
+kernel = testing.compile_and_show(predicated, "createpolicy", "ld.global", arch=ARCH)
 
 if ON_GPU:
     a = torch.randn(64, 4, device="cuda")

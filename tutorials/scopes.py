@@ -40,19 +40,6 @@ ON_GPU = testing.has_cuda()
 ARCH = None if ON_GPU else "sm_90a"
 
 
-def build(func, *needles):
-    """Compile ``func``, print its PTX lines that contain a needle, assemble it."""
-    kernel = tvm_tirx.compile(func, target="cuda", arch=ARCH)
-    arch = kernel.target.attrs["arch"]
-    print(f"--- {kernel.name} ({arch}): PTX excerpt")
-    for line in kernel.ptx.splitlines():
-        if any(n in line for n in needles):
-            print("   ", line.strip())
-    cubin = testing.assemble(kernel)
-    print(f"assembled {kernel.name} for {arch}: {len(cubin)}-byte cubin")
-    return kernel
-
-
 def check_copy(kernel, shape):
     """On a GPU: run the copy kernel on random data and check B == A."""
     if not ON_GPU:
@@ -91,7 +78,7 @@ def warp_rows(A: T.Tensor((64, 4), "float32", align=16), B: T.Tensor((64, 4), "f
 # The lowered IR binds the group coordinate to the lane id and emits one
 # instruction per thread: no loop over the 32 lanes.
 print(testing.lower(warp_rows).script())
-kernel = build(warp_rows, "ld.global.v4", "st.global.v4")
+kernel = testing.compile_and_show(warp_rows, "ld.global.v4", "st.global.v4", arch=ARCH)
 check_copy(kernel, (64, 4))
 
 # %%
@@ -113,7 +100,7 @@ def cta_twelve(A: T.Tensor((64, 12), "float32", align=16), B: T.Tensor((64, 12),
 
 
 print("loads per thread:", testing.count_ptx(testing.lower(cta_twelve), "ld.*"))
-kernel = build(cta_twelve, "ld.global.v4", "st.global.v4")
+kernel = testing.compile_and_show(cta_twelve, "ld.global.v4", "st.global.v4", arch=ARCH)
 check_copy(kernel, (64, 12))
 
 # %%
@@ -133,7 +120,7 @@ def warpgroup_tile(A: T.Tensor((4, 32, 8), "float32", align=16), B: T.Tensor((4,
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.view(4, 32, 2, 4), r, scope="warpgroup")
 
 
-kernel = build(warpgroup_tile, "ld.global.v4", "st.global.v4")
+kernel = testing.compile_and_show(warpgroup_tile, "ld.global.v4", "st.global.v4", arch=ARCH)
 check_copy(kernel, (4, 32, 8))
 
 # %%
@@ -157,7 +144,7 @@ def cluster_pair(A: T.Tensor((2, 64, 4), "float32", align=16), B: T.Tensor((2, 6
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.view(2, 2, 32, 4), r, scope="cluster")
 
 
-kernel = build(cluster_pair, "%cluster_cta", "barrier.cluster", "ld.global.v4", "st.global.v4")
+kernel = testing.compile_and_show(cluster_pair, "%cluster_cta", "barrier.cluster", "ld.global.v4", "st.global.v4", arch=ARCH)
 check_copy(kernel, (2, 64, 4))
 
 # %%
@@ -181,7 +168,7 @@ def half_warp(A: T.Tensor((2, 16, 4), "float32", align=16), B: T.Tensor((2, 16, 
         T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.sub[w], r, scope="warp")
 
 
-kernel = build(half_warp, "ld.global.v4", "st.global.v4")
+kernel = testing.compile_and_show(half_warp, "ld.global.v4", "st.global.v4", arch=ARCH)
 check_copy(kernel, (2, 16, 4))
 
 # %%
@@ -200,7 +187,7 @@ def producer_warp(A: T.Tensor((32, 4), "float32", align=16), B: T.Tensor((32, 4)
         T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B, r, scope="warp")
 
 
-kernel = build(producer_warp, "ld.global.v4", "st.global.v4", "bar.warp.sync")
+kernel = testing.compile_and_show(producer_warp, "ld.global.v4", "st.global.v4", "bar.warp.sync", arch=ARCH)
 check_copy(kernel, (32, 4))
 
 # %%

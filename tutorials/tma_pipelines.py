@@ -44,18 +44,6 @@ LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::by
 STORE = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
 
 
-def build(func, *needles):
-    """Compile ``func``, print its PTX lines that contain a needle, assemble it."""
-    kernel = tvm_tirx.compile(func, target="cuda", arch=ARCH)
-    arch = kernel.target.attrs["arch"]
-    print(f"--- {kernel.name} ({arch}): PTX excerpt")
-    for line in kernel.ptx.splitlines():
-        if any(n in line for n in needles):
-            print("   ", line.strip())
-    print(f"assembled {kernel.name} for {arch}: {len(testing.assemble(kernel))}-byte cubin")
-    return kernel
-
-
 # %%
 # One box in, one box out
 # -----------------------
@@ -89,7 +77,7 @@ def add_one(A: T.Tensor((8, 32), "float32", align=16), B: T.Tensor((8, 32), "flo
         T.ptx["cp.async.bulk.wait_group"](0)
 
 
-kernel = build(add_one, "cp.async.bulk.tensor")
+kernel = testing.compile_and_show(add_one, "cp.async.bulk.tensor", arch=ARCH)
 # The host side of the lowered kernel: the map is encoded before the device entry.
 print("\n".join(line for line in testing.lower(add_one).script().splitlines() if "tensormap" in line))
 if ON_GPU:
@@ -147,7 +135,7 @@ def double_rows(A: T.Tensor((TILES * 8, 32), "float32", align=16), B: T.Tensor((
             T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty.sub[s, :])
 
 
-kernel = build(double_rows, "cp.async.bulk.tensor")
+kernel = testing.compile_and_show(double_rows, "cp.async.bulk.tensor", arch=ARCH)
 if ON_GPU:
     import torch
 
@@ -193,7 +181,7 @@ def swizzled_halves(A: T.Tensor((64, 128), "bfloat16", align=16), B: T.Tensor((2
         B[i // 32, (i % 32) * 2 + tid // 64, tid % 64] = tile[i // 32, (i % 32) * 2 + tid // 64, tid % 64]
 
 
-kernel = build(swizzled_halves, "cp.async.bulk.tensor")
+kernel = testing.compile_and_show(swizzled_halves, "cp.async.bulk.tensor", arch=ARCH)
 if ON_GPU:
     import torch
 

@@ -30,7 +30,6 @@ bf16 GEMM from the same pieces.
 
 from tvm.tirx.layout import Axis, S, TileLayout
 
-import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.script import tirx as T
 
@@ -44,18 +43,6 @@ b_frag = TileLayout(S[(8, 2, 4) : (4 @ L, 1, 1 @ L)])
 b_ldm = TileLayout(S[(2, 8, 4) : (1, 4 @ L, 1 @ L)])
 c_frag = TileLayout(S[(2, 8, 4, 2) : (2, 4 @ L, 1 @ L, 1)])
 c_rows = TileLayout(S[(32, 2, 2) : (1 @ L, 2, 1)])
-
-
-def build(func, *needles):
-    """Compile ``func``, print its PTX lines that contain a needle, assemble it."""
-    kernel = tvm_tirx.compile(func, target="cuda", arch=ARCH)
-    arch = kernel.target.attrs["arch"]
-    print(f"--- {kernel.name} ({arch}): PTX excerpt")
-    for line in kernel.ptx.splitlines():
-        if any(n in line for n in needles):
-            print("   ", line.strip())
-    print(f"assembled {kernel.name} for {arch}: {len(testing.assemble(kernel))}-byte cubin")
-    return kernel
 
 
 # %%
@@ -103,7 +90,7 @@ def warp_mma(A: T.Tensor((16, 16), "float16", align=16), B: T.Tensor((8, 16), "f
     )
 
 
-kernel = build(warp_mma, "ldmatrix", "mma.sync", "cp.async.ca")
+kernel = testing.compile_and_show(warp_mma, "ldmatrix", "mma.sync", "cp.async.ca", arch=ARCH)
 if ON_GPU:
     import torch
 
@@ -140,7 +127,7 @@ def ld_st_matrix(Src: T.Tensor((32, 4), "uint32", align=16), Out: T.Tensor((32, 
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], Out.sub[lane, :], row)
 
 
-kernel = build(ld_st_matrix, "ldmatrix", "stmatrix")
+kernel = testing.compile_and_show(ld_st_matrix, "ldmatrix", "stmatrix", arch=ARCH)
 if ON_GPU:
     import torch
 

@@ -3,6 +3,7 @@
 * :data:`requires_cuda` -- pytest marker: the test needs a CUDA GPU and torch with CUDA.
 * :func:`lower` -- run ``LowerTileApply`` alone on a PrimFunc.
 * :func:`assemble` -- assemble a kernel's CUDA for its arch with ``nvcc``/``ptxas``.
+* :func:`compile_and_show` -- compile, print the PTX lines of interest, assemble (the tutorials' step).
 * :func:`requires_arch` -- pytest marker: the test needs a GPU of at least an SM version.
 * :func:`count_ptx` -- how many times a PTX opcode (or every one a pattern matches) is issued per thread.
 * :func:`do_bench` -- time GPU work with CUDA events (median and spread).
@@ -23,6 +24,7 @@ __all__ = [
     "requires_nvcc",
     "lower",
     "assemble",
+    "compile_and_show",
     "forms_kernel_source",
     "load_kernel",
     "ptxas_errors",
@@ -96,6 +98,44 @@ def assemble(kernel, fmt: str = "cubin") -> bytes:
 
     options = getattr(kernel, "options", None)
     return _nvcc(kernel.cuda_source, kernel.target, fmt, flags=options.compiler_args() if options else ())
+
+
+def compile_and_show(func, *needles: str, arch: str | None = None, out=print):
+    """Compile PrimFunc ``func`` for CUDA, show the PTX lines that contain any of
+    ``needles``, assemble it, and return the :class:`~tvm_tirx.Kernel`.
+
+    What the tutorials do with each kernel they build.  ``out`` (default
+    ``print``) receives, one call per line: ``"--- NAME (ARCH): PTX excerpt"``,
+    each PTX line containing a needle (stripped, indented by four spaces; the
+    PTX text is the kernel's ``ptx``), then ``"assembled NAME for ARCH: N-byte
+    cubin"`` (``N``: bytes of the cubin :func:`assemble` produced).
+
+    Parameters
+    ----------
+    func : tvm.tirx.PrimFunc
+        A kernel (``@T.function``).
+    *needles : str
+        Substrings of the PTX lines to show (plain text, not patterns).
+    arch : str | None
+        ``"sm_90a"`` ...; None: the GPU's own architecture (as :func:`tvm_tirx.compile`).
+
+    Raises
+    ------
+    TileError
+        ``func`` breaks a tile contract (from :func:`tvm_tirx.compile`).
+    RuntimeError
+        ``nvcc``/``ptxas`` rejects the code, or is missing (from :func:`assemble`).
+    """
+    from .kernel import compile as compile_kernel  # pylint: disable=import-outside-toplevel
+
+    kernel = compile_kernel(func, target="cuda", arch=arch)
+    target_arch = kernel.target.attrs["arch"]
+    out(f"--- {kernel.name} ({target_arch}): PTX excerpt")
+    for line in kernel.ptx.splitlines():
+        if any(n in line for n in needles):
+            out(f"    {line.strip()}")
+    out(f"assembled {kernel.name} for {target_arch}: {len(assemble(kernel))}-byte cubin")
+    return kernel
 
 
 def forms_kernel_source(forms, name: str = "forms_kernel") -> str:

@@ -1,4 +1,4 @@
-"""tvm_tirx.testing helpers for users' tests: count_ptx and requires_arch."""
+"""tvm_tirx.testing helpers for users' tests: count_ptx, requires_arch and compile_and_show."""
 
 import re
 
@@ -123,6 +123,31 @@ def test_count_ptx_agrees_with_the_ptx_nvcc_emits():
             # predicated forms sit inside "{ .reg .pred p; setp...; @p <opcode> ...; }"
             in_ptx = len(re.findall(r"(?<![\w.:])" + re.escape(opcode) + r"\s", ptx))
             assert testing.count_ptx(kernel, opcode) == in_ptx, (func, opcode)
+
+
+@testing.requires_nvcc
+def test_compile_and_show_prints_the_matching_ptx_lines_and_the_cubin_size():
+    lines = []
+    kernel = testing.compile_and_show(twelve_floats, "ld.global.v4", "st.global", arch=ARCH, out=lines.append)
+    assert kernel.name == "twelve_floats" and kernel.target.attrs["arch"] == ARCH
+    assert lines[0] == f"--- twelve_floats ({ARCH}): PTX excerpt"
+    shown = [line.strip() for line in kernel.ptx.splitlines() if "ld.global.v4" in line or "st.global" in line]
+    assert len(shown) == 6  # three loads, three stores
+    assert lines[1:-1] == [f"    {line}" for line in shown]
+    assert lines[-1] == f"assembled twelve_floats for {ARCH}: {len(testing.assemble(kernel))}-byte cubin"
+
+
+def test_compile_and_show_reports_contract_violations(capsys):
+    @T.function
+    def misaligned(A: T.Tensor((64, 5), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        tid = T.cuda.thread_idx("x")
+        r = T.alloc_local((4,), "float32")
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, 0:4])
+
+    with pytest.raises(TileError, match="ld.global.v4.b32"):
+        testing.compile_and_show(misaligned, "ld.global", arch=ARCH)
+    assert capsys.readouterr().out == ""
 
 
 def test_count_ptx_rejects_other_inputs_and_reports_contract_violations():

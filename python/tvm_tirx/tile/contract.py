@@ -260,9 +260,17 @@ class Contract:
         breaks, or None (unchanged).  Runs when the call is parsed
         (``CallView.facts`` None) and again when it is lowered.
     kernel_check : callable | None
-        Extra rule on the kernel the call is lowered in:
-        ``fn(KernelFacts) -> TileError | None`` (e.g. the launch bounds a form
-        needs, :attr:`.kernel_facts.KernelFacts.entry_attrs`).
+        Rule on one call and the kernel it is lowered in:
+        ``fn(CallView) -> TileError | None``.  Runs once per call when it is
+        lowered, after the target-arch rule passed.  The CallView holds the
+        call's operands, ``pred`` and keyword ``params``; its ``facts``
+        (:class:`~.kernel_facts.KernelFacts`) gives the kernel's facts:
+        ``facts.launch`` (:class:`~.scope.LaunchFacts`: thread/block/cluster
+        shape; None when the kernel defines no thread ids), ``facts.arch``
+        (the target's ``sm_XY``, or None) and ``facts.entry_attrs`` (the
+        attributes of ``T.device_entry``: launch bounds, register caps).
+        E.g. a form addressing other CTAs needs a cluster launch; setmaxnreg
+        needs a register cap at the kernel's entry.
     host_setup : callable | None
         ``fn(CallView, stmt) -> Stmt``: wraps the kernel's device entry
         ``stmt`` (``T.device_entry``) in host-side statements the form needs
@@ -271,11 +279,6 @@ class Contract:
         When no form of an opcode fits the operands, the error of the form
         with the highest priority is reported (ties: table order).  A family
         ranks the form a user most likely meant (``mov``'s scalar form).
-    launch_check : callable | None
-        ``fn(CallView, launch) -> TileError | None``: a rule that needs the
-        kernel's launch (:class:`~.scope.LaunchFacts`, or None when the kernel
-        defines no thread ids), e.g. a form that addresses other CTAs needs a
-        cluster launch.  Runs when the call is lowered.
     """
 
     instruction: Instruction
@@ -293,7 +296,6 @@ class Contract:
     kernel_check: object = None
     host_setup: object = None
     error_priority: int = 0
-    launch_check: object = None
 
     @property
     def opcode(self) -> str:

@@ -51,9 +51,9 @@ def _select(tc, facts, conds):
     contract, ops = select_contract(forms, tc.operands, box[0], tc.pred, tc.preserve_dst, tc.params)
     contract = bind_call(contract, ops, tc.pred, tc.params, facts)
     check_collective_scope(tc.scope, contract.collective, contract.opcode)
-    err = rule_arch(contract, facts.arch) or (contract.kernel_check and contract.kernel_check(facts))
-    if err is None and contract.launch_check is not None:
-        err = contract.launch_check(CallView(tuple(ops), tc.pred, dict(tc.params), facts=facts), facts.launch)
+    err = rule_arch(contract, facts.arch)
+    if err is None and contract.kernel_check is not None:
+        err = contract.kernel_check(CallView(tuple(ops), tc.pred, dict(tc.params), facts=facts))
     if err:
         raise err
     return contract, ops, box

@@ -15,7 +15,7 @@ from ..errors import TileError, operand_label
 from .points import NOT_ENUMERATED, exact_range, exact_values
 from .views import ViewMap, atom_of, dtype_bytes, int_or_none, offset_summary
 
-__all__ = ["check_memory", "check_bounds", "check_dtype_views", "alignment_of"]
+__all__ = ["check_memory", "check_bounds", "check_dtype_views", "alignment_of", "root_or_error"]
 
 
 def alignment_of(role, op) -> int:
@@ -165,6 +165,22 @@ def _check_alignment(facts, opcode, label, starts, elem_offset, elem_bytes, need
     return None
 
 
+def root_or_error(facts, opcode, label, buf, expected):
+    """``(root, None)``: the tensor (kernel parameter or allocation) view ``buf``
+    is a view of; ``(None, TileError)`` when the kernel has none, the error
+    naming operand ``label`` and what it should be a view of (``expected``)."""
+    root = facts.root_of(buf)
+    if root is not None:
+        return root, None
+    return None, TileError(
+        opcode,
+        "memory view without a known tensor",
+        operand=label,
+        expected=expected,
+        found=buf.name,
+    )
+
+
 def check_memory(facts, opcode, role, op, group, repeat, pred=None, conds=()):
     """Alignment and bounds of one memory operand; return a TileError or None.
 
@@ -176,15 +192,9 @@ def check_memory(facts, opcode, role, op, group, repeat, pred=None, conds=()):
     """
     buf = op.value
     label = operand_label(role.role, op.index)
-    root = facts.root_of(buf)
-    if root is None:
-        return TileError(
-            opcode,
-            "memory view without a known tensor",
-            operand=label,
-            expected="a view of a kernel parameter or an allocation",
-            found=buf.name,
-        )
+    root, err = root_or_error(facts, opcode, label, buf, "a view of a kernel parameter or an allocation")
+    if err is not None:
+        return err
     elem_bytes = dtype_bytes(buf.dtype)
     atom = atom_of(role, op)
     need = alignment_of(role, op)

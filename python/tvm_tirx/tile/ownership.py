@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from ..errors import TileError, operand_label
 from .scope import thread_axis_values
+from .view_tables import as_points, axis_table, fragment_points, gather
 from .views import ViewMap, coords
 
 __all__ = ["check_ownership"]
@@ -58,9 +61,36 @@ def _collective_slots(opcode, role, view, label, g, rep_list, position, expect, 
     return slots
 
 
+def _collective_holds(role, buf, members, repeat, collective) -> bool:
+    """Whether :func:`_check_collective` finds nothing, decided over whole arrays
+    (:mod:`.view_tables`): every element of every group coordinate and position
+    is compared, as there.  False also when the view is not tabulated; the
+    element-by-element check then decides and names the first violation."""
+    table = axis_table(buf)
+    points = as_points(fragment_points(role.lane_coords, repeat, collective.width)) if table is not None else None
+    if points is None or not any(a in table for a in collective.position_axes):
+        return False
+    for g, (t0, c) in members.items():
+        expects = [thread_axis_values(t0 + p, c) for p in range(collective.width)]
+        for axis, values in table.items():
+            if axis == "m":
+                continue
+            found = gather(values, tuple(g), points)
+            if found is None or any(axis not in e for e in expects):
+                return False
+            if not (found == np.array([e[axis] for e in expects])[:, None]).all():
+                return False
+        slots = gather(table["m"], tuple(g), points)
+        if slots is None or not (slots == slots[0]).all():
+            return False
+    return True
+
+
 def _check_collective(opcode, role, view, label, members, repeat, collective):
     """Each thread's registers hold the coordinates the ISA gives its position, in
     one register slot per PTX operand position, the same slot on every thread."""
+    if _collective_holds(role, view.buf, members, repeat, collective):
+        return None
     rep_list = list(itertools.product(*(range(n) for n in repeat)))
     for g, (t0, c) in members.items():
         first = None

@@ -11,13 +11,12 @@ rules that need the kernel (alignment, bounds, ownership) are in
 
 from __future__ import annotations
 
-import itertools
-
 from ..arch import arch_number, parse_arch
 from ..errors import TileError, operand_label
 from .contract import CallView
 from .ptx_table import binding_dtype, same_width_dtypes
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
+from .view_tables import fragment_points, slots_distinct
 from .views import ViewMap, atom_of, classify, coords, group_coords, repeat_rank, repeat_shape, role_axes
 
 __all__ = ["check_static", "select_contract", "check_params", "param_error", "call_operands", "bind_call", "rule_arch"]
@@ -116,13 +115,14 @@ def rule_register_overlap(opcode, role, op, group, collective):
     view = ViewMap(op.value)
     rep = repeat_shape(role, op, group)
     if role.lane_coords is not None:
-        reps = list(itertools.product(*(range(n) for n in rep)))
-        positions = range(collective.width)
-        per_thread = [[(*r, *c) for r in reps for c in role.lane_coords(p)] for p in positions]
+        per_thread = fragment_points(role.lane_coords, rep, collective.width)
     else:
         per_thread = [list(coords(rep, atom_of(role, op)))]
+    leads = list(group_coords(group, full=not view.separable))
+    if slots_distinct(op.value, leads, per_thread):
+        return None
     # Each thread writes the coordinates of its own group position.
-    for lead in group_coords(group, full=not view.separable):
+    for lead in leads:
         for mine in per_thread:
             seen = {}
             for c in mine:

@@ -211,6 +211,16 @@ class ViewMap:
             offsets[str(getattr(axis, "name", axis))] = value
         return iters, offsets
 
+    @property
+    def static_terms(self):
+        """``(iters, offsets, swizzle)`` when :meth:`apply` computes offsets itself:
+        ``iters`` one ``(extent, stride, axis name)`` per shard iter, ``offsets``
+        the layout's constant ``{axis name: offset}``, ``swizzle`` the
+        ``(per_element, swizzle_len, atom_len)`` of :func:`xor_swizzle` applied
+        to ``"m"`` (or None); None when the layout is symbolic or not a
+        (swizzled) TileLayout."""
+        return None if self._terms is None else (*self._terms, self._swizzle)
+
     def coord(self, coord):
         """``coord`` re-expressed in the layout's own shard axes."""
         if self.shard == self.shape:

@@ -100,10 +100,10 @@ def check_cluster_rank(opcode: str, rank, launch):
 
 
 def remote_rule(opcode: str):
-    """``launch_check`` of a form taking ``remote_cta_id=``: :func:`check_cluster_rank` when it is given."""
+    """``kernel_check`` of a form taking ``remote_cta_id=``: :func:`check_cluster_rank` when it is given."""
 
-    def check(call, launch):
+    def check(call):
         rank = call.params.get("remote_cta_id")
-        return None if rank is None else check_cluster_rank(opcode, rank, launch)
+        return None if rank is None else check_cluster_rank(opcode, rank, call.facts.launch)
 
     return check

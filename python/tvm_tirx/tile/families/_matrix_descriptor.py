@@ -42,6 +42,9 @@ import functools
 import itertools
 from dataclasses import dataclass
 
+import numpy as np
+
+from ..view_tables import axis_table
 from ..views import ViewMap
 
 __all__ = ["Canonical", "Analysis", "analyse", "canonical_at_origin", "ACCEPTED", "hardware_offset"]
@@ -98,9 +101,12 @@ def _swz(address: int, bits: int) -> int:
     return address ^ (((address >> 7) & ((1 << bits) - 1)) << 4) if bits else address
 
 
-def hardware_offset(c: Canonical, start: int, mn: int, k: int, elem_bytes: int) -> int:
+def hardware_offset(c: Canonical, start: int, mn, k, elem_bytes: int):
     """Byte offset (from a pattern-aligned base) the hardware reads for element
-    ``(mn, k)`` of a tile whose descriptor starts at byte ``start``."""
+    ``(mn, k)`` of a tile whose descriptor starts at byte ``start``.
+
+    ``mn`` and ``k`` are ints, or integer numpy arrays of one shape (the
+    offsets of those elements, elementwise)."""
     chunk = 16 // elem_bytes
     width = max(c.swizzle // 16, 1)  # chunks per swizzle row
     if c.major == "K":
@@ -124,7 +130,7 @@ def _probe(offsets, c_bits, start, mn, k, rows, cols):
     """Unswizzled byte distance from the start to element ``(mn, k)``, or 0 when it is outside the tile."""
     if mn >= rows or k >= cols:
         return 0
-    return _swz(offsets[mn][k], c_bits) - start
+    return _swz(int(offsets[mn][k]), c_bits) - start
 
 
 def _candidate(major, swizzle, offsets, elem_bytes):
@@ -133,7 +139,7 @@ def _candidate(major, swizzle, offsets, elem_bytes):
     bits, _ = SWIZZLES[swizzle]
     rows, cols = len(offsets), len(offsets[0])
     chunk, width = 16 // elem_bytes, max(swizzle // 16, 1)
-    start = offsets[0][0]
+    start = int(offsets[0][0])
     if major == "K":
         sbo = _probe(offsets, bits, start, 8, 0, rows, cols)
         lbo = 16 if swizzle else _probe(offsets, bits, start, 0, chunk, rows, cols)
@@ -151,23 +157,31 @@ def _candidate(major, swizzle, offsets, elem_bytes):
 def _mismatch(c, offsets, elem_bytes):
     """``(matched, (mn, k, found, expected))`` of the first element of the tile
     (row-major) that canonical layout ``c`` does not place where ``offsets`` has it;
-    ``(count, None)`` when every element matches."""
-    start = offsets[0][0]
-    matched = 0
+    ``(count, None)`` when every element matches.  Every element is compared
+    (``offsets``: a ``(rows, cols)`` int array)."""
+    start = int(offsets[0, 0])
     if start % 16:  # the descriptor's start address counts 16-byte units
         return 0, (0, 0, start, start - start % 16)
-    for mn, row in enumerate(offsets):
-        for k, found in enumerate(row):
-            want = hardware_offset(c, start, mn, k, elem_bytes)
-            if want != found:
-                return matched, (mn, k, found, want)
-            matched += 1
-    return matched, None
+    mn, k = np.indices(offsets.shape, dtype=np.int64)
+    want = hardware_offset(c, start, mn, k, elem_bytes)
+    wrong = np.flatnonzero(want != offsets)  # row-major order
+    if wrong.size == 0:
+        return offsets.size, None
+    first = int(wrong[0])
+    mn, k = divmod(first, offsets.shape[1])
+    return first, (mn, k, int(offsets[mn, k]), int(want[mn, k]))
 
 
-def _tile_offsets(view, lead, rows, cols, elem_bytes):
-    """Byte offsets of the ``(rows, cols)`` tile at leading coordinate ``lead``."""
-    return [[view.offset((*lead, mn, k)) * elem_bytes for k in range(cols)] for mn in range(rows)]
+def _tile_offsets(buf, lead, rows, cols, elem_bytes):
+    """Byte offsets of view ``buf``'s ``(rows, cols)`` tile at leading coordinate
+    ``lead``: a ``(rows, cols)`` int64 array."""
+    table = axis_table(buf)
+    if table is not None and table["m"].shape[len(lead) :] == (rows, cols):
+        return table["m"][tuple(lead)] * elem_bytes
+    view = ViewMap(buf)
+    return np.array(
+        [[view.offset((*lead, mn, k)) * elem_bytes for k in range(cols)] for mn in range(rows)], dtype=np.int64
+    )
 
 
 def _fit(offsets, elem_bytes, allow_mn):
@@ -197,6 +211,7 @@ def _closest_text(best, lead, offsets, elem_bytes) -> str:
     c, _, miss = best
     if c is None:
         chunk = 16 // elem_bytes
+        offsets = offsets.tolist()
         row8 = offsets[8][0] - offsets[0][0] if len(offsets) > 8 else None
         col = offsets[0][chunk] - offsets[0][0] if len(offsets[0]) > chunk else None
         return (
@@ -216,7 +231,7 @@ def canonical_at_origin(buf, lead_rank: int, rows: int, cols: int, elem_bytes: i
     """The :class:`Canonical` of view ``buf``'s tile at leading coordinate 0, or
     a reason string (for messages) when no descriptor describes it."""
     lead = (0,) * lead_rank
-    offsets = _tile_offsets(ViewMap(buf), lead, rows, cols, elem_bytes)
+    offsets = _tile_offsets(buf, lead, rows, cols, elem_bytes)
     c, best = _fit(offsets, elem_bytes, allow_mn)
     return c if c is not None else _closest_text(best, lead, offsets, elem_bytes)
 
@@ -241,12 +256,12 @@ class Analysis:
     last: int
 
 
-def _starts(view, group, repeat, rows, cols, elem_bytes, canonical):
+def _starts(buf, group, repeat, rows, cols, elem_bytes, canonical):
     """``{(g, r): start byte}`` after verifying the tile at every coordinate, or a reason."""
     starts, lo, hi = {}, None, None
     for g in itertools.product(*(range(n) for n in group)):
         for r in itertools.product(*(range(n) for n in repeat)):
-            offsets = _tile_offsets(view, (*g, *r), rows, cols, elem_bytes)
+            offsets = _tile_offsets(buf, (*g, *r), rows, cols, elem_bytes)
             _, miss = _mismatch(canonical, offsets, elem_bytes)
             if miss is not None:
                 mn, k, found, want = miss
@@ -254,10 +269,9 @@ def _starts(view, group, repeat, rows, cols, elem_bytes, canonical):
                     f"at group {g}, repeat {r}: element ({mn}, {k}) lies at byte +{found}, "
                     f"{canonical.describe()} (the layout at the origin) places it at +{want}"
                 )
-            starts[(g, r)] = offsets[0][0]
-            flat = [x for row in offsets for x in row]
-            lo = min(flat) if lo is None else min(lo, *flat)
-            hi = max(flat) if hi is None else max(hi, *flat)
+            starts[(g, r)] = int(offsets[0, 0])
+            lo = int(offsets.min()) if lo is None else min(lo, int(offsets.min()))
+            hi = int(offsets.max()) if hi is None else max(hi, int(offsets.max()))
     return starts, lo // elem_bytes, hi // elem_bytes
 
 
@@ -284,7 +298,7 @@ def analyse(buf, group: tuple, repeat: tuple, rows: int, cols: int, elem_bytes: 
     c = canonical_at_origin(buf, len(group) + len(repeat), rows, cols, elem_bytes, allow_mn)
     if isinstance(c, str):
         return c
-    found = _starts(ViewMap(buf), group, repeat, rows, cols, elem_bytes, c)
+    found = _starts(buf, group, repeat, rows, cols, elem_bytes, c)
     if isinstance(found, str):
         return found
     starts, first, last = found

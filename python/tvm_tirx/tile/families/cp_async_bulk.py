@@ -136,9 +136,10 @@ def _mbar_role(op, peer=False):
 
 
 def _multicast_rule(opcode):
-    """``launch_check`` of ``.multicast::cluster``: a cluster launch; a constant mask names its CTAs."""
+    """``kernel_check`` of ``.multicast::cluster``: a cluster launch; a constant mask names its CTAs."""
 
-    def check(call, launch):
+    def check(call):
+        launch = call.facts.launch
         err = needs_cluster(opcode, launch, ".multicast::cluster")
         if err is not None:
             return err
@@ -196,5 +197,5 @@ def contract(instr: Instruction) -> Contract | str:
         min_arch=_floor(instr),
         derived={"size": _size},
         check=_check,
-        launch_check=check,
+        kernel_check=check,
     )

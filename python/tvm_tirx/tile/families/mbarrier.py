@@ -132,5 +132,5 @@ def contract(instr: Instruction) -> Contract | str:
         roles=tuple(roles),
         params=params,
         options={"remote_cta_id": REMOTE_CTA_ID} if peer else {},
-        launch_check=remote_rule(instr.opcode) if peer else None,
+        kernel_check=remote_rule(instr.opcode) if peer else None,
     )

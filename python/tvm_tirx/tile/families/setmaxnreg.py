@@ -54,8 +54,10 @@ def _check_nreg(value):
 
 
 def _register_cap(opcode):
-    def check(facts):
-        if any(key in facts.entry_attrs for key in _CAPS):
+    """``kernel_check`` of setmaxnreg: a register cap among the kernel's entry attributes."""
+
+    def check(call):
+        if any(key in call.facts.entry_attrs for key in _CAPS):
             return None
         return TileError(
             opcode,

@@ -52,15 +52,10 @@ Architectures
 
 from __future__ import annotations
 
-from ...errors import TileError, operand_label
-from ..contract import WARPGROUP, Contract, OperandRole, Param, register_role
-from ..emit import register_kind
-from ..memory_proofs import check_bounds
-from ..points import exact_values
+from ..contract import WARPGROUP, Contract, Param, register_role
 from ..ptx_table import Instruction
 from ..registry import register_family
-from ..views import repeat_shape
-from . import _matrix_descriptor as md
+from ._descriptor_kind import check_layouts, shared_role, transpose
 
 #: Input PTX type -> the tensor dtype of a shared operand holding it.
 ELEMENT_DTYPES = {
@@ -156,112 +151,6 @@ def a_fragment_layout(m_tiles: int | None = None, k_tiles: int | None = None):
     return TileLayout(S[extents:strides])
 
 
-def _elem_bytes(role) -> int:
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
-    return DataType(role.dtypes[0]).bits // 8
-
-
-def _descriptor_analysis(role, op, group):
-    """:func:`_matrix_descriptor.analyse` of a shared operand over the call's coordinates."""
-    rows, cols = role.atom
-    eb = _elem_bytes(role)
-    return md.analyse(op.value, tuple(group), repeat_shape(role, op, group), rows, cols, eb, eb == 2)
-
-
-def _no_descriptor(opcode, role, op, reason):
-    return TileError(
-        opcode,
-        "shared-memory layout has no matrix descriptor",
-        operand=operand_label(role.role, op.index),
-        expected=md.accepted(_elem_bytes(role) == 2),
-        found=reason,
-    )
-
-
-def _aligned_start(facts, opcode, label, root, elem_offset, elem_bytes, need, conds):
-    """The tile's first element is ``need``-byte aligned at every point that reaches the call."""
-    from tvm.tirx import floormod  # pylint: disable=import-outside-toplevel
-
-    base = int(root.data_alignment)
-    addr = facts.analyzer.simplify(elem_offset * elem_bytes)
-    if base % need == 0 and facts.analyzer.can_prove(floormod(addr, need) == 0):
-        return None
-    exact = exact_values(facts, addr, conds) if base % need == 0 else None
-    if exact is not None and all(value % need == 0 for value, _ in exact):
-        return None
-    found = f"{root.name} declared align={base}" if base % need else f"byte offset {addr} in {root.name}"
-    return TileError(
-        opcode,
-        "matrix tile not provably aligned for its descriptor",
-        operand=label,
-        expected=f"a tile starting on a {need}-byte boundary ({root.name} declared with align>={need})",
-        found=found,
-    )
-
-
-def _descriptor_prove(facts, opcode, role, op, group, repeat, pred, conds):  # pylint: disable=too-many-arguments
-    """The kernel-level rules of a shared operand: a descriptor for every tile of
-    the call, the pattern-aligned start, and the bounds."""
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
-    del repeat  # the analysis reads the operand's own repeat axes
-    label = operand_label(role.role, op.index)
-    found = _descriptor_analysis(role, op, group)
-    if isinstance(found, str):
-        return _no_descriptor(opcode, role, op, found)
-    buf = op.value
-    root = facts.root_of(buf)
-    if root is None:
-        return TileError(
-            opcode,
-            "memory view without a known tensor",
-            operand=label,
-            expected="a view of a shared-memory allocation",
-            found=buf.name,
-        )
-    elem_bytes = DataType(buf.dtype).bits // 8
-    elem_offset = facts.expand_scalars(buf.elem_offset)
-    conds = tuple(facts.expand_scalars(c) for c in conds)
-    err = _aligned_start(facts, opcode, label, root, elem_offset, elem_bytes, found.canonical.period, conds)
-    root_start = facts.analyzer.simplify(facts.base_bytes.get(root, 0) // elem_bytes)
-    return err or check_bounds(facts, opcode, label, root, elem_offset - root_start, found.first, found.last, conds, pred)
-
-
-def _descriptor_setup(role, op, emission):
-    """Before the loops: a ``uint64`` local and its encoding for the tile at the
-    thread's group coordinate and repeat 0.  The value the arguments then see is
-    ``(descriptor buffer, byte step per repeat axis)``."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.backend.cuda.op import cuda_wgmma_encode_matrix_descriptor  # pylint: disable=import-outside-toplevel
-
-    found = _descriptor_analysis(role, op, emission.group)
-    c = found.canonical
-    desc = tirx.decl_buffer((1,), "uint64", name=f"{role.role}_desc", scope="local")
-    lead = [*emission.group_coord, *([0] * (len(op.value.shape) - len(emission.group_coord) - 2)), 0, 0]
-    encode = cuda_wgmma_encode_matrix_descriptor(
-        tirx.address_of(desc[0]), op.value.ptr_to(lead), c.lbo >> 4, c.sbo >> 4, c.code
-    )
-    return [tirx.AllocBuffer(desc), tirx.Evaluate(encode)], (desc, found.steps)
-
-
-def _descriptor_args(role, op, group_coord, rep):  # pylint: disable=unused-argument
-    """The descriptor at repeat coordinate ``rep``: the base plus ``sum(rep * step) / 16``."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
-    desc, steps = op.value
-    terms = [r * (s >> 4) for r, s in zip(rep, steps) if s]
-    if not terms:
-        return [desc[0]]
-    total = terms[0]
-    for term in terms[1:]:
-        total = total + term
-    return [desc[0] + tirx.Cast("uint64", total)]
-
-
-register_kind("descriptor", _descriptor_args, setup=_descriptor_setup, prove=_descriptor_prove)
-
-
 def _check_scale(value):
     """``scale_a``/``scale_b``: the immediate 1 or -1 (PTX ISA 9.7.15.5.2)."""
     v = _int_value(value)
@@ -300,45 +189,6 @@ def _scale(name):
     return lambda call: _int_value(call.params.get(name, 1))
 
 
-def _transpose(index, role):
-    """``imm-trans``: 1 when operand ``index``'s tile is MN-major (its layout says so)."""
-
-    def derive(call):
-        op = call.operands[index]
-        rows, cols = role.atom
-        found = md.canonical_at_origin(op.value, len(op.shape) - 2, rows, cols, _elem_bytes(role), True)
-        return int(not isinstance(found, str) and found.major == "MN")
-
-    return derive
-
-
-def _check_layouts(contract, operands):
-    """Parse time: each shared operand's tile at the origin has a descriptor."""
-    for role, op in zip(contract.roles, operands):
-        if role.kind != "descriptor" or op.kind != "tensor":
-            continue
-        rows, cols = role.atom
-        eb = _elem_bytes(role)
-        found = md.canonical_at_origin(op.value, len(op.shape) - 2, rows, cols, eb, eb == 2)
-        if isinstance(found, str):
-            return _no_descriptor(contract.opcode, role, op, found)
-    return None
-
-
-def _shared_role(name, ptx, dtype, atom, repeat_axes):
-    """A shared-memory operand named by a matrix descriptor."""
-    return OperandRole(
-        role=name,
-        ptx=ptx,
-        kind="descriptor",
-        atom=atom,
-        dtypes=(dtype,),
-        writes=False,
-        scopes=("shared", "shared.dyn"),
-        repeat_axes=repeat_axes,
-    )
-
-
 def _roles(instr, n, k):
     """``(D, A, B)`` of a form with shape m64nNk."""
     m = instr.modifiers
@@ -347,10 +197,10 @@ def _roles(instr, n, k):
     d_atom = (64, n // 2) if packed else (64, n)
     d = register_role("D", ops["d"], atom=d_atom, lane_coords=accumulator_coords(n, packed), repeat_axes=(0,))
     if "a_desc" in ops:
-        a = _shared_role("A", ops["a_desc"], ELEMENT_DTYPES[m["atype"]], (64, k), (0, 1))
+        a = shared_role("A", ops["a_desc"], ELEMENT_DTYPES[m["atype"]], (64, k), (0, 1))
     else:
         a = register_role("A", ops["a"], atom=(64, 8), lane_coords=a_fragment_coords, repeat_axes=(0, 1))
-    b = _shared_role("B", ops["b_desc"], ELEMENT_DTYPES[m["btype"]], (n, k), (1,))
+    b = shared_role("B", ops["b_desc"], ELEMENT_DTYPES[m["btype"]], (n, k), (1,))
     return d, a, b
 
 
@@ -362,9 +212,9 @@ def _derived(instr, roles):
         if name in names:
             derived[name] = _scale(name)
     if "trans_a" in names:
-        derived["trans_a"] = _transpose(1, roles[1])
+        derived["trans_a"] = transpose(1, roles[1])
     if "trans_b" in names:
-        derived["trans_b"] = _transpose(2, roles[2])
+        derived["trans_b"] = transpose(2, roles[2])
     return derived
 
 
@@ -391,6 +241,6 @@ def contract(instr: Instruction) -> Contract | str:
         archs=("sm_90a",),
         repeat_rank=2,
         derived=_derived(instr, roles),
-        check=_check_layouts,
+        check=check_layouts,
         error_priority=1 if "a_desc" in {op.name for op in instr.operands} else 0,
     )
