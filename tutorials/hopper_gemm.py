@@ -12,25 +12,17 @@ mbarriers, ``wgmma``, ``setmaxnreg``, conversions and stores are
 lowered; fences, ``commit_group``/``wait_group`` and CTA barriers are raw
 ``T.ptx`` calls, because nothing is ever inserted for you.
 
-=====  ==========================================  ==========================================
-step   kernel                                      what it adds
-=====  ==========================================  ==========================================
-1      :ref:`gemm_tile <tutorial-hopper-gemm-step1-tile>`
-                                                   one TMA load per operand, one
-                                                   ``wgmma.m64n256k16`` tile product, a store
-2      :ref:`gemm_kloop <tutorial-hopper-gemm-step2-kloop>`
-                                                   the K loop over one shared buffer
-3      :ref:`gemm_pipelined <tutorial-hopper-gemm-step3-pipeline>`
-                                                   a ring of stages with ``full``/``empty``
-                                                   mbarriers; a 128 x 256 tile
-4      :ref:`gemm_warp_specialized <tutorial-hopper-gemm-step4-warp-specialized>`
-                                                   a producer warpgroup and two consumer
-                                                   warpgroups, ``setmaxnreg``,
-                                                   ``wgmma.wait_group 1``
-5      :ref:`hopper_gemm <tutorial-hopper-gemm-step5-full>`
-                                                   grouped tile order, TMA-store epilogue,
-                                                   persistent grid, 2-CTA clusters
-=====  ==========================================  ==========================================
+1. :ref:`gemm_tile <tutorial-hopper-gemm-step1-tile>`: one TMA load per
+   operand, one ``wgmma.m64n256k16`` tile product, a store;
+2. :ref:`gemm_kloop <tutorial-hopper-gemm-step2-kloop>`: the K loop over one
+   shared buffer;
+3. :ref:`gemm_pipelined <tutorial-hopper-gemm-step3-pipeline>`: a ring of
+   stages guarded by ``full`` and ``empty`` mbarriers, a 128 x 256 tile;
+4. :ref:`gemm_warp_specialized <tutorial-hopper-gemm-step4-warp-specialized>`:
+   a producer warpgroup and two consumer warpgroups, ``setmaxnreg``,
+   ``wgmma.wait_group 1``;
+5. :ref:`hopper_gemm <tutorial-hopper-gemm-step5-full>`: ``bench/hopper_gemm.py``
+   -- grouped tile order, TMA-store epilogue, persistent grid, 2-CTA clusters.
 
 Every step compiles and assembles its kernel for ``sm_90a`` without a GPU; on
 a GPU it also checks the result against an fp32 product (max ``|C - ref|`` /
@@ -40,12 +32,13 @@ or all of them with ``python tutorials/hopper_gemm.py``.
 
 A little arithmetic frames every step. An H200 does about 990 dense bf16
 TFLOP/s, 7.5 per SM. One 128 x 256 x 64 tile product is 4.2 MFLOP: about
-0.56 µs of an SM's tensor cores, for which it needs 48 KiB of A and B -- some
-85 GB/s per SM, more than 11 TB/s for the chip, which only works because most
-of it comes from L2 rather than HBM. A TMA load takes on the order of a
-microsecond from issue to arrival, so by Little's law an SM must keep roughly
-(85 GB/s) x (1 µs) ~ 85 KB, two stages or more, in flight *while* it
-computes. Each step below removes one reason why that is not happening.
+0.56 µs of an SM's tensor cores, for which it needs 48 KiB of A and B --
+about 88 GB/s per SM, 11.6 TB/s for the chip. That is far more than HBM's
+4.8 TB/s: most of it must come from L2, where the tiles that neighbouring
+CTAs loaded are found (step 5's tile order and clusters are about that). A
+TMA load takes on the order of a microsecond from issue to arrival, so by
+Little's law an SM must keep roughly 88 GB/s x 1 µs = 88 KB -- about two
+stages -- in flight *while* it computes. Each step below removes one reason why that is not happening.
 """
 
 # %%
@@ -116,7 +109,7 @@ show("step2_kloop")
 # Step 3: a ring of stages
 # ------------------------
 # With four 48 KiB stages, three K tiles are loading while one is
-# multiplied: 144 KiB in flight, above the ~85 KB the arithmetic above asks
+# multiplied: 144 KiB in flight, above the ~88 KB the arithmetic above asks
 # for. The tile grows to 128 x 256 (two warpgroups), so each byte of B feeds
 # twice the math. But thread 0 refills a stage only after both warpgroups
 # have released it, and its own warpgroup stalls meanwhile: the warpgroups
