@@ -153,8 +153,8 @@ def make_gemm_tile(m, n):
 # Build, check, time
 # ------------------
 # On a GPU the kernel is checked against ``A.float() @ B.float().T`` and timed.
-# With K = 64 a CTA loads 40 KiB to do 2 MFLOP of work and then spends as long
-# again storing its 32 KiB tile: the rate is a few percent of the tensor
+# With K = 64 a CTA loads 40 KiB and stores 32 KiB around 2 MFLOP of work,
+# one step after the other: the rate is a small fraction of the tensor
 # cores' -- this kernel is about getting one tile right, not about speed.
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ Two changes make the tensor cores busy most of the time:
   next ``STAGES - 1`` K tiles are in flight while the current one is
   multiplied, so the load latency is hidden behind compute as long as
   ``STAGES - 1`` tiles of math last longer than one load's round trip. With
-  48 KiB per stage, four stages keep up to 192 KiB in flight per CTA -- about
-  what it takes to cover the latency at the bandwidth one SM can draw.
+  48 KiB per stage, four stages keep up to 144 KiB loading while the fourth
+  is multiplied.
 * **a 128 x 256 tile**: two warpgroups, each multiplying its 64 rows of A by
   the same B tile. Each byte of B loaded now feeds twice the FLOPs: the tile
   does 85 FLOP per byte of A and B instead of 51 (step 2's 64 x 256).
