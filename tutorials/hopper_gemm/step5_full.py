@@ -54,6 +54,7 @@ Run it with ``python tutorials/hopper_gemm/step5_full.py [--size M N K]``.
 import inspect
 import os
 import sys
+from typing import Any
 
 import _harness
 
@@ -76,7 +77,7 @@ except ValueError as err:
 # ``torch.matmul``'s 799 in the same run). Without a GPU only that one is
 # compiled and assembled; with one, each is checked and timed.
 
-CONFIGS = {
+CONFIGS: dict[str, dict[str, Any]] = {
     "one tile per CTA, group_m 16": dict(persistent=False, group_m=16),
     "one tile per CTA, group_m 16, wait_depth 0": dict(persistent=False, group_m=16, wait_depth=0),
     "one tile per CTA, group_m 8, 2-CTA clusters, spin": dict(persistent=False, cluster=2, spin=True),
