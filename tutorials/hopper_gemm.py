@@ -4,7 +4,7 @@ A Hopper GEMM, step by step
 
 This tutorial grows a bf16 GEMM for Hopper (sm_90a), ``C = A @ B^T`` with A
 ``(M, K)``, B ``(N, K)`` and fp32 accumulation, from one tile product to the
-kernel of ``bench/hopper_gemm.py``, which runs as fast as ``torch.matmul``
+kernel of ``bench/hopper_gemm.py``, which runs about as fast as ``torch.matmul``
 (cuBLAS) on an H200. Each stage is a script of its own in
 ``tutorials/hopper_gemm/``, written with tile operations -- TMA loads,
 mbarriers, ``wgmma``, ``setmaxnreg``, conversions and stores are
