@@ -7,6 +7,11 @@ The scripts use the sphinx-gallery layout without depending on it:
 * a line ``# %%`` starts a cell; the comment lines right after it are reST
   text (``# `` stripped), the lines after those are code.
 
+A tutorial in stages keeps its stage scripts in a directory next to it
+(``tutorials/hopper_gemm.py`` and ``tutorials/hopper_gemm/step*.py``): each stage
+script becomes a page of its own, ``<directory>_<stem>``; files whose names start
+with ``_`` (shared helpers) do not.
+
 Each page ends with a link to download the script and the command that runs it.
 """
 
@@ -58,10 +63,23 @@ def cells(source: str):
     return out
 
 
+def page_name(path: pathlib.Path) -> str:
+    """The page of ``tutorials/<a>/<b>.py``: ``a_b`` (``tutorials/<b>.py``: ``b``)."""
+    return "_".join(path.relative_to(TUTORIALS).with_suffix("").parts)
+
+
+def scripts() -> list:
+    """The tutorial scripts: ``tutorials/*.py`` and the stage scripts one directory
+    below, without helpers (``_*.py``)."""
+    found = sorted(TUTORIALS.glob("*.py")) + sorted(TUTORIALS.glob("*/*.py"))
+    return [p for p in found if not p.name.startswith("_")]
+
+
 def render(path: pathlib.Path) -> str:
-    name = path.stem
+    name = page_name(path)
+    rel = path.relative_to(TUTORIALS).as_posix()
     parts = [
-        ".. This page is generated from tutorials/%s by docs/gen_tutorials.py; do not edit." % path.name,
+        ".. This page is generated from tutorials/%s by docs/gen_tutorials.py; do not edit." % rel,
         "",
         f".. _tutorial-{name.replace('_', '-')}:",
         "",
@@ -77,11 +95,11 @@ def render(path: pathlib.Path) -> str:
         "Run it",
         "------",
         "",
-        f"From the repository root: ``python tutorials/{path.name}``. "
+        f"From the repository root: ``python tutorials/{rel}``. "
         "Each kernel prints an ``assembled ...`` line; on a machine with a GPU the "
         "results are checked as well.",
         "",
-        f":download:`Download {path.name} <../../tutorials/{path.name}>`",
+        f":download:`Download {path.name} <../../tutorials/{rel}>`",
         "",
     ]
     return "\n".join(parts) + "\n"
@@ -90,8 +108,8 @@ def render(path: pathlib.Path) -> str:
 def generate(outdir: pathlib.Path) -> list:
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
-    for path in sorted(TUTORIALS.glob("*.py")):
-        target = outdir / f"{path.stem}.rst"
+    for path in scripts():
+        target = outdir / f"{page_name(path)}.rst"
         text = render(path)
         if not target.exists() or target.read_text() != text:
             target.write_text(text)

@@ -25,6 +25,8 @@ KERNELS = {
     "async_copies": ["stage_rows", "ragged_rows"],
     "warp_mma": ["warp_mma", "ld_st_matrix"],
     "tma_pipelines": ["add_one", "double_rows", "swizzled_halves"],
+    # runs the stage scripts in tutorials/hopper_gemm/
+    "hopper_gemm": ["gemm_tile", "gemm_kloop", "gemm_pipelined", "gemm_warp_specialized", "hopper_gemm"],
 }
 
 
