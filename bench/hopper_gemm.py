@@ -267,8 +267,9 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
             if tid == 0:
                 for i in T.serial(rounds):
-                    if bx + i * grid < n_tiles:
-                        produce_tile(A, B, sa, sb, full, empty, bx + i * grid, i * k_tiles, flag, rank)
+                    t = bx + i * grid  # this CTA's i-th output tile
+                    if t < n_tiles:
+                        produce_tile(A, B, sa, sb, full, empty, t, i * k_tiles, flag, rank)
         else:  # two consumer warpgroups, 64 rows of the tile each
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
             c = wg - 1
@@ -276,9 +277,9 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str
             words = T.alloc_local((WG_M, BN // 2), "uint32", layout=accumulator_layout(BN, packed=True))
             factor = T.alloc_local((1,), "float32")
             for i in T.serial(rounds):
-                if bx + i * grid < n_tiles:
-                    consume_tile(C, scales, sa, sb, so, full, empty, acc, words, factor, bx + i * grid, i * k_tiles,
-                                 flag, tid, c)
+                t = bx + i * grid
+                if t < n_tiles:
+                    consume_tile(C, scales, sa, sb, so, full, empty, acc, words, factor, t, i * k_tiles, flag, tid, c)
             if bf16_out:
                 if tid % 128 == 0:
                     T.ptx["cp.async.bulk.wait_group.read"](0)  # the last store has read its tile

@@ -167,3 +167,26 @@ def test_points_and_expressions_name_unnamed_launch_ids_by_their_cuda_names():
     message = str(err.value)
     assert "blockIdx.x * 4096 + threadIdx.x * 16 + 4" in message, message
     assert "=," not in message and " v " not in message and "v_1" not in message
+
+
+
+def _four_gib_load(shift):
+    """2**20 CTAs of 256 threads load 16 bytes each of a 4 GiB float32 tensor (2**28 rows
+    of 4): row ``cta * 256 + tid + shift`` -- the whole tensor for shift 0, one row past
+    its end for shift 1."""
+
+    @T.function
+    def k(A: T.Tensor((1 << 28, 4), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1 << 20, block=256))
+        r = T.alloc_local((4,), "float32")
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x") + shift, :])
+
+    return k
+
+
+def test_byte_offsets_past_2_gib_do_not_wrap():
+    # the bounds were computed in 32-bit bytes: a 4 GiB tensor had "bytes within [0, 0)"
+    # and this load of exactly the tensor was refused
+    testing.lower(_four_gib_load(0))
+    with pytest.raises(TileError, match=r"bytes within \[0, 4294967296\) of A"):
+        testing.lower(_four_gib_load(1))

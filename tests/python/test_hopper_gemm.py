@@ -20,7 +20,7 @@ from tvm_tirx import testing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from bench.hopper_gemm import BK, BM, BN, gemm_smem_bytes, make_gemm, tile_order  # noqa: E402
+from bench.hopper_gemm import BK_BYTES, BM, BN, gemm_smem_bytes, make_gemm, tile_order  # noqa: E402
 
 # 16 x 10 = 160 output tiles: a persistent grid of 132 CTAs makes two rounds; 5 K tiles
 # (not a multiple of 3 or 4 stages).
@@ -74,7 +74,7 @@ def test_assembles_for_sm_90a(config):
 
 def test_k_loop_is_four_m64n256k16_per_k_tile(config):
     _, _, kernel = config
-    assert BK // 16 == 4
+    assert BK_BYTES // 2 // 16 == 4  # 64 bf16 of K per stage, k16 per instruction
     assert _calls(kernel, "ptx_wgmma_bf16_ss_mma_async_sync_aligned_m64n256k16_f32_bf16_bf16_1_1_0_0") == 4
     assert _calls(kernel, "ptx_wgmma_fence_fence_sync_aligned") == 1
     assert _calls(kernel, "ptx_wgmma_commit_group_commit_group_sync_aligned") == 1
@@ -189,19 +189,14 @@ def test_the_largest_rings_fit():
 
 # -- on the GPU ------------------------------------------------------------------------------
 
-#: The benchmark's configurations (bench/gemm.py: BEST and VARIANTS), plus a persistent grid
-#: of 8 CTAs that walks 32 tiles each (the ring's phases carry over many tiles).
+#: The benchmark's best configurations (bench/gemm.py: BEST), variants covering every option
+#: value, and persistent grids of 8 CTAs that walk 32 tiles each (the ring's phases carry
+#: over many tiles).
 GPU_CONFIGS = {
-    "best-bf16": dict(stages=3, wait_depth=1, persistent=True, cluster=2),
-    "best-fp32": dict(out_dtype="float32", stages=4, wait_depth=1, persistent=True, cluster=2),
-    "one-tile-fp32-4stages": dict(out_dtype="float32", stages=4, persistent=False),
-    "one-tile-group8": dict(persistent=False),
-    "one-tile-group16": dict(persistent=False, group_m=16),
-    "one-tile-group16-wait0": dict(persistent=False, group_m=16, wait_depth=0),
-    "one-tile-group32": dict(persistent=False, group_m=32),
-    "one-tile-group16-spin": dict(persistent=False, group_m=16, spin=True),
-    "one-tile-cluster2-spin": dict(persistent=False, cluster=2, spin=True),
-    "one-tile-cluster2-spin-group16": dict(persistent=False, cluster=2, spin=True, group_m=16),
+    "best-bf16": dict(stages=3, wait_depth=1, persistent=False, group_m=16),
+    "best-fp32": dict(out_dtype="float32", stages=4, wait_depth=1, persistent=False, group_m=16),
+    "one-tile-group16-wait0-spin": dict(persistent=False, group_m=16, wait_depth=0, spin=True),
+    "one-tile-cluster2-group16": dict(persistent=False, cluster=2, group_m=16),
     "persistent-group16": dict(persistent=True, group_m=16),
     "persistent-cluster2-spin": dict(persistent=True, cluster=2, spin=True),
     "persistent-8ctas-cluster2-wait0-fp32": dict(out_dtype="float32", stages=4, persistent=True, ctas=8, cluster=2,
@@ -212,8 +207,7 @@ GPU_CONFIGS = {
 #: second partial); 4096 x 768 x 320 has an odd number of column tiles and 5 K tiles.
 SQUARE_ISH, NON_SQUARE = (4096, 2048, 1024), (4096, 768, 320)
 GPU_CASES = [(name, SQUARE_ISH) for name in GPU_CONFIGS] + [
-    (name, NON_SQUARE) for name in ("best-bf16", "best-fp32", "one-tile-group16", "one-tile-cluster2-spin",
-                                    "persistent-8ctas-group16-spin")
+    (name, NON_SQUARE) for name in ("best-bf16", "best-fp32", "one-tile-cluster2-group16", "persistent-8ctas-group16-spin")
 ]
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 
@@ -240,3 +234,43 @@ def test_matches_torch_on_gpu(torch_cuda, name, shape):
     kernel(a, b, c)
     torch.cuda.synchronize()
     assert ((c.float() - ref).abs().max() / ref.abs().max()).item() <= TOLERANCE[out_dtype]
+
+
+# -- FP8 e4m3 inputs ------------------------------------------------------------------------------
+
+FP8 = dict(in_dtype="float8_e4m3fn", persistent=False, group_m=16)
+
+
+def test_fp8_issues_k32_wgmma_moves_bytes_and_scales():
+    if not testing.has_nvcc():
+        pytest.skip("compiles for sm_90a: needs nvcc on the PATH")
+    kernel = tvm_tirx.compile(make_gemm(M, N, 2 * K, **FP8), target="cuda", arch="sm_90a")
+    assert len(testing.assemble(kernel)) > 0
+    # 128 e4m3 of K per stage (one 128-byte row), 32 per instruction: 4 per K tile
+    assert _calls(kernel, "ptx_wgmma_fp8_ss_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3_1_1") == 4
+    assert _calls(kernel, "ptx_wgmma_bf16_ss_mma_async_sync_aligned_m64n256k16_f32_bf16_bf16_1_1_0_0") == 0
+    assert _calls(kernel, "ptx_mul_rn_f32") == BN // 2  # the per-tensor scales, every accumulator
+    assert "(Scales_ptr[0] * Scales_ptr[1])" in kernel.cuda_source
+
+
+def test_fp8_k_must_be_a_multiple_of_128():
+    with pytest.raises(ValueError, match=r"multiples of \(2048, 256, 128\)"):  # BM x group_m 16
+        make_gemm(M, N, K, **FP8)  # 320 = 2.5 rows of 128 e4m3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2048, 2560, 640), (4096, 768, 384)], ids=str)
+def test_fp8_matches_torch_on_gpu(torch_cuda, shape):
+    torch = torch_cuda
+    m, n, k = shape
+    kernel = tvm_tirx.compile(make_gemm(m, n, k, **FP8), target="cuda")
+    torch.manual_seed(0)
+    a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
+    scales = torch.tensor([0.5, 3.0], device="cuda")
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    kernel(a, b, c, scales)
+    torch.cuda.synchronize()
+    ref = (a.float() @ b.float().t()) * 1.5
+    err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+    assert err <= TOLERANCE["bfloat16"], f"fp8 {shape}: max relative error {err:.2e}"

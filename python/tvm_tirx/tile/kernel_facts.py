@@ -287,7 +287,12 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
     def root_bytes(self, root):
         """Bytes of root allocation ``root`` (its element extent times its element
         size, every lane counted; an expression for a run-time extent)."""
-        return self.roots[root] * dtype_bytes(root.dtype)
+        from tvm.tirx import Cast, IntImm  # pylint: disable=import-outside-toplevel
+
+        extent = self.roots[root]
+        if isinstance(extent, IntImm):  # in int64: 4 GiB and more do not wrap
+            return IntImm("int64", int(extent.value) * dtype_bytes(root.dtype))
+        return Cast("int64", extent) * dtype_bytes(root.dtype)
 
     def rounded_dtype_views(self, buf) -> list:
         """``[(view, parent)]``: the links of ``buf``'s view chain made by

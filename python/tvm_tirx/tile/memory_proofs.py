@@ -31,7 +31,11 @@ def _proven_inside(facts, assumptions, lo_expr, hi_expr, extent):
     ranges and ``assumptions`` (guards, the predicate)."""
     import contextlib  # pylint: disable=import-outside-toplevel
 
+    from tvm.tirx import Cast  # pylint: disable=import-outside-toplevel
+
     analyzer = facts.analyzer
+    # byte offsets compared in int64: a 32-bit sum would wrap past 2 GiB
+    lo_expr, hi_expr = (e if str(e.ty.dtype) == "int64" else Cast("int64", e) for e in (lo_expr, hi_expr))
     with contextlib.ExitStack() as stack:
         for cond in assumptions:
             try:
@@ -61,7 +65,9 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred):
     """
     nbytes = facts.root_bytes(root)
     assumptions = [*conds, *([pred] if pred is not None else [])]
-    within = f"bytes within [0, {facts.analyzer.simplify(nbytes)}) of {root.name} ({facts.roots[root]} x {root.dtype})"
+    shown = int_or_none(nbytes)
+    shown = facts.analyzer.simplify(nbytes) if shown is None else shown
+    within = f"bytes within [0, {shown}) of {root.name} ({facts.roots[root]} x {root.dtype})"
     if _proven_inside(facts, assumptions, start + first, start + end - 1, nbytes):
         return None
     exact = exact_range(facts, start, tuple(assumptions))
