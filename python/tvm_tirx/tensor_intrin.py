@@ -145,8 +145,8 @@ def tensorize_supported() -> bool:
     ``Schedule.tensorize`` copies the intrinsic's implementation through
     tvm-ffi's JSON graph (``tvm::s_tir::Tensorize`` calls
     ``tvm::ffi::ToJSONGraph``); with apache-tvm 0.27.0.post1 and
-    apache-tvm-ffi 0.1.15.post2 that segfaults for any IR node with a dtype
-    field, apache-tvm's own intrinsics included.  The crash, without
+    apache-tvm-ffi 0.1.15.post2 that segfaults on IR nodes that carry a dtype
+    (``PrimType``, ``Var``, ``IntImm``, ...), for apache-tvm's own intrinsics too.  The crash, without
     tensorize::
 
         import tvm
