@@ -16,7 +16,12 @@ setup(
     # PEP 561: the py.typed marker and the type stubs of `T` (script/*.pyi); and the
     # arch floors (measured with ptxas) that the register family reads.
     package_data={"tvm_tirx": ["py.typed"], "tvm_tirx.tile.families": ["*.json"], "": ["*.pyi"]},
-    install_requires=["apache-tvm==0.27.0.post1", "numpy"],
+    # apache-tvm-ffi: apache-tvm 0.27.0.post1 asks for >=0.1.14.post0, which installs
+    # 0.1.15.post2; with it tvm-ffi's JSON serialization segfaults on IR nodes
+    # that carry a dtype (`tvm.ir.save_json(tvm.ir.PrimType("int32"))`), and
+    # Schedule.tensorize goes through it (tvm_tirx.tensor_intrin.tensorize_supported).
+    # The whole test suite passes with 0.1.14.post0.
+    install_requires=["apache-tvm==0.27.0.post1", "apache-tvm-ffi==0.1.14.post0", "numpy"],
     extras_require={
         # torch is optional; install the CPU build that lies on the machine
         # (`pip install torch==2.13.0`) -- an open-ended requirement would pull

@@ -142,13 +142,25 @@ _PROBE = "import tvm; tvm.ir.save_json(tvm.tirx.IntImm('int32', 1))"
 def tensorize_supported() -> bool:
     """Whether apache-tvm's ``tensorize`` can run in this environment.
 
-    ``Schedule.tensorize`` deep-copies the intrinsic's implementation through
-    tvm-ffi's JSON graph (``DeepCopy`` in ``s_tir/schedule``); with
-    apache-tvm 0.27.0.post1 and apache-tvm-ffi 0.1.15.post2 that crashes the
-    process (a segfault in ``ToJSONGraph`` for any IR node with a dtype field);
-    with apache-tvm-ffi 0.1.14.post0, the version this package pins, it works.
-    The probe runs in a subprocess, once per process, so that a crash is
-    reported here as False instead of killing the caller.
+    ``Schedule.tensorize`` copies the intrinsic's implementation through
+    tvm-ffi's JSON graph (``tvm::s_tir::Tensorize`` calls
+    ``tvm::ffi::ToJSONGraph``); with apache-tvm 0.27.0.post1 and
+    apache-tvm-ffi 0.1.15.post2 that segfaults on IR nodes that carry a dtype
+    (``PrimType``, ``Var``, ``IntImm``, ...), for apache-tvm's own intrinsics too.  The crash, without
+    tensorize::
+
+        import tvm
+        tvm.ir.save_json(tvm.ir.PrimType("int32"))        # segfault (0.1.15.post2)
+        tvm.ir.save_json(tvm.tirx.Var("x", "int32"))      # segfault (0.1.15.post2)
+
+    With apache-tvm-ffi 0.1.14.post0 both work, and so does tensorize.  The
+    probe runs in a subprocess, once per process, so that a crash is reported
+    here as False instead of killing the caller.
+
+    Returns
+    -------
+    bool
+        False where the probe's process died (any nonzero exit).
     """
     import subprocess  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel

@@ -27,7 +27,20 @@ KERNELS = {
     "tma_pipelines": ["add_one", "double_rows", "swizzled_halves"],
     # runs the stage scripts in tutorials/hopper_gemm/
     "hopper_gemm": ["gemm_tile", "gemm_kloop", "gemm_pipelined", "gemm_warp_specialized", "hopper_gemm"],
+    "tir_schedules": ["add_one"],
 }
+
+
+def _stops_early(stem):
+    """The line a tutorial prints when it cannot run in this environment (it then
+    exits 0 early), or None: ``tir_schedules`` needs a working ``Schedule.tensorize``
+    (apache-tvm-ffi 0.1.14.post0, see ``tensor_intrin.tensorize_supported``)."""
+    if stem == "tir_schedules":
+        from tvm_tirx import tensor_intrin
+
+        if not tensor_intrin.tensorize_supported():
+            return "tir_schedules: Schedule.tensorize does not work with the installed apache-tvm-ffi"
+    return None
 
 
 def test_the_documented_tutorials_exist():
@@ -49,6 +62,10 @@ def test_tutorial_runs(path):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
     lines = proc.stdout.splitlines()
+    stop = _stops_early(path.stem)
+    if stop:
+        assert any(line.startswith(stop) for line in lines), output[-4000:]
+        pytest.skip(f"{path.stem} stopped early: {stop}")
     assert f"{path.stem}: all kernels assembled" in lines, output[-4000:]
     for name in KERNELS.get(path.stem, []):
         assert any(line.startswith(f"assembled {name} for sm_") for line in lines), name
