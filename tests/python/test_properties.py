@@ -261,6 +261,14 @@ FOUND = {
         family="ld", scope="thread", bits=16, opc_bits=16, vec=1, repeat=(1,), block=4,
         rows=3, row_expr="ROWS - 1 - tid", align=2, pred=True,
     ),
+    # The model said legal (its bounds used the row-major offset); the swizzle of a 4 x 5
+    # float16 tile sends element (3, 2) to storage element 21 of a 20-element allocation,
+    # and the lowering refused it, rightly.  The model now checks storage addresses.
+    # (Found by the long profile on 2026-12-01.)
+    "swizzle past a tile that is not whole periods": Call(
+        family="ld", scope="thread", bits=16, opc_bits=16, vec=1, repeat=(1,), block=4,
+        space="shared", rows=4, pad=2, col=2, row_expr="3", align=2, swizzle=(2, 1, 2),
+    ),
     # The first shared-memory case: the address goes through cvta.to.shared.
     "warp ld.shared.b16": Call(
         family="ld", scope="warp", bits=16, opc_bits=16, vec=1, repeat=(), block=32,

@@ -436,9 +436,12 @@ def _reads_out_of_bounds(call: Call, t: int) -> bool:
     and, for a predicated call, its predicate (``row < rows``) still holds."""
     row = call.row_of(t)
     predicate_holds = row < call.rows if call.pred else True
+    # the storage elements the row's elements live at: a swizzle over a tile whose size is
+    # not a whole number of swizzle periods maps some of them past the allocation
+    stored = [call.physical(row * call.cols + call.col + i) for i in range(call.row_len)]
     # in bytes of the allocation: an alias reads the parameter's bytes, whatever its own shape
-    end = (row * call.cols + call.col + call.row_len) * call.bits // 8
-    return predicate_holds and not (0 <= row and end <= call.root_bytes)
+    end = (max(stored) + 1) * call.bits // 8
+    return predicate_holds and not (0 <= row and min(stored) >= 0 and end <= call.root_bytes)
 
 
 def _atom_starts(call: Call, t: int) -> list:
