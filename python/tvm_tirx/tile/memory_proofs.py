@@ -65,8 +65,8 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred):
     """
     nbytes = facts.root_bytes(root)
     assumptions = [*conds, *([pred] if pred is not None else [])]
-    shown = int_or_none(nbytes)
-    shown = facts.analyzer.simplify(nbytes) if shown is None else shown
+    shown = int_or_none(nbytes)  # a run-time size is shown in the tensor's own (int32) terms
+    shown = facts.analyzer.simplify(facts.roots[root] * dtype_bytes(root.dtype)) if shown is None else shown
     within = f"bytes within [0, {shown}) of {root.name} ({facts.roots[root]} x {root.dtype})"
     if _proven_inside(facts, assumptions, start + first, start + end - 1, nbytes):
         return None
