@@ -22,6 +22,23 @@ ROWS, COLS = 8, 32
 BOX_BYTES = ROWS * COLS * 4
 
 
+@T.macro
+def _init_barrier(bar, tid):
+    """Thread 0 makes ``bar`` expect one arrival and publishes it to the TMA unit."""
+    if tid == 0:
+        T.ptx["mbarrier.init.shared::cta.b64"](bar.ptr_to([0]), T.uint32(1))
+        T.ptx["fence.mbarrier_init.release.cluster"]()
+
+
+@T.macro
+def _wait_phase0(bar):
+    """Every thread polls ``try_wait.parity`` until phase 0 of ``bar`` completes."""
+    done = T.alloc_local((1,), "uint32")
+    done[0] = T.uint32(0)
+    while done[0] == T.uint32(0):
+        T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](done[0], bar.ptr_to([0]), T.uint32(0))
+
+
 # -- tma_add_one: 8 x 32 float32, TMA load, +1, TMA store ---------------------------------------
 
 
@@ -31,17 +48,12 @@ def tma_add_one(A: T.Tensor((ROWS, COLS), "float32", align=16), B: T.Tensor((ROW
     tile = T.alloc_shared((ROWS, COLS), "float32", scope="shared.dyn", align=128)
     bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
     tid = T.cuda.thread_idx("x")
-    if tid == 0:
-        T.ptx["mbarrier.init.shared::cta.b64"](bar.ptr_to([0]), T.uint32(1))
-        T.ptx["fence.mbarrier_init.release.cluster"]()
+    _init_barrier(bar, tid)
     T.cuda.cta_sync()
     if tid == 0:
         T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bar.ptr_to([0]), T.uint32(BOX_BYTES))
         T.cuda.tile.apply(T.ptx[LOAD2D], tile, A, mbar=bar, coords=(0, 0))
-    done = T.alloc_local((1,), "uint32")
-    done[0] = T.uint32(0)
-    while done[0] == T.uint32(0):
-        T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](done[0], bar.ptr_to([0]), T.uint32(0))
+    _wait_phase0(bar)
     tile[tid // COLS, tid % COLS] = tile[tid // COLS, tid % COLS] + T.float32(1)
     T.ptx["fence.proxy.async.shared::cta"]()  # thread writes -> visible to the TMA store
     T.cuda.cta_sync()
@@ -67,17 +79,12 @@ def coord_steps_3d(A: T.Tensor((D0, D1, D2), "float32", align=16), B: T.Tensor((
     tiles = T.alloc_shared((2, 2, *BOX3), "float32", scope="shared.dyn", align=128)
     bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
     tid = T.cuda.thread_idx("x")
-    if tid == 0:
-        T.ptx["mbarrier.init.shared::cta.b64"](bar.ptr_to([0]), T.uint32(1))
-        T.ptx["fence.mbarrier_init.release.cluster"]()
+    _init_barrier(bar, tid)
     T.cuda.cta_sync()
     if tid == 0:
         T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bar.ptr_to([0]), T.uint32(BYTES3))
         T.cuda.tile.apply(T.ptx[LOAD3D], tiles, A, mbar=bar, coords=(0, 0, 32), coord_steps=STEPS3)
-    done = T.alloc_local((1,), "uint32")
-    done[0] = T.uint32(0)
-    while done[0] == T.uint32(0):
-        T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](done[0], bar.ptr_to([0]), T.uint32(0))
+    _wait_phase0(bar)
     if tid == 0:
         T.cuda.tile.apply(T.ptx[STORE3D], B, tiles, coords=(0, 0, 32), coord_steps=STEPS3)
         T.ptx["cp.async.bulk.commit_group"]()
@@ -105,17 +112,12 @@ def swizzle128_ldmatrix(A: T.Tensor((SW, SW), "bfloat16", align=16), B: T.Tensor
     bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
     regs = T.alloc_local((8, 2, 4, 8, 4), "int32", layout=FRAG)
     tid = T.cuda.thread_idx("x")
-    if tid == 0:
-        T.ptx["mbarrier.init.shared::cta.b64"](bar.ptr_to([0]), T.uint32(1))
-        T.ptx["fence.mbarrier_init.release.cluster"]()
+    _init_barrier(bar, tid)
     T.cuda.cta_sync()
     if tid == 0:
         T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bar.ptr_to([0]), T.uint32(SW_BYTES))
         T.cuda.tile.apply(T.ptx[LOAD2D], tile, A, mbar=bar, coords=(0, 0), swizzle=3)
-    done = T.alloc_local((1,), "uint32")
-    done[0] = T.uint32(0)
-    while done[0] == T.uint32(0):
-        T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](done[0], bar.ptr_to([0]), T.uint32(0))
+    _wait_phase0(bar)
     # words[rb*8 + r, (ch*4 + m)*4 + w] -> atom (m, r, w) at repeat (rb, ch)
     T.cuda.tile.apply(
         T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"], regs, words.view(8, 8, 2, 4, 4).permute(0, 2, 3, 1, 4), scope="warp"
@@ -137,9 +139,7 @@ def multicast_pair(A: T.Tensor((ROWS, COLS), "float32", align=16), B: T.Tensor((
     bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
     tid = T.cuda.thread_idx("x")
     rank = T.cuda.cluster_ctaid("x")
-    if tid == 0:
-        T.ptx["mbarrier.init.shared::cta.b64"](bar.ptr_to([0]), T.uint32(1))
-        T.ptx["fence.mbarrier_init.release.cluster"]()
+    _init_barrier(bar, tid)
     T.cuda.cluster_sync()  # both barriers exist before the multicast signals them
     if tid == 0:
         # each CTA expects the box in its own barrier; the multicast completes both
@@ -147,10 +147,7 @@ def multicast_pair(A: T.Tensor((ROWS, COLS), "float32", align=16), B: T.Tensor((
     if tid == 0:
         if rank == 0:
             T.cuda.tile.apply(T.ptx[MULTICAST2D], tile, A, mbar=bar, coords=(0, 0), cta_mask=T.uint16(3))
-    done = T.alloc_local((1,), "uint32")
-    done[0] = T.uint32(0)
-    while done[0] == T.uint32(0):
-        T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](done[0], bar.ptr_to([0]), T.uint32(0))
+    _wait_phase0(bar)
     B[rank, tid // COLS, tid % COLS] = tile[tid // COLS, tid % COLS]
     T.cuda.cluster_sync()
 
@@ -168,17 +165,12 @@ def store_and_reduce(
     tile = T.alloc_shared((ROWS, COLS), "float32", scope="shared.dyn", align=128)
     bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
     tid = T.cuda.thread_idx("x")
-    if tid == 0:
-        T.ptx["mbarrier.init.shared::cta.b64"](bar.ptr_to([0]), T.uint32(1))
-        T.ptx["fence.mbarrier_init.release.cluster"]()
+    _init_barrier(bar, tid)
     T.cuda.cta_sync()
     if tid == 0:
         T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bar.ptr_to([0]), T.uint32(BOX_BYTES))
         T.cuda.tile.apply(T.ptx[LOAD2D], tile, A, mbar=bar, coords=(0, 0))
-    done = T.alloc_local((1,), "uint32")
-    done[0] = T.uint32(0)
-    while done[0] == T.uint32(0):
-        T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](done[0], bar.ptr_to([0]), T.uint32(0))
+    _wait_phase0(bar)
     if tid == 0:
         T.cuda.tile.apply(T.ptx[STORE2D], B, tile, coords=(0, 0))
         T.cuda.tile.apply(T.ptx[REDUCE_ADD2D], C, tile, coords=(0, 0))
@@ -204,18 +196,13 @@ def edge_box(
     tile = T.alloc_shared((ROWS, COLS), "float32", scope="shared.dyn", align=128)
     bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
     tid = T.cuda.thread_idx("x")
-    if tid == 0:
-        T.ptx["mbarrier.init.shared::cta.b64"](bar.ptr_to([0]), T.uint32(1))
-        T.ptx["fence.mbarrier_init.release.cluster"]()
+    _init_barrier(bar, tid)
     T.cuda.cta_sync()
     if tid == 0:
         # the whole box counts, the zero-filled elements too
         T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"](bar.ptr_to([0]), T.uint32(BOX_BYTES))
         T.cuda.tile.apply(T.ptx[LOAD2D], tile, A, mbar=bar, coords=EDGE_AT)
-    done = T.alloc_local((1,), "uint32")
-    done[0] = T.uint32(0)
-    while done[0] == T.uint32(0):
-        T.ptx["mbarrier.try_wait.parity.shared::cta.b64"](done[0], bar.ptr_to([0]), T.uint32(0))
+    _wait_phase0(bar)
     B[tid // COLS, tid % COLS] = tile[tid // COLS, tid % COLS]
     if tid == 0:
         T.cuda.tile.apply(T.ptx[STORE2D], C, tile, coords=EDGE_AT)
