@@ -59,6 +59,7 @@ import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.script import tirx as T
 
+from bench._compile import compile_all  # noqa: E402
 from bench._timing import table  # noqa: E402
 
 COLS = 256  # the longest box row (256 elements)
@@ -287,11 +288,7 @@ def compile_configs(configs, n: int, sms: int, arch=None, workers=None) -> list:
         A configuration failed to compile (its error text).
     """
     params = [{"n": n, "sms": sms, **dataclasses.asdict(c)} for c in configs]
-    result = testing.sweep(build, params, (), arch=arch, workers=workers, measure=False, progress=False)
-    for config, row in zip(configs, result.rows):
-        if row.kernel is None:
-            raise RuntimeError(f"tma copy [{config.name()}]: {row.error}")
-    return [row.kernel for row in result.rows]
+    return compile_all(build, params, [c.name() for c in configs], "tma copy", arch=arch, workers=workers)
 
 
 def assemble_all() -> int:
