@@ -188,8 +188,8 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str
     def produce_tile(A, B, sa, sb, full, empty, t, g0, flag, rank):
         """Thread 0 of the producer: the K tiles of output tile ``t`` into the ring, ring
         iterations ``g0 ..`` (stage ``g % stages``, phase ``g // stages``)."""
-        bm = (t // (group_m * tiles_n)) * group_m + t % group_m
-        bn = (t % (group_m * tiles_n)) // group_m
+        bm = tile_order(t, tiles_m, tiles_n, group_m)[0]
+        bn = tile_order(t, tiles_m, tiles_n, group_m)[1]
         for kt in T.serial(k_tiles):
             s = (g0 + kt) % stages
             _wait(empty.sub[s, :], ((g0 + kt) // stages + 1) % 2, flag, spin)
@@ -208,8 +208,8 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str
     def consume_tile(C, scales, sa, sb, so, full, empty, acc, words, factor, t, g0, flag, tid, c):
         """Consumer warpgroup ``c``: its 64 x 256 part of output tile ``t`` (ring
         iterations ``g0 ..``), then the epilogue."""
-        bm = (t // (group_m * tiles_n)) * group_m + t % group_m
-        bn = (t % (group_m * tiles_n)) // group_m
+        bm = tile_order(t, tiles_m, tiles_n, group_m)[0]
+        bn = tile_order(t, tiles_m, tiles_n, group_m)[1]
         for kt in T.serial(k_tiles):
             s = (g0 + kt) % stages
             _wait(full.sub[s, :], ((g0 + kt) // stages) % 2, flag, spin)
