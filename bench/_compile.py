@@ -21,3 +21,13 @@ def compile_all(build, params, names, what: str, arch=None, workers=None) -> lis
         if row.kernel is None:
             raise RuntimeError(f"{what} [{name}]: {row.error}")
     return [row.kernel for row in result.rows]
+
+
+def assemble_each(kernels) -> list:
+    """The cubin bytes of each kernel (:func:`tvm_tirx.testing.assemble`), nvcc runs in
+    parallel threads (at most 8)."""
+    import concurrent.futures  # pylint: disable=import-outside-toplevel
+    import os  # pylint: disable=import-outside-toplevel
+
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1))) as pool:
+        return list(pool.map(testing.assemble, kernels))

@@ -52,14 +52,13 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:] = [_ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(_ROOT, "bench")]
 
 import argparse
-import concurrent.futures
 import dataclasses
 
 import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.script import tirx as T
 
-from bench._compile import compile_all  # noqa: E402
+from bench._compile import assemble_each, compile_all  # noqa: E402
 from bench._timing import table  # noqa: E402
 
 COLS = 256  # the longest box row (256 elements)
@@ -295,8 +294,7 @@ def assemble_all() -> int:
     """``--cpu``: compile and assemble :func:`cpu_variants` for sm_90a at 1 GiB."""
     configs = cpu_variants()
     kernels = compile_configs(configs, GIB // 4, H200_SMS, arch="sm_90a", workers=0)
-    with concurrent.futures.ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1))) as pool:
-        cubins = list(pool.map(testing.assemble, kernels))  # nvcc runs in parallel
+    cubins = assemble_each(kernels)
     for config, cubin in zip(configs, cubins):
         print(f"tma copy [{config.name()}], {config.smem() // 1024} KiB smem: assembled for sm_90a ({len(cubin)} bytes)")
     return 0
