@@ -139,17 +139,66 @@ def _with_origin(body, where):
     return tvm_ffi.structural_map(body, (tirx.Evaluate, mark))
 
 
-def _bind_block(block):
-    """The block with its matched buffers replaced by source views in tile calls."""
+def _warp_sources(func) -> list:
+    """The ``"warp"`` buffers that blocks holding tile calls match tiles of."""
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm import s_tir  # pylint: disable=import-outside-toplevel
+
+    found = []
+
+    def visit(block):
+        if not _holds_tile_calls(block.body):
+            return
+        for match in block.match_buffers:
+            src = match.source.source
+            if src.scope() == "warp" and not any(src.same_as(b) for b in found):
+                found.append(src)
+
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, visit))
+    return found
+
+
+def _shaped(body, name):
+    """``body``'s tile call rebuilt with the operands that intrinsic ``name``'s
+    ``operands`` function makes of it (:func:`tvm_tirx.tensor_intrin.register`),
+    their views declared before it; ``body`` itself when it has none."""
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+    from tvm.script.ir_builder import IRBuilder  # pylint: disable=import-outside-toplevel
+    from tvm.script.ir_builder import tirx as builder  # pylint: disable=import-outside-toplevel
+
+    from .tensor_intrin import operand_builder  # pylint: disable=import-outside-toplevel
+    from .tile.op import decode, is_tile_call, unchecked_call  # pylint: disable=import-outside-toplevel
+
+    build = operand_builder(name) if name else None
+    if build is None or not isinstance(body, tirx.Evaluate) or not is_tile_call(body.value):
+        return body
+    call = decode(body.value)
+    with IRBuilder() as ib:
+        with builder.prim_func():
+            operands = build(*call.operands)
+            builder.evaluate(
+                unchecked_call(call.opcode, *operands, scope=call.scope, pred=call.pred,
+                               preserve_dst=call.preserve_dst, **call.params)
+            )  # fmt: skip
+    return ib.get().body
+
+
+def _bind_block(block, registers):
+    """The block with its matched buffers replaced by source views in tile calls
+    (``registers``: the thread's storage of each ``"warp"`` buffer)."""
     import tvm_ffi  # pylint: disable=import-outside-toplevel
     from tvm import s_tir, tirx  # pylint: disable=import-outside-toplevel
+
+    from .scheduled_registers import register_tile  # pylint: disable=import-outside-toplevel
 
     name, body = _marked(block.body)
     if (name is None and not block.match_buffers) or not _holds_tile_calls(body):
         return block
+    where = f"block '{block.name_hint}'" + (f" (tensor intrinsic {name})" if name else "")
     decls, subst = [], {}
     for match in block.match_buffers:
-        view, stmts = _source_view(match)
+        storage = next((v for k, v in registers.items() if k.same_as(match.source.source)), None)
+        view, stmts = register_tile(match, storage, where) if storage is not None else _source_view(match)
         decls += stmts
         subst[match.buffer] = view
 
@@ -160,13 +209,27 @@ def _bind_block(block):
         return var
 
     body = tvm_ffi.structural_map(body, (tirx.Var, sub)) if subst else body
-    where = f"block '{block.name_hint}'" + (f" (tensor intrinsic {name})" if name else "")
-    body = _with_origin(body, where)
+    body = _with_origin(_shaped(body, name), where)
     body = tirx.SeqStmt([*decls, body]) if decls else body
     return s_tir.SBlock(
         block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
         block.alloc_buffers, block.match_buffers, block.annotations, block.span,
     )  # fmt: skip
+
+
+def _bind_func(func):
+    """:func:`BindTileOperands` on one PrimFunc."""
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm import s_tir  # pylint: disable=import-outside-toplevel
+
+    from . import scheduled_registers as regs  # pylint: disable=import-outside-toplevel
+
+    storage = regs.register_storage(_warp_sources(func))
+    body = tvm_ffi.structural_map(func.body, (s_tir.SBlock, lambda b: _bind_block(b, storage)))
+    if storage:
+        body = tvm_ffi.structural_map(body, (s_tir.SBlock, lambda b: regs.replace_allocations(b, storage)))
+        tvm_ffi.structural_walk(body, (s_tir.SBlock, lambda b: regs.refuse_element_access(b, storage)))
+    return func.with_body(body)
 
 
 def BindTileOperands():  # pylint: disable=invalid-name
@@ -179,15 +242,13 @@ def BindTileOperands():  # pylint: disable=invalid-name
     -------
     tvm.transform.Pass
     """
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import s_tir  # pylint: disable=import-outside-toplevel
     from tvm.tirx.transform import prim_func_pass  # pylint: disable=import-outside-toplevel
 
     @prim_func_pass(opt_level=0, name="tvm_tirx.BindTileOperands")
     def _pass(func, mod, ctx):  # pylint: disable=unused-argument
         if not has_tile_calls(func):
             return func
-        return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, _bind_block)))
+        return _bind_func(func)
 
     return _pass
 

@@ -56,12 +56,19 @@ def _carve_out_offset(buf):
 
 
 def _alloc_extent(buf):
-    """Elements of an allocation: its layout's span (a gapped layout), else its shape's product."""
+    """Elements of an allocation: its layout's span (a gapped layout); with
+    strides (``sch.storage_align`` pads rows), the element after the last one
+    they reach; else its shape's product."""
     layout = buf.layout
     if layout is not None:
         value = int_or_none(layout.span())
         if value is not None:
             return value
+    if len(buf.strides):
+        last = 0
+        for extent, stride in zip(buf.shape, buf.strides):
+            last = last + (extent - 1) * stride
+        return last + 1
     return _prod(buf.shape)
 
 

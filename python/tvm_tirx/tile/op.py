@@ -21,7 +21,7 @@ from .scope import scope_rank
 from .static_rules import bind_call, check_params, param_error, select_contract
 from .views import as_view
 
-__all__ = ["OP_NAME", "apply", "TileCall", "decode", "is_tile_call", "set_launch_query"]
+__all__ = ["OP_NAME", "apply", "unchecked_call", "TileCall", "decode", "is_tile_call", "set_launch_query"]
 
 #: Registered name of the tile op.
 OP_NAME = "tvm_tirx.cuda.tile_apply"
@@ -208,6 +208,23 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     if classified is not None:
         bind_call(contract, classified, pred, params)
     return _call(contract.opcode, operands, params, scope, pred, preserve_dst)
+
+
+def unchecked_call(opcode, *operands, scope="thread", pred=None, preserve_dst=False, **params):
+    """The tile op's Call for ``opcode`` over ``operands``, without parse-time checks.
+
+    For generated code whose operands are rebuilt before lowering (a tensor
+    intrinsic's implementation, see :mod:`tvm_tirx.tensor_intrin`): the call's
+    tiles are placeholders there, and ``LowerTileApply`` checks the rebuilt
+    call like any other.  Arguments are those of :func:`apply`, with
+    ``opcode`` as text (``"ldmatrix.sync.aligned.m8n8.x4.shared.b16"``).
+
+    Returns
+    -------
+    tvm.ir.Call
+        A void Call of the tile op.
+    """
+    return _call(opcode_text(opcode), operands, params, scope, pred, preserve_dst)
 
 
 def _parse_time_contract(instr, operands, scope, pred, preserve_dst, params):

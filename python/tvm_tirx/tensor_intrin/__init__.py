@@ -10,13 +10,13 @@ the schedule included -- and expands it (see :mod:`tvm_tirx.scheduled`).
 
 Each intrinsic is a ``(desc, impl)`` pair of ``s_tir`` PrimFuncs, as apache-tvm
 declares its own (``tvm/s_tir/tensor_intrin/cuda.py``): ``desc`` states what the
-block computes (an element-wise copy of a small tile), ``impl`` is the one tile
-call that computes it.  Buffers are matched with ``offset_factor=1``: where the
-tile starts is not restricted here, the contract's alignment proof decides it
-(a misaligned tile is a :class:`~tvm_tirx.TileError` at build time, naming the
-block and the intrinsic).
+block computes, ``impl`` is the one tile call that computes it.  Buffers are
+matched with ``offset_factor=1``: where a tile starts is not restricted here,
+the contract's alignment proof decides it (a misaligned tile is a
+:class:`~tvm_tirx.TileError` at build time, naming the block and the
+intrinsic).
 
-Names (:func:`list_intrinsics` lists them):
+Thread-level memory intrinsics (:mod:`._memory`):
 
 =========================================  ==============================================
 ``tvm_tirx.ld_<space>_v<n>_<dtype>``        ``n`` elements, memory -> registers (``ld.<space>.v<n>.b<bits>``)
@@ -29,15 +29,39 @@ Names (:func:`list_intrinsics` lists them):
 ``cp.async`` copies leave completion to the schedule's author (``commit_group``
 / ``wait_group`` and a barrier), as every tile call does.
 
-Hardware facts: PTX ISA 9.7.10.8 / 9.7.10.11 (``ld`` / ``st``, vectors and
-their natural alignment), 9.7.9.25.3 (``cp.async``, 16-byte ``.cg`` chunks).
+Warp-level matrix intrinsics (:mod:`._warp`) move and multiply register
+fragments held in ``"warp"``-scope buffers, apache-tvm's convention: a
+``rows x cols`` tile is a ``(32, rows * cols / 32)`` buffer (lane, slot), laid
+out by :func:`~._fragments.fragment_index` (for 16 x 16 tiles the same map as
+apache-tvm's ``shared_16x16_to_ldmatrix_32x8_layout``), so a schedule written
+for apache-tvm's ``mma_*`` intrinsics tensorizes with these too:
+
+=================================================  ==================================================
+``tvm_tirx.ldmatrix_x{1,2,4}[_trans]_<dtype>``       shared tile -> fragment (``ldmatrix...m8n8.x{1,2,4}[.trans]...b16``)
+``tvm_tirx.stmatrix_x{1,2,4}[_trans]_<dtype>``       fragment -> shared tile (``stmatrix...``, sm_90)
+``tvm_tirx.mma_m16n{8,16}k16_f32_<dtype>``           ``C += A @ B^T`` on fragments (``mma.sync.aligned.m16n8k16.row.col.f32...``)
+``tvm_tirx.mma_fill_16x{8,16}_f32``                  accumulator fragment = 0 (``mov.b32``)
+``tvm_tirx.mma_store_16x{8,16}_f32_<space>``         accumulator fragment -> memory (``st.<space>.v2.f32``)
+=================================================  ==================================================
+
+``x1``, ``x2``, ``x4`` move 8 x 8, 8 x 16 and 16 x 16 tiles (rows x cols of
+the fragment; ``_trans`` reads the transposed tile from memory).  Fragments
+held in ``"warp"`` buffers become per-thread registers when the kernel is
+built (:mod:`tvm_tirx.scheduled_registers`); every access to such a buffer
+must then be one of these intrinsics.
+
+Hardware facts: PTX ISA 9.7.10.8 / 9.7.10.11 (``ld`` / ``st``), 9.7.9.25.3
+(``cp.async``), 9.7.14.5.15 / 9.7.14.5.16 (``ldmatrix`` / ``stmatrix``),
+9.7.14.5.8 (``mma.sync`` m16n8k16 fragments).
 """
 
 from __future__ import annotations
 
 import functools
 
-__all__ = ["PREFIX", "list_intrinsics", "register_all", "MARKER", "tensorize_supported"]
+__all__ = [
+    "PREFIX", "MARKER", "list_intrinsics", "register_all", "register", "operand_builder", "tensorize_supported",
+]  # fmt: skip
 
 #: Every intrinsic name registered here starts with it.
 PREFIX = "tvm_tirx."
@@ -45,94 +69,49 @@ PREFIX = "tvm_tirx."
 #: intrinsic's name, which :mod:`tvm_tirx.scheduled` puts in error messages.
 MARKER = "tvm_tirx.tensor_intrin"
 
-#: short dtype name -> (TVM dtype, PTX bit type of one element)
-_DTYPES = {
-    "f32": ("float32", "b32"),
-    "i32": ("int32", "b32"),
-    "u32": ("uint32", "b32"),
-    "f16": ("float16", "b16"),
-    "bf16": ("bfloat16", "b16"),
-}
 _REGISTERED: list = []
+_OPERANDS: dict = {}
 
 
-def _copy_desc(n, dtype, dst_scope, src_scope):
-    """``desc``: ``dst[i] = src[i]`` for ``i < n``, as a block to match."""
-    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
+def register(name, desc, impl, operands=None) -> None:
+    """Register intrinsic ``name`` (``desc``, ``impl`` s_tir PrimFuncs).
 
-    @T.prim_func(s_tir=True)
-    def desc(dst_handle: T.handle, src_handle: T.handle):
-        dst = T.match_buffer(dst_handle, (n,), dtype, offset_factor=1, scope=dst_scope)
-        src = T.match_buffer(src_handle, (n,), dtype, offset_factor=1, scope=src_scope)
-        with T.sblock("root"):
-            T.reads(src[0:n])
-            T.writes(dst[0:n])
-            for i in range(n):
-                with T.sblock("copy"):
-                    vi = T.axis.remap("S", [i])
-                    dst[vi] = src[vi]
-
-    return desc
-
-
-def _tile_impl(name, opcode, n, dtype, dst_scope, src_scope):
-    """``impl``: one ``T.cuda.tile.apply(opcode, dst, src)`` at thread scope."""
-    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
-
-    @T.prim_func(s_tir=True)
-    def impl(dst_handle: T.handle, src_handle: T.handle):
-        dst = T.match_buffer(dst_handle, (n,), dtype, offset_factor=1, scope=dst_scope)
-        src = T.match_buffer(src_handle, (n,), dtype, offset_factor=1, scope=src_scope)
-        with T.sblock("root"):
-            T.reads(src[0:n])
-            T.writes(dst[0:n])
-            with T.attr(0, MARKER, name):
-                T.cuda.tile.apply(opcode, dst, src)
-
-    return impl
-
-
-def _register(name, desc, impl):
+    Parameters
+    ----------
+    operands : callable | None
+        ``operands(*tiles) -> tuple``: the tile call's operands, in the
+        instruction family's order, built with ordinary view methods from the
+        matched tiles in ``impl``'s parameter order (memory tiles as strided
+        views of their source, ``"warp"`` fragments as the thread's own
+        registers, see :mod:`tvm_tirx.scheduled_registers`).  Given, ``impl``
+        holds a placeholder call (:func:`~tvm_tirx.tile.op.unchecked_call`)
+        that :mod:`tvm_tirx.scheduled` rebuilds with them; None, ``impl``'s
+        call is used as it is.
+    """
     from tvm.s_tir import TensorIntrin  # pylint: disable=import-outside-toplevel
 
     TensorIntrin.register(name, desc, impl, override=True)
     _REGISTERED.append(name)
+    if operands is not None:
+        _OPERANDS[name] = operands
 
 
-def _vector_memory():
-    """``ld`` / ``st`` of ``.v2`` / ``.v4`` between registers and global or shared memory."""
-    for short, (dtype, bits) in _DTYPES.items():
-        for space in ("global", "shared"):
-            for n in (2, 4):
-                name = f"{PREFIX}ld_{space}_v{n}_{short}"
-                _register(name, _copy_desc(n, dtype, "local", space),
-                          _tile_impl(name, f"ld.{space}.v{n}.{bits}", n, dtype, "local", space))
-                name = f"{PREFIX}st_{space}_v{n}_{short}"
-                _register(name, _copy_desc(n, dtype, space, "local"),
-                          _tile_impl(name, f"st.{space}.v{n}.{bits}", n, dtype, space, "local"))
-
-
-def _async_copies():
-    """16-byte ``cp.async.cg`` global -> shared copies."""
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
-    for short, (dtype, _) in _DTYPES.items():
-        n = 16 * 8 // DataType(dtype).bits
-        name = f"{PREFIX}cp_async_cg_16B_{short}"
-        _register(name, _copy_desc(n, dtype, "shared", "global"),
-                  _tile_impl(name, "cp.async.cg.shared.global", n, dtype, "shared", "global"))
+def operand_builder(name):
+    """The ``operands`` function registered with intrinsic ``name``, or None."""
+    return _OPERANDS.get(name)
 
 
 def register_all() -> None:
-    """Register every intrinsic of this module with ``tvm.s_tir.TensorIntrin``
+    """Register every intrinsic of this package with ``tvm.s_tir.TensorIntrin``
     (idempotent; runs at import)."""
     if _REGISTERED:
         return
-    from .script import install  # pylint: disable=import-outside-toplevel
+    from ..script import install  # pylint: disable=import-outside-toplevel
+    from . import _memory, _warp  # pylint: disable=import-outside-toplevel
 
     install.install()
-    _vector_memory()
-    _async_copies()
+    _memory.register_memory()
+    _warp.register_warp()
 
 
 _PROBE = "import tvm; tvm.ir.save_json(tvm.tirx.IntImm('int32', 1))"

@@ -1,0 +1,242 @@
+"""Warp-level matrix intrinsics: ``ldmatrix`` / ``stmatrix``, ``mma.sync`` m16n8k16
+with f32 accumulators, and the accumulator's fill and store (names in
+:mod:`tvm_tirx.tensor_intrin`; fragments in :mod:`._fragments`).
+
+Each ``impl`` holds a placeholder tile call over the matched tiles; the
+``operands`` function registered with it builds the instruction's operands
+(:func:`tvm_tirx.tensor_intrin.register`), and the contract checks them on the
+scheduled kernel: a whole warp, 16-byte aligned shared rows, the launch's lanes.
+
+Hardware facts: PTX ISA 9.7.14.5.15 / 9.7.14.5.16 (``ldmatrix`` / ``stmatrix``:
+``.x1/.x2/.x4`` 8 x 8 matrices of 16-bit elements, ``.trans``; ``stmatrix`` needs
+sm_90), 9.7.14.5.8 (``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}``).
+"""
+
+from __future__ import annotations
+
+from . import MARKER, PREFIX, register
+from ._fragments import accumulator_rows, fragment_index, matrices, mma_operand, slots
+
+#: short name -> TVM dtype of the 16-bit inputs
+INPUTS = {"f16": "float16", "bf16": "bfloat16"}
+#: ``x<count>`` -> fragment (rows, cols)
+SHAPES = {1: (8, 8), 2: (8, 16), 4: (16, 16)}
+
+
+def _fragment_at(index, a, b, trans):
+    """Fragment (lane, slot) of memory element ``(a, b)``: ``(b, a)`` of the fragment when transposed."""
+    return index(b, a) if trans else index(a, b)
+
+
+def _move_desc(rows, cols, dtype, mem_scope, loads, trans):
+    """``desc`` of a fragment <-> memory move; the memory tile is ``(cols, rows)`` when ``trans``."""
+    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
+
+    index, n = fragment_index(rows, cols), slots(rows, cols)
+    mr, mc = (cols, rows) if trans else (rows, cols)
+
+    @T.prim_func(s_tir=True)
+    def load(regs_handle: T.handle, mem_handle: T.handle):
+        regs = T.match_buffer(regs_handle, (32, n), dtype, offset_factor=1, scope="warp")
+        mem = T.match_buffer(mem_handle, (mr, mc), dtype, offset_factor=1, scope=mem_scope)
+        with T.sblock("root"):
+            T.reads(mem[0:mr, 0:mc])
+            T.writes(regs[0:32, 0:n])
+            for a, b in T.grid(mr, mc):
+                with T.sblock("load"):
+                    va, vb = T.axis.remap("SS", [a, b])
+                    lane, slot = T.meta_var(_fragment_at(index, va, vb, trans))
+                    regs[lane, slot] = mem[va, vb]
+
+    @T.prim_func(s_tir=True)
+    def store(regs_handle: T.handle, mem_handle: T.handle):
+        regs = T.match_buffer(regs_handle, (32, n), dtype, offset_factor=1, scope="warp")
+        mem = T.match_buffer(mem_handle, (mr, mc), dtype, offset_factor=1, scope=mem_scope)
+        with T.sblock("root"):
+            T.reads(regs[0:32, 0:n])
+            T.writes(mem[0:mr, 0:mc])
+            for a, b in T.grid(mr, mc):
+                with T.sblock("store"):
+                    va, vb = T.axis.remap("SS", [a, b])
+                    lane, slot = T.meta_var(_fragment_at(index, va, vb, trans))
+                    mem[va, vb] = regs[lane, slot]
+
+    return load if loads else store
+
+
+def _move_impl(name, opcode, rows, cols, dtype, mem_scope, trans, scope):
+    """``impl`` of a fragment <-> memory move: the placeholder call over (regs, mem)."""
+    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
+
+    from ..tile.op import unchecked_call  # pylint: disable=import-outside-toplevel
+
+    n = slots(rows, cols)
+    mr, mc = (cols, rows) if trans else (rows, cols)
+
+    @T.prim_func(s_tir=True)
+    def impl(regs_handle: T.handle, mem_handle: T.handle):
+        regs = T.match_buffer(regs_handle, (32, n), dtype, offset_factor=1, scope="warp")
+        mem = T.match_buffer(mem_handle, (mr, mc), dtype, offset_factor=1, scope=mem_scope)
+        with T.sblock("root"):
+            T.reads(mem[0:mr, 0:mc], regs[0:32, 0:n])
+            T.writes(mem[0:mr, 0:mc], regs[0:32, 0:n])
+            with T.attr(0, MARKER, name):
+                T.evaluate(unchecked_call(opcode, regs, mem, scope=scope))
+
+    return impl
+
+
+def _memory_matrices(mem, rows, cols, trans):
+    """The 8 x 8 matrices of a 16-bit memory tile as ``(count, 8, 4)`` b32 words,
+    numbered as the fragment's blocks (:mod:`._fragments`); rows are memory rows."""
+    words = mem.view("uint32")
+    count = rows * cols // 64
+    if trans:  # memory (k, n) of an (n, k) fragment: block (k / 8) * (rows / 8) + n / 8
+        return words.view(cols // 8, 8, rows // 8, 4).permute(0, 2, 1, 3).view(count, 8, 4)
+    return words.view(rows // 8, 8, cols // 8, 4).permute(2, 0, 1, 3).view(count, 8, 4)
+
+
+def _matrix_moves():
+    """``ldmatrix`` / ``stmatrix`` ``.x1/.x2/.x4`` [``.trans``] for f16 and bf16 fragments."""
+    for short, dtype in INPUTS.items():
+        for count, (rows, cols) in SHAPES.items():
+            for trans in (False, True):
+                for mnemonic, loads in (("ldmatrix", True), ("stmatrix", False)):
+                    suffix = ".trans" if trans else ""
+                    name = f"{PREFIX}{mnemonic}_x{count}{'_trans' if trans else ''}_{short}"
+                    opcode = f"{mnemonic}.sync.aligned.m8n8.x{count}{suffix}.shared.b16"
+
+                    def operands(regs, mem, count=count, rows=rows, cols=cols, trans=trans, loads=loads):
+                        tiles = (matrices(regs, count), _memory_matrices(mem, rows, cols, trans))
+                        return tiles if loads else tiles[::-1]
+
+                    register(name, _move_desc(rows, cols, dtype, "shared", loads, trans),
+                             _move_impl(name, opcode, rows, cols, dtype, "shared", trans, "warp"), operands)
+
+
+def _mma_desc(n, dtype):
+    """``desc``: ``C[m, n] += A[m, k] * B[n, k]`` over 16 x ``n`` x 16, in fragments."""
+    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
+
+    ia, ib, ic = fragment_index(16, 16), fragment_index(n, 16), fragment_index(16, n)
+    sb, sc = slots(n, 16), slots(16, n)
+
+    @T.prim_func(s_tir=True)
+    def desc(a_handle: T.handle, b_handle: T.handle, c_handle: T.handle):
+        A = T.match_buffer(a_handle, (32, 8), dtype, offset_factor=1, scope="warp")
+        B = T.match_buffer(b_handle, (32, sb), dtype, offset_factor=1, scope="warp")
+        C = T.match_buffer(c_handle, (32, sc), "float32", offset_factor=1, scope="warp")
+        with T.sblock("root"):
+            T.reads(C[0:32, 0:sc], A[0:32, 0:8], B[0:32, 0:sb])
+            T.writes(C[0:32, 0:sc])
+            for i, j, k in T.grid(16, n, 16):
+                with T.sblock("C"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    a_lane, a_slot = T.meta_var(ia(vi, vk))
+                    b_lane, b_slot = T.meta_var(ib(vj, vk))
+                    c_lane, c_slot = T.meta_var(ic(vi, vj))
+                    C[c_lane, c_slot] = C[c_lane, c_slot] + T.Cast("float32", A[a_lane, a_slot]) * T.Cast(
+                        "float32", B[b_lane, b_slot]
+                    )
+
+    return desc
+
+
+def _mma_impl(name, opcode, n, dtype):
+    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
+
+    from ..tile.op import unchecked_call  # pylint: disable=import-outside-toplevel
+
+    sb, sc = slots(n, 16), slots(16, n)
+
+    @T.prim_func(s_tir=True)
+    def impl(a_handle: T.handle, b_handle: T.handle, c_handle: T.handle):
+        A = T.match_buffer(a_handle, (32, 8), dtype, offset_factor=1, scope="warp")
+        B = T.match_buffer(b_handle, (32, sb), dtype, offset_factor=1, scope="warp")
+        C = T.match_buffer(c_handle, (32, sc), "float32", offset_factor=1, scope="warp")
+        with T.sblock("root"):
+            T.reads(C[0:32, 0:sc], A[0:32, 0:8], B[0:32, 0:sb])
+            T.writes(C[0:32, 0:sc])
+            with T.attr(0, MARKER, name):
+                T.evaluate(unchecked_call(opcode, A, B, C, scope="warp"))
+
+    return impl
+
+
+def _mmas():
+    """``mma.sync`` m16n8k16 ``.row.col.f32.<in>.<in>.f32``: one (n 8) or two (n 16) per block."""
+    for short, dtype in INPUTS.items():
+        for n in (8, 16):
+            name = f"{PREFIX}mma_m16n{n}k16_f32_{short}"
+            opcode = f"mma.sync.aligned.m16n8k16.row.col.f32.{short}.{short}.f32"
+
+            def operands(a, b, c, n=n):
+                acc = mma_operand(c, n, "c")
+                return acc, mma_operand(a, n, "a"), mma_operand(b, n, "b"), acc
+
+            register(name, _mma_desc(n, dtype), _mma_impl(name, opcode, n, dtype), operands)
+
+
+def _fill_desc(n):
+    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
+
+    index, sc = fragment_index(16, n), slots(16, n)
+
+    @T.prim_func(s_tir=True)
+    def desc(c_handle: T.handle):
+        C = T.match_buffer(c_handle, (32, sc), "float32", offset_factor=1, scope="warp")
+        with T.sblock("root"):
+            T.reads()
+            T.writes(C[0:32, 0:sc])
+            for i, j in T.grid(16, n):
+                with T.sblock("fill"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    lane, slot = T.meta_var(index(vi, vj))
+                    C[lane, slot] = T.float32(0)
+
+    return desc
+
+
+def _fill_impl(name, n):
+    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
+
+    from ..tile.op import unchecked_call  # pylint: disable=import-outside-toplevel
+
+    sc = slots(16, n)
+
+    @T.prim_func(s_tir=True)
+    def impl(c_handle: T.handle):
+        C = T.match_buffer(c_handle, (32, sc), "float32", offset_factor=1, scope="warp")
+        with T.sblock("root"):
+            T.reads()
+            T.writes(C[0:32, 0:sc])
+            with T.attr(0, MARKER, name):
+                T.evaluate(unchecked_call("mov.b32", C))
+
+    return impl
+
+
+def _accumulators():
+    """The f32 accumulator's fill (``mov.b32`` per register) and store (``st.<space>.v2.f32``)."""
+    from tvm.tirx import FloatImm  # pylint: disable=import-outside-toplevel
+
+    for n in (8, 16):
+        name = f"{PREFIX}mma_fill_16x{n}_f32"
+        register(name, _fill_desc(n), _fill_impl(name, n),
+                 lambda regs, n=n: (regs.view(slots(16, n), 1), FloatImm("float32", 0.0)))
+        for space in ("global", "shared"):
+            name = f"{PREFIX}mma_store_16x{n}_f32_{space}"
+
+            def operands(regs, mem, n=n):
+                rows = mem.view(2, 8, n // 8, 4, 2).permute(1, 3, 2, 0, 4).view(32, n // 8, 2, 2)
+                return rows, accumulator_rows(regs, n)
+
+            register(name, _move_desc(16, n, "float32", space, False, False),
+                     _move_impl(name, f"st.{space}.v2.f32", 16, n, "float32", space, False, "warp"), operands)
+
+
+def register_warp() -> None:
+    """Register the ``ldmatrix`` / ``stmatrix``, ``mma.sync`` and accumulator intrinsics."""
+    _matrix_moves()
+    _mmas()
+    _accumulators()
