@@ -104,9 +104,8 @@ def replace_allocations(block, storage):
     reads = [r for r in block.reads if not _is(r.source, storage)]
     writes = [r for r in block.writes if not _is(r.source, storage)]
     matches = [m for m in block.match_buffers if not _is(m.source.source, storage)]
-    if len(allocs) == len(block.alloc_buffers) and len(reads) == len(block.reads) and len(writes) == len(
-        block.writes
-    ) and len(matches) == len(block.match_buffers) and all(a.same_as(b) for a, b in zip(allocs, block.alloc_buffers)):
+    kept = len(reads) + len(writes) + len(matches) == len(block.reads) + len(block.writes) + len(block.match_buffers)
+    if kept and all(a.same_as(b) for a, b in zip(allocs, block.alloc_buffers)):
         return block
     return s_tir.SBlock(
         block.iter_vars, reads, writes, block.name_hint, block.body, block.init,
