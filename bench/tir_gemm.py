@@ -108,9 +108,6 @@ def schedule(func, names, *, i_factors=(None, 1, 2, 4, 1), j_factors=(1, None, 4
         sch.tensorize(sch.get_loops(C_warp)[-2], names["store"])
     return sch
 
-STOCK = dict(ldA=stock.LDMATRIX_f16_A_INTRIN, ldB=stock.LDMATRIX_f16_B_TRANS_INTRIN, mma=stock.MMA_f16f16f32_TRANS_B_INTRIN,
-             fill=stock.MMA_fill_16x16_f32_INTRIN, store=stock.MMA_store_16x16_f32_global_INTRIN)
-
 
 def build(m, n, k, which):
     """The kernel for ``which`` (``"ours"`` or ``"stock"``)."""
