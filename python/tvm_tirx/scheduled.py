@@ -140,7 +140,8 @@ def _with_origin(body, where):
 
 
 def _warp_sources(func) -> list:
-    """The ``"warp"`` buffers that blocks holding tile calls match tiles of."""
+    """``[(buffer, where)]``: the ``"warp"`` buffers that blocks holding tile
+    calls match tiles of, each with the first such block (``"block 'name'"``)."""
     import tvm_ffi  # pylint: disable=import-outside-toplevel
     from tvm import s_tir  # pylint: disable=import-outside-toplevel
 
@@ -151,8 +152,8 @@ def _warp_sources(func) -> list:
             return
         for match in block.match_buffers:
             src = match.source.source
-            if src.scope() == "warp" and not any(src.same_as(b) for b in found):
-                found.append(src)
+            if src.scope() == "warp" and not any(src.same_as(b) for b, _ in found):
+                found.append((src, f"block '{block.name_hint}'"))
 
     tvm_ffi.structural_walk(func.body, (s_tir.SBlock, visit))
     return found

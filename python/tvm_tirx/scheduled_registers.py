@@ -26,22 +26,25 @@ __all__ = ["register_storage", "register_tile", "replace_allocations", "refuse_e
 
 def register_storage(warp_buffers) -> dict:
     """``{warp buffer: local buffer}``: per-thread storage for each ``"warp"``
-    buffer in ``warp_buffers`` (shape ``(..., 32, s)``, ``s`` values per lane).
+    buffer of ``warp_buffers`` (``[(buffer, where)]``; shape ``(..., 32, s)``,
+    ``s`` values per lane; ``where`` names a block that tensorized a tile of it).
 
     Raises
     ------
     TileError
-        A buffer's second-to-last axis is not the 32 lanes of a warp.
+        A buffer's second-to-last axis is not the 32 lanes of a warp; the
+        message's location is ``where``.
     """
     from tvm import tirx  # pylint: disable=import-outside-toplevel
 
     out = {}
-    for buf in warp_buffers:
+    for buf, where in warp_buffers:
         shape = [int(n) for n in buf.shape]
         if len(shape) < 2 or shape[-2] != 32:
             raise TileError(
                 "", f"warp-scope fragment buffer '{buf.name}' must end in (lanes, slots)",
                 expected="shape (..., 32, slots) (transform_layout with a fragment map)", found=str(tuple(shape)),
+                location=where,
             )  # fmt: skip
         count = 1
         for n in shape[:-2]:
@@ -138,7 +141,7 @@ def refuse_element_access(block, storage) -> None:
     tvm_ffi.structural_walk(own, ((TensorLoad, tirx.BufferStore), visit))
     if found:
         raise TileError(
-            "", f"block '{block.name_hint}' accesses warp-scope fragment buffer '{found[0]}' element by element",
+            "", f"warp-scope fragment buffer '{found[0]}' is read or written element by element",
             expected="every access to a fragment that a tvm_tirx intrinsic touches is a tvm_tirx fragment "
             "intrinsic (ldmatrix/stmatrix/mma/mma_fill/mma_store); tensorize this block too",
             found="a BufferLoad/BufferStore", location=f"block '{block.name_hint}'",
