@@ -339,3 +339,124 @@ def test_scheduled_gemm_matches_torch_on_gpu():
     torch.cuda.synchronize()
     ref = a.float() @ b.float().T
     assert ((c - ref).abs().max() / ref.abs().max()).item() < 1e-4
+
+
+# -- ldmatrix / stmatrix round trips: every x1/x2/x4 [.trans] form -------------------
+
+ROUND_TRIPS = [(count, trans, short) for count in (1, 2, 4) for trans in (False, True) for short in ("f16", "bf16")]
+
+
+def _round_trip_kernel(count, trans, short, **kw):
+    import tvm_tirx
+    from fragment_kernels import round_trip
+
+    return tvm_tirx.compile(round_trip(count, trans, short, **kw).mod, target="cuda", arch="sm_90a")
+
+
+def _lowered_ptx(mod):
+    import tvm_ffi
+
+    calls = []
+    tvm_ffi.structural_walk(_lower(mod)["main"].body, (tvm.ir.Call, calls.append))
+    return [c for c in calls if str(c.op.name).startswith("tirx.ptx.")]
+
+
+@pytest.mark.parametrize("count,trans,short", ROUND_TRIPS)
+def test_round_trip_lowers_to_one_ldmatrix_and_one_stmatrix(count, trans, short):
+    """Each fragment move is one warp instruction of exactly the intrinsic's
+    form, whose shared address is an access pointer with the block's direction
+    (ldmatrix reads, stmatrix writes: ``tvm_access_ptr`` mask 1 / 2)."""
+    from fragment_kernels import round_trip
+
+    suffix = f"m8n8.x{count}{'.trans' if trans else ''}.shared.b16"
+    ptx = _lowered_ptx(round_trip(count, trans, short).mod)
+    moves = [c for c in ptx if str(c.op.name) in ("tirx.ptx.ldmatrix", "tirx.ptx.stmatrix")]
+    assert [str(c.op.name) for c in moves] == ["tirx.ptx.ldmatrix", "tirx.ptx.stmatrix"]
+    for call, mask in zip(moves, (1, 2)):
+        qualifiers = ".".join(str(a.value) for a in call.args if isinstance(a, tvm.ir.StringImm) and str(a.value))
+        assert qualifiers.endswith(suffix)
+        pointers = []
+        import tvm_ffi
+
+        tvm_ffi.structural_walk(call, (tvm.ir.Call, lambda c: pointers.append(c) if str(c.op.name) == "tirx.tvm_access_ptr" else None))
+        assert len(pointers) == 1 and int(pointers[0].args[4]) == mask
+        # one register per 8 x 8 matrix
+        assert len([a for a in call.args if isinstance(a, tvm.ir.TensorLoad)]) == count
+
+
+@testing.requires_nvcc
+@pytest.mark.parametrize("count,trans,short", ROUND_TRIPS)
+def test_round_trip_has_its_barriers_and_assembles(count, trans, short):
+    """apache-tvm's ThreadSync sees the fragment moves' shared accesses: a CTA
+    barrier separates the cooperative store into the stage from the ldmatrix
+    that reads it, and the stmatrix from the copy that reads its result."""
+    src = _round_trip_kernel(count, trans, short).cuda_source
+    body = src[src.index("copy_kernel(") :]
+    body = body[body.index("{") :]
+    store, ld = body.index("*(uint4*)(A_shared_ptr") if "uint4" in body else body.index("A_shared_ptr +"), body.index("ldmatrix")
+    st, out = body.index("stmatrix"), body.rindex("B_ptr")
+    assert "__syncthreads()" in body[store:ld] and "__syncthreads()" in body[st:out]
+    assert testing.assemble(_round_trip_kernel(count, trans, short))
+
+
+def test_round_trip_on_a_partial_warp_is_refused():
+    with pytest.raises(TileError, match=r"tvm_tirx.ldmatrix_x4_f16.*needs whole warps.*found 16 threads"):
+        _round_trip_kernel(4, False, "f16", threads=16)
+
+
+def test_misaligned_shared_fragment_rows_are_refused():
+    """Rows padded to 20 halves (40 bytes): ldmatrix row addresses must be 16-byte aligned."""
+    with pytest.raises(TileError, match=r"tvm_tirx.ldmatrix_x4_f16.*not provably aligned"):
+        _round_trip_kernel(4, False, "f16", pad=4)
+
+
+def test_padded_but_aligned_fragment_rows_are_accepted():
+    """Rows padded to 24 halves (48 bytes) stay 16-byte aligned."""
+    assert "ldmatrix" in _round_trip_kernel(4, False, "f16", pad=8).cuda_source
+
+
+def _run_fragment_layout_schedule(layout, rows, folder):
+    """Run the error guide's example (``docs/gen_errors.py``): a ``rows x 16`` f16
+    copy whose ``"warp"`` cache is laid out by ``layout``, tensorized and built."""
+    import importlib.util
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "docs"))
+    import gen_errors
+
+    path = folder / "example.py"
+    path.write_text(gen_errors.HEADER + gen_errors._fragment_schedule(layout, rows))  # pylint: disable=protected-access
+    spec = importlib.util.spec_from_file_location("_fragment_layout_example", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+@pytest.mark.parametrize(
+    "layout,rows,rule",
+    [
+        ("lane, slot = fragment(i % 16, j)\n            return i // 16 * 32 + lane, slot", 32,
+         r"block 'A_shared_warp_o'.*must end in \(lanes, slots\).*found \(64, 8\)"),
+        ("lane, slot = fragment(i % 16, j)\n            return lane, i // 16 * 8 + slot", 32,
+         r"tvm_tirx.ldmatrix_x4_f16.*not one whole fragment"),
+        ("return fragment(i, j)", 16, r"block 'B'.*'A_shared_warp' is read or written element by element"),
+    ],
+)  # fmt: skip
+def test_fragment_buffer_rules_through_tensorize(layout, rows, rule, tmp_path):
+    with pytest.raises(TileError, match=rule):
+        _run_fragment_layout_schedule(layout, rows, tmp_path)
+
+
+@testing.requires_cuda
+@pytest.mark.parametrize("count,trans,short", ROUND_TRIPS)
+def test_round_trip_on_gpu(count, trans, short):
+    import torch
+    import tvm_tirx
+    from fragment_kernels import memory_shape, round_trip
+
+    kernel = tvm_tirx.compile(round_trip(count, trans, short).mod, target="cuda")
+    dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[short]
+    a = torch.randn(*memory_shape(count, trans), device="cuda").to(dtype)
+    b = torch.full_like(a, float("nan"))
+    kernel(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(a, b)

@@ -1,0 +1,153 @@
+"""Shared-memory accesses of expanded tile calls, made visible to apache-tvm's
+``s_tir`` analyses.
+
+apache-tvm's ``s_tir`` pipeline inserts the CTA barriers of a scheduled kernel
+itself (``ThreadSync("shared")``) and plans shared memory from the accesses it
+sees (``StorageRewrite``, ``MergeSharedMemoryAllocations``).  Those analyses
+(``StorageAccessVisitor``, ``src/s_tir/transform/storage_access.cc``) count
+buffer loads and stores and ``tvm_access_ptr`` calls with their read/write
+mask; an ``address_of(buf[i])`` is only an address.  A tile call expands into
+``T.ptx`` calls whose memory operands are such addresses, so without this
+step a scheduled kernel that stages data in shared memory and reads it with
+``ldmatrix`` gets no barrier between the two (a race), and its shared buffers
+may be merged while still in use.
+
+:func:`expose_shared_accesses` rewrites, inside every ``T.ptx`` call of a
+block holding expanded tile calls, each ``address_of(view[coord])`` of a
+``"shared"`` / ``"shared.dyn"`` view into the equal
+``tvm_access_ptr(view dtype, data, element offset, 1, mask)``: the same
+address, with the direction the block declares (``T.reads`` -> read,
+``T.writes`` -> write).  Hand-written kernels do not go through it: their
+barriers are explicit (the tile contract inserts none).
+"""
+
+from __future__ import annotations
+
+from .errors import TileInternalError
+
+__all__ = ["expose_shared_accesses"]
+
+#: storage scopes whose accesses the ``ThreadSync`` passes of the ``s_tir`` pipeline check
+SHARED_SCOPES = ("shared", "shared.dyn")
+#: ``tvm_access_ptr`` masks (``tvm/tirx/builtin.h``)
+READ, WRITE = 1, 2
+
+
+def _is_ptx_call(node) -> bool:
+    op = getattr(node, "op", None)
+    return op is not None and str(getattr(op, "name", "")).startswith("tirx.ptx.")
+
+
+def _roots(func) -> dict:
+    """``{view: the buffer it views}`` of every ``DeclBuffer`` of ``func`` over another buffer's data."""
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+    parent = {}
+
+    def visit(node):
+        args = getattr(node.data, "args", None)
+        if args and tirx.is_buffer_var(args[0]):
+            parent[node.buffer] = args[0]
+
+    tvm_ffi.structural_walk(func.body, (tirx.DeclBuffer, visit))
+    return parent
+
+
+def _root(buf, parent):
+    """The allocation that view ``buf`` lies in (following ``parent``)."""
+    while True:
+        up = next((v for k, v in parent.items() if k.same_as(buf)), None)
+        if up is None:
+            return buf
+        buf = up
+
+
+def _masks(block, parent) -> list:
+    """``[(allocation, mask)]`` of the buffers ``block`` declares it reads or writes."""
+    out = []
+    for regions, mask in ((block.reads, READ), (block.writes, WRITE)):
+        for region in regions:
+            root = _root(region.source, parent)
+            old = next((m for r, m in out if r.same_as(root)), 0)
+            out = [(r, m) for r, m in out if not r.same_as(root)] + [(root, old | mask)]
+    return out
+
+
+def _access_ptr(load, root, mask):
+    """``tvm_access_ptr`` of the element ``load`` (a BufferLoad of a view of
+    ``root``) names, in elements of ``root``'s dtype (``tvm_access_ptr`` must
+    use it), or None when the element does not start on one."""
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
+
+    from .tile.views import ViewMap  # pylint: disable=import-outside-toplevel
+
+    buf = load.source
+    ratio, rest = divmod(DataType(str(buf.dtype)).bits, DataType(str(root.dtype)).bits)
+    if ratio == 0 or rest:
+        return None
+    offset = (buf.elem_offset + ViewMap(buf).apply(tuple(load.indices))["m"]) * ratio
+    return tirx.call_intrin(
+        "handle", "tirx.tvm_access_ptr", tirx.type_annotation(root.dtype), buf.data, offset, 1, mask
+    )
+
+
+def _rewrite_addresses(call, masks, parent):
+    """``call`` with each shared ``address_of(view[...])`` argument as an access pointer."""
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm.ir import Call, TensorLoad  # pylint: disable=import-outside-toplevel
+
+    def visit(node):
+        if str(getattr(node.op, "name", "")) != "tirx.address_of" or not isinstance(node.args[0], TensorLoad):
+            return node
+        load = node.args[0]
+        if load.source.scope() not in SHARED_SCOPES:
+            return node
+        root = _root(load.source, parent)
+        exposed = _access_ptr(load, root, next((m for r, m in masks if r.same_as(root)), READ | WRITE))
+        if exposed is None:
+            raise TileInternalError(
+                f"a shared view of {load.source.dtype} over {root.dtype} storage: "
+                "its address cannot be given to apache-tvm's barrier analysis"
+            )
+        return exposed
+
+    return tvm_ffi.structural_map(call, (Call, visit))
+
+
+def _rewrite_block(block, parent):
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm import s_tir, tirx  # pylint: disable=import-outside-toplevel
+
+    masks = _masks(block, parent)
+
+    def visit(node):
+        if not _is_ptx_call(node.value):
+            return node
+        return tirx.Evaluate(_rewrite_addresses(node.value, masks, parent), span=node.span)
+
+    body = tvm_ffi.structural_map(block.body, (tirx.Evaluate, visit))
+    if body.same_as(block.body):
+        return block
+    return s_tir.SBlock(
+        block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
+        block.alloc_buffers, block.match_buffers, block.annotations, block.span,
+    )  # fmt: skip
+
+
+def expose_shared_accesses(func):
+    """PrimFunc ``func`` (an ``s_tir`` kernel whose tile calls are expanded) with
+    the shared-memory addresses of its ``T.ptx`` calls as ``tvm_access_ptr``
+    (module docstring).  A block's mask for a buffer is what its ``T.reads`` /
+    ``T.writes`` say; a buffer it declares neither way is marked read-write.
+
+    Returns
+    -------
+    tvm.tirx.PrimFunc
+    """
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm import s_tir  # pylint: disable=import-outside-toplevel
+
+    parent = _roots(func)
+    return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, lambda b: _rewrite_block(b, parent))))
