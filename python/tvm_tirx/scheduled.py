@@ -16,11 +16,12 @@ does before apache-tvm's ``"s_tir"`` pipeline when ``sch.tensorize`` put
    strides and alignment the proofs then see.
 3. ``LowerMatchBuffer`` and :func:`~tvm_tirx.tile.lower.lower_tile_apply`; a
    :class:`~tvm_tirx.TileError` names the block and the intrinsic.
-4. :func:`~tvm_tirx.scheduled_accesses.expose_shared_accesses`: the
-   expanded calls' shared-memory addresses become ``tvm_access_ptr`` calls with
-   the block's read/write direction, so that the stock pipeline's
-   ``ThreadSync`` puts the CTA barriers a scheduled kernel needs around them
-   and its storage planning sees the accesses.
+4. :func:`~tvm_tirx.scheduled_accesses.expose_memory_accesses`: the
+   expanded calls' memory addresses become ``tvm_access_ptr`` calls, their
+   offsets computed through the views' layouts and marked with the block's
+   read/write direction, so that the stock pipeline neither flattens them
+   row-major nor misses them when it puts the CTA barriers a scheduled kernel
+   needs (``ThreadSync``) and plans its shared memory.
 
 The result still is an ``s_tir`` PrimFunc; the whole stock ``"s_tir"``
 pipeline runs on it next (its first passes find nothing more to do).
@@ -273,7 +274,7 @@ def lower_scheduled(mod):
     from tvm import s_tir  # pylint: disable=import-outside-toplevel
 
     from .pipeline import map_prim_funcs  # pylint: disable=import-outside-toplevel
-    from .scheduled_accesses import expose_shared_accesses  # pylint: disable=import-outside-toplevel
+    from .scheduled_accesses import expose_memory_accesses  # pylint: disable=import-outside-toplevel
     from .tile.lower import lower_tile_apply  # pylint: disable=import-outside-toplevel
 
     tiled = {gv: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and has_tile_calls(f)}
@@ -283,7 +284,7 @@ def lower_scheduled(mod):
         [*prefix_passes(), BindTileOperands(), s_tir.transform.LowerMatchBuffer(), s_tir.transform.StmtSimplify()]
     )
     lowered = map_prim_funcs(
-        steps(tvm.IRModule(tiled, attrs=mod.attrs)), lambda f: expose_shared_accesses(lower_tile_apply(f))
+        steps(tvm.IRModule(tiled, attrs=mod.attrs)), lambda f: expose_memory_accesses(lower_tile_apply(f))
     )
     out = mod.clone()
     for gv, func in lowered.functions.items():

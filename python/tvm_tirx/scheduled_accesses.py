@@ -1,23 +1,30 @@
-"""Shared-memory accesses of expanded tile calls, made visible to apache-tvm's
-``s_tir`` analyses.
+"""Memory addresses of expanded tile calls in scheduled kernels, in the form
+apache-tvm's ``s_tir`` pipeline understands.
 
-apache-tvm's ``s_tir`` pipeline inserts the CTA barriers of a scheduled kernel
-itself (``ThreadSync("shared")``) and plans shared memory from the accesses it
-sees (``StorageRewrite``, ``MergeSharedMemoryAllocations``).  Those analyses
-(``StorageAccessVisitor``, ``src/s_tir/transform/storage_access.cc``) count
-buffer loads and stores and ``tvm_access_ptr`` calls with their read/write
-mask; an ``address_of(buf[i])`` is only an address.  A tile call expands into
-``T.ptx`` calls whose memory operands are such addresses, so without this
-step a scheduled kernel that stages data in shared memory and reads it with
-``ldmatrix`` gets no barrier between the two (a race), and its shared buffers
-may be merged while still in use.
+A tile call expands into ``T.ptx`` calls whose memory operands are
+``address_of(view[coord])`` of views with TIRx layouts (strided, permuted,
+re-typed: ``ldmatrix`` row addresses, fragment stores).  Two stock ``s_tir``
+steps get such an address wrong, so in a scheduled kernel it is rewritten
+first:
 
-:func:`expose_shared_accesses` rewrites, inside every ``T.ptx`` call of a
-block holding expanded tile calls, each ``address_of(view[coord])`` of a
-``"shared"`` / ``"shared.dyn"`` view into the equal
-``tvm_access_ptr(view dtype, data, element offset, 1, mask)``: the same
-address, with the direction the block declares (``T.reads`` -> read,
-``T.writes`` -> write).  Hand-written kernels do not go through it: their
+* ``FlattenBuffer`` flattens a view's indices over its shape, row-major, not
+  through its layout: the address of row ``r`` of a permuted ``(4, 8, 4)``
+  view of a padded tile came out as ``4 * lane`` words.  Here the offset is
+  the view's own (:class:`~tvm_tirx.tile.views.ViewMap`, as the proofs see it).
+* The barriers of a scheduled kernel are inserted by ``ThreadSync("shared")``,
+  and its shared memory is planned by ``StorageRewrite`` /
+  ``MergeSharedMemoryAllocations``; these see buffer loads, stores and
+  ``tvm_access_ptr`` calls with a read/write mask
+  (``src/s_tir/transform/storage_access.cc``), not ``address_of``.  Without
+  the rewrite a kernel staging data in shared memory for ``ldmatrix`` got no
+  barrier between the stores and the loads (a race).
+
+:func:`expose_memory_accesses` therefore turns, inside every ``T.ptx`` call of
+the kernel, each ``address_of(view[coord])`` of a memory (not register) view
+into ``tvm_access_ptr(allocation dtype, data, element offset, 1, mask)``: the
+same address, with the direction the enclosing block declares (``T.reads`` ->
+read, ``T.writes`` -> write; neither -> both).  Hand-written kernels do not go
+through it: apache-tvm's ``"tirx"`` pipeline lowers their views, and their
 barriers are explicit (the tile contract inserts none).
 """
 
@@ -25,10 +32,10 @@ from __future__ import annotations
 
 from .errors import TileInternalError
 
-__all__ = ["expose_shared_accesses"]
+__all__ = ["expose_memory_accesses"]
 
-#: storage scopes whose accesses the ``ThreadSync`` passes of the ``s_tir`` pipeline check
-SHARED_SCOPES = ("shared", "shared.dyn")
+#: storage scopes of registers: their operands are values, not addresses
+REGISTER_SCOPES = ("local",)
 #: ``tvm_access_ptr`` masks (``tvm/tirx/builtin.h``)
 READ, WRITE = 1, 2
 
@@ -94,7 +101,7 @@ def _access_ptr(load, root, mask):
 
 
 def _rewrite_addresses(call, masks, parent):
-    """``call`` with each shared ``address_of(view[...])`` argument as an access pointer."""
+    """``call`` with each memory ``address_of(view[...])`` argument as an access pointer."""
     import tvm_ffi  # pylint: disable=import-outside-toplevel
     from tvm.ir import Call, TensorLoad  # pylint: disable=import-outside-toplevel
 
@@ -102,13 +109,13 @@ def _rewrite_addresses(call, masks, parent):
         if str(getattr(node.op, "name", "")) != "tirx.address_of" or not isinstance(node.args[0], TensorLoad):
             return node
         load = node.args[0]
-        if load.source.scope() not in SHARED_SCOPES:
+        if load.source.scope() in REGISTER_SCOPES:
             return node
         root = _root(load.source, parent)
         exposed = _access_ptr(load, root, next((m for r, m in masks if r.same_as(root)), READ | WRITE))
         if exposed is None:
             raise TileInternalError(
-                f"a shared view of {load.source.dtype} over {root.dtype} storage: "
+                f"a {load.source.scope()} view of {load.source.dtype} over {root.dtype} storage: "
                 "its address cannot be given to apache-tvm's barrier analysis"
             )
         return exposed
@@ -136,15 +143,20 @@ def _rewrite_block(block, parent):
     )  # fmt: skip
 
 
-def expose_shared_accesses(func):
+def expose_memory_accesses(func):
     """PrimFunc ``func`` (an ``s_tir`` kernel whose tile calls are expanded) with
-    the shared-memory addresses of its ``T.ptx`` calls as ``tvm_access_ptr``
+    the memory addresses of its ``T.ptx`` calls as ``tvm_access_ptr``
     (module docstring).  A block's mask for a buffer is what its ``T.reads`` /
     ``T.writes`` say; a buffer it declares neither way is marked read-write.
 
     Returns
     -------
     tvm.tirx.PrimFunc
+
+    Raises
+    ------
+    TileInternalError
+        A view narrower than its allocation's elements (no intrinsic makes one).
     """
     import tvm_ffi  # pylint: disable=import-outside-toplevel
     from tvm import s_tir  # pylint: disable=import-outside-toplevel
