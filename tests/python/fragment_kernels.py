@@ -66,7 +66,8 @@ def round_trip(count, trans, short, threads=32, pad=None):
     _cooperative(sch, staged, rows * cols, threads)
     _cooperative(sch, out, rows * cols, threads)
     if pad is not None:
-        sch.storage_align(staged, 0, axis=-2, factor=shape[-1], offset=pad)
+        # rows of shape[-1] + pad elements: the smallest stride >= shape[-1] that is offset mod factor
+        sch.storage_align(staged, 0, axis=-2, factor=64, offset=(shape[-1] + pad) % 64)
     place = (lambda t, a, b: (t, *index(b, a))) if trans else (lambda t, a, b: (t, *index(a, b)))
     sch.transform_layout(frag, ("write", 0), place)
     suffix = f"x{count}{'_trans' if trans else ''}_{short}"

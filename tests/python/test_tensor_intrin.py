@@ -469,3 +469,39 @@ def test_round_trip_on_gpu(count, trans, short):
     kernel(a, b)
     torch.cuda.synchronize()
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("count,trans", [(c, t) for c in (1, 2, 4) for t in (False, True)])
+def test_ldmatrix_row_addresses_follow_the_padded_layout(count, trans):
+    """Lane ``l`` gives the address of row ``l % 8`` of 8 x 8 matrix ``l / 8``
+    (PTX ISA 9.7.14.5.15); with the stage's rows padded to 24 halves the
+    address must step by 24 per row (apache-tvm's FlattenBuffer would step by
+    the view's shape)."""
+    import tvm_ffi
+    from fragment_kernels import SHAPES, memory_shape, round_trip
+
+    rows, cols = SHAPES[count]
+    stride = memory_shape(count, trans)[-1] + 8
+    from tvm_tirx.tile.kernel_facts import fold
+
+    lowered = _lower(round_trip(count, trans, "f16", pad=8).mod)["main"]
+    found = []
+    tvm_ffi.structural_walk(lowered.body, (tvm.ir.Call, found.append))
+    (ld,) = [c for c in found if str(c.op.name) == "tirx.ptx.ldmatrix"]
+    (pointer,) = [c for c in found if str(c.op.name) == "tirx.tvm_access_ptr" and any(a.same_as(c) for a in _calls_in(ld))]
+    threads = _thread_vars(lowered)
+    ana = tvm.sym.Analyzer()
+    for l in range(8 * count):
+        block = l // 8  # fragment block, numbered column-major
+        rb, cb = block % (rows // 8), block // (rows // 8)
+        row, col = (cb * 8 + l % 8, rb * 8) if trans else (rb * 8 + l % 8, cb * 8)
+        value = fold(ana, pointer.args[2], {threads["threadIdx.x"]: l, threads["blockIdx.x"]: 0})
+        assert value == row * stride + col, (l, value)
+
+
+def _calls_in(node):
+    import tvm_ffi
+
+    found = []
+    tvm_ffi.structural_walk(node, (tvm.ir.Call, found.append))
+    return found
