@@ -74,3 +74,34 @@ def round_trip(count, trans, short, threads=32, pad=None):
     sch.tensorize(sch.get_loops(frag)[1], f"tvm_tirx.ldmatrix_{suffix}")
     sch.tensorize(sch.get_loops(block)[1], f"tvm_tirx.stmatrix_{suffix}")
     return sch
+
+
+def accumulator_fill(cols):
+    """``C = 0`` over :data:`CTAS` 16 x ``cols`` f32 tiles, one per CTA: the
+    fragment is zeroed by ``mma_fill_16x<cols>_f32``, stored to a shared stage
+    by ``mma_store_16x<cols>_f32_shared`` and copied out by 32 threads."""
+    from tvm.script import tirx as T
+
+    shape = (CTAS, 16, cols)
+
+    @T.prim_func(s_tir=True)
+    def zeros(C: T.Buffer(shape, "float32")):
+        for t, i, j in T.grid(*shape):
+            with T.sblock("C"):
+                vt, vi, vj = T.axis.remap("SSS", [t, i, j])
+                C[vt, vi, vj] = T.float32(0)
+
+    index = fragment_index(16, cols)
+    sch = tvm.s_tir.Schedule(zeros)
+    block = sch.get_sblock("C")
+    cta = sch.get_loops(block)[0]
+    sch.bind(cta, "blockIdx.x")
+    staged = sch.cache_write(block, 0, "shared")
+    frag = sch.cache_write(block, 0, "warp")
+    sch.reverse_compute_at(frag, cta)
+    sch.reverse_compute_at(staged, cta)
+    _cooperative(sch, staged, 16 * cols, 32)
+    sch.transform_layout(block, ("write", 0), lambda t, a, b: (t, *index(a, b)))
+    sch.tensorize(sch.get_loops(block)[1], f"tvm_tirx.mma_fill_16x{cols}_f32")
+    sch.tensorize(sch.get_loops(frag)[1], f"tvm_tirx.mma_store_16x{cols}_f32_shared")
+    return sch

@@ -505,3 +505,36 @@ def _calls_in(node):
     found = []
     tvm_ffi.structural_walk(node, (tvm.ir.Call, found.append))
     return found
+
+
+@testing.requires_nvcc
+@pytest.mark.parametrize("cols", [8, 16])
+def test_accumulator_fill_and_shared_store(cols):
+    """``mma_fill_16x<cols>`` is one ``mov.b32`` per accumulator register and
+    ``mma_store_16x<cols>_f32_shared`` one ``st.shared.v2.f32`` per 2 x 8 block
+    of a lane's rows; the copy out of the stage waits at a barrier."""
+    import tvm_tirx
+    from fragment_kernels import accumulator_fill
+
+    assert sorted({str(c.op.name) for c in _lowered_ptx(accumulator_fill(cols).mod)}) == ["tirx.ptx.mov", "tirx.ptx.st_vec"]
+    kernel = tvm_tirx.compile(accumulator_fill(cols).mod, target="cuda", arch="sm_90a")
+    body = kernel.cuda_source[kernel.cuda_source.index("zeros_kernel(float* __restrict__ C_ptr) {") :]
+    # unrolled: per thread, one move per register, one v2 store per register pair
+    assert body.count("tvm_builtin_ptx_mov_b32") == 16 * cols // 32
+    assert body.count("st_vec_shared_v2_f32(") == 16 * cols // 64
+    assert body.index("st_vec_shared_v2_f32") < body.index("__syncthreads()") < body.index("C_ptr +")
+    assert testing.assemble(kernel)
+
+
+@testing.requires_cuda
+@pytest.mark.parametrize("cols", [8, 16])
+def test_accumulator_fill_on_gpu(cols):
+    import torch
+    import tvm_tirx
+    from fragment_kernels import CTAS, accumulator_fill
+
+    kernel = tvm_tirx.compile(accumulator_fill(cols).mod, target="cuda")
+    c = torch.full((CTAS, 16, cols), float("nan"), device="cuda")
+    kernel(c)
+    torch.cuda.synchronize()
+    assert torch.equal(c, torch.zeros_like(c))  # every element written (NaN before)
