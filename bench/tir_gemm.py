@@ -30,10 +30,10 @@ sys.path[:] = [_ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.
 import tvm  # noqa: E402
 from tvm import s_tir  # noqa: E402
 from tvm.s_tir.tensor_intrin import cuda as stock  # noqa: E402
-from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout as imap  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 
 import tvm_tirx.tensor_intrin  # noqa: E402,F401
+from tvm_tirx.tensor_intrin._fragments import fragment_index  # noqa: E402
 
 OURS_BY_DTYPE = {
     dtype: dict(ldA=f"tvm_tirx.ldmatrix_x4_{short}", ldB=f"tvm_tirx.ldmatrix_x4_{short}",
@@ -42,6 +42,9 @@ OURS_BY_DTYPE = {
     for dtype, short in (("float16", "f16"), ("bfloat16", "bf16"))
 }  # fmt: skip
 OURS = OURS_BY_DTYPE["float16"]
+#: m16n8k16 blocks: B as 8 x 16 fragments (``ldmatrix.x2``), C as 16 x 8
+OURS_N8 = dict(ldA="tvm_tirx.ldmatrix_x4_f16", ldB="tvm_tirx.ldmatrix_x2_f16", mma="tvm_tirx.mma_m16n8k16_f32_f16",
+               fill="tvm_tirx.mma_fill_16x8_f32", store="tvm_tirx.mma_store_16x8_f32_global")  # fmt: skip
 STOCK = dict(ldA=stock.LDMATRIX_f16_A_INTRIN, ldB=stock.LDMATRIX_f16_B_TRANS_INTRIN, mma=stock.MMA_f16f16f32_TRANS_B_INTRIN,
              fill=stock.MMA_fill_16x16_f32_INTRIN, store=stock.MMA_store_16x16_f32_global_INTRIN)  # fmt: skip
 
@@ -74,27 +77,38 @@ def _fetch_to_shared(sch, block, index, k_loop, warps):
     sch.storage_align(read, 0, axis=-2, factor=32, offset=8)
 
 
-def _fragment_loops(sch, block):
-    """Split ``block``'s last two loops into 16 x 16 tiles; the tile's first inner loop."""
+def _fragment_loops(sch, block, rows, cols):
+    """Split ``block``'s last two loops into ``rows x cols`` fragments, lay its
+    ``"warp"`` buffer out as ``(i / rows, j / cols, lane, slot)`` with the
+    fragment map, and return the fragment's first inner loop."""
     i, j = sch.get_loops(block)[-2:]
-    i0, i1 = sch.split(i, factors=[None, 16])
-    j0, j1 = sch.split(j, factors=[None, 16])
+    i0, i1 = sch.split(i, factors=[None, rows])
+    j0, j1 = sch.split(j, factors=[None, cols])
     sch.reorder(i0, j0, i1, j1)
+    index = fragment_index(rows, cols)
+    place = lambda i, j: (i // rows, j // cols, *index(i % rows, j % cols))  # noqa: E731
+    sch.transform_layout(block, ("read", 0) if _writes_global(sch, block) else ("write", 0), place)
     return i1
 
 
-def schedule(func, names, *, i_factors=(None, 1, 2, 4, 1), j_factors=(1, None, 4, 2, 1), k_factors=(None, 2, 1)):
+def _writes_global(sch, block) -> bool:
+    """Whether ``block`` writes a global buffer (the accumulator's store reads the fragment)."""
+    return sch.get(block).writes[0].source.scope() == "global"
+
+
+def schedule(func, names, *, n=16, i_factors=(None, 1, 2, 4, 1), j_factors=(1, None, 4, 2, 1), k_factors=(None, 2, 1)):
     """The hand schedule of ``func`` (:func:`matmul`) tensorized with ``names``
-    (``OURS`` or ``STOCK``): 16 x 16 x 16 blockized updates, tiles of
-    ``i_factors`` x ``j_factors`` 16-element blocks (CTA: blockIdx x, y;
-    warps: threadIdx.y), K steps of ``k_factors``; A and B staged in padded
-    shared memory, fragments in ``"warp"`` caches laid out with the 16 x 16
-    fragment map, C accumulated in a ``"warp"`` cache and stored from it."""
+    (``OURS``, ``OURS_N8`` or ``STOCK``): 16 x ``n`` x 16 blockized updates
+    (``n`` 16 or 8), tiles of ``i_factors`` x ``j_factors`` such blocks (CTA:
+    blockIdx x, y; warps: threadIdx.y), K steps of ``k_factors``; A and B
+    staged in padded shared memory, fragments in ``"warp"`` caches laid out
+    with the fragment map (A 16 x 16, B ``n`` x 16, C 16 x ``n``), C
+    accumulated in a ``"warp"`` cache and stored from it."""
     sch = s_tir.Schedule(func)
     block = sch.get_sblock("C")
     i, j, k = sch.get_loops(block)
     i, i_tc = sch.split(i, factors=[None, 16])
-    j, j_tc = sch.split(j, factors=[None, 16])
+    j, j_tc = sch.split(j, factors=[None, n])
     k, k_tc = sch.split(k, factors=[None, 16])
     sch.reorder(i, j, k, i_tc, j_tc, k_tc)
     block_outer, block_inner = sch.blockize(i_tc), block
@@ -114,13 +128,9 @@ def schedule(func, names, *, i_factors=(None, 1, 2, 4, 1), j_factors=(1, None, 4
     sch.compute_at(b_warp, k1)
     c_warp = sch.cache_write(block_outer, 0, "warp")
     sch.reverse_compute_at(c_warp, sch.get_loops(block_outer)[2])
-    _fragment_loops(sch, c_warp)
+    _fragment_loops(sch, c_warp, 16, n)
     sch.decompose_reduction(block_outer, sch.get_loops(block_outer)[3])
-    loop_a, loop_b = _fragment_loops(sch, a_warp), _fragment_loops(sch, b_warp)
-    place = lambda i, j: (i // 16, j // 16, *imap(i % 16, j % 16))  # noqa: E731
-    sch.transform_layout(a_warp, ("write", 0), place)
-    sch.transform_layout(b_warp, ("write", 0), place)
-    sch.transform_layout(c_warp, ("read", 0), place)
+    loop_a, loop_b = _fragment_loops(sch, a_warp, 16, 16), _fragment_loops(sch, b_warp, n, 16)
     sch.tensorize(loop_a, names["ldA"])
     sch.tensorize(loop_b, names["ldB"])
     sch.tensorize(sch.get_loops(block_inner)[-3], names["mma"])

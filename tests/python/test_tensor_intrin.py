@@ -332,14 +332,41 @@ def test_scheduled_gemm_with_fragment_intrinsics_assembles():
     assert loop.index("__syncthreads()") < loop.index("A_shared_ptr") < loop.rindex("__syncthreads()", 0, first_ld)
 
 
+def _gemm_variant(variant, size):
+    """``(schedule, dtype)`` of a GEMM variant: ``"f16"``, ``"bf16"`` (m16n16k16
+    blocks) or ``"f16-n8"`` (m16n8k16 blocks: ``ldmatrix.x2`` B fragments, 16 x 8
+    accumulators)."""
+    import sys, os
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+    from bench.tir_gemm import OURS_BY_DTYPE, OURS_N8, matmul, schedule
+
+    if variant == "f16-n8":
+        return schedule(matmul(size, size, size), OURS_N8, n=8, j_factors=(1, None, 4, 4, 1)), "float16"
+    dtype = {"f16": "float16", "bf16": "bfloat16"}[variant]
+    return schedule(matmul(size, size, size, dtype), OURS_BY_DTYPE[dtype]), dtype
+
+
+@testing.requires_nvcc
+def test_scheduled_gemm_with_m16n8k16_blocks_assembles():
+    import tvm_tirx
+
+    sch, _ = _gemm_variant("f16-n8", 256)
+    opcodes = sorted({c.opcode for c in _tile_calls(sch.mod)})
+    assert opcodes == ["ldmatrix.sync.aligned.m8n8.x2.shared.b16", "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+                       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mov.b32", "st.global.v2.f32"]  # fmt: skip
+    kernel = tvm_tirx.compile(sch.mod, target="cuda", arch="sm_90a")
+    assert kernel.cuda_source.count("__syncthreads()") == 2 and testing.assemble(kernel)
+
+
 @testing.requires_cuda
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_scheduled_gemm_matches_torch_on_gpu(dtype):
+@pytest.mark.parametrize("variant", ["f16", "bf16", "f16-n8"])
+def test_scheduled_gemm_matches_torch_on_gpu(variant):
     import torch
     import tvm_tirx
-    from bench.tir_gemm import OURS_BY_DTYPE, matmul, schedule
 
-    kernel = tvm_tirx.compile(schedule(matmul(512, 512, 512, dtype), OURS_BY_DTYPE[dtype]).mod, target="cuda")
+    sch, dtype = _gemm_variant(variant, 512)
+    kernel = tvm_tirx.compile(sch.mod, target="cuda")
     for _ in range(2):  # fresh inputs each time
         a = torch.randn(512, 512, device="cuda").to(getattr(torch, dtype))
         b = torch.randn(512, 512, device="cuda").to(getattr(torch, dtype))
