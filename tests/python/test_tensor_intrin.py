@@ -113,10 +113,20 @@ def _lower(mod):
         return lower_scheduled(mod)
 
 
+def _access_pointers(call):
+    """The ``tvm_access_ptr`` calls inside ``call``, in argument order."""
+    found = []
+    for arg in call.args:
+        found += [c for c in _calls_in(arg) if str(c.op.name) == "tirx.tvm_access_ptr"]
+    return found
+
+
 def test_expansion_matches_the_hand_written_ptx():
-    """Before/Expected: the tensorized load expands to the same T.ptx call as the
-    view arithmetic written by hand (row ``blockIdx.x * 64 + threadIdx.x``)."""
+    """Before/Expected: the tensorized load expands to one ``ld.global.v4.b32``
+    of the thread's 4 registers at row ``blockIdx.x * 64 + threadIdx.x`` of A,
+    its address an access pointer that reads (mask 1) 4-float rows of A."""
     from tvm_tirx.tile.op import is_tile_call
+    from tvm.script import tirx as T
     import tvm_ffi
 
     lowered = _lower(_vector_schedule("f32", 4).mod)["main"]
@@ -127,14 +137,15 @@ def test_expansion_matches_the_hand_written_ptx():
     assert len(ptx) == 2
     load = next(c for c in ptx if "ld" in str(c.op.name))
     dst = load.args[0].source
-    src = load.args[4].args[0].source
-    # the views: the thread's 4 registers, and row blockIdx.x * 64 + threadIdx.x of A
-    assert dst.scope() == "local" and src.scope() == "global"
-    assert src.shape[0] == 4 and dst.shape[0] == 4
-    from tvm.script import tirx as T
-
-    expected = T.ptx["ld.global.v4.b32"](dst[0], dst[1], dst[2], dst[3], src.ptr_to([0]))
+    (pointer,) = _access_pointers(load)
+    assert dst.scope() == "local" and dst.shape[0] == 4
+    expected = T.ptx["ld.global.v4.b32"](dst[0], dst[1], dst[2], dst[3], pointer)
     tvm.ir.assert_structural_equal(load, expected)
+    assert "float32" in str(pointer.args[0])  # offsets in A's own elements
+    assert int(pointer.args[3]) == 1 and int(pointer.args[4]) == 1
+    threads = _thread_vars(lowered)
+    ana = tvm.sym.Analyzer()
+    assert ana.can_prove_equal(pointer.args[2], (threads["blockIdx.x"] * THREADS + threads["threadIdx.x"]) * 4)
 
 
 @testing.requires_nvcc
@@ -193,13 +204,12 @@ def test_cp_async_stage_is_one_16_byte_copy_per_thread():
     assert len(copies) == 1
     copy = copies[0]
     assert int(copy.args[2]) == 16 and [str(a.value) for a in copy.args[3:7]] == ["async", "cg", "shared", "global"]
-    dst = copy.args[0].args[0].args[0].source
-    src = copy.args[1].args[0].source
-    assert dst.scope() == "shared" and src.scope() == "global"
+    dst, src = _access_pointers(copy)
+    assert [int(dst.args[4]), int(src.args[4])] == [2, 1]  # the stage is written, A read
     threads = _thread_vars(lowered)
     ana = tvm.sym.Analyzer()
-    assert ana.can_prove_equal(dst.elem_offset, threads["threadIdx.x"] * 8)
-    assert ana.can_prove_equal(src.elem_offset, (threads["blockIdx.x"] * THREADS + threads["threadIdx.x"]) * 8)
+    assert ana.can_prove_equal(dst.args[2], threads["threadIdx.x"] * 8)
+    assert ana.can_prove_equal(src.args[2], (threads["blockIdx.x"] * THREADS + threads["threadIdx.x"]) * 8)
 
 
 def test_cp_async_intrinsic_tensorizes_a_shared_cache():
