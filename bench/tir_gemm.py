@@ -77,23 +77,19 @@ def _fetch_to_shared(sch, block, index, k_loop, warps):
     sch.storage_align(read, 0, axis=-2, factor=32, offset=8)
 
 
-def _fragment_loops(sch, block, rows, cols):
+def _fragment_loops(sch, block, rows, cols, buffer):
     """Split ``block``'s last two loops into ``rows x cols`` fragments, lay its
-    ``"warp"`` buffer out as ``(i / rows, j / cols, lane, slot)`` with the
-    fragment map, and return the fragment's first inner loop."""
+    ``"warp"`` buffer (``buffer``: ``("read", 0)`` or ``("write", 0)``) out as
+    ``(i / rows, j / cols, lane, slot)`` with the fragment map, and return the
+    fragment's first inner loop."""
     i, j = sch.get_loops(block)[-2:]
     i0, i1 = sch.split(i, factors=[None, rows])
     j0, j1 = sch.split(j, factors=[None, cols])
     sch.reorder(i0, j0, i1, j1)
     index = fragment_index(rows, cols)
     place = lambda i, j: (i // rows, j // cols, *index(i % rows, j % cols))  # noqa: E731
-    sch.transform_layout(block, ("read", 0) if _writes_global(sch, block) else ("write", 0), place)
+    sch.transform_layout(block, buffer, place)
     return i1
-
-
-def _writes_global(sch, block) -> bool:
-    """Whether ``block`` writes a global buffer (the accumulator's store reads the fragment)."""
-    return sch.get(block).writes[0].source.scope() == "global"
 
 
 def schedule(func, names, *, n=16, i_factors=(None, 1, 2, 4, 1), j_factors=(1, None, 4, 2, 1), k_factors=(None, 2, 1)):
@@ -128,9 +124,10 @@ def schedule(func, names, *, n=16, i_factors=(None, 1, 2, 4, 1), j_factors=(1, N
     sch.compute_at(b_warp, k1)
     c_warp = sch.cache_write(block_outer, 0, "warp")
     sch.reverse_compute_at(c_warp, sch.get_loops(block_outer)[2])
-    _fragment_loops(sch, c_warp, 16, n)
+    _fragment_loops(sch, c_warp, 16, n, ("read", 0))
     sch.decompose_reduction(block_outer, sch.get_loops(block_outer)[3])
-    loop_a, loop_b = _fragment_loops(sch, a_warp, 16, 16), _fragment_loops(sch, b_warp, n, 16)
+    loop_a = _fragment_loops(sch, a_warp, 16, 16, ("write", 0))
+    loop_b = _fragment_loops(sch, b_warp, n, 16, ("write", 0))
     sch.tensorize(loop_a, names["ldA"])
     sch.tensorize(loop_b, names["ldB"])
     sch.tensorize(sch.get_loops(block_inner)[-3], names["mma"])

@@ -45,37 +45,14 @@ def _is_ptx_call(node) -> bool:
     return op is not None and str(getattr(op, "name", "")).startswith("tirx.ptx.")
 
 
-def _roots(func) -> dict:
-    """``{view: the buffer it views}`` of every ``DeclBuffer`` of ``func`` over another buffer's data."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
-    parent = {}
-
-    def visit(node):
-        args = getattr(node.data, "args", None)
-        if args and tirx.is_buffer_var(args[0]):
-            parent[node.buffer] = args[0]
-
-    tvm_ffi.structural_walk(func.body, (tirx.DeclBuffer, visit))
-    return parent
-
-
-def _root(buf, parent):
-    """The allocation that view ``buf`` lies in (following ``parent``)."""
-    while True:
-        up = next((v for k, v in parent.items() if k.same_as(buf)), None)
-        if up is None:
-            return buf
-        buf = up
-
-
-def _masks(block, parent) -> list:
+def _masks(block, root_of) -> list:
     """``[(allocation, mask)]`` of the buffers ``block`` declares it reads or writes."""
     out = []
     for regions, mask in ((block.reads, READ), (block.writes, WRITE)):
         for region in regions:
-            root = _root(region.source, parent)
+            root = root_of(region.source)
+            if root is None:
+                continue
             old = next((m for r, m in out if r.same_as(root)), 0)
             out = [(r, m) for r, m in out if not r.same_as(root)] + [(root, old | mask)]
     return out
@@ -100,7 +77,7 @@ def _access_ptr(load, root, mask):
     )
 
 
-def _rewrite_addresses(call, masks, parent):
+def _rewrite_addresses(call, masks, root_of):
     """``call`` with each memory ``address_of(view[...])`` argument as an access pointer."""
     import tvm_ffi  # pylint: disable=import-outside-toplevel
     from tvm.ir import Call, TensorLoad  # pylint: disable=import-outside-toplevel
@@ -111,7 +88,9 @@ def _rewrite_addresses(call, masks, parent):
         load = node.args[0]
         if load.source.scope() in REGISTER_SCOPES:
             return node
-        root = _root(load.source, parent)
+        root = root_of(load.source)
+        if root is None:
+            raise TileInternalError(f"no allocation found for the {load.source.scope()} view '{load.source.name}'")
         exposed = _access_ptr(load, root, next((m for r, m in masks if r.same_as(root)), READ | WRITE))
         if exposed is None:
             raise TileInternalError(
@@ -123,16 +102,16 @@ def _rewrite_addresses(call, masks, parent):
     return tvm_ffi.structural_map(call, (Call, visit))
 
 
-def _rewrite_block(block, parent):
+def _rewrite_block(block, root_of):
     import tvm_ffi  # pylint: disable=import-outside-toplevel
     from tvm import s_tir, tirx  # pylint: disable=import-outside-toplevel
 
-    masks = _masks(block, parent)
+    masks = _masks(block, root_of)
 
     def visit(node):
         if not _is_ptx_call(node.value):
             return node
-        return tirx.Evaluate(_rewrite_addresses(node.value, masks, parent), span=node.span)
+        return tirx.Evaluate(_rewrite_addresses(node.value, masks, root_of), span=node.span)
 
     body = tvm_ffi.structural_map(block.body, (tirx.Evaluate, visit))
     if body.same_as(block.body):
@@ -156,10 +135,13 @@ def expose_memory_accesses(func):
     Raises
     ------
     TileInternalError
-        A view narrower than its allocation's elements (no intrinsic makes one).
+        A view narrower than its allocation's elements (no intrinsic makes
+        one), or one whose allocation the kernel does not declare.
     """
     import tvm_ffi  # pylint: disable=import-outside-toplevel
     from tvm import s_tir  # pylint: disable=import-outside-toplevel
 
-    parent = _roots(func)
-    return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, lambda b: _rewrite_block(b, parent))))
+    from .tile.kernel_facts import KernelFacts  # pylint: disable=import-outside-toplevel
+
+    root_of = KernelFacts(func).root_of
+    return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, lambda b: _rewrite_block(b, root_of))))
