@@ -19,7 +19,7 @@ setup(
     # apache-tvm-ffi: apache-tvm 0.27.0.post1 asks for >=0.1.14.post0, which installs
     # 0.1.15.post2; with it tvm-ffi's JSON serialization segfaults on IR nodes
     # that carry a dtype (`tvm.ir.save_json(tvm.ir.PrimType("int32"))`), and
-    # Schedule.tensorize goes through it (tvm_tirx.tensor_intrin.tensorize_supported).
+    # Schedule.tensorize goes through it (tvm_tirx.schedule.tensor_intrin.tensorize_supported).
     # The whole test suite passes with 0.1.14.post0.
     install_requires=["apache-tvm==0.27.0.post1", "apache-tvm-ffi==0.1.14.post0", "numpy"],
     extras_require={

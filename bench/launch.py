@@ -32,7 +32,7 @@ import time  # noqa: E402
 
 import tvm_tirx  # noqa: E402
 from tvm_tirx import testing  # noqa: E402
-from tvm_tirx.arguments import build_checker  # noqa: E402
+from tvm_tirx.build.arguments import build_checker  # noqa: E402
 from tvm_tirx.script import tirx as T  # noqa: E402
 
 from bench._timing import table  # noqa: E402

@@ -5,7 +5,7 @@ the usual TVM way (16 x 16 blockize, 128 x 128 CTA tiles, 8 warps of 64 x 32,
 shared caches padded by ``storage_align``, ``"warp"`` fragment caches laid out
 with the 16 x 16 fragment map) and tensorized with one of two intrinsic sets:
 
-* ``OURS``: :mod:`tvm_tirx.tensor_intrin` (checked tile calls, built with
+* ``OURS``: :mod:`tvm_tirx.schedule.tensor_intrin` (checked tile calls, built with
   ``tvm_tirx.compile``);
 * ``STOCK``: apache-tvm's ``mma_*`` intrinsics (raw PTX, built with ``tvm.compile``).
 
@@ -32,8 +32,8 @@ from tvm import s_tir  # noqa: E402
 from tvm.s_tir.tensor_intrin import cuda as stock  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 
-import tvm_tirx.tensor_intrin  # noqa: E402,F401
-from tvm_tirx.tensor_intrin._fragments import fragment_index  # noqa: E402
+import tvm_tirx.schedule.tensor_intrin  # noqa: E402,F401
+from tvm_tirx.schedule.tensor_intrin._fragments import fragment_index  # noqa: E402
 
 OURS_BY_DTYPE = {
     dtype: dict(ldA=f"tvm_tirx.ldmatrix_x4_{short}", ldB=f"tvm_tirx.ldmatrix_x4_{short}",

@@ -100,7 +100,7 @@ def _fragment_schedule(layout: str, rows: int = 32) -> str:
     return _k(f'''
         import tvm
         import tvm_tirx
-        import tvm_tirx.tensor_intrin
+        import tvm_tirx.schedule.tensor_intrin
         from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout as fragment
 
         @T.prim_func(s_tir=True)
@@ -1915,7 +1915,7 @@ CASES = [
         "Fragment buffer without a lane axis",
         _fragment_schedule("lane, slot = fragment(i % 16, j)\n            return i // 16 * 32 + lane, slot"),
         "exec",
-        "A ``\"warp\"``-scope buffer that a fragment intrinsic of ``tvm_tirx.tensor_intrin`` "
+        "A ``\"warp\"``-scope buffer that a fragment intrinsic of ``tvm_tirx.schedule.tensor_intrin`` "
         "reads or writes becomes per-thread registers when the kernel is built, which needs "
         "its lanes as the second-to-last axis: ``(..., 32, slots)``. Here the layout folds "
         "the fragment index into the lane axis (64 rows).",
@@ -1940,7 +1940,7 @@ CASES = [
         "Fragment read element by element",
         _fragment_schedule("return fragment(i, j)", rows=16),
         "exec",
-        "Once a fragment intrinsic of ``tvm_tirx.tensor_intrin`` touches a ``\"warp\"`` buffer, "
+        "Once a fragment intrinsic of ``tvm_tirx.schedule.tensor_intrin`` touches a ``\"warp\"`` buffer, "
         "the buffer is the threads' registers and apache-tvm's warp-memory lowering no longer "
         "applies: a block that reads or writes one lane's slot by index (here ``B``, the "
         "consumer of the fragment) cannot be compiled.",
@@ -1990,7 +1990,7 @@ def trigger(case: Case, index: int, root: pathlib.Path):
     path.write_text(HEADER + case.source)
     try:
         if case.action == "compile-noarch":
-            kernel_module = __import__("tvm_tirx.kernel", fromlist=["_gpu_arch"])
+            kernel_module = __import__("tvm_tirx.build.target", fromlist=["_gpu_arch"])
             saved = kernel_module._gpu_arch  # pylint: disable=protected-access
             kernel_module._gpu_arch = lambda: None  # pylint: disable=protected-access
             try:

@@ -19,7 +19,7 @@ from collections import defaultdict
 import tvm_tirx
 from tvm.backend.cuda.ptx.table import TABLE
 from tvm_tirx import testing
-from tvm_tirx.kernel import _nvcc
+from tvm_tirx.build.nvcc import nvcc
 from tvm_tirx.tile.families import register_ops as register
 from tvm_tirx.tile.forms import forms_of
 
@@ -45,7 +45,7 @@ def rejected(forms, arch, tmp):
     func = testing.load_kernel(testing.forms_kernel_source(forms), tmp)
     kernel = tvm_tirx.compile(func, target="cuda", arch=arch)
     bad = set()
-    ptx = _nvcc(kernel.cuda_source, kernel.target, "ptx", check=False).decode()
+    ptx = nvcc(kernel.cuda_source, kernel.target, "ptx", check=False).decode()
     for _, message, text in testing.ptxas_errors(ptx, arch):
         opcode = _opcode_in(text, by_opcode)
         if opcode not in by_opcode:

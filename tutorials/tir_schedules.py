@@ -7,7 +7,7 @@ A PrimFunc written with ``s_tir`` blocks says *what* is computed; a
 to threads, ``cache_read`` / ``cache_write`` stage data in registers or shared
 memory, and ``tensorize`` replaces a block by a hardware instruction.
 
-``import tvm_tirx.tensor_intrin`` registers tensor intrinsics whose
+``import tvm_tirx.schedule.tensor_intrin`` registers tensor intrinsics whose
 implementation is one ``T.cuda.tile.apply`` call (their names start with
 ``tvm_tirx.``). A block tensorized with one of them becomes a checked tile
 call, and ``tvm_tirx.compile`` (or ``tvm.compile(..., tir_pipeline="tvm_tirx")``)
@@ -15,7 +15,7 @@ checks the call's contract on the scheduled kernel before it expands it.
 
 ``Schedule.tensorize`` needs apache-tvm-ffi 0.1.14.post0 with
 apache-tvm 0.27.0.post1 (with 0.1.15.post2 it crashes the process; see
-:func:`tvm_tirx.tensor_intrin.tensorize_supported`). Where it does not work,
+:func:`tvm_tirx.schedule.tensor_intrin.tensorize_supported`). Where it does not work,
 this script says so and stops.
 
 Run it with ``python tutorials/tir_schedules.py``.
@@ -31,7 +31,8 @@ import tvm
 from tvm.script import tirx as T
 
 import tvm_tirx
-from tvm_tirx import tensor_intrin, testing
+from tvm_tirx import testing
+from tvm_tirx.schedule import tensor_intrin
 
 ON_GPU = testing.has_cuda()
 ARCH = None if ON_GPU else "sm_90a"

@@ -6,39 +6,37 @@ the instruction's contract and expands it; ``tvm_tirx.compile`` builds the
 kernel with apache-tvm and returns a :class:`Kernel` callable on torch tensors.
 
 This module is imported by apache-tvm's ``tvm.backends`` entry point while
-``import tvm`` is still running, so it imports nothing at load time; its
+``import tvm`` is still running (and in runtime-only mode), so it imports
+nothing of the compiler at load time (only the hook, :mod:`._plugin`); its
 public names load on first use.
 """
 
-__version__ = "0.1.0"
+import importlib
+
+from . import _plugin
 
 _LAZY = {
+    "__version__": ("_version", "__version__"),
     "TileError": ("errors", "TileError"),
-    "compile": ("kernel", "compile"),
-    "Kernel": ("kernel", "Kernel"),
+    "compile": ("build.kernel", "compile"),
+    "Kernel": ("build.kernel", "Kernel"),
     "LowerTileApply": ("tile.lower", "LowerTileApply"),
 }
 
-_SUBMODULES = ("testing", "script", "tile", "errors", "demo", "relax")
+_SUBMODULES = ("testing", "script", "tile", "build", "schedule", "ops", "errors", "demo")
 
 __all__ = ["TileError", "compile", "Kernel", "LowerTileApply", "__version__"]
 
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib  # pylint: disable=import-outside-toplevel
-
         module_name, attr = _LAZY[name]
-        if module_name != "errors":
-            from .script import install  # pylint: disable=import-outside-toplevel
-
-            install.install()
+        if module_name not in ("errors", "_version"):
+            _plugin.install()
         value = getattr(importlib.import_module(f"{__name__}.{module_name}"), attr)
         globals()[name] = value
         return value
     if name in _SUBMODULES:
-        import importlib  # pylint: disable=import-outside-toplevel
-
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'tvm_tirx' has no attribute {name!r}")
 

@@ -1,14 +1,16 @@
 """Type stub of the package root: the names ``tvm_tirx/__init__.py`` loads lazily."""
 
+from . import build as build
 from . import demo as demo
 from . import errors as errors
-from . import relax as relax
+from . import ops as ops
+from . import schedule as schedule
 from . import script as script
 from . import testing as testing
 from . import tile as tile
+from .build.kernel import Kernel as Kernel
+from .build.kernel import compile as compile
 from .errors import TileError as TileError
-from .kernel import Kernel as Kernel
-from .kernel import compile as compile
 from .tile.lower import LowerTileApply as LowerTileApply
 
 __version__: str

@@ -9,7 +9,7 @@ prints the chosen stage:
 
 ========== ================================================================
 ``script``  the TVMScript as parsed (``func.script()``)
-``lowered`` after ``LowerTileApply`` (``tvm_tirx.testing.lower(func)``)
+``lowered`` after ``LowerTileApply`` (``tvm_tirx.build.stages.lower(func)``)
 ``cuda``    the CUDA C++ apache-tvm generates (``Kernel.cuda_source``)
 ``ptx``     the PTX ``nvcc`` makes of it (``Kernel.ptx``)
 ``sass``    the cubin's disassembly, by ``cuobjdump -sass`` or ``nvdisasm``
@@ -24,7 +24,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+
+from .build.kernel import compile as build_kernel
+from .build.stages import KernelFileError, assemble, describe_exception, load_kernel, lower
+from .build.target import resolve_target
 
 __all__ = ["main", "build_parser", "CliError", "STAGES", "DISASSEMBLERS"]
 
@@ -122,112 +129,8 @@ def split_kernel_spec(spec: str) -> tuple[str, str | None]:
     return path, name
 
 
-def load_kernel(path: str, name: str | None):
-    """Run the Python file ``path`` and return its kernel ``name``.
-
-    The file's directory is put first on ``sys.path`` while it runs, so it may
-    import its neighbours.
-
-    Parameters
-    ----------
-    path : str
-        A Python file defining kernels with ``@T.function``.
-    name : str | None
-        The kernel's name; None picks the file's only kernel.
-
-    Returns
-    -------
-    tvm.tirx.PrimFunc
-        The kernel as parsed.
-
-    Raises
-    ------
-    CliError
-        The file does not exist or fails to run (a ``TileError`` or TVMScript
-        error while parsing a kernel included), or has no kernel ``name``.
-    """
-    import importlib.util  # pylint: disable=import-outside-toplevel
-
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
-    if not os.path.isfile(path):
-        raise CliError(f"{path}: no such file")
-    directory = os.path.dirname(os.path.abspath(path))
-    module_name = "_tvm_tirx_cli_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise CliError(f"{path}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, directory)
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as err:
-        raise CliError(f"{err.filename or path}:{err.lineno}: SyntaxError: {err.msg}") from err
-    except Exception as err:  # pylint: disable=broad-except
-        line = describe_exception(err)
-        located = getattr(err, "location", None) or os.path.basename(path) in line.split(": ")[0]
-        raise CliError(line if located else f"{path}: {line}") from err
-    finally:
-        if sys.path and sys.path[0] == directory:
-            del sys.path[0]
-    kernels = sorted(k for k, v in vars(module).items() if isinstance(v, tirx.PrimFunc))
-    listing = ", ".join(kernels) if kernels else "none"
-    if name is None:
-        if len(kernels) != 1:
-            raise CliError(f"{path}: name the kernel as {path}:FUNC (kernels defined there: {listing})")
-        name = kernels[0]
-    if not hasattr(module, name):
-        raise CliError(f"{path}: no function {name!r} (kernels defined there: {listing})")
-    func = getattr(module, name)
-    if not isinstance(func, tirx.PrimFunc):
-        raise CliError(
-            f"{path}:{name} is a {type(func).__name__}, not a kernel defined with @T.function "
-            f"(kernels defined there: {listing})"
-        )
-    return func
-
-
-def describe_exception(err: BaseException) -> str:
-    """One line for ``err``: its type and the line of its message that says what is wrong.
-
-    * a ``TileError`` is already one line (``file:line: opcode: operand: rule: ...``);
-    * a TVMScript diagnostic (``error: ...``, `` --> file:line:col``, a source
-      excerpt) becomes ``file:line:col: message``;
-    * tvm_tirx's own multi-line errors (nvcc's report) keep their first line and
-      the first line after it that reports an error (or else the second line);
-    * any other message keeps its last non-empty line, as TVMScript's parser does.
-
-    Parameters
-    ----------
-    err : BaseException
-        The exception.
-
-    Returns
-    -------
-    str
-        A single line.
-    """
-    from .errors import TileError  # pylint: disable=import-outside-toplevel
-
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    if isinstance(err, TileError):
-        return f"TileError: {lines[-1] if lines else err.rule}"
-    if not lines:
-        return type(err).__name__
-    location = next((line[len("-->") :].strip() for line in lines if line.startswith("-->")), None)
-    message = next((line for line in lines if line.startswith("error:")), None)
-    if message is not None:
-        message = message[len("error:") :].strip()
-        return f"{location}: {message}" if location else message
-    if lines[0].startswith("tvm_tirx"):
-        detail = next((line for line in lines[1:] if "error" in line.lower() or "fatal" in line.lower()), None)
-        detail = detail or (lines[1] if len(lines) > 1 else None)
-        return f"{lines[0]} {detail}" if detail else lines[0]
-    return f"{type(err).__name__}: {lines[-1]}"
-
-
 def resolve_arch(arch: str | None, required: bool):
-    """The CUDA target for ``arch`` (``tvm_tirx.kernel.resolve_target``).
+    """The CUDA target for ``arch`` (:func:`tvm_tirx.build.target.resolve_target`).
 
     Parameters
     ----------
@@ -247,8 +150,6 @@ def resolve_arch(arch: str | None, required: bool):
         ``required`` and no GPU is present to supply the arch, or ``arch`` is
         not a CUDA architecture apache-tvm accepts.
     """
-    from .kernel import resolve_target  # pylint: disable=import-outside-toplevel
-
     try:
         return resolve_target("cuda", arch)
     except ValueError as err:
@@ -269,8 +170,6 @@ def find_disassembler() -> tuple[str, tuple[str, ...]]:
     CliError
         Neither tool is on the PATH (status 2).
     """
-    import shutil  # pylint: disable=import-outside-toplevel
-
     for tool, args in DISASSEMBLERS:
         found = shutil.which(tool)
         if found:
@@ -285,7 +184,7 @@ def disassemble(cubin: bytes) -> str:
     Parameters
     ----------
     cubin : bytes
-        An assembled kernel (``tvm_tirx.testing.assemble(kernel)``).
+        An assembled kernel (:func:`tvm_tirx.build.stages.assemble`).
 
     Returns
     -------
@@ -297,9 +196,6 @@ def disassemble(cubin: bytes) -> str:
     CliError
         No disassembler on the PATH (status 2), or the tool failed.
     """
-    import subprocess  # pylint: disable=import-outside-toplevel
-    import tempfile  # pylint: disable=import-outside-toplevel
-
     tool, args = find_disassembler()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "kernel.cubin")
@@ -338,25 +234,21 @@ def emit(func, stage: str, target=None) -> str:
     CliError
         No disassembler for ``sass``.
     """
-    from . import testing  # pylint: disable=import-outside-toplevel
-
     if stage == "script":
         return func.script()
     if stage == "lowered":
         if target is None:
-            return testing.lower(func).script()
+            return lower(func).script()
         with target:
-            return testing.lower(func).script()
-    from .kernel import compile as build  # pylint: disable=import-outside-toplevel
-
-    kernel = build(func, target=target)
+            return lower(func).script()
+    kernel = build_kernel(func, target=target)
     if stage == "cuda":
         return kernel.cuda_source
     if stage == "ptx":
         return kernel.ptx
     if stage == "sass":
         find_disassembler()  # before spending time in nvcc
-        return disassemble(testing.assemble(kernel))
+        return disassemble(assemble(kernel))
     raise CliError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}", status=2)
 
 
@@ -381,7 +273,10 @@ def main(argv=None) -> int:
         return int(exit_.code or 0)
     try:
         path, name = split_kernel_spec(args.kernel)
-        func = load_kernel(path, name)
+        try:
+            func = load_kernel(path, name)
+        except KernelFileError as err:
+            raise CliError(str(err)) from err
         needs_target = args.emit in ("cuda", "ptx", "sass")
         target = resolve_arch(args.arch, required=needs_target)
         text = emit(func, args.emit, target)

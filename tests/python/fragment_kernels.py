@@ -1,5 +1,5 @@
 """Scheduled ``s_tir`` kernels that move one register fragment with the warp-level
-intrinsics of :mod:`tvm_tirx.tensor_intrin` (shared by the CPU and GPU tests).
+intrinsics of :mod:`tvm_tirx.schedule.tensor_intrin` (shared by the CPU and GPU tests).
 
 ``round_trip(count, trans, short)``: ``B = A`` over :data:`CTAS` memory tiles of
 one fragment each, one tile per CTA (``blockIdx.x``): global -> shared
@@ -11,7 +11,7 @@ one fragment each, one tile per CTA (``blockIdx.x``): global -> shared
 
 import tvm
 
-from tvm_tirx.tensor_intrin._fragments import fragment_index
+from tvm_tirx.schedule.tensor_intrin._fragments import fragment_index
 
 #: ``x<count>`` -> fragment (rows, cols)
 SHAPES = {1: (8, 8), 2: (8, 16), 4: (16, 16)}

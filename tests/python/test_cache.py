@@ -1,8 +1,8 @@
-"""The compile cache on disk (tvm_tirx.cache): hits, misses, corruption, races, safety.
+"""The compile cache on disk (tvm_tirx.build.cache): hits, misses, corruption, races, safety.
 
 Every test points TVM_TIRX_CACHE_DIR at a directory of its own.  Whether a
 compile was served from the cache is observed by counting calls of the build
-(``tvm_tirx.kernel._build``), not by timing.
+(``tvm_tirx.build.kernel._build``), not by timing.
 """
 
 import json
@@ -17,8 +17,9 @@ import pytest
 import tvm
 
 import tvm_tirx
-from tvm_tirx import TileError, cache
-from tvm_tirx import kernel as kernel_module
+from tvm_tirx import TileError
+from tvm_tirx.build import cache
+from tvm_tirx.build import kernel as kernel_module
 from tvm_tirx.script import tirx as T
 
 from kernels import read_next_row
@@ -313,7 +314,7 @@ def test_a_kernel_from_the_cache_runs(cache_dir, torch_cuda):
         import sys
         sys.path.insert(0, {HERE!r})
         import torch, tvm_tirx
-        from tvm_tirx import kernel as km
+        from tvm_tirx.build import kernel as km
         from kernels import read_next_row
         km._build = None  # a build here would fail: the kernel must come from the cache
         kernel = tvm_tirx.compile(read_next_row, target="cuda")

@@ -132,9 +132,9 @@ def test_emit_ptx_targets_the_arch_and_holds_the_kernels_instructions(capsys, ke
 
 
 def test_cuda_without_arch_and_without_gpu_says_to_pass_arch(capsys, kernels_file, monkeypatch):
-    from tvm_tirx import kernel as kernel_module
+    from tvm_tirx.build import target as target_module
 
-    monkeypatch.setattr(kernel_module, "_gpu_arch", lambda: None)
+    monkeypatch.setattr(target_module, "_gpu_arch", lambda: None)
     for stage in ("cuda", "ptx", "sass"):
         status, out, err = _cli(capsys, "compile", f"{kernels_file}:read_next_row", "--emit", stage)
         assert status == 1 and out == ""

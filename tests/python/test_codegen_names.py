@@ -16,7 +16,7 @@ import tvm
 
 import tvm_tirx
 from tvm_tirx import testing
-from tvm_tirx.cuda_source import CUDA_RESERVED, RESERVED_PREFIXES
+from tvm_tirx.build.cuda_source import CUDA_RESERVED, RESERVED_PREFIXES
 from tvm_tirx.script import tirx as T
 
 pytestmark = testing.requires_nvcc
@@ -173,7 +173,7 @@ def test_reinterpret_of_a_literal_compiles(tmp_path, dst, literal):
 
 
 def test_legal_name():
-    from tvm_tirx.cuda_source import legal_name
+    from tvm_tirx.build.cuda_source import legal_name
 
     assert legal_name("tid") == "tid"
     assert legal_name("half") == "v_half"
@@ -186,7 +186,7 @@ def test_legal_name():
 def test_rename_reserved_names_renames_definitions_and_uses():
     import tvm_ffi
     from tvm.ir import Var
-    from tvm_tirx.cuda_source import rename_reserved_names
+    from tvm_tirx.build.cuda_source import rename_reserved_names
 
     @T.prim_func
     def before(A: T.Buffer((4,), "int32")):

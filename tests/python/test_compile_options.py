@@ -7,8 +7,8 @@ import tvm_ffi
 
 import tvm_tirx
 from tvm_tirx import testing
-from tvm_tirx.compile_options import CompileOptions, cuda_compiler_flags, parse_options
-from tvm_tirx.export import _Reader
+from tvm_tirx.build.options import CompileOptions, cuda_compiler_flags, parse_options
+from tvm_tirx.build.export import _Reader
 from tvm_tirx.script import tirx as T
 
 from kernels import read_next_row
@@ -144,7 +144,7 @@ def pdl_producer(A: T.Tensor((64, 4), "float32", align=16), B: T.Tensor((64, 4),
 
 def _launch_params(kernel) -> dict:
     """``{kernel function: launch parameter tags}`` of the built CUDA module (serialized form,
-    laid out as tvm_tirx.export describes)."""
+    laid out as tvm_tirx.build.export describes)."""
     blob = tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(kernel.executable.mod).numpy().tobytes()
     reader = _Reader(blob)
     reader.u64()

@@ -9,7 +9,7 @@ import tvm_ffi
 import tvm_tirx
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
-from tvm_tirx.smem_limits import smem_limit
+from tvm_tirx.build.smem_limits import smem_limit
 
 SM90_LIMIT = 232448  # 227 KB (CUDA C++ Programming Guide, compute capability 9.0)
 BIG = 200 * 1024

@@ -394,9 +394,9 @@ def test_thread_idx_needs_launch():
 def test_compile_without_gpu_needs_arch(monkeypatch):
     import importlib
 
-    compile_module = importlib.import_module("tvm_tirx.kernel")
+    target_module = importlib.import_module("tvm_tirx.build.target")
 
-    monkeypatch.setattr(compile_module, "_gpu_arch", lambda: None)
+    monkeypatch.setattr(target_module, "_gpu_arch", lambda: None)
     from kernels import register_move
 
     with pytest.raises(ValueError, match="pass arch="):

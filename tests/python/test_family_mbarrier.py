@@ -302,10 +302,10 @@ def test_wait_phase_rejects_what_is_not_one_barrier(tmp_path, make, found):
         "    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))\n"
         f"    bar = {make}\n    T.cuda.mbarrier_wait_phase(bar, 0)\n"
     )
-    from tvm_tirx.cli import CliError
+    from tvm_tirx.build.stages import KernelFileError
 
     # the kernel file's loader reports the TileError with its file:line
-    with pytest.raises(CliError, match=f"TileError: .*k.py:7: .*not one mbarrier.*{found}"):
+    with pytest.raises(KernelFileError, match=f"TileError: .*k.py:7: .*not one mbarrier.*{found}"):
         testing.load_kernel(source, tmp_path, "k")
 
 

@@ -201,20 +201,20 @@ def test_symbolic_shape_runs(symbolic_kernel, torch_cuda):
     assert torch.equal(a, b)
 
 
-# -- the compiled fast path (tvm_tirx.arguments.build_checker) ---------------------------------
+# -- the compiled fast path (tvm_tirx.build.arguments.build_checker) ---------------------------------
 # Built with cuda=False it takes CPU tensors, so every branch of the generated
 # checks runs here: what the fast path accepts, and that everything else falls
 # through to the complete check and raises its message.
 
 
 def _cpu_checker(kernel):
-    from tvm_tirx.arguments import build_checker
+    from tvm_tirx.build.arguments import build_checker
 
     return build_checker(kernel._params, kernel.name, cuda=False)
 
 
 def test_fast_path_accepts_good_tensors_without_the_complete_check(kernel, torch_cpu, monkeypatch):
-    from tvm_tirx.arguments import ParamSpec
+    from tvm_tirx.build.arguments import ParamSpec
 
     check = _cpu_checker(kernel)
 

@@ -230,7 +230,7 @@ def test_grid_y_over_cuda_limit_is_refused(monkeypatch):
 
 
 def test_static_launch_has_no_launch_size_check():
-    from tvm_tirx.launch_sizes import LaunchSizes
+    from tvm_tirx.build.launch_sizes import LaunchSizes
 
     @T.function
     def fixed(A: T.Tensor((N, 4), "float32", align=16)):
@@ -269,7 +269,7 @@ def test_carve_out_provably_past_a_run_time_size_is_rejected():
 
 
 def test_size_reading_an_unknown_variable_is_refused():
-    from tvm_tirx.launch_sizes import LaunchSizes
+    from tvm_tirx.build.launch_sizes import LaunchSizes
 
     m = T.dynamic("M")
 
@@ -335,7 +335,7 @@ def test_run_time_dynamic_shared_memory_over_48_kib_is_refused(kernels):
 def test_sizes_are_computed_like_the_host_computes_them():
     # the translated arithmetic (C division for truncdiv/truncmod) and the fallback through
     # apache-tvm's arithmetic (a shift) give the values the expressions have
-    from tvm_tirx.launch_sizes import LaunchSizes
+    from tvm_tirx.build.launch_sizes import LaunchSizes
 
     @T.function
     def k(A: T.Tensor((N,), "float32", align=4), n: T.int32):

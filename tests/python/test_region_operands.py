@@ -6,7 +6,7 @@ import tvm
 
 import tvm_tirx
 from tvm_tirx import TileError, testing
-from tvm_tirx.cli import CliError
+from tvm_tirx.build.stages import KernelFileError
 from tvm_tirx.script import tirx as T
 
 # -- the same IR -------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def _error(tmp_path, name, params, setup, operands):
     with pytest.raises(TileError) as info:
         try:
             kernel = testing.load_kernel(source, tmp_path, name)
-        except CliError as err:  # the kernel's file raised while it was parsed
+        except KernelFileError as err:  # the kernel's file raised while it was parsed
             raise err.__cause__ from None
         with tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}):
             testing.lower(kernel)

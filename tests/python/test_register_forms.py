@@ -67,6 +67,6 @@ def test_sm100a_floors_hold(tmp_path):
 
 
 def _ptx(kernel):
-    from tvm_tirx.kernel import _nvcc
+    from tvm_tirx.build.nvcc import nvcc
 
-    return _nvcc(kernel.cuda_source, kernel.target, "ptx", check=False).decode()
+    return nvcc(kernel.cuda_source, kernel.target, "ptx", check=False).decode()

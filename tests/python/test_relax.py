@@ -10,7 +10,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 
 from tvm_tirx import testing
-from tvm_tirx.relax import ROOT_ANNOTATION, PrepareTileKernels, UnwrapRelaxRoot
+from tvm_tirx.ops.relax import ROOT_ANNOTATION, PrepareTileKernels, UnwrapRelaxRoot
 from tvm_tirx.script import tirx as T
 
 TARGET = {"kind": "cuda", "arch": "sm_90a"}
@@ -107,10 +107,10 @@ def test_relax_module_builds_and_keeps_the_tile_kernel_unfused(mod):
 
 @testing.requires_nvcc
 def test_relax_module_cuda_assembles_for_sm_90a():
-    from tvm_tirx.kernel import _nvcc  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.build.nvcc import nvcc  # pylint: disable=import-outside-toplevel
 
     source = _cuda_source(_build(RollThenAdd))
-    assert len(_nvcc(source, tvm.target.Target(TARGET), "cubin")) > 0
+    assert len(nvcc(source, tvm.target.Target(TARGET), "cubin")) > 0
 
 
 def test_stock_relax_pipeline_failure_is_what_the_prepare_pass_avoids():

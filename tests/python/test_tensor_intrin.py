@@ -1,4 +1,4 @@
-"""tvm_tirx.tensor_intrin: tile calls put into scheduled s_tir PrimFuncs by ``sch.tensorize``.
+"""tvm_tirx.schedule.tensor_intrin: tile calls put into scheduled s_tir PrimFuncs by ``sch.tensorize``.
 
 Each kernel is scheduled the usual TVM way (split, bind, cache_read /
 cache_write, compute_at) and its cache blocks are tensorized with our
@@ -9,7 +9,7 @@ import pytest
 import tvm
 
 from tvm_tirx import TileError, testing
-from tvm_tirx import tensor_intrin
+from tvm_tirx.schedule import tensor_intrin
 
 pytestmark = pytest.mark.skipif(
     not tensor_intrin.tensorize_supported(),
@@ -107,7 +107,7 @@ def test_tensorize_puts_the_tile_call_in_the_block(short, space, n):
 
 
 def _lower(mod):
-    from tvm_tirx.scheduled import lower_scheduled
+    from tvm_tirx.schedule.scheduled import lower_scheduled
 
     with tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}):
         return lower_scheduled(mod)
@@ -220,7 +220,7 @@ def test_cp_async_intrinsic_tensorizes_a_shared_cache():
 
 
 def test_tvm_compile_with_the_pipeline_lowers_tile_calls():
-    from tvm_tirx.pipeline import register_pipeline
+    from tvm_tirx.build.pipeline import register_pipeline
 
     sch = _vector_schedule("f32", 4)
     exe = tvm.compile(sch.mod, target=tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}), tir_pipeline=register_pipeline())
@@ -245,7 +245,7 @@ def test_misaligned_tile_names_the_block_and_the_intrinsic():
 
 
 def test_misaligned_tile_through_tvm_compile_is_the_same_error():
-    from tvm_tirx.pipeline import register_pipeline
+    from tvm_tirx.build.pipeline import register_pipeline
 
     sch, store = _schedule(_copy_func("float32", 4, rows_pad=1), [("local", "tvm_tirx.ld_global_v4_f32")])
     sch.tensorize(sch.get_loops(store)[-1], "tvm_tirx.st_global_v4_f32")
@@ -299,7 +299,7 @@ def test_scheduled_copy_through_shared_memory_on_gpu(short):
 def test_fragment_map_is_apache_tvms_for_16x16_tiles():
     """A schedule's transform_layout with apache-tvm's map matches our descs."""
     from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout
-    from tvm_tirx.tensor_intrin._fragments import fragment_index
+    from tvm_tirx.schedule.tensor_intrin._fragments import fragment_index
 
     i, j = tvm.tirx.Var("i", "int32"), tvm.tirx.Var("j", "int32")
     tvm.ir.assert_structural_equal(

@@ -207,7 +207,7 @@ def test_arch_supported(arch, capability, runs):
 
 @pytest.mark.parametrize("capability, skipped", [((9, 0), False), ((8, 0), True), (None, True)])
 def test_requires_arch_marks_gpu_and_skips_by_capability(monkeypatch, capability, skipped):
-    monkeypatch.setattr(testing, "_device_capability", lambda: capability)
+    monkeypatch.setattr(testing.markers, "_device_capability", lambda: capability)
 
     @testing.requires_arch("sm_90a")
     def test_something():

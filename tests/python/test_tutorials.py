@@ -36,7 +36,7 @@ def _stops_early(stem):
     exits 0 early), or None: ``tir_schedules`` needs a working ``Schedule.tensorize``
     (apache-tvm-ffi 0.1.14.post0, see ``tensor_intrin.tensorize_supported``)."""
     if stem == "tir_schedules":
-        from tvm_tirx import tensor_intrin
+        from tvm_tirx.schedule import tensor_intrin
 
         if not tensor_intrin.tensorize_supported():
             return "tir_schedules: Schedule.tensorize does not work with the installed apache-tvm-ffi"

@@ -5,10 +5,13 @@
 ``T.cuda.LaunchConfig``, ``T.cuda.thread_idx`` ..., ``T.cuda.tile.apply``).
 """
 
-from .install import install as _install
+# First: importing tvm runs its tvm.backends hook (tvm_tirx._plugin), which imports
+# modules of this package; none of them may be half-imported when it does.
+import tvm  # noqa: F401  pylint: disable=unused-import
+from tvm.script import tirx
 
-_install()
+from .install import install
 
-from tvm.script import tirx  # noqa: E402  pylint: disable=wrong-import-position
+install()
 
 __all__ = ["tirx"]

@@ -88,7 +88,7 @@ class DynamicSharedPool:
         apache-tvm then computes the launch's size from it.  Carve-outs are
         checked against it where it is provable; the rest (the size is at
         least :attr:`high_water`) is checked by :class:`tvm_tirx.Kernel`
-        before each launch (:mod:`tvm_tirx.launch_sizes`).
+        before each launch (:mod:`tvm_tirx.build.launch_sizes`).
     """
 
     def __init__(self, size):

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from tvm.tirx.script.builder import ir as _ir
+
+from ..tile import op as tile_op
+from ..tile.ewise import ewise
+from . import builders, launch
+from .mbarrier_wait import mbarrier_wait_phase
+
 __all__ = ["install"]
 
 _DONE = [False]
@@ -11,20 +18,13 @@ _DONE = [False]
 
 def install() -> None:
     """Add ``T.function``, ``T.Tensor``, the launch/index builders, span-correct
-    allocations and ``T.cuda.tile`` to ``tvm.script.tirx``, and register the
-    ``"tvm_tirx"`` TIR and Relax pipelines with apache-tvm (idempotent)."""
-    # Importing tvm may itself run this function (through the tvm.backends
-    # entry point), so the flag is read after the import.
-    from tvm.tirx.script.builder import ir as _ir  # pylint: disable=import-outside-toplevel
+    allocations and ``T.cuda.tile`` to ``tvm.script.tirx`` (idempotent).
 
+    The ``"tvm_tirx"`` pipelines are registered by :func:`tvm_tirx._plugin.install`
+    (at ``import tvm``, through the ``tvm.backends`` entry point)."""
     if _DONE[0]:
         return
     _DONE[0] = True
-
-    from ..tile import op as tile_op  # pylint: disable=import-outside-toplevel
-    from ..tile.ewise import ewise  # pylint: disable=import-outside-toplevel
-    from . import builders, launch  # pylint: disable=import-outside-toplevel
-    from .mbarrier_wait import mbarrier_wait_phase  # pylint: disable=import-outside-toplevel
 
     tile_op.register_op()
     tile_op.set_launch_query(launch.current_launch)
@@ -55,11 +55,3 @@ def install() -> None:
         setattr(cuda, name, getattr(launch, name))
     cuda.mbarrier_wait_phase = mbarrier_wait_phase
     cuda.tile = SimpleNamespace(apply=tile_op.apply, ewise=ewise)
-
-    # The "tvm_tirx" pipelines, so that tvm.compile(..., tir_pipeline="tvm_tirx",
-    # relax_pipeline="tvm_tirx") works after a plain ``import tvm``.
-    from ..pipeline import register_pipeline  # pylint: disable=import-outside-toplevel
-    from ..relax import register_relax_pipeline  # pylint: disable=import-outside-toplevel
-
-    register_pipeline()
-    register_relax_pipeline()

@@ -83,7 +83,7 @@ class LaunchConfig:
         integer expression of the kernel's scalar parameters and symbolic
         tensor extents (``grid=T.ceildiv(n, 256)``): apache-tvm's host code
         computes it from the arguments at every launch, and
-        :class:`tvm_tirx.Kernel` checks it first (:mod:`tvm_tirx.launch_sizes`).
+        :class:`tvm_tirx.Kernel` checks it first (:mod:`tvm_tirx.build.launch_sizes`).
         Nothing bounds the CTA ids then, so a memory access of the last,
         partial CTA must be guarded (``pred=`` or ``if``; the bounds rule).
     block : int | tuple[int, ...]
@@ -99,12 +99,12 @@ class LaunchConfig:
         apache-tvm's ``tirx.dyn_smem_bytes`` attribute, out of which
         ``T.alloc_shared(..., scope="shared.dyn")`` carves named tensors
         (see :mod:`tvm_tirx.script.dyn_smem`).  The target's limit is checked
-        when the kernel is compiled (:mod:`tvm_tirx.smem_limits`).  An integer
+        when the kernel is compiled (:mod:`tvm_tirx.build.smem_limits`).  An integer
         expression of the kernel's parameters (``n * 4``) is a run-time size:
         the pool is then allocated with that extent (apache-tvm's host code
         computes the launch's size from it), and the limit and the carve-outs'
         extent are checked by :class:`tvm_tirx.Kernel` before each launch
-        (:mod:`tvm_tirx.launch_sizes`).
+        (:mod:`tvm_tirx.build.launch_sizes`).
     min_blocks_per_sm : int | None
         CUDA's ``__launch_bounds__(threads, minBlocksPerMultiprocessor)``: ask
         the compiler to fit this many CTAs per SM (it limits registers to do so).

@@ -214,7 +214,7 @@ def unchecked_call(opcode, *operands, scope="thread", pred=None, preserve_dst=Fa
     """The tile op's Call for ``opcode`` over ``operands``, without parse-time checks.
 
     For generated code whose operands are rebuilt before lowering (a tensor
-    intrinsic's implementation, see :mod:`tvm_tirx.tensor_intrin`): the call's
+    intrinsic's implementation, see :mod:`tvm_tirx.schedule.tensor_intrin`): the call's
     tiles are placeholders there, and ``LowerTileApply`` checks the rebuilt
     call like any other.  Arguments are those of :func:`apply`, with
     ``opcode`` as text (``"ldmatrix.sync.aligned.m8n8.x4.shared.b16"``).

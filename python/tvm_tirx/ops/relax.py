@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import functools
 
-# The Relax pipeline has the TIR pipeline's name (``relax_pipeline="tvm_tirx"``), and the
-# root-block pass the TIR pipeline runs first is defined with it.
-from .pipeline import PIPELINE_NAME, ROOT_ANNOTATION, UnwrapRelaxRoot, is_s_tir, map_prim_funcs
+import tvm
+import tvm.s_tir
+from tvm.relax import pipeline as relax_pipelines
+from tvm.relax.backend.cuda import get_default_pipeline
+
+from ..build.pipeline import PIPELINE_NAME, ROOT_ANNOTATION, UnwrapRelaxRoot, is_s_tir, map_prim_funcs
 
 __all__ = [
     "PIPELINE_NAME",
@@ -45,8 +48,6 @@ OP_PATTERN_OPAQUE = 8
 def _prepare(func):
     """``func`` marked opaque and scheduled, its body in an annotated root block;
     schedulable (``s_tir``) PrimFuncs and already prepared ones are returned as they are."""
-    import tvm.s_tir  # pylint: disable=import-outside-toplevel
-
     if is_s_tir(func) or isinstance(func.body, tvm.s_tir.SBlockRealize):
         return func
     attrs = {"tirx.is_scheduled": True}
@@ -62,7 +63,7 @@ def PrepareTileKernels():  # pylint: disable=invalid-name
     """Module pass: make every hand-written PrimFunc of a Relax module safe for Relax's passes.
 
     A PrimFunc that is not a schedulable ``s_tir`` one (every ``T.cuda.tile.apply``
-    kernel, and any other hand-written TIRx kernel; :func:`tvm_tirx.pipeline.is_s_tir`
+    kernel, and any other hand-written TIRx kernel; :func:`tvm_tirx.build.pipeline.is_s_tir`
     decides, as it does for the TIR pipeline) gets
 
     - ``op_pattern = 8`` (opaque) unless it already has an ``op_pattern``: never fused;
@@ -76,8 +77,6 @@ def PrepareTileKernels():  # pylint: disable=invalid-name
     tvm.transform.Pass
         A module pass; run it before apache-tvm's Relax pipeline.
     """
-    import tvm  # pylint: disable=import-outside-toplevel
-
     @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.PrepareTileKernels")
     def _pass(mod, _ctx):
         return map_prim_funcs(mod, _prepare)
@@ -105,9 +104,6 @@ def relax_pipeline(target=None):
     ValueError
         When it runs with no target given and none current, or a non-CUDA one.
     """
-    import tvm  # pylint: disable=import-outside-toplevel
-    from tvm.relax.backend.cuda import get_default_pipeline  # pylint: disable=import-outside-toplevel
-
     @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.relax_pipeline")
     def _pass(mod, _ctx):
         tgt = target if target is not None else tvm.target.Target.current()
@@ -127,8 +123,6 @@ def relax_pipeline(target=None):
 @functools.cache
 def register_relax_pipeline() -> str:
     """Register :func:`relax_pipeline` with apache-tvm as ``"tvm_tirx"``; returns the name."""
-    from tvm.relax import pipeline  # pylint: disable=import-outside-toplevel
-
-    if PIPELINE_NAME not in pipeline.PIPELINE_MAP:
-        pipeline.register_pipeline(PIPELINE_NAME)(relax_pipeline)
+    if PIPELINE_NAME not in relax_pipelines.PIPELINE_MAP:
+        relax_pipelines.register_pipeline(PIPELINE_NAME)(relax_pipeline)
     return PIPELINE_NAME

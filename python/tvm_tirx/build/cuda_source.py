@@ -15,13 +15,19 @@ literal inline (``*(uint *)(&(0x1p+0f))``, rejected by nvcc).
 :func:`BindReinterpretedLiterals` binds such literals to a ``Let`` variable.
 
 Both run on the device module after apache-tvm's own device finalization (see
-:mod:`tvm_tirx.pipeline`): no later pass can bring a clash or a literal operand
+:mod:`tvm_tirx.build.pipeline`): no later pass can bring a clash or a literal operand
 back, and the errors and argument checks of earlier passes keep the user's names.
 """
 
 from __future__ import annotations
 
 import itertools
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.ir import Call, StringImm, Var
+from tvm.tirx.transform import prim_func_pass
 
 __all__ = [
     "CUDA_RESERVED",
@@ -96,9 +102,6 @@ def legal_name(name: str, reserved=CUDA_RESERVED) -> str:
 
 def _called_names(func) -> set:
     """Names of the functions ``func`` calls through call_extern / cuda.func_call."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm.ir import Call, StringImm  # pylint: disable=import-outside-toplevel
-
     names = set()
 
     def visit(call):
@@ -115,10 +118,6 @@ def rename_reserved_names(func):
     Buffer variables are left as they are: the codegen names their storage
     ``<name>_ptr``, which clashes with nothing.
     """
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
-
     reserved = CUDA_RESERVED | _called_names(func)
     renamed: list = []  # (old, new) pairs; Vars compare by identity, not ==
 
@@ -138,11 +137,6 @@ def rename_reserved_names(func):
 def bind_reinterpreted_literals(func):
     """``func`` with each ``reinterpret(<literal>)`` rewritten as
     ``let v = <literal> in reinterpret(v)``, which the codegen prints as a local."""
-    import tvm  # pylint: disable=import-outside-toplevel
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.ir import Call  # pylint: disable=import-outside-toplevel
-
     reinterpret = tvm.ir.Op.get("tirx.reinterpret")
     counter = itertools.count()
 
@@ -157,8 +151,6 @@ def bind_reinterpreted_literals(func):
 
 
 def _func_pass(transform, name):
-    from tvm.tirx.transform import prim_func_pass  # pylint: disable=import-outside-toplevel
-
     return prim_func_pass(lambda func, _mod, _ctx: transform(func), opt_level=0, name=name)
 
 
@@ -174,8 +166,6 @@ def BindReinterpretedLiterals():  # pylint: disable=invalid-name
 
 def legalize_device_source(finalize_device):
     """Wrap a pipeline's ``finalize_device`` factory: its passes, then the two of this module."""
-    import tvm  # pylint: disable=import-outside-toplevel
-
     def factory():
         return tvm.ir.transform.Sequential([finalize_device(), BindReinterpretedLiterals(), RenameReservedNames()])
 

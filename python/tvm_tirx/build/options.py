@@ -27,6 +27,9 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+import tvm_ffi
+from tvm.support import nvcc
+
 __all__ = ["CompileOptions", "parse_options", "cuda_compiler_flags"]
 
 _OURS = ("flags", "ptxas")
@@ -107,8 +110,6 @@ def _callback_with(args: list):
     """apache-tvm's ``tvm_callback_cuda_compile`` (``tvm.support.nvcc``) with ``args`` added."""
 
     def compile_cuda(code, *_):
-        from tvm.support import nvcc  # pylint: disable=import-outside-toplevel
-
         mode = os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower()
         fmt = "cubin" if mode == "nvrtc" else "fatbin"  # what apache-tvm's callback makes
         return nvcc.compile_cuda(code, target_format=fmt, options=list(args), compiler=mode)
@@ -130,8 +131,6 @@ def cuda_compiler_flags(options: CompileOptions):
     if not args:
         yield
         return
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm.support import nvcc  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
 
     with _SWAP_LOCK:  # (importing tvm.support.nvcc first registers apache-tvm's callback)
         previous = tvm_ffi.get_global_func(_CALLBACK, allow_missing=True)

@@ -9,10 +9,18 @@ static ``shared`` allocations and its ``tirx.dyn_smem_bytes`` (from
 A run-time ``dynamic_smem_bytes`` (an expression of the kernel's parameters)
 cannot be checked here: only the static part is, and the sum is checked by
 :class:`tvm_tirx.Kernel` before each launch, from the call's arguments
-(:mod:`tvm_tirx.launch_sizes`).
+(:mod:`tvm_tirx.build.launch_sizes`).
 """
 
 from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.runtime import DataType
+from tvm.target import Target
+
+from ..errors import TileError
 
 __all__ = ["MAX_SMEM_PER_BLOCK", "smem_limit", "static_smem_bytes", "check_smem_limit", "CheckSharedMemoryLimit"]
 
@@ -45,8 +53,6 @@ def smem_limit(arch: str) -> int | None:
 
 
 def _arch_of(func) -> str | None:
-    from tvm.target import Target  # pylint: disable=import-outside-toplevel
-
     target = func.attrs.get("target") if func.attrs is not None else None
     target = target or Target.current(allow_none=True)
     arch = target.attrs.get("arch") if target is not None else None
@@ -55,10 +61,6 @@ def _arch_of(func) -> str | None:
 
 def _smem_bytes(func) -> tuple[int, int]:
     """``(dynamic, static)`` shared memory bytes of PrimFunc ``func``."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     sizes = {"dynamic": 0, "static": 0}
 
     def visit(node):
@@ -94,10 +96,8 @@ def check_smem_limit(func, name: str = "") -> None:
         function's target arch; the message names both sizes and the limit.
         Nothing is checked without an arch or for one the table does not list
         (the driver then refuses the launch); a run-time dynamic size counts
-        0 here and is checked at launch (:mod:`tvm_tirx.launch_sizes`).
+        0 here and is checked at launch (:mod:`tvm_tirx.build.launch_sizes`).
     """
-    from .errors import TileError  # pylint: disable=import-outside-toplevel
-
     arch = _arch_of(func)
     limit = smem_limit(arch) if arch else None
     dynamic, static = _smem_bytes(func)
@@ -121,8 +121,6 @@ def CheckSharedMemoryLimit():  # pylint: disable=invalid-name
     TileError
         When run, for a kernel over its target's limit.
     """
-    import tvm  # pylint: disable=import-outside-toplevel
-
     @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.CheckSharedMemoryLimit")
     def _pass(mod, _ctx):
         for gv, func in mod.functions.items():

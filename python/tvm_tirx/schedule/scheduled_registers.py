@@ -3,7 +3,7 @@
 apache-tvm's schedules keep an mma fragment in a ``"warp"``-scope buffer whose
 last two axes are (lane, slot): ``(..., 32, s)`` per warp, ``s`` values per
 lane (``sch.cache_read(block, i, "warp")`` then ``transform_layout`` with a
-fragment map, see :mod:`tvm_tirx.tensor_intrin`).  A tile call wants the
+fragment map, see :mod:`tvm_tirx.schedule.tensor_intrin`).  A tile call wants the
 thread's own registers instead, with the lane in the layout.  So, for every
 ``"warp"`` buffer that a tensor intrinsic of ours reads or writes:
 
@@ -19,7 +19,13 @@ thread's own registers instead, with the lane in the layout.  So, for every
 
 from __future__ import annotations
 
-from .errors import TileError
+import tvm_ffi
+from tvm import s_tir, tirx
+from tvm.ir import TensorLoad
+from tvm.sym import Analyzer
+from tvm.tirx.buffer import buffer_data
+
+from ..errors import TileError
 
 __all__ = ["register_storage", "register_tile", "replace_allocations", "refuse_element_access"]
 
@@ -35,8 +41,6 @@ def register_storage(warp_buffers) -> dict:
         A buffer's second-to-last axis is not the 32 lanes of a warp; the
         message's location is ``where``.
     """
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
     out = {}
     for buf, where in warp_buffers:
         shape = [int(n) for n in buf.shape]
@@ -65,10 +69,6 @@ def register_tile(match, storage, where=None):
         The region is not one whole fragment: all 32 lanes and all ``s`` slots
         of a single leading coordinate.
     """
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.sym import Analyzer  # pylint: disable=import-outside-toplevel
-    from tvm.tirx.buffer import buffer_data  # pylint: disable=import-outside-toplevel
-
     region = match.source
     buf, ranges = region.source, list(region.region)
     shape = [int(n) for n in buf.shape]
@@ -101,8 +101,6 @@ def _is(buf, storage) -> bool:
 def replace_allocations(block, storage):
     """``block`` (an ``SBlock``) with each ``"warp"`` buffer of ``storage``
     allocated as its registers, and its read/write regions of them dropped."""
-    from tvm import s_tir  # pylint: disable=import-outside-toplevel
-
     allocs = [next((v for k, v in storage.items() if k.same_as(b)), b) for b in block.alloc_buffers]
     reads = [r for r in block.reads if not _is(r.source, storage)]
     writes = [r for r in block.writes if not _is(r.source, storage)]
@@ -124,12 +122,8 @@ def refuse_element_access(block, storage) -> None:
     ------
     TileError
         Names the block and the buffer: it must be tensorized with one of
-        :mod:`tvm_tirx.tensor_intrin`'s fragment intrinsics.
+        :mod:`tvm_tirx.schedule.tensor_intrin`'s fragment intrinsics.
     """
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import s_tir, tirx  # pylint: disable=import-outside-toplevel
-    from tvm.ir import TensorLoad  # pylint: disable=import-outside-toplevel
-
     own = tvm_ffi.structural_map(block.body, (s_tir.SBlockRealize, lambda _: tirx.Evaluate(0)))
     found = []
 

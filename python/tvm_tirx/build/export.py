@@ -10,7 +10,11 @@ refuses anything whose byte layout it does not recognise.
 
 from __future__ import annotations
 
+import os
+import re
+import struct
 
+import tvm_ffi
 
 # -- export: the serialized import tree, with the CUDA module's code replaced ----------------
 #
@@ -42,8 +46,6 @@ class _Reader:
         self.pos = pos
 
     def u64(self) -> int:
-        import struct  # pylint: disable=import-outside-toplevel
-
         if self.pos + 8 > len(self.data):
             raise RuntimeError("tvm_tirx: truncated module blob")
         (value,) = struct.unpack_from("<Q", self.data, self.pos)
@@ -62,8 +64,6 @@ class _Reader:
 
 
 def _u64(value: int) -> bytes:
-    import struct  # pylint: disable=import-outside-toplevel
-
     return struct.pack("<Q", value)
 
 
@@ -142,11 +142,6 @@ def pack_imports_with_device_binary(mod, is_system_lib, symbol_prefix, workspace
         The serialized imports are not laid out as this module expects, or do
         not hold exactly one CUDA module.
     """
-    import os  # pylint: disable=import-outside-toplevel
-    import re  # pylint: disable=import-outside-toplevel
-
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-
     blob = tvm_ffi.get_global_func("runtime.ModulePackImportsToTensor")(mod).numpy().tobytes()
     blob = _with_device_binary(blob, fmt, code)
     c_source = tvm_ffi.get_global_func("runtime.ModulePackImportsToC")(mod, is_system_lib, symbol_prefix)

@@ -12,7 +12,7 @@ in :class:`~tvm_tirx.Kernel` before the launch, from the same arguments:
   Specifications per Compute Capability": maximum x-/y-/z-dimension of a grid);
 * a run-time dynamic shared memory size covers every ``shared.dyn`` carve-out
   (the last byte any of them uses) and, with the kernel's static shared
-  memory, fits the target's limit per CTA (:mod:`tvm_tirx.smem_limits`).
+  memory, fits the target's limit per CTA (:mod:`tvm_tirx.build.smem_limits`).
 
 Calls that bypass ``Kernel`` (an exported library, the Relax VM) run without
 these checks: the CUDA driver then refuses a launch over its limits, but a
@@ -20,6 +20,17 @@ pool smaller than its carve-outs is the caller's mistake.
 """
 
 from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.ir import Var
+from tvm.runtime import DataType
+from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR
+
+from ..tile.kernel_facts import fold
+from ..tile.views import int_or_none
+from .smem_limits import smem_limit, static_smem_bytes
 
 __all__ = ["LaunchSizes", "GRID_LIMITS"]
 
@@ -30,14 +41,10 @@ _AXES = "xyz"
 
 
 def _binding(parent, cur):
-    from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR  # pylint: disable=import-outside-toplevel
-
     return next(k for k, v in _SCOPE_BINDING_TO_PARENT_CUR.items() if v == (parent, cur))
 
 
 def _const(expr):
-    from .tile.views import int_or_none  # pylint: disable=import-outside-toplevel
-
     return int_or_none(expr)
 
 
@@ -47,9 +54,6 @@ class _Size:
     evaluates any expression that translation does not cover)."""
 
     def __init__(self, what, expr, sources):
-        import tvm_ffi  # pylint: disable=import-outside-toplevel
-        from tvm.ir import Var  # pylint: disable=import-outside-toplevel
-
         self.what, self.expr = what, expr
         used = []
         tvm_ffi.structural_walk(expr, (Var, lambda v: None if any(v.same_as(u) for u in used) else used.append(v)))
@@ -76,9 +80,6 @@ class _Size:
             env = {"_tdiv": _tdiv, "_tmod": _tmod}
             exec(f"def compute(args):\n    return int({code})", env)  # pylint: disable=exec-used
             return env["compute"]
-        import tvm  # pylint: disable=import-outside-toplevel
-
-        from .tile.kernel_facts import fold  # pylint: disable=import-outside-toplevel
 
         analyzer = tvm.sym.Analyzer()
         readers = [(var, eval(f"lambda args: int({r})")) for var, r in names.items()]  # pylint: disable=eval-used
@@ -103,9 +104,6 @@ def _tmod(a: int, b: int) -> int:
 def _python(expr, names):
     """Python source computing integer PrimExpr ``expr`` (``names``: Var -> source of
     its value), or None for a node this does not translate."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
-
     binary = {tirx.Add: "({} + {})", tirx.Sub: "({} - {})", tirx.Mul: "({} * {})", tirx.FloorDiv: "({} // {})",
               tirx.FloorMod: "({} % {})", tirx.Div: "_tdiv({}, {})", tirx.Mod: "_tmod({}, {})",
               tirx.Min: "min({}, {})", tirx.Max: "max({}, {})"}  # fmt: skip
@@ -125,9 +123,6 @@ def _python(expr, names):
 def _sources(func):
     """``[(var, (param index, dim or None))]``: where each scalar parameter and
     symbolic tensor extent of ``func`` is read from in a call's arguments."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
-
     out = []
     for i, param in enumerate(func.params):
         if tirx.is_buffer_var(param):
@@ -148,12 +143,10 @@ class LaunchSizes:
     """The run-time launch sizes of one kernel and their checks.
 
     Build it with :meth:`of`; calling it with a call's arguments (already
-    checked by :mod:`tvm_tirx.arguments`) raises or returns None.
+    checked by :mod:`tvm_tirx.build.arguments`) raises or returns None.
     """
 
     def __init__(self, name, grid, dyn_size, high_water, static_bytes, arch):
-        from .smem_limits import smem_limit  # pylint: disable=import-outside-toplevel
-
         self.name, self.grid, self.dyn_size = name, grid, dyn_size
         self.high_water, self.static_bytes, self.arch = high_water, static_bytes, arch
         self._limit = smem_limit(arch) if arch else None
@@ -172,8 +165,6 @@ class LaunchSizes:
         ValueError
             A size reads a variable that a call's arguments do not give.
         """
-        from .smem_limits import static_smem_bytes  # pylint: disable=import-outside-toplevel
-
         grid, pool, high_water = _walk(func)
         if not grid and pool is None:
             return None
@@ -216,12 +207,6 @@ def _walk(func):
     """``(grid, pool size, high water)`` of ``func``: the run-time grid extents as
     ``[(axis, expr)]``, the run-time size of the dynamic shared memory pool (bytes;
     None when constant or absent), and the first byte after every carve-out of it."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
-    import tvm  # pylint: disable=import-outside-toplevel
-
     found = {"grid": [], "pool": None, "ends": []}
     cta = _binding("kernel", "cta")
     analyzer = tvm.sym.Analyzer()

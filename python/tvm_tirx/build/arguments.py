@@ -18,7 +18,10 @@ import functools
 import numbers
 import sys
 
-from .tile.views import int_or_none
+from tvm import tirx
+from tvm.runtime import DataType
+
+from ..tile.views import int_or_none
 
 __all__ = ["ParamSpec", "build_checker", "arity_error"]
 
@@ -50,8 +53,6 @@ def _device_kind(dev) -> str:
 
 def _int_range(dtype: str) -> tuple[int, int]:
     """``[lo, hi)`` of an integer dtype (from apache-tvm's ``DataType``)."""
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     bits = DataType(dtype).bits
     return (0, 2**bits) if dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1))
 
@@ -91,8 +92,6 @@ class ParamSpec:
     @classmethod
     def of(cls, param):
         """The spec of one PrimFunc parameter (a buffer or a scalar Var)."""
-        from tvm import tirx  # pylint: disable=import-outside-toplevel
-
         if tirx.is_buffer_var(param):
             # a symbolic extent (``n = T.int32()``; ``T.Tensor((n, 4), ...)``) is kept
             # by name: any extent fits, the same one wherever the name appears

@@ -5,18 +5,27 @@ A module may hold two kinds of PrimFunc: hand-written TIRx kernels (every
 ``s_tir`` PrimFuncs of legalized operators (marked by the ``s_tir`` attribute).
 apache-tvm lowers the two with different pipelines (``"tirx"`` and ``"s_tir"``);
 this one sends each function to its own: the TIRx kernels through
-:func:`UnwrapRelaxRoot`, :func:`~tvm_tirx.smem_limits.CheckSharedMemoryLimit`,
+:func:`UnwrapRelaxRoot`, :func:`~tvm_tirx.build.smem_limits.CheckSharedMemoryLimit`,
 :class:`~tvm_tirx.LowerTileApply` and ``"tirx"``, the others through ``"s_tir"``,
 and joins the results; an ``s_tir`` PrimFunc that ``sch.tensorize`` gave tile
-calls (:mod:`tvm_tirx.tensor_intrin`) has them checked and expanded first, by
-:func:`~tvm_tirx.scheduled.LowerScheduledTileCalls`.  The device functions then go through apache-tvm's device
-finalization and :func:`~tvm_tirx.cuda_source.legalize_device_source` (names and
+calls (:mod:`tvm_tirx.schedule.tensor_intrin`) has them checked and expanded first, by
+:func:`~tvm_tirx.schedule.scheduled.LowerScheduledTileCalls`.  The device functions then go through apache-tvm's device
+finalization and :func:`~tvm_tirx.build.cuda_source.legalize_device_source` (names and
 literals that apache-tvm's CUDA codegen would print as source nvcc rejects).
 """
 
 from __future__ import annotations
 
 import functools
+
+import tvm
+import tvm.s_tir
+from tvm.tirx import compilation_pipeline as cp
+
+from ..schedule.scheduled import LowerScheduledTileCalls
+from ..tile.lower import LowerTileApply
+from .cuda_source import legalize_device_source
+from .smem_limits import CheckSharedMemoryLimit
 
 __all__ = ["PIPELINE_NAME", "ROOT_ANNOTATION", "register_pipeline", "is_s_tir", "UnwrapRelaxRoot", "map_prim_funcs"]
 
@@ -34,8 +43,6 @@ def is_s_tir(func) -> bool:
 
 
 def _unwrap(func):
-    import tvm.s_tir  # pylint: disable=import-outside-toplevel
-
     body = func.body
     if isinstance(body, tvm.s_tir.SBlockRealize) and ROOT_ANNOTATION in body.block.annotations:
         return func.with_body(body.block.body)
@@ -44,8 +51,6 @@ def _unwrap(func):
 
 def map_prim_funcs(mod, fn):
     """``mod`` with ``fn`` applied to each PrimFunc (the same module when none changes)."""
-    import tvm  # pylint: disable=import-outside-toplevel
-
     updates = {}
     for gvar, func in mod.functions.items():
         if isinstance(func, tvm.tirx.PrimFunc):
@@ -69,8 +74,6 @@ def UnwrapRelaxRoot():  # pylint: disable=invalid-name
     -------
     tvm.transform.Pass
     """
-    import tvm  # pylint: disable=import-outside-toplevel
-
     @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.UnwrapRelaxRoot")
     def _pass(mod, _ctx):
         return map_prim_funcs(mod, _unwrap)
@@ -79,14 +82,6 @@ def UnwrapRelaxRoot():  # pylint: disable=invalid-name
 
 
 def _pipeline_factory(**kwargs):
-    import tvm  # pylint: disable=import-outside-toplevel
-    from tvm.tirx import compilation_pipeline as cp  # pylint: disable=import-outside-toplevel
-
-    from .cuda_source import legalize_device_source  # pylint: disable=import-outside-toplevel
-    from .scheduled import LowerScheduledTileCalls  # pylint: disable=import-outside-toplevel
-    from .smem_limits import CheckSharedMemoryLimit  # pylint: disable=import-outside-toplevel
-    from .tile.lower import LowerTileApply  # pylint: disable=import-outside-toplevel
-
     tirx_stock, finalize_host, finalize_device = cp.tirx_pipeline(**kwargs)
     tile = tvm.ir.transform.Sequential(
         [UnwrapRelaxRoot(), CheckSharedMemoryLimit(), LowerTileApply(), tirx_stock]
@@ -116,7 +111,5 @@ def register_pipeline() -> str:
     Pass it as ``tvm.compile(mod, target, tir_pipeline="tvm_tirx")``;
     :func:`tvm_tirx.compile` uses it too.
     """
-    from tvm.tirx.compilation_pipeline import register_tir_pipeline  # pylint: disable=import-outside-toplevel
-
-    register_tir_pipeline(PIPELINE_NAME, _pipeline_factory)
+    cp.register_tir_pipeline(PIPELINE_NAME, _pipeline_factory)
     return PIPELINE_NAME

@@ -1,12 +1,12 @@
 """Tensor intrinsics for apache-tvm's TIR schedules whose implementation is a checked tile call.
 
-``import tvm_tirx.tensor_intrin`` registers, with ``tvm.s_tir.TensorIntrin``,
+``import tvm_tirx.schedule.tensor_intrin`` registers, with ``tvm.s_tir.TensorIntrin``,
 one intrinsic per instruction form below; ``sch.tensorize(loop_or_block,
 "tvm_tirx.<name>")`` then replaces a matching block of a scheduled PrimFunc
 by a ``T.cuda.tile.apply`` call, and ``tvm.compile(mod, target,
 tir_pipeline="tvm_tirx")`` (or :func:`tvm_tirx.compile`) checks that call
 against its instruction's contract on the scheduled kernel -- threads bound by
-the schedule included -- and expands it (see :mod:`tvm_tirx.scheduled`).
+the schedule included -- and expands it (see :mod:`tvm_tirx.schedule.scheduled`).
 
 Each intrinsic is a ``(desc, impl)`` pair of ``s_tir`` PrimFuncs, as apache-tvm
 declares its own (``tvm/s_tir/tensor_intrin/cuda.py``): ``desc`` states what the
@@ -47,7 +47,7 @@ for apache-tvm's ``mma_*`` intrinsics tensorizes with these too:
 ``x1``, ``x2``, ``x4`` move 8 x 8, 8 x 16 and 16 x 16 tiles (rows x cols of
 the fragment; ``_trans`` reads the transposed tile from memory).  Fragments
 held in ``"warp"`` buffers become per-thread registers when the kernel is
-built (:mod:`tvm_tirx.scheduled_registers`); every access to such a buffer
+built (:mod:`tvm_tirx.schedule.scheduled_registers`); every access to such a buffer
 must then be one of these intrinsics.
 
 Hardware facts: PTX ISA 9.7.10.8 / 9.7.10.11 (``ld`` / ``st``), 9.7.9.25.3
@@ -58,58 +58,22 @@ Hardware facts: PTX ISA 9.7.10.8 / 9.7.10.11 (``ld`` / ``st``), 9.7.9.25.3
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
+
+from ..intrin_registry import MARKER, PREFIX, operand_builder, register, registered
+from . import _memory, _warp
 
 __all__ = [
     "PREFIX", "MARKER", "list_intrinsics", "register_all", "register", "operand_builder", "tensorize_supported",
 ]  # fmt: skip
 
-#: Every intrinsic name registered here starts with it.
-PREFIX = "tvm_tirx."
-#: AttrStmt key around each implementation's tile call: its value is the
-#: intrinsic's name, which :mod:`tvm_tirx.scheduled` puts in error messages.
-MARKER = "tvm_tirx.tensor_intrin"
-
-_REGISTERED: list = []
-_OPERANDS: dict = {}
-
-
-def register(name, desc, impl, operands=None) -> None:
-    """Register intrinsic ``name`` (``desc``, ``impl`` s_tir PrimFuncs).
-
-    Parameters
-    ----------
-    operands : callable | None
-        ``operands(*tiles) -> tuple``: the tile call's operands, in the
-        instruction family's order, built with ordinary view methods from the
-        matched tiles in ``impl``'s parameter order (memory tiles as strided
-        views of their source, ``"warp"`` fragments as the thread's own
-        registers, see :mod:`tvm_tirx.scheduled_registers`).  Given, ``impl``
-        holds a placeholder call (:func:`~tvm_tirx.tile.op.unchecked_call`)
-        that :mod:`tvm_tirx.scheduled` rebuilds with them; None, ``impl``'s
-        call is used as it is.
-    """
-    from tvm.s_tir import TensorIntrin  # pylint: disable=import-outside-toplevel
-
-    TensorIntrin.register(name, desc, impl, override=True)
-    _REGISTERED.append(name)
-    if operands is not None:
-        _OPERANDS[name] = operands
-
-
-def operand_builder(name):
-    """The ``operands`` function registered with intrinsic ``name``, or None."""
-    return _OPERANDS.get(name)
-
 
 def register_all() -> None:
     """Register every intrinsic of this package with ``tvm.s_tir.TensorIntrin``
     (idempotent; runs at import)."""
-    if _REGISTERED:
+    if registered():
         return
-    from ..script import install  # pylint: disable=import-outside-toplevel
-    from . import _memory, _warp  # pylint: disable=import-outside-toplevel
-
-    install.install()
     _memory.register_memory()
     _warp.register_warp()
 
@@ -141,9 +105,6 @@ def tensorize_supported() -> bool:
     bool
         False where the probe's process died (any nonzero exit).
     """
-    import subprocess  # pylint: disable=import-outside-toplevel
-    import sys  # pylint: disable=import-outside-toplevel
-
     done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, timeout=300, check=False)
     return done.returncode == 0
 
@@ -151,7 +112,7 @@ def tensorize_supported() -> bool:
 def list_intrinsics() -> list:
     """The names of the registered intrinsics (``"tvm_tirx.ld_global_v4_f32"`` ...), sorted."""
     register_all()
-    return sorted(_REGISTERED)
+    return sorted(registered())
 
 
 register_all()

@@ -1,5 +1,5 @@
 """Thread-level memory intrinsics: vector ``ld`` / ``st`` and 16-byte ``cp.async``
-(names in :mod:`tvm_tirx.tensor_intrin`).
+(names in :mod:`tvm_tirx.schedule.tensor_intrin`).
 
 Hardware facts: PTX ISA 9.7.10.8 / 9.7.10.11 (``ld`` / ``st``, vectors and their
 natural alignment), 9.7.9.25.3 (``cp.async``, 16-byte ``.cg`` chunks).
@@ -7,7 +7,10 @@ natural alignment), 9.7.9.25.3 (``cp.async``, 16-byte ``.cg`` chunks).
 
 from __future__ import annotations
 
-from . import MARKER, PREFIX, register
+from tvm.runtime import DataType
+
+from ...script import tirx as T
+from ..intrin_registry import MARKER, PREFIX, register
 
 #: short dtype name -> (TVM dtype, PTX bit type of one element)
 DTYPES = {
@@ -21,8 +24,6 @@ DTYPES = {
 
 def _copy_desc(n, dtype, dst_scope, src_scope):
     """``desc``: ``dst[i] = src[i]`` for ``i < n``, as a block to match."""
-    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
-
     @T.prim_func(s_tir=True)
     def desc(dst_handle: T.handle, src_handle: T.handle):
         dst = T.match_buffer(dst_handle, (n,), dtype, offset_factor=1, scope=dst_scope)
@@ -40,8 +41,6 @@ def _copy_desc(n, dtype, dst_scope, src_scope):
 
 def _tile_impl(name, opcode, n, dtype, dst_scope, src_scope):
     """``impl``: one ``T.cuda.tile.apply(opcode, dst, src)`` at thread scope."""
-    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
-
     @T.prim_func(s_tir=True)
     def impl(dst_handle: T.handle, src_handle: T.handle):
         dst = T.match_buffer(dst_handle, (n,), dtype, offset_factor=1, scope=dst_scope)
@@ -70,8 +69,6 @@ def _vector_memory():
 
 def _async_copies():
     """16-byte ``cp.async.cg`` global -> shared copies."""
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     for short, (dtype, _) in DTYPES.items():
         n = 16 * 8 // DataType(dtype).bits
         name = f"{PREFIX}cp_async_cg_16B_{short}"

@@ -20,6 +20,10 @@ it is the register order ``mma.sync`` m16n8k16 reads (a0..a7; b0..b3 of the two
 
 from __future__ import annotations
 
+from tvm.runtime import DataType
+from tvm.tirx.layout import Axis, S, TileLayout
+from tvm.tirx.script import builder
+
 __all__ = ["fragment_index", "slots", "register_view", "matrices", "mma_operand", "accumulator_rows"]
 
 
@@ -59,9 +63,6 @@ def register_view(regs, shape, layout, dtype=None):
     ValueError
         ``regs`` does not start on a whole ``dtype`` element.
     """
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-    from tvm.tirx.script import builder  # pylint: disable=import-outside-toplevel
-
     dtype = dtype or str(regs.dtype)
     ratio = DataType(dtype).bits // DataType(str(regs.dtype)).bits
     offset = regs.elem_offset // ratio if ratio > 1 else regs.elem_offset
@@ -70,8 +71,6 @@ def register_view(regs, shape, layout, dtype=None):
 
 def _lanes(*pairs):
     """``TileLayout(S[extents : strides])``; ``("L", s)`` strides are lane strides."""
-    from tvm.tirx.layout import Axis, S, TileLayout  # pylint: disable=import-outside-toplevel
-
     extents = tuple(e for e, _ in pairs)
     strides = tuple(s[1] @ Axis.laneid if isinstance(s, tuple) else s for _, s in pairs)
     return TileLayout(S[extents:strides])

@@ -30,7 +30,14 @@ barriers are explicit (the tile contract inserts none).
 
 from __future__ import annotations
 
-from .errors import TileInternalError
+import tvm_ffi
+from tvm import s_tir, tirx
+from tvm.ir import Call, TensorLoad
+from tvm.runtime import DataType
+
+from ..errors import TileInternalError
+from ..tile.kernel_facts import KernelFacts
+from ..tile.views import ViewMap
 
 __all__ = ["expose_memory_accesses"]
 
@@ -62,11 +69,6 @@ def _access_ptr(load, root, mask):
     """``tvm_access_ptr`` of the element ``load`` (a BufferLoad of a view of
     ``root``) names, in elements of ``root``'s dtype (``tvm_access_ptr`` must
     use it), or None when the element does not start on one."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
-    from .tile.views import ViewMap  # pylint: disable=import-outside-toplevel
-
     buf = load.source
     ratio, rest = divmod(DataType(str(buf.dtype)).bits, DataType(str(root.dtype)).bits)
     if ratio == 0 or rest:
@@ -79,9 +81,6 @@ def _access_ptr(load, root, mask):
 
 def _rewrite_addresses(call, masks, root_of):
     """``call`` with each memory ``address_of(view[...])`` argument as an access pointer."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm.ir import Call, TensorLoad  # pylint: disable=import-outside-toplevel
-
     def visit(node):
         if str(getattr(node.op, "name", "")) != "tirx.address_of" or not isinstance(node.args[0], TensorLoad):
             return node
@@ -103,9 +102,6 @@ def _rewrite_addresses(call, masks, root_of):
 
 
 def _rewrite_block(block, root_of):
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import s_tir, tirx  # pylint: disable=import-outside-toplevel
-
     masks = _masks(block, root_of)
 
     def visit(node):
@@ -138,10 +134,5 @@ def expose_memory_accesses(func):
         A view narrower than its allocation's elements (no intrinsic makes
         one), or one whose allocation the kernel does not declare.
     """
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import s_tir  # pylint: disable=import-outside-toplevel
-
-    from .tile.kernel_facts import KernelFacts  # pylint: disable=import-outside-toplevel
-
     root_of = KernelFacts(func).root_of
     return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, lambda b: _rewrite_block(b, root_of))))

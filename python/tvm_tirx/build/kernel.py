@@ -8,63 +8,28 @@ from __future__ import annotations
 
 import functools
 
-from .arch import gpu_arch as _gpu_arch
+import tvm
+
+from ..schedule.scheduled import lower_scheduled
+from ..script.install import install
+from ..tile.lower import lower_tile_apply
 from .arguments import ParamSpec, build_checker
 from .cache import cache_dir, cache_key, has_cuda_loader, load_entry, store_entry
-from .compile_options import cuda_compiler_flags, parse_options
 from .export import pack_imports_with_device_binary
 from .launch_sizes import LaunchSizes
+from .nvcc import nvcc
+from .options import cuda_compiler_flags, parse_options
 from .pipeline import PIPELINE_NAME, is_s_tir, register_pipeline
-from .scheduled import lower_scheduled
-from .tile.lower import lower_tile_apply
+from .target import resolve_target
 
 __all__ = ["compile", "Kernel", "PIPELINE_NAME", "resolve_target"]
-
-
-def resolve_target(target="cuda", arch: str | None = None):
-    """The apache-tvm ``Target`` for ``target`` and ``arch``.
-
-    Parameters
-    ----------
-    target : str | dict | tvm.target.Target
-        ``"cuda"``, a target dict, or a Target.
-    arch : str | None
-        ``"sm_90a"`` and the like.  Defaults to the GPU's own arch.
-
-    Raises
-    ------
-    ValueError
-        No GPU is present and ``arch`` was not given, or the target is not CUDA.
-    """
-    import tvm  # pylint: disable=import-outside-toplevel
-
-    if isinstance(target, tvm.target.Target):
-        if arch is None:
-            return target
-        target = dict(target.export())
-    if isinstance(target, str):
-        if target != "cuda":
-            raise ValueError(f"tvm_tirx.compile: target must be 'cuda', got {target!r}")
-        target = {"kind": "cuda"}
-    target = dict(target)
-    if target.get("kind") != "cuda":
-        raise ValueError(f"tvm_tirx.compile: target kind must be 'cuda', got {target.get('kind')!r}")
-    if arch is None:
-        arch = target.get("arch") or _gpu_arch()
-    if arch is None:
-        raise ValueError(
-            "tvm_tirx.compile: no CUDA GPU is present, so the architecture cannot be "
-            "detected; pass arch=, e.g. tvm_tirx.compile(func, target='cuda', arch='sm_90a')"
-        )
-    target["arch"] = arch
-    return tvm.target.Target(target)
 
 
 def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None) -> Kernel:  # pylint: disable=redefined-builtin
     """Build a kernel written with ``T.cuda.tile.apply``.
 
     A build that succeeded is kept in the compile cache on disk
-    (:mod:`tvm_tirx.cache`: ``TVM_TIRX_CACHE_DIR`` moves it, ``TVM_TIRX_CACHE=0``
+    (:mod:`tvm_tirx.build.cache`: ``TVM_TIRX_CACHE_DIR`` moves it, ``TVM_TIRX_CACHE=0``
     turns it off); compiling the same kernel again -- in this process or
     another -- loads it from there.
 
@@ -81,7 +46,7 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
         ``--use_fast_math``, ``-maxrregcount=N``); ``"ptxas"``: ptxas flags
         (``-v``, ``--register-usage-level=N``); any other key is a
         ``tvm.transform.PassContext`` config entry.  See
-        :mod:`tvm_tirx.compile_options`.
+        :mod:`tvm_tirx.build.options`.
 
     Returns
     -------
@@ -94,13 +59,11 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
         A tile call breaks its contract (found by ``LowerTileApply``).
     ValueError
         No arch without a GPU; not exactly one PrimFunc; a module with Relax
-        functions (build those with ``tvm.compile``, see :mod:`tvm_tirx.relax`);
+        functions (build those with ``tvm.compile``, see :mod:`tvm_tirx.ops.relax`);
         an unknown key in ``options``.
     TypeError
         ``options`` is not a dict, or its ``"flags"``/``"ptxas"`` is not a list of str.
     """
-    from .script.install import install  # pylint: disable=import-outside-toplevel
-
     install()
     name, func = _the_kernel(func_or_mod)
     tgt = resolve_target(target, arch)
@@ -123,8 +86,6 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
 
 def _the_kernel(func_or_mod):
     """``(name, PrimFunc)`` of the one kernel in ``func_or_mod``."""
-    import tvm  # pylint: disable=import-outside-toplevel
-
     if isinstance(func_or_mod, tvm.IRModule):
         mod = func_or_mod
     else:
@@ -147,8 +108,6 @@ def _the_kernel(func_or_mod):
 
 def _build(func, name, tgt, opts):
     """apache-tvm's executable for ``func`` (lowered here first)."""
-    import tvm  # pylint: disable=import-outside-toplevel
-
     pipeline = register_pipeline()
     # Lower here, in Python, so that a contract violation reaches the caller as
     # the TileError it is (through the pass pipeline's FFI boundary it would
@@ -171,8 +130,6 @@ def _from_cache(directory, key, func, name, tgt, opts):
         return None
     executable = None
     if entry.library is not None:
-        import tvm  # pylint: disable=import-outside-toplevel
-
         try:
             executable = tvm.runtime.Executable(tvm.runtime.load_module(entry.library))
         except Exception:  # pylint: disable=broad-except
@@ -199,7 +156,7 @@ class Kernel:
     target : tvm.target.Target
         The CUDA target (with ``arch``).
     options : CompileOptions
-        The compile options (:mod:`tvm_tirx.compile_options`).
+        The compile options (:mod:`tvm_tirx.build.options`).
     executable : tvm.runtime.Executable
         apache-tvm's build result (for a kernel from the compile cache: the
         stored library, or -- in a process without a CUDA runtime, where the
@@ -258,12 +215,12 @@ class Kernel:
         RuntimeError
             ``nvcc`` is missing or rejects the source.
         """
-        return _nvcc(self.cuda_source, self.target, "ptx", flags=self.options.compiler_args()).decode()
+        return nvcc(self.cuda_source, self.target, "ptx", flags=self.options.compiler_args()).decode()
 
     def cubin(self) -> bytes:
         """Assemble :attr:`cuda_source` into a cubin with ``nvcc``/``ptxas`` (bytes), with the
         compile options' flags."""
-        return _nvcc(self.cuda_source, self.target, "cubin", flags=self.options.compiler_args())
+        return nvcc(self.cuda_source, self.target, "cubin", flags=self.options.compiler_args())
 
     def script(self) -> str:
         """The kernel as TVMScript, before lowering."""
@@ -301,7 +258,7 @@ class Kernel:
         """
         if fmt not in ("cubin", "fatbin"):
             raise ValueError(f"Kernel.export: fmt must be 'cubin' or 'fatbin', got {fmt!r}")
-        binary = _nvcc(self.cuda_source, self.target, fmt, flags=self.options.compiler_args())
+        binary = nvcc(self.cuda_source, self.target, fmt, flags=self.options.compiler_args())
 
         def pack_imports(mod, is_system_lib, symbol_prefix, workspace_dir):
             return pack_imports_with_device_binary(mod, is_system_lib, symbol_prefix, workspace_dir, fmt, binary)
@@ -327,7 +284,7 @@ class Kernel:
             that does not fit its dtype; a run-time launch size that these
             arguments make invalid (a grid extent of 0 or over CUDA's limit, a
             dynamic shared memory size below the kernel's carve-outs or over
-            the target's limit; :mod:`tvm_tirx.launch_sizes`).
+            the target's limit; :mod:`tvm_tirx.build.launch_sizes`).
         """
         self._check(args)
         self._function(*args)
@@ -354,40 +311,3 @@ def _walk_modules(mod):
     yield mod
     for sub in mod.imports:
         yield from _walk_modules(sub)
-
-
-def _nvcc(source: str, target, fmt: str, check: bool = True, flags=()) -> bytes:
-    """Run the machine's ``nvcc`` on ``source``: ``fmt="ptx"`` gives PTX, ``"cubin"``
-    the assembled binary.  nvcc 13 runs ptxas on ``--ptx`` output too; with
-    ``check=False`` the PTX is returned even when ptxas rejects it.  ``flags``
-    (the compile options' compiler arguments) go after ours."""
-    import subprocess  # pylint: disable=import-outside-toplevel
-    import tempfile  # pylint: disable=import-outside-toplevel
-
-    sm = str(target.attrs.get("arch", ""))
-    if not sm.startswith("sm_"):
-        raise RuntimeError(f"tvm_tirx: target has no sm_ arch: {target}")
-    if fmt == "ptx":
-        fmt_flags = ["--ptx", f"-arch=compute_{sm[3:]}"]
-    else:
-        fmt_flags = [f"--{fmt}", f"-arch={sm}"]
-    with tempfile.TemporaryDirectory() as tmp:
-        src, out = f"{tmp}/kernel.cu", f"{tmp}/kernel.{fmt}"
-        with open(src, "w", encoding="utf-8") as f:
-            f.write(source)
-        try:
-            proc = subprocess.run(
-                ["nvcc", *fmt_flags, "-O3", "-std=c++17", "-w", *flags, "-o", out, src],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-        except FileNotFoundError as err:
-            raise RuntimeError("tvm_tirx: nvcc is not on the PATH") from err
-        import os  # pylint: disable=import-outside-toplevel
-
-        if proc.returncode != 0 and not (not check and fmt == "ptx" and os.path.exists(out)):
-            raise RuntimeError(f"tvm_tirx: nvcc could not build the kernel ({fmt}):\n{proc.stderr}")
-        with open(out, "rb") as f:
-            return f.read()
-

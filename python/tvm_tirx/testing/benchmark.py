@@ -8,9 +8,15 @@ returns the fastest with the whole table.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import multiprocessing
+import os
 import statistics
 import sys
 from dataclasses import dataclass, field
+
+from ..build.kernel import Kernel
+from ..build.kernel import compile as compile_kernel
 
 __all__ = ["Timing", "do_bench", "SweepRow", "SweepResult", "sweep"]
 
@@ -69,7 +75,7 @@ def do_bench(fn, *, runs: int = 50, warmup: int = 5, spin_cycles: int = 2_000_00
     if runs < 1:
         raise ValueError(f"do_bench: runs must be at least 1, got {runs}")
     try:
-        import torch  # pylint: disable=import-outside-toplevel
+        import torch  # pylint: disable=import-outside-toplevel  # optional
     except ImportError as err:
         raise RuntimeError("do_bench needs torch with CUDA") from err
     if not torch.cuda.is_available():
@@ -119,7 +125,7 @@ class SweepRow:
     config: dict
     timing: Timing | None = None
     error: str | None = None
-    kernel: object = field(default=None, repr=False)
+    kernel: Kernel | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -155,10 +161,8 @@ class SweepResult:
 
 def _compile_one(make_kernel, config, compile_kwargs):
     """Worker: compile one configuration; ``(kernel or None, error text or None)``."""
-    import tvm_tirx  # pylint: disable=import-outside-toplevel
-
     try:
-        return tvm_tirx.compile(make_kernel(**config), **compile_kwargs), None
+        return compile_kernel(make_kernel(**config), **compile_kwargs), None
     except Exception as err:  # pylint: disable=broad-except
         return None, f"{type(err).__name__}: {err}"
 
@@ -177,7 +181,7 @@ class _Progress:
         self.enabled = enabled and total > 0
         if self.enabled:
             try:
-                from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
+                from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel  # optional
 
                 self.bar = tqdm(total=total, desc=label)
             except ImportError:
@@ -204,9 +208,6 @@ def _compile_all(make_kernel, configs, compile_kwargs, workers, progress) -> lis
     errors = [None] * len(configs)
     try:
         if workers > 0:
-            import concurrent.futures as cf  # pylint: disable=import-outside-toplevel
-            import multiprocessing  # pylint: disable=import-outside-toplevel
-
             # spawn: a forked child of a process holding a CUDA context is not safe
             with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
                 futures = {pool.submit(_compile_in_worker, make_kernel, c, compile_kwargs): i for i, c in enumerate(configs)}
@@ -278,8 +279,6 @@ def sweep(
     RuntimeError
         ``measure`` is True and there is no GPU (from :func:`do_bench`).
     """
-    import os  # pylint: disable=import-outside-toplevel
-
     configs = [dict(c) for c in configs]
     if workers is None:
         workers = min(len(configs), os.cpu_count() or 1)

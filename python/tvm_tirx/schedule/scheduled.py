@@ -1,6 +1,6 @@
 """Tile calls in scheduled ``s_tir`` PrimFuncs: what the ``"tvm_tirx"`` pipeline
 does before apache-tvm's ``"s_tir"`` pipeline when ``sch.tensorize`` put
-``T.cuda.tile.apply`` calls into a kernel (:mod:`tvm_tirx.tensor_intrin`).
+``T.cuda.tile.apply`` calls into a kernel (:mod:`tvm_tirx.schedule.tensor_intrin`).
 
 1. :func:`prefix_passes`: apache-tvm's own first ``s_tir`` passes, through
    ``UnifyThreadBinding``: blocks become opaque, block iterators are replaced
@@ -16,7 +16,7 @@ does before apache-tvm's ``"s_tir"`` pipeline when ``sch.tensorize`` put
    strides and alignment the proofs then see.
 3. ``LowerMatchBuffer`` and :func:`~tvm_tirx.tile.lower.lower_tile_apply`; a
    :class:`~tvm_tirx.TileError` names the block and the intrinsic.
-4. :func:`~tvm_tirx.scheduled_accesses.expose_memory_accesses`: the
+4. :func:`~tvm_tirx.schedule.scheduled_accesses.expose_memory_accesses`: the
    expanded calls' memory addresses become ``tvm_access_ptr`` calls, their
    offsets computed through the views' layouts and marked with the block's
    read/write direction, so that the stock pipeline neither flattens them
@@ -29,6 +29,21 @@ pipeline runs on it next (its first passes find nothing more to do).
 
 from __future__ import annotations
 
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+from tvm.script.ir_builder import IRBuilder, tirx as builder
+from tvm.tirx.buffer import buffer_data
+from tvm.tirx.layout import S, TileLayout
+from tvm.tirx.transform import prim_func_pass
+
+from ..tile.lower import lower_tile_apply
+from ..tile.op import decode, is_tile_call, unchecked_call
+from ..tile.views import int_or_none
+from . import scheduled_registers as regs
+from .intrin_registry import MARKER, operand_builder
+from .scheduled_accesses import expose_memory_accesses
+
 __all__ = ["has_tile_calls", "prefix_passes", "BindTileOperands", "lower_scheduled", "LowerScheduledTileCalls"]
 
 
@@ -38,11 +53,6 @@ def has_tile_calls(func) -> bool:
 
 
 def _holds_tile_calls(stmt) -> bool:
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
-    from .tile.op import is_tile_call  # pylint: disable=import-outside-toplevel
-
     found = []
     tvm_ffi.structural_walk(stmt, (tirx.Evaluate, lambda n: found.append(1) if is_tile_call(n.value) else None))
     return bool(found)
@@ -51,8 +61,6 @@ def _holds_tile_calls(stmt) -> bool:
 def prefix_passes() -> list:
     """apache-tvm's ``s_tir`` passes that run before tile calls are lowered (the
     first ones of ``tvm/s_tir/pipeline.py``, in its order)."""
-    from tvm import s_tir  # pylint: disable=import-outside-toplevel
-
     t = s_tir.transform
     return [
         t.CanonicalizeLoop(),
@@ -84,12 +92,6 @@ def _source_view(match):
     matched buffer's shape -- region axes of extent 1 that the matched buffer
     does not have are dropped -- as a strided layout over the source's storage
     (the source's offset plus the region's start, in elements)."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.tirx.buffer import buffer_data  # pylint: disable=import-outside-toplevel
-    from tvm.tirx.layout import S, TileLayout  # pylint: disable=import-outside-toplevel
-
-    from .tile.views import int_or_none  # pylint: disable=import-outside-toplevel
-
     buf, region = match.buffer, match.source
     source, ranges = region.source, list(region.region)
     strides = _strides(source)
@@ -115,10 +117,6 @@ def _source_view(match):
 
 def _marked(body):
     """``(intrinsic name or None, body without the marker AttrStmt)``."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
-    from .tensor_intrin import MARKER  # pylint: disable=import-outside-toplevel
-
     if isinstance(body, tirx.AttrStmt) and body.attr_key == MARKER:
         return str(body.value.value if hasattr(body.value, "value") else body.value), body.body
     return None, body
@@ -126,12 +124,6 @@ def _marked(body):
 
 def _with_origin(body, where):
     """``body`` with each tile call's span naming ``where`` (block and intrinsic)."""
-    import tvm  # pylint: disable=import-outside-toplevel
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
-    from .tile.op import is_tile_call  # pylint: disable=import-outside-toplevel
-
     def mark(node):
         if not is_tile_call(node.value):
             return node
@@ -148,9 +140,6 @@ def _with_origin(body, where):
 def _warp_sources(func) -> list:
     """``[(buffer, where)]``: the ``"warp"`` buffers that blocks holding tile
     calls match tiles of, each with the first such block (``"block 'name'"``)."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import s_tir  # pylint: disable=import-outside-toplevel
-
     found = []
 
     def visit(block):
@@ -167,15 +156,8 @@ def _warp_sources(func) -> list:
 
 def _shaped(body, name):
     """``body``'s tile call rebuilt with the operands that intrinsic ``name``'s
-    ``operands`` function makes of it (:func:`tvm_tirx.tensor_intrin.register`),
+    ``operands`` function makes of it (:func:`tvm_tirx.schedule.tensor_intrin.register`),
     their views declared before it; ``body`` itself when it has none."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.script.ir_builder import IRBuilder  # pylint: disable=import-outside-toplevel
-    from tvm.script.ir_builder import tirx as builder  # pylint: disable=import-outside-toplevel
-
-    from .tensor_intrin import operand_builder  # pylint: disable=import-outside-toplevel
-    from .tile.op import decode, is_tile_call, unchecked_call  # pylint: disable=import-outside-toplevel
-
     build = operand_builder(name) if name else None
     if build is None or not isinstance(body, tirx.Evaluate) or not is_tile_call(body.value):
         return body
@@ -193,11 +175,6 @@ def _shaped(body, name):
 def _bind_block(block, registers):
     """The block with its matched buffers replaced by source views in tile calls
     (``registers``: the thread's storage of each ``"warp"`` buffer)."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import s_tir, tirx  # pylint: disable=import-outside-toplevel
-
-    from .scheduled_registers import register_tile  # pylint: disable=import-outside-toplevel
-
     name, body = _marked(block.body)
     if (name is None and not block.match_buffers) or not _holds_tile_calls(body):
         return block
@@ -205,7 +182,7 @@ def _bind_block(block, registers):
     decls, subst = [], {}
     for match in block.match_buffers:
         storage = next((v for k, v in registers.items() if k.same_as(match.source.source)), None)
-        view, stmts = register_tile(match, storage, where) if storage is not None else _source_view(match)
+        view, stmts = regs.register_tile(match, storage, where) if storage is not None else _source_view(match)
         decls += stmts
         subst[match.buffer] = view
 
@@ -226,11 +203,6 @@ def _bind_block(block, registers):
 
 def _bind_func(func):
     """:func:`BindTileOperands` on one PrimFunc."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm import s_tir  # pylint: disable=import-outside-toplevel
-
-    from . import scheduled_registers as regs  # pylint: disable=import-outside-toplevel
-
     storage = regs.register_storage(_warp_sources(func))
     body = tvm_ffi.structural_map(func.body, (s_tir.SBlock, lambda b: _bind_block(b, storage)))
     if storage:
@@ -249,8 +221,6 @@ def BindTileOperands():  # pylint: disable=invalid-name
     -------
     tvm.transform.Pass
     """
-    from tvm.tirx.transform import prim_func_pass  # pylint: disable=import-outside-toplevel
-
     @prim_func_pass(opt_level=0, name="tvm_tirx.BindTileOperands")
     def _pass(func, mod, ctx):  # pylint: disable=unused-argument
         if not has_tile_calls(func):
@@ -270,25 +240,15 @@ def lower_scheduled(mod):
         A tile call put there by ``tensorize`` breaks its contract; the message
         names the block and the tensor intrinsic.
     """
-    import tvm  # pylint: disable=import-outside-toplevel
-    from tvm import s_tir  # pylint: disable=import-outside-toplevel
-
-    from .pipeline import map_prim_funcs  # pylint: disable=import-outside-toplevel
-    from .scheduled_accesses import expose_memory_accesses  # pylint: disable=import-outside-toplevel
-    from .tile.lower import lower_tile_apply  # pylint: disable=import-outside-toplevel
-
     tiled = {gv: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and has_tile_calls(f)}
     if not tiled:
         return mod
     steps = tvm.ir.transform.Sequential(
         [*prefix_passes(), BindTileOperands(), s_tir.transform.LowerMatchBuffer(), s_tir.transform.StmtSimplify()]
     )
-    lowered = map_prim_funcs(
-        steps(tvm.IRModule(tiled, attrs=mod.attrs)), lambda f: expose_memory_accesses(lower_tile_apply(f))
-    )
     out = mod.clone()
-    for gv, func in lowered.functions.items():
-        out.update_func(out.get_global_var(gv.name_hint), func)
+    for gv, func in steps(tvm.IRModule(tiled, attrs=mod.attrs)).functions.items():
+        out.update_func(out.get_global_var(gv.name_hint), expose_memory_accesses(lower_tile_apply(func)))
     return out
 
 
@@ -299,8 +259,6 @@ def LowerScheduledTileCalls():  # pylint: disable=invalid-name
     -------
     tvm.transform.Pass
     """
-    import tvm  # pylint: disable=import-outside-toplevel
-
     @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.LowerScheduledTileCalls")
     def _pass(mod, _ctx):
         return lower_scheduled(mod)

@@ -38,10 +38,17 @@ import functools
 import hashlib
 import json
 import os
+import pathlib
 import shutil
 import stat
+import subprocess
 import tempfile
 import warnings
+
+import tvm
+import tvm_ffi
+
+from .._version import __version__
 
 __all__ = ["cache_dir", "cache_key", "load_entry", "store_entry", "Entry"]
 
@@ -71,8 +78,6 @@ def cache_dir():
     when it is not safe: not owned by the current user, or writable by group
     or others (then a ``UserWarning`` says so, once per directory and process).
     """
-    import pathlib  # pylint: disable=import-outside-toplevel
-
     if os.environ.get("TVM_TIRX_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
         return None
     where = os.environ.get("TVM_TIRX_CACHE_DIR")
@@ -116,9 +121,7 @@ def _warn_once(path, message: str) -> None:
 @functools.cache
 def _package_fingerprint() -> str:
     """tvm_tirx's version plus the size and mtime of each of its source files."""
-    from . import __version__  # pylint: disable=import-outside-toplevel
-
-    root = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package, not build/
     h = hashlib.sha256(__version__.encode())
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -132,8 +135,6 @@ def _package_fingerprint() -> str:
 
 @functools.cache
 def _nvcc_version() -> str:
-    import subprocess  # pylint: disable=import-outside-toplevel
-
     try:
         out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=False, timeout=60)
     except (OSError, subprocess.SubprocessError):
@@ -155,16 +156,11 @@ def _nvrtc_version() -> str:
 @functools.cache
 def has_cuda_loader() -> bool:
     """Whether this process can load CUDA modules (apache-tvm's CUDA runtime is usable)."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-
     return tvm_ffi.get_global_func("ffi.Module.load_from_bytes.cuda", allow_missing=True) is not None
 
 
 @functools.cache
 def _toolchain() -> str:
-    import tvm  # pylint: disable=import-outside-toplevel
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-
     return json.dumps(
         {
             "format": FORMAT,

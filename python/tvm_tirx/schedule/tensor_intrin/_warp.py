@@ -1,10 +1,10 @@
 """Warp-level matrix intrinsics: ``ldmatrix`` / ``stmatrix``, ``mma.sync`` m16n8k16
 with f32 accumulators, and the accumulator's fill and store (names in
-:mod:`tvm_tirx.tensor_intrin`; fragments in :mod:`._fragments`).
+:mod:`tvm_tirx.schedule.tensor_intrin`; fragments in :mod:`._fragments`).
 
 Each ``impl`` holds a placeholder tile call over the matched tiles; the
 ``operands`` function registered with it builds the instruction's operands
-(:func:`tvm_tirx.tensor_intrin.register`), and the contract checks them on the
+(:func:`tvm_tirx.schedule.tensor_intrin.register`), and the contract checks them on the
 scheduled kernel: a whole warp, 16-byte aligned shared rows, the launch's lanes.
 
 Hardware facts: PTX ISA 9.7.14.5.15 / 9.7.14.5.16 (``ldmatrix`` / ``stmatrix``:
@@ -14,7 +14,11 @@ sm_90), 9.7.14.5.8 (``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}``).
 
 from __future__ import annotations
 
-from . import MARKER, PREFIX, register
+from tvm.tirx import FloatImm
+
+from ...script import tirx as T
+from ...tile.op import unchecked_call
+from ..intrin_registry import MARKER, PREFIX, register
 from ._fragments import accumulator_rows, fragment_index, matrices, mma_operand, slots
 
 #: short name -> TVM dtype of the 16-bit inputs
@@ -30,8 +34,6 @@ def _fragment_at(index, a, b, trans):
 
 def _move_desc(rows, cols, dtype, mem_scope, loads, trans):
     """``desc`` of a fragment <-> memory move; the memory tile is ``(cols, rows)`` when ``trans``."""
-    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
-
     index, n = fragment_index(rows, cols), slots(rows, cols)
     mr, mc = (cols, rows) if trans else (rows, cols)
 
@@ -66,10 +68,6 @@ def _move_desc(rows, cols, dtype, mem_scope, loads, trans):
 
 def _move_impl(name, opcode, rows, cols, dtype, mem_scope, trans, scope):
     """``impl`` of a fragment <-> memory move: the placeholder call over (regs, mem)."""
-    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
-
-    from ..tile.op import unchecked_call  # pylint: disable=import-outside-toplevel
-
     n = slots(rows, cols)
     mr, mc = (cols, rows) if trans else (rows, cols)
 
@@ -116,8 +114,6 @@ def _matrix_moves():
 
 def _mma_desc(n, dtype):
     """``desc``: ``C[m, n] += A[m, k] * B[n, k]`` over 16 x ``n`` x 16, in fragments."""
-    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
-
     ia, ib, ic = fragment_index(16, 16), fragment_index(n, 16), fragment_index(16, n)
     sb, sc = slots(n, 16), slots(16, n)
 
@@ -143,10 +139,6 @@ def _mma_desc(n, dtype):
 
 
 def _mma_impl(name, opcode, n, dtype):
-    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
-
-    from ..tile.op import unchecked_call  # pylint: disable=import-outside-toplevel
-
     sb, sc = slots(n, 16), slots(16, n)
 
     @T.prim_func(s_tir=True)
@@ -178,8 +170,6 @@ def _mmas():
 
 
 def _fill_desc(n):
-    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
-
     index, sc = fragment_index(16, n), slots(16, n)
 
     @T.prim_func(s_tir=True)
@@ -198,10 +188,6 @@ def _fill_desc(n):
 
 
 def _fill_impl(name, n):
-    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
-
-    from ..tile.op import unchecked_call  # pylint: disable=import-outside-toplevel
-
     sc = slots(16, n)
 
     @T.prim_func(s_tir=True)
@@ -218,8 +204,6 @@ def _fill_impl(name, n):
 
 def _accumulators():
     """The f32 accumulator's fill (``mov.b32`` per register) and store (``st.<space>.v2.f32``)."""
-    from tvm.tirx import FloatImm  # pylint: disable=import-outside-toplevel
-
     for n in (8, 16):
         name = f"{PREFIX}mma_fill_16x{n}_f32"
         register(name, _fill_desc(n), _fill_impl(name, n),

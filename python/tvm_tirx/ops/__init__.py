@@ -1,0 +1,5 @@
+"""Where users call tile kernels from other programs: :mod:`.relax` (Relax's ``call_tir``)."""
+
+# First: importing tvm runs its tvm.backends hook (tvm_tirx._plugin), which imports
+# modules of this package; none of them may be half-imported when it does.
+import tvm  # noqa: F401  pylint: disable=unused-import

@@ -1,0 +1,58 @@
+"""Helpers for tests of tile kernels (ours and users'), in TVM's testing style.
+
+* :data:`requires_cuda` -- pytest marker: the test needs a CUDA GPU and torch with CUDA.
+* :data:`requires_nvcc` -- pytest marker: the test needs ``nvcc`` on the PATH.
+* :func:`requires_arch` -- pytest marker: the test needs a GPU of at least an SM version.
+* :func:`lower` -- run ``LowerTileApply`` alone on a PrimFunc;
+  :func:`assert_lowers_to` -- Before/Expected structural equality of its output.
+* :func:`assemble` -- assemble a kernel's CUDA for its arch with ``nvcc``/``ptxas``.
+* :func:`compile_and_show` -- compile, print the PTX lines of interest, assemble (the tutorials' step).
+* :func:`count_ptx` -- how many times a PTX opcode (or every one a pattern matches) is issued per thread.
+* :func:`forms_kernel_source`, :func:`load_kernel`, :func:`form_kernels`,
+  :func:`assemble_forms` -- kernels that issue every form of a family, in pieces the
+  script parser takes.
+* :func:`do_bench` -- time GPU work with CUDA events (median and spread).
+* :func:`sweep` -- compile configurations in parallel, drop failures, time the rest.
+"""
+
+# First: importing tvm runs its tvm.backends hook (tvm_tirx._plugin), which imports
+# modules of this package; none of them may be half-imported when it does.
+import tvm  # noqa: F401  pylint: disable=unused-import
+
+from . import markers
+from .assembly import assemble, compile_and_show, ptxas_errors
+from .benchmark import SweepResult, SweepRow, Timing, do_bench, sweep
+from .forms import forms_kernel_source, load_kernel
+from .lowering import assert_lowers_to, lower
+from .markers import arch_supported, has_cuda, has_nvcc, requires_arch
+from .ptx_counts import count_ptx, ptx_opcode_of
+
+__all__ = [
+    "requires_cuda",
+    "has_cuda",
+    "has_nvcc",
+    "requires_nvcc",
+    "lower",
+    "assert_lowers_to",
+    "assemble",
+    "compile_and_show",
+    "forms_kernel_source",
+    "load_kernel",
+    "ptxas_errors",
+    "requires_arch",
+    "arch_supported",
+    "count_ptx",
+    "ptx_opcode_of",
+    "do_bench",
+    "sweep",
+    "Timing",
+    "SweepRow",
+    "SweepResult",
+]
+
+
+def __getattr__(name):
+    # the markers are built on first use (see .markers): importing this package imports no pytest
+    if name in ("requires_cuda", "requires_nvcc"):
+        return getattr(markers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
