@@ -52,6 +52,8 @@ def device_capability() -> tuple[int, int] | None:
     Never raises: a missing driver reads as "no GPU".
     """
     try:
+        # Not at the top: this module is imported by the modules the tvm.backends hook
+        # loads, so importing tvm here at load time would run the hook half-way through.
         import tvm  # pylint: disable=import-outside-toplevel
 
         dev = tvm.cuda(0)
@@ -61,7 +63,7 @@ def device_capability() -> tuple[int, int] | None:
     except Exception:  # pylint: disable=broad-except
         pass
     try:
-        import torch  # pylint: disable=import-outside-toplevel
+        import torch  # pylint: disable=import-outside-toplevel  # optional
 
         if torch.cuda.is_available():
             return tuple(int(x) for x in torch.cuda.get_device_capability(0))

@@ -36,7 +36,7 @@ def read_next_row(
 def main() -> int:
     """Run the demo; return the process exit status (0 = the documented result)."""
     if testing.has_cuda():
-        import torch  # pylint: disable=import-outside-toplevel
+        import torch  # pylint: disable=import-outside-toplevel  # optional
 
         kernel = tvm_tirx.compile(read_next_row, target="cuda")
         print(f"compiled {kernel}")

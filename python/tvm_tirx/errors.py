@@ -3,6 +3,8 @@ kernel) and :class:`TileInternalError` (a mistake of tvm_tirx's own lowering).""
 
 from __future__ import annotations
 
+import tvm_ffi
+
 
 class TileError(ValueError):
     """A ``T.cuda.tile.apply`` call breaks its instruction's contract.
@@ -104,10 +106,6 @@ def _register_with_ffi() -> None:
     """Let a TileError raised inside a pass that apache-tvm runs through C++
     (``tvm.compile(..., tir_pipeline="tvm_tirx")``) reach the caller as a
     TileError rather than a RuntimeError."""
-    try:
-        import tvm_ffi  # pylint: disable=import-outside-toplevel
-    except ImportError:  # pragma: no cover - tvm_ffi comes with apache-tvm
-        return
     tvm_ffi.register_error(TileError)
     tvm_ffi.register_error(TileInternalError)
 

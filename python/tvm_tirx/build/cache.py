@@ -145,7 +145,7 @@ def _nvcc_version() -> str:
 @functools.cache
 def _nvrtc_version() -> str:
     try:
-        from cuda.bindings import nvrtc  # pylint: disable=import-outside-toplevel
+        from cuda.bindings import nvrtc  # pylint: disable=import-outside-toplevel  # optional
 
         _, major, minor = nvrtc.nvrtcVersion()
         return f"{major}.{minor}"

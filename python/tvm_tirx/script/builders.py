@@ -4,6 +4,15 @@ from __future__ import annotations
 
 import functools
 
+from tvm import tirx
+from tvm.runtime import DataType
+from tvm.script import tirx as T
+from tvm.tirx.layout import Layout
+from tvm.tirx.script.parser import entry
+
+from .launch import current_dyn_pool
+from .parse_errors import backtrace_requested, parse_failure
+
 __all__ = ["function", "Tensor", "dynamic", "alloc_local", "alloc_shared"]
 
 _STOCK: dict = {}
@@ -26,10 +35,6 @@ def function(func=None, *, private: bool = False, check_well_formed: bool = True
         Any other parse error (a ``tvm.error.DiagnosticError``, with the
         parser's text: ``error: <message>``, `` --> file:line:col``, the excerpt).
     """
-    from tvm.tirx.script.parser import entry  # pylint: disable=import-outside-toplevel
-
-    from .parse_errors import backtrace_requested, parse_failure  # pylint: disable=import-outside-toplevel
-
     def decorate(f):
         try:
             return entry.prim_func(f, private=private, check_well_formed=check_well_formed)
@@ -73,9 +78,6 @@ def Tensor(shape, dtype="float32", align: int = 0, scope: str = "global", layout
     ValueError
         ``align`` is negative or not a power of two.
     """
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-    from tvm.script import tirx as T  # pylint: disable=import-outside-toplevel
-
     if align < 0 or (align & (align - 1)) != 0:
         raise ValueError(f"T.Tensor: align must be 0 or a power of two in bytes, got {align}")
     if align == 0:
@@ -109,8 +111,6 @@ def dynamic(name: str, dtype: str = "int32"):
     ValueError
         ``name`` is not an identifier, or ``dtype`` is neither int32 nor int64.
     """
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"T.dynamic: name must be a Python identifier, got {name!r}")
     if dtype not in ("int32", "int64"):
@@ -119,8 +119,6 @@ def dynamic(name: str, dtype: str = "int32"):
 
 
 def _alloc(stock, shape, dtype, layout, kwargs):
-    from tvm.tirx.layout import Layout  # pylint: disable=import-outside-toplevel
-
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if isinstance(layout, Layout):
         span = int(layout.span())
@@ -194,8 +192,6 @@ def alloc_shared(shape, dtype="float32", *args, layout="default", **kwargs):
         broken (size, alignment, offset, overlap).
     """
     if kwargs.get("scope") == "shared.dyn" and not args:
-        from .launch import current_dyn_pool  # pylint: disable=import-outside-toplevel
-
         kwargs.pop("scope")
         return current_dyn_pool().carve(shape, dtype, layout=layout, **kwargs)
     if args:

@@ -25,6 +25,14 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import tvm
+from tvm.runtime import DataType
+from tvm.script.ir_builder import IRBuilder
+from tvm.tirx.layout import Layout
+from tvm.tirx.script.builder import ir as _ir
+
+from ..errors import TileError
+
 __all__ = ["DynamicSharedPool", "POOL_ALIGN", "POOL_NAME"]
 
 #: Alignment of the pool's base in bytes (``extern __shared__ __align__(1024)``),
@@ -54,9 +62,6 @@ class _CarveOut:
 def _byte_size(shape, dtype, layout) -> tuple[int, int]:
     """``(elements, bytes)`` of storage for ``shape``: the layout's span when it
     is a Layout (gapped layouts need more than ``prod(shape)``)."""
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-    from tvm.tirx.layout import Layout  # pylint: disable=import-outside-toplevel
-
     count = functools.reduce(lambda a, b: a * b, shape, 1)
     if isinstance(layout, Layout):
         count = int(layout.span())
@@ -69,7 +74,6 @@ def _past(end: int, size) -> bool:
     run-time expression: then only when every value it can take is smaller)."""
     if isinstance(size, int):
         return end > size
-    import tvm  # pylint: disable=import-outside-toplevel
 
     return tvm.sym.Analyzer().can_prove(size < end)
 
@@ -92,9 +96,6 @@ class DynamicSharedPool:
     """
 
     def __init__(self, size):
-        from tvm.script.ir_builder import IRBuilder  # pylint: disable=import-outside-toplevel
-        from tvm.tirx.script.builder import ir as _ir  # pylint: disable=import-outside-toplevel
-
         self.size = size
         extent = 0 if isinstance(size, int) else size
         self.buffer = _ir.alloc_buffer((extent,), "uint8", scope="shared.dyn", align=POOL_ALIGN)
@@ -137,10 +138,6 @@ class DynamicSharedPool:
             run-time size: provably past every size it can take); an
             overlap with an earlier carve-out (both named) without ``alias=True``.
         """
-        from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
-        from ..errors import TileError  # pylint: disable=import-outside-toplevel
-
         shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
         elem_bytes = max(DataType(dtype).bits * DataType(dtype).lanes // 8, 1)
         align = align or elem_bytes
@@ -164,8 +161,6 @@ class DynamicSharedPool:
         return buf
 
     def _check_disjoint(self, start, end, what):
-        from ..errors import TileError  # pylint: disable=import-outside-toplevel
-
         for other in self.carve_outs:
             if start < other.end and other.start < end:
                 raise TileError(
@@ -177,8 +172,6 @@ class DynamicSharedPool:
 
     @staticmethod
     def _check_align(align, elem_bytes, what):
-        from ..errors import TileError  # pylint: disable=import-outside-toplevel
-
         if not isinstance(align, int) or align < elem_bytes or align > POOL_ALIGN or align & (align - 1):
             raise TileError(
                 "",
@@ -188,8 +181,6 @@ class DynamicSharedPool:
             )
 
     def _start(self, offset, align, what) -> int:
-        from ..errors import TileError  # pylint: disable=import-outside-toplevel
-
         if offset is None:
             return -(-self.high_water // align) * align
         if not isinstance(offset, int) or offset < 0 or offset % align:
@@ -202,8 +193,6 @@ class DynamicSharedPool:
         return offset
 
     def _declare(self, shape, dtype, count, layout, start, align):
-        from tvm.tirx.script.builder import ir as _ir  # pylint: disable=import-outside-toplevel
-
         kwargs = {"data": self.buffer.data, "byte_offset": start, "scope": "shared.dyn", "align": align}
         if count != functools.reduce(lambda a, b: a * b, shape, 1):
             # apache-tvm sizes a buffer by prod(shape); a gapped layout needs its span.

@@ -9,7 +9,12 @@ checks the barrier view as the ``mbarrier`` tile family does and calls them.
 
 from __future__ import annotations
 
+import tvm
+from tvm.tirx.script.builder import ir as _ir
+
 from ..errors import TileError
+from ..tile.registry import candidates
+from ..tile.views import int_or_none
 
 __all__ = ["mbarrier_wait_phase", "WAIT_OPCODES"]
 
@@ -23,11 +28,6 @@ WAIT_OPCODES = {
 def _bar_error(opcode, bar):
     """Why ``bar`` is not one mbarrier of this CTA, or None (the mbarrier family's
     ``bar`` role: a ``uint64`` shared view of shape ``(1,)``)."""
-    import tvm  # pylint: disable=import-outside-toplevel
-
-    from ..tile.registry import candidates  # pylint: disable=import-outside-toplevel
-    from ..tile.views import int_or_none  # pylint: disable=import-outside-toplevel
-
     if not tvm.tirx.is_buffer_var(bar):
         return TileError(opcode, "barrier is not a tensor view", operand="bar (operand 1)",
                          expected="a uint64 shared view such as bars.sub[s, :]", found=type(bar).__name__)  # fmt: skip
@@ -83,8 +83,6 @@ def mbarrier_wait_phase(bar, phase, *, scope: str = "cta"):
     TileError
         ``bar`` is not one such barrier, or ``scope`` is neither name.
     """
-    from tvm.tirx.script.builder import ir as _ir  # pylint: disable=import-outside-toplevel
-
     if scope not in WAIT_OPCODES:
         raise TileError(WAIT_OPCODES["cta"], "unknown wait scope", expected=" or ".join(map(repr, WAIT_OPCODES)), found=repr(scope))
     err = _bar_error(WAIT_OPCODES[scope], bar)

@@ -23,6 +23,8 @@ import os
 
 from tvm.error import DiagnosticError
 
+from ..errors import TileError
+
 __all__ = ["ScriptError", "parse_failure", "backtrace_requested"]
 
 
@@ -68,8 +70,6 @@ def _tile_error_in(err):
     ``KeyError``; it breaks the same contract rule as a misspelt string opcode,
     so it is reported as one.
     """
-    from ..errors import TileError  # pylint: disable=import-outside-toplevel
-
     seen = 0
     while err is not None and seen < 16:
         if isinstance(err, TileError):

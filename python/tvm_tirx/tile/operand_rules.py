@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 
+from tvm.runtime import DataType
+
 from ..errors import TileError, operand_label
 from .emit import kind_takes_scalar
 from .views import ViewMap, atom_of, group_coords, repeat_shape
@@ -17,8 +19,6 @@ __all__ = ["OPERAND_RULES", "rule_operand_count", "rule_contiguous_atom"]
 
 
 def _dtype_bits(dtype: str) -> int:
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     return DataType(dtype).bits
 
 

@@ -12,7 +12,22 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ..errors import TileError
+from tvm.backend.cuda.ptx import PTXNamespace
+from tvm.backend.cuda.ptx.render import C_BINDING
+from tvm.backend.cuda.ptx.table import (
+    PTX_TYPE_DTYPES,
+    TABLE,
+    mods,
+    operand_dtypes,
+    operand_layout,
+    operand_space,
+    operand_type,
+    variants,
+)
+from tvm.ir import StringImm
+from tvm.runtime import DataType
+
+from ..errors import TileError, TileInternalError
 
 __all__ = [
     "Instruction",
@@ -121,8 +136,6 @@ class TableEntry:
 
 
 def _ptx_namespace():
-    from tvm.backend.cuda.ptx import PTXNamespace  # pylint: disable=import-outside-toplevel
-
     return _namespace_singleton(PTXNamespace)
 
 
@@ -201,14 +214,6 @@ def _resolve_text(text: str) -> tuple[Instruction, ...]:
 
 @functools.cache
 def _resolve_candidates(text: str, candidates) -> tuple[Instruction, ...]:
-    from tvm.backend.cuda.ptx.table import (  # pylint: disable=import-outside-toplevel
-        mods,
-        operand_dtypes,
-        operand_layout,
-        operand_space,
-        operand_type,
-    )
-
     reasons = []
     out = []
     for entry, filled in candidates:
@@ -261,15 +266,11 @@ def _resolve_candidates(text: str, candidates) -> tuple[Instruction, ...]:
 
 def table_entries() -> tuple:
     """Every entry of the table, in table order, as :class:`TableEntry`."""
-    from tvm.backend.cuda.ptx.table import TABLE  # pylint: disable=import-outside-toplevel
-
     return tuple(TableEntry(e.name, e.ptx_name) for e in TABLE.values())
 
 
 def entry_variants(entry_name: str):
     """Yield the PTX text of every legal modifier combination of table entry ``entry_name``."""
-    from tvm.backend.cuda.ptx.table import TABLE, variants  # pylint: disable=import-outside-toplevel
-
     entry = TABLE[entry_name]
     for tokens in variants(entry):
         yield canonical_text(entry, tokens)
@@ -279,8 +280,6 @@ def cert_arch(entry_name: str) -> str | None:
     """The architecture apache-tvm's table certifies table entry ``entry_name`` at
     (``"sm_103a"``), or None.  Nothing gates on it; a family may cite it as the
     floor of forms that no ptxas at hand assembles."""
-    from tvm.backend.cuda.ptx.table import TABLE  # pylint: disable=import-outside-toplevel
-
     return TABLE[entry_name].cert_arch or None
 
 
@@ -305,8 +304,6 @@ def ptx_call(opcode: str, args, pred=None, preserve_dst: bool = False):
         The table rejects the operands: the lowering built a wrong call (a bug
         of tvm_tirx, not of the kernel).
     """
-    from ..errors import TileInternalError  # pylint: disable=import-outside-toplevel
-
     instr = _ptx_namespace()[opcode]
     try:
         return instr(*args, pred=pred, preserve_dst=preserve_dst)
@@ -322,9 +319,6 @@ def opcode_of_call(call) -> str | None:
     the opcode is the entry's mnemonic followed by the non-empty tokens in
     slot order.  None for Calls that are not PTX instructions.
     """
-    from tvm.backend.cuda.ptx.table import TABLE  # pylint: disable=import-outside-toplevel
-    from tvm.ir import StringImm  # pylint: disable=import-outside-toplevel
-
     name = getattr(getattr(call, "op", None), "name", "")
     entry = TABLE.get(name[len("tirx.ptx.") :]) if name.startswith("tirx.ptx.") else None
     if entry is None:
@@ -341,9 +335,6 @@ def opcode_of_call(call) -> str | None:
 
 def bits_of_ptx_type(token: str) -> int:
     """Bit width of a PTX type token (``"b32"`` -> 32, ``"f16x2"`` -> 32)."""
-    from tvm.backend.cuda.ptx.table import PTX_TYPE_DTYPES  # pylint: disable=import-outside-toplevel
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     return DataType(PTX_TYPE_DTYPES[token][0]).bits
 
 
@@ -353,8 +344,6 @@ def same_width_dtypes(token: str, accepted=None) -> tuple:
 
     ``accepted`` (the dtypes the table lists for an operand) narrows the result.
     """
-    from tvm.backend.cuda.ptx.table import PTX_TYPE_DTYPES  # pylint: disable=import-outside-toplevel
-
     own = PTX_TYPE_DTYPES[token]
     if accepted is None:
         return tuple(own)
@@ -370,8 +359,6 @@ def same_width_dtypes(token: str, accepted=None) -> tuple:
 def scalar_dtypes(token: str) -> tuple:
     """The TVM dtypes whose values *are* PTX type ``token`` (``"f16"`` -> ``("float16",)``;
     ``()`` for a bit-size or packed type), read from apache-tvm's C bindings."""
-    from tvm.backend.cuda.ptx.render import C_BINDING  # pylint: disable=import-outside-toplevel
-
     return tuple(d for d, binding in C_BINDING.items() if binding.suffix == token)
 
 
@@ -387,9 +374,6 @@ def binding_dtype(operand: PtxOperand, dtype: str, read_write: bool = False) -> 
     8-bit register as a 16-bit one, which cannot be written back in place).
     None when no dtype fits.
     """
-    from tvm.backend.cuda.ptx.render import C_BINDING  # pylint: disable=import-outside-toplevel
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     def fits(d):
         binding = C_BINDING.get(d)
         return binding is not None and (not read_write or binding.carrier == binding.c_type)

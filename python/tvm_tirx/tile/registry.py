@@ -99,6 +99,8 @@ def register_family(*, entries=(), claims=None, isa=None):
 
 def families() -> tuple:
     """Every registered family, in registration order."""
+    # The family modules register themselves with this module, so it loads them on
+    # first use rather than at its own import.
     from . import families as _load  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
 
     _owners()  # the overlap check

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tvm.tirx import IntImm
+
 from ..errors import TileError
 
 __all__ = [
@@ -82,8 +84,6 @@ class LaunchFacts:
 
     def linear_thread(self):
         """The linear thread id in the CTA, as an int32 expression."""
-        from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
         tv = list(self.thread_vars) + [IntImm("int32", 0)] * (3 - len(self.thread_vars))
         bx, by, _ = self.block
         if len(self.thread_vars) <= 1:

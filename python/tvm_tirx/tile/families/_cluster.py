@@ -15,6 +15,8 @@ addresses of that CTA (PTX ISA 9.2, 5.1.4 "Shared State Space").
 
 from __future__ import annotations
 
+from tvm import tirx
+
 from ...errors import TileError
 from ..contract import Param
 from ..emit import ComputedAddress, register_address_form
@@ -48,8 +50,6 @@ def peer_address(buf, coord, call):
     """The operand's address in the CTA of rank ``call.params["remote_cta_id"]``:
     the view's ``.shared::cta`` address mapped with ``mapa`` into a scratch
     register; without ``remote_cta_id`` the view's own address."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
     rank = call.params.get("remote_cta_id")
     if rank is None:
         return buf.ptr_to(coord)

@@ -18,6 +18,11 @@ scan); imported by :mod:`.wgmma`.
 
 from __future__ import annotations
 
+from tvm import tirx
+from tvm.backend.cuda.op import cuda_wgmma_encode_matrix_descriptor
+from tvm.runtime import DataType
+from tvm.tirx import floormod
+
 from ...errors import TileError, operand_label
 from ..contract import OperandRole
 from ..emit import register_kind
@@ -34,8 +39,6 @@ KIND = "descriptor"
 
 def element_bytes(role) -> int:
     """Bytes of one element of ``role``'s (single) dtype."""
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     return DataType(role.dtypes[0]).bits // 8
 
 
@@ -58,8 +61,6 @@ def _no_descriptor(opcode, role, op, reason):
 
 def _aligned_start(facts, opcode, label, root, elem_offset, elem_bytes, need, conds):
     """The tile's first element is ``need``-byte aligned at every point that reaches the call."""
-    from tvm.tirx import floormod  # pylint: disable=import-outside-toplevel
-
     base = int(root.data_alignment)
     addr = facts.analyzer.simplify(elem_offset * elem_bytes)
     if base % need == 0 and facts.analyzer.can_prove(floormod(addr, need) == 0):
@@ -80,8 +81,6 @@ def _aligned_start(facts, opcode, label, root, elem_offset, elem_bytes, need, co
 def _descriptor_prove(facts, opcode, role, op, group, repeat, pred, conds):  # pylint: disable=too-many-arguments
     """The kernel-level rules of a shared operand: a descriptor for every tile of
     the call, the pattern-aligned start, and the bounds."""
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     del repeat  # the analysis reads the operand's own repeat axes
     label = operand_label(role.role, op.index)
     found = _descriptor_analysis(role, op, group)
@@ -103,9 +102,6 @@ def _descriptor_setup(role, op, emission):
     """Before the loops: a ``uint64`` local and its encoding for the tile at the
     thread's group coordinate and repeat 0.  The value the arguments then see is
     ``(descriptor buffer, byte step per repeat axis)``."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.backend.cuda.op import cuda_wgmma_encode_matrix_descriptor  # pylint: disable=import-outside-toplevel
-
     found = _descriptor_analysis(role, op, emission.group)
     c = found.canonical
     desc = tirx.decl_buffer((1,), "uint64", name=f"{role.role}_desc", scope="local")
@@ -118,8 +114,6 @@ def _descriptor_setup(role, op, emission):
 
 def _descriptor_args(role, op, group_coord, rep):  # pylint: disable=unused-argument
     """The descriptor at repeat coordinate ``rep``: the base plus ``sum(rep * step) / 16``."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
     desc, steps = op.value
     terms = [r * (s >> 4) for r, s in zip(rep, steps) if s]
     if not terms:

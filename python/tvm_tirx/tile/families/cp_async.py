@@ -26,6 +26,9 @@ Architectures
 
 from __future__ import annotations
 
+from tvm.runtime import DataType
+from tvm.tirx import IntImm, Select
+
 from ...errors import TileError, operand_label
 from ..contract import Contract, OperandRole
 from ..ptx_table import Instruction
@@ -40,8 +43,6 @@ ANY_DTYPE = (
 
 
 def _bytes(op) -> int:
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     return op.shape[-1] * DataType(op.value.dtype).bits // 8
 
 
@@ -74,15 +75,11 @@ def _check(contract, operands):
 
 
 def _cp_size(call):
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
     return IntImm("int32", _bytes(call.operands[0]))
 
 
 def _src_size(call):
     """``src-size``: the whole chunk where ``pred`` holds, else 0 (zero-fill)."""
-    from tvm.tirx import IntImm, Select  # pylint: disable=import-outside-toplevel
-
     return Select(call.pred, IntImm("uint32", _bytes(call.operands[0])), IntImm("uint32", 0))
 
 

@@ -54,6 +54,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tvm.runtime import DataType
+from tvm.tirx import IntImm
+
 from ...errors import TileError, operand_label
 from ..contract import Contract, OperandRole
 from ..ptx_table import Instruction, cert_arch
@@ -82,8 +85,6 @@ CP_MASK_ARCH = "sm_100a"
 
 
 def _bytes(op) -> int:
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     return op.shape[-1] * DataType(op.value.dtype).bits // 8
 
 
@@ -115,8 +116,6 @@ def _check(contract, operands):
 
 
 def _size(call):
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
     return IntImm("uint32", _bytes(call.operands[0]))
 
 

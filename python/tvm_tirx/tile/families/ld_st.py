@@ -35,6 +35,8 @@ Architectures
 
 from __future__ import annotations
 
+from tvm.tirx import call_pure_extern
+
 from ..contract import Contract, memory_role, register_role, replace
 from ..emit import register_address_form
 from ..ptx_table import Instruction, bits_of_ptx_type
@@ -53,8 +55,6 @@ def _local_window_address(buf, coord):
     """The ``.local``-window address of ``buf`` at ``coord`` (CUDA ``__cvta_generic_to_local``):
     a ``.local`` address is an offset in the thread's local window, not the
     generic address C++ takes of a local array (PTX ISA 6.4.1.1)."""
-    from tvm.tirx import call_pure_extern  # pylint: disable=import-outside-toplevel
-
     return call_pure_extern("uint64", "__cvta_generic_to_local", buf.ptr_to(coord))
 
 

@@ -52,6 +52,9 @@ Architectures
 
 from __future__ import annotations
 
+from tvm import tirx
+from tvm.tirx.layout import Axis, S, TileLayout
+
 from ..contract import WARPGROUP, Contract, Param, register_role
 from ..ptx_table import Instruction
 from ..registry import register_family
@@ -121,8 +124,6 @@ def accumulator_layout(n: int, m_tiles: int | None = None, packed: bool = False)
     -------
     tvm.tirx.layout.TileLayout
     """
-    from tvm.tirx.layout import Axis, S, TileLayout  # pylint: disable=import-outside-toplevel
-
     t = Axis.tid_in_wg
     if packed:
         extents, strides, regs = (4, 2, 8, n // 8, 4), (32 @ t, 1, 4 @ t, 2, 1 @ t), n // 4
@@ -141,8 +142,6 @@ def a_fragment_layout(m_tiles: int | None = None, k_tiles: int | None = None):
     -------
     tvm.tirx.layout.TileLayout
     """
-    from tvm.tirx.layout import Axis, S, TileLayout  # pylint: disable=import-outside-toplevel
-
     t = Axis.tid_in_wg
     extents, strides = (4, 2, 8, 2, 4), (32 @ t, 1, 4 @ t, 2, 1 @ t)
     if m_tiles is not None or k_tiles is not None:
@@ -175,8 +174,6 @@ def _int_value(value):
 def _scale_d(call):
     """``scale_d`` at the emitted repeat coordinate: the user's at the first K
     step, True (accumulate) at the others."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
     value = call.params["scale_d"]
     const = value if isinstance(value, bool) else _int_value(value) if isinstance(value, tirx.IntImm) else None
     later = tirx.NE(call.repeat[1], tirx.const(0, "int32"))
