@@ -11,7 +11,7 @@ from . import tile as tile
 from .build.kernel import Kernel as Kernel
 from .build.kernel import compile as compile
 from .errors import TileError as TileError
+from ._version import __version__ as __version__
 from .tile.lower import LowerTileApply as LowerTileApply
 
-__version__: str
 __all__ = ["TileError", "compile", "Kernel", "LowerTileApply", "__version__"]

@@ -203,7 +203,7 @@ def test_stub_declares_every_installed_name():
 
 
 def test_stub_signatures_match_runtime():
-    from tvm_tirx.script import builders, launch
+    from tvm_tirx.script import builders, launch_config
     from tvm_tirx.script import tirx as T  # noqa: N812
 
     stub = _stub()
@@ -233,9 +233,9 @@ def test_stub_signatures_match_runtime():
         for n in lc.body
         if isinstance(n, ast.AnnAssign) and not isinstance(n.value, ast.Call)
     ]
-    runtime_fields = [(f.name, f.default) for f in dataclasses.fields(launch.LaunchConfig) if f.init]
+    runtime_fields = [(f.name, f.default) for f in dataclasses.fields(launch_config.LaunchConfig) if f.init]
     assert stub_fields == runtime_fields
-    assert T.cuda.LaunchConfig is launch.LaunchConfig
+    assert T.cuda.LaunchConfig is launch_config.LaunchConfig
 
 
 def test_package_root_stub_matches_the_lazy_names():

@@ -9,6 +9,7 @@ from tvm.tirx.script.builder import ir as _ir
 from ..tile import op as tile_op
 from ..tile.ewise import ewise
 from . import builders, launch
+from .launch_config import LaunchConfig
 from .mbarrier_wait import mbarrier_wait_phase
 
 __all__ = ["install"]
@@ -42,7 +43,7 @@ def install() -> None:
         _ir.register_script_namespace(name, value)
 
     cuda = _ir.cuda
-    cuda.LaunchConfig = launch.LaunchConfig
+    cuda.LaunchConfig = LaunchConfig
     for name in (
         "thread_idx",
         "block_idx",

@@ -4,12 +4,18 @@ and the CUDA index builders ``T.cuda.thread_idx`` & co."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
 
-from ..tile.scope import WARP
+import tvm
+from tvm.script.ir_builder import IRBuilder
+from tvm.tirx import IntImm
+from tvm.tirx.script.builder import ir as _ir
+
+from ..errors import TileError
+from ..tile.scope import WARP, LaunchFacts
+from .dyn_smem import DynamicSharedPool
+from .launch_config import LaunchConfig, is_run_time, used_extents
 
 __all__ = [
-    "LaunchConfig",
     "device_entry",
     "thread_idx",
     "block_idx",
@@ -22,177 +28,6 @@ __all__ = [
 ]
 
 _AXES = ("x", "y", "z")
-
-
-def _dims(value, what: str, run_time: bool = False) -> tuple:
-    """``value`` as 3 extents, ``x`` first (missing ones 1); ``run_time`` allows
-    integer expressions of the kernel's parameters (the grid)."""
-    value = _extents(value, what, run_time)
-    if not 1 <= len(value) <= 3 or not all(isinstance(v, int) and v >= 1 or _is_int_expr(v) for v in value):
-        allowed = " or integer expressions of the kernel's parameters" if run_time else ""
-        raise ValueError(
-            f"LaunchConfig: {what} must be a positive int or a tuple of 1 to 3 positive ints{allowed}, "
-            f"got {value!r}"
-        )
-    return value + (1,) * (3 - len(value))
-
-
-def _is_int_expr(value) -> bool:
-    import tvm  # pylint: disable=import-outside-toplevel
-
-    return tvm.ir.is_prim_expr(value) and str(value.ty.dtype).startswith(("int", "uint"))
-
-
-def _extents(value, what: str, run_time: bool) -> tuple:
-    """``value`` as a tuple, integer literals (``T.int32(4)``) as ints.
-
-    Raises ValueError for an extent that is a run-time expression where only
-    compile-time extents are allowed (block, cluster).
-    """
-    from tvm.ir import Expr  # pylint: disable=import-outside-toplevel
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
-    items = (value,) if isinstance(value, (int, Expr)) else tuple(value)
-    out = []
-    for item in items:
-        if isinstance(item, IntImm):
-            item = int(item.value)
-        elif isinstance(item, Expr) and not run_time:
-            raise ValueError(
-                f"LaunchConfig: {what} extent {item} is a run-time value; {what} extents are ints "
-                "known when the kernel is compiled (grid and dynamic_smem_bytes may be run-time "
-                "expressions)"
-            )
-        out.append(item)
-    return tuple(out)
-
-
-def _is_run_time(value) -> bool:
-    """Whether a launch size is a run-time expression (not an int)."""
-    return not isinstance(value, int)
-
-
-@dataclass(frozen=True)
-class LaunchConfig:
-    """The launch of a kernel: grid and block extents (CUDA ``gridDim``/``blockDim``).
-
-    Parameters
-    ----------
-    grid : int | PrimExpr | tuple[int | PrimExpr, ...]
-        CTAs per grid, ``x`` first (1 to 3 extents).  An extent may be an
-        integer expression of the kernel's scalar parameters and symbolic
-        tensor extents (``grid=T.ceildiv(n, 256)``): apache-tvm's host code
-        computes it from the arguments at every launch, and
-        :class:`tvm_tirx.Kernel` checks it first (:mod:`tvm_tirx.build.launch_sizes`).
-        Nothing bounds the CTA ids then, so a memory access of the last,
-        partial CTA must be guarded (``pred=`` or ``if``; the bounds rule).
-    block : int | tuple[int, ...]
-        Threads per CTA, ``x`` first (1 to 3 extents); at most 1024 in total
-        (CUDA C++ Programming Guide, "Thread Hierarchy").
-    cluster : int | tuple[int, ...] | None
-        CTAs per thread-block cluster, ``x`` first (sm_90; PTX ISA 2.2.1, at
-        most 8 CTAs portably).  Each grid extent must be a multiple of the
-        cluster's.
-    dynamic_smem_bytes : int | PrimExpr
-        Dynamic shared memory per CTA in bytes (CUDA's ``extern __shared__``
-        window).  A non-zero size gives the kernel one pool, emitted as
-        apache-tvm's ``tirx.dyn_smem_bytes`` attribute, out of which
-        ``T.alloc_shared(..., scope="shared.dyn")`` carves named tensors
-        (see :mod:`tvm_tirx.script.dyn_smem`).  The target's limit is checked
-        when the kernel is compiled (:mod:`tvm_tirx.build.smem_limits`).  An integer
-        expression of the kernel's parameters (``n * 4``) is a run-time size:
-        the pool is then allocated with that extent (apache-tvm's host code
-        computes the launch's size from it), and the limit and the carve-outs'
-        extent are checked by :class:`tvm_tirx.Kernel` before each launch
-        (:mod:`tvm_tirx.build.launch_sizes`).
-    min_blocks_per_sm : int | None
-        CUDA's ``__launch_bounds__(threads, minBlocksPerMultiprocessor)``: ask
-        the compiler to fit this many CTAs per SM (it limits registers to do so).
-    max_registers : int | None
-        CUDA's ``__maxnreg__``: registers per thread at most.
-    programmatic_dependent_launch : bool
-        Launch with CUDA's programmatic stream serialization attribute
-        (``cudaLaunchAttributeProgrammaticStreamSerialization``, sm_90): the
-        kernel may start before the previous kernel on the stream finishes;
-        it must execute ``T.ptx["griddepcontrol.wait"]()`` before reading what
-        that kernel wrote, and the previous kernel may let it start early with
-        ``T.ptx["griddepcontrol.launch_dependents"]()`` (PTX ISA 9.7.15.14).
-        apache-tvm's CUDA launcher sets the attribute when the kernel's
-        ``tirx.kernel_launch_params`` holds ``tirx.use_programtic_dependent_launch``
-        (apache-tvm's spelling); ``T.device_entry`` adds it as a function
-        attribute, so ``T.device_entry`` must then be at the kernel's top
-        level (outside any ``with``/``for``/``if``).  Not with ``cluster`` in
-        this release.
-
-    Raises
-    ------
-    ValueError
-        Extents that are not positive ints, a block of more than 1024 threads,
-        a grid that is not a whole number of clusters,
-        ``programmatic_dependent_launch`` with ``cluster``, a
-        ``dynamic_smem_bytes`` that is neither an int >= 0 nor an integer
-        expression, a run-time block or cluster extent, or a run-time grid
-        with ``cluster`` (the grid must be a whole number of clusters, which
-        is not known when the kernel is compiled).
-    """
-
-    grid: tuple = 1
-    block: tuple = 1
-    cluster: object = None
-    dynamic_smem_bytes: object = 0  # int, or an integer PrimExpr (a run-time size)
-    min_blocks_per_sm: int | None = None
-    max_registers: int | None = None
-    programmatic_dependent_launch: bool = False
-    grid3: tuple = field(init=False, repr=False)
-    block3: tuple = field(init=False, repr=False)
-    cluster3: tuple = field(init=False, repr=False)
-
-    def __post_init__(self):
-        object.__setattr__(self, "grid3", _dims(self.grid, "grid", run_time=True))
-        object.__setattr__(self, "block3", _dims(self.block, "block"))
-        cluster3 = None if self.cluster is None else _dims(self.cluster, "cluster")
-        object.__setattr__(self, "cluster3", cluster3)
-        threads = self.block3[0] * self.block3[1] * self.block3[2]
-        if threads > 1024:
-            raise ValueError(f"LaunchConfig: block has {threads} threads, more than 1024")
-        if cluster3 is not None and any(_is_run_time(g) for g in self.grid3):
-            raise ValueError(
-                f"LaunchConfig: a run-time grid {self.grid3} with cluster {cluster3} is not supported: "
-                "give the grid as ints (a whole number of clusters)"
-            )
-        if cluster3 is not None and any(g % c for g, c in zip(self.grid3, cluster3)):
-            raise ValueError(
-                f"LaunchConfig: grid {self.grid3} is not a whole number of clusters {cluster3}"
-            )
-        if self.min_blocks_per_sm and self.max_registers:
-            raise ValueError(
-                "LaunchConfig: give min_blocks_per_sm or max_registers, not both "
-                "(CUDA's __maxnreg__ cannot be combined with __launch_bounds__'s minimum)"
-            )
-        if self.programmatic_dependent_launch and cluster3 is not None:
-            raise ValueError(
-                "LaunchConfig: programmatic_dependent_launch with cluster is not supported in this "
-                "release (apache-tvm 0.27's CUDA launcher is not verified to set both launch attributes)"
-            )
-        size = self.dynamic_smem_bytes
-        if _is_int_expr(size):
-            size = _extents(size, "dynamic_smem_bytes", True)[0]
-            object.__setattr__(self, "dynamic_smem_bytes", size)
-        if not (_is_int_expr(size) or isinstance(size, int) and not isinstance(size, bool) and size >= 0):
-            raise ValueError(
-                "LaunchConfig: dynamic_smem_bytes must be an int >= 0 or an integer expression of the "
-                f"kernel's parameters (bytes), got {size!r}"
-            )
-
-    @property
-    def threads(self) -> int:
-        """Threads per CTA."""
-        return self.block3[0] * self.block3[1] * self.block3[2]
-
-    @property
-    def cluster_used(self) -> tuple:
-        """Cluster extents up to the last one that is not 1 (``()`` without clusters)."""
-        return () if self.cluster3 is None else tuple(_used(self.cluster3))
 
 
 class _Launch:
@@ -208,14 +43,6 @@ class _Launch:
 
 
 _CURRENT: list = [None]
-
-
-def _used(dims3):
-    """Extents up to the last one that is not 1 (at least ``x``)."""
-    n = 3
-    while n > 1 and isinstance(dims3[n - 1], int) and dims3[n - 1] == 1:
-        n -= 1
-    return list(dims3[:n])
 
 
 def device_entry(launch: LaunchConfig | None = None) -> None:
@@ -236,9 +63,6 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
     TypeError
         ``launch`` is not a :class:`LaunchConfig`.
     """
-    from tvm.script.ir_builder import IRBuilder  # pylint: disable=import-outside-toplevel
-    from tvm.tirx.script.builder import ir as _ir  # pylint: disable=import-outside-toplevel
-
     if launch is not None and not isinstance(launch, LaunchConfig):
         raise TypeError(
             f"device_entry: launch must be a T.cuda.LaunchConfig, got {type(launch).__name__}"
@@ -256,7 +80,7 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
     if launch.max_registers:
         bounds["tirx.max_registers"] = launch.max_registers
     dyn_size = launch.dynamic_smem_bytes
-    if not _is_run_time(dyn_size) and dyn_size:
+    if not is_run_time(dyn_size) and dyn_size:
         # Read by apache-tvm's SplitHostDevice into the launch's shared-memory size.
         bounds["tirx.dyn_smem_bytes"] = dyn_size
     if bounds:
@@ -266,7 +90,7 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
             frame.add_callback(functools.partial(frame.__exit__, None, None, None))
             frame.__enter__()
     cluster_vars = []
-    grid = _used(launch.grid3)
+    grid = used_extents(launch.grid3)
     if launch.cluster3 is not None:
         rank = max(len(grid), len(launch.cluster_used))
         grid = list(launch.grid3[:rank])
@@ -274,11 +98,9 @@ def device_entry(launch: LaunchConfig | None = None) -> None:
         _ir.cluster_id([g // c for g, c in zip(grid, cluster)])
         cluster_vars = _as_list(_ir.cta_id_in_cluster(cluster))
     grid_vars = _as_list(_ir.cta_id(grid))
-    block_vars = _as_list(_ir.thread_id(_used(launch.block3)))
+    block_vars = _as_list(_ir.thread_id(used_extents(launch.block3)))
     pool = None
-    if _is_run_time(dyn_size) or dyn_size:
-        from .dyn_smem import DynamicSharedPool  # pylint: disable=import-outside-toplevel
-
+    if is_run_time(dyn_size) or dyn_size:
         pool = DynamicSharedPool(dyn_size)
 
     _CURRENT[0] = _Launch(IRBuilder.current(), launch, block_vars, grid_vars, cluster_vars, pool)
@@ -292,8 +114,6 @@ PDL_TAG = "tirx.use_programtic_dependent_launch"
 def _request_programmatic_dependent_launch() -> None:
     """Add the PDL tag to the kernel's ``tirx.kernel_launch_params`` attribute (apache-tvm's
     SplitHostDevice appends it to the launch parameters it computes)."""
-    from tvm.tirx.script.builder import ir as _ir  # pylint: disable=import-outside-toplevel
-
     try:
         _ir.func_attr({"tirx.kernel_launch_params": [PDL_TAG]})
     except ValueError as err:
@@ -305,8 +125,6 @@ def _request_programmatic_dependent_launch() -> None:
 
 
 def _as_list(v):
-    import tvm  # pylint: disable=import-outside-toplevel
-
     return [v] if tvm.ir.is_prim_expr(v) else list(v)
 
 
@@ -324,8 +142,6 @@ def current_dyn_pool(name: str = "alloc_shared"):
     TileError
         The kernel has no launch, or its launch declares no dynamic shared memory.
     """
-    from ..errors import TileError  # pylint: disable=import-outside-toplevel
-
     launch = _active(name, required=False)
     if launch is None or launch.dyn_pool is None:
         raise TileError(
@@ -338,8 +154,6 @@ def current_dyn_pool(name: str = "alloc_shared"):
 
 
 def _active(name, required=True):
-    from tvm.script.ir_builder import IRBuilder  # pylint: disable=import-outside-toplevel
-
     launch = _CURRENT[0]
     if launch is not None and IRBuilder.is_in_scope() and launch.builder.same_as(IRBuilder.current()):
         return launch
@@ -358,8 +172,6 @@ def _axis(d: str, name: str) -> int:
 
 
 def _index(d, name, vars_attr, dims_attr):
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
     i = _axis(d, name)
     launch = _active(name)
     variables = getattr(launch, vars_attr)
@@ -378,8 +190,6 @@ def cluster_ctaid(d: str = "x"):
     ValueError
         The launch has no clusters.
     """
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
     i = _axis(d, "cluster_ctaid")
     launch = _active("cluster_ctaid")
     if launch.config.cluster3 is None:
@@ -401,23 +211,17 @@ def block_idx(d: str = "x"):
 
 def block_dim(d: str = "x"):
     """``blockDim.<d>`` of the launch, as an int32 constant."""
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
     return IntImm("int32", _active("block_dim").config.block3[_axis(d, "block_dim")])
 
 
 def grid_dim(d: str = "x"):
     """``gridDim.<d>`` of the launch: an int32 constant, or the extent's expression
     for a run-time grid (``T.ceildiv(n, 256)``)."""
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
     extent = _active("grid_dim").config.grid3[_axis(d, "grid_dim")]
-    return extent if _is_run_time(extent) else IntImm("int32", extent)
+    return extent if is_run_time(extent) else IntImm("int32", extent)
 
 
 def _linear_thread():
-    from ..tile.scope import LaunchFacts  # pylint: disable=import-outside-toplevel
-
     launch = _active("lane_id")
     return LaunchFacts(block=launch.config.block3, thread_vars=tuple(launch.block_vars)).linear_thread()
 

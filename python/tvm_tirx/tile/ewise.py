@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import inspect
 
+import tvm
+from tvm.tirx.script.builder import ir as _ir
+
 from ..errors import TileError, operand_label
-from .views import as_view
+from .operands import as_view
 
 __all__ = ["ewise"]
 
@@ -63,9 +66,6 @@ def ewise(fn, dst, *inputs, scope: str = "thread") -> None:
         ``"thread"``, a parameter annotation or result dtype that differs from
         the operand's, or an input count that does not match ``fn``.
     """
-    import tvm  # pylint: disable=import-outside-toplevel
-    from tvm.tirx.script.builder import ir as _ir  # pylint: disable=import-outside-toplevel
-
     if scope != "thread":
         raise TileError(_NAME, "execution scope not supported", expected="'thread'", found=repr(scope))
     dst, inputs = as_view(dst), tuple(as_view(v) for v in inputs)  # A[0:4] is A.sub[0:4]
@@ -99,8 +99,6 @@ def ewise(fn, dst, *inputs, scope: str = "thread") -> None:
 def _check_operands(dst, inputs) -> None:
     """``dst`` and every tensor input are register tensors of ``dst``'s shape;
     the other inputs are typed scalars."""
-    import tvm  # pylint: disable=import-outside-toplevel
-
     operands = [dst, *inputs]
     for i, op in enumerate(operands):
         role = "dst" if i == 0 else f"input {i}"
@@ -132,8 +130,6 @@ def _check_operands(dst, inputs) -> None:
 
 def _check_signature(fn, inputs) -> None:
     """``fn`` takes one argument per input, annotated (if at all) with its dtype."""
-    import tvm  # pylint: disable=import-outside-toplevel
-
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):

@@ -14,12 +14,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tvm.ir.op import register_op_attr
+from tvm.tirx import IntImm
+from tvm.tirx.expr import CallEffectKind
+from tvm.tirx.op import call_intrin
+
 from ..errors import TileError, TileInternalError
+from .operands import as_view
 from .ptx_table import opcode_text
 from .registry import candidates
 from .scope import scope_rank
 from .static_rules import bind_call, check_params, param_error, select_contract
-from .views import as_view
 
 __all__ = ["OP_NAME", "apply", "unchecked_call", "TileCall", "decode", "is_tile_call", "set_launch_query"]
 
@@ -31,9 +36,6 @@ PRINTER_NAME = "cuda.tile.apply"
 
 def register_op() -> None:
     """Register the op's attributes with TVM (idempotent)."""
-    from tvm.ir.op import register_op_attr  # pylint: disable=import-outside-toplevel
-    from tvm.tirx.expr import CallEffectKind  # pylint: disable=import-outside-toplevel
-
     register_op_attr(OP_NAME, "TCallEffectKind", CallEffectKind.Opaque.value)
     register_op_attr(OP_NAME, "TScriptPrinterName", PRINTER_NAME, level=20)
 
@@ -93,8 +95,6 @@ def _param_shape(value):
 
 def _flat(value, shape):
     """The elements of a parameter value, row-major; Python ints become int32 constants."""
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
     if shape is None:
         items = [value]
     elif len(shape) == 1:
@@ -248,8 +248,6 @@ def _parse_time_contract(instr, operands, scope, pred, preserve_dst, params):
 
 def _call(opcode, operands, params, scope, pred, preserve_dst):
     """The tile op's Call: ``(opcode, *operands, *params, [pred,] flags)``."""
-    from tvm.tirx.op import call_intrin  # pylint: disable=import-outside-toplevel
-
     shapes = {n: _param_shape(params[n]) for n in sorted(params)}
     args = [
         opcode,

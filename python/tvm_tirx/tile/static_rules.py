@@ -14,10 +14,11 @@ from __future__ import annotations
 from ..arch import arch_number, parse_arch
 from ..errors import TileError, operand_label
 from .contract import CallView
-from .ptx_table import binding_dtype, same_width_dtypes
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
+from .operands import classify
+from .ptx_table import binding_dtype, same_width_dtypes
 from .view_tables import fragment_points, slots_distinct
-from .views import ViewMap, atom_of, classify, coords, group_coords, repeat_rank, repeat_shape, role_axes
+from .views import ViewMap, atom_of, coords, group_coords, repeat_rank, repeat_shape, role_axes
 
 __all__ = ["check_static", "select_contract", "check_params", "param_error", "call_operands", "bind_call", "rule_arch"]
 

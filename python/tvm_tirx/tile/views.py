@@ -1,5 +1,6 @@
 """View arithmetic: the ``(group, repeat, atom)`` coordinates of a tile call's
 tensor views, and the storage offsets (elements or register slots) they map to.
+(What an operand is -- a view or a scalar -- is decided in :mod:`.operands`.)
 
 Shared by the parse-time rules (:mod:`.static_rules`), the proofs
 (:mod:`.memory_proofs`, :mod:`.ownership`) and the emitter (:mod:`.emit`).
@@ -8,14 +9,13 @@ Shared by the parse-time rules (:mod:`.static_rules`), the proofs
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 
-from ..errors import TileError
+import tvm
+from tvm.runtime import DataType
+from tvm.tirx import IntImm, floordiv, floormod
+from tvm.tirx.layout import S, TileLayout
 
 __all__ = [
-    "Operand",
-    "as_view",
-    "classify",
     "static_int",
     "int_or_none",
     "layout_of",
@@ -33,39 +33,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-
-
-class Operand:
-    """One call operand after classification.
-
-    Attributes
-    ----------
-    value : object
-        The buffer view (``kind == "tensor"``) or scalar ``PrimExpr``.
-    kind : str
-        ``"tensor"`` or ``"scalar"``.
-    index : int | str
-        1-based position among the call's operands (the instruction is not
-        counted), or the keyword of an operand passed by keyword (``mbar``).
-    """
-
-    value: object
-    kind: str
-    index: object
-
-    @property
-    def shape(self) -> tuple:
-        """Static shape of a tensor operand (ints; a symbolic extent stays an Expr)."""
-        return tuple(static_int(s) for s in self.value.shape)
-
-
 def static_int(x):
     """``x`` as a Python int when it is (or simplifies to) a constant, else ``x``
     (an int, an ``IntImm``, or any integer ``PrimExpr``)."""
-    import tvm  # pylint: disable=import-outside-toplevel
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
     if isinstance(x, int):
         return x
     if not isinstance(x, IntImm) and tvm.ir.is_prim_expr(x):
@@ -84,79 +54,15 @@ def int_or_none(x) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def as_view(value):
-    """``value`` with a buffer region (``A[0:64, 1:2]``, a ``tvm.ir.TensorRegion``)
-    replaced by the equal view ``A.sub[0:64, 1:2]``; anything else unchanged.
-
-    A region keeps every axis of its buffer: an index ``A[tid, 0:4]`` parses to
-    the same region as ``A[tid:tid + 1, 0:4]``, so it becomes an axis of extent 1
-    (``A.sub[tid:tid + 1, 0:4]``, shape ``(1, 4)``); ``.sub[tid, :]`` is the way
-    to drop it.  An axis the region covers whole stays un-narrowed
-    (``A.sub[:, 1:2]``).  Like every view, the result is declared in the
-    enclosing IRBuilder frame, so call it while parsing, once per operand.
-    """
-    import tvm  # pylint: disable=import-outside-toplevel
-
-    if not isinstance(value, tvm.ir.TensorRegion) or not tvm.tirx.is_buffer_var(value.source):
-        return value
-    buf = value.source
-    picks = []
-    for r, extent in zip(value.region, buf.shape):
-        whole = int_or_none(r.min) == 0 and int_or_none(r.extent) == int_or_none(extent) is not None
-        picks.append(slice(None) if whole else slice(r.min, r.min + r.extent))
-    return buf.sub[tuple(picks)]
-
-
 def dtype_bytes(dtype) -> int:
     """Bytes of one element of ``dtype``, every lane counted (``float32x4`` -> 16).
     Sub-byte dtypes count as one byte (no tile operand has them)."""
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
     dt = DataType(dtype)
     return max(dt.bits * dt.lanes // 8, 1)
 
 
-def classify(value, index, opcode: str) -> Operand:
-    """Classify a call operand as a tensor view or a scalar expression.
-
-    Raises
-    ------
-    TileError
-        The operand is neither a buffer/view nor a typed scalar expression
-        (e.g. a bare Python number, whose dtype is ambiguous).
-    """
-    import tvm  # pylint: disable=import-outside-toplevel
-
-    value = getattr(value, "scalar", value)
-    if tvm.tirx.is_buffer_var(value):
-        return Operand(value, "tensor", index)
-    if isinstance(value, bool | int | float):
-        raise TileError(
-            opcode,
-            "untyped scalar",
-            operand=_where(index),
-            expected="a typed scalar such as T.float32(0) or T.uint32(17)",
-            found=repr(value),
-        )
-    if tvm.ir.is_prim_expr(value):
-        return Operand(value, "scalar", index)
-    raise TileError(
-        opcode,
-        "operand is not a tensor view or scalar expression",
-        operand=_where(index),
-        expected="a Buffer view (X, X.sub[...], X[a:b, ...], X.view(...)) or a PrimExpr",
-        found=type(value).__name__,
-    )
-
-
-def _where(index) -> str:
-    return f"parameter {index}" if isinstance(index, str) else f"operand {index}"
-
-
 def layout_of(buf):
     """The TileLayout of buffer view ``buf`` (row-major when it has none)."""
-    from tvm.tirx.layout import S, TileLayout  # pylint: disable=import-outside-toplevel
-
     if buf.layout is not None:
         return buf.layout
     return TileLayout(S[tuple(static_int(s) for s in buf.shape)])
@@ -231,8 +137,8 @@ class ViewMap:
         out = []
         static = isinstance(flat, int)
         for n in reversed(self.shard):
-            out.append(flat % n if static else _floormod(flat, n))
-            flat = flat // n if static else _floordiv(flat, n)
+            out.append(flat % n if static else floormod(flat, n))
+            flat = flat // n if static else floordiv(flat, n)
         return tuple(reversed(out))
 
     def apply(self, coord) -> dict:
@@ -305,18 +211,6 @@ def _compatible_splits(shape, shard) -> bool:
     if total_p != total_q:
         return False
     return all(p % q == 0 or q % p == 0 for p in ps for q in qs)
-
-
-def _floormod(a, b):
-    from tvm.tirx import floormod  # pylint: disable=import-outside-toplevel
-
-    return floormod(a, b)
-
-
-def _floordiv(a, b):
-    from tvm.tirx import floordiv  # pylint: disable=import-outside-toplevel
-
-    return floordiv(a, b)
 
 
 def atom_of(role, op) -> tuple:

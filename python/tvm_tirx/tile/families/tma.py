@@ -48,7 +48,9 @@ Legality
     tensor's edge: the TMA fills out-of-range elements with zeros on a load
     and skips them on a store, so the global operand has no bounds rule.
     Reductions take the element types PTX ISA 9.7.9.25.5.2 lists per
-    operation (:data:`REDUCE_DTYPES`; 9.7.9.27.1.3 in PTX ISA 9.1).  ``mbar`` is 8-byte aligned and within its tensor.
+    operation (:data:`REDUCE_DTYPES`; 9.7.9.27.1.3 in PTX ISA 9.1).  ``mbar`` is
+    8-byte aligned and within its tensor.  The rules are in :mod:`._tma_rules`,
+    the host encoding of the maps in :mod:`._tma_host`.
 Lowering emits
     One instruction per repeat coordinate (the issuing thread: guard the call
     or pass ``pred=``), its coordinates ``coords + sum(r_k * coord_steps[k])``
@@ -65,43 +67,27 @@ Architectures
 
 from __future__ import annotations
 
-import itertools
+from tvm.tirx import IntImm
 
-from ...errors import TileError, operand_label
 from ..contract import Contract, OperandRole, Param, replace
-from ..emit import register_kind
 from ..ptx_table import Instruction
 from ..registry import register_family
-from ..views import ViewMap, int_or_none
+from ..views import int_or_none
+from ._tma_host import host_setup
+from ._tma_rules import (
+    DESCRIPTOR_DTYPE,
+    IMAGE_ALIGN,
+    REDUCE_DTYPES,
+    RULES,
+    SWIZZLE_BYTES,
+    TmaCall,
+    constant_ints,
+    image_period,
+    swizzled_layout,
+)
 
 __all__ = ["swizzled_layout", "SWIZZLE_BYTES", "REDUCE_DTYPES", "contract"]
 
-#: Element types the TMA unit moves (CUDA ``CUtensorMapDataType``), -> the
-#: descriptor type the map is encoded with (8/16-bit signed: the same bits).
-DESCRIPTOR_DTYPE = {
-    "uint8": "uint8", "int8": "uint8", "uint16": "uint16", "int16": "uint16",
-    "float16": "float16", "bfloat16": "bfloat16", "uint32": "uint32", "int32": "int32",
-    "float32": "float32", "uint64": "uint64", "int64": "int64", "float64": "float64",
-}  # fmt: skip
-#: Bytes of one swizzled row segment per ``swizzle=`` (CUDA ``CU_TENSOR_MAP_SWIZZLE_*``).
-SWIZZLE_BYTES = {0: 0, 1: 32, 2: 64, 3: 128}
-#: Reduction operation -> element types: the table "valid combinations of .redOp and element
-#: type" of ``cp.reduce.async.bulk.tensor`` (PTX ISA 9.1, section 9.7.9.27.1.3; 9.7.9.25.5.2 in
-#: PTX ISA 8.x), checked against the 9.1 text.  The ISA's ``.b32`` / ``.b64`` (and, or, xor) are
-#: read as the 32/64-bit integer map types; no floating-point map is a bit type.
-REDUCE_DTYPES = {
-    "add": ("uint32", "int32", "uint64", "float32", "float16", "bfloat16"),
-    "min": ("uint32", "int32", "uint64", "int64", "float16", "bfloat16"),
-    "max": ("uint32", "int32", "uint64", "int64", "float16", "bfloat16"),
-    "inc": ("uint32",),
-    "dec": ("uint32",),
-    "and": ("uint32", "int32", "uint64", "int64"),
-    "or": ("uint32", "int32", "uint64", "int64"),
-    "xor": ("uint32", "int32", "uint64", "int64"),
-}
-#: cuTensorMapEncodeTiled limits.
-MAX_BOX, MAX_STRIDE, MAX_DIM = 256, 1 << 40, 1 << 32
-IMAGE_ALIGN = 128
 ENTRIES = (
     "cp_async_bulk_tensor_g2s_cluster",
     "cp_async_bulk_tensor_g2s_cta",
@@ -116,59 +102,7 @@ ENTRIES = (
 )
 
 
-def swizzled_layout(shape, dtype: str, swizzle: int):
-    """The layout of the image a TMA box of ``shape`` writes with ``swizzle=``.
-
-    Parameters
-    ----------
-    shape : tuple[int, ...]
-        The box (or ``(*repeat, *box)``: boxes stacked row-major), in the
-        tensor's axis order.
-    dtype : str
-        Element type; 1 to 8 bytes.
-    swizzle : int
-        0 (none: row-major), 1 (32B), 2 (64B), 3 (128B).
-
-    Returns
-    -------
-    tvm.tirx.layout.TileLayout | ComposeLayout
-        Row-major for 0; else ``ComposeLayout(log2(16 / bytes), swizzle, 3,
-        row-major)``: in bytes, address bits ``[4, 4 + swizzle)`` XOR bits
-        ``[7, 7 + swizzle)`` -- chunk ``c`` of 128-byte row ``r`` at ``c ^ (r % 8)``
-        over ``2 ** swizzle`` chunks (CUDA C++ Programming Guide, "TMA Swizzle").
-    """
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-    from tvm.tirx.layout import ComposeLayout, S, TileLayout  # pylint: disable=import-outside-toplevel
-
-    rowmajor = TileLayout(S[tuple(int(n) for n in shape)])
-    if not swizzle:
-        return rowmajor
-    per_element = (16 // (DataType(dtype).bits // 8)).bit_length() - 1
-    return ComposeLayout(per_element, int(swizzle), 3, rowmajor)
-
-
-def _image_offset(flat: int, elem_bytes: int, swizzle: int) -> int:
-    """Element offset where the TMA stores row-major element ``flat`` of a box."""
-    if not swizzle:
-        return flat
-    b = flat * elem_bytes
-    return (b ^ (((b >> 7) & ((1 << swizzle) - 1)) << 4)) // elem_bytes
-
-
-def _period(swizzle: int) -> int:
-    """Bytes after which a swizzle pattern repeats (the image's alignment)."""
-    return max(IMAGE_ALIGN, 8 * SWIZZLE_BYTES[swizzle])
-
-
 # -- parameters ------------------------------------------------------------------------------
-
-
-def _ints(value):
-    """``value`` (a tuple of ints / IntImm) as a tuple of ints, or None."""
-    if not isinstance(value, tuple | list):
-        return None
-    out = tuple(int_or_none(v) for v in value)
-    return None if None in out else out
 
 
 def _check_swizzle(value):
@@ -191,299 +125,45 @@ def _check_coords(value):
 
 
 def _check_int_tuple(value):
-    if isinstance(value, tuple | list) and all(_ints(row) is not None for row in value):
+    if isinstance(value, tuple | list) and all(constant_ints(row) is not None for row in value):
         return None
     return f"{value!r} (a tuple of constant int tuples)"
 
 
 def _check_box(value):
-    return None if _ints(value) is not None else f"{value!r} (a tuple of constant ints)"
+    return None if constant_ints(value) is not None else f"{value!r} (a tuple of constant ints)"
 
 
 OPTIONS = {
     "coords": Param("the box's first element, one int32 per tensor axis, outermost first", _check_coords),
-    "coord_steps": Param("per repeat axis, the coordinate step of one unit, one int per tensor axis", _check_int_tuple, required=False),
+    "coord_steps": Param(
+        "per repeat axis, the coordinate step of one unit, one int per tensor axis", _check_int_tuple,
+        required=False,
+    ),
     "box": Param("the box extents (the shared operand's last extents)", _check_box, required=False),
     "swizzle": Param("0 none, 1 32B, 2 64B, 3 128B", _check_swizzle, required=False),
     "l2_promotion": Param("the map's L2 promotion: 0 none, 1 64B, 2 128B, 3 256B", _check_l2, required=False),
 }
 
 
-# -- the call's rules ------------------------------------------------------------------------
-
-
-class _Call:  # pylint: disable=too-few-public-methods
-    """One call's pieces: the shared image, the global operand, the box."""
-
-    def __init__(self, contract, call):
-        self.contract, self.call = contract, call
-        self.opcode = contract.opcode
-        self.rank = int(contract.instruction.modifiers["dim"][0])
-        roles = contract.roles
-        self.s_index = next(i for i, r in enumerate(roles) if r.kind == "memory" and r.image)
-        self.g_index = next(i for i, r in enumerate(roles) if r.kind == "tensor_map")
-        self.shared, self.glob = call.operands[self.s_index], call.operands[self.g_index]
-        self.s_label = operand_label(roles[self.s_index].role, self.shared.index)
-        self.g_label = operand_label(roles[self.g_index].role, self.glob.index)
-        self.box = tuple(self.shared.shape[-self.rank :])
-        self.repeat = tuple(self.shared.shape[: -self.rank])
-        self.swizzle = int_or_none(call.params.get("swizzle", 0))
-        self.elem_bytes = _bytes(self.shared.value.dtype)
-
-
-def _bytes(dtype) -> int:
-    from tvm.runtime import DataType  # pylint: disable=import-outside-toplevel
-
-    return DataType(dtype).bits // 8
-
-
-def _rule_params(c):
-    """``box`` equals the image, ``coords`` and ``coord_steps`` have the box's rank."""
-    params = c.call.params
-    box = params.get("box")
-    if box is not None and _ints(box) != c.box:
-        return TileError(c.opcode, "box differs from the shared image", operand="parameter box", expected=f"box={c.box} (the shared operand's last {c.rank} extents)", found=f"box={_ints(box)}")
-    coords = params.get("coords", ())  # required; an IR built without the parser may lack it
-    if len(coords) != c.rank:
-        return TileError(c.opcode, "coordinate count", operand="parameter coords", expected=f"{c.rank} coordinates (.{c.rank}d), outermost first", found=f"{len(coords)}")
-    steps = params.get("coord_steps", ())
-    if len(steps) != len(c.repeat) or any(len(s) != c.rank for s in steps):
-        return TileError(c.opcode, "coord_steps do not match the repeat axes", operand="parameter coord_steps", expected=f"{len(c.repeat)} tuple(s) of {c.rank} (repeat axes {c.repeat})", found=f"{tuple(_ints(s) for s in steps)}")
-    return None
-
-
-def _rule_box(c):
-    """Box extents 1..256; the inner row a multiple of 16 bytes, within the swizzle span."""
-    if any(not 1 <= n <= MAX_BOX for n in c.box):
-        return TileError(c.opcode, "box extent out of range", operand=c.s_label, expected=f"box extents 1..{MAX_BOX} (cuTensorMapEncodeTiled)", found=f"box {c.box}")
-    row = c.box[-1] * c.elem_bytes
-    if row % 16:
-        return TileError(c.opcode, "inner box row not a multiple of 16 bytes", operand=c.s_label, expected="box[-1] * element bytes a multiple of 16 (cuTensorMapEncodeTiled)", found=f"{c.box[-1]} x {c.elem_bytes} = {row} bytes")
-    span = SWIZZLE_BYTES[c.swizzle]
-    if span and row > span:
-        return TileError(c.opcode, "inner box row wider than the swizzle span", operand=c.s_label, expected=f"at most {span} bytes with swizzle={c.swizzle} (cuTensorMapEncodeTiled)", found=f"{row} bytes")
-    return None
-
-
-#: (layout text, shape, rank, element bytes, swizzle) -> first mismatch or None
-_LAYOUT_CHECKS: dict = {}
-
-
-def _layout_mismatch(view, rank, elem_bytes, swizzle):
-    """The first ``(repeat, coordinate, found, expected)`` where the offsets of
-    ``view`` (a ViewMap, relative to each image's first element) differ from
-    the image the TMA writes, or None."""
-    shape = view.shape
-    box, repeat = shape[len(shape) - rank :], shape[: len(shape) - rank]
-    coords = list(itertools.product(*(range(n) for n in box)))
-    for rep in itertools.product(*(range(n) for n in repeat)):
-        base = view.offset((*rep, *(0,) * rank))
-        for flat, coord in enumerate(coords):
-            found = view.offset((*rep, *coord)) - base
-            want = _image_offset(flat, elem_bytes, swizzle)
-            if found != want:
-                return rep, coord, found, want
-    return None
-
-
-def _rule_layout(c):
-    """The shared view's layout is the image the TMA writes."""
-    buf = c.shared.value
-    key = (str(buf.layout), c.shared.shape, c.rank, c.elem_bytes, c.swizzle)
-    if key not in _LAYOUT_CHECKS:  # offsets depend on the layout and shape only
-        _LAYOUT_CHECKS[key] = _layout_mismatch(ViewMap(buf), c.rank, c.elem_bytes, c.swizzle)
-    bad = _LAYOUT_CHECKS[key]
-    if bad is None:
-        return None
-    rep, coord, found, want = bad
-    expected = swizzled_layout(c.box, buf.dtype, c.swizzle)
-    what = "row-major" if not c.swizzle else f"{SWIZZLE_BYTES[c.swizzle]}-byte swizzled"
-    return TileError(c.opcode, "shared layout is not the TMA image", operand=c.s_label, expected=f"the {what} image of swizzle={c.swizzle}: layout {expected} per box", found=f"element {coord} of box {rep} at offset {found}, the image has it at {want}")
-
-
-def _rule_dtype(c):
-    """Both sides hold the same element type, one the TMA moves; reductions as the ISA lists."""
-    dtype = c.shared.value.dtype
-    if c.glob.kind == "tensor" and c.glob.value.dtype != dtype:
-        return TileError(c.opcode, "element types differ", operand=c.g_label, expected=f"{dtype} like the shared image", found=str(c.glob.value.dtype))
-    op = c.contract.instruction.modifiers.get("redop")
-    if op and dtype not in REDUCE_DTYPES[op]:
-        return TileError(c.opcode, "element type not reducible with this operation", operand=c.s_label, expected=f"one of {' / '.join(REDUCE_DTYPES[op])} for .{op} (PTX ISA 9.7.9.25.5.2)", found=dtype)
-    return None
-
-
-def _global_strides(buf):
-    """Per axis of view ``buf``, its element stride (ints), or None when not strided."""
-    view = ViewMap(buf)
-    if not view.separable or view.has_thread_axes():
-        return None
-    zero = (0,) * len(view.shape)
-    base = view.offset(zero)
-    return tuple(view.offset(tuple(1 if j == i else 0 for j in range(len(zero)))) - base for i in range(len(zero)))
-
-
-def _rule_global(c):
-    """A host-encodable tensor: contiguous inner axis, 16-byte strides and base."""
-    if c.glob.kind != "tensor":
-        return None
-    buf = c.glob.value
-    strides = _global_strides(buf)
-    found = f"shape {tuple(buf.shape)}, layout {buf.layout}"
-    if strides is None or strides[-1] != 1:
-        return TileError(c.opcode, "global tensor not strided with a contiguous inner axis", operand=c.g_label, expected="a kernel tensor or a strided view whose last axis has stride 1", found=found)
-    byte_strides = [s * c.elem_bytes for s in strides[:-1]]
-    if any(b % 16 or not 0 < b < MAX_STRIDE for b in byte_strides):
-        return TileError(c.opcode, "global stride not a multiple of 16 bytes", operand=c.g_label, expected="byte strides of the outer axes multiples of 16, below 2**40 (cuTensorMapEncodeTiled)", found=f"byte strides {tuple(byte_strides)}")
-    if any(not 0 < int(n) <= MAX_DIM for n in buf.shape):
-        return TileError(c.opcode, "global extent out of range", operand=c.g_label, expected="extents 1..2**32", found=str(tuple(buf.shape)))
-    offset = int_or_none(buf.elem_offset)
-    if offset is None or (offset * c.elem_bytes) % 16 or int(buf.data_alignment) % 16:
-        return TileError(c.opcode, "tensor map base not 16-byte aligned", operand=c.g_label, expected="a tensor declared with align>=16 and a view starting at a multiple of 16 bytes (cuTensorMapEncodeTiled)", found=f"align={int(buf.data_alignment)}, element offset {buf.elem_offset}")
-    return None
-
-
-def _rule_root_param(c):
-    """While lowering: a host-encoded map's tensor is a kernel parameter."""
-    facts = c.call.facts
-    if c.glob.kind != "tensor" or facts is None:
-        return None
-    root = facts.root_of(c.glob.value)
-    if root is None or not any(root.same_as(p) for p in facts.params):
-        return TileError(c.opcode, "tensor map of a tensor that is not a kernel parameter", operand=c.g_label, expected="a kernel tensor parameter (or a view of one): its map is encoded on the host", found=getattr(root, "name", c.glob.value.name))
-    return None
-
-
-RULES = (_rule_params, _rule_dtype, _rule_box, _rule_global, _rule_layout, _rule_root_param)
-
-
 def _bind(contract, call):
     """Check the call's parameters with its operands; align the image to its swizzle's repeat."""
-    c = _Call(contract, call)
+    c = TmaCall(contract, call)
     for rule in RULES:
         err = rule(c)
         if err:
             return err
     roles = list(contract.roles)
-    roles[c.s_index] = replace(roles[c.s_index], align=_period(c.swizzle))
+    roles[c.s_index] = replace(roles[c.s_index], align=image_period(c.swizzle))
     return replace(contract, roles=tuple(roles))
-
-
-# -- emission --------------------------------------------------------------------------------
 
 
 def _coords(call):
     """The instruction's coordinates, innermost first (PTX order)."""
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
     coords = [IntImm("int32", v) if isinstance(v, int) else v for v in call.params["coords"]]
     for r, steps in zip(call.repeat, call.params.get("coord_steps", ())):
-        coords = [x + r * int(s) if int(s) else x for x, s in zip(coords, _ints(steps))]
+        coords = [x + r * int(s) if int(s) else x for x, s in zip(coords, constant_ints(steps))]
     return list(reversed(coords))
-
-
-def _imm(value: int):
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
-    return IntImm("int32" if value < (1 << 31) else "int64", value)
-
-
-class TensorMapEncoding:  # pylint: disable=too-few-public-methods
-    """The fields of one host-encoded tiled tensor map, in CUDA Driver API order
-    (dimension 0 innermost; ``strides`` in bytes, of dimensions 1..rank-1)."""
-
-    def __init__(self, root, buf, call):
-        rank = len(buf.shape)
-        elem = _bytes(buf.dtype)
-        self.root, self.elem_offset = root, int_or_none(buf.elem_offset)
-        self.dtype = DESCRIPTOR_DTYPE[buf.dtype]
-        self.dims = tuple(int(n) for n in reversed(buf.shape))
-        self.strides = tuple(s * elem for s in reversed(_global_strides(buf)[:-1]))
-        self.box = _box_of(call, rank)
-        self.swizzle = int_or_none(call.params.get("swizzle", 0))
-        self.l2 = int_or_none(call.params.get("l2_promotion", 0))
-
-    def key(self):
-        """What makes two encodings the same map."""
-        return ("tma_map", self.root, self.elem_offset, self.dtype, self.dims, self.strides, self.box, self.swizzle, self.l2)
-
-    def host_stmts(self, var):
-        """``[Bind(var, stack alloca), Evaluate(encode)]``."""
-        from tvm import tirx  # pylint: disable=import-outside-toplevel
-        from tvm.tirx.op import tensormap_encode_tiled, tvm_stack_alloca  # pylint: disable=import-outside-toplevel
-
-        base = self.root.data if not self.elem_offset else self.root.ptr_to(_unravel(self.elem_offset, self.root.shape))
-        rank = len(self.dims)
-        encode = tensormap_encode_tiled(
-            var, base, *map(_imm, self.dims), *map(_imm, self.strides), *map(_imm, self.box), *map(_imm, [1] * rank),
-            descriptor_dtype=self.dtype, rank=rank, interleave=0, swizzle=self.swizzle,
-            l2_promotion=self.l2, oob_fill=0, force_cu_dtype=-1,
-        )  # fmt: skip
-        return [tirx.Bind(var, tvm_stack_alloca("tensormap", 1)), tirx.Evaluate(encode)]
-
-
-def _box_of(call, rank):
-    """The box, innermost first: the shared image's last ``rank`` extents (the
-    image is the call's first shared operand; a load's ``mbar`` comes after it)."""
-    shared = next(op for op in call.operands if op.kind == "tensor" and op.value.scope().startswith("shared"))
-    return tuple(int(n) for n in reversed(shared.shape[-rank:]))
-
-
-def _unravel(flat, shape):
-    out = []
-    for n in reversed([int(s) for s in shape]):
-        out.append(flat % n)
-        flat //= n
-    return list(reversed(out))
-
-
-def _map_var(call, op):
-    """The tensor-map Var of ``op``'s encoding in this kernel (one per distinct encoding)."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.tirx.script.builder.ir import TensorMap  # pylint: disable=import-outside-toplevel
-
-    facts = call.facts
-    enc = TensorMapEncoding(facts.root_of(op.value), op.value, call)
-    maps = facts.family_values.setdefault("tma_maps", {})
-    key = enc.key()
-    if key not in maps:
-        maps[key] = (tirx.Var(f"{enc.root.name}_tmap", TensorMap().ty), enc)
-    return maps[key][0]
-
-
-def _tensor_map_setup(role, op, emission):  # pylint: disable=unused-argument
-    """Before the loops: nothing to emit; the operand's value becomes the
-    address of the kernel's host-encoded map of the global view."""
-    from tvm.tirx.op import address_of  # pylint: disable=import-outside-toplevel
-
-    return [], address_of(_map_var(emission.call, op))
-
-
-def _tensor_map_args(role, op, group_coord, rep):  # pylint: disable=unused-argument
-    """The ``tensorMap`` operand: a caller's map address, or the host-encoded map's
-    (the value :func:`_tensor_map_setup` gave the global view)."""
-    return [op.value]
-
-
-register_kind("tensor_map", _tensor_map_args, setup=_tensor_map_setup, scalar=True)
-
-
-def _host_setup(call, stmt):
-    """Encode this call's map before the device entry, unless another call did."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
-    op = next((o for o in call.operands if o.kind == "tensor" and o.value.scope() == "global"), None)
-    if op is None:
-        return stmt
-    var = _map_var(call, op)
-    done = call.facts.family_values.setdefault("tma_encoded", [])
-    if any(var.same_as(v) for v in done):
-        return stmt
-    done.append(var)
-    enc = next(e for v, e in call.facts.family_values["tma_maps"].values() if v.same_as(var))
-    stmts = enc.host_stmts(var)
-    if isinstance(stmt, tirx.SeqStmt):  # earlier maps: keep them first, the entry last
-        return tirx.SeqStmt([*stmt.seq[:-1], *stmts, stmt.seq[-1]])
-    return tirx.SeqStmt([*stmts, stmt])
 
 
 # -- the contract ----------------------------------------------------------------------------
@@ -510,7 +190,9 @@ def _roles(instr: Instruction, ops: dict):
         "dst" if loads else "src", ops["dst_mem" if loads else "src_mem"], "memory", atom, dtypes,
         loads, shared_scopes, align=IMAGE_ALIGN, image=True,
     )  # fmt: skip
-    tmap = OperandRole("src" if loads else "dst", ops["tmap"], "tensor_map", atom, dtypes, not loads, ("global",), repeat_axes=())
+    tmap = OperandRole(
+        "src" if loads else "dst", ops["tmap"], "tensor_map", atom, dtypes, not loads, ("global",), repeat_axes=()
+    )
     if not loads:
         return (tmap, image)
     mbar = OperandRole(
@@ -520,7 +202,9 @@ def _roles(instr: Instruction, ops: dict):
     return (image, tmap, mbar)
 
 
-@register_family(entries=ENTRIES, isa={"cp": "9.7.9.25.5.1 (cp.async.bulk.tensor), 9.7.9.25.5.2 (cp.reduce.async.bulk.tensor)"})
+@register_family(
+    entries=ENTRIES, isa={"cp": "9.7.9.25.5.1 (cp.async.bulk.tensor), 9.7.9.25.5.2 (cp.reduce.async.bulk.tensor)"}
+)
 def contract(instr: Instruction) -> Contract | str:
     """The tile contract of a TMA form, or the reason it has none."""
     reason = _excluded(instr)
@@ -537,6 +221,6 @@ def contract(instr: Instruction) -> Contract | str:
         options=dict(OPTIONS),
         derived={"coords": _coords},
         bind=_bind,
-        host_setup=_host_setup,
+        host_setup=host_setup,
         min_arch=floor,
     )
