@@ -231,3 +231,54 @@ def test_requires_arch_runs_only_on_that_gpu():
     import torch
 
     assert torch.cuda.get_device_capability() == (9, 0)
+
+
+# -- assert_lowers_to ------------------------------------------------------------------------
+
+
+def _lowered_copy(op):
+    @T.function
+    def expected(A: T.Tensor((64, 4), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        tid = T.cuda.thread_idx("x")
+        r = T.alloc_local((4,), "float32")
+        T.ptx[op](r[0], r[1], r[2], r[3], A.sub[tid, :].ptr_to([0]))
+
+    return expected
+
+
+@T.function
+def one_load(A: T.Tensor((64, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tid = T.cuda.thread_idx("x")
+    r = T.alloc_local((4,), "float32")
+    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, :])
+
+
+def test_assert_lowers_to_accepts_the_expansion_under_another_name():
+    testing.assert_lowers_to(one_load, _lowered_copy("ld.global.v4.b32"))
+
+
+def test_assert_lowers_to_shows_both_scripts_when_they_differ():
+    with pytest.raises(AssertionError) as info:
+        testing.assert_lowers_to(one_load, _lowered_copy("ld.global.nc.v4.b32"))
+    message = str(info.value)
+    assert "LowerTileApply's output differs" in message
+    assert "--- expected" in message and "+++ lowered" in message
+    # the differing lines, each from its own script: the expected load has the .nc slot filled
+    removed = [line for line in message.splitlines() if line.startswith("-") and "T.ptx.ld(" in line]
+    added = [line for line in message.splitlines() if line.startswith("+") and "T.ptx.ld(" in line]
+    assert len(removed) == len(added) == 1, message
+    assert '"nc"' in removed[0] and '"nc"' not in added[0], message
+
+
+def test_assert_lowers_to_raises_the_tile_error_of_a_broken_call():
+    @T.function
+    def misaligned(A: T.Tensor((64, 5), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        tid = T.cuda.thread_idx("x")
+        r = T.alloc_local((4,), "float32")
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, 0:4])
+
+    with pytest.raises(TileError, match="align"):
+        testing.assert_lowers_to(misaligned, _lowered_copy("ld.global.v4.b32"))
