@@ -1,7 +1,9 @@
-"""One-thread kernels issuing every sm_90a form of a family whose operands are
-shared/global views and mbarriers (mbarrier, cp_async_bulk), for the assembly
-tests: every form is enumerated from apache-tvm's table through the registry."""
+"""Kernels (a 2-CTA cluster of one thread each) issuing every sm_90a form of a family
+whose operands are shared/global views and mbarriers (mbarrier, cp_async_bulk), for
+the assembly tests: every form is enumerated from apache-tvm's table through the
+registry and written by ``testing.form_kernels``."""
 
+from tvm_tirx import testing
 from tvm_tirx.arch import arch_number
 from tvm_tirx.tile.forms import forms_of
 
@@ -16,6 +18,16 @@ PARAM_VALUES = {
     "remote_cta_id": "T.uint32(1)",
 }
 
+#: Row i of G, S and bars belongs to the kernel's i-th call.
+HEAD = testing.KernelHead(
+    params='G: T.Tensor(({n}, 64), "float32", align=16)',
+    launch="T.cuda.LaunchConfig(grid=2, block=1, cluster=2)",
+    prologue=(
+        'bars = T.alloc_shared(({n}, 1), "uint64", align=8)',
+        'S = T.alloc_shared(({n}, 64), "float32", align=16)',
+    ),
+)
+
 
 def sm90a_forms(family):
     """The family's forms available on sm_90a (no floor above it)."""
@@ -24,29 +36,24 @@ def sm90a_forms(family):
 
 def _operand(role, i, lines):
     if role.kind == "register":
-        lines.append(f'    d{i} = T.alloc_local((1,), "{role.dtypes[0]}")')
+        lines.append(f'd{i} = T.alloc_local((1,), "{role.dtypes[0]}")')
         return f"d{i}"
     if role.dtypes == ("uint64",):
         return f"bars.sub[{i}, :]"
     return f"G.sub[{i}, :]" if role.scopes == ("global",) else f"S.sub[{i}, :]"
 
 
-def kernel_source(forms, name="forms_kernel"):
-    """TVMScript source of a kernel (a 2-CTA cluster of one thread each) issuing each form once."""
-    n = len(forms)
-    lines = [
-        "from tvm_tirx.script import tirx as T",
-        "",
-        "@T.function",
-        f'def {name}(G: T.Tensor(({n}, 64), "float32", align=16)):',
-        "    T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=1, cluster=2))",
-        f'    bars = T.alloc_shared(({n}, 1), "uint64", align=8)',
-        f'    S = T.alloc_shared(({n}, 64), "float32", align=16)',
-    ]
-    for i, form in enumerate(forms):
-        c = form.contract
-        args = [_operand(r, i, lines) for r in c.roles if r.keyword is None]
-        args += [f"{r.keyword}={_operand(r, i, lines)}" for r in c.roles if r.keyword is not None]
-        args += [f"{k}={PARAM_VALUES[k]}" for k in (*c.params, *c.options)]
-        lines.append(f'    T.cuda.tile.apply(T.ptx["{form.opcode}"], {", ".join(args)})')
-    return "\n".join(lines) + "\n"
+def call(form, i):
+    """The lines issuing ``form`` as the kernel's ``i``-th call (row ``i`` of its tensors)."""
+    c = form.contract
+    lines = []
+    args = [_operand(r, i, lines) for r in c.roles if r.keyword is None]
+    args += [f"{r.keyword}={_operand(r, i, lines)}" for r in c.roles if r.keyword is not None]
+    args += [f"{k}={PARAM_VALUES[k]}" for k in (*c.params, *c.options)]
+    lines.append(f'T.cuda.tile.apply(T.ptx["{form.opcode}"], {", ".join(args)})')
+    return lines
+
+
+def kernels(forms, name="forms_kernel"):
+    """``testing.form_kernels`` of ``forms`` with this module's head and calls."""
+    return testing.form_kernels(forms, call, HEAD, name=name)

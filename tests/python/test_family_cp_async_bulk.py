@@ -101,10 +101,10 @@ def test_every_sm90a_form_assembles(tmp_path):
     forms = bulk_forms.sm90a_forms("cp_async_bulk")
     opcodes = {f.opcode for f in forms}
     assert {G2S, G2S_CTA, MULTICAST, S2C, S2G, "cp.async.bulk.prefetch.L2.global"} <= opcodes
-    func = testing.load_kernel(bulk_forms.kernel_source(forms), tmp_path)
-    kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
-    ptx = testing.assemble(kernel, fmt="ptx").decode()
-    assert testing.ptxas_errors(ptx, "sm_90a") == []
+    built = testing.assemble_forms(bulk_forms.kernels(forms), tmp_path, arch="sm_90a", fmt="ptx")
+    for each in built:
+        assert testing.ptxas_errors(each.assembled, "sm_90a") == []
+    ptx = "".join(each.assembled for each in built)
     for opcode in opcodes:
         assert opcode + " " in ptx, opcode
 

@@ -119,10 +119,10 @@ def test_remote_arrive_maps_the_barrier_with_mapa():
 def test_every_sm90a_form_assembles(tmp_path):
     forms = bulk_forms.sm90a_forms("mbarrier")
     assert len(forms) > 100  # init, arrive(_drop), expect_tx, complete_tx, waits, inval
-    func = testing.load_kernel(bulk_forms.kernel_source(forms), tmp_path)
-    kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
-    ptx = testing.assemble(kernel, fmt="ptx").decode()
-    assert testing.ptxas_errors(ptx, "sm_90a") == []
+    built = testing.assemble_forms(bulk_forms.kernels(forms), tmp_path, arch="sm_90a", fmt="ptx")
+    for each in built:
+        assert testing.ptxas_errors(each.assembled, "sm_90a") == []
+    ptx = "".join(each.assembled for each in built)
     for form in forms:
         assert form.opcode + " " in ptx, form.key
     assert "mapa.shared::cluster.u32" in ptx

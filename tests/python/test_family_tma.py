@@ -209,9 +209,10 @@ def test_swizzled_layout_is_the_tma_image():
 # -- every form of the table, assembled for sm_90a -----------------------------------------------
 
 
-def _form_call(form, rank):
+def _form_call(form, i):  # pylint: disable=unused-argument
     contract = form.contract
     mods = contract.instruction.modifiers
+    rank = int(mods["dim"][0])
     extra = ""
     if "cta_mask" in contract.params:
         extra += ", cta_mask=T.uint16(3)"
@@ -220,31 +221,24 @@ def _form_call(form, rank):
     coords = "(" + ", ".join(["0"] * rank) + ",)"
     name = f"G{rank}"
     if "dst_mem" in {r.ptx.name for r in contract.roles}:
-        return f'T.cuda.tile.apply(T.ptx["{form.opcode}"], s{rank}, {name}, mbar=bar, coords={coords}{extra})'
+        return [f'T.cuda.tile.apply(T.ptx["{form.opcode}"], s{rank}, {name}, mbar=bar, coords={coords}{extra})']
     assert mods.get("redop", "add") in REDUCE_DTYPES
-    return f'T.cuda.tile.apply(T.ptx["{form.opcode}"], {name}, s{rank}, coords={coords}{extra})'
+    return [f'T.cuda.tile.apply(T.ptx["{form.opcode}"], {name}, s{rank}, coords={coords}{extra})']
 
 
-def _forms_kernel(forms):
-    # uint32 everywhere: every reduction operation takes it; boxes (2, ..., 2, 4) of
-    # 16-byte rows in tensors (4, ..., 4, 8) of 32-byte rows.
-    params = ", ".join(
-        f'G{n}: T.Tensor({(4,) * (n - 1) + (8,)}, "uint32", align=16)' for n in range(1, 6)
-    )
-    lines = [
-        "from tvm_tirx.script import tirx as T",
-        "",
-        "@T.function",
-        f"def forms_kernel({params}, policy: T.uint64):",
-        "    T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32, cluster=2, dynamic_smem_bytes=4096))",
-        '    bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)',
-    ]
-    for n in range(1, 6):
-        lines.append(f'    s{n} = T.alloc_shared({(2,) * (n - 1) + (4,)}, "uint32", scope="shared.dyn", align=128)')
-    lines.append('    if T.cuda.thread_idx("x") == 0:')
-    for form in forms:
-        lines.append("        " + _form_call(form, int(form.contract.instruction.modifiers["dim"][0])))
-    return "\n".join(lines) + "\n"
+#: uint32 everywhere: every reduction operation takes it; boxes (2, ..., 2, 4) of
+#: 16-byte rows in tensors (4, ..., 4, 8) of 32-byte rows.
+FORMS_HEAD = testing.KernelHead(
+    params=", ".join(f'G{n}: T.Tensor({(4,) * (n - 1) + (8,)}, "uint32", align=16)' for n in range(1, 6))
+    + ", policy: T.uint64",
+    launch="T.cuda.LaunchConfig(grid=2, block=32, cluster=2, dynamic_smem_bytes=4096)",
+    prologue=('bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)',)
+    + tuple(
+        f's{n} = T.alloc_shared({(2,) * (n - 1) + (4,)}, "uint32", scope="shared.dyn", align=128)'
+        for n in range(1, 6)
+    ),
+    guard='T.cuda.thread_idx("x") == 0',
+)
 
 
 def _sm90_forms():
@@ -268,12 +262,16 @@ def test_the_table_forms_are_loads_stores_and_eight_reductions_per_rank():
 
 
 @testing.requires_nvcc
-def test_every_sm90_form_assembles():
+def test_every_sm90_form_assembles(tmp_path):
     forms = _sm90_forms()
-    kernel = tvm_tirx.compile(_load(_forms_kernel(forms), "forms_kernel"), target="cuda", arch="sm_90a")
-    assert len(testing.assemble(kernel)) > 0
-    ptx = testing.assemble(kernel, fmt="ptx").decode()
-    issued = [line.split()[0] for line in ptx.splitlines() if line.strip().startswith(("cp.async.bulk.tensor", "cp.reduce.async.bulk.tensor"))]
+    kernels = testing.form_kernels(forms, _form_call, FORMS_HEAD)
+    issued = []
+    for built in testing.assemble_forms(kernels, tmp_path, arch="sm_90a", fmt="ptx"):
+        assert len(testing.assemble(built.build)) > 0
+        issued += [
+            line.split()[0] for line in built.assembled.splitlines()
+            if line.strip().startswith(("cp.async.bulk.tensor", "cp.reduce.async.bulk.tensor"))
+        ]  # fmt: skip
     assert len(issued) == len(forms)
 
 

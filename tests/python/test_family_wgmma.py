@@ -173,45 +173,42 @@ def _forms(group):
     return [t for t in texts if _ALL_N or _shape_n(t) == _DEFAULT_N[group]]
 
 
-def _forms_source(group, opcodes):
-    """A one-warpgroup kernel issuing each opcode once in the ss form and once in the rs form."""
-    lines = [
-        "from tvm.tirx.layout import ComposeLayout, S, TileLayout",
-        "from tvm_tirx.script import tirx as T",
-        "from tvm_tirx.tile.families.wgmma import a_fragment_layout, accumulator_layout",
-        "",
-        "@T.function",
-        "def forms_kernel():",
-        "    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))",
-        "    T.ptx['wgmma.fence.sync.aligned']()",
+def _forms_head(opcodes):
+    """One warpgroup; a (320, 32-byte) 32B-swizzled shared tile per input type the opcodes read."""
+    prologue = ["T.ptx['wgmma.fence.sync.aligned']()"]
+    for t in sorted({t for op in opcodes for t in op.split(".")[-2:]}):
+        dtype, pe = _INPUT[t]
+        k = 32 // (1 << (4 - pe))  # elements in 32 bytes
+        prologue.append(
+            f"s_{t} = T.alloc_shared((320, {k}), '{dtype}', align=256, "
+            f"layout=ComposeLayout({pe}, 1, 3, TileLayout(S[(320, {k})])))"
+        )
+    return testing.KernelHead(
+        launch="T.cuda.LaunchConfig(grid=1, block=128)",
+        prologue=tuple(prologue),
+        imports=(
+            "from tvm.tirx.layout import ComposeLayout, S, TileLayout",
+            "from tvm_tirx.tile.families.wgmma import a_fragment_layout, accumulator_layout",
+        ),
+        epilogue=("T.ptx['wgmma.commit_group.sync.aligned']()", "T.ptx['wgmma.wait_group.sync.aligned'](0)"),
+    )
+
+
+def _forms_call(op, i):
+    """Opcode ``op`` issued once in the ss form and once in the rs form."""
+    dtype_d, atype, btype = op.split(".")[-3:]
+    n = _shape_n(op)
+    packed = dtype_d == "f16"
+    d_shape, d_dtype = ((64, n // 2), "uint32") if packed else ((64, n), "float32" if dtype_d == "f32" else "uint32")
+    scale = ", scale_a=-1, scale_b=1" if dtype_d != "s32" else ""  # integer products take no scale
+    return [
+        f"d{i} = T.alloc_local({d_shape}, '{d_dtype}', layout=accumulator_layout({n}, packed={packed}))",
+        f"a{i} = T.alloc_local((64, 8), 'uint32', layout=a_fragment_layout())",
+        f"T.cuda.tile.apply(T.ptx['{op}'], d{i}, s_{atype}.sub[0:64, :], s_{btype}.sub[64:{64 + n}, :],"
+        f" scope='warpgroup', scale_d=False{scale})",
+        f"T.cuda.tile.apply(T.ptx['{op}'], d{i}, a{i}, s_{btype}.sub[64:{64 + n}, :],"
+        f" scope='warpgroup', scale_d=True{scale})",
     ]
-    tiles = {}
-    for i, op in enumerate(opcodes):
-        mods = op.split(".")
-        dtype_d, atype, btype = mods[-3], mods[-2], mods[-1]
-        n = _shape_n(op)
-        for t in (atype, btype):
-            if t not in tiles:
-                dtype, pe = _INPUT[t]
-                k = 32 // (1 << (4 - pe))  # elements in 32 bytes
-                lines.append(
-                    f"    s_{t} = T.alloc_shared((320, {k}), '{dtype}', align=256, "
-                    f"layout=ComposeLayout({pe}, 1, 3, TileLayout(S[(320, {k})])))"
-                )
-                tiles[t] = k
-        packed = dtype_d == "f16"
-        d_shape, d_dtype = ((64, n // 2), "uint32") if packed else ((64, n), "float32" if dtype_d == "f32" else "uint32")
-        scale = ", scale_a=-1, scale_b=1" if "int" not in group else ""
-        lines += [
-            f"    d{i} = T.alloc_local({d_shape}, '{d_dtype}', layout=accumulator_layout({n}, packed={packed}))",
-            f"    a{i} = T.alloc_local((64, 8), 'uint32', layout=a_fragment_layout())",
-            f"    T.cuda.tile.apply(T.ptx['{op}'], d{i}, s_{atype}.sub[0:64, :], s_{btype}.sub[64:{64 + n}, :],"
-            f" scope='warpgroup', scale_d=False{scale})",
-            f"    T.cuda.tile.apply(T.ptx['{op}'], d{i}, a{i}, s_{btype}.sub[64:{64 + n}, :],"
-            f" scope='warpgroup', scale_d=True{scale})",
-        ]
-    lines += ["    T.ptx['wgmma.commit_group.sync.aligned']()", "    T.ptx['wgmma.wait_group.sync.aligned'](0)"]
-    return "\n".join(lines) + "\n"
 
 
 @testing.requires_nvcc
@@ -219,11 +216,11 @@ def _forms_source(group, opcodes):
 def test_every_form_assembles_for_sm90a(group, tmp_path):
     opcodes = _forms(group)
     assert opcodes
-    kernel = testing.load_kernel(_forms_source(group, opcodes), tmp_path)
-    compiled = tvm_tirx.compile(kernel, target="cuda", arch="sm_90a")
-    for op in opcodes:
-        assert testing.count_ptx(compiled, op) == 2, op  # its ss and its rs form
-    assert testing.assemble(compiled)
+    kernels = testing.form_kernels(opcodes, _forms_call, _forms_head(opcodes))
+    for built in testing.assemble_forms(kernels, tmp_path, arch="sm_90a"):
+        for op in built.kernel.forms:
+            assert built.issued[op] == 2, op  # its ss and its rs form
+        assert built.assembled
 
 
 # ---------------------------------------------------------------- one test per rule

@@ -2,13 +2,14 @@
 
 The forms are enumerated from apache-tvm's PTX table through our family
 registry: state spaces x vector lengths x every element type the table
-offers, plus each cache qualifier the table allows on ``.v4.b32``.  One
-kernel per state space holds all of its forms, so each space is assembled once.
+offers, plus each cache qualifier the table allows on ``.v4.b32``.  The forms of
+a state space go into as few kernels as the script parser takes
+(``testing.form_kernels``: one per space today), each assembled once.
 """
 
-import importlib.util
 import itertools
 import re
+from collections import namedtuple
 
 import pytest
 
@@ -41,8 +42,12 @@ def _qualifiers(mnemonic):
     return out
 
 
+#: One ld/st form: its opcode, ``ld`` or ``st``, the register count and the element type.
+LdStForm = namedtuple("LdStForm", "opcode mnemonic lanes dtype")
+
+
 def forms(space, arch="sm_90a"):
-    """(opcode, mnemonic, lanes, dtype) of every tile form in ``space`` available on ``arch``."""
+    """The :data:`LdStForm` of every tile form in ``space`` available on ``arch``."""
     from tvm_tirx.arch import arch_number
 
     from tvm.backend.cuda.ptx.table import PTX_TYPE_DTYPES
@@ -63,77 +68,73 @@ def forms(space, arch="sm_90a"):
             continue
         data = next(r for r in contract.roles if r.kind == "register")
         dtype = PTX_TYPE_DTYPES[data.ptx.ptx_type][0]
-        result.append((contract.opcode, contract.instruction.mnemonic, data.lanes, dtype))
+        result.append(LdStForm(contract.opcode, contract.instruction.mnemonic, data.lanes, dtype))
     return result
 
 
-def _kernel_source(space, space_forms):
-    dtypes = sorted({d for *_, d in space_forms})
-    params = ", ".join(f'M_{d}: T.Tensor((64, 4), "{d}", align=32)' for d in dtypes)
-    lines = [
-        "from tvm_tirx.script import tirx as T",
-        "",
-        "@T.function",
-        f"def forms_kernel({params}):",
-        "    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))",
-        '    tid = T.cuda.thread_idx("x")',
-    ]
+def _head(space, space_forms):
+    """One tensor per element type the forms use: a parameter, or a local or shared tensor."""
+    dtypes = sorted({f.dtype for f in space_forms})
+    prologue = ['tid = T.cuda.thread_idx("x")']
     for d in dtypes:
         if space == "global":
-            lines.append(f"    mem_{d} = M_{d}")
+            prologue.append(f"mem_{d} = M_{d}")
         elif space == "local":
-            lines.append(f'    mem_{d} = T.alloc_local((64, 4), "{d}", align=32)')
+            prologue.append(f'mem_{d} = T.alloc_local((64, 4), "{d}", align=32)')
         else:
-            lines.append(f'    mem_{d} = T.alloc_shared((64, 4), "{d}", align=32)')
-    for i, (opcode, mnemonic, lanes, d) in enumerate(space_forms):
-        lines.append(f'    r{i} = T.alloc_local(({lanes},), "{d}")')
-        mem = f"mem_{d}.sub[tid, 0:{lanes}]"
-        operands = f"r{i}, {mem}" if mnemonic == "ld" else f"{mem}, r{i}"
-        lines.append(f'    T.cuda.tile.apply(T.ptx["{opcode}"], {operands})')
-    return "\n".join(lines) + "\n"
+            prologue.append(f'mem_{d} = T.alloc_shared((64, 4), "{d}", align=32)')
+    return testing.KernelHead(
+        params=", ".join(f'M_{d}: T.Tensor((64, 4), "{d}", align=32)' for d in dtypes),
+        launch="T.cuda.LaunchConfig(grid=1, block=64)",
+        prologue=tuple(prologue),
+    )
 
 
-def _load(tmp_path, space, space_forms):
-    path = tmp_path / f"forms_{space.replace('::', '_')}.py"
-    path.write_text(_kernel_source(space, space_forms))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.forms_kernel
+def _call(form, i):
+    mem = f"mem_{form.dtype}.sub[tid, 0:{form.lanes}]"
+    operands = f"r{i}, {mem}" if form.mnemonic == "ld" else f"{mem}, r{i}"
+    return [f'r{i} = T.alloc_local(({form.lanes},), "{form.dtype}")', f'T.cuda.tile.apply(T.ptx["{form.opcode}"], {operands})']
+
+
+def _kernels(space, space_forms):
+    name = "forms_" + space.replace("::", "_")
+    return testing.form_kernels(space_forms, _call, _head(space, space_forms), name=name)
 
 
 def test_enumeration_covers_widths_vectors_and_qualifiers():
-    names = [f[0] for f in forms("global")]
+    names = [f.opcode for f in forms("global")]
     for expected in ("ld.global.u8", "ld.global.s16", "ld.global.f64", "ld.global.v2.b64",
                      "ld.global.v4.b32", "ld.global.nc.v4.b32", "ld.global.cg.v4.b32",
                      "st.global.v4.f32", "st.global.cs.v4.b32", "st.global.b8"):
         assert expected in names, expected
-    assert "ld.shared.nc.v4.b32" not in [f[0] for f in forms("shared")]  # .nc is .global only
+    assert "ld.shared.nc.v4.b32" not in [f.opcode for f in forms("shared")]  # .nc is .global only
     assert len(names) > 60
 
 
 @pytest.mark.parametrize("space", SPACES)
 def test_every_form_lowers_and_assembles(space, tmp_path):
     space_forms = forms(space)
-    func = _load(tmp_path, space, space_forms)
-    lowered = testing.lower(func)
-    assert testing.count_ptx(lowered) == len(space_forms)
+    kernels = _kernels(space, space_forms)
+    for generated in kernels:
+        lowered = testing.lower(generated.load(tmp_path))
+        assert testing.count_ptx(lowered) == len(generated.forms)
     if not testing.has_nvcc():
         pytest.skip("nvcc not on the PATH")
-    kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
-    ptx = kernel.ptx
-    for opcode, *_ in space_forms:
-        assert re.search(re.escape(opcode) + r"\s", ptx), opcode
-    assert len(testing.assemble(kernel)) > 0
+    for built in testing.assemble_forms(kernels, tmp_path, arch="sm_90a"):
+        assert len(built.assembled) > 0
+        ptx = built.build.ptx
+        for form in built.kernel.forms:
+            assert re.search(re.escape(form.opcode) + r"\s", ptx), form.opcode
 
 
 def test_256_bit_forms_are_rejected_for_sm90a_naming_sm100(tmp_path):
     wide = [f for f in forms("global", arch="sm_100a") if f not in forms("global")]
-    assert {f[0] for f in wide} >= {"ld.global.v4.b64", "st.global.v4.f64"}
-    func = _load(tmp_path, "global", wide[:1])
+    assert {f.opcode for f in wide} >= {"ld.global.v4.b64", "st.global.v4.f64"}
+    (generated,) = _kernels("global", wide[:1])
+    func = generated.load(tmp_path)
     with pytest.raises(TileError, match=r"needs a newer architecture: expected sm_100 or newer, found sm_90a"):
         tvm_tirx.compile(func, target="cuda", arch="sm_90a")
     if testing.has_nvcc():
         kernel = tvm_tirx.compile(func, target="cuda", arch="sm_100a")
-        assert wide[0][0] in kernel.ptx
+        assert wide[0].opcode in kernel.ptx
         assert len(testing.assemble(kernel)) > 0

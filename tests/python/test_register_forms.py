@@ -1,11 +1,10 @@
 """Every register-family form the PTX table accepts for sm_90a assembles; newer ones are refused.
 
 The forms come from ``tvm_tirx.tile.forms`` (apache-tvm's table through our
-family registry).  One kernel per table entry issues each of its forms once,
-so ptxas runs once per entry.
+family registry).  ``testing.form_kernels`` writes them into kernels of at most
+``testing.forms.MAX_CALLS`` calls, each form issued once, so ptxas runs once per
+kernel.
 """
-
-from collections import defaultdict
 
 import pytest
 
@@ -15,10 +14,8 @@ from tvm_tirx.tile.families import register_ops as register
 from tvm_tirx.tile.forms import forms_of
 
 FORMS = forms_of("register_ops")
-BY_ENTRY = defaultdict(list)
-for _f in FORMS:
-    if _f.contract.min_arch is None:
-        BY_ENTRY[_f.key.split(":", 1)[0]].append(_f)
+SM90A = [f for f in FORMS if f.contract.min_arch is None]
+KERNELS = testing.form_kernels(SM90A, testing.register_call, name="register_forms")
 NEWER = [f for f in FORMS if f.contract.min_arch is not None]
 
 
@@ -31,16 +28,20 @@ def test_forms_cover_every_family():
     }
 
 
-@pytest.mark.parametrize("entry", sorted(BY_ENTRY))
-def test_sm90a_forms_assemble(entry, tmp_path):
-    forms = BY_ENTRY[entry]
-    func = testing.load_kernel(testing.forms_kernel_source(forms), tmp_path)
-    lowered = testing.lower(func)
-    assert testing.count_ptx(lowered) == len(forms)
+def test_the_kernels_issue_every_sm90a_form_once():
+    assert [f.key for k in KERNELS for f in k.forms] == [f.key for f in SM90A]
+    assert len(KERNELS) > 1 and all(len(k.forms) <= testing.forms.MAX_CALLS for k in KERNELS)
+
+
+@pytest.mark.parametrize("index", range(len(KERNELS)))
+def test_sm90a_forms_assemble(index, tmp_path):
+    generated = KERNELS[index]
+    lowered = testing.lower(generated.load(tmp_path))
+    assert testing.count_ptx(lowered) == len(generated.forms)
     if not testing.has_nvcc():
         pytest.skip("nvcc not on the PATH")
-    kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
-    assert len(testing.assemble(kernel)) > 0
+    (built,) = testing.assemble_forms([generated], tmp_path, arch="sm_90a")
+    assert len(built.assembled) > 0
 
 
 def test_newer_forms_are_rejected_naming_the_arch(tmp_path):

@@ -8,9 +8,10 @@
 * :func:`assemble` -- assemble a kernel's CUDA for its arch with ``nvcc``/``ptxas``.
 * :func:`compile_and_show` -- compile, print the PTX lines of interest, assemble (the tutorials' step).
 * :func:`count_ptx` -- how many times a PTX opcode (or every one a pattern matches) is issued per thread.
-* :func:`forms_kernel_source`, :func:`load_kernel`, :func:`form_kernels`,
-  :func:`assemble_forms` -- kernels that issue every form of a family, in pieces the
-  script parser takes.
+* :func:`form_kernels`, :func:`assemble_forms` -- kernels that issue every form of a
+  family, in pieces the script parser takes, built and assembled
+  (:func:`register_call` writes a register family's calls; :func:`load_kernel` loads
+  a kernel from source the way a user's file is loaded).
 * :func:`do_bench` -- time GPU work with CUDA events (median and spread).
 * :func:`sweep` -- compile configurations in parallel, drop failures, time the rest.
 """
@@ -22,10 +23,19 @@ import tvm  # noqa: F401  pylint: disable=unused-import
 from . import markers
 from .assembly import assemble, compile_and_show, ptxas_errors
 from .benchmark import SweepResult, SweepRow, Timing, do_bench, sweep
-from .forms import forms_kernel_source, load_kernel
+from .forms import (
+    BuiltForms,
+    FormKernel,
+    KernelHead,
+    assemble_forms,
+    form_kernels,
+    forms_kernel_source,
+    load_kernel,
+    register_call,
+)
 from .lowering import assert_lowers_to, lower
 from .markers import arch_supported, has_cuda, has_nvcc, requires_arch
-from .ptx_counts import count_ptx, ptx_opcode_of
+from .ptx_counts import count_ptx, issue_counts, ptx_opcode_of
 
 __all__ = [
     "requires_cuda",
@@ -38,10 +48,17 @@ __all__ = [
     "compile_and_show",
     "forms_kernel_source",
     "load_kernel",
+    "form_kernels",
+    "register_call",
+    "assemble_forms",
+    "KernelHead",
+    "FormKernel",
+    "BuiltForms",
     "ptxas_errors",
     "requires_arch",
     "arch_supported",
     "count_ptx",
+    "issue_counts",
     "ptx_opcode_of",
     "do_bench",
     "sweep",

@@ -10,7 +10,7 @@ from ..build.kernel import Kernel
 from ..build.stages import lower
 from ..tile.ptx_table import opcode_of_call
 
-__all__ = ["count_ptx", "ptx_opcode_of"]
+__all__ = ["count_ptx", "issue_counts", "ptx_opcode_of"]
 
 
 def ptx_opcode_of(call) -> str | None:
@@ -106,6 +106,23 @@ def count_ptx(kernel_or_func, opcode: str = "*") -> int:
     ValueError
         A loop around a PTX call has a non-constant extent.
     """
+    want = str(opcode).strip()
+    return sum(n for text, n in issue_counts(kernel_or_func).items() if fnmatch.fnmatchcase(text, want))
+
+
+def issue_counts(kernel_or_func) -> dict:
+    """``{opcode text: issues per thread}`` of every PTX instruction the kernel issues,
+    counted as :func:`count_ptx` counts them.
+
+    Raises
+    ------
+    TypeError
+        ``kernel_or_func`` is neither a Kernel nor a PrimFunc.
+    TileError
+        A tile call breaks its contract (raised by ``LowerTileApply``).
+    ValueError
+        A loop around a PTX call has a non-constant extent.
+    """
     if isinstance(kernel_or_func, Kernel):
         with kernel_or_func.target:
             func = lower(kernel_or_func.func)
@@ -113,5 +130,7 @@ def count_ptx(kernel_or_func, opcode: str = "*") -> int:
         func = lower(kernel_or_func)
     else:
         raise TypeError(f"count_ptx: expected a tvm_tirx.Kernel or a PrimFunc, got {type(kernel_or_func).__name__}")
-    want = str(opcode).strip()
-    return sum(n for (_, text), n in _ptx_issue_counts(func.body).items() if fnmatch.fnmatchcase(text, want))
+    counts: dict = {}
+    for (_, text), n in _ptx_issue_counts(func.body).items():
+        counts[text] = counts.get(text, 0) + n
+    return counts
