@@ -462,17 +462,18 @@ def test_padded_but_aligned_fragment_rows_are_accepted():
 
 
 def _run_fragment_layout_schedule(layout, rows, folder):
-    """Run the error guide's example (``docs/gen_errors.py``): a ``rows x 16`` f16
-    copy whose ``"warp"`` cache is laid out by ``layout``, tensorized and built."""
+    """Run the error guide's example (``docs/error_examples/schedules.py``): a ``rows x 16``
+    f16 copy whose ``"warp"`` cache is laid out by ``layout``, tensorized and built."""
     import importlib.util
     import os
     import sys
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "docs"))
-    import gen_errors
+    from error_examples import HEADER
+    from error_examples.schedules import fragment_schedule
 
     path = folder / "example.py"
-    path.write_text(gen_errors.HEADER + gen_errors._fragment_schedule(layout, rows))  # pylint: disable=protected-access
+    path.write_text(HEADER + fragment_schedule(layout, rows))
     spec = importlib.util.spec_from_file_location("_fragment_layout_example", path)
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
 

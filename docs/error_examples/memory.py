@@ -1,0 +1,126 @@
+"""Memory operands: alignment, bounds and the tensors a view reads.
+
+Each ``Case`` is a kernel file that breaks one rule: ``docs/gen_errors.py`` runs it
+and puts the message it raises on the error page (see :mod:`error_examples`).
+"""
+
+from __future__ import annotations
+
+from . import MEMORY, Case, example
+
+
+CASES = [
+    Case(
+        MEMORY,
+        r"vector atom not provably aligned",
+        "Alignment not provable from the index",
+        example('''
+            @T.function
+            def kernel(A: T.Tensor((64, 5), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((4,), "float32")
+                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, 0:4])
+        '''),
+        "lower",
+        "A ``.v4.b32`` access must be 16-byte aligned (PTX ISA 5.4.6). Rows of "
+        "five floats start at byte ``20 * tid``, which is not a multiple of 16 for "
+        "every thread.",
+        "Pad rows to a multiple of the vector size, or use narrower forms.",
+    ),
+    Case(
+        MEMORY,
+        r"vector atom not provably aligned",
+        "Alignment not promised by the tensor",
+        example('''
+            @T.function
+            def kernel(A: T.Tensor((64, 4), "float32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((4,), "float32")
+                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, :])
+        '''),
+        "lower",
+        "Alignment proofs start from the tensor's declared ``align``; without it a "
+        "float32 tensor is only known to be 4-byte aligned.",
+        "Declare ``T.Tensor(..., align=16)``; the compiled kernel then checks every "
+        "argument's pointer against it.",
+    ),
+    Case(
+        MEMORY,
+        r"view provably out of the tensor's bounds",
+        "View outside its tensor",
+        example('''
+            @T.function
+            def kernel(A: T.Tensor((64, 4), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((4,), "float32")
+                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid + 1, :])
+        '''),
+        "lower",
+        "Thread 63 would read row 64 of a 64-row tensor. The check evaluates the "
+        "view's offset for every thread of the launch that reaches the call (the "
+        "enclosing ``if`` guards are taken into account) and names one that is out.",
+        "Wrap the index (``(tid + 1) % 64``), guard the call (``if tid < 63:``), pass "
+        "``pred=`` to skip the access at run time, or enlarge the tensor.",
+    ),
+    Case(
+        MEMORY,
+        r"view not provably within the tensor's bounds",
+        "View that may leave its tensor",
+        example('''
+            @T.function
+            def kernel(A: T.Tensor((64, 4), "float32", align=16), Idx: T.Tensor((64,), "int32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((4,), "float32")
+                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[Idx[tid], :])
+        '''),
+        "lower",
+        "The row comes from memory, so no proof can place it inside ``A``. A view "
+        "that is neither provably inside nor provably outside is accepted only when "
+        "the call is predicated or sits under an ``if``: then the check is yours.",
+        "Predicate the access (``pred=Idx[tid] < 64``), guard it (``if Idx[tid] < 64:``), or clamp the "
+        "index (``T.min(Idx[tid], 63)``).",
+    ),
+    Case(
+        MEMORY,
+        r"memory view without a known tensor",
+        "Memory view of an unknown tensor",
+        example('''
+            @T.function
+            def kernel(p: T.handle("float32", "global")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                A = T.decl_buffer((64, 4), "float32", data=p, align=16)
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((4,), "float32")
+                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, :])
+        '''),
+        "lower",
+        "The bounds and alignment proofs need the tensor a view belongs to: a "
+        "kernel parameter or an allocation. A buffer declared over a raw pointer "
+        "(``T.decl_buffer(..., data=p)``) has neither, so nothing can be proven.",
+        "Declare the parameter as ``A: T.Tensor((64, 4), \"float32\", align=16)``.",
+    ),
+    Case(
+        MEMORY,
+        r"dtype view not aligned to its element size",
+        "Dtype view that starts inside a wider element",
+        example('''
+            @T.function
+            def kernel(A: T.Tensor((64, 8), "uint8", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((1,), "uint32")
+                T.cuda.tile.apply(T.ptx["ld.global.b32"], r, A.sub[tid, 2:6].view("uint32"))
+        '''),
+        "lower",
+        "Bytes 2..5 of each row viewed as one ``uint32``: ``.view(dtype)`` expresses the "
+        "view's start in ``uint32`` elements and rounds it down, so the load would read "
+        "bytes 0..3. A wider dtype view must start at a multiple of its element size "
+        "(which the wider access needs anyway); it is never rounded.",
+        "Start the view on a wide element (``A.sub[tid, 4:8].view(\"uint32\")``), or load "
+        "the bytes with a narrower instruction (``ld.global.v4.b8``).",
+    ),
+]

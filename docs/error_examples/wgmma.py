@@ -1,0 +1,66 @@
+"""The ``wgmma`` family: the matrix descriptors of its shared operands.
+
+Each ``Case`` is a kernel file that breaks one rule: ``docs/gen_errors.py`` runs it
+and puts the message it raises on the error page (see :mod:`error_examples`).
+"""
+
+from __future__ import annotations
+
+from . import COLLECTIVE, MEMORY, Case, example
+
+
+CASES = [
+    Case(
+        COLLECTIVE,
+        r"shared-memory layout has no matrix descriptor",
+        "wgmma: a shared tile whose layout no matrix descriptor describes",
+        example('''
+            from tvm_tirx.tile.families.wgmma import accumulator_layout
+
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+                a = T.alloc_shared((64, 16), "bfloat16", align=1024)  # rows of 32 bytes, unswizzled
+                b = T.alloc_shared((64, 16), "bfloat16", align=1024)
+                acc = T.alloc_local((64, 64), "float32", layout=accumulator_layout(64))
+                T.cuda.tile.apply(T.ptx["wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"],
+                                  acc, a, b, scope="warpgroup", scale_d=False)
+        '''),
+        "parse",
+        "``wgmma`` reads a shared operand through a matrix descriptor, which can "
+        "describe only the ISA's canonical layouts: K-major tiles of 8-row core "
+        "matrices (each 128 contiguous bytes) or rows of 32/64/128 bytes under the "
+        "matching XOR swizzle (and, for f16/bf16, the MN-major forms).  The message "
+        "names the first element the closest canonical layout would read elsewhere.",
+        "Give the tile a canonical layout: here rows of 32 bytes need the 32-byte "
+        "swizzle, ``layout=ComposeLayout(3, 1, 3, TileLayout(S[(64, 16)]))`` (a TMA "
+        "load with the matching swizzle writes exactly that), or core matrices "
+        "``TileLayout(S[(8, 8, 2, 8) : (64, 8, 512, 1)])``.  See the wgmma guide.",
+    ),
+    Case(
+        MEMORY,
+        r"matrix tile not provably aligned for its descriptor",
+        "wgmma: a swizzled tile off its pattern boundary",
+        example('''
+            from tvm_tirx.tile.families.wgmma import accumulator_layout
+
+            SW128 = ComposeLayout(3, 3, 3, TileLayout(S[(64, 64)]))
+
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+                a = T.alloc_shared((64, 64), "bfloat16", align=128, layout=SW128)
+                b = T.alloc_shared((64, 64), "bfloat16", align=1024, layout=SW128)
+                acc = T.alloc_local((64, 64), "float32", layout=accumulator_layout(64))
+                T.cuda.tile.apply(T.ptx["wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"],
+                                  acc, a.view(1, 64, 4, 16).permute(0, 2, 1, 3),
+                                  b.view(64, 4, 16).permute(1, 0, 2), scope="warpgroup", scale_d=False)
+        '''),
+        "lower",
+        "A swizzled tile's XOR pattern is taken from the shared-memory address bits, "
+        "and the descriptor's base offset is 0: the tile must start on the pattern's "
+        "boundary (1024 bytes for the 128-byte swizzle, 512 and 256 for 64 and 32).",
+        "Declare the tile with ``align=1024`` (dynamic shared memory: a carve-out at "
+        "a multiple of 1024 bytes).",
+    ),
+]
