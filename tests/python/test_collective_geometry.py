@@ -5,7 +5,7 @@ import pytest
 
 from tvm_tirx import TileError
 from tvm_tirx.tile.contract import THREAD, WARP, WARPGROUP
-from tvm_tirx.tile.scope import LaunchFacts, check_collective_scope, full_group, scope_rank
+from tvm_tirx.tile.scope import LaunchFacts, full_group, require_collective_scope, rule_collective_scope, scope_rank
 
 
 def _launch(threads):
@@ -41,8 +41,14 @@ def test_positions_inside_the_collective():
 
 
 def test_collective_wider_than_the_scope_is_rejected():
-    check_collective_scope("warpgroup", WARPGROUP)
+    require_collective_scope("warpgroup", WARPGROUP)
     with pytest.raises(TileError, match="warpgroup-collective instruction at warp scope"):
-        check_collective_scope("warp", WARPGROUP)
+        require_collective_scope("warp", WARPGROUP)
     with pytest.raises(TileError, match="warp-collective instruction at thread scope"):
-        check_collective_scope("thread", WARP)
+        require_collective_scope("thread", WARP)
+
+
+def test_the_collective_scope_rule_returns_what_require_raises():
+    assert rule_collective_scope("warpgroup", WARPGROUP) is None
+    err = rule_collective_scope("thread", WARP, "ldmatrix.sync.aligned.m8n8.x1.shared.b16")
+    assert isinstance(err, TileError) and err.rule == "warp-collective instruction at thread scope"

@@ -221,7 +221,7 @@ def test_fast_path_accepts_good_tensors_without_the_complete_check(kernel, torch
     def complete_check(*args):
         raise AssertionError("the complete check ran for a good argument")
 
-    monkeypatch.setattr(ParamSpec, "check", complete_check)
+    monkeypatch.setattr(ParamSpec, "require", complete_check)
     check((torch_cpu.zeros(64, 4), torch_cpu.zeros(64, 4)))
 
 

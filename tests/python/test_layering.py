@@ -2,7 +2,7 @@
 
 Every import statement of ``python/tvm_tirx`` counts, those inside functions
 too (a function-level import hides a cycle from Python's loader, not from the
-design).  Importing ``a.b.c`` from outside ``a.b`` runs ``a/b/__init__.py``
+design); only those under ``if TYPE_CHECKING:`` do not (they never run).  Importing ``a.b.c`` from outside ``a.b`` runs ``a/b/__init__.py``
 first, so such an import also depends on the package ``a.b``.
 """
 
@@ -54,12 +54,26 @@ def _package_of(name: str) -> str:
     return name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
 
 
+def _import_nodes(tree):
+    """Every import statement of ``tree``, those in functions too; not those under
+    ``if TYPE_CHECKING:`` (annotations only: they never run)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
 def _imported(name: str) -> set:
     """The package's modules that module ``name`` imports, anywhere in its code."""
     tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
     here = _package_of(name)
     found = set()
-    for node in ast.walk(tree):
+    for node in _import_nodes(tree):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):

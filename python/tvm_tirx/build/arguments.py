@@ -8,7 +8,7 @@ parameter, and the range of integer scalars.  A call happens in loops
 condition each, joined into one function per kernel (:func:`build_checker`):
 for a torch tensor of the right kind the condition reads a handful of
 attributes and compares them with values computed at build time.  Anything else -- a wrong argument, a tvm tensor, a torch
-subclass -- goes through the complete check (:meth:`ParamSpec.check`), which
+subclass -- goes through the complete check (:meth:`ParamSpec.require`), which
 builds its message only when it raises.
 """
 
@@ -110,17 +110,17 @@ class ParamSpec:
         return "bool" if self.dtype == "bool" else "float" if self.dtype.startswith(("float", "bfloat")) else "int"
 
     # -- the complete check (slow path): builds a message only when it raises ---------------
-    def check(self, kernel: str, arg, sizes: dict | None = None) -> None:
+    def require(self, kernel: str, arg, sizes: dict | None = None) -> None:
         """Raise TypeError/ValueError if ``arg`` does not fit; ``sizes`` collects the
         extents bound to symbolic dimensions across the call's arguments."""
         sizes = {} if sizes is None else sizes
         if not self.is_tensor:
-            self._check_scalar(kernel, arg)
+            self._require_scalar(kernel, arg)
             return
         if _is_torch_tensor(arg):
-            self._check_torch(kernel, arg, sizes)
+            self._require_torch(kernel, arg, sizes)
         elif hasattr(arg, "shape") and hasattr(arg, "dtype") and hasattr(arg, "device"):
-            self._check_common(kernel, tuple(arg.shape), str(arg.dtype), _device_kind(arg.device), sizes)
+            self._require_common(kernel, tuple(arg.shape), str(arg.dtype), _device_kind(arg.device), sizes)
         else:
             raise TypeError(
                 f"{self._where(kernel)}: expected a CUDA tensor of shape {self.shape} and dtype {self.dtype}, "
@@ -130,7 +130,7 @@ class ParamSpec:
     def _where(self, kernel: str) -> str:
         return f"{kernel}: argument {self.name!r}"
 
-    def _check_scalar(self, kernel, arg):
+    def _require_scalar(self, kernel, arg):
         kind = self.scalar_kind
         accepted = {"bool": (bool,), "int": (numbers.Integral,), "float": (numbers.Real,)}[kind]
         if not isinstance(arg, accepted) or (kind == "int" and isinstance(arg, bool)):
@@ -166,7 +166,7 @@ class ParamSpec:
         sizes.update(bound)
         return None
 
-    def _check_shape(self, kernel, shape, sizes):
+    def _require_shape(self, kernel, shape, sizes):
         problem = self.bind_shape(shape, sizes)
         if problem is None:
             return
@@ -178,18 +178,18 @@ class ParamSpec:
             )
         raise ValueError(f"{self._where(kernel)}: expected shape {expected}, got {tuple(shape)}")
 
-    def _check_common(self, kernel, shape, dtype, device, sizes):
+    def _require_common(self, kernel, shape, dtype, device, sizes):
         if dtype != self.dtype:
             raise ValueError(f"{self._where(kernel)}: expected dtype {self.dtype}, got {dtype}")
-        self._check_shape(kernel, tuple(shape), sizes)
+        self._require_shape(kernel, tuple(shape), sizes)
         if device != "cuda":
             raise ValueError(f"{self._where(kernel)}: expected a CUDA tensor, got one on {device}")
 
-    def _check_torch(self, kernel, t, sizes):
+    def _require_torch(self, kernel, t, sizes):
         where = self._where
         if _dtype_name(t.dtype) != self.dtype:
             raise ValueError(f"{where(kernel)}: expected dtype {self.dtype}, got {_dtype_name(t.dtype)}")
-        self._check_shape(kernel, tuple(t.shape), sizes)
+        self._require_shape(kernel, tuple(t.shape), sizes)
         expected, stride = [], 1
         for extent in reversed(tuple(t.shape)):
             expected.append(stride)
@@ -275,7 +275,7 @@ def build_checker(specs, kernel: str, *, cuda: bool = True):
     Callable[[tuple], None]
         ``check(args)`` raises TypeError (wrong number of arguments, wrong
         type) or ValueError (wrong dtype, shape, device, strides, alignment,
-        scalar range) naming the parameter, as :meth:`ParamSpec.check` does.
+        scalar range) naming the parameter, as :meth:`ParamSpec.require` does.
     """
     specs = list(specs)
     env = {"TENSOR": None, "CUDA": bool(cuda), "KERNEL": kernel, "SPECS": specs, "arity_error": arity_error}
@@ -294,7 +294,7 @@ def build_checker(specs, kernel: str, *, cuda: bool = True):
 
     def slow(i, arg, sizes):
         _refresh_torch(env, specs)
-        specs[i].check(kernel, arg, {} if sizes is None else sizes)
+        specs[i].require(kernel, arg, {} if sizes is None else sizes)
 
     env["slow"] = slow
     _refresh_torch(env, specs)

@@ -22,7 +22,7 @@ from tvm.target import Target
 
 from ..errors import TileError
 
-__all__ = ["MAX_SMEM_PER_BLOCK", "smem_limit", "static_smem_bytes", "check_smem_limit", "CheckSharedMemoryLimit"]
+__all__ = ["MAX_SMEM_PER_BLOCK", "smem_limit", "static_smem_bytes", "require_smem_limit", "CheckSharedMemoryLimit"]
 
 #: Compute capability ``(major, minor)`` -> bytes of shared memory one CTA may use.
 MAX_SMEM_PER_BLOCK = {
@@ -86,7 +86,7 @@ def static_smem_bytes(func) -> int:
     return _smem_bytes(func)[1]
 
 
-def check_smem_limit(func, name: str = "") -> None:
+def require_smem_limit(func, name: str = "") -> None:
     """Raise if PrimFunc ``func`` asks for more shared memory than its target allows.
 
     Raises
@@ -114,7 +114,7 @@ def check_smem_limit(func, name: str = "") -> None:
 
 
 def CheckSharedMemoryLimit():  # pylint: disable=invalid-name
-    """A module pass (``tvm.transform.Pass``) running :func:`check_smem_limit` on each PrimFunc.
+    """A module pass (``tvm.transform.Pass``) running :func:`require_smem_limit` on each PrimFunc.
 
     Raises
     ------
@@ -125,7 +125,7 @@ def CheckSharedMemoryLimit():  # pylint: disable=invalid-name
     def _pass(mod, _ctx):
         for gv, func in mod.functions.items():
             if isinstance(func, tvm.tirx.PrimFunc):
-                check_smem_limit(func, gv.name_hint)
+                require_smem_limit(func, gv.name_hint)
         return mod
 
     return _pass

@@ -143,7 +143,7 @@ class DynamicSharedPool:
         align = align or elem_bytes
         count, nbytes = _byte_size(shape, dtype, layout)
         what = f"{shape} {dtype}"
-        self._check_align(align, elem_bytes, what)
+        self._require_align(align, elem_bytes, what)
         start = self._start(offset, align, what)
         end = start + nbytes
         if _past(end, self.size):
@@ -154,13 +154,13 @@ class DynamicSharedPool:
                 found=f"{what} of {nbytes} bytes at bytes [{start}, {end})",
             )
         if not alias:
-            self._check_disjoint(start, end, what)
+            self._require_disjoint(start, end, what)
         buf = self._declare(shape, dtype, count, layout, start, align)
         self.carve_outs.append(_CarveOut(buf, start, end, what))
         self.high_water = max(self.high_water, end)
         return buf
 
-    def _check_disjoint(self, start, end, what):
+    def _require_disjoint(self, start, end, what):
         for other in self.carve_outs:
             if start < other.end and other.start < end:
                 raise TileError(
@@ -171,7 +171,7 @@ class DynamicSharedPool:
                 )
 
     @staticmethod
-    def _check_align(align, elem_bytes, what):
+    def _require_align(align, elem_bytes, what):
         if not isinstance(align, int) or align < elem_bytes or align > POOL_ALIGN or align & (align - 1):
             raise TileError(
                 "",

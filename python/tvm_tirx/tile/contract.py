@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from .hooks import Bind, ContractCheck, Derived, HostSetup, KernelCheck, LaneCoords, ParamCheck
 from .ptx_table import Instruction, PtxOperand, same_width_dtypes
 
 __all__ = [
@@ -150,7 +151,7 @@ class OperandRole:
     writes: bool
     scopes: tuple
     repeat_axes: tuple | None = None
-    lane_coords: object = None
+    lane_coords: LaneCoords | None = None
     align: int | None = None
     address: str = "generic"
     pred_skips: bool = True
@@ -181,7 +182,7 @@ class Param:
     """
 
     doc: str = ""
-    check: object = None
+    check: ParamCheck | None = None
     required: bool = True
 
 
@@ -289,12 +290,12 @@ class Contract:
     min_arch: str | None = None
     archs: tuple = ()
     repeat_rank: int | None = None
-    derived: dict = field(default_factory=dict)
+    derived: dict[str, Derived | list[Derived]] = field(default_factory=dict)
     pred_operand: tuple | None = None
-    check: object = None
-    bind: object = None
-    kernel_check: object = None
-    host_setup: object = None
+    check: ContractCheck | None = None
+    bind: Bind | None = None
+    kernel_check: KernelCheck | None = None
+    host_setup: HostSetup | None = None
     error_priority: int = 0
 
     @property

@@ -69,8 +69,8 @@ def ewise(fn, dst, *inputs, scope: str = "thread") -> None:
     if scope != "thread":
         raise TileError(_NAME, "execution scope not supported", expected="'thread'", found=repr(scope))
     dst, inputs = as_view(dst), tuple(as_view(v) for v in inputs)  # A[0:4] is A.sub[0:4]
-    _check_operands(dst, inputs)
-    _check_signature(fn, inputs)
+    _require_operands(dst, inputs)
+    _require_signature(fn, inputs)
 
     shape = [int(s) for s in dst.shape]
     frames = [_ir.unroll(n) for n in shape]
@@ -96,7 +96,7 @@ def ewise(fn, dst, *inputs, scope: str = "thread") -> None:
             stack.pop().__exit__(None, None, None)
 
 
-def _check_operands(dst, inputs) -> None:
+def _require_operands(dst, inputs) -> None:
     """``dst`` and every tensor input are register tensors of ``dst``'s shape;
     the other inputs are typed scalars."""
     operands = [dst, *inputs]
@@ -128,7 +128,7 @@ def _check_operands(dst, inputs) -> None:
             )
 
 
-def _check_signature(fn, inputs) -> None:
+def _require_signature(fn, inputs) -> None:
     """``fn`` takes one argument per input, annotated (if at all) with its dtype."""
     try:
         params = list(inspect.signature(fn).parameters.values())

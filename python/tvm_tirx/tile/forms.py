@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import TileError
+from .contract import Contract
 from .ptx_table import entry_variants, table_entries
 from .registry import candidates, families
 
@@ -28,7 +29,7 @@ class Form:
     """
 
     key: str
-    contract: object
+    contract: Contract
 
     @property
     def opcode(self) -> str:

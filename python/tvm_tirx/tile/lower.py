@@ -24,7 +24,8 @@ from .memory_proofs import check_dtype_views, check_memory
 from .op import decode, is_tile_call
 from .ownership import check_ownership
 from .registry import candidates
-from .scope import check_collective_scope, group_exprs, scope_rank
+from .scope import group_exprs, scope_rank
+from .scope import require_collective_scope as check_collective_scope  # raises: see scope.py
 from .static_rules import bind_call, rule_arch, select_contract
 from .views import call_repeat, repeat_shape
 

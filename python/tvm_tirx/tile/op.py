@@ -24,7 +24,7 @@ from .operands import as_view
 from .ptx_table import opcode_text
 from .registry import candidates
 from .scope import scope_rank
-from .static_rules import bind_call, check_params, param_error, select_contract
+from .static_rules import bind_call, param_error, require_params, select_contract
 
 __all__ = ["OP_NAME", "apply", "unchecked_call", "TileCall", "decode", "is_tile_call", "set_launch_query"]
 
@@ -239,7 +239,7 @@ def _parse_time_contract(instr, operands, scope, pred, preserve_dst, params):
         # The group axes are unknown until lowering reads the launch: check
         # the opcode and the parameters now, the operands then.
         form = next((f for f in forms if param_error(f, params) is None), forms[0])
-        check_params(form, params)
+        require_params(form, params)
         return form, None
     # Group extents depend on the launch and on enclosing guards, which
     # lowering sees; here only their number is known.

@@ -11,10 +11,12 @@ the registry is first used (at import of :mod:`.families`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import TileError
-from .ptx_table import TableEntry, opcode_text, resolve, table_entries
+from .contract import Contract
+from .ptx_table import Instruction, TableEntry, opcode_text, resolve, table_entries
 
 __all__ = ["Family", "register_family", "families", "family_of", "candidates", "supported_mnemonics"]
 
@@ -43,9 +45,9 @@ class Family:
 
     name: str
     module: str
-    contract: object
+    contract: Callable[[Instruction], Contract | str]
     entries: frozenset
-    claims: object
+    claims: Callable[[TableEntry], bool] | None
     isa: dict
 
     def owns(self, entry: TableEntry) -> bool:

@@ -34,7 +34,8 @@ __all__ = [
     "scope_rank",
     "full_group",
     "group_exprs",
-    "check_collective_scope",
+    "rule_collective_scope",
+    "require_collective_scope",
     "thread_axis_values",
     "WARP",
     "WARPGROUP_WARPS",
@@ -135,23 +136,38 @@ def _levels(scope: str, width: int):
     return tuple(out)
 
 
-def check_collective_scope(scope: str, collective, opcode: str = "") -> None:
+def rule_collective_scope(scope: str, collective, opcode: str = "") -> TileError | None:
     """A collective form runs at a scope whose instance holds whole collectives.
 
-    Raises
-    ------
-    TileError
-        ``scope``'s instance (a thread, a warp ...) is narrower than the collective.
+    Returns
+    -------
+    TileError | None
+        The error when ``scope``'s instance (a thread, a warp ...) is narrower than
+        the collective.
     """
     instance = _INSTANCE[scope]
     if collective.width > 1 and instance is not None and instance < collective.width:
-        raise TileError(
+        return TileError(
             opcode,
             f"{collective.name}-collective instruction at {scope} scope",
             expected=f'scope="{collective.name}" (or wider): all {collective.width} '
             f"{collective.member}s issue it together",
             found=f'scope="{scope}"',
         )
+    return None
+
+
+def require_collective_scope(scope: str, collective, opcode: str = "") -> None:
+    """Raise :func:`rule_collective_scope`'s error, if any.
+
+    Raises
+    ------
+    TileError
+        ``scope``'s instance (a thread, a warp ...) is narrower than the collective.
+    """
+    err = rule_collective_scope(scope, collective, opcode)
+    if err:
+        raise err
 
 
 def scope_rank(scope: str, opcode: str = "", cluster_rank: int | None = None, width: int = 1) -> int | None:

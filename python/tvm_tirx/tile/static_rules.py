@@ -20,7 +20,7 @@ from .ptx_table import binding_dtype, same_width_dtypes
 from .view_tables import fragment_points, slots_distinct
 from .views import ViewMap, atom_of, coords, group_coords, repeat_rank, repeat_shape, role_axes
 
-__all__ = ["check_static", "select_contract", "check_params", "param_error", "call_operands", "bind_call", "rule_arch"]
+__all__ = ["check_static", "select_contract", "require_params", "param_error", "call_operands", "bind_call", "rule_arch"]
 
 
 def rule_preserve_dst(opcode, contract, pred, preserve_dst):
@@ -317,7 +317,7 @@ def param_error(contract, params):
     return None
 
 
-def check_params(contract, params):
+def require_params(contract, params):
     """The call's keyword parameters are the form's, present, and valid.
 
     Raises

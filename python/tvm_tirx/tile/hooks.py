@@ -1,0 +1,37 @@
+"""The signatures of the hooks a family's contract carries (:mod:`.contract`).
+
+Every hook is optional (None: the shared modules' default).  Checks follow the
+package's convention: a rule or check *returns* the :class:`~tvm_tirx.TileError`
+a call breaks (or, for a parameter's check, the reason as text), None when the
+call keeps the rule, and its caller raises; a function that raises itself is
+named ``require_*``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:  # for the annotations only: contract.py imports this module
+    from tvm.tirx import Stmt
+
+    from ..errors import TileError
+    from .contract import CallView, Contract
+
+__all__ = ["LaneCoords", "ParamCheck", "Derived", "ContractCheck", "Bind", "KernelCheck", "HostSetup"]
+
+#: ``OperandRole.lane_coords``: ``position -> [atom coordinate, ...]`` of the thread at
+#: ``position`` of its collective (an int or an int32 expression).
+LaneCoords: TypeAlias = Callable[[Any], list]
+#: ``Param.check``: ``value -> why it is not acceptable``, or None.
+ParamCheck: TypeAlias = Callable[[Any], "str | None"]
+#: A value of ``Contract.derived``: ``CallView -> PrimExpr`` (or a list of them).
+Derived: TypeAlias = Callable[["CallView"], Any]
+#: ``Contract.check``: a parse-time rule, ``(contract, operands) -> TileError | None``.
+ContractCheck: TypeAlias = Callable[["Contract", tuple], "TileError | None"]
+#: ``Contract.bind``: ``(contract, CallView) -> refined Contract | TileError | None``.
+Bind: TypeAlias = Callable[["Contract", "CallView"], "Contract | TileError | None"]
+#: ``Contract.kernel_check``: a rule on one call in its kernel, ``CallView -> TileError | None``.
+KernelCheck: TypeAlias = Callable[["CallView"], "TileError | None"]
+#: ``Contract.host_setup``: ``(CallView, device entry stmt) -> the stmt, wrapped``.
+HostSetup: TypeAlias = Callable[["CallView", "Stmt"], "Stmt"]
