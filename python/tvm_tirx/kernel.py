@@ -16,6 +16,7 @@ from .export import pack_imports_with_device_binary
 from .launch_sizes import LaunchSizes
 from .pipeline import PIPELINE_NAME, is_s_tir, register_pipeline
 from .scheduled import lower_scheduled
+from .tile.assumptions import check_assumptions
 from .tile.lower import lower_tile_apply
 
 __all__ = ["compile", "Kernel", "PIPELINE_NAME", "resolve_target"]
@@ -159,7 +160,8 @@ def _build(func, name, tgt, opts):
             # a scheduled PrimFunc that tensorize gave tile calls (tensor_intrin)
             mod = lower_scheduled(tvm.IRModule({name: func}))
         else:
-            mod = tvm.IRModule({name: lower_tile_apply(func)})
+            lowered = lower_tile_apply(func)
+            mod = tvm.IRModule({name: check_assumptions(lowered) if opts.check_assumptions else lowered})
     with tvm.transform.PassContext(config=dict(opts.pass_config)), cuda_compiler_flags(opts):
         return tvm.compile(mod, target=tgt, tir_pipeline=pipeline)
 
