@@ -92,6 +92,10 @@ class TileErrors(TileError):
     """
 
     def __init__(self, errors):
+        if isinstance(errors, str):  # rebuilt by tvm-ffi from its message (see TileError)
+            TileError.__init__(self, errors)
+            self.errors = ()
+            return
         first = errors[0]
         self.errors = tuple(errors)
         self.opcode, self.operand, self.rule = first.opcode, first.operand, first.rule
@@ -141,6 +145,7 @@ def _register_with_ffi() -> None:
     except ImportError:  # pragma: no cover - tvm_ffi comes with apache-tvm
         return
     tvm_ffi.register_error(TileError)
+    tvm_ffi.register_error(TileErrors)
     tvm_ffi.register_error(TileInternalError)
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tvm import tirx
+import tvm_ffi
+from tvm.ir import Call, TensorLoad
 from tvm.s_tir import SBlockRealize
 
-from .op import is_tile_call
+from .op import decode, is_tile_call
 
 __all__ = ["CallSite", "collect_sites", "call_key", "location_of", "is_assume", "EMPTY_SITE"]
 
@@ -67,34 +69,44 @@ def is_assume(stmt) -> bool:
 
 def _buffers_loaded(expr) -> list:
     """The buffers ``expr`` loads from (``TensorLoad`` sources)."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm.ir import TensorLoad  # pylint: disable=import-outside-toplevel
-
     found = []
     tvm_ffi.structural_walk(expr, (TensorLoad, lambda load: found.append(load.source)))
     return found
 
 
+def raw_call_targets(arg) -> list:
+    """The buffers a raw call argument may write: a destination passed as an
+    element load (``j[0]``) or an address (``T.address_of(buf[i])``, possibly
+    converted, ``tvm_access_ptr``); loads inside index arithmetic are reads."""
+    if isinstance(arg, TensorLoad):
+        return [arg.source]
+    if isinstance(arg, Call):
+        return [b for a in arg.args for b in raw_call_targets(a)]
+    return []
+
+
+def call_targets(stmt) -> list:
+    """The buffers statement-level call ``stmt`` (an ``Evaluate``) may write: a
+    tile call's tensor operands; a raw call's :func:`raw_call_targets`."""
+    if is_assume(stmt):
+        return []
+    if is_tile_call(stmt.value):
+        return [op for op in decode(stmt.value).operands if tirx.is_buffer_var(op)]
+    return [b for arg in getattr(stmt.value, "args", ()) for b in raw_call_targets(arg)]
+
+
 def _buffers_written(stmt) -> list:
     """The buffers ``stmt`` may write, conservatively: every ``BufferStore``
-    target, and every buffer a statement-level call takes (a tile call's
-    operands, a raw ``T.ptx`` call's destinations and addresses)."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm.ir import TensorLoad  # pylint: disable=import-outside-toplevel
-
+    target and every :func:`call_targets` of its statement-level calls."""
     found = []
 
-    def call_buffers(node):
+    def visit(node):
         if isinstance(node, tirx.BufferStore):
             found.append(node.buffer)
-        elif isinstance(node, tirx.Evaluate) and not is_assume(node):
-            for arg in getattr(node.value, "args", ()):
-                if tirx.is_buffer_var(arg):
-                    found.append(arg)
-                else:
-                    tvm_ffi.structural_walk(arg, (TensorLoad, lambda load: found.append(load.source)))
+        elif isinstance(node, tirx.Evaluate):
+            found.extend(call_targets(node))
 
-    tvm_ffi.structural_walk(stmt, ((tirx.BufferStore, tirx.Evaluate), call_buffers))
+    tvm_ffi.structural_walk(stmt, ((tirx.BufferStore, tirx.Evaluate), visit))
     return found
 
 

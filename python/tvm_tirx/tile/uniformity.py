@@ -42,8 +42,8 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir import TensorLoad, Var
 
-from .op import decode, is_tile_call
 from .prover import proves
+from .sites import call_targets
 
 __all__ = ["LEVELS", "Uniform", "Uniformity", "level_of_scope", "wider_or_equal"]
 
@@ -136,13 +136,7 @@ class _Program:  # pylint: disable=too-few-public-methods
         """Every buffer a statement-level call takes may be written by it: a tile
         call's tensor operands; any buffer a raw call loads from or takes the
         address of (its destinations are written as element loads)."""
-        found = []
-        if is_tile_call(stmt.value):
-            found = [op for op in decode(stmt.value).operands if tirx.is_buffer_var(op)]
-        else:
-            for arg in getattr(stmt.value, "args", ()):
-                tvm_ffi.structural_walk(arg, (TensorLoad, lambda load: found.append(load.source)))
-        for buf in found:
+        for buf in call_targets(stmt):
             if _is_scalar(buf):
                 self.stores.setdefault(buf, []).append((None, guards, path, stmt))
             self.writes.setdefault(self.root(buf), []).append(("call", path, stmt))
