@@ -85,6 +85,42 @@ class TileError(ValueError):
         )
 
 
+class TileErrors(TileError):
+    """Several contract violations found in one kernel, reported together.
+
+    ``str()`` is every violation's own message, one per line, in source
+    order of discovery; :attr:`errors` holds them (each a :class:`TileError`).
+    The structured fields (``opcode``, ``rule`` ...) are the first one's.
+    """
+
+    def __init__(self, errors):
+        if isinstance(errors, str):  # rebuilt by tvm-ffi from its message (see TileError)
+            TileError.__init__(self, errors)
+            self.errors = ()
+            return
+        first = errors[0]
+        self.errors = tuple(errors)
+        self.opcode, self.operand, self.rule = first.opcode, first.operand, first.rule
+        self.expected, self.found, self.location = first.expected, first.found, first.location
+        ValueError.__init__(self, f"{len(errors)} contract violations:\n" + "\n".join(str(e) for e in errors))
+
+
+#: Most violations one compile reports (the rest are dropped after the count).
+MAX_REPORTED = 20
+
+
+def combined(errors):
+    """The error to raise for ``errors`` (TileErrors and TileInternalErrors): a
+    TileInternalError first, if any (a bug of ours); else the one TileError;
+    else :class:`TileErrors` of the first :data:`MAX_REPORTED`."""
+    internal = [e for e in errors if isinstance(e, TileInternalError)]
+    if internal:
+        return internal[0]
+    if len(errors) == 1:
+        return errors[0]
+    return TileErrors(list(errors)[:MAX_REPORTED])
+
+
 class TileInternalError(RuntimeError):
     """tvm_tirx's lowering built something apache-tvm refuses (the PTX table
     rejects an expanded call, a family names an address form nobody registered).
@@ -107,6 +143,7 @@ def _register_with_ffi() -> None:
     (``tvm.compile(..., tir_pipeline="tvm_tirx")``) reach the caller as a
     TileError rather than a RuntimeError."""
     tvm_ffi.register_error(TileError)
+    tvm_ffi.register_error(TileErrors)
     tvm_ffi.register_error(TileInternalError)
 
 

@@ -190,3 +190,127 @@ def test_byte_offsets_past_2_gib_do_not_wrap():
     testing.lower(_four_gib_load(0))
     with pytest.raises(TileError, match=r"bytes within \[0, 4294967296\) of A"):
         testing.lower(_four_gib_load(1))
+
+
+# -- run-time extents: bounds proved from guards, predicates, loop ranges and T.assume (issue 23)
+
+
+n_rt = T.dynamic("n_rt")
+
+
+def _copy(off_by_one):
+    @T.function
+    def copy(a: T.Tensor((n_rt,), "float32"), c: T.Tensor((n_rt,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=T.ceildiv(n_rt, 256), block=256))
+        i = T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x")
+        r = T.alloc_local((1,), "float32")
+        if (i <= n_rt) if off_by_one else (i < n_rt):
+            T.cuda.tile.apply(T.ptx["ld.global.f32"], r, a.sub[i : i + 1])
+            T.cuda.tile.apply(T.ptx["st.global.f32"], c.sub[i : i + 1], r)
+
+    return copy
+
+
+def test_guard_on_a_run_time_extent_is_a_fact_of_the_proof():
+    # the off-by-one guard was accepted ("the bounds are the author's responsibility")
+    assert testing.count_ptx(testing.lower(_copy(False)), "*") == 2
+    with pytest.raises(
+        TileError,
+        match=r"ld.global.f32: src \(operand 2\): view not provably within the tensor's bounds: "
+        r"expected bytes within \[0, n_rt \* 4\) of a .*\(given blockIdx.x \* 256 \+ threadIdx.x <= n_rt\), "
+        r"found .*blockIdx.x \* 1024 \+ threadIdx.x \* 4 \+ 4 <= n_rt \* 4 does not follow",
+    ):
+        testing.lower(_copy(True))
+
+
+@T.function
+def rows_of_a_run_time_loop(A: T.Tensor((n_rt, 4), "float32", align=16), B: T.Tensor((4,), "float32", align=16)):
+    # the loop bounds k: no pred=k < n_rt needed (it was refused without one)
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=1))
+    r = T.alloc_local((4,), "float32")
+    for k in T.serial(n_rt):
+        T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[k, :])
+    T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B, r)
+
+
+def test_loop_range_over_a_run_time_extent_is_a_fact_of_the_proof():
+    assert testing.lower(rows_of_a_run_time_loop).script().count("T.ptx.ld(") == 1
+
+
+def _gather(assume, rewrite=False):
+    """Each thread reads row Idx[t] of A; the author states 0 <= j < n_rt with T.assume."""
+
+    @T.function
+    def gather(A: T.Tensor((n_rt,), "float32"), Idx: T.Tensor((256,), "int32"), C: T.Tensor((256,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+        t = T.cuda.thread_idx("x")
+        r = T.alloc_local((1,), "float32")
+        j = T.alloc_local((1,), "int32")
+        T.cuda.tile.apply(T.ptx["ld.global.b32"], j, Idx.sub[t : t + 1])
+        if assume:
+            T.assume(0 <= j[0] and j[0] < n_rt)
+        if rewrite:  # j changes after the assumption: it no longer says anything of j
+            T.cuda.tile.apply(T.ptx["ld.global.b32"], j, Idx.sub[255 - t : 256 - t])
+        T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[j[0] : j[0] + 1])
+        T.cuda.tile.apply(T.ptx["st.global.f32"], C.sub[t : t + 1], r)
+
+    return gather
+
+
+def test_assumption_states_what_the_prover_cannot_derive():
+    assert testing.count_ptx(testing.lower(_gather(True)), "ld.*") == 2
+    with pytest.raises(TileError, match=r"found byte offset j \* 4 \+ \[0, 4\): j \* 4 >= 0 does not follow \(guard the access .* T.assume"):
+        testing.lower(_gather(False))
+
+
+def test_assumption_ends_where_its_memory_is_written():
+    with pytest.raises(TileError, match=r"view not provably within the tensor's bounds"):
+        testing.lower(_gather(True, rewrite=True))
+
+
+def test_check_assumptions_builds_a_run_time_check():
+    import tvm_tirx
+
+    plain = tvm_tirx.compile(_gather(True), arch="sm_90a")
+    checked = tvm_tirx.compile(_gather(True), arch="sm_90a", options={"check_assumptions": True})
+    assert "tvm_tirx_trap" not in plain.cuda_source
+    source = checked.cuda_source
+    assert source.count("tvm_tirx_trap(\"") == 1, source
+    assert "test_bounds.py:" in source and "T.assume(0 <= j and j < n_rt) does not hold" in source
+    assert "(j_ptr[0] < 0) || (n_rt <= j_ptr[0])" in source  # the check is the negated condition
+    testing.assemble(checked)
+
+
+_TRAP_SCRIPT = """
+import torch, tvm_tirx
+from test_bounds import _gather
+k = tvm_tirx.compile(_gather(True), target="cuda", options={"check_assumptions": True})
+a = torch.randn(100, device="cuda")
+c = torch.empty(256, device="cuda")
+good = torch.randint(0, 100, (256,), device="cuda", dtype=torch.int32)
+k(a, good, c)
+torch.cuda.synchronize()
+assert torch.equal(c, a[good.long()]), "wrong result"
+print("in range: ok", flush=True)
+bad = good.clone()
+bad[7] = 100
+k(a, bad, c)
+torch.cuda.synchronize()
+print("out of range: no trap", flush=True)
+"""
+
+
+@pytest.mark.gpu
+def test_check_assumptions_traps_with_its_line_on_the_gpu(torch_cuda):
+    # in a process of its own: a trap leaves the CUDA context unusable
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(__file__) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", _TRAP_SCRIPT], capture_output=True, text=True, timeout=300, env=env)
+    text = out.stdout + out.stderr
+    assert "in range: ok" in text, text
+    assert "out of range: no trap" not in text, text
+    assert out.returncode != 0, text
+    assert "thread (7,0,0): " in text and "T.assume(0 <= j and j < n_rt) does not hold" in text, text

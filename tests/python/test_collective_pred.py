@@ -85,7 +85,8 @@ def test_a_pred_read_from_memory_is_not_provably_uniform():
         r = T.alloc_local((1, 8, 4), "uint32", layout=FRAG)
         T.cuda.tile.apply(T.ptx[LDMATRIX], r, s.view(1, 8, 4), scope="warp", pred=F[tid] > 0)
 
-    with pytest.raises(TileError, match="pred not uniform over the warp: .*not checked point by point"):
+    with pytest.raises(TileError, match=r"pred not uniform over the warp: .*found pred=F\[tid\] > 0: "
+                       r"F\[tid\]: the address tid differs between the lanes of a warp"):
         testing.lower(k)
 
 

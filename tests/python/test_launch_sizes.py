@@ -29,9 +29,11 @@ def copy_rows(A: T.Tensor((N, 4), "float32", align=16), B: T.Tensor((N, 4), "flo
 
 @T.function
 def scale_first_n(A: T.Tensor((65536,), "float32", align=16), n: T.int32, s: T.float32):
-    # a grid from a scalar parameter; the tail guarded by pred=
+    # a grid from a scalar parameter; the tail guarded by pred=, and the author's
+    # promise that n is within A (the bounds proof needs it: nothing else bounds n)
     T.device_entry(launch=T.cuda.LaunchConfig(grid=T.ceildiv(n, 256), block=256))
     i = T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x")
+    T.assume(n <= 65536)
     r = T.alloc_local((1,), "float32")
     T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[i : i + 1], pred=i < n)
     T.cuda.tile.apply(T.ptx["mul.rn.f32"], r, r, s)
@@ -130,7 +132,9 @@ def test_unguarded_tail_is_rejected_naming_the_bound():
         tvm_tirx.compile(unguarded, target="cuda", arch=ARCH)
     err = info.value
     assert err.rule == "view not provably within the tensor's bounds"
-    assert "bytes within [0, N * 16) of A (N * 4 x float32)" in err.expected and "pred= or an enclosing if" in err.expected
+    assert "bytes within [0, N * 16) of A (N * 4 x float32)" in err.expected
+    assert err.found.endswith("threadIdx.x * 16 + 16 <= N * 16 does not follow (guard the access with if or pred=, "
+                              "or state what the prover cannot derive with T.assume(cond))"), err.found
     assert err.operand == "src (operand 2)"
 
 

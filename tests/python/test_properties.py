@@ -19,7 +19,9 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, event, given, note, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+import extent_model  # noqa: E402
 import tile_model  # noqa: E402
+from extent_model import ExtentCase  # noqa: E402
 from tile_model import Call  # noqa: E402
 from tvm_tirx import TileError, testing  # noqa: E402
 
@@ -330,3 +332,73 @@ PINNED = {
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_model_extensions(name, tmp_path):
     check_call(PINNED[name], tmp_path)
+
+
+# -- run-time extents (issue 23): bounds proved under guards, predicates, assumptions and
+# loop ranges, against the brute-force model of extent_model.py ------------------------------
+
+
+@st.composite
+def extent_cases(draw):
+    """A read of row ``i`` of ``A: (n, 4)`` with ``n`` a run-time extent (extent_model.py)."""
+    index = draw(st.sampled_from(extent_model.INDICES))
+    condition = draw(st.sampled_from((None,) + extent_model.CONDITIONS))
+    return ExtentCase(
+        index=index,
+        condition=condition,
+        how=draw(st.sampled_from(["if", "pred", "assume"])),
+        block=draw(st.sampled_from([8, 16])),
+        grid=draw(st.sampled_from(["one", "ceil"])),
+    )
+
+
+def check_extent_case(case: ExtentCase, tmp_dir):
+    """The property: TileError exactly when the model finds a point outside ``A``."""
+    name = f"e{next(_COUNTER)}"
+    path = tmp_dir / f"{name}.py"
+    path.write_text(case.source(name))
+    violation = case.violation()
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[name]
+    try:
+        lowered = testing.lower(getattr(module, name)).script()
+    except TileError as err:
+        assert violation, f"legal read refused: {err}"
+        assert "bounds" in str(err), str(err)
+        return
+    assert not violation, f"read out of bounds at (n, bx, tx, k) = {violation} accepted"
+    assert lowered.count("T.ptx.ld(") == 1
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], deadline=None)
+@given(case=extent_cases())
+def test_run_time_extents_match_the_reference_model(case, tmp_path):
+    violation = case.violation()
+    note(case.source("kernel"))
+    note(f"model: out of bounds at (n, bx, tx, k) = {violation}" if violation else "model: in bounds")
+    event("illegal" if violation else "legal")
+    check_extent_case(case, tmp_path)
+
+
+# One case of each kind the issue names, whatever hypothesis draws: the off-by-one guard
+# that was accepted (its bound "the author's responsibility"), its right twin, a loop over
+# a run-time extent (refused before without pred=), and an assumption.
+EXTENT_PINNED = {
+    "if i <= n (off by one)": ExtentCase("bx * 8 + tx", "{i} <= n", "if", 8, "ceil"),
+    "if i < n": ExtentCase("bx * 8 + tx", "{i} < n", "if", 8, "ceil"),
+    "for k in T.serial(n)": ExtentCase("k", None, "if", 8, "one"),
+    "for k, row k + 1 (off by one)": ExtentCase("k + 1", None, "if", 8, "one"),
+    "pred=i * 2 < n on row i": ExtentCase("tx", "{i} * 2 < n", "pred", 16, "one"),
+    "T.assume(tx < n)": ExtentCase("tx", "tx < n", "assume", 16, "one"),
+    "T.assume(i <= n) (off by one)": ExtentCase("tx", "{i} <= n", "assume", 16, "one"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXTENT_PINNED))
+def test_run_time_extent_cases(name, tmp_path):
+    check_extent_case(EXTENT_PINNED[name], tmp_path)

@@ -12,6 +12,7 @@ import tvm
 
 from ..schedule.scheduled import lower_scheduled
 from ..script.install import install
+from ..tile.assumptions import check_assumptions
 from ..tile.lower import lower_tile_apply
 from .arguments import ParamSpec, build_checker
 from .cache import cache_dir, cache_key, has_cuda_loader, load_entry, store_entry
@@ -118,7 +119,8 @@ def _build(func, name, tgt, opts):
             # a scheduled PrimFunc that tensorize gave tile calls (tensor_intrin)
             mod = lower_scheduled(tvm.IRModule({name: func}))
         else:
-            mod = tvm.IRModule({name: lower_tile_apply(func)})
+            lowered = lower_tile_apply(func)
+            mod = tvm.IRModule({name: check_assumptions(lowered) if opts.check_assumptions else lowered})
     with tvm.transform.PassContext(config=dict(opts.pass_config)), cuda_compiler_flags(opts):
         return tvm.compile(mod, target=tgt, tir_pipeline=pipeline)
 

@@ -1,6 +1,6 @@
 """``tvm_tirx.compile(..., options=)``: CUDA compiler and ptxas flags, and PassContext config.
 
-``options`` is a dict.  Two keys are ours:
+``options`` is a dict.  These keys are ours:
 
 ``"flags"``
     Flags for the CUDA C++ compiler, passed as written -- to NVRTC or nvcc,
@@ -14,6 +14,11 @@
     Flags for ptxas, each passed on as ``--ptxas-options=<flag>`` (both
     compilers take that form): ``-v``, ``--register-usage-level=5``,
     ``--warn-on-spills``.
+``"check_assumptions"``
+    ``True``: every ``T.assume(cond)`` of the kernel becomes a run-time check
+    that prints its source line, the condition, the CTA and thread and traps
+    when ``cond`` is false (:mod:`tvm_tirx.tile.assumptions`); default
+    ``False``: assumptions are facts for the checker and cost nothing.
 
 Every other key is a ``tvm.transform.PassContext`` config entry (such as
 ``"tirx.disable_vectorize"``); apache-tvm checks those names.
@@ -32,7 +37,7 @@ from tvm.support import nvcc
 
 __all__ = ["CompileOptions", "parse_options", "cuda_compiler_flags"]
 
-_OURS = ("flags", "ptxas")
+_OURS = ("flags", "ptxas", "check_assumptions")
 
 
 def _flag_list(key: str, value) -> tuple:
@@ -53,12 +58,15 @@ class CompileOptions:
         CUDA compiler flags (NVRTC or nvcc).
     ptxas : tuple[str, ...]
         ptxas flags.
+    check_assumptions : bool
+        Build ``T.assume`` conditions as run-time checks.
     pass_config : dict
         ``tvm.transform.PassContext`` config entries.
     """
 
     flags: tuple = ()
     ptxas: tuple = ()
+    check_assumptions: bool = False
     pass_config: dict = field(default_factory=dict)
 
     def compiler_args(self) -> list:
@@ -68,7 +76,12 @@ class CompileOptions:
     def key(self) -> str:
         """A canonical text of the options (part of the compile cache key)."""
         return json.dumps(
-            {"flags": self.flags, "ptxas": self.ptxas, "pass_config": self.pass_config},
+            {
+                "flags": self.flags,
+                "ptxas": self.ptxas,
+                "check_assumptions": self.check_assumptions,
+                "pass_config": self.pass_config,
+            },
             sort_keys=True,
             default=str,
         )
@@ -93,11 +106,16 @@ def parse_options(options) -> CompileOptions:
         if key not in _OURS and "." not in str(key):
             raise ValueError(
                 f"tvm_tirx.compile: unknown option {key!r}; expected 'flags' (CUDA compiler flags), "
-                "'ptxas' (ptxas flags) or a PassContext config name such as 'tirx.disable_vectorize'"
+                "'ptxas' (ptxas flags), 'check_assumptions' (bool) or a PassContext config name "
+                "such as 'tirx.disable_vectorize'"
             )
+    check = options.get("check_assumptions", False)
+    if not isinstance(check, bool):
+        raise TypeError(f"tvm_tirx.compile: options['check_assumptions'] must be a bool, got {check!r}")
     return CompileOptions(
         flags=_flag_list("flags", options.get("flags", ())),
         ptxas=_flag_list("ptxas", options.get("ptxas", ())),
+        check_assumptions=check,
         pass_config={k: v for k, v in options.items() if k not in _OURS},
     )
 

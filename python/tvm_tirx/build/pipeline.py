@@ -84,7 +84,8 @@ def UnwrapRelaxRoot():  # pylint: disable=invalid-name
 def _pipeline_factory(**kwargs):
     tirx_stock, finalize_host, finalize_device = cp.tirx_pipeline(**kwargs)
     tile = tvm.ir.transform.Sequential(
-        [UnwrapRelaxRoot(), CheckSharedMemoryLimit(), LowerTileApply(), tirx_stock]
+        # T.assume facts served the proofs of LowerTileApply; the CUDA codegen has no use for them
+        [UnwrapRelaxRoot(), CheckSharedMemoryLimit(), LowerTileApply(), tvm.tirx.transform.RemoveAssume(), tirx_stock]
     )
 
     @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.pipeline")

@@ -12,30 +12,12 @@ be active, and the group counts collectives.
 from __future__ import annotations
 
 from ..errors import TileError
-from .points import NOT_ENUMERATED, exact_values
+from .points import exact_values
 from .scope import full_group
+from .threads import active_threads
+from .uniformity import at_first_member
 
 __all__ = ["group_box", "check_uniform_pred"]
-
-
-def _at_first_member(facts, expr, width):
-    """``expr`` with the thread ids replaced by those of the first thread of the
-    issuing thread's collective (``width`` consecutive linear thread ids)."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
-    from tvm.tirx import floordiv, floormod  # pylint: disable=import-outside-toplevel
-
-    launch = facts.launch
-    bx, by, _ = launch.block
-    linear = launch.linear_thread()
-    first = linear - floormod(linear, width)
-    ids = (floormod(first, bx), floormod(floordiv(first, bx), by), floordiv(first, bx * by))
-    subst = dict(zip(launch.thread_vars, ids))
-
-    def sub(v):
-        return next((value for var, value in subst.items() if v.same_as(var)), v)
-
-    return tvm_ffi.structural_map(expr, (Var, sub))
 
 
 def check_uniform_pred(facts, pred, collective, conds, opcode):
@@ -59,8 +41,11 @@ def check_uniform_pred(facts, pred, collective, conds, opcode):
 
     if pred is None or collective.width <= 1 or facts.launch is None:
         return
+    why = facts.uniformity.why_not(pred, collective.name)
+    if why is None:
+        return
     pred = facts.expand_scalars(pred)
-    at_first = _at_first_member(facts, pred, collective.width)
+    at_first = at_first_member(facts, pred, collective.width)
     if facts.analyzer.can_prove(pred == at_first):
         return
     differs = Cast("int32", pred) - Cast("int32", at_first)
@@ -72,7 +57,7 @@ def check_uniform_pred(facts, pred, collective, conds, opcode):
     if bad is not None:
         found += f": at {bad} it differs from the {collective.name}'s first {collective.member}"
     else:
-        found += f" (not checked point by point: {NOT_ENUMERATED})"
+        found += f": {why}"
     raise TileError(
         opcode,
         f"pred not uniform over the {collective.name}",
@@ -140,7 +125,7 @@ def group_box(scope, facts, conds, opcode, collective):
         (or not the same box in every instance of the scope).
     """
     extents, coord_fn, instance_fn = full_group(scope, facts.launch, opcode, collective.width)
-    active = facts.active_threads(conds, opcode) if conds else facts.all_threads()
+    active = active_threads(facts, conds, opcode, scope) if conds else facts.all_threads()
     what = "threads"
     if collective.width > 1:
         active = _whole_collectives(active, collective, opcode)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 
 from ..errors import TileError
-from .op import is_tile_call
+from .prover import make_analyzer
 from .scope import LaunchFacts
+from .sites import collect_sites
 from .views import dtype_bytes, int_or_none
 
-__all__ = ["KernelFacts", "fold", "call_key", "location_of"]
+__all__ = ["KernelFacts", "fold"]
 
 
 #: The names apache-tvm's TVMScript printer gives ids nobody named.
@@ -91,8 +92,9 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         The launch, when the kernel defines its thread ids.
     scalars : dict
         Single-assignment local scalar buffer -> its value (``w = T.cuda.warp_id()``).
-    guards : dict
-        :func:`call_key` of each tile-call ``Evaluate`` -> enclosing if-conditions.
+    sites : dict
+        :func:`.sites.call_key` of each tile-call ``Evaluate`` -> its
+        :class:`~.sites.CallSite` (guards, assumptions, enclosing loops).
     params : tuple
         The kernel's tensor parameters (buffers), in order.
     family_values : dict
@@ -109,11 +111,14 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         from tvm import tirx  # pylint: disable=import-outside-toplevel
 
         self.arch = _target_arch(func)
-        self.analyzer = tvm.sym.Analyzer()
+        self.analyzer = make_analyzer()
         self.params = tuple(p for p in func.params if tirx.is_buffer_var(p))
         self.roots = {p: _prod(p.shape) for p in self.params}
         self.family_values = {}
         self.parent, self.ranges, self.loops = {}, {}, []
+        #: lo <= var < hi of each var with a symbolic range, and 0 <= extent of
+        #: each symbolic tensor extent: true wherever the var exists
+        self.range_facts = _extent_facts(self.params)
         #: root -> byte offset of its first element in its storage (dynamic
         #: shared memory carve-outs; 0 for every other root)
         self.base_bytes = {}
@@ -122,9 +127,9 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         self.launch = None
         self.entry_attrs = {}
         self._walk(func.body)
-        self.guards = {}
-        _collect_guards(func.body, (), self.guards)
-        self._active_cache = {}
+        self.sites = collect_sites(func.body, self.root_of)
+        self.body = func.body
+        self._uniformity = None
 
     def _walk(self, body):
         """One walk of ``body``: allocations, views, ids, loops, stores."""
@@ -214,10 +219,29 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         try:
             self.analyzer.bind(var, tvm.ir.Range(lo, hi))
         except Exception:  # pylint: disable=broad-except
-            return  # a symbolic range the analyzer cannot take: leave the var unbounded
-        lo, hi = int_or_none(lo), int_or_none(hi)
-        if lo is not None and hi is not None:
-            self.ranges[var] = (lo, hi)
+            pass  # a symbolic range the analyzer cannot take: the fact below still holds
+        lo_int, hi_int = int_or_none(lo), int_or_none(hi)
+        if lo_int is not None and hi_int is not None:
+            self.ranges[var] = (lo_int, hi_int)
+        else:
+            # The analyzer reads a symbolic range [lo, hi) as "hi <= lo or lo <= var <
+            # hi"; where var exists (inside its loop, in a launched CTA) the range is
+            # not empty, so lo <= var < hi is a fact.
+            self.range_facts.append(tvm.tirx.all(lo <= var, var < hi))
+
+    @property
+    def uniformity(self):
+        """The kernel's :class:`~.uniformity.Uniformity` (built on first use)."""
+        if self._uniformity is None:
+            from .uniformity import Uniformity  # pylint: disable=import-outside-toplevel
+
+            self._uniformity = Uniformity(self, self.body)
+        return self._uniformity
+
+    def known(self, conds=()) -> tuple:
+        """``conds`` with the kernel-wide facts (:attr:`range_facts`) before them:
+        what the proofs of a call take as given (:func:`.prover.proves`)."""
+        return (*self.range_facts, *conds)
 
     def name_of(self, var) -> str:
         """``var``'s name in messages: the user's, or the CUDA name of a launch id
@@ -257,23 +281,6 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         """``[(t, c)]``: every linear thread ``t`` of every cluster rank ``c``."""
         launch = self.launch
         return [(t, c) for c in range(launch.cluster_size) for t in range(launch.threads)]
-
-    def _uniform(self, cond) -> bool:
-        """Whether ``cond`` has one value for every thread of a CTA: it reads no
-        memory and no thread or cluster-CTA id (loop counters, CTA ids and
-        constants only).  Such a guard runs the whole group or none of it."""
-        import tvm_ffi  # pylint: disable=import-outside-toplevel
-        from tvm.ir import TensorLoad, Var  # pylint: disable=import-outside-toplevel
-
-        per_thread = self.per_thread_vars()
-        found = []
-
-        def visit(node):
-            if isinstance(node, TensorLoad) or (isinstance(node, Var) and any(node.same_as(v) for v in per_thread)):
-                found.append(node)
-
-        tvm_ffi.structural_walk(cond, ((TensorLoad, Var), visit))
-        return not found
 
     def expand_scalars(self, expr):
         """``expr`` with loads of single-assignment local scalars replaced by their value."""
@@ -330,28 +337,18 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
             buf, seen = self.parent[buf], seen + 1
         return buf if buf in self.roots else None
 
-    def active_threads(self, conds, opcode):
-        """``[(t, c)]``: linear thread ``t`` in cluster rank ``c`` for which every
-        guard in ``conds`` holds.
 
-        Raises
-        ------
-        TileError
-            A guard depends on anything but thread and cluster-CTA ids.
-        """
-        conds = [c for c in (self.expand_scalars(c) for c in conds) if not self._uniform(c)]
-        key = tuple(str(c) for c in conds)
-        if key not in self._active_cache:
-            launch = self.launch
-            self._active_cache[key] = [
-                (t, c)
-                for t, c in self.all_threads()
-                if all(
-                    _eval_guard(cond, {**launch.thread_values(t), **launch.cluster_values(c)}, self.analyzer, opcode)
-                    for cond in conds
-                )
-            ]
-        return self._active_cache[key]
+def _extent_facts(params) -> list:
+    """``0 <= n`` for each symbolic extent ``n`` of the tensor parameters (a
+    DLPack tensor's shape is never negative)."""
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
+
+    found = []
+    for param in params:
+        for extent in param.shape:
+            tvm_ffi.structural_walk(extent, (Var, lambda v: None if any(v.same_as(f) for f in found) else found.append(v)))
+    return [v >= 0 for v in found]
 
 
 def _thread_tag(node):
@@ -409,53 +406,6 @@ def _eval_guard(cond, values, analyzer, opcode) -> bool:
             found=f"if {cond}",
         )
     return bool(held)
-
-
-def _collect_guards(stmt, conds, out):
-    """Record, for each tile-call Evaluate, the if- and while-conditions that enclose it."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-    from tvm.s_tir import SBlockRealize  # pylint: disable=import-outside-toplevel
-    from tvm.tirx import Not  # pylint: disable=import-outside-toplevel
-
-    if stmt is None:
-        return
-    if isinstance(stmt, tirx.Evaluate):
-        if is_tile_call(stmt.value):
-            out[call_key(stmt)] = conds
-    elif isinstance(stmt, tirx.SeqStmt):
-        for s in stmt.seq:
-            _collect_guards(s, conds, out)
-    elif isinstance(stmt, SBlockRealize):
-        # an s_tir block's predicate (``T.where``) guards its body like an if
-        pred = stmt.predicate
-        always = isinstance(pred, tirx.IntImm) and bool(pred.value)
-        _collect_guards(stmt.block, conds if always else conds + (pred,), out)
-    elif isinstance(stmt, tirx.IfThenElse):
-        _collect_guards(stmt.then_case, conds + (stmt.condition,), out)
-        if stmt.else_case is not None:
-            _collect_guards(stmt.else_case, conds + (Not(stmt.condition),), out)
-    elif isinstance(stmt, tirx.While):
-        # the body runs while the condition holds: a thread-dependent condition splits
-        # the threads of a collective just as an if does
-        _collect_guards(stmt.body, conds + (stmt.condition,), out)
-    elif isinstance(getattr(stmt, "body", None), tirx.Stmt):
-        _collect_guards(stmt.body, conds, out)
-
-
-def call_key(node):
-    """Identity of an IR node across Python wrappers (tvm-ffi hashes by object address)."""
-    return hash(node)
-
-
-def location_of(span) -> str | None:
-    """``file:line`` of a source span, or None."""
-    if span is None:
-        return None
-    name = getattr(getattr(span, "source_name", None), "name", None)
-    line = getattr(span, "line", None)
-    if not name or not line:
-        return None
-    return f"{name}:{line}"
 
 
 def _target_arch(func=None) -> str | None:

@@ -15,17 +15,20 @@ It never chooses an instruction: the opcode is the user's.
 
 from __future__ import annotations
 
-from ..errors import TileError, TileInternalError, operand_label
+from ..errors import TileError, TileInternalError, combined, operand_label
 from .contract import CallView
 from .emit import Emission, emit, kind_proof
 from .groups import check_uniform_pred, group_box
-from .kernel_facts import KernelFacts, call_key, location_of
+from .barrier_rules import BARRIERS
+from .kernel_facts import KernelFacts
+from .kernel_rules import KernelView, run_kernel_rules
 from .memory_proofs import check_dtype_views, check_memory
 from .op import decode, is_tile_call
 from .ownership import check_ownership
 from .registry import candidates
 from .scope import group_exprs, scope_rank
 from .scope import require_collective_scope as check_collective_scope  # raises: see scope.py
+from .sites import EMPTY_SITE, call_key, location_of
 from .static_rules import bind_call, rule_arch, select_contract
 from .views import call_repeat, repeat_shape
 
@@ -60,9 +63,10 @@ def _select(tc, facts, conds):
     return contract, ops, box
 
 
-def _prove(tc, contract, ops, box, facts, conds):
+def _prove(tc, contract, ops, box, facts, site):
     """The rules that need the kernel, per tensor operand; raises the first TileError."""
     group, origin, members = box
+    conds = site.facts
     check_uniform_pred(facts, tc.pred, contract.collective, conds, contract.opcode)
     for role, op in zip(contract.roles, ops):
         if op.kind != "tensor":
@@ -95,8 +99,9 @@ def _coordinates(tc, contract, facts, origin):
     return tuple(e - o for e, o in zip(exprs, origin)), position
 
 
-def expand(call, facts, span=None, conds=()):
-    """Check one tile Call; return ``(expansion Stmt, host hook or None, CallView)``.
+def expand(call, facts, site=EMPTY_SITE):
+    """Check one tile Call at its :class:`~.sites.CallSite`; return
+    ``(expansion Stmt, host hook or None, CallView)``.
 
     Raises
     ------
@@ -104,11 +109,12 @@ def expand(call, facts, span=None, conds=()):
         Any contract violation, pointing at the call's source line when known.
     """
     tc = decode(call)
+    span = site.span if site.span is not None else call.span
     try:
-        contract, ops, box = _select(tc, facts, conds)
-        _prove(tc, contract, ops, box, facts, conds)
+        contract, ops, box = _select(tc, facts, site.guards)
+        _prove(tc, contract, ops, box, facts, site)
     except TileError as err:
-        raise err.at(location_of(span)) from None
+        raise err.at(site.location or location_of(span)) from None
     emission = Emission(contract, ops, tc, box[0], _coordinates(tc, contract, facts, box[1]), facts)
     stmt = emit(emission, call_repeat(contract, ops, box[0]), span)
     return stmt, contract.host_setup, emission.call
@@ -135,7 +141,9 @@ def lower_tile_apply(func):
     Raises
     ------
     TileError
-        The first contract violation found.
+        The contract violation found (the calls' own rules, then the kernel
+        rules of :mod:`.kernel_rules`); :class:`~tvm_tirx.errors.TileErrors`
+        when there are several.
     TileInternalError
         The lowering built a call the PTX table rejects (a bug of tvm_tirx).
     """
@@ -143,31 +151,39 @@ def lower_tile_apply(func):
     from tvm import tirx  # pylint: disable=import-outside-toplevel
 
     found = []
-    tvm_ffi.structural_walk(func.body, (tirx.Evaluate, lambda n: found.append(n) if is_tile_call(n.value) else None))
+    tvm_ffi.structural_walk(func.body, (tirx.Evaluate, lambda n: found.append(n) if _is_checked(n) else None))
     if not found:
         return func
     facts = KernelFacts(func)
-    errors, hooks = [], []
+    errors, hooks, calls = [], [], {}
 
     def rewrite(node):
-        if not is_tile_call(node.value) or errors:
+        if not is_tile_call(node.value):
             return node
-        span = node.value.span if node.value.span is not None else node.span
         try:
-            stmt, hook, call = expand(node.value, facts, span, facts.guards.get(call_key(node), ()))
+            stmt, hook, call = expand(node.value, facts, facts.sites.get(call_key(node), EMPTY_SITE))
         except (TileError, TileInternalError) as err:
             # An exception would cross the FFI boundary as a RuntimeError;
             # keep it and raise it from here, as what it is.
             errors.append(err)
             return node
+        calls[call_key(node)] = call
         if hook is not None:
             hooks.append((hook, call))
         return stmt
 
     body = tvm_ffi.structural_map(func.body, (tirx.Evaluate, rewrite))
+    if not errors:
+        errors = run_kernel_rules(KernelView(facts, func.body, calls))
     if errors:
-        raise errors[0]
+        raise combined(errors)
     return func.with_body(_with_host_setup(body, hooks))
+
+
+def _is_checked(stmt) -> bool:
+    """Whether statement ``stmt`` is one the lowering checks (a tile call, a CTA barrier)."""
+    op = getattr(getattr(stmt.value, "op", None), "name", None)
+    return is_tile_call(stmt.value) or op in BARRIERS
 
 
 def LowerTileApply():  # pylint: disable=invalid-name

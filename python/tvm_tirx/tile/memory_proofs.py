@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..errors import TileError, operand_label
 from .points import NOT_ENUMERATED, exact_range, exact_values
+from .prover import proves, show
 from .views import ViewMap, atom_of, dtype_bytes, int_or_none, offset_summary
 
 __all__ = ["check_memory", "check_bounds", "check_dtype_views", "alignment_of", "root_or_error"]
@@ -26,23 +27,24 @@ def alignment_of(role, op) -> int:
     return atom_of(role, op)[-1] * dtype_bytes(op.value.dtype)
 
 
-def _proven_inside(facts, assumptions, lo_expr, hi_expr, extent):
-    """Whether ``lo_expr >= 0`` and ``hi_expr < extent`` follow from the variable
-    ranges and ``assumptions`` (guards, the predicate)."""
-    import contextlib  # pylint: disable=import-outside-toplevel
-
+def _unproven_bound(facts, assumptions, lo_expr, hi_expr, extent):
+    """Which of ``lo_expr >= 0`` and ``hi_expr < extent`` (byte offsets, compared
+    in int64: a 32-bit sum would wrap past 2 GiB) does not follow from the
+    ranges and ``assumptions`` (:func:`.prover.proves`): ``"lo"``, ``"hi"`` or None."""
     from tvm.tirx import Cast  # pylint: disable=import-outside-toplevel
 
-    analyzer = facts.analyzer
-    # byte offsets compared in int64: a 32-bit sum would wrap past 2 GiB
     lo_expr, hi_expr = (e if str(e.ty.dtype) == "int64" else Cast("int64", e) for e in (lo_expr, hi_expr))
-    with contextlib.ExitStack() as stack:
-        for cond in assumptions:
-            try:
-                stack.enter_context(analyzer.constraint_scope(cond))
-            except Exception:  # pylint: disable=broad-except
-                pass  # a condition the analyzer cannot take as a fact
-        return analyzer.can_prove(lo_expr >= 0) and analyzer.can_prove(hi_expr < extent)
+    if not proves(facts.analyzer, lo_expr >= 0, assumptions):
+        return "lo"
+    if not proves(facts.analyzer, hi_expr < extent, assumptions):
+        return "hi"
+    return None
+
+
+def _shown_extent(facts, root, nbytes):
+    """The root's byte size for messages: a run-time size in the tensor's own (int32) terms."""
+    shown = int_or_none(nbytes)
+    return facts.analyzer.simplify(facts.roots[root] * dtype_bytes(root.dtype)) if shown is None else shown
 
 
 def check_bounds(facts, opcode, label, root, start, first, end, conds, pred):
@@ -53,24 +55,30 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred):
 
     Bytes, not elements: a dtype view or an alias of another width reads as
     many bytes as it says, whatever the root's element type.  ``conds`` are the
-    enclosing if-conditions; ``pred`` is the call's predicate when a false
-    predicate leaves this operand untouched (else None).  Over the points that
-    reach the call with a true predicate (:func:`.points.exact_values`):
+    facts of the call's site (enclosing if-conditions, ``T.assume`` facts);
+    ``pred`` is the call's predicate when a false predicate leaves this
+    operand untouched (else None).  Over the points that reach the call with a
+    true predicate:
 
-    - provably inside the allocation: accepted (symbolic proofs see the guards and pred);
-    - provably outside at some point: rejected, naming the point;
-    - neither provable (an index or guard read from memory, a run-time size, too
-      many points): accepted under ``pred=`` or an enclosing ``if`` -- the check is
-      then the author's -- otherwise rejected, naming the index expression.
+    - provably inside the allocation (:func:`.prover.proves`, with the loop
+      and id ranges, the guards, assumptions and pred as facts, run-time
+      extents included): accepted;
+    - provably outside at some point (:func:`.points.exact_values`, when the
+      points can be enumerated): rejected, naming the point;
+    - otherwise rejected, naming the bound that could not be shown.  A fact
+      the prover cannot derive (an index read from memory) is stated with
+      ``T.assume(cond)``, which a ``check_assumptions=True`` build checks at
+      run time.
     """
     nbytes = facts.root_bytes(root)
-    assumptions = [*conds, *([pred] if pred is not None else [])]
-    shown = int_or_none(nbytes)  # a run-time size is shown in the tensor's own (int32) terms
-    shown = facts.analyzer.simplify(facts.roots[root] * dtype_bytes(root.dtype)) if shown is None else shown
+    assumptions = (*conds, *([pred] if pred is not None else []))
+    given = facts.known(assumptions)
+    shown = _shown_extent(facts, root, nbytes)
     within = f"bytes within [0, {shown}) of {root.name} ({facts.roots[root]} x {root.dtype})"
-    if _proven_inside(facts, assumptions, start + first, start + end - 1, nbytes):
+    unproven = _unproven_bound(facts, given, start + first, start + end - 1, nbytes)
+    if unproven is None:
         return None
-    exact = exact_range(facts, start, tuple(assumptions))
+    exact = exact_range(facts, start, assumptions)
     n = int_or_none(nbytes)
     if exact == ():
         return None  # no thread reaches the call
@@ -87,18 +95,20 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred):
             )
         if n is not None:
             return None
-    if pred is not None or conds:
-        return None
+    simplify = facts.analyzer.simplify
+    bound = (
+        f"{facts.display(simplify(start + first))} >= 0"
+        if unproven == "lo"
+        else f"{facts.display(simplify(start + end))} <= {shown}"
+    )
+    given = show(assumptions, facts.display)
     return TileError(
         opcode,
         "view not provably within the tensor's bounds",
         operand=label,
-        expected=(
-            f"{within} for every thread, or pred= "
-            "or an enclosing if (the bounds are then the author's responsibility)"
-        ),
-        found=f"byte offset {facts.display(facts.analyzer.simplify(start))} + [{first}, {end}) "
-        f"(not checked point by point: {NOT_ENUMERATED})",
+        expected=f"{within} at every point that reaches the call" + (f" (given {given})" if given else ""),
+        found=f"byte offset {facts.display(simplify(start))} + [{first}, {end}): {bound} does not follow "
+        "(guard the access with if or pred=, or state what the prover cannot derive with T.assume(cond))",
     )
 
 
@@ -119,7 +129,7 @@ def check_dtype_views(facts, opcode, label, buf, conds=()):
     for view, parent in facts.rounded_dtype_views(buf):
         need = dtype_bytes(view.dtype)
         start = analyzer.simplify(facts.expand_scalars(parent.elem_offset) * dtype_bytes(parent.dtype))
-        if analyzer.can_prove(floormod(start, need) == 0):
+        if proves(analyzer, floormod(start, need) == 0, facts.known(conds)):
             continue
         exact = exact_values(facts, start, tuple(conds))
         if exact is not None and all(value % need == 0 for value, _ in exact):
@@ -148,7 +158,7 @@ def _check_alignment(facts, opcode, label, starts, elem_offset, elem_bytes, need
     analyzer = facts.analyzer
     for start in sorted(starts):
         addr = (elem_offset + start) * elem_bytes
-        if analyzer.can_prove(floormod(addr, need) == 0):
+        if proves(analyzer, floormod(addr, need) == 0, facts.known(conds)):
             continue
         # Not provable for every thread: the threads that reach the call (under
         # their guards) may still all be aligned.

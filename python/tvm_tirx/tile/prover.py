@@ -1,0 +1,90 @@
+"""Symbolic proofs under the facts of a call site.
+
+Every rule that must *prove* something about a kernel (a view inside its
+tensor, an atom address aligned, a predicate uniform over a warp) asks
+:func:`proves`.  It uses apache-tvm's arithmetic analyzer: its own rewrite
+and bound analyses first, then its Z3 back end
+(``tvm.sym.ProofStrength.SYMBOLIC_BOUND``), with the ranges of the kernel's
+thread ids and loop counters bound (symbolic extents too) and the site's
+guards, assumptions and the call's predicate entered as constraints.  So
+``i + 1 <= n`` follows from ``if i < n:`` whatever ``n`` is at run time, and
+``k * 16 + 16 <= kd * 16`` from ``for k in T.serial(kd)``.
+
+A proof that Z3 cannot finish within :data:`Z3_RLIMIT` (a deterministic
+resource budget, not a clock) is a failed proof: the rule then refuses the
+call, naming the fact it could not show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import tvm
+from tvm.sym import ProofStrength
+
+__all__ = ["Z3_RLIMIT", "make_analyzer", "proves", "show"]
+
+#: Z3 resource limit per query (deterministic; about 0.1 s of solving).
+Z3_RLIMIT = 400_000
+
+
+def make_analyzer():
+    """A fresh ``tvm.sym.Analyzer`` with the Z3 budget set (when apache-tvm has Z3)."""
+    analyzer = tvm.sym.Analyzer()
+    if analyzer.is_z3_enabled:
+        analyzer.set_z3_rlimit(Z3_RLIMIT)
+    return analyzer
+
+
+class _Loads:  # pylint: disable=too-few-public-methods
+    """Memory loads as variables: structurally equal loads become one Var, so
+    that a fact about ``j[0]`` is a fact about every ``j[0]`` of the goal
+    (the facts of a call site hold for the memory as it is at the call:
+    :mod:`.sites` drops those that a write in between may break)."""
+
+    def __init__(self):
+        self.vars = []  # [(load, var)]
+
+    def __call__(self, expr):
+        import tvm_ffi  # pylint: disable=import-outside-toplevel
+        from tvm.ir import TensorLoad  # pylint: disable=import-outside-toplevel
+
+        return tvm_ffi.structural_map(expr, (TensorLoad, self._var))
+
+    def _var(self, load):
+        import tvm_ffi  # pylint: disable=import-outside-toplevel
+        from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+        for seen, var in self.vars:
+            if tvm_ffi.structural_equal(seen, load):
+                return var
+        var = tirx.Var(f"load{len(self.vars)}", load.ty.dtype)
+        self.vars.append((load, var))
+        return var
+
+
+def proves(analyzer, cond, facts=()) -> bool:
+    """Whether bool expression ``cond`` follows from ``facts`` (bool expressions)
+    and the ranges bound in ``analyzer``.
+
+    Loads from memory are opaque values (equal loads, equal values).  A fact
+    the analyzer cannot take as a constraint is dropped (the proof can only
+    get weaker, never wrong).
+    """
+    loads = _Loads()
+    cond, facts = loads(cond), [loads(f) for f in facts]
+    with contextlib.ExitStack() as stack:
+        for fact in facts:
+            try:
+                stack.enter_context(analyzer.constraint_scope(fact))
+            except Exception:  # pylint: disable=broad-except
+                pass  # a condition the analyzer cannot take as a fact
+        if analyzer.can_prove(cond):
+            return True
+        return bool(analyzer.can_prove(cond, ProofStrength.SYMBOLIC_BOUND))
+
+
+def show(facts, display) -> str:
+    """``facts`` as text for a message (``"i <= n and k < 4"``), each shown by
+    ``display(expr)``; ``""`` when there are none."""
+    return " and ".join(display(f) for f in facts)
