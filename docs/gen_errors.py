@@ -30,6 +30,9 @@ from tvm_tirx import TileError
 from tvm_tirx.tile.ptx_table import resolve
 from tvm_tirx.tile.registry import families, family_of
 
+#: The message kinds of the tile contract: one violation, or several reported together.
+TILE_ERRORS = ("TileError", "TileErrors")
+
 #: Every example, collected from the modules of ``docs/error_examples``.
 CASES = error_examples.collect()
 
@@ -200,7 +203,7 @@ def check_coverage(results, package_dir: pathlib.Path) -> list:
 
     Returns ``[(rule text, "file:line", reason)]`` of the pending rules found.
     """
-    messages = [msg for case, kind, msg in results if kind == "TileError"]
+    messages = [msg for case, kind, msg in results if kind in TILE_ERRORS]
     missing, pending = [], []
     for regex, where in source_rules(package_dir).items():
         if any(re.search(regex, m) for m in messages):
@@ -325,8 +328,11 @@ def render_index(results) -> str:
     """A table: rule (as the message words it) -> its examples, for the top of the page."""
     rules = {}
     for case, kind, message in results:
-        if kind == "TileError":
-            rules.setdefault(_rule_words(message), []).append(_label(case))
+        if kind in TILE_ERRORS:  # several violations: one per line after the count
+            for line in message.splitlines()[1:] if kind == "TileErrors" else [message]:
+                labels = rules.setdefault(_rule_words(line), [])
+                if _label(case) not in labels:
+                    labels.append(_label(case))
     lines = [
         ".. list-table::",
         "   :header-rows: 1",

@@ -138,7 +138,7 @@ CASES = [
     ),
     Case(
         SCOPE,
-        r"guard not understood",
+        r"guard not uniform over the warp",
         "Guard that reads memory",
         example('''
             warp_regs = TileLayout(S[(32, 4) : (1 @ Axis.laneid, 1)])
@@ -154,10 +154,56 @@ CASES = [
         "lower",
         "Around a call at warp scope or wider, the ``if`` decides which threads of "
         "the group take part.  A condition over thread ids is evaluated for every "
-        "thread; one without thread ids or memory reads (loop counters, "
-        "``blockIdx``) keeps the whole group or none of it.  A condition that reads "
-        "memory can differ between threads in ways the lowering cannot see.",
-        "Move the condition into ``pred=``, or compute a thread-id range instead.",
+        "thread; any other part of it must have one value for all threads of the "
+        "group (loop counters, ``blockIdx``, a value every lane loads from one "
+        "address).  ``Flag[tid]`` is read from a different address by each lane, so "
+        "the lanes may disagree.",
+        "Move the condition into ``pred=``, read one flag per warp, or compute a "
+        "thread-id range instead.",
+    ),
+    Case(
+        SCOPE,
+        r"CTA barrier reached by part of the CTA",
+        "CTA barrier under a guard that part of the CTA passes",
+        example('''
+            @T.function
+            def kernel(A: T.Tensor((64, 4), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((4,), "float32")
+                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[tid, :])
+                if tid < 32:
+                    T.cuda.cta_sync()
+        '''),
+        "lower",
+        "``T.cuda.cta_sync()`` (``bar.sync 0``) waits for every thread of the CTA "
+        "(PTX ISA 9.7.13.1); reached by half of them it deadlocks, or synchronises "
+        "the wrong threads.  ``T.cuda.cluster_sync()`` likewise needs every thread "
+        "of the cluster.",
+        "Call the barrier where every thread reaches it (outside the ``if``), or use "
+        "a named barrier over the threads that do.",
+    ),
+    Case(
+        SCOPE,
+        r"guard not understood",
+        "Guard over thread ids the lowering cannot evaluate",
+        example('''
+            warp_regs = TileLayout(S[(32, 4) : (1 @ Axis.laneid, 1)])
+
+            @T.function
+            def kernel(A: T.Tensor((32, 4), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((32, 4), "float32", layout=warp_regs)
+                if T.popcount(tid) == 1:
+                    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A, scope="warp")
+        '''),
+        "lower",
+        "A condition over thread ids is evaluated for every thread of the launch; "
+        "``T.popcount`` is a call the lowering's arithmetic does not evaluate, so it "
+        "cannot tell which threads take part.",
+        "Write the condition with comparisons and integer arithmetic over the ids "
+        "(``tid & (tid - 1) == 0`` for powers of two), or move it into ``pred=``.",
     ),
     Case(
         SCOPE,
