@@ -520,7 +520,7 @@ def test_ldmatrix_row_addresses_follow_the_padded_layout(count, trans):
 
     rows, cols = SHAPES[count]
     stride = memory_shape(count, trans)[-1] + 8
-    from tvm_tirx.tile.kernel_facts import fold
+    from tvm_tirx.tile.prover import fold
 
     lowered = _lower(round_trip(count, trans, "f16", pad=8).mod)["main"]
     found = []

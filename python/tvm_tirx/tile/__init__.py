@@ -1,5 +1,66 @@
-"""The tile layer: the ``T.cuda.tile.apply`` op, instruction families, and its lowering."""
+"""The tile layer: the ``T.cuda.tile.apply`` op, instruction families, and its lowering.
+
+This package is also the one facade an instruction family imports from
+(``from .. import Contract, register_family, ...`` in ``families/<name>.py``);
+``docs/dev/adding_a_family.rst`` says what each name is for.
+
+Describing a form
+    :class:`Contract`, :class:`OperandRole`, :class:`Param`, :class:`Collective`
+    (:data:`THREAD`, :data:`WARP`, :data:`WARPGROUP`), :func:`register_role`,
+    :func:`memory_role`, :func:`replace`; :func:`register_family`;
+    :class:`Instruction` (a resolved PTX form), :func:`ptx_call`, :func:`cert_arch`,
+    :func:`bits_of_ptx_type`.
+The one argument of every hook
+    :class:`CallView` (operands, parameters, contract, scope, site, kernel
+    facts, group, repeat coordinate); :func:`reaching` (the threads that reach
+    a call).
+Operand kinds and address forms
+    :func:`register_kind`, :func:`register_address_form`,
+    :class:`ComputedAddress`, :func:`operand_repeat`.
+Proof helpers
+    :func:`check_bounds`, :func:`root_or_error`, :func:`proves`,
+    :func:`exact_values`; views: :class:`ViewMap`, :func:`repeat_shape`,
+    :func:`int_or_none`, :func:`axis_table`.
+Kernel rules
+    :func:`register_kernel_rule`, :class:`KernelView`.
+Errors
+    :class:`~tvm_tirx.TileError`, :func:`operand_label`.
+"""
 
 # First: importing tvm runs its tvm.backends hook (tvm_tirx._plugin), which imports
 # modules of this package; none of them may be half-imported when it does.
 import tvm  # noqa: F401  pylint: disable=unused-import
+
+from ..errors import TileError, operand_label
+from .call_view import CallView
+from .contract import (
+    THREAD,
+    WARP,
+    WARPGROUP,
+    Collective,
+    Contract,
+    OperandRole,
+    Param,
+    memory_role,
+    register_role,
+    replace,
+)
+from .emit import ComputedAddress, operand_repeat, register_address_form, register_kind
+from .kernel_rules import KernelView, register_kernel_rule
+from .memory_proofs import check_bounds, root_or_error
+from .points import exact_values
+from .prover import proves
+from .ptx_table import Instruction, bits_of_ptx_type, cert_arch, ptx_call
+from .registry import register_family
+from .threads import reaching
+from .view_tables import axis_table
+from .views import ViewMap, int_or_none, repeat_shape
+
+__all__ = [
+    "THREAD", "WARP", "WARPGROUP", "CallView", "Collective", "Contract", "OperandRole", "Param",
+    "memory_role", "register_role", "replace", "ComputedAddress", "operand_repeat",
+    "register_address_form", "register_kind", "KernelView", "register_kernel_rule", "check_bounds",
+    "root_or_error", "exact_values", "proves", "Instruction", "bits_of_ptx_type", "cert_arch",
+    "ptx_call", "register_family", "reaching", "axis_table", "ViewMap", "int_or_none",
+    "repeat_shape", "TileError", "operand_label",
+]  # fmt: skip

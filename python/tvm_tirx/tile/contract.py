@@ -187,35 +187,6 @@ class Param:
 
 
 @dataclass(frozen=True)
-class CallView:
-    """What a family hook sees of one call.
-
-    Attributes
-    ----------
-    operands : tuple[Operand, ...]
-        The classified operands, in role order (keyword roles last).
-    pred : PrimExpr | None
-        The call's predicate.
-    params : dict
-        Keyword parameters, name -> value (a tuple parameter is a tuple).
-    repeat : tuple
-        While one instruction is emitted: its repeat coordinate (one int32
-        loop variable per call repeat axis); ``()`` otherwise.
-    facts : KernelFacts | None
-        While lowering: what is known of the kernel (roots, parameters, and
-        ``family_values``, a dict a family keeps values in that every call of
-        the kernel shares, such as one tensor map per distinct encoding);
-        None at parse time.
-    """
-
-    operands: tuple
-    pred: object = None
-    params: dict = field(default_factory=dict)
-    repeat: tuple = ()
-    facts: object = None
-
-
-@dataclass(frozen=True)
 class Contract:
     """The operand contract of one instruction form.
 
@@ -252,9 +223,10 @@ class Contract:
         ``derived[operand](call)``), placed right after operand ``after``
         (cp.async's ``src-size``: a false predicate copies zero bytes).
     check : callable | None
-        Extra parse-time rule: ``fn(contract, operands) -> TileError | None``.
+        Extra parse-time rule: ``fn(CallView) -> TileError | None`` (the
+        CallView's ``facts`` is None, its ``contract`` this form).
     bind : callable | None
-        ``fn(contract, CallView) -> Contract | TileError | None``: the
+        ``fn(CallView) -> Contract | TileError | None``: the
         contract of one call given its keyword parameters, for rules and role
         data that depend on them (a TMA's ``swizzle=`` fixes the shared image's
         layout and alignment).  Returns a refined copy, the TileError the call
@@ -264,7 +236,9 @@ class Contract:
         Rule on one call and the kernel it is lowered in:
         ``fn(CallView) -> TileError | None``.  Runs once per call when it is
         lowered, after the target-arch rule passed.  The CallView holds the
-        call's operands, ``pred`` and keyword ``params``; its ``facts``
+        call's operands, ``pred``, keyword ``params``, ``contract``, ``scope``,
+        ``group`` and ``site`` (guards, facts; :func:`.threads.reaching` gives
+        the threads that reach the call); its ``facts``
         (:class:`~.kernel_facts.KernelFacts`) gives the kernel's facts:
         ``facts.launch`` (:class:`~.scope.LaunchFacts`: thread/block/cluster
         shape; None when the kernel defines no thread ids), ``facts.arch``

@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import TileInternalError
-from .contract import CallView
+from .hooks import AddressForm, KindArgs, KindProof, KindSetup
 from .ptx_table import binding_dtype, ptx_call
 from .views import ViewMap, repeat_shape, role_axes
 
 __all__ = [
+    "operand_repeat",
     "register_address_form",
     "register_kind",
     "kind_proof",
@@ -54,13 +55,11 @@ class ComputedAddress:
     scratch: tuple = ()
 
 
-def register_address_form(name: str, fn, *, with_call: bool = False) -> None:
-    """Register address form ``name``: ``fn(buf, coord) -> PrimExpr``, the address
-    operand of view ``buf`` at coordinate ``coord`` (a list of index expressions).
-
-    With ``with_call=True`` the form is ``fn(buf, coord, call)`` and also sees
-    the call's parameters (:class:`~.contract.CallView`); it may return a
-    :class:`ComputedAddress`.
+def register_address_form(name: str, fn: AddressForm) -> None:
+    """Register address form ``name``: ``fn(call, buf, coord) -> PrimExpr``, the
+    address operand of view ``buf`` at coordinate ``coord`` (a list of index
+    expressions) in call ``call`` (:class:`~.contract.CallView`: its
+    parameters, site and kernel facts); it may return a :class:`ComputedAddress`.
 
     Built in: ``"generic"`` (``buf.ptr_to(coord)``, a generic pointer) and
     ``"shared::cta"`` (the 32-bit ``.shared::cta`` window address, PTX ISA
@@ -73,10 +72,9 @@ def register_address_form(name: str, fn, *, with_call: bool = False) -> None:
     ValueError
         ``name`` is registered with another function.
     """
-    entry = (fn, with_call)
-    if _ADDRESS_FORMS.get(name, entry) != entry:
+    if _ADDRESS_FORMS.get(name, fn) != fn:
         raise ValueError(f"tvm_tirx: address form {name!r} registered twice")
-    _ADDRESS_FORMS[name] = entry
+    _ADDRESS_FORMS[name] = fn
 
 
 @dataclass(frozen=True)
@@ -86,35 +84,36 @@ class OperandKind:
     Attributes
     ----------
     args : callable
-        ``fn(role, op, group_coord, rep) -> [PrimExpr, ...]``: the PTX
-        arguments at one repeat coordinate (``rep``: the loop variables of the
-        repeat axes the operand carries).  ``op`` is a scalar operand when the
-        kind takes one (``scalar``).
+        ``fn(call, index) -> [PrimExpr, ...]``: the PTX arguments of operand
+        ``index`` of ``call`` (:class:`~.contract.CallView`) at its ``repeat``
+        coordinate (the loop variables of every repeat axis of the call;
+        :func:`operand_repeat` picks the ones the operand carries).  The
+        operand is a scalar when the kind takes one (``scalar``);
+        ``call.value(index)`` is the value ``setup`` gave it.
     setup : callable | None
-        ``fn(role, op, emission) -> (stmts, value)``: statements emitted once
-        per call before the repeat loops (a matrix descriptor's encoding) and
-        the operand value ``args`` then receives in place of the view; the
-        emission's ``call`` (:class:`~.contract.CallView`) carries the call's
-        parameters and the kernel's facts (a TMA's host-encoded tensor map).
+        ``fn(call, index) -> (stmts, value)``: statements emitted once per call
+        before the repeat loops (a matrix descriptor's encoding) and the
+        operand value ``args`` then receives in place of the view (a TMA's
+        host-encoded tensor map); ``call.facts`` is the kernel's.
     scalar : bool
         Whether a scalar expression may stand for the operand, passed as is
         (a caller-encoded tensor map's address).
     prove : callable | None
-        ``fn(facts, opcode, role, op, group, repeat, pred, conds) -> TileError | None``:
-        the rules that need the kernel (alignment, bounds), as
-        :func:`.memory_proofs.check_memory` for memory operands.
+        ``fn(call, index) -> TileError | None``: the rules that need the kernel
+        (alignment, bounds), as :func:`.memory_proofs.check_memory` for memory
+        operands; ``call.site.facts`` holds the facts at the call.
     """
 
-    args: object
-    setup: object = None
-    prove: object = None
+    args: KindArgs
+    setup: KindSetup | None = None
+    prove: KindProof | None = None
     scalar: bool = False
 
 
-def register_kind(kind: str, fn, *, setup=None, prove=None, scalar=False) -> None:
+def register_kind(kind: str, fn: KindArgs, *, setup=None, prove=None, scalar=False) -> None:
     """Register operand kind ``kind`` (``"descriptor"``, ``"tensor_map"`` ...):
-    ``fn(role, op, group_coord, rep) -> [PrimExpr, ...]`` gives its PTX
-    arguments; ``setup``, ``prove`` and ``scalar`` are as in :class:`OperandKind`.
+    ``fn(call, index) -> [PrimExpr, ...]`` gives its PTX arguments; ``setup``,
+    ``prove`` and ``scalar`` are as in :class:`OperandKind`.
 
     Raises
     ------
@@ -138,13 +137,26 @@ def kind_proof(kind: str):
     return entry.prove if entry is not None else None
 
 
-def _shared_cta_address(buf, coord):
+def operand_repeat(call, index) -> list:
+    """The loop variables of the repeat axes operand ``index`` of ``call`` carries
+    (``[]`` for an operand without repeat axes, or outside emission)."""
+    role, op = call.contract.roles[index], call.operands[index]
+    if not call.repeat or op.kind != "tensor" or not repeat_shape(role, op, call.group):
+        return []
+    return [call.repeat[a] for a in role_axes(role, len(call.repeat))]
+
+
+def _generic_address(call, buf, coord):  # pylint: disable=unused-argument
+    return buf.ptr_to(coord)
+
+
+def _shared_cta_address(call, buf, coord):  # pylint: disable=unused-argument
     from tvm.tirx import Cast, call_pure_extern  # pylint: disable=import-outside-toplevel
 
     return Cast("uint32", call_pure_extern("uint64", "__cvta_generic_to_shared", buf.ptr_to(coord)))
 
 
-register_address_form("generic", lambda buf, coord: buf.ptr_to(coord))
+register_address_form("generic", _generic_address)
 register_address_form("shared::cta", _shared_cta_address)
 
 
@@ -155,10 +167,13 @@ class Emission:  # pylint: disable=too-few-public-methods
     ----------
     contract : Contract
         The chosen form.
-    ops : list[Operand]
+    ops : tuple[Operand]
         Classified operands.
     call : CallView
-        Operands, pred and params, as family hooks see them.
+        The call as family hooks see it (with its group coordinate).
+    kind_call : CallView
+        The same, with the values the kinds' ``setup`` gave their operands
+        (``values``: what the kinds' ``args`` receive).
     group : tuple[int, ...]
         The call's group extents.
     group_coord : tuple
@@ -169,15 +184,16 @@ class Emission:  # pylint: disable=too-few-public-methods
         Register buffer with thread axes -> the thread's flat local view.
     """
 
-    def __init__(self, contract, ops, tc, group, coordinates, facts=None):
-        self.contract, self.ops, self.group = contract, ops, group
-        self.call = CallView(tuple(ops), tc.pred, dict(tc.params), facts=facts)
-        self.preserve_dst = tc.preserve_dst
+    def __init__(self, call, preserve_dst, coordinates):
         self.group_coord, self.position = coordinates
-        self.locals_, self.decls, self._retyped_views, self.kind_values = {}, [], {}, {}
+        self.call = replace(call, group_coord=tuple(self.group_coord))
+        self.contract, self.ops, self.group = call.contract, call.operands, call.group
+        self.preserve_dst = preserve_dst
+        self.locals_, self.decls, self._retyped_views = {}, [], {}
         #: set-up of computed addresses: once before the loops / in the loop body
         self.outer_setup, self.inner_setup = [], []
-        for index, (role, op) in enumerate(zip(contract.roles, ops)):
+        values = {}
+        for index, (role, op) in enumerate(zip(self.contract.roles, self.ops)):
             if op.kind == "tensor" and role.kind == "register" and op.value not in self.locals_:
                 if ViewMap(op.value).has_thread_axes():
                     decl, flat = _thread_local_view(op.value)
@@ -185,17 +201,16 @@ class Emission:  # pylint: disable=too-few-public-methods
                     self.locals_[op.value] = flat
             kind = _KINDS.get(role.kind)
             if op.kind == "tensor" and kind is not None and kind.setup is not None:
-                stmts, value = kind.setup(role, op, self)
+                stmts, values[index] = kind.setup(self.call, index)
                 self.decls.extend(stmts)
-                self.kind_values[index] = replace(op, value=value)
+        self.kind_call = replace(self.call, values=values)
 
     def _memory_args(self, role, op, rep):
         inner = list(role.lane_coords(self.position)[0]) if role.lane_coords is not None else [0] * len(role.atom)
         if role.address not in _ADDRESS_FORMS:
             raise TileInternalError(f"{self.contract.opcode}: no address form {role.address!r} is registered")
-        form, with_call = _ADDRESS_FORMS[role.address]
         coord = [*self.group_coord, *rep, *inner]
-        value = form(op.value, coord, self.call) if with_call else form(op.value, coord)
+        value = _ADDRESS_FORMS[role.address](self.call, op.value, coord)
         if not isinstance(value, ComputedAddress):
             return [value]
         self.decls += [_allocate(buf) for buf in value.scratch]
@@ -247,19 +262,17 @@ class Emission:  # pylint: disable=too-few-public-methods
         target = local if bound == local.dtype else self._retyped(local, bound)
         return [target[view.apply(c)["m"]] for c in coords]
 
-    def _kind_args(self, index, role, op, loop_vars):
+    def _kind_args(self, index, role, loop_vars):
         """The PTX arguments of an operand of a registered kind (a scalar passes itself)."""
         if role.kind not in _KINDS:
             raise TileInternalError(f"{self.contract.opcode}: no emitter for operand kind {role.kind!r}")
-        has_repeat = op.kind == "tensor" and bool(repeat_shape(role, op, self.group))
-        rep = [loop_vars[a] for a in role_axes(role, len(loop_vars))] if has_repeat else []
-        return list(_KINDS[role.kind].args(role, self.kind_values.get(index, op), self.group_coord, rep))
+        return list(_KINDS[role.kind].args(replace(self.kind_call, repeat=tuple(loop_vars)), index))
 
     def operand_args(self, index, loop_vars):
         """The PTX arguments operand ``index`` supplies at repeat coordinate ``loop_vars``."""
         role, op = self.contract.roles[index], self.ops[index]
         if role.kind not in ("register", "memory"):
-            return self._kind_args(index, role, op, loop_vars)
+            return self._kind_args(index, role, loop_vars)
         if op.kind == "scalar":
             self._binding(role, op.value.ty.dtype)  # the form takes it (parse-time rules)
             return [self._bound_scalar(role.ptx, op.value)] * role.lanes

@@ -16,22 +16,38 @@ if TYPE_CHECKING:  # for the annotations only: contract.py imports this module
     from tvm.tirx import Stmt
 
     from ..errors import TileError
-    from .contract import CallView, Contract
+    from .call_view import CallView
+    from .contract import Contract
 
-__all__ = ["LaneCoords", "ParamCheck", "Derived", "ContractCheck", "Bind", "KernelCheck", "HostSetup"]
+__all__ = [
+    "LaneCoords", "ParamCheck", "Derived", "ContractCheck", "Bind", "KernelCheck", "HostSetup",
+    "KindArgs", "KindSetup", "KindProof", "AddressForm",
+]
 
 #: ``OperandRole.lane_coords``: ``position -> [atom coordinate, ...]`` of the thread at
 #: ``position`` of its collective (an int or an int32 expression).
 LaneCoords: TypeAlias = Callable[[Any], list]
 #: ``Param.check``: ``value -> why it is not acceptable``, or None.
 ParamCheck: TypeAlias = Callable[[Any], "str | None"]
-#: A value of ``Contract.derived``: ``CallView -> PrimExpr`` (or a list of them).
+#: A value of ``Contract.derived``: ``CallView -> PrimExpr`` (or a list of them); the
+#: CallView's ``repeat`` is the instruction's repeat coordinate.
 Derived: TypeAlias = Callable[["CallView"], Any]
-#: ``Contract.check``: a parse-time rule, ``(contract, operands) -> TileError | None``.
-ContractCheck: TypeAlias = Callable[["Contract", tuple], "TileError | None"]
-#: ``Contract.bind``: ``(contract, CallView) -> refined Contract | TileError | None``.
-Bind: TypeAlias = Callable[["Contract", "CallView"], "Contract | TileError | None"]
+#: ``Contract.check``: a parse-time rule, ``CallView -> TileError | None`` (``facts`` None).
+ContractCheck: TypeAlias = Callable[["CallView"], "TileError | None"]
+#: ``Contract.bind``: ``CallView -> refined Contract | TileError | None`` (the CallView's
+#: ``contract`` is the form being refined).
+Bind: TypeAlias = Callable[["CallView"], "Contract | TileError | None"]
 #: ``Contract.kernel_check``: a rule on one call in its kernel, ``CallView -> TileError | None``.
 KernelCheck: TypeAlias = Callable[["CallView"], "TileError | None"]
 #: ``Contract.host_setup``: ``(CallView, device entry stmt) -> the stmt, wrapped``.
 HostSetup: TypeAlias = Callable[["CallView", "Stmt"], "Stmt"]
+#: An operand kind's arguments (:func:`.emit.register_kind`): ``(CallView, index) -> [PrimExpr]``
+#: at the CallView's ``repeat`` coordinate.
+KindArgs: TypeAlias = Callable[["CallView", int], list]
+#: An operand kind's set-up: ``(CallView, index) -> (stmts, value)``, once per call before the loops.
+KindSetup: TypeAlias = Callable[["CallView", int], tuple]
+#: An operand kind's proof: ``(CallView, index) -> TileError | None`` while lowering.
+KindProof: TypeAlias = Callable[["CallView", int], "TileError | None"]
+#: An address form (:func:`.emit.register_address_form`): ``(CallView, view, coord) -> PrimExpr``
+#: (or a :class:`~.emit.ComputedAddress`).
+AddressForm: TypeAlias = Callable[["CallView", Any, list], Any]

@@ -9,31 +9,17 @@ from __future__ import annotations
 
 import re
 
-from ..errors import TileError
+from .launch_ids import CUDA_ID_NAMES, binding, scope_pairs, thread_binding_ids, thread_tag
 from .prover import make_analyzer
 from .scope import LaunchFacts
 from .sites import collect_sites
 from .views import dtype_bytes, int_or_none
 
-__all__ = ["KernelFacts", "fold"]
+__all__ = ["KernelFacts"]
 
 
 #: The names apache-tvm's TVMScript printer gives ids nobody named.
 _INTERNAL_NAME = re.compile(r"|v(_\d+)?")
-#: CUDA's name of the ids each ScopeIdDef binding defines (parent, current).
-_CUDA_ID_NAMES = {("kernel", "cta"): "blockIdx", ("cta", "thread"): "threadIdx", ("cluster", "cta"): "cluster_ctaid"}
-
-
-def _scope_pairs() -> dict:
-    """apache-tvm's ScopeBinding enum: ``ScopeIdDef.scope`` value -> ``(parent, current)`` scope names."""
-    from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR  # pylint: disable=import-outside-toplevel
-
-    return dict(_SCOPE_BINDING_TO_PARENT_CUR)
-
-
-def _binding(parent, cur):
-    """``ScopeIdDef.scope`` value (apache-tvm's ScopeBinding enum) of ``parent -> cur`` ids."""
-    return next(k for k, v in _scope_pairs().items() if v == (parent, cur))
 
 
 def _prod(shape):
@@ -154,7 +140,7 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
                     self.parent[node.buffer] = args[0]
             elif isinstance(node, tirx.ScopeIdDefStmt):
                 self._scope_ids(getattr(node, "def"), ids)
-            elif isinstance(node, tirx.For) and _thread_tag(node) is not None:
+            elif isinstance(node, tirx.For) and thread_tag(node) is not None:
                 self._thread_binding(node, ids)
             elif isinstance(node, tirx.For):
                 self._bind(node.loop_var, node.min, node.min + node.extent)
@@ -170,7 +156,7 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
                 self.entry_attrs[str(node.attr_key)] = node.value
 
         tvm_ffi.structural_walk(body, (object, visit))
-        _thread_binding_ids(ids)
+        thread_binding_ids(ids)
         # `w = T.cuda.warp_id()` parses to a local scalar stored once; reading
         # it is reading that value, which the proofs need to see.
         self.scalars = {
@@ -191,7 +177,7 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         """Record the ranges of a ``ScopeIdDef``'s ids, and the thread / cluster-CTA ids."""
         if d.extents is None:
             return
-        prefix = _CUDA_ID_NAMES.get(_scope_pairs().get(int(d.scope)))
+        prefix = CUDA_ID_NAMES.get(scope_pairs().get(int(d.scope)))
         for axis, (var, ext) in enumerate(zip(d.def_ids, d.extents)):
             self._bind(var, 0, ext)
             if prefix is not None and axis < 3:
@@ -199,15 +185,15 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         extents = tuple(int_or_none(e) for e in d.extents)
         if None in extents:
             return
-        if d.scope == _binding("cta", "thread"):
+        if d.scope == binding("cta", "thread"):
             ids["block"] = (tuple(d.def_ids), extents)
-        elif d.scope == _binding("cluster", "cta"):
+        elif d.scope == binding("cluster", "cta"):
             ids["cluster"] = (tuple(d.def_ids), extents)
 
     def _thread_binding(self, node, ids):
         """Record a thread-binding loop of an s_tir schedule (``sch.bind(loop,
         "threadIdx.x")``): its var is that CUDA id, ranging over the loop."""
-        tag = _thread_tag(node)
+        tag = thread_tag(node)
         self._bind(node.loop_var, node.min, node.min + node.extent)
         self.cuda_names[node.loop_var] = tag
         if tag.startswith("threadIdx."):
@@ -349,63 +335,6 @@ def _extent_facts(params) -> list:
         for extent in param.shape:
             tvm_ffi.structural_walk(extent, (Var, lambda v: None if any(v.same_as(f) for f in found) else found.append(v)))
     return [v >= 0 for v in found]
-
-
-def _thread_tag(node):
-    """``"threadIdx.x"`` ... of a thread-binding ``For`` (an s_tir schedule's
-    ``bind``), else None."""
-    from tvm import tirx  # pylint: disable=import-outside-toplevel
-
-    binding = getattr(node, "thread_binding", None)
-    if node.kind != tirx.ForKind.THREAD_BINDING or binding is None:
-        return None
-    return str(binding.thread_tag)
-
-
-def _thread_binding_ids(ids):
-    """Turn the ``threadIdx`` thread-binding loops into the ``block`` launch ids.
-
-    apache-tvm's ``UnifyThreadBinding`` leaves one loop var per tag; the axes
-    must start at ``x`` with no gap and have constant extents, or the launch
-    stays unknown (a collective call then says it needs one).
-    """
-    found = ids.pop("thread_bindings", None)
-    if not found or "block" in ids:
-        return
-    axes = [found.get(a) for a in "xyz"]
-    n = len([a for a in axes if a is not None])
-    if any(a is None for a in axes[:n]) or any(ext is None for _, ext in axes[:n]):
-        return
-    ids["block"] = (tuple(v for v, _ in axes[:n]), tuple(ext for _, ext in axes[:n]))
-
-
-def fold(analyzer, expr, values):
-    """``expr`` with each var of ``values`` (var -> int) replaced by its value and
-    simplified: an int, or None when something else remains."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
-    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
-
-    def sub(v):
-        for var, value in values.items():
-            if v.same_as(var):
-                return IntImm(v.ty.dtype, value)
-        return v
-
-    folded = analyzer.simplify(tvm_ffi.structural_map(expr, (Var, sub)))
-    return int(folded.value) if isinstance(folded, IntImm) else None
-
-
-def _eval_guard(cond, values, analyzer, opcode) -> bool:
-    held = fold(analyzer, cond, values)
-    if held is None:
-        raise TileError(
-            opcode,
-            "guard not understood",
-            expected="an if or while condition over thread ids (threadIdx, lane_id, warp_id, cluster_ctaid)",
-            found=f"if {cond}",
-        )
-    return bool(held)
 
 
 def _target_arch(func=None) -> str | None:

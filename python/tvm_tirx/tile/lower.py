@@ -15,11 +15,13 @@ It never chooses an instruction: the opcode is the user's.
 
 from __future__ import annotations
 
-from ..errors import TileError, TileInternalError, combined, operand_label
-from .contract import CallView
+from dataclasses import replace
+
+from ..errors import TileError, TileInternalError, combined
+from .barrier_rules import BARRIERS
+from .call_view import CallView
 from .emit import Emission, emit, kind_proof
 from .groups import check_uniform_pred, group_box
-from .barrier_rules import BARRIERS
 from .kernel_facts import KernelFacts
 from .kernel_rules import KernelView, run_kernel_rules
 from .memory_proofs import check_dtype_views, check_memory
@@ -27,7 +29,7 @@ from .op import decode, is_tile_call
 from .ownership import check_ownership
 from .registry import candidates
 from .scope import group_exprs, scope_rank
-from .scope import require_collective_scope as check_collective_scope  # raises: see scope.py
+from .scope import require_collective_scope
 from .sites import EMPTY_SITE, call_key, location_of
 from .static_rules import bind_call, rule_arch, select_contract
 from .views import call_repeat, repeat_shape
@@ -35,67 +37,72 @@ from .views import call_repeat, repeat_shape
 __all__ = ["LowerTileApply", "lower_tile_apply", "expand"]
 
 
-def _select(tc, facts, conds):
-    """``(contract, operands, (group, origin, members))`` of decoded call ``tc``."""
-    forms = candidates(tc.opcode)
-    collective = forms[0].collective
-    scope_rank(tc.scope, tc.opcode, 0)
+def _group(tc, facts, guards, collective):
+    """``(group, origin, members)`` of the threads that run decoded call ``tc``."""
     if tc.scope == "thread":
-        box = (), (), {(): (0, 0)}
-    elif facts.launch is None:
+        return (), (), {(): (0, 0)}
+    if facts.launch is None:
         raise TileError(
             tc.opcode,
             f"a {tc.scope}-scope call needs the kernel's launch",
             expected="T.device_entry(launch=T.cuda.LaunchConfig(...)) (or T.thread_id([...]))",
             found="no thread ids in the kernel",
         )
-    else:
-        check_collective_scope(tc.scope, collective, tc.opcode)
-        box = group_box(tc.scope, facts, conds, tc.opcode, collective)
+    require_collective_scope(tc.scope, collective, tc.opcode)
+    return group_box(tc.scope, facts, guards, tc.opcode, collective)
+
+
+def _select(tc, facts, site):
+    """``(CallView, (group, origin, members))`` of decoded call ``tc`` at ``site``."""
+    forms = candidates(tc.opcode)
+    scope_rank(tc.scope, tc.opcode, 0)
+    box = _group(tc, facts, site.guards, forms[0].collective)
     contract, ops = select_contract(forms, tc.operands, box[0], tc.pred, tc.preserve_dst, tc.params)
-    contract = bind_call(contract, ops, tc.pred, tc.params, facts)
-    check_collective_scope(tc.scope, contract.collective, contract.opcode)
+    call = CallView(tuple(ops), tc.pred, dict(tc.params), contract, tc.scope, site, facts, box[0])
+    call = replace(call, contract=bind_call(call))
+    contract = call.contract
+    require_collective_scope(tc.scope, contract.collective, contract.opcode)
     err = rule_arch(contract, facts.arch)
     if err is None and contract.kernel_check is not None:
-        err = contract.kernel_check(CallView(tuple(ops), tc.pred, dict(tc.params), facts=facts))
+        err = contract.kernel_check(call)
     if err:
         raise err
-    return contract, ops, box
+    return call, box
 
 
-def _prove(tc, contract, ops, box, facts, site):
+def _prove(call, box):
     """The rules that need the kernel, per tensor operand; raises the first TileError."""
+    facts, contract = call.facts, call.contract
     group, origin, members = box
-    conds = site.facts
-    check_uniform_pred(facts, tc.pred, contract.collective, conds, contract.opcode)
-    for role, op in zip(contract.roles, ops):
+    conds = call.site.facts
+    check_uniform_pred(facts, call.pred, contract.collective, conds, contract.opcode)
+    for index, (role, op) in enumerate(zip(contract.roles, call.operands)):
         if op.kind != "tensor":
             continue
         own_repeat = repeat_shape(role, op, group)
         if role.kind == "memory":
-            skipped = tc.pred is not None and role.pred_skips
-            pred = facts.expand_scalars(tc.pred) if skipped else None
+            skipped = call.pred is not None and role.pred_skips
+            pred = facts.expand_scalars(call.pred) if skipped else None
             err = check_memory(facts, contract.opcode, role, op, group, own_repeat, pred, conds)
         elif role.kind == "register":
-            err = check_dtype_views(facts, contract.opcode, operand_label(role.role, op.index), op.value, conds)
+            err = check_dtype_views(facts, contract.opcode, call.label(index), op.value, conds)
             err = err or check_ownership(
                 contract.opcode, role, op, group, origin, members, own_repeat, contract.collective
             )
         else:
             prove = kind_proof(role.kind)
-            pred = facts.expand_scalars(tc.pred) if tc.pred is not None and role.pred_skips else None
-            err = prove(facts, contract.opcode, role, op, group, own_repeat, pred, conds) if prove else None
+            err = prove(call, index) if prove else None
         if err:
             raise err
 
 
-def _coordinates(tc, contract, facts, origin):
+def _coordinates(call, facts, origin):
     """``(group coordinate, position in the collective)`` of the issuing thread, as expressions."""
-    if tc.scope == "thread":
+    if call.scope == "thread":
         return (), None
-    width = contract.collective.width
-    exprs = group_exprs(tc.scope, facts.launch, width)
-    position = contract.collective.position(facts.launch.linear_thread()) if width > 1 else None
+    width = call.contract.collective.width
+    exprs = group_exprs(call.scope, facts.launch, width)
+    position = call.contract.collective.position(facts.launch.linear_thread()) if width > 1 else None
     return tuple(e - o for e, o in zip(exprs, origin)), position
 
 
@@ -111,13 +118,13 @@ def expand(call, facts, site=EMPTY_SITE):
     tc = decode(call)
     span = site.span if site.span is not None else call.span
     try:
-        contract, ops, box = _select(tc, facts, site.guards)
-        _prove(tc, contract, ops, box, facts, site)
+        view, box = _select(tc, facts, site)
+        _prove(view, box)
     except TileError as err:
         raise err.at(site.location or location_of(span)) from None
-    emission = Emission(contract, ops, tc, box[0], _coordinates(tc, contract, facts, box[1]), facts)
-    stmt = emit(emission, call_repeat(contract, ops, box[0]), span)
-    return stmt, contract.host_setup, emission.call
+    emission = Emission(view, tc.preserve_dst, _coordinates(view, facts, box[1]))
+    stmt = emit(emission, call_repeat(view.contract, view.operands, box[0]), span)
+    return stmt, view.contract.host_setup, emission.call
 
 
 def _with_host_setup(body, hooks):

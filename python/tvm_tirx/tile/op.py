@@ -24,6 +24,7 @@ from .operands import as_view
 from .ptx_table import opcode_text
 from .registry import candidates
 from .scope import scope_rank
+from .call_view import CallView
 from .static_rules import bind_call, param_error, require_params, select_contract
 
 __all__ = ["OP_NAME", "apply", "unchecked_call", "TileCall", "decode", "is_tile_call", "set_launch_query"]
@@ -206,7 +207,7 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     operands = tuple(as_view(v) for v in operands)
     contract, classified = _parse_time_contract(instr, operands, scope, pred, preserve_dst, params)
     if classified is not None:
-        bind_call(contract, classified, pred, params)
+        bind_call(CallView(tuple(classified), pred, dict(params), contract, scope))
     return _call(contract.opcode, operands, params, scope, pred, preserve_dst)
 
 

@@ -9,7 +9,7 @@ threads a guard keeps, a bound reached only at some loop iterations).
 
 from __future__ import annotations
 
-from .kernel_facts import fold
+from .prover import fold
 
 __all__ = ["EXACT_POINTS", "NOT_ENUMERATED", "exact_values", "exact_range"]
 

@@ -22,7 +22,7 @@ import contextlib
 import tvm
 from tvm.sym import ProofStrength
 
-__all__ = ["Z3_RLIMIT", "make_analyzer", "proves", "show"]
+__all__ = ["Z3_RLIMIT", "make_analyzer", "proves", "show", "fold"]
 
 #: Z3 resource limit per query (deterministic; about 0.1 s of solving).
 Z3_RLIMIT = 400_000
@@ -88,3 +88,20 @@ def show(facts, display) -> str:
     """``facts`` as text for a message (``"i <= n and k < 4"``), each shown by
     ``display(expr)``; ``""`` when there are none."""
     return " and ".join(display(f) for f in facts)
+
+
+def fold(analyzer, expr, values):
+    """``expr`` with each var of ``values`` (var -> int) replaced by its value and
+    simplified: an int, or None when something else remains."""
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    def sub(v):
+        for var, value in values.items():
+            if v.same_as(var):
+                return IntImm(v.ty.dtype, value)
+        return v
+
+    folded = analyzer.simplify(tvm_ffi.structural_map(expr, (Var, sub)))
+    return int(folded.value) if isinstance(folded, IntImm) else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..arch import arch_number, parse_arch
 from ..errors import TileError, operand_label
-from .contract import CallView
+from .call_view import CallView
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
 from .operands import classify
 from .ptx_table import binding_dtype, same_width_dtypes
@@ -192,7 +192,7 @@ def check_static(contract, operands, group, pred=None, preserve_dst=False):
                 return err
     err = rule_same_repeat(opcode, contract, operands, group)
     if err is None and contract.check is not None:
-        err = contract.check(contract, operands)
+        err = contract.check(CallView(tuple(operands), pred, contract=contract))
     if err:
         return err
     for role, op in zip(roles, operands):
@@ -330,25 +330,27 @@ def require_params(contract, params):
         raise err
 
 
-def bind_call(contract, operands, pred, params, facts=None):
+def bind_call(call):
     """The contract of one call given its keyword parameters (``Contract.bind``).
 
-    ``operands`` are the classified operands in role order (keyword roles
-    last, :func:`call_operands`).
+    ``call`` is the call's :class:`~.contract.CallView` whose ``contract`` is
+    the form its operands fit (operands in role order, keyword roles last:
+    :func:`call_operands`); at parse time its ``facts`` is None.
 
     Returns
     -------
     Contract
-        ``contract``, or the family's refined copy of it.
+        ``call.contract``, or the family's refined copy of it.
 
     Raises
     ------
     TileError
         A rule over operands and parameters together that the call breaks.
     """
+    contract = call.contract
     if contract.bind is None:
         return contract
-    result = contract.bind(contract, CallView(tuple(operands), pred, dict(params), facts=facts))
+    result = contract.bind(call)
     if isinstance(result, TileError):
         raise result
     return contract if result is None else result

@@ -17,10 +17,10 @@ from tvm import tirx
 from tvm.ir import TensorLoad, Var
 
 from ..errors import TileError
-from .kernel_facts import fold
+from .prover import fold
 from .uniformity import level_of_scope
 
-__all__ = ["active_threads", "conjuncts"]
+__all__ = ["active_threads", "conjuncts", "reaching"]
 
 
 def conjuncts(cond) -> list:
@@ -116,3 +116,20 @@ def _holds(facts, part, values, what) -> bool:
             found=f"if {facts.display(part)}",
         )
     return bool(held)
+
+
+def reaching(call, scope: str | None = None) -> list:
+    """``[(t, c)]``: the threads (linear id in the CTA, rank in the cluster) that
+    reach tile call ``call`` (a :class:`~.contract.CallView` while lowering),
+    from its site's guards (:func:`active_threads`); a guard part not over
+    thread ids must be uniform over ``scope`` (default: the call's scope).
+
+    Raises
+    ------
+    TileError
+        A guard is neither over thread ids nor uniform over ``scope``.
+    """
+    guards = call.site.guards if call.site is not None else ()
+    if not guards:
+        return call.facts.all_threads()
+    return active_threads(call.facts, guards, call.opcode, scope or call.scope)

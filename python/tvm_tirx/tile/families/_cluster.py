@@ -17,10 +17,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from ...errors import TileError
-from ..contract import Param
-from ..emit import ComputedAddress, register_address_form
-from ..ptx_table import ptx_call
+from .. import ComputedAddress, Param, ptx_call, register_address_form, TileError
 
 __all__ = ["PEER_ADDRESS", "REMOTE_CTA_ID", "MAPA", "peer_address", "needs_cluster", "check_cluster_rank", "remote_rule"]
 
@@ -46,7 +43,7 @@ REMOTE_CTA_ID = Param(
 )
 
 
-def peer_address(buf, coord, call):
+def peer_address(call, buf, coord):
     """The operand's address in the CTA of rank ``call.params["remote_cta_id"]``:
     the view's ``.shared::cta`` address mapped with ``mapa`` into a scratch
     register; without ``remote_cta_id`` the view's own address."""
@@ -62,7 +59,7 @@ def peer_address(buf, coord, call):
     return ComputedAddress(scratch[0], (setup,), (scratch,))
 
 
-register_address_form(PEER_ADDRESS, peer_address, with_call=True)
+register_address_form(PEER_ADDRESS, peer_address)
 
 
 def _cluster_size(launch) -> int:

@@ -23,12 +23,18 @@ from tvm.backend.cuda.op import cuda_wgmma_encode_matrix_descriptor
 from tvm.runtime import DataType
 from tvm.tirx import floormod
 
-from ...errors import TileError, operand_label
-from ..contract import OperandRole
-from ..emit import register_kind
-from ..memory_proofs import check_bounds, root_or_error
-from ..points import exact_values
-from ..views import repeat_shape
+from .. import (
+    check_bounds,
+    exact_values,
+    operand_label,
+    operand_repeat,
+    OperandRole,
+    proves,
+    register_kind,
+    repeat_shape,
+    root_or_error,
+    TileError,
+)
 from . import _matrix_descriptor as md
 
 __all__ = ["KIND", "shared_role", "check_layouts", "transpose", "element_bytes"]
@@ -63,7 +69,7 @@ def _aligned_start(facts, opcode, label, root, elem_offset, elem_bytes, need, co
     """The tile's first element is ``need``-byte aligned at every point that reaches the call."""
     base = int(root.data_alignment)
     addr = facts.analyzer.simplify(elem_offset * elem_bytes)
-    if base % need == 0 and facts.analyzer.can_prove(floormod(addr, need) == 0):
+    if base % need == 0 and proves(facts.analyzer, floormod(addr, need) == 0, facts.known(conds)):
         return None
     exact = exact_values(facts, addr, conds) if base % need == 0 else None
     if exact is not None and all(value % need == 0 for value, _ in exact):
@@ -78,12 +84,14 @@ def _aligned_start(facts, opcode, label, root, elem_offset, elem_bytes, need, co
     )
 
 
-def _descriptor_prove(facts, opcode, role, op, group, repeat, pred, conds):  # pylint: disable=too-many-arguments
+def _descriptor_prove(call, index):
     """The kernel-level rules of a shared operand: a descriptor for every tile of
     the call, the pattern-aligned start, and the bounds."""
-    del repeat  # the analysis reads the operand's own repeat axes
-    label = operand_label(role.role, op.index)
-    found = _descriptor_analysis(role, op, group)
+    facts, opcode = call.facts, call.opcode
+    role, op, label = call.role(index), call.operands[index], call.label(index)
+    pred = facts.expand_scalars(call.pred) if call.pred is not None and role.pred_skips else None
+    conds = call.site.facts
+    found = _descriptor_analysis(role, op, call.group)
     if isinstance(found, str):
         return _no_descriptor(opcode, role, op, found)
     buf = op.value
@@ -98,23 +106,25 @@ def _descriptor_prove(facts, opcode, role, op, group, repeat, pred, conds):  # p
     return err or check_bounds(facts, opcode, label, root, elem_offset - root_start, found.first, found.last, conds, pred)
 
 
-def _descriptor_setup(role, op, emission):
+def _descriptor_setup(call, index):
     """Before the loops: a ``uint64`` local and its encoding for the tile at the
     thread's group coordinate and repeat 0.  The value the arguments then see is
     ``(descriptor buffer, byte step per repeat axis)``."""
-    found = _descriptor_analysis(role, op, emission.group)
+    role, op = call.role(index), call.operands[index]
+    found = _descriptor_analysis(role, op, call.group)
     c = found.canonical
     desc = tirx.decl_buffer((1,), "uint64", name=f"{role.role}_desc", scope="local")
-    lead = [*emission.group_coord, *([0] * (len(op.value.shape) - len(emission.group_coord) - 2)), 0, 0]
+    lead = [*call.group_coord, *([0] * (len(op.value.shape) - len(call.group_coord) - 2)), 0, 0]
     encode = cuda_wgmma_encode_matrix_descriptor(
         tirx.address_of(desc[0]), op.value.ptr_to(lead), c.lbo >> 4, c.sbo >> 4, c.code
     )
     return [tirx.AllocBuffer(desc), tirx.Evaluate(encode)], (desc, found.steps)
 
 
-def _descriptor_args(role, op, group_coord, rep):  # pylint: disable=unused-argument
-    """The descriptor at repeat coordinate ``rep``: the base plus ``sum(rep * step) / 16``."""
-    desc, steps = op.value
+def _descriptor_args(call, index):
+    """The descriptor at the call's repeat coordinate: the base plus ``sum(rep * step) / 16``."""
+    desc, steps = call.value(index)
+    rep = operand_repeat(call, index)
     terms = [r * (s >> 4) for r, s in zip(rep, steps) if s]
     if not terms:
         return [desc[0]]
@@ -139,9 +149,10 @@ def transpose(index, role):
     return derive
 
 
-def check_layouts(contract, operands):
+def check_layouts(call):
     """Parse time: each shared operand's tile at the origin has a descriptor."""
-    for role, op in zip(contract.roles, operands):
+    contract = call.contract
+    for role, op in zip(contract.roles, call.operands):
         if role.kind != KIND or op.kind != "tensor":
             continue
         rows, cols = role.atom

@@ -44,8 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..view_tables import axis_table
-from ..views import ViewMap
+from .. import axis_table, ViewMap
 
 __all__ = ["Canonical", "Analysis", "analyse", "canonical_at_origin", "ACCEPTED", "hardware_offset"]
 

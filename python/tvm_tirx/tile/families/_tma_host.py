@@ -13,8 +13,7 @@ from tvm.tirx import IntImm
 from tvm.tirx.op import address_of, tensormap_encode_tiled, tvm_stack_alloca
 from tvm.tirx.script.builder.ir import TensorMap
 
-from ..emit import register_kind
-from ..views import int_or_none
+from .. import int_or_none, register_kind
 from ._tma_rules import DESCRIPTOR_DTYPE, element_bytes, global_strides
 
 __all__ = ["TensorMapEncoding", "host_setup"]
@@ -87,16 +86,16 @@ def _map_var(call, op):
     return maps[key][0]
 
 
-def _tensor_map_setup(role, op, emission):  # pylint: disable=unused-argument
+def _tensor_map_setup(call, index):
     """Before the loops: nothing to emit; the operand's value becomes the
     address of the kernel's host-encoded map of the global view."""
-    return [], address_of(_map_var(emission.call, op))
+    return [], address_of(_map_var(call, call.operands[index]))
 
 
-def _tensor_map_args(role, op, group_coord, rep):  # pylint: disable=unused-argument
+def _tensor_map_args(call, index):
     """The ``tensorMap`` operand: a caller's map address, or the host-encoded map's
     (the value :func:`_tensor_map_setup` gave the global view)."""
-    return [op.value]
+    return [call.value(index)]
 
 
 register_kind("tensor_map", _tensor_map_args, setup=_tensor_map_setup, scalar=True)

@@ -15,8 +15,7 @@ import itertools
 from tvm.runtime import DataType
 from tvm.tirx.layout import ComposeLayout, S, TileLayout
 
-from ...errors import TileError, operand_label
-from ..views import ViewMap, int_or_none
+from .. import int_or_none, operand_label, TileError, ViewMap
 
 __all__ = [
     "DESCRIPTOR_DTYPE", "SWIZZLE_BYTES", "REDUCE_DTYPES", "IMAGE_ALIGN", "swizzled_layout", "image_period",

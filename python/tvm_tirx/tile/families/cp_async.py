@@ -29,10 +29,7 @@ from __future__ import annotations
 from tvm.runtime import DataType
 from tvm.tirx import IntImm, Select
 
-from ...errors import TileError, operand_label
-from ..contract import Contract, OperandRole
-from ..ptx_table import Instruction
-from ..registry import register_family
+from .. import Contract, Instruction, operand_label, OperandRole, register_family, TileError
 
 PARAMS = ("cache_policy",)
 CHUNK_BYTES = {"ca": (4, 8, 16), "cg": (16,)}
@@ -46,8 +43,9 @@ def _bytes(op) -> int:
     return op.shape[-1] * DataType(op.value.dtype).bits // 8
 
 
-def _check(contract, operands):
+def _check(call):
     """Both chunks hold the same bytes, a size the cache operator allows."""
+    contract, operands = call.contract, call.operands
     allowed = CHUNK_BYTES[contract.instruction.modifiers["cop"]]
     sizes = []
     for role, op in zip(contract.roles, operands):

@@ -57,10 +57,7 @@ from dataclasses import replace
 from tvm.runtime import DataType
 from tvm.tirx import IntImm
 
-from ...errors import TileError, operand_label
-from ..contract import Contract, OperandRole
-from ..ptx_table import Instruction, cert_arch
-from ..registry import register_family
+from .. import cert_arch, Contract, Instruction, operand_label, OperandRole, register_family, TileError
 from ._cluster import PEER_ADDRESS, REMOTE_CTA_ID, needs_cluster, remote_rule
 
 #: The copy size unit and the alignment of both runs (PTX ISA 9.7.10.28.4.1).
@@ -88,8 +85,9 @@ def _bytes(op) -> int:
     return op.shape[-1] * DataType(op.value.dtype).bits // 8
 
 
-def _check(contract, operands):
+def _check(call):
     """Every run holds the same number of bytes, a positive multiple of 16."""
+    contract, operands = call.contract, call.operands
     runs = [(r, o) for r, o in zip(contract.roles, operands) if r.keyword is None and o.kind == "tensor"]
     first = None
     for role, op in runs:

@@ -37,10 +37,16 @@ from __future__ import annotations
 
 from tvm.tirx import call_pure_extern
 
-from ..contract import Contract, memory_role, register_role, replace
-from ..emit import register_address_form
-from ..ptx_table import Instruction, bits_of_ptx_type
-from ..registry import register_family
+from .. import (
+    bits_of_ptx_type,
+    Contract,
+    Instruction,
+    memory_role,
+    register_address_form,
+    register_family,
+    register_role,
+    replace,
+)
 
 PARAMS = ("cache_policy",)
 SPACES = ("global", "shared", "shared::cta", "local")
@@ -51,7 +57,7 @@ NARROW_INTEGER_TYPES = ("s8", "u8", "b8", "s16", "u16", "b16")
 WIDE_REGISTERS = ("int32", "uint32")
 
 
-def _local_window_address(buf, coord):
+def _local_window_address(call, buf, coord):  # pylint: disable=unused-argument
     """The ``.local``-window address of ``buf`` at ``coord`` (CUDA ``__cvta_generic_to_local``):
     a ``.local`` address is an offset in the thread's local window, not the
     generic address C++ takes of a local array (PTX ISA 6.4.1.1)."""

@@ -26,9 +26,7 @@ Architectures
 
 from __future__ import annotations
 
-from ..contract import WARP, Contract, OperandRole, register_role
-from ..ptx_table import Instruction
-from ..registry import register_family
+from .. import WARP, Contract, Instruction, OperandRole, register_family, register_role
 
 _COUNT = {"x1": 1, "x2": 2, "x4": 4}
 

@@ -51,9 +51,7 @@ Architectures
 
 from __future__ import annotations
 
-from ..contract import Contract, OperandRole, register_role
-from ..ptx_table import Instruction
-from ..registry import register_family
+from .. import Contract, Instruction, OperandRole, register_family, register_role
 from ._cluster import PEER_ADDRESS, REMOTE_CTA_ID, remote_rule
 
 #: PTX operand name -> keyword of the call.

@@ -23,9 +23,7 @@ Architectures
 
 from __future__ import annotations
 
-from ..contract import WARP, Contract, register_role
-from ..ptx_table import Instruction
-from ..registry import register_family
+from .. import WARP, Contract, Instruction, register_family, register_role
 
 
 def mma_c_coords(lane):

@@ -36,9 +36,7 @@ import functools
 import json
 import pathlib
 
-from ..contract import Contract, register_role
-from ..ptx_table import Instruction
-from ..registry import register_family
+from .. import Contract, Instruction, register_family, register_role
 
 MNEMONICS = (
     "mov",

@@ -34,10 +34,7 @@ Architectures
 
 from __future__ import annotations
 
-from ...errors import TileError
-from ..contract import WARPGROUP, Contract, Param
-from ..ptx_table import Instruction
-from ..registry import register_family
+from .. import WARPGROUP, Contract, Instruction, Param, register_family, TileError
 
 #: Register counts the ISA allows (PTX ISA 9.7.19.5): 24 to 256 in steps of 8.
 NREG_RANGE = range(24, 257, 8)

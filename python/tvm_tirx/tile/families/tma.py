@@ -69,10 +69,7 @@ from __future__ import annotations
 
 from tvm.tirx import IntImm
 
-from ..contract import Contract, OperandRole, Param, replace
-from ..ptx_table import Instruction
-from ..registry import register_family
-from ..views import int_or_none
+from .. import Contract, Instruction, int_or_none, OperandRole, Param, register_family, replace
 from ._tma_host import host_setup
 from ._tma_rules import (
     DESCRIPTOR_DTYPE,
@@ -146,8 +143,9 @@ OPTIONS = {
 }
 
 
-def _bind(contract, call):
+def _bind(call):
     """Check the call's parameters with its operands; align the image to its swizzle's repeat."""
+    contract = call.contract
     c = TmaCall(contract, call)
     for rule in RULES:
         err = rule(c)

@@ -55,9 +55,7 @@ from __future__ import annotations
 from tvm import tirx
 from tvm.tirx.layout import Axis, S, TileLayout
 
-from ..contract import WARPGROUP, Contract, Param, register_role
-from ..ptx_table import Instruction
-from ..registry import register_family
+from .. import WARPGROUP, Contract, Instruction, Param, register_family, register_role
 from ._descriptor_kind import check_layouts, shared_role, transpose
 
 #: Input PTX type -> the tensor dtype of a shared operand holding it.
