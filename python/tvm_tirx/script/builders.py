@@ -28,11 +28,14 @@ def function(func=None, *, private: bool = False, check_well_formed: bool = True
     """
     from tvm.tirx.script.parser import entry  # pylint: disable=import-outside-toplevel
 
+    from .flat_frames import flat_frame_exits  # pylint: disable=import-outside-toplevel
     from .parse_errors import backtrace_requested, parse_failure  # pylint: disable=import-outside-toplevel
 
     def decorate(f):
         try:
-            return entry.prim_func(f, private=private, check_well_formed=check_well_formed)
+            # views leave frames open; apache-tvm exits them recursively (crash at ~250 views)
+            with flat_frame_exits():
+                return entry.prim_func(f, private=private, check_well_formed=check_well_formed)
         except Exception as err:  # pylint: disable=broad-except
             shown = parse_failure(err)
             if shown is None:
