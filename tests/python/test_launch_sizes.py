@@ -192,6 +192,8 @@ def test_argument_checks_come_first(kernels):
 def _recording(kernel, monkeypatch):
     calls = []
     monkeypatch.setitem(kernel.__dict__, "_function", lambda *args: calls.append(args))
+    # no raise of the dynamic shared memory limit (it would capture a launch of the fake)
+    monkeypatch.setattr(kernel, "_dyn_limit", SimpleNamespace(before=lambda *args: None))
     return calls
 
 
@@ -214,7 +216,7 @@ def test_dynamic_shared_memory_below_the_carve_outs_is_refused(kernels, monkeypa
 def test_dynamic_shared_memory_over_the_limit_is_refused(kernels, monkeypatch):
     kernel = kernels["staged_rows"]
     calls = _recording(kernel, monkeypatch)
-    with pytest.raises(ValueError, match=r"= 300000 with smem = 300000: over the 49152 bytes \(48 KiB\) a run-time size may take.*up to 232448 bytes"):
+    with pytest.raises(ValueError, match=r"= 300000 with smem = 300000: over the 232448 bytes of shared memory a CTA may use on sm_90a"):
         kernel(_cuda_like(10, 4), _cuda_like(10, 4), 300000)
     assert not calls
 
@@ -328,12 +330,6 @@ def test_run_time_dynamic_shared_memory_runs(kernels, torch_cuda, rows, smem):
     kernels["staged_rows"](a, b, smem)
     torch.cuda.synchronize()
     assert torch.equal(a, b)
-
-
-def test_run_time_dynamic_shared_memory_over_48_kib_is_refused(kernels):
-    # apache-tvm 0.27 raises the function's limit only for a static size (64 KiB failed on the H200)
-    with pytest.raises(ValueError, match=r"dynamic_smem_bytes = smem = 65536 .*over the 49152 bytes \(48 KiB\) a run-time size may take"):
-        kernels["staged_rows"](_cuda_like(100, 4), _cuda_like(100, 4), 65536)
 
 
 def test_sizes_are_computed_like_the_host_computes_them():

@@ -16,6 +16,7 @@ from ..tile.assumptions import check_assumptions
 from ..tile.lower import lower_tile_apply
 from .arguments import ParamSpec, build_checker
 from .cache import cache_dir, cache_key, has_cuda_loader, load_entry, store_entry
+from .dynamic_smem_limit import DynamicSmemLimit
 from .export import pack_imports_with_device_binary
 from .launch_sizes import LaunchSizes
 from .nvcc import nvcc
@@ -175,6 +176,8 @@ class Kernel:
         self._source_build = None if from_library else executable
         self._params = [ParamSpec.of(p) for p in func.params]
         self._check = _with_launch_sizes(build_checker(self._params, name), func, name, target)
+        # a run-time dynamic shared memory size: its limit is raised once per device
+        self._dyn_limit = DynamicSmemLimit(name)
 
     @property
     def executable(self):
@@ -240,7 +243,10 @@ class Kernel:
         runtime-only process cannot compile).  Another process loads it with
         ``tvm.runtime.load_module(path)``, also with ``TVM_USE_RUNTIME_LIB=1``,
         once ``libtvm_runtime_cuda.so`` is loaded, and calls
-        ``module[kernel.name](*tensors)``.  No argument checks run there.
+        ``module[kernel.name](*tensors)``.  No argument checks run there, and
+        a kernel with a run-time dynamic shared memory size over 48 KiB needs
+        :func:`tvm_tirx.build.dynamic_smem_limit.raise_dynamic_smem_limit` called
+        once per device first (``Kernel`` does that itself).
 
         Parameters
         ----------
@@ -287,8 +293,15 @@ class Kernel:
             arguments make invalid (a grid extent of 0 or over CUDA's limit, a
             dynamic shared memory size below the kernel's carve-outs or over
             the target's limit; :mod:`tvm_tirx.build.launch_sizes`).
+        RuntimeError
+            A run-time dynamic shared memory size over 48 KiB, and the
+            kernel's limit on the device could not be raised
+            (:mod:`tvm_tirx.build.dynamic_smem_limit`; the first launch of such a
+            kernel on a device raises it, outside any CUDA graph capture).
         """
-        self._check(args)
+        dyn_bytes = self._check(args)
+        if dyn_bytes is not None:
+            self._dyn_limit.before(self._function, args, dyn_bytes)
         self._function(*args)
 
     def __repr__(self):
@@ -304,7 +317,7 @@ def _with_launch_sizes(check, func, name, target):
 
     def check_call(args):
         check(args)
-        sizes(args)
+        return sizes(args)
 
     return check_call
 

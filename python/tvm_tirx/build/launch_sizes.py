@@ -14,9 +14,16 @@ in :class:`~tvm_tirx.Kernel` before the launch, from the same arguments:
   (the last byte any of them uses) and, with the kernel's static shared
   memory, fits the target's limit per CTA (:mod:`tvm_tirx.build.smem_limits`).
 
+Above CUDA's default 48 KiB a launch also needs the kernel's dynamic shared
+memory attribute raised on its device, which apache-tvm 0.27's launcher does
+only for its first launch's size: ``Kernel`` raises it to the device's limit
+once per device (:mod:`tvm_tirx.build.dynamic_smem_limit`).
+
 Calls that bypass ``Kernel`` (an exported library, the Relax VM) run without
 these checks: the CUDA driver then refuses a launch over its limits, but a
-pool smaller than its carve-outs is the caller's mistake.
+pool smaller than its carve-outs is the caller's mistake; such a caller raises
+the dynamic shared memory limit itself with
+:func:`tvm_tirx.build.dynamic_smem_limit.raise_dynamic_smem_limit`.
 """
 
 from __future__ import annotations
@@ -132,13 +139,6 @@ def _sources(func):
     return out
 
 
-#: Bytes of dynamic shared memory a run-time size may take: CUDA's default per-function
-#: limit (48 KiB, CUDA C++ Programming Guide, "Shared Memory").  apache-tvm 0.27 raises a
-#: function's limit only for a static ``tirx.dyn_smem_bytes``; a run-time size of 64 KiB
-#: failed on the H200 with CUDA_ERROR_INVALID_VALUE, so larger run-time sizes are refused
-#: before the launch.
-RUN_TIME_DYN_LIMIT = 48 * 1024
-
 class LaunchSizes:
     """The run-time launch sizes of one kernel and their checks.
 
@@ -150,10 +150,10 @@ class LaunchSizes:
         self.name, self.grid, self.dyn_size = name, grid, dyn_size
         self.high_water, self.static_bytes, self.arch = high_water, static_bytes, arch
         self._limit = smem_limit(arch) if arch else None
-        # the dynamic sizes accepted: [carve-outs' end, min(limit, RUN_TIME_DYN_LIMIT) - static]
+        # the dynamic sizes accepted: [carve-outs' end, limit - static] (no upper bound
+        # for an arch the table does not list: the driver refuses the launch then)
         self._lo = max(high_water, 0)
-        limit = RUN_TIME_DYN_LIMIT if self._limit is None else min(self._limit, RUN_TIME_DYN_LIMIT)
-        self._hi = limit - static_bytes
+        self._hi = float("inf") if self._limit is None else self._limit - static_bytes
 
     @classmethod
     def of(cls, func, name: str, arch: str | None):
@@ -173,8 +173,10 @@ class LaunchSizes:
         dyn = _Size("dynamic_smem_bytes", pool, sources) if pool is not None else None
         return cls(name, grid, dyn, high_water, static_smem_bytes(func), arch)
 
-    def __call__(self, args) -> None:
-        """Raise ValueError for a launch size that CUDA or the kernel cannot take."""
+    def __call__(self, args) -> int | None:
+        """The run-time dynamic shared memory size of a launch on ``args`` in bytes (None
+        when the kernel has none); raise ValueError for a launch size that CUDA or the
+        kernel cannot take."""
         for axis, size in self.grid:
             value = size.compute(args)
             if not 1 <= value <= GRID_LIMITS[axis]:
@@ -186,6 +188,8 @@ class LaunchSizes:
             value = self.dyn_size.compute(args)
             if not self._lo <= value <= self._hi:
                 self._refuse_dyn(value, args)
+            return value
+        return None
 
     def _refuse_dyn(self, value, args):
         size = self.dyn_size
@@ -196,10 +200,8 @@ class LaunchSizes:
             )
         static = f" + {self.static_bytes} bytes of static shared memory" if self.static_bytes else ""
         raise ValueError(
-            f"{what}{static}: over the {RUN_TIME_DYN_LIMIT} bytes (48 KiB) a run-time size may take: "
-            "apache-tvm 0.27's launcher does not raise the kernel's dynamic shared memory limit for "
-            "a size known only at run time (a static LaunchConfig(dynamic_smem_bytes=N) may go up to "
-            f"{self._limit or 'the target limit'} bytes)"
+            f"{what}{static}: over the {self._limit} bytes of shared memory a CTA may use on "
+            f"{self.arch} (CUDA C++ Programming Guide, technical specifications per compute capability)"
         )
 
 

@@ -10,6 +10,7 @@ from tvm.script import tirx as T
 from tvm.tirx.layout import Layout
 from tvm.tirx.script.parser import entry
 
+from . import flat_frames
 from .launch import current_dyn_pool
 from .parse_errors import backtrace_requested, parse_failure
 
@@ -37,7 +38,9 @@ def function(func=None, *, private: bool = False, check_well_formed: bool = True
     """
     def decorate(f):
         try:
-            return entry.prim_func(f, private=private, check_well_formed=check_well_formed)
+            # views leave frames open; apache-tvm exits them recursively (crash at ~250 views)
+            with flat_frames.flat_frame_exits():
+                return entry.prim_func(f, private=private, check_well_formed=check_well_formed)
         except Exception as err:  # pylint: disable=broad-except
             shown = parse_failure(err)
             if shown is None:
