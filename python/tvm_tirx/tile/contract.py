@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .hooks import Bind, ContractCheck, Derived, HostSetup, KernelCheck, LaneCoords, ParamCheck
+from .hooks import Bind, ContractCheck, Derived, HostSetup, KernelCheck, LaneCoords, ParamCheck, UniformResult
 from .ptx_table import Instruction, PtxOperand, same_width_dtypes
 
 __all__ = [
@@ -254,6 +254,14 @@ class Contract:
         When no form of an opcode fits the operands, the error of the form
         with the highest priority is reported (ties: table order).  A family
         ranks the form a user most likely meant (``mov``'s scalar form).
+    uniform_result : callable | None
+        ``fn(CallView) -> str | None``: the widest scope (``"warp"``, ...) over
+        which the registers the call writes hold one value, or None (per
+        thread, the default).  ``shfl.sync.idx`` from a uniform source lane
+        with a full member mask returns ``"warp"``.  The CallView holds the
+        call's decoded operands (views and scalars, not classified), ``pred``,
+        ``params``, ``scope`` and ``facts`` (``facts.uniformity`` judges a
+        parameter); read by :mod:`.uniformity`.
     """
 
     instruction: Instruction
@@ -271,6 +279,7 @@ class Contract:
     kernel_check: KernelCheck | None = None
     host_setup: HostSetup | None = None
     error_priority: int = 0
+    uniform_result: UniformResult | None = None
 
     @property
     def opcode(self) -> str:

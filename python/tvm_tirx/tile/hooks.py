@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # for the annotations only: contract.py imports this module
 
 __all__ = [
     "LaneCoords", "ParamCheck", "Derived", "ContractCheck", "Bind", "KernelCheck", "HostSetup",
-    "KindArgs", "KindSetup", "KindProof", "AddressForm",
+    "KindArgs", "KindSetup", "KindProof", "AddressForm", "UniformResult",
 ]
 
 #: ``OperandRole.lane_coords``: ``position -> [atom coordinate, ...]`` of the thread at
@@ -48,6 +48,8 @@ KindArgs: TypeAlias = Callable[["CallView", int], list]
 KindSetup: TypeAlias = Callable[["CallView", int], tuple]
 #: An operand kind's proof: ``(CallView, index) -> TileError | None`` while lowering.
 KindProof: TypeAlias = Callable[["CallView", int], "TileError | None"]
+#: ``Contract.uniform_result``: ``CallView -> the scope its written registers are uniform over``.
+UniformResult: TypeAlias = Callable[["CallView"], "str | None"]
 #: An address form (:func:`.emit.register_address_form`): ``(CallView, view, coord) -> PrimExpr``
 #: (or a :class:`~.emit.ComputedAddress`).
 AddressForm: TypeAlias = Callable[["CallView", Any, list], Any]

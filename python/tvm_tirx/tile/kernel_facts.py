@@ -221,8 +221,23 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         if self._uniformity is None:
             from .uniformity import Uniformity  # pylint: disable=import-outside-toplevel
 
-            self._uniformity = Uniformity(self, self.body)
+            self._uniformity = Uniformity(self, self.body, self._result_level)
         return self._uniformity
+
+    def _result_level(self, stmt):
+        """The scope a statement-level call makes the registers it writes uniform
+        over: its form's ``uniform_result`` for a tile call, else None."""
+        from .call_view import CallView  # pylint: disable=import-outside-toplevel
+        from .op import decode, is_tile_call  # pylint: disable=import-outside-toplevel
+        from .registry import candidates  # pylint: disable=import-outside-toplevel
+
+        if not is_tile_call(stmt.value):
+            return None
+        tc = decode(stmt.value)
+        form = candidates(tc.opcode)[0]
+        if form.uniform_result is None:
+            return None
+        return form.uniform_result(CallView(tc.operands, tc.pred, dict(tc.params), form, tc.scope, facts=self))
 
     def known(self, conds=()) -> tuple:
         """``conds`` with the kernel-wide facts (:attr:`range_facts`) before them:
