@@ -541,3 +541,31 @@ def test_a_tensor_axis_over_2_32_elements_cannot_be_mapped():
     call = 'T.cuda.tile.apply(T.ptx["cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes"], s, A, mbar=bar, coords=(0,))'
     with pytest.raises(TileError, match="global extent out of range"):
         _kernel(call, tile="(16,)", dtype="uint8", gshape=f"({2**32 + 16},)")
+
+
+# -- run-time extents (issue 23 item 2) ---------------------------------------------------------
+
+
+def test_tma_on_run_time_extents_encodes_the_map_from_the_call():
+    # refused before at parse time: "symbolic shape: expected static extents, found [m, n]"
+    lowered = testing.lower(K.tma_add_one_any_shape).script()
+    assert lowered.count("T.tensormap_encode_tiled(") == 2  # one map per tensor
+    assert 'T.Cast("int64", n)' in lowered and 'T.Cast("int64", m)' in lowered  # dims from the call's shapes
+    # what the map needs of the run-time values, asserted on the host before each encoding
+    assert "global stride not a multiple of 16 bytes: expected the byte stride n * 4 of A" in lowered
+    assert "global extent out of range: expected extent m of axis 0 of B in 1..2**32" in lowered
+    testing.assemble(tvm_tirx.compile(K.tma_add_one_any_shape, arch="sm_90a"))
+
+
+@pytest.mark.gpu
+def test_tma_on_run_time_extents_on_the_gpu(torch_cuda):
+    torch = torch_cuda
+    kernel = tvm_tirx.compile(K.tma_add_one_any_shape, target="cuda")
+    for m, n in [(1, 4), (32, 32), (33, 36), (100, 64), (1000, 260), (7, 1028)]:
+        a = torch.randn(m, n, device="cuda")
+        b = torch.full_like(a, float("nan"))
+        kernel(a, b)
+        torch.cuda.synchronize()
+        assert torch.equal(b, a + 1), (m, n)
+    with pytest.raises(ValueError, match="global stride not a multiple of 16 bytes"):
+        kernel(torch.zeros(8, 6, device="cuda"), torch.zeros(8, 6, device="cuda"))

@@ -219,3 +219,36 @@ KERNELS = {
     "store_and_reduce": store_and_reduce,
     "edge_box": edge_box,
 }
+
+
+# -- run-time extents (issue 23): B = A + 1 for A of any (m, n), 32 x 32 boxes --------------------
+
+RT_M, RT_N = T.dynamic("m"), T.dynamic("n")
+RT_BOX = 32
+
+
+@T.function
+def tma_add_one_any_shape(A: T.Tensor((RT_M, RT_N), "float32", align=16), B: T.Tensor((RT_M, RT_N), "float32", align=16)):
+    # one 32 x 32 box per CTA; the TMA zero-fills what lies past the tensor's edge on the load
+    # and skips it on the store, so B = A + 1 exactly, whatever (m, n) is at run time
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=(T.ceildiv(RT_N, RT_BOX), T.ceildiv(RT_M, RT_BOX)), block=256))
+    tile = T.alloc_shared((RT_BOX, RT_BOX), "float32", align=128)
+    bar = T.alloc_shared((1,), "uint64", align=8)
+    tid = T.cuda.thread_idx("x")
+    row0 = T.cuda.block_idx("y") * RT_BOX
+    col0 = T.cuda.block_idx("x") * RT_BOX
+    _init_barrier(bar, tid)
+    T.cuda.cta_sync()
+    if tid == 0:
+        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bar, tx=T.uint32(RT_BOX * RT_BOX * 4))
+        T.cuda.tile.apply(T.ptx[LOAD2D], tile, A, mbar=bar, coords=(row0, col0))
+    _wait_phase0(bar)
+    for q in T.unroll(RT_BOX * RT_BOX // 256):
+        e = q * 256 + tid
+        tile[e // RT_BOX, e % RT_BOX] = tile[e // RT_BOX, e % RT_BOX] + T.float32(1)
+    T.ptx["fence.proxy.async.shared::cta"]()
+    T.cuda.cta_sync()
+    if tid == 0:
+        T.cuda.tile.apply(T.ptx[STORE2D], B, tile, coords=(row0, col0))
+        T.ptx["cp.async.bulk.commit_group"]()
+        T.ptx["cp.async.bulk.wait_group"](0)

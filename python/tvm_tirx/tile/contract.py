@@ -141,6 +141,10 @@ class OperandRole:
         passed and must be aligned (``align``), and its elements need not be
         contiguous (the family checks the atom's layout); the bounds rule
         covers every element.
+    run_time_extents : bool
+        The operand's extents may be run-time values: its shape sets no repeat
+        or atom (a TMA's global tensor, whose map the host encodes from the
+        call's tensor; the family checks what it needs of the extents).
     """
 
     role: str
@@ -157,6 +161,7 @@ class OperandRole:
     pred_skips: bool = True
     keyword: str | None = None
     image: bool = False
+    run_time_extents: bool = False
 
     @property
     def lanes(self) -> int:

@@ -8,19 +8,30 @@ the fields follow the CUDA Driver API's ``cuTensorMapEncodeTiled``.
 
 from __future__ import annotations
 
+import tvm
 from tvm import tirx
 from tvm.tirx import IntImm
 from tvm.tirx.op import address_of, tensormap_encode_tiled, tvm_stack_alloca
 from tvm.tirx.script.builder.ir import TensorMap
 
 from .. import int_or_none, register_kind
-from ._tma_rules import DESCRIPTOR_DTYPE, element_bytes, global_strides
+from ._tma_rules import DESCRIPTOR_DTYPE, TmaCall, element_bytes, global_strides, run_time_requirements
 
 __all__ = ["TensorMapEncoding", "host_setup"]
 
 
-def _imm(value: int):
+def _imm(value):
+    """An encoding field: a constant as the narrowest int type that holds it, a
+    run-time one (a ``T.dynamic`` extent, a stride of one) as int64."""
+    if not isinstance(value, int):
+        return tirx.Cast("int64", value)
     return IntImm("int32" if value < (1 << 31) else "int64", value)
+
+
+def _field(value):
+    """A constant as a Python int, else the expression itself."""
+    constant = int_or_none(value)
+    return constant if constant is not None else value
 
 
 class TensorMapEncoding:  # pylint: disable=too-few-public-methods
@@ -32,18 +43,16 @@ class TensorMapEncoding:  # pylint: disable=too-few-public-methods
         elem = element_bytes(buf.dtype)
         self.root, self.elem_offset = root, int_or_none(buf.elem_offset)
         self.dtype = DESCRIPTOR_DTYPE[buf.dtype]
-        self.dims = tuple(int(n) for n in reversed(buf.shape))
+        self.dims = tuple(_field(n) for n in reversed(buf.shape))
         self.strides = tuple(s * elem for s in reversed(global_strides(buf)[:-1]))
         self.box = _box_of(call, rank)
         self.swizzle = int_or_none(call.params.get("swizzle", 0))
         self.l2 = int_or_none(call.params.get("l2_promotion", 0))
 
     def key(self):
-        """What makes two encodings the same map."""
-        return (
-            "tma_map", self.root, self.elem_offset, self.dtype, self.dims, self.strides, self.box, self.swizzle,
-            self.l2,
-        )  # fmt: skip
+        """What makes two encodings the same map (run-time fields by their text)."""
+        dims, strides = tuple(map(str, self.dims)), tuple(map(str, self.strides))
+        return ("tma_map", self.root, self.elem_offset, self.dtype, dims, strides, self.box, self.swizzle, self.l2)
 
     def host_stmts(self, var):
         """``[Bind(var, stack alloca), Evaluate(encode)]``."""
@@ -113,7 +122,16 @@ def host_setup(call, stmt):
         return stmt
     done.append(var)
     enc = next(e for v, e in call.facts.family_values["tma_maps"].values() if v.same_as(var))
-    stmts = enc.host_stmts(var)
+    stmts = _requirements(call) + enc.host_stmts(var)
     if isinstance(stmt, tirx.SeqStmt):  # earlier maps: keep them first, the entry last
         return tirx.SeqStmt([*stmt.seq[:-1], *stmts, stmt.seq[-1]])
     return tirx.SeqStmt([*stmts, stmt])
+
+
+def _requirements(call) -> list:
+    """Host asserts (``ValueError`` at launch) for what a global view with run-time
+    extents must satisfy before its map is encoded (:func:`._tma_rules.run_time_requirements`)."""
+    checks = run_time_requirements(TmaCall(call.contract, call))
+    # (apache-tvm 0.27's Python AssertStmt names its first two parameters in the
+    # opposite order of the FFI constructor, which takes (condition, kind, parts))
+    return [tirx.AssertStmt(cond, tvm.ir.StringImm("ValueError"), [tvm.ir.StringImm(msg)]) for cond, msg in checks]

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import itertools
 
+import tvm
+
 from tvm.runtime import DataType
 from tvm.tirx.layout import ComposeLayout, S, TileLayout
 
 from .. import int_or_none, operand_label, TileError, ViewMap
 
 __all__ = [
+    "run_time_requirements",
     "DESCRIPTOR_DTYPE", "SWIZZLE_BYTES", "REDUCE_DTYPES", "IMAGE_ALIGN", "swizzled_layout", "image_period",
     "constant_ints", "element_bytes", "global_strides", "TmaCall", "RULES",
 ]  # fmt: skip
@@ -109,13 +112,48 @@ def element_bytes(dtype) -> int:
 
 
 def global_strides(buf):
-    """Per axis of view ``buf``, its element stride (ints), or None when not strided."""
-    view = ViewMap(buf)
-    if not view.separable or view.has_thread_axes():
+    """Per axis of view ``buf``, its element stride, or None when not strided: ints
+    for a static view; for one with run-time extents (``T.dynamic``), the strides
+    its layout states (int or PrimExpr), one plain axis per dimension."""
+    if all(isinstance(int_or_none(n), int) for n in buf.shape):
+        view = ViewMap(buf)
+        if not view.separable or view.has_thread_axes():
+            return None
+        zero = (0,) * len(view.shape)
+        base = view.offset(zero)
+        return tuple(view.offset(tuple(1 if j == i else 0 for j in range(len(zero)))) - base for i in range(len(zero)))
+    shard = list(getattr(buf.layout, "shard", ()))
+    if len(shard) != len(buf.shape) or list(getattr(buf.layout, "replica", ())) or getattr(buf.layout, "exclude", ()):
         return None
-    zero = (0,) * len(view.shape)
-    base = view.offset(zero)
-    return tuple(view.offset(tuple(1 if j == i else 0 for j in range(len(zero)))) - base for i in range(len(zero)))
+    analyzer = tvm.sym.Analyzer()
+    if not all(analyzer.can_prove_equal(it.extent, n) for it, n in zip(shard, buf.shape)):
+        return None
+    strides = [int_or_none(it.stride) for it in shard]
+    return tuple(s if s is not None else analyzer.simplify(it.stride) for s, it in zip(strides, shard))
+
+
+def run_time_requirements(c) -> list:
+    """``[(condition, message)]``: what a global view with run-time extents or
+    strides must satisfy, checked by the host before each launch
+    (:func:`._tma_host.host_setup`): each run-time byte stride a multiple of 16
+    below 2**40, each run-time extent in 1..2**32 (cuTensorMapEncodeTiled)."""
+    from tvm.tirx import IntImm  # pylint: disable=import-outside-toplevel
+
+    buf, out = c.glob.value, []
+    for stride in (global_strides(buf) or ())[:-1]:
+        if not isinstance(stride, int):
+            b = tvm.tirx.Cast("int64", stride) * c.elem_bytes
+            out.append((tvm.tirx.all(b % 16 == 0, b > 0, b < IntImm("int64", MAX_STRIDE)),
+                        f"{c.opcode}: {c.g_label}: global stride not a multiple of 16 bytes: expected the byte "
+                        f"stride {stride} * {c.elem_bytes} of {buf.name} a multiple of 16 below 2**40 "
+                        "(cuTensorMapEncodeTiled)"))
+    for axis, n in enumerate(buf.shape):
+        if int_or_none(n) is None:
+            n64 = tvm.tirx.Cast("int64", n)
+            out.append((tvm.tirx.all(n64 >= 1, n64 <= IntImm("int64", MAX_DIM)),
+                        f"{c.opcode}: {c.g_label}: global extent out of range: expected extent {n} of axis {axis} "
+                        f"of {buf.name} in 1..2**32 (cuTensorMapEncodeTiled)"))
+    return out
 
 
 # -- the call's rules --------------------------------------------------------------------------
@@ -257,14 +295,14 @@ def rule_global(c: TmaCall) -> TileError | None:
             expected="a kernel tensor or a strided view whose last axis has stride 1",
             found=f"shape {tuple(buf.shape)}, layout {buf.layout}",
         )  # fmt: skip
-    byte_strides = [s * c.elem_bytes for s in strides[:-1]]
+    byte_strides = [s * c.elem_bytes for s in strides[:-1] if isinstance(s, int)]  # run-time ones: at launch
     if any(b % 16 or not 0 < b < MAX_STRIDE for b in byte_strides):
         return TileError(
             c.opcode, "global stride not a multiple of 16 bytes", operand=c.g_label,
             expected="byte strides of the outer axes multiples of 16, below 2**40 (cuTensorMapEncodeTiled)",
             found=f"byte strides {tuple(byte_strides)}",
         )  # fmt: skip
-    if any(not 0 < int(n) <= MAX_DIM for n in buf.shape):
+    if any(isinstance(int_or_none(n), int) and not 0 < int(n) <= MAX_DIM for n in buf.shape):
         return TileError(
             c.opcode, "global extent out of range", operand=c.g_label,
             expected="extents 1..2**32", found=str(tuple(buf.shape)),

@@ -189,7 +189,8 @@ def _roles(instr: Instruction, ops: dict):
         loads, shared_scopes, align=IMAGE_ALIGN, image=True,
     )  # fmt: skip
     tmap = OperandRole(
-        "src" if loads else "dst", ops["tmap"], "tensor_map", atom, dtypes, not loads, ("global",), repeat_axes=()
+        "src" if loads else "dst", ops["tmap"], "tensor_map", atom, dtypes, not loads, ("global",), repeat_axes=(),
+        run_time_extents=True,
     )
     if not loads:
         return (tmap, image)
