@@ -11,10 +11,15 @@ never branch on a mnemonic.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from .hooks import Bind, ContractCheck, Derived, HostSetup, KernelCheck, LaneCoords, ParamCheck, UniformResult
 from .ptx_table import Instruction, PtxOperand, same_width_dtypes
+
+if TYPE_CHECKING:
+    from .call_view import CallView
 
 __all__ = [
     "Collective",
@@ -145,6 +150,12 @@ class OperandRole:
         The operand's extents may be run-time values: its shape sets no repeat
         or atom (a TMA's global tensor, whose map the host encodes from the
         call's tensor; the family checks what it needs of the extents).
+    async_proxy : bool
+        Shared-memory roles: the instruction accesses the operand through the
+        async proxy (a TMA image, a bulk copy's run, a wgmma matrix), not the
+        generic proxy of ``ld``/``st`` (PTX ISA 8.6, "Proxies"): a generic write
+        it reads must be made visible with ``fence.proxy.async`` first (the
+        kernel rules of :mod:`.kernel_rules` pair them).
     """
 
     role: str
@@ -162,6 +173,7 @@ class OperandRole:
     keyword: str | None = None
     image: bool = False
     run_time_extents: bool = False
+    async_proxy: bool = False
 
     @property
     def lanes(self) -> int:
@@ -259,6 +271,12 @@ class Contract:
         When no form of an opcode fits the operands, the error of the form
         with the highest priority is reported (ties: table order).  A family
         ranks the form a user most likely meant (``mov``'s scalar form).
+    completes_tx : callable | None
+        ``fn(CallView) -> int | None``: the bytes the call completes on the
+        mbarrier it names by ``mbar=`` (``.mbarrier::complete_tx::bytes``), or
+        None when they are not known where the call is (a multicast lands
+        bytes a peer CTA sends too); the mbarrier family pairs them with
+        ``expect_tx``.
     uniform_result : callable | None
         ``fn(CallView) -> str | None``: the widest scope (``"warp"``, ...) over
         which the registers the call writes hold one value, or None (per
@@ -284,6 +302,7 @@ class Contract:
     kernel_check: KernelCheck | None = None
     host_setup: HostSetup | None = None
     error_priority: int = 0
+    completes_tx: Callable[[CallView], int | None] | None = None
     uniform_result: UniformResult | None = None
 
     @property

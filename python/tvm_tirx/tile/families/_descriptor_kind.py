@@ -174,4 +174,5 @@ def shared_role(name, ptx, dtype, atom, repeat_axes):
         writes=False,
         scopes=("shared", "shared.dyn"),
         repeat_axes=repeat_axes,
+        async_proxy=True,
     )

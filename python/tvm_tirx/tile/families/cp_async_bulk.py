@@ -113,6 +113,15 @@ def _check(call):
     return None
 
 
+def _run_bytes(call) -> int:
+    """The bytes a copy completes on its barrier: the run's, times its repeat count."""
+    dst = call.operands[0]
+    n = 1
+    for extent in dst.shape[:-1]:
+        n *= int(extent)
+    return n * _bytes(dst)
+
+
 def _size(call):
     return IntImm("uint32", _bytes(call.operands[0]))
 
@@ -121,7 +130,7 @@ def _run_role(name, op, peer=False):
     scopes = ("global",) if op.space == "global" else SHARED
     return OperandRole(
         name, op, "memory", (None,), ANY_DTYPE, name == "dst", scopes, align=RUN_BYTES,
-        address=PEER_ADDRESS if peer else "generic",
+        address=PEER_ADDRESS if peer else "generic", async_proxy=op.space != "global",
     )  # fmt: skip
 
 
@@ -195,4 +204,6 @@ def contract(instr: Instruction) -> Contract | str:
         derived={"size": _size},
         check=_check,
         kernel_check=check,
+        # bytes a load lands here; a multicast or a copy into a peer completes elsewhere too
+        completes_tx=_run_bytes if "mbar" in ops and not peer and not instr.modifiers.get("multicast") else None,
     )

@@ -79,6 +79,7 @@ from ._tma_rules import (
     SWIZZLE_BYTES,
     TmaCall,
     constant_ints,
+    element_bytes,
     image_period,
     swizzled_layout,
 )
@@ -186,7 +187,7 @@ def _roles(instr: Instruction, ops: dict):
     loads = "dst_mem" in ops
     image = OperandRole(
         "dst" if loads else "src", ops["dst_mem" if loads else "src_mem"], "memory", atom, dtypes,
-        loads, shared_scopes, align=IMAGE_ALIGN, image=True,
+        loads, shared_scopes, align=IMAGE_ALIGN, image=True, async_proxy=True,
     )  # fmt: skip
     tmap = OperandRole(
         "src" if loads else "dst", ops["tmap"], "tensor_map", atom, dtypes, not loads, ("global",), repeat_axes=(),
@@ -199,6 +200,16 @@ def _roles(instr: Instruction, ops: dict):
         repeat_axes=(), align=8, keyword="mbar",
     )  # fmt: skip
     return (image, tmap, mbar)
+
+
+def _image_bytes(call) -> int:
+    """The bytes a load completes on its barrier: the shared image's, every box of
+    every repeat coordinate (out-of-bounds elements count: the TMA writes zeros)."""
+    image = call.operands[0]
+    n = 1
+    for extent in image.shape:
+        n *= int(extent)
+    return n * element_bytes(image.value.dtype)
 
 
 @register_family(
@@ -222,4 +233,5 @@ def contract(instr: Instruction) -> Contract | str:
         bind=_bind,
         host_setup=host_setup,
         min_arch=floor,
+        completes_tx=None if instr.modifiers.get("multicast") or "dst_mem" not in ops else _image_bytes,
     )
