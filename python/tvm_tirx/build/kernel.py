@@ -13,6 +13,7 @@ import tvm
 from ..schedule.scheduled import lower_scheduled
 from ..script.install import install
 from ..tile.assumptions import check_assumptions
+from ..tile.families._mbarrier_hangs import bound_waits
 from ..tile.lower import lower_tile_apply
 from .arguments import ParamSpec, build_checker
 from .cache import cache_dir, cache_key, has_cuda_loader, load_entry, store_entry
@@ -121,7 +122,11 @@ def _build(func, name, tgt, opts):
             mod = lower_scheduled(tvm.IRModule({name: func}))
         else:
             lowered = lower_tile_apply(func)
-            mod = tvm.IRModule({name: check_assumptions(lowered) if opts.check_assumptions else lowered})
+            if opts.check_assumptions:
+                lowered = check_assumptions(lowered)
+            if opts.detect_hangs:
+                lowered = bound_waits(lowered, opts.detect_hangs, source=func)
+            mod = tvm.IRModule({name: lowered})
     with tvm.transform.PassContext(config=dict(opts.pass_config)), cuda_compiler_flags(opts):
         return tvm.compile(mod, target=tgt, tir_pipeline=pipeline)
 

@@ -14,6 +14,12 @@
     Flags for ptxas, each passed on as ``--ptxas-options=<flag>`` (both
     compilers take that form): ``-v``, ``--register-usage-level=5``,
     ``--warn-on-spills``.
+``"detect_hangs"``
+    ``True`` (a 2 s timeout) or a timeout in milliseconds: every mbarrier
+    wait of the kernel is bounded; one that times out prints its source line,
+    the barrier, the parity and the counts the kernel states, and traps
+    (:mod:`tvm_tirx.tile.families._mbarrier_hangs`).  Default off: waits cost
+    a little more with it (one ``clock64`` per poll).
 ``"check_assumptions"``
     ``True``: every ``T.assume(cond)`` of the kernel becomes a run-time check
     that prints its source line, the condition, the CTA and thread and traps
@@ -35,9 +41,11 @@ from dataclasses import dataclass, field
 import tvm_ffi
 from tvm.support import nvcc
 
+from ..tile.families._mbarrier_hangs import DEFAULT_TIMEOUT_MS
+
 __all__ = ["CompileOptions", "parse_options", "cuda_compiler_flags"]
 
-_OURS = ("flags", "ptxas", "check_assumptions")
+_OURS = ("flags", "ptxas", "check_assumptions", "detect_hangs")
 
 
 def _flag_list(key: str, value) -> tuple:
@@ -60,6 +68,8 @@ class CompileOptions:
         ptxas flags.
     check_assumptions : bool
         Build ``T.assume`` conditions as run-time checks.
+    detect_hangs : int
+        Milliseconds an mbarrier wait may spin before the kernel traps (0: off).
     pass_config : dict
         ``tvm.transform.PassContext`` config entries.
     """
@@ -67,6 +77,7 @@ class CompileOptions:
     flags: tuple = ()
     ptxas: tuple = ()
     check_assumptions: bool = False
+    detect_hangs: int = 0
     pass_config: dict = field(default_factory=dict)
 
     def compiler_args(self) -> list:
@@ -80,11 +91,21 @@ class CompileOptions:
                 "flags": self.flags,
                 "ptxas": self.ptxas,
                 "check_assumptions": self.check_assumptions,
+                "detect_hangs": self.detect_hangs,
                 "pass_config": self.pass_config,
             },
             sort_keys=True,
             default=str,
         )
+
+
+def _hang_timeout(value) -> int:
+    """``detect_hangs`` as milliseconds (0: off; True: the default timeout)."""
+    if isinstance(value, bool):
+        return DEFAULT_TIMEOUT_MS if value else 0
+    if isinstance(value, int) and value > 0:
+        return value
+    raise TypeError(f"tvm_tirx.compile: options['detect_hangs'] must be a bool or a positive int (ms), got {value!r}")
 
 
 def parse_options(options) -> CompileOptions:
@@ -106,7 +127,8 @@ def parse_options(options) -> CompileOptions:
         if key not in _OURS and "." not in str(key):
             raise ValueError(
                 f"tvm_tirx.compile: unknown option {key!r}; expected 'flags' (CUDA compiler flags), "
-                "'ptxas' (ptxas flags), 'check_assumptions' (bool) or a PassContext config name "
+                "'ptxas' (ptxas flags), 'check_assumptions' (bool), 'detect_hangs' (bool or milliseconds) "
+                "or a PassContext config name "
                 "such as 'tirx.disable_vectorize'"
             )
     check = options.get("check_assumptions", False)
@@ -116,6 +138,7 @@ def parse_options(options) -> CompileOptions:
         flags=_flag_list("flags", options.get("flags", ())),
         ptxas=_flag_list("ptxas", options.get("ptxas", ())),
         check_assumptions=check,
+        detect_hangs=_hang_timeout(options.get("detect_hangs", False)),
         pass_config={k: v for k, v in options.items() if k not in _OURS},
     )
 

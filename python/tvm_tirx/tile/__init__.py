@@ -24,7 +24,8 @@ Proof helpers
 Kernel rules
     :func:`register_kernel_rule`, :class:`KernelView`.
 Errors
-    :class:`~tvm_tirx.TileError`, :func:`operand_label`.
+    :class:`~tvm_tirx.TileError`, :func:`operand_label`; :func:`device_trap`
+    (a run-time check's print-and-trap).
 """
 
 # First: importing tvm runs its tvm.backends hook (tvm_tirx._plugin), which imports
@@ -32,6 +33,7 @@ Errors
 import tvm  # noqa: F401  pylint: disable=unused-import
 
 from ..errors import TileError, operand_label
+from .assumptions import device_trap
 from .call_view import CallView
 from .contract import (
     THREAD,
@@ -62,5 +64,5 @@ __all__ = [
     "register_address_form", "register_kind", "KernelView", "register_kernel_rule", "check_bounds",
     "root_or_error", "exact_values", "proves", "Instruction", "bits_of_ptx_type", "cert_arch",
     "ptx_call", "register_family", "reaching", "axis_table", "ViewMap", "int_or_none",
-    "repeat_shape", "TileError", "operand_label",
+    "repeat_shape", "TileError", "operand_label", "device_trap",
 ]  # fmt: skip
