@@ -171,3 +171,34 @@ def test_cta_barrier_under_a_divergent_guard_is_refused():
 
 def test_cta_barrier_under_a_uniform_guard_is_accepted():
     assert testing.count_ptx(testing.lower(barrier_under_uniform_guard), "ld.*") == 1
+
+
+# -- the dynamic persistent scheduler (tests/python/scheduler_kernels.py) ----------------------
+
+
+def test_dynamic_persistent_scheduler_is_accepted_and_its_per_thread_twin_refused():
+    import scheduler_kernels as K
+
+    assert testing.count_ptx(testing.lower(K.copy_tiles), "ldmatrix.*") == 1
+    with pytest.raises(TileError, match=r"guard not uniform over the warp: .*found if .*t.* < tiles: "
+                       r"t = got: got is written by a call whose result is per thread"):
+        testing.lower(K.copy_tiles_per_thread)
+
+
+@pytest.mark.gpu
+def test_dynamic_persistent_scheduler_on_the_gpu(torch_cuda):
+    import scheduler_kernels as K
+    import tvm_tirx
+
+    torch = torch_cuda
+    kernel = tvm_tirx.compile(K.copy_tiles, target="cuda")
+    for tiles in (1, 63, 64, 1000):
+        a = torch.randint(-2**31, 2**31 - 1, (tiles, 16, 8), device="cuda", dtype=torch.int32)
+        b = torch.zeros_like(a)
+        counter = torch.zeros(1, device="cuda", dtype=torch.uint32)
+        taken = torch.zeros(64, device="cuda", dtype=torch.uint32)
+        kernel(a, b, counter, taken)
+        torch.cuda.synchronize()
+        assert torch.equal(b, a), tiles
+        assert int(taken.to(torch.int64).sum()) == tiles  # every tile taken exactly once
+        assert int(counter.to(torch.int64)[0]) == tiles + 64  # one failed ticket per CTA

@@ -154,17 +154,15 @@ class _Collector:  # pylint: disable=too-few-public-methods
                 # the body runs while the condition holds: a thread-dependent
                 # condition splits the threads of a collective as an if does
                 cond = stmt.condition
-                self.visit(stmt.body, guards + (cond,), self._fact_in(cond, stmt.body, facts), loops)
+                # the condition holds again at the top of every iteration (the body's
+                # statements drop it after one that may write what it reads)
+                self.visit(stmt.body, guards + (cond,), facts + (cond,), loops)
             else:
                 step = getattr(stmt, "step", None)
                 step = int(step.value) if isinstance(step, tirx.IntImm) else 1
                 self.visit(stmt.body, guards, facts, loops + ((stmt.loop_var, stmt.min, stmt.extent, step),))
         elif isinstance(getattr(stmt, "body", None), tirx.Stmt):
             self.visit(stmt.body, guards, facts, loops)
-
-    def _fact_in(self, cond, body, facts) -> tuple:
-        """``facts`` plus ``cond`` at the top of ``body``, unless ``body`` may change what it reads."""
-        return facts + self._still_true((cond,), _buffers_written(body))
 
     def _branches(self, stmt, guards, facts, loops):
         if isinstance(stmt, SBlockRealize):  # an s_tir block's predicate (``T.where``)
