@@ -11,6 +11,7 @@ median of ``--runs`` runs after a warm-up, random inputs).
     python bench/gemm.py           # GPU: the table (sizes x output types, torch, Triton)
     python bench/gemm.py --sweep   # GPU: every variant at one size, fastest first
     python bench/gemm.py --cpu     # no GPU: compile and assemble, ptxas and SASS counts
+    python bench/gemm.py --hang-cost  # GPU: the cost of options={"detect_hangs": True}
 """
 
 from __future__ import annotations
@@ -91,13 +92,13 @@ def _torch_product(a, b, out_dtype):
     return lambda: torch.matmul(a, b.t())
 
 
-def _run_one(shape, config, a, b, runs):
-    """Compile, check and time one configuration: (config, ms, error)."""
+def _run_one(shape, config, a, b, runs, options=None):
+    """Compile (with ``options``), check and time one configuration: (kernel, ms, error)."""
     import torch
 
     m, n, k = shape
     out_dtype = config.get("out_dtype", "bfloat16")
-    kernel = tvm_tirx.compile(make_gemm(m, n, k, **config), target="cuda")
+    kernel = tvm_tirx.compile(make_gemm(m, n, k, **config), target="cuda", options=options)
     c = torch.zeros(m, n, device="cuda", dtype=getattr(torch, out_dtype))
     args = (a, b, c)
     kernel(*args)
@@ -177,6 +178,25 @@ def main_sweep(shape, runs, only=None):
     print(table(["variant", "ms", "TFLOP/s", "max rel. err"], rows))
 
 
+def main_hang_cost(sizes, runs):
+    """The GEMM built with and without ``options={"detect_hangs": True}`` (every mbarrier
+    wait bounded), both checked against fp32, timed in the same run with torch."""
+    rows = []
+    for shape in sizes:
+        a, b = _inputs(shape)
+        config = dict(BEST["bfloat16"], out_dtype="bfloat16")
+        _, plain_ms, plain_err = _run_one(shape, config, a, b, runs)
+        _, hang_ms, hang_err = _run_one(shape, config, a, b, runs, options={"detect_hangs": True})
+        torch_ms = testing.do_bench(_torch_product(a, b, "bfloat16"), runs=runs).median
+        rows.append(["x".join(map(str, shape)), f"{plain_ms:.3f}", f"{hang_ms:.3f}", f"{hang_ms / plain_ms - 1:+.1%}",
+                     f"{_tflops(shape, plain_ms):.0f}", f"{_tflops(shape, hang_ms):.0f}", f"{_tflops(shape, torch_ms):.0f}",
+                     f"{max(plain_err, hang_err):.1e}"])
+        print(rows[-1], flush=True)
+    print(f"bf16 GEMM with the hang detector, median of {runs} runs")
+    print(table(["M x N x K", "ms", "ms detect_hangs", "cost", "TFLOP/s", "TFLOP/s detect_hangs", "torch TFLOP/s",
+                 "max rel. err"], rows))
+
+
 def main_cpu(sass):
     m, n, k = SIZES[0]
     for out_dtype, config in [*BEST.items(), ("bfloat16", FP8)]:
@@ -197,9 +217,13 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", type=str, nargs="*", default=None, help="MxNxK shapes for the table")
     parser.add_argument("--sass", action="store_true", help="print ptxas register use and SASS counts")
     parser.add_argument("--no-fp8", action="store_true", help="leave out the FP8 rows")
+    parser.add_argument("--hang-cost", action="store_true", help="the GEMM with and without detect_hangs")
     args = parser.parse_args(argv)
     if args.cpu or not testing.has_cuda():
         main_cpu(args.sass)
+    elif args.hang_cost:
+        sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SIZES[:2]
+        main_hang_cost(sizes, args.runs)
     elif args.sweep:
         main_sweep(tuple(args.sweep_size), args.runs, args.only)
     else:
