@@ -61,4 +61,24 @@ CASES = [
         "``setmaxnreg``'s register count is 24 to 256 in steps of 8 (PTX ISA).",
         "Pass a value the message allows (``nreg=40``).",
     ),
+    Case(
+        COLLECTIVE,
+        r"setmaxnreg asks for more registers than the register file holds",
+        "Warpgroups asking for more registers than the SM has",
+        example('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=384, min_blocks_per_sm=1))
+                if T.cuda.warp_id() < 4:
+                    T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
+                else:
+                    T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=240)
+        '''),
+        "lower",
+        "``setmaxnreg.inc`` waits until the CTA's register pool can give the warpgroup "
+        "its new count. 128 threads x (40 + 240 + 240) registers is more than the 64 K "
+        "32-bit registers of an SM, so the second consumer's ``inc`` waits forever.",
+        "Ask for counts that add up to at most 512 per thread over the warpgroups "
+        "(the GEMM's 40 + 232 + 232), or fewer consumer warpgroups.",
+    ),
 ]

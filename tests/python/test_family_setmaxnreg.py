@@ -14,7 +14,7 @@ DEC = "setmaxnreg.dec.sync.aligned.u32"
 INC = "setmaxnreg.inc.sync.aligned.u32"
 
 
-def _roles(min_blocks_per_sm=1, max_registers=None, producer_warps=4):
+def _roles(min_blocks_per_sm=1, max_registers=None, producer_warps=4, consumer_nreg=232):
     """One producer warpgroup (fewer registers), two consumers (more): a branch on the
     warpgroup index, or (producer_warps != 4) on a warp range that splits one."""
 
@@ -27,7 +27,7 @@ def _roles(min_blocks_per_sm=1, max_registers=None, producer_warps=4):
         if w < producer_warps:
             T.cuda.tile.apply(T.ptx[DEC], scope="warpgroup", nreg=40)
         else:
-            T.cuda.tile.apply(T.ptx[INC], scope="warpgroup", nreg=232)
+            T.cuda.tile.apply(T.ptx[INC], scope="warpgroup", nreg=consumer_nreg)
 
     return kernel
 
@@ -135,3 +135,16 @@ def test_gpu_roles_run_after_changing_their_registers():
     torch.cuda.synchronize()
     want = torch.cat([a[:128] + 1, a[128:] * 2])
     assert torch.equal(b, want)
+
+
+def test_the_warpgroups_counts_fit_the_register_file():
+    # 128 x (40 + 232 + 232) = 64512 registers: the GEMM's split fits; with 240 the two
+    # consumers' inc would wait forever for 1024 registers nobody frees (issue 25)
+    testing.lower(_roles())
+    with pytest.raises(
+        TileError,
+        match=r"setmaxnreg asks for more registers than the register file holds: expected at most 65536 .*"
+        r"found 128 x \(40 \+ 240 \+ 240\) = 66560: warpgroup 0: 40 \(.*test_family_setmaxnreg.py:\d+\), "
+        r"warpgroup 1: 240",
+    ):
+        testing.lower(_roles(consumer_nreg=240))

@@ -34,10 +34,14 @@ Architectures
 
 from __future__ import annotations
 
-from .. import WARPGROUP, Contract, Instruction, Param, register_family, TileError
+from .. import WARPGROUP, Contract, Instruction, Param, TileError, reaching, register_family, register_kernel_rule
 
 #: Register counts the ISA allows (PTX ISA 9.7.19.5): 24 to 256 in steps of 8.
 NREG_RANGE = range(24, 257, 8)
+#: 32-bit registers of an SM's register file on sm_90 (CUDA C++ Programming Guide,
+#: "Technical Specifications per Compute Capability": 64 K per SM and per CTA).
+REGISTER_FILE = 65536
+WARPGROUP_THREADS = 128
 #: Kernel attributes (``T.device_entry``'s launch bounds) that cap the registers at entry.
 _CAPS = ("tirx.launch_bounds_min_blocks_per_sm", "tirx.max_registers")
 
@@ -79,3 +83,50 @@ def contract(instr: Instruction) -> Contract:
         derived={"nreg": lambda call: int(call.params["nreg"])},
         kernel_check=_register_cap(instr.opcode),
     )
+
+
+def _entry_registers(facts) -> int | None:
+    """Registers per thread a warpgroup has at entry, when the kernel caps them: the
+    ``max_registers`` cap, or what ``min_blocks_per_sm`` CTAs leave (rounded down to 8)."""
+    cap = getattr(facts.entry_attrs.get("tirx.max_registers"), "value", None)
+    blocks = getattr(facts.entry_attrs.get("tirx.launch_bounds_min_blocks_per_sm"), "value", None)
+    if cap is not None:
+        return int(cap)
+    if blocks:
+        return min(255, REGISTER_FILE // (facts.launch.threads * int(blocks)) // 8 * 8)
+    return None
+
+
+@register_kernel_rule
+def register_total(view):
+    """The register counts the warpgroups of a CTA end with fit the register file.
+
+    ``setmaxnreg.inc`` waits until the CTA's pool has the registers it asks for
+    (PTX ISA 9.7.19.5): if the counts the warpgroups ask for add up to more than
+    the register file (:data:`REGISTER_FILE` 32-bit registers, 128 threads per
+    warpgroup), the last ``inc`` waits forever.  A warpgroup that reaches no
+    ``setmaxnreg`` keeps its entry count (the kernel's cap).
+    """
+    facts = view.facts
+    calls = [c for c in view.calls.values() if c.contract.instruction.entry_name == "setmaxnreg"]
+    if not calls or facts.launch is None:
+        return []
+    asked, where = {}, {}
+    for call in calls:
+        nreg = int(call.params["nreg"])
+        for t, _ in reaching(call, "warpgroup"):
+            group = t // WARPGROUP_THREADS
+            if nreg > asked.get(group, 0):
+                asked[group], where[group] = nreg, call.site.location
+    entry = _entry_registers(facts) or 0
+    groups = facts.launch.threads // WARPGROUP_THREADS
+    counts = [asked.get(g, entry) for g in range(groups)]
+    total = sum(counts) * WARPGROUP_THREADS
+    if total <= REGISTER_FILE:
+        return []
+    parts = ", ".join(f"warpgroup {g}: {n}" + (f" ({where[g]})" if g in where else " (entry)") for g, n in enumerate(counts))
+    return [TileError(
+        calls[0].opcode, "setmaxnreg asks for more registers than the register file holds",
+        expected=f"at most {REGISTER_FILE} registers per CTA: 128 x (sum of the warpgroups' counts) (PTX ISA 9.7.19.5)",
+        found=f"128 x ({' + '.join(map(str, counts))}) = {total}: {parts}",
+    ).at(calls[-1].site.location)]
