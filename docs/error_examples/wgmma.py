@@ -63,4 +63,34 @@ CASES = [
         "Declare the tile with ``align=1024`` (dynamic shared memory: a carve-out at "
         "a multiple of 1024 bytes).",
     ),
+    Case(
+        COLLECTIVE,
+        r"accumulators used while the wgmma may still write them",
+        "wgmma: accumulators stored before wait_group",
+        example('''
+            from tvm_tirx.tile.families.wgmma import accumulator_layout
+
+            SW128 = ComposeLayout(3, 3, 3, TileLayout(S[(64, 64)]))
+
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+                a = T.alloc_shared((64, 64), "bfloat16", align=1024, layout=SW128)
+                b = T.alloc_shared((64, 64), "bfloat16", align=1024, layout=SW128)
+                acc = T.alloc_local((64, 64), "float32", layout=accumulator_layout(64))
+                T.ptx["wgmma.fence.sync.aligned"]()
+                T.cuda.tile.apply(T.ptx["wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"],
+                                  acc, a.view(1, 64, 4, 16).permute(0, 2, 1, 3),
+                                  b.view(64, 4, 16).permute(1, 0, 2), scope="warpgroup", scale_d=False)
+                T.ptx["wgmma.commit_group.sync.aligned"]()
+                T.cuda.tile.apply(T.ptx["mov.b32"], acc.local().view(32, 1), T.float32(0))
+        '''),
+        "lower",
+        "A committed wgmma group writes its accumulator registers until a "
+        "``wgmma.wait_group N`` leaves at most N newer groups pending (PTX ISA 9.7.15.7); "
+        "reading or writing them before that sees or clobbers half-computed values.",
+        "Wait for the group first: ``T.ptx[\"wgmma.wait_group.sync.aligned\"](0)`` before "
+        "the epilogue (or keep one batch in flight with ``wait_group 1`` and touch only "
+        "accumulators of older groups).",
+    ),
 ]

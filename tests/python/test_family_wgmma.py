@@ -594,3 +594,54 @@ def test_pred_divergent_within_the_warpgroup_is_rejected():
 
     with pytest.raises(TileError, match="pred"):
         testing.lower(kernel)
+
+
+# -- accumulators in flight (issue 25): not touched before a wait_group retires the group ------
+
+
+def _epilogue_after(waits):
+    """One wgmma, its commit, then ``waits`` (wait_group depths), then a store of the accumulators."""
+
+    @T.function
+    def kernel(C: T.Tensor((64, 64), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+        sa = T.alloc_shared((64, 64), "bfloat16", align=1024, layout=SW128)
+        sb = T.alloc_shared((64, 64), "bfloat16", align=1024, layout=B64)
+        acc = T.alloc_local((1, 64, 64), "float32", layout=accumulator_layout(64, 1))
+        T.ptx["wgmma.fence.sync.aligned"]()
+        T.cuda.tile.apply(T.ptx[OP64], acc, sa.view(1, 64, 4, 16).permute(0, 2, 1, 3),
+                          sb.view(64, 4, 16).permute(1, 0, 2), scope="warpgroup", scale_d=False)
+        T.ptx["wgmma.commit_group.sync.aligned"]()
+        if len(waits) > 0:  # (Python conditions: decided while parsing)
+            T.ptx["wgmma.wait_group.sync.aligned"](waits[0])
+        if len(waits) > 1:
+            T.ptx["wgmma.wait_group.sync.aligned"](waits[1])
+        T.cuda.tile.apply(T.ptx["st.global.v2.f32"],
+                          C.view(4, 2, 8, 8, 4, 2).permute(0, 2, 4, 3, 1, 5).view(4, 32, 8, 2, 2),
+                          acc.view(4, 32, 8, 2, 2, layout=TileLayout(S[(4, 8, 4, 8, 2, 2) : (32 @ W, 4 @ W, 1 @ W, 4, 2, 1)])),
+                          scope="warpgroup")
+
+    return kernel
+
+
+def test_accumulators_stored_after_their_group_retires_are_accepted():
+    testing.lower(_epilogue_after([0]))
+    testing.lower(_epilogue_after([1, 0]))
+
+
+@pytest.mark.parametrize("waits", [[], [1]], ids=["no wait", "wait_group 1 leaves it pending"])
+def test_accumulators_stored_while_the_wgmma_may_write_them_are_refused(waits):
+    with pytest.raises(TileError, match=r"accumulators used while the wgmma may still write them: .*"
+                       r"found acc used at .*test_family_wgmma.py:\d+ with the group still pending"):
+        testing.lower(_epilogue_after(waits))
+
+
+def test_the_gemm_ring_with_one_batch_in_flight_is_accepted():
+    # bench/hopper_gemm.py: wait_group 1 inside the K loop (the next wgmma on the same
+    # accumulators is allowed), wait_group 0 after it, then the epilogue
+    import sys, os  # noqa: E401
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+    from bench.hopper_gemm import make_gemm
+
+    testing.lower(make_gemm(2048, 2048, 512, persistent=False, group_m=16, wait_depth=1))
