@@ -19,7 +19,7 @@ targets accepting it are not every target from the floor on, that list --
 compactly, a floor per opcode token and the forms that rule misses
 (:func:`record`) -- and ptxas's message for each form no target accepts.
 Run it again when apache-tvm's PTX table, a family or the CUDA toolkit changes
-(about ten minutes on two cores, most of it the 56 000 ``ld``/``st`` forms)::
+(about 15 minutes on two busy cores, most of it lowering the 56 000 ``ld``/``st`` forms)::
 
     python tools/probe_arch_floors.py                 # every family
     python tools/probe_arch_floors.py tma cp_async    # re-measure some, keep the rest
@@ -155,6 +155,7 @@ def probe_family(family, pool) -> dict:
 
 
 def _job(batch, cuda):
+    """:func:`_measure` of one kernel's CUDA (run in the pool, beside the lowering)."""
     with tempfile.TemporaryDirectory() as tmp:
         ptx = _ptx_of(cuda, tmp)
     return _measure(batch, ptx)
@@ -209,12 +210,24 @@ def record(measured) -> dict:
 
 
 def _ptxas_version() -> str:
+    """``"13.0 (V13.0.88)"``: the release of the ptxas on the PATH (``ptxas --version``)."""
     text = subprocess.run(["ptxas", "--version"], capture_output=True, text=True, check=True).stdout
     match = re.search(r"release (\S+), (V\S+)", text)
     return f"{match.group(1).rstrip(',')} ({match.group(2)})" if match else text.strip().splitlines()[-1]
 
 
 def main(argv=None) -> int:
+    """Probe the families named in ``argv`` (all by default) and write :data:`OUT`.
+
+    Families not named keep their record.  Returns the exit status (0).
+
+    Raises
+    ------
+    RuntimeError
+        nvcc makes no PTX for a kernel (a builder of ``form_kernels.py`` is wrong).
+    AssertionError
+        A record does not reproduce its measurements (a bug of :func:`record`).
+    """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("families", nargs="*", help="only these families (default: all); the others keep their data")
     parser.add_argument("--jobs", type=int, default=2, help="nvcc/ptxas processes beside the lowering")
