@@ -221,15 +221,12 @@ def with_floor(contract):
     return replace(contract, min_arch=min_arch, archs=archs)
 
 
-def source_of(contract) -> str:
+def source_of(contract, section: str = "") -> str:
     """Where the floor of ``contract`` comes from, for messages: its PTX ISA
-    section (from the family's registration) and the ptxas that measured it
-    (or apache-tvm's certification, for a form no ptxas target assembles)."""
-    from .registry import family_of  # pylint: disable=import-outside-toplevel
-
+    ``section`` (the family's registration gives it) and the ptxas that
+    measured it (or apache-tvm's certification, for a form no ptxas target
+    assembles)."""
     instr = contract.instruction
-    family = family_of(instr.entry)
-    section = family.isa_section(instr.mnemonic) if family else ""
     record = floor_of(instr.entry_name, instr.opcode)
     ptxas = f"ptxas {measured_with().get('ptxas', '')}".rstrip()
     if record is None:

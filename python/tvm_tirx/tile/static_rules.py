@@ -18,6 +18,7 @@ from .call_view import CallView
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
 from .operands import classify
 from .ptx_table import binding_dtype, same_width_dtypes
+from .registry import family_of
 from .view_tables import fragment_points, slots_distinct
 from .views import ViewMap, atom_of, coords, group_coords, repeat_rank, repeat_shape, role_axes
 
@@ -170,11 +171,16 @@ def rule_arch(contract, arch):
     return None
 
 
+def _isa_section(contract) -> str:
+    family = family_of(contract.instruction.entry)
+    return family.isa_section(contract.instruction.mnemonic) if family else ""
+
+
 def _below_floor(contract, arch, floor):
     suffixed = arch_key(floor)[1] > 0
     return TileError(
         contract.opcode,
-        f"needs {floor} or newer ({source_of(contract)})",
+        f"needs {floor} or newer ({source_of(contract, _isa_section(contract))})",
         expected=f"a target of {floor} or newer" + (" with the a or f suffix (arch-specific features)" if suffixed else ""),
         found=arch,
     )
