@@ -13,8 +13,8 @@ Forms
     (optionally ``.L2::cache_hint``); ``cp.async.bulk.prefetch.L2.global``.
     Refused with the architecture they need: ``.cp_mask`` (sm_100), the
     explicit ``.weak`` / ``.relaxed.scope`` ``.b128`` forms (the table
-    certifies sm_103a; the ptxas of CUDA 13.0 assembles them for no target).  Not tile forms: ``.ignore_oob``, the
-    ``.mbarrier::report::*`` forms, ``.multicast::cluster::16b/32b`` and
+    certifies sm_103a; the ptxas of CUDA 13.0 assembles them for no target).
+    Not tile forms: ``.ignore_oob``, the ``.mbarrier::report::*`` forms, ``.multicast::cluster::16b/32b`` and
     ``.L2::evict_last`` prefetches (all certified at sm_103a / sm_107f).
 Operand roles and atoms
     ``dst``, ``src`` (``prefetch``: ``src`` only): views whose last axis is
@@ -46,9 +46,10 @@ Lowering emits
     ``wait_group`` for ``.bulk_group``; nothing is inserted.
 Architectures
     sm_90 (``.multicast::cluster`` included: ptxas accepts it for sm_90, the
-    PTX ISA calls it optimised for sm_90a); ``.cp_mask``: sm_100; the
-    ``.weak`` / ``.relaxed`` / ``.b128`` forms: sm_103a, the table's
-    certification (measured with ptxas 13.0 (``tools/probe_arch_floors.py``, ``arch_floors.json``)).
+    PTX ISA calls it optimised for sm_90a); ``.cp_mask``: sm_100; the ``.weak``
+    / ``.relaxed`` / ``.b128`` forms: sm_103a, the table's certification
+    (measured with ptxas 13.0 (``tools/probe_arch_floors.py``,
+    ``arch_floors.json``)).
 """
 
 from __future__ import annotations

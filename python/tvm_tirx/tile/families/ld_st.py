@@ -32,11 +32,11 @@ Lowering emits
 Architectures
     sm_75; ``.L2::cache_hint`` and ``.L2::256B``: sm_80; the ``.cluster``
     scope: sm_90; 256-bit vectors (``.v8`` of 32-bit, ``.v4`` of 64-bit types,
-    PTX ISA 9.7.10.8 / 9.7.10.11) and ``.L2::evict_*``: sm_100
-    (measured with ptxas 13.0 (``tools/probe_arch_floors.py``, ``arch_floors.json``)).  The combinations ptxas refuses for every target
-    (``.volatile`` on ``.local``, ``.mmio`` without ``.relaxed``) are no tile
-    forms; ``.proxy::readonly`` keeps the table's sm_90 (ptxas 13.0 does not
-    know it).
+    PTX ISA 9.7.10.8 / 9.7.10.11) and ``.L2::evict_*``: sm_100 (measured with
+    ptxas 13.0 (``tools/probe_arch_floors.py``, ``arch_floors.json``)). The
+    combinations ptxas refuses for every target (``.volatile`` on ``.local``,
+    ``.mmio`` without ``.relaxed``) are no tile forms; ``.proxy::readonly``
+    keeps the table's sm_90 (ptxas 13.0 does not know it).
 """
 
 from __future__ import annotations

@@ -48,7 +48,8 @@ Architectures
     ``.cluster`` scope and ``arrive`` / ``arrive_drop`` without a count on the
     CTA's own barrier (``.release.cta`` included); ``expect_tx``,
     ``complete_tx``, ``try_wait``, a count, ``.shared::cluster`` and the
-    ``.cluster`` scope need sm_90 (measured with ptxas 13.0 (``tools/probe_arch_floors.py``, ``arch_floors.json``)).
+    ``.cluster`` scope need sm_90 (measured with ptxas 13.0
+    (``tools/probe_arch_floors.py``, ``arch_floors.json``)).
 """
 
 from __future__ import annotations

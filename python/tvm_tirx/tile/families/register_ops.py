@@ -26,13 +26,13 @@ Lowering emits
     One instruction per repeat coordinate per thread.
 Architectures
     sm_75 for most forms; sm_80 for ``bf16`` arithmetic, ``.relu``, ``.NaN``,
-    ``tf32``; sm_86 for ``.xorsign.abs``; sm_89 for the ``e4m3x2`` /
-    ``e5m2x2`` conversions; sm_90 for ``s16x2`` / ``u16x2`` arithmetic;
-    sm_100 for ``f32x2`` arithmetic; sm_100f / sm_100a for the narrow ``cvt``
-    formats, and only sm_100a / sm_103a for ``cvt.rs`` and the ``x4`` formats
-    (measured with ptxas 13.0 (``tools/probe_arch_floors.py``, ``arch_floors.json``); every form in the reference page).  Forms no ptxas target
-    assembles keep the architecture apache-tvm's table certifies (sm_100a,
-    sm_107f).
+    ``tf32``; sm_86 for ``.xorsign.abs``; sm_89 for the ``e4m3x2`` / ``e5m2x2``
+    conversions; sm_90 for ``s16x2`` / ``u16x2`` arithmetic; sm_100 for
+    ``f32x2`` arithmetic; sm_100f / sm_100a for the narrow ``cvt`` formats, and
+    only sm_100a / sm_103a for ``cvt.rs`` and the ``x4`` formats (measured with
+    ptxas 13.0 (``tools/probe_arch_floors.py``, ``arch_floors.json``); every
+    form in the reference page). Forms no ptxas target assembles keep the
+    architecture apache-tvm's table certifies (sm_100a, sm_107f).
 """
 
 from __future__ import annotations

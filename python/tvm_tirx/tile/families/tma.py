@@ -63,8 +63,9 @@ Lowering emits
 Architectures
     sm_90 (loads, stores, reductions; ``.multicast::cluster`` included).
     ``.cta_group::1/::2`` (PTX ISA 9.7.9.25.5.1: "requires sm_100a"): ptxas
-    accepts them for sm_100f/a, sm_103f/a and sm_110f/a only, not for plain
-    or sm_120 targets (measured with ptxas 13.0 (``tools/probe_arch_floors.py``, ``arch_floors.json``)).
+    accepts them for sm_100f/a, sm_103f/a and sm_110f/a only, not for plain or
+    sm_120 targets (measured with ptxas 13.0 (``tools/probe_arch_floors.py``,
+    ``arch_floors.json``)).
 """
 
 from __future__ import annotations
