@@ -8,7 +8,9 @@ It writes one page per family module (``OUTDIR/family_<module>.rst``) from
 * ``tvm_tirx.tile.forms.forms_of(family)`` -- every supported instruction form
   (apache-tvm's PTX table filtered by the family's contract);
 * each form's ``contract`` -- operand roles (name, register/memory, atom,
-  dtypes), family parameters and ``min_arch``.
+  dtypes), family parameters, ``min_arch`` and ``archs`` (the measured
+  floors of ``tvm_tirx/tile/families/arch_floors.json``: the section
+  "Architecture floors" of every page).
 
 Enumerating every ``ld``/``st`` form takes a while (tens of thousands of
 qualifier combinations), so the pages are cached: they are rewritten only
@@ -52,6 +54,13 @@ def _code(text: str) -> str:
 
 def _arch(value) -> str:
     return value if value else "—"
+
+
+def _arch_order(text: str):
+    """Sort key of an arch cell: oldest first, "—" (no floor) before all."""
+    from tvm_tirx.tile.arch_floors import arch_key  # pylint: disable=import-outside-toplevel
+
+    return arch_key(text) if text.startswith("sm_") else (0, 0)
 
 
 def _contract_arch(contract) -> str:
@@ -169,7 +178,7 @@ def memory_section(mnemonic: str, forms, isa: str) -> list:
                 dtypes,
                 str(lanes * bits // 8),
                 ", ".join("." + s for s in row["spaces"]),
-                ", ".join(sorted(_arch(a) for a in row["arch"])),
+                ", ".join(sorted((_arch(a) for a in row["arch"]), key=_arch_order)),
                 str(row["count"]),
             )
         )
@@ -261,7 +270,7 @@ def generic_section(mnemonic: str, forms, isa: str) -> list:
     out = _heading(mnemonic, "-")
     orders = list(dict.fromkeys(_roles_signature(f.contract) for f in forms))
     arches = collections.Counter(_arch(f.contract.min_arch) for f in forms)
-    arch_text = ", ".join(f"{n} need {a}" for a, n in sorted(arches.items()) if a != "—")
+    arch_text = ", ".join(f"{n} need {a}" for a, n in sorted(arches.items(), key=lambda kv: _arch_order(kv[0])) if a != "—")
     head = f"PTX ISA {isa}. " if isa else ""
     out += [
         head
@@ -310,6 +319,75 @@ def generic_section(mnemonic: str, forms, isa: str) -> list:
 
 
 # --------------------------------------------------------------------------
+# architecture floors
+# --------------------------------------------------------------------------
+
+
+def _tokens(opcode: str) -> set:
+    """The mnemonic and the ``.``-qualifiers of ``opcode``, as the table shows them."""
+    head, *rest = opcode.split(".")
+    return {head, *("." + t for t in rest)}
+
+
+def floor_rows(forms) -> list:
+    """``[(arch text, count, qualifiers first seen there, example opcode)]`` of
+    ``forms``, oldest floor first: the forms grouped by the targets they need
+    (each contract's ``min_arch`` / ``archs``, from ``arch_floors.json``)."""
+    from tvm_tirx.tile.arch_floors import arch_key, floor_of  # pylint: disable=import-outside-toplevel
+
+    def refused(form):
+        record = floor_of(*form.key.split(":", 1))
+        return record is not None and bool(record.refused)
+
+    groups = collections.OrderedDict()
+    order = sorted(forms, key=lambda f: (refused(f), arch_key(f.contract.min_arch or "sm_75"), bool(f.contract.archs)))
+    for form in order:
+        text = _contract_arch(form.contract)
+        if refused(form):
+            text += " (the table's certification: ptxas assembles it for no target)"
+        groups.setdefault(text, []).append(form)
+    rows, seen = [], set()
+    for text, group in groups.items():
+        tokens = set().union(*(_tokens(f.opcode) for f in group))
+        new = sorted(tokens - seen)
+        seen |= tokens
+        first = " ".join(_code(t) for t in new) if rows else "—"
+        rows.append((text, len(group), first or "—", _code(group[0].opcode)))
+    return rows
+
+
+def floors_section(family, forms) -> list:
+    """The family's "Architecture floors" section: its forms grouped by the oldest
+    target ptxas accepts them for (the data the compile-time arch rule reads)."""
+    from tvm_tirx.tile.arch_floors import measured_with  # pylint: disable=import-outside-toplevel
+
+    rows = floor_rows(forms)
+    summary = rows[0][0] + "".join(f" ({r[2]}: {r[0]})" for r in rows[1:] if r[2] != "—")
+    out = _heading("Architecture floors", "-")
+    out += [
+        f"Summary: {summary}." if len(summary) < 400 else f"Oldest target: {rows[0][0]}; see the table.",
+        "",
+        f"Measured with ptxas {measured_with().get('ptxas', '')} by ``tools/probe_arch_floors.py``: "
+        "every form of the family assembled for each target, its floor the oldest target that "
+        "accepts it (sm_75 is the oldest this ptxas knows).  A kernel compiled for an older "
+        "target is refused when it is lowered, before nvcc runs, with a ``TileError`` naming the "
+        "opcode, the floor and the target.  A floor with the ``a``/``f`` suffix needs a target "
+        "with one; \"only\" lists every target that accepts the form.  The qualifiers column "
+        "names the opcode tokens that first appear at that floor.  Forms that ptxas assembles "
+        "for no target keep the architecture apache-tvm's table certifies them at (they are "
+        "refused below it, and by ptxas above); those the table certifies nowhere are no tile "
+        "forms.",
+        "",
+    ]
+    out += _list_table(
+        ("Oldest target", "Forms", "Qualifiers first seen", "Example"),
+        [(a, str(n), q, e) for a, n, q, e in rows],
+        widths=(22, 8, 40, 30),
+    )
+    return out
+
+
+# --------------------------------------------------------------------------
 # pages
 # --------------------------------------------------------------------------
 
@@ -337,6 +415,9 @@ def family_page(family, forms_by_mnemonic) -> str:
         "   :depth: 1",
         "",
     ]
+    every = [f for forms in forms_by_mnemonic.values() for f in forms]
+    if every:
+        lines += floors_section(family, every)
     for m, forms in forms_by_mnemonic.items():
         if not forms:
             lines += _heading(m, "-") + ["No supported form.", ""]
@@ -348,10 +429,12 @@ def family_page(family, forms_by_mnemonic) -> str:
 
 
 def _summary_rows(family, by_mnemonic) -> list:
+    from tvm_tirx.tile.static_rules import rule_arch  # pylint: disable=import-outside-toplevel
+
     rows = []
     for m, fm in by_mnemonic.items():
         orders = list(dict.fromkeys(_roles_signature(f.contract) for f in fm))
-        newer = sum(1 for f in fm if f.contract.min_arch)
+        newer = sum(1 for f in fm if rule_arch(f.contract, "sm_90a") is not None)
         rows.append(
             (
                 _code(m),
@@ -392,7 +475,7 @@ def generate(outdir: pathlib.Path) -> list:
         path = outdir / f"family_{family.name}.rst"
         _write(path, family_page(family, by_mnemonic))
         written.append(path)
-    header = ("Mnemonic", "Family", "Operand order(s)", "Forms", "Forms newer than sm_90a")
+    header = ("Mnemonic", "Family", "Operand order(s)", "Forms", "Forms not on sm_90a")
     path = outdir / "summary.inc"
     _write(path, "\n".join(_list_table(header, summary, widths=(12, 14, 44, 12, 18))))
     written.append(path)

@@ -114,7 +114,7 @@ CASES = [
     ),
     Case(
         OPCODE,
-        r"instruction needs a newer architecture",
+        r"needs sm_100 or newer \(PTX ISA .*ptxas",
         "Form newer than the target architecture",
         example('''
             @T.function
@@ -126,8 +126,11 @@ CASES = [
         '''),
         "compile",
         "The form exists in PTX but ``ptxas`` accepts it only from a newer "
-        "architecture than the one compiled for (256-bit loads need sm_100). "
-        "Checked when the kernel is compiled, since only then is the target known.",
+        "architecture than the one compiled for (256-bit loads need sm_100; a TMA "
+        "or ``cp.async.bulk`` needs sm_90, ``cp.async`` sm_80). Every form's floor was "
+        "measured with ptxas (``tools/probe_arch_floors.py``; the reference page of "
+        "each family lists them). Checked when the kernel is compiled, since only "
+        "then is the target known, and before nvcc runs.",
         "Compile for the architecture named in the message, or use a narrower form "
         "(two ``ld.global.v4.b32`` over a ``(2, 4)`` view).",
     ),

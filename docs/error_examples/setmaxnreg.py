@@ -22,8 +22,11 @@ CASES = [
         '''),
         "compile-sm100a",
         "``wgmma`` and ``setmaxnreg`` belong to sm_90a's arch-specific feature set: "
-        "ptxas refuses them for sm_90 (no ``a``) and for newer architectures "
-        "(sm_100a has ``tcgen05`` instead).",
+        "ptxas refuses them for sm_90 (no ``a``), and ``wgmma`` for every newer "
+        "architecture (sm_100a has ``tcgen05`` instead); the ``setmaxnreg`` family "
+        "is written for sm_90a's warpgroups and names it alone. A form that ptxas "
+        "assembles for some targets only (a TMA's ``.cta_group``: the sm_100, sm_103 "
+        "and sm_110 ``a``/``f`` targets) lists them the same way.",
         'Compile this kernel for ``arch="sm_90a"``.',
     ),
     Case(

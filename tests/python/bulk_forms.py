@@ -4,8 +4,8 @@ the assembly tests: every form is enumerated from apache-tvm's table through the
 registry and written by ``testing.form_kernels``."""
 
 from tvm_tirx import testing
-from tvm_tirx.arch import arch_number
 from tvm_tirx.tile.forms import forms_of
+from tvm_tirx.tile.static_rules import rule_arch
 
 #: A value for each keyword parameter the families take.
 PARAM_VALUES = {
@@ -30,8 +30,8 @@ HEAD = testing.KernelHead(
 
 
 def sm90a_forms(family):
-    """The family's forms available on sm_90a (no floor above it)."""
-    return [f for f in forms_of(family) if not f.contract.min_arch or arch_number(f.contract.min_arch) <= arch_number("sm_90a")]
+    """The family's forms available on sm_90a (the arch rule lets them through)."""
+    return [f for f in forms_of(family) if rule_arch(f.contract, "sm_90a") is None]
 
 
 def _operand(role, i, lines):

@@ -15,6 +15,7 @@ from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.families.tma import REDUCE_DTYPES, swizzled_layout
 from tvm_tirx.tile.forms import forms_of
 from tvm_tirx.tile.registry import candidates
+from tvm_tirx.tile.static_rules import rule_arch
 
 import tma_kernels as K
 
@@ -242,7 +243,7 @@ FORMS_HEAD = testing.KernelHead(
 
 
 def _sm90_forms():
-    return [f for f in forms_of("tma") if f.contract.min_arch is None]
+    return [f for f in forms_of("tma") if rule_arch(f.contract, "sm_90a") is None]
 
 
 def test_the_table_forms_are_loads_stores_and_eight_reductions_per_rank():
@@ -257,8 +258,9 @@ def test_the_table_forms_are_loads_stores_and_eight_reductions_per_rank():
     ops = {f.contract.instruction.modifiers.get("redop") for f in forms} - {None}
     assert ops == set(REDUCE_DTYPES)
     assert {f.contract.instruction.modifiers["dim"] for f in forms} == {"1d", "2d", "3d", "4d", "5d"}
-    floored = [f for f in forms_of("tma") if f.contract.min_arch]
+    floored = [f for f in forms_of("tma") if rule_arch(f.contract, "sm_90a") is not None]
     assert floored and all("cta_group" in f.opcode for f in floored)
+    assert {f.contract.min_arch for f in forms} == {"sm_90"}  # measured: TMA needs sm_90, not sm_90a
 
 
 @testing.requires_nvcc
@@ -284,7 +286,7 @@ def test_cta_group_forms_need_sm100(group):
         bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
         T.cuda.tile.apply(T.ptx[LOAD2D + "." + group], tile, A, mbar=bar, coords=(0, 0))
 
-    with pytest.raises(TileError, match="instruction needs a newer architecture: expected sm_100a or newer, found sm_90a"):
+    with pytest.raises(TileError, match="needs sm_100f or newer .*: expected a target of sm_100f or newer with the a or f suffix.*, found sm_90a"):
         tvm_tirx.compile(k, target="cuda", arch="sm_90a")
 
 

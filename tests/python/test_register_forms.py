@@ -1,4 +1,4 @@
-"""Every register-family form the PTX table accepts for sm_90a assembles; newer ones are refused.
+"""Every register-family form the arch rule lets through for sm_90a assembles; newer ones are refused.
 
 The forms come from ``tvm_tirx.tile.forms`` (apache-tvm's table through our
 family registry).  ``testing.form_kernels`` writes them into kernels of at most
@@ -10,13 +10,15 @@ import pytest
 
 import tvm_tirx
 from tvm_tirx import TileError, testing
+from tvm_tirx.tile.arch_floors import floor_of
 from tvm_tirx.tile.families import register_ops as register
 from tvm_tirx.tile.forms import forms_of
+from tvm_tirx.tile.static_rules import rule_arch
 
 FORMS = forms_of("register_ops")
-SM90A = [f for f in FORMS if f.contract.min_arch is None]
+SM90A = [f for f in FORMS if rule_arch(f.contract, "sm_90a") is None]
 KERNELS = testing.form_kernels(SM90A, testing.register_call, name="register_forms")
-NEWER = [f for f in FORMS if f.contract.min_arch is not None]
+NEWER = [f for f in FORMS if rule_arch(f.contract, "sm_90a") is not None]
 
 
 def test_forms_cover_every_family():
@@ -45,29 +47,28 @@ def test_sm90a_forms_assemble(index, tmp_path):
 
 
 def test_newer_forms_are_rejected_naming_the_arch(tmp_path):
-    assert {f.contract.min_arch for f in NEWER} >= {"sm_100a"}
+    assert {f.contract.min_arch for f in NEWER} >= {"sm_100", "sm_100a", "sm_100f"}
     picked = {}
     for f in NEWER:
         picked.setdefault(f.contract.min_arch, f)
     for arch, form in picked.items():
-        func = testing.load_kernel(testing.forms_kernel_source([form], name=f"k_{arch}"), tmp_path, f"k_{arch}")
-        with pytest.raises(TileError, match=f"needs a newer architecture: expected {arch} or newer, found sm_90a"):
+        name = f"k_{arch}"
+        func = testing.load_kernel(testing.forms_kernel_source([form], name=name), tmp_path, name)
+        with pytest.raises(TileError, match=f"needs {arch} or newer .*: expected a target of {arch} or newer.*, found sm_90a"):
             tvm_tirx.compile(func, target="cuda", arch="sm_90a")
 
 
-def test_sm100a_floors_hold(tmp_path):
-    forms = [f for f in NEWER if f.contract.min_arch == "sm_100a"]
+def test_measured_newer_floors_hold_at_sm100a(tmp_path):
+    """Every form ptxas assembles for a newer target and the arch rule lets through
+    for sm_100a assembles for sm_100a (the others carry apache-tvm's certification arch)."""
+    forms = [
+        f
+        for f in NEWER
+        if rule_arch(f.contract, "sm_100a") is None and not floor_of(*f.key.split(":", 1)).refused
+    ]
+    assert len(forms) > 100
     func = testing.load_kernel(testing.forms_kernel_source(forms, name="k100"), tmp_path, "k100")
     if not testing.has_nvcc():
         pytest.skip("nvcc not on the PATH")
     kernel = tvm_tirx.compile(func, target="cuda", arch="sm_100a")
-    ptx_errors = testing.ptxas_errors(_ptx(kernel), "sm_100a")
-    # forms that no tried target assembles carry the table's certification arch
-    rejected = {text for _, _, text in ptx_errors}
-    assert len(rejected) < len(forms)
-
-
-def _ptx(kernel):
-    from tvm_tirx.build.nvcc import nvcc
-
-    return nvcc(kernel.cuda_source, kernel.target, "ptx", check=False).decode()
+    assert len(testing.assemble(kernel)) > 0

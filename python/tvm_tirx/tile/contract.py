@@ -220,12 +220,13 @@ class Contract:
     collective : Collective
         Which threads issue one instruction together (default: one thread).
     min_arch : str | None
-        Oldest ``sm_XY`` whose ptxas accepts the form, when it is newer than
-        sm_90 (the family states the ISA fact and its section).
+        Oldest ``sm_XY[a|f]`` whose ptxas accepts the form: the registry sets
+        it from the measured floors (:mod:`.arch_floors`) for every form.
     archs : tuple[str, ...]
         Non-empty: the only targets the form exists on, suffix included (an
         arch-specific feature such as sm_90a's ``wgmma``, which neither
-        ``sm_90`` nor ``sm_100a`` has; the family states the ISA fact).
+        ``sm_90`` nor ``sm_100a`` has): set by the family, or from the
+        measured floors when ptxas accepts the form for some targets only.
     repeat_rank : int | None
         Number of repeat axes when operands carry different subsets of them
         (``OperandRole.repeat_axes``); None: that of the first tensor operand.

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import TileError
+from .arch_floors import with_floor
 from .contract import Contract
 from .ptx_table import Instruction, TableEntry, opcode_text, resolve, table_entries
 
@@ -147,7 +148,9 @@ def candidates(instr) -> tuple:
     opcode text (a ``T.ptx[...]`` chain: per its table candidates, since the
     chain does not keep the text the user wrote).
 
-    ``instr`` is what :func:`.ptx_table.resolve` takes.  The result is never
+    ``instr`` is what :func:`.ptx_table.resolve` takes.  Each contract carries
+    the form's measured arch floor (:func:`.arch_floors.with_floor`; a form
+    ptxas assembles for no target is excluded).  The result is never
     empty; every contract of one opcode has the same :class:`~.contract.Collective`.
 
     Raises
@@ -169,6 +172,8 @@ def _contracts(forms) -> tuple:
             continue
         claimed = True
         result = family.contract(form)
+        if not isinstance(result, str):
+            result = with_floor(result)  # the measured arch floor, whichever the family
         (reasons if isinstance(result, str) else out).append(result)
     if not claimed:
         listing = "; ".join(f"{f.name} ({', '.join(f.mnemonics())})" for f in families())

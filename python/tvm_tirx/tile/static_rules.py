@@ -11,12 +11,14 @@ rules that need the kernel (alignment, bounds, ownership) are in
 
 from __future__ import annotations
 
-from ..arch import arch_number, parse_arch
+from ..arch import parse_arch
 from ..errors import TileError, operand_label
+from .arch_floors import arch_key, satisfies, source_of
 from .call_view import CallView
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
 from .operands import classify
 from .ptx_table import binding_dtype, same_width_dtypes
+from .registry import family_of
 from .view_tables import fragment_points, slots_distinct
 from .views import ViewMap, atom_of, coords, group_coords, repeat_rank, repeat_shape, role_axes
 
@@ -141,27 +143,47 @@ def rule_register_overlap(opcode, role, op, group, collective):
 
 
 def rule_arch(contract, arch):
-    """The form is available on the target architecture ``arch`` (``"sm_90a"``, or None: unknown):
-    ``arch`` is one of the form's ``archs`` when it names them, and not older than its ``min_arch``."""
+    """The form is available on the target architecture ``arch`` (``"sm_90a"``, or None: unknown).
+
+    ``arch`` is not older than the form's ``min_arch`` (its floor, measured
+    with ptxas: :mod:`.arch_floors`), is one of its ``archs`` when it names
+    them (an arch-specific form: ``wgmma`` exists on sm_90a alone), and
+    otherwise has the ``a``/``f`` suffix when the floor has one (``sm_90``
+    lacks what ``sm_90a`` has).  The error names the opcode, the floor, its
+    source (PTX ISA section, ptxas release) and the target.
+    """
     if arch is None:
         return None
-    if contract.archs and parse_arch(arch) not in [parse_arch(a) for a in contract.archs]:
+    floor = contract.min_arch
+    if floor is not None and arch_key(arch)[0] < arch_key(floor)[0]:
+        return _below_floor(contract, arch, floor)
+    if contract.archs:
+        if parse_arch(arch) in [parse_arch(a) for a in contract.archs]:
+            return None
         return TileError(
             contract.opcode,
             "instruction is specific to another architecture",
             expected=f"target {' / '.join(contract.archs)} (the arch-specific feature set, suffix included)",
             found=arch,
         )
-    if contract.min_arch is None:
-        return None
-    if arch_number(arch) < arch_number(contract.min_arch):
-        return TileError(
-            contract.opcode,
-            "instruction needs a newer architecture",
-            expected=f"{contract.min_arch} or newer",
-            found=arch,
-        )
+    if floor is not None and not satisfies(arch, floor):
+        return _below_floor(contract, arch, floor)
     return None
+
+
+def _isa_section(contract) -> str:
+    family = family_of(contract.instruction.entry)
+    return family.isa_section(contract.instruction.mnemonic) if family else ""
+
+
+def _below_floor(contract, arch, floor):
+    suffixed = arch_key(floor)[1] > 0
+    return TileError(
+        contract.opcode,
+        f"needs {floor} or newer ({source_of(contract, _isa_section(contract))})",
+        expected=f"a target of {floor} or newer" + (" with the a or f suffix (arch-specific features)" if suffixed else ""),
+        found=arch,
+    )
 
 
 def check_static(contract, operands, group, pred=None, preserve_dst=False):

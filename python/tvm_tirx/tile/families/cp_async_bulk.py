@@ -11,11 +11,10 @@ Forms
     ``cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes``;
     shared -> global: ``cp.async.bulk.global.shared::cta.bulk_group``
     (optionally ``.L2::cache_hint``); ``cp.async.bulk.prefetch.L2.global``.
-    Refused with the architecture they need: ``.cp_mask`` (sm_100a, measured
-    with ptxas 13.0), the explicit ``.weak`` / ``.relaxed.scope`` ``.b128``
-    forms (the table certifies sm_103a; the ptxas of CUDA 13.0 assembles them
-    for no target).  Not tile forms: ``.ignore_oob``, the
-    ``.mbarrier::report::*`` forms, ``.multicast::cluster::16b/32b`` and
+    Refused with the architecture they need: ``.cp_mask`` (sm_100), the
+    explicit ``.weak`` / ``.relaxed.scope`` ``.b128`` forms (the table
+    certifies sm_103a; the ptxas of CUDA 13.0 assembles them for no target).
+    Not tile forms: ``.ignore_oob``, the ``.mbarrier::report::*`` forms, ``.multicast::cluster::16b/32b`` and
     ``.L2::evict_last`` prefetches (all certified at sm_103a / sm_107f).
 Operand roles and atoms
     ``dst``, ``src`` (``prefetch``: ``src`` only): views whose last axis is
@@ -46,8 +45,11 @@ Lowering emits
     bytes and a wait on the barrier, or ``cp.async.bulk.commit_group`` /
     ``wait_group`` for ``.bulk_group``; nothing is inserted.
 Architectures
-    sm_90a (from sm_90; ``.multicast::cluster`` is optimised for sm_90a).
-    Floors above it as listed under Forms.
+    sm_90 (``.multicast::cluster`` included: ptxas accepts it for sm_90, the
+    PTX ISA calls it optimised for sm_90a); ``.cp_mask``: sm_100; the ``.weak``
+    / ``.relaxed`` / ``.b128`` forms: sm_103a, the table's certification
+    (measured with ptxas 13.0 (``tools/probe_arch_floors.py``,
+    ``arch_floors.json``)).
 """
 
 from __future__ import annotations
@@ -77,8 +79,6 @@ NOT_TILE = {
     "cp_async_bulk_g2s_cluster_multicast32": ".multicast::cluster::32b is not a tile form (the table certifies sm_107f)",
     "cp_async_bulk_prefetch_evict_last": ".L2::evict_last is not a tile form (the table certifies sm_107f)",
 }
-#: ptxas 13.0: "Feature '.cp_mask' requires .target sm_100 or higher".
-CP_MASK_ARCH = "sm_100a"
 
 
 def _bytes(op) -> int:
@@ -163,15 +163,6 @@ def _multicast_rule(opcode):
     return check
 
 
-def _floor(instr: Instruction) -> str | None:
-    mods = instr.modifiers
-    if mods.get("sem") or mods.get("type") == "b128":
-        return cert_arch(instr.entry_name)
-    if mods.get("cp_mask"):
-        return CP_MASK_ARCH
-    return None
-
-
 @register_family(
     entries=(
         "cp_async_bulk_g2s_cta", "cp_async_bulk_g2s_cluster", "cp_async_bulk_s2c", "cp_async_bulk_s2g",
@@ -200,7 +191,6 @@ def contract(instr: Instruction) -> Contract | str:
         roles=tuple(roles),
         params={kw: ops[name] for name, kw in PARAMS.items() if name in ops},
         options=options,
-        min_arch=_floor(instr),
         derived={"size": _size},
         check=_check,
         kernel_check=check,

@@ -30,7 +30,13 @@ Lowering emits
     ``__cvta_generic_to_local``, PTX ISA 6.4.1.1), other spaces take the view's
     generic address.
 Architectures
-    sm_90a; 256-bit vectors need sm_100 (PTX ISA 9.7.10.8 / 9.7.10.11).
+    sm_75; ``.L2::cache_hint`` and ``.L2::256B``: sm_80; the ``.cluster``
+    scope: sm_90; 256-bit vectors (``.v8`` of 32-bit, ``.v4`` of 64-bit types,
+    PTX ISA 9.7.10.8 / 9.7.10.11) and ``.L2::evict_*``: sm_100 (measured with
+    ptxas 13.0 (``tools/probe_arch_floors.py``, ``arch_floors.json``)). The
+    combinations ptxas refuses for every target (``.volatile`` on ``.local``,
+    ``.mmio`` without ``.relaxed``) are no tile forms; ``.proxy::readonly``
+    keeps the table's sm_90 (ptxas 13.0 does not know it).
 """
 
 from __future__ import annotations
@@ -38,7 +44,6 @@ from __future__ import annotations
 from tvm.tirx import call_pure_extern
 
 from .. import (
-    bits_of_ptx_type,
     Contract,
     Instruction,
     memory_role,
@@ -93,9 +98,6 @@ def contract(instr: Instruction) -> Contract | str:
     params = {op.name: op for op in instr.operands if op.name in PARAMS}
     data = next(op for op in instr.operands if op.kind == "reg" and op.name not in params)
     loads = instr.mnemonic == "ld"
-    # PTX ISA 9.7.10.8/9.7.10.11: 256-bit vectors (.v8 of 32-bit, .v4 of
-    # 64-bit types) require sm_100.
-    wide = data.lanes * bits_of_ptx_type(data.ptx_type) > 128
     address = "local_window" if addr.space == "local" else "generic"
     roles = []
     for op in instr.operands:
@@ -103,4 +105,4 @@ def contract(instr: Instruction) -> Contract | str:
             roles.append(memory_role("src" if loads else "dst", op, data, writes=not loads, address=address))
         elif op is data:
             roles.append(_data_role("dst" if loads else "src", op))
-    return Contract(instruction=instr, roles=tuple(roles), params=params, min_arch="sm_100" if wide else None)
+    return Contract(instruction=instr, roles=tuple(roles), params=params)

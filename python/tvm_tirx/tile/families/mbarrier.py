@@ -44,9 +44,12 @@ Lowering emits
     the user writes ``T.ptx["fence.mbarrier_init.release.cluster"]()`` and a
     barrier.  ``T.cuda.mbarrier_wait_phase(bar, phase)`` is the spin-wait.
 Architectures
-    sm_90a (``init``/``arrive``/``test_wait`` from sm_80; ``expect_tx``,
-    ``try_wait``, ``.shared::cluster``, ``.release``/``.relaxed`` from sm_90:
-    each form assembles for sm_90a with CUDA 13.0, tested).
+    sm_90; sm_80 for ``init``, ``inval``, ``test_wait.parity`` without a
+    ``.cluster`` scope and ``arrive`` / ``arrive_drop`` without a count on the
+    CTA's own barrier (``.release.cta`` included); ``expect_tx``,
+    ``complete_tx``, ``try_wait``, a count, ``.shared::cluster`` and the
+    ``.cluster`` scope need sm_90 (measured with ptxas 13.0
+    (``tools/probe_arch_floors.py``, ``arch_floors.json``)).
 """
 
 from __future__ import annotations

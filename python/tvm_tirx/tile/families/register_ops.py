@@ -25,16 +25,17 @@ Legality
 Lowering emits
     One instruction per repeat coordinate per thread.
 Architectures
-    sm_90a, except the forms ``arch_floors.json`` lists (``add.f32x2``,
-    three-input ``min``/``max``, the narrow ``cvt`` formats ...), measured with
-    ptxas by ``tools/probe_arch_floors.py``.
+    sm_75 for most forms; sm_80 for ``bf16`` arithmetic, ``.relu``, ``.NaN``,
+    ``tf32``; sm_86 for ``.xorsign.abs``; sm_89 for the ``e4m3x2`` / ``e5m2x2``
+    conversions; sm_90 for ``s16x2`` / ``u16x2`` arithmetic; sm_100 for
+    ``f32x2`` arithmetic; sm_100f / sm_100a for the narrow ``cvt`` formats, and
+    only sm_100a / sm_103a for ``cvt.rs`` and the ``x4`` formats (measured with
+    ptxas 13.0 (``tools/probe_arch_floors.py``, ``arch_floors.json``); every
+    form in the reference page). Forms no ptxas target assembles keep the
+    architecture apache-tvm's table certifies (sm_100a, sm_107f).
 """
 
 from __future__ import annotations
-
-import functools
-import json
-import pathlib
 
 from .. import Contract, Instruction, register_family, register_role
 
@@ -67,15 +68,6 @@ def _role_names(instr: Instruction) -> list:
     return [("dst" if op.writes else names.get(op.name, op.name)) for op in instr.operands]
 
 
-@functools.cache
-def arch_floors() -> dict:
-    """``{"<entry>:<opcode>": "sm_XY"}`` for forms ptxas rejects at sm_90a."""
-    path = pathlib.Path(__file__).with_name("arch_floors.json")
-    if not path.exists():  # a broken install: refusing nothing would let sm_100 forms through
-        raise RuntimeError(f"tvm_tirx: {path} is missing; reinstall the package (setup.py package_data)")
-    return json.loads(path.read_text())["floors"]
-
-
 @register_family(
     claims=lambda entry: entry.mnemonic in MNEMONICS,
     isa={
@@ -91,8 +83,7 @@ def contract(instr: Instruction) -> Contract | str:
     if any(op.ptx_type == "pred" for op in instr.operands):
         return ".pred operands are not tile operands"
     roles = tuple(register_role(name, op) for name, op in zip(_role_names(instr), instr.operands))
-    floor = arch_floors().get(f"{instr.entry_name}:{instr.opcode}")
     # The form named after the mnemonic (the scalar one) is what a user most
     # likely meant when no form fits: its error is reported.
     priority = 1 if instr.entry_name == instr.mnemonic else 0
-    return Contract(instruction=instr, roles=roles, min_arch=floor, error_priority=priority)
+    return Contract(instruction=instr, roles=roles, error_priority=priority)

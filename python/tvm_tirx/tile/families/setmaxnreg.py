@@ -29,7 +29,10 @@ Legality
 Lowering emits
     One ``setmaxnreg`` per thread of each executing warpgroup.
 Architectures
-    sm_90a only (arch-specific).
+    sm_90a only (arch-specific: ptxas refuses plain sm_90). ptxas 13.0 also
+    assembles it for the ``a``/``f`` targets from sm_100 on; this family is
+    written for sm_90a's warpgroups and names sm_90a alone (measured with ptxas
+    13.0 (``tools/probe_arch_floors.py``, ``arch_floors.json``)).
 """
 
 from __future__ import annotations

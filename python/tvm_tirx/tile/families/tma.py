@@ -61,8 +61,11 @@ Lowering emits
     ``fence.proxy.async.shared::cta`` before a store of values written by
     threads, then ``cp.async.bulk.commit_group`` / ``wait_group``.
 Architectures
-    sm_90a.  ``.cta_group::1/::2`` need sm_100a (PTX ISA 9.7.9.25.5.1,
-    "requires sm_100a").
+    sm_90 (loads, stores, reductions; ``.multicast::cluster`` included).
+    ``.cta_group::1/::2`` (PTX ISA 9.7.9.25.5.1: "requires sm_100a"): ptxas
+    accepts them for sm_100f/a, sm_103f/a and sm_110f/a only, not for plain or
+    sm_120 targets (measured with ptxas 13.0 (``tools/probe_arch_floors.py``,
+    ``arch_floors.json``)).
 """
 
 from __future__ import annotations
@@ -222,8 +225,6 @@ def contract(instr: Instruction) -> Contract | str:
         return reason
     ops = {op.name: op for op in instr.operands}
     params = {name: ops[name] for name in ("cta_mask", "cache_policy") if name in ops}
-    # PTX ISA 9.7.9.25.5.1: .cta_group requires sm_100a.
-    floor = "sm_100a" if instr.modifiers.get("cta_group") else None
     return Contract(
         instruction=instr,
         roles=_roles(instr, ops),
@@ -232,6 +233,5 @@ def contract(instr: Instruction) -> Contract | str:
         derived={"coords": _coords},
         bind=_bind,
         host_setup=host_setup,
-        min_arch=floor,
         completes_tx=None if instr.modifiers.get("multicast") or "dst_mem" not in ops else _image_bytes,
     )
