@@ -25,7 +25,7 @@ producer runs ahead into the next tile while the consumers finish the epilogue.
 loads half of the B tile and multicasts it to both, halving B's L2 traffic.
 
 Hardware facts: PTX ISA 9.7.15 (wgmma, fragment map 9.7.15.5.1.1), 9.7.9.25.5.1 (TMA),
-9.7.13.15 (mbarrier), 9.7.19.5 (setmaxnreg).
+9.7.13.15 (mbarrier), 9.7.13.1 (named barriers), 9.7.19.5 (setmaxnreg).
 """
 
 from __future__ import annotations
@@ -110,17 +110,18 @@ def _epilogue_bf16(acc, words, out, C, row0, col0, tid, c):
     swizzled shared tile ``out`` (4 boxes of 64 x 32 words) and TMA-store the 4 boxes to
     ``C[row0 : row0 + 64, col0 : col0 + 256]``.  The store issued for the previous tile
     must have read ``out`` first (``wait_group.read 0``); named barrier ``1 + c`` joins
-    the warpgroup's 128 threads."""
+    the warpgroup's 128 threads (the named-barrier family checks, when lowering, that
+    exactly those 128 threads use barrier ``1 + c``)."""
     rows = acc.view(4, 32, BN // 8, 2, 2, layout=ACC_ROWS)
     T.cuda.tile.apply(T.ptx["cvt.rn.bf16x2.f32"], words.view(4, 32, BN // 8, 2, 1, layout=WORD_ROWS),
                       rows.sub[:, :, :, :, 1:2], rows.sub[:, :, :, :, 0:1], scope="warpgroup")
     if tid % 128 == 0:
         T.ptx["cp.async.bulk.wait_group.read"](0)
-    T.ptx["barrier.sync.aligned"](T.uint32(1 + c), T.uint32(128))
+    T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1 + c), count=T.uint32(128))
     T.cuda.tile.apply(T.ptx["st.shared.b32"], _by_thread_boxes(out),
                       words.view(4, 32, BN // 8, 2, 1, layout=WORD_ROWS), scope="warpgroup")
     T.ptx["fence.proxy.async.shared::cta"]()
-    T.ptx["barrier.sync.aligned"](T.uint32(1 + c), T.uint32(128))
+    T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1 + c), count=T.uint32(128))
     if tid % 128 == 0:
         T.cuda.tile.apply(T.ptx[STORE], C.view("uint32"), out, coords=(row0, col0 // 2), coord_steps=((0, 32),),
                           swizzle=3)

@@ -148,6 +148,9 @@ def test_epilogue_follows_the_output_type(config):
     assert _calls(kernel, "ptx_cp_async_bulk_tensor_s2g_async_bulk_tensor_2d_global_shared__cta_bulk_group") == (
         BN // 64 if bf16 else 0)  # one TMA store per 64-column box
     assert _calls(kernel, "ptx_st_vec_global_v2_f32") == (0 if bf16 else regs)
+    # the bf16 epilogue's two per-consumer named barriers (the named_barrier family's checks ran)
+    assert _calls(kernel, "ptx_barrier_sync_count_sync_aligned") == (2 if bf16 else 0)
+    assert script.count('T.cuda.tile.apply("barrier.sync.aligned"') == (2 if bf16 else 0)
     stages = _option(options, "stages")
     assert f'"tirx.dyn_smem_bytes": {gemm_smem_bytes(stages, _option(options, "out_dtype"))}' in script
 

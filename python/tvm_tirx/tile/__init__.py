@@ -19,7 +19,8 @@ Operand kinds and address forms
     :class:`ComputedAddress`, :func:`operand_repeat`.
 Proof helpers
     :func:`check_bounds`, :func:`root_or_error`, :func:`proves`,
-    :func:`exact_values`; views: :class:`ViewMap`, :func:`repeat_shape`,
+    :func:`exact_values`, :func:`fold` (an expression at given thread ids);
+    views: :class:`ViewMap`, :func:`repeat_shape`,
     :func:`int_or_none`, :func:`axis_table`.
 Kernel rules
     :func:`register_kernel_rule`, :class:`KernelView`.
@@ -51,7 +52,7 @@ from .emit import ComputedAddress, operand_repeat, register_address_form, regist
 from .kernel_rules import KernelView, register_kernel_rule
 from .memory_proofs import check_bounds, root_or_error
 from .points import exact_values
-from .prover import proves
+from .prover import fold, proves
 from .ptx_table import Instruction, bits_of_ptx_type, cert_arch, ptx_call
 from .registry import register_family
 from .threads import reaching
@@ -62,7 +63,7 @@ __all__ = [
     "THREAD", "WARP", "WARPGROUP", "CallView", "Collective", "Contract", "OperandRole", "Param",
     "memory_role", "register_role", "replace", "ComputedAddress", "operand_repeat",
     "register_address_form", "register_kind", "KernelView", "register_kernel_rule", "check_bounds",
-    "root_or_error", "exact_values", "proves", "Instruction", "bits_of_ptx_type", "cert_arch",
+    "root_or_error", "exact_values", "fold", "proves", "Instruction", "bits_of_ptx_type", "cert_arch",
     "ptx_call", "register_family", "reaching", "axis_table", "ViewMap", "int_or_none",
     "repeat_shape", "TileError", "operand_label", "device_trap",
 ]  # fmt: skip

@@ -5,7 +5,7 @@ until every thread of the CTA arrives (PTX ISA 9.7.13.1, ``bar``/``barrier``:
 "all threads in the CTA participate"); under a guard that only part of the
 CTA passes it deadlocks, or (on sm_70+, where ``bar.sync`` counts arrivals per
 warp) silently synchronises the wrong threads.  ``T.cuda.cluster_sync()``
-likewise needs every thread of every CTA of the cluster (PTX ISA 9.7.13.2,
+likewise needs every thread of every CTA of the cluster (PTX ISA 9.7.13.3,
 ``barrier.cluster``).  Each guard around such a barrier must keep every thread
 (a guard over thread ids that every thread passes) or be uniform over the
 CTA (:mod:`.uniformity`) -- over the cluster for ``cluster_sync``.
