@@ -66,7 +66,7 @@ def whole_cta_barriers(view):
                     text,
                     f"{name} barrier reached by part of the {name}",
                     expected=f"all {total} threads of the {name} (a barrier over fewer threads is a named "
-                    "barrier: bar.sync with an id and a thread count)",
+                    "barrier: T.cuda.tile.apply(T.ptx[\"bar.sync\"], id=..., count=...))",
                     found=f"{min(counts.values()) if scope == 'cta' else len(reached)} threads under if {guards}",
                 ).at(site.location)
             )
