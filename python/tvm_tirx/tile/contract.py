@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .hooks import Bind, ContractCheck, Derived, HostSetup, KernelCheck, LaneCoords, ParamCheck, UniformResult
-from .ptx_table import Instruction, PtxOperand, same_width_dtypes
+from .ptx_table import Instruction, PtxOperand
+from .ptx_types import register_dtypes, same_width_dtypes
 
 __all__ = [
     "Collective",
@@ -255,13 +256,16 @@ class Contract:
         with the highest priority is reported (ties: table order).  A family
         ranks the form a user most likely meant (``mov``'s scalar form).
     uniform_result : callable | None
-        ``fn(CallView) -> str | None``: the widest scope (``"warp"``, ...) over
-        which the registers the call writes hold one value, or None (per
-        thread, the default).  ``shfl.sync.idx`` from a uniform source lane
-        with a full member mask returns ``"warp"``.  The CallView holds the
-        call's decoded operands (views and scalars, not classified), ``pred``,
-        ``params``, ``scope`` and ``facts`` (``facts.uniformity`` judges a
-        parameter); read by :mod:`.uniformity`.
+        ``fn(CallView, index) -> str | None``: the widest scope (``"warp"``,
+        ...) over which the registers the call writes in operand ``index``
+        hold one value, or None (per thread, the default).  ``shfl.sync.idx``
+        from a uniform source lane with a full member mask returns ``"warp"``;
+        ``elect.sync`` says so of its lane id, not of its per-lane predicate.
+        The CallView holds the call's decoded operands (views and scalars, not
+        classified), ``pred``, ``params``, ``scope``, ``site`` (the guards:
+        :func:`.threads.reaching`) and ``facts`` (``facts.uniformity`` judges
+        a parameter); read by :mod:`.uniformity`, for the operands the form
+        writes.
     """
 
     instruction: Instruction
@@ -310,7 +314,7 @@ def register_role(role: str, op: PtxOperand, **changes) -> OperandRole:
         ptx=op,
         kind="register",
         atom=(op.lanes,),
-        dtypes=same_width_dtypes(op.ptx_type, op.dtypes),
+        dtypes=register_dtypes(op),
         writes=op.writes,
         scopes=("local",),
     )

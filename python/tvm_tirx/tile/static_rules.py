@@ -16,7 +16,7 @@ from ..errors import TileError, operand_label
 from .call_view import CallView
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
 from .operands import classify
-from .ptx_table import binding_dtype, same_width_dtypes
+from .ptx_types import binding_dtype, same_width_dtypes
 from .view_tables import fragment_points, slots_distinct
 from .views import ViewMap, atom_of, coords, group_coords, repeat_rank, repeat_shape, role_axes
 
