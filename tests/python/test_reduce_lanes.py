@@ -12,7 +12,7 @@ from tvm.tirx.layout import Axis, S, TileLayout
 import tvm_tirx
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile.families.shuffle import lane_xors
+from tvm_tirx.script.lane_reduce import lane_xors
 from tvm_tirx.tile.families.wgmma import accumulator_layout
 
 L = Axis.laneid

@@ -8,8 +8,8 @@ from tvm.tirx.script.builder import ir as _ir
 
 from ..tile import op as tile_op
 from ..tile.ewise import ewise
-from ..tile.families.shuffle import reduce_lanes
 from . import builders, launch
+from .lane_reduce import reduce_lanes
 from .launch_config import LaunchConfig
 from .mbarrier_wait import mbarrier_wait_phase
 

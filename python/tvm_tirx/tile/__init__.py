@@ -23,9 +23,6 @@ Proof helpers
     :func:`int_or_none`, :func:`axis_table`.
 Kernel rules
     :func:`register_kernel_rule`, :class:`KernelView`.
-Helpers that expand into tile calls
-    :func:`apply` (the tile op, ``T.cuda.tile.apply``), :func:`as_view` (a
-    buffer region as its view); the shuffle family's ``reduce_lanes``.
 Errors
     :class:`~tvm_tirx.TileError`, :func:`operand_label`.
 """
@@ -51,8 +48,6 @@ from .contract import (
 from .emit import ComputedAddress, operand_repeat, register_address_form, register_kind
 from .kernel_rules import KernelView, register_kernel_rule
 from .memory_proofs import check_bounds, root_or_error
-from .op import apply
-from .operands import as_view
 from .points import exact_values
 from .prover import proves
 from .ptx_table import Instruction, cert_arch, ptx_call
@@ -68,5 +63,5 @@ __all__ = [
     "register_address_form", "register_kind", "KernelView", "register_kernel_rule", "check_bounds",
     "root_or_error", "exact_values", "proves", "Instruction", "bits_of_ptx_type", "cert_arch",
     "ptx_call", "register_family", "reaching", "axis_table", "ViewMap", "int_or_none",
-    "repeat_shape", "TileError", "operand_label", "apply", "as_view",
+    "repeat_shape", "TileError", "operand_label",
 ]  # fmt: skip

@@ -41,8 +41,8 @@ Legality
     0x1f`` and every lane taking part writes one value in every lane (a
     broadcast may then guard a warp collective).
     Row reductions over the lanes that share a row of a fragment are
-    :func:`reduce_lanes` (``T.cuda.tile.reduce_lanes``): butterfly shuffles and
-    the combining instruction, each a checked tile call.
+    ``T.cuda.tile.reduce_lanes`` (:mod:`tvm_tirx.script.lane_reduce`):
+    butterfly shuffles and the combining instruction, each a checked tile call.
 Lowering emits
     One ``shfl.sync`` per repeat coordinate per thread, the member mask a
     constant (the default's value) or the given expression.
@@ -53,7 +53,6 @@ Architectures
 from __future__ import annotations
 
 from .. import Contract, Instruction, TileError, register_family, register_role
-from ._lane_reduce import lane_xors, reduce_lanes
 from ._member_mask import (
     MEMBERMASK,
     constant,
@@ -65,7 +64,7 @@ from ._member_mask import (
     u32_param,
 )
 
-__all__ = ["contract", "source_lane", "reduce_lanes", "lane_xors", "DEFAULT_C"]
+__all__ = ["contract", "source_lane", "DEFAULT_C"]
 
 #: ``c`` of a shuffle over the whole warp, per mode (CUDA's ``__shfl_*_sync`` with
 #: width 32): no segments, clamp at lane 0 going up and at lane 31 otherwise.

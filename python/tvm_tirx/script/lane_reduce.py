@@ -1,7 +1,8 @@
 """``T.cuda.tile.reduce_lanes``: reduce registers over a group of lanes with butterfly shuffles.
 
-Part of the ``shfl.sync`` family (:mod:`.shuffle` exports it; not a family
-itself).  A row of an mma/wgmma accumulator lives in four lanes (PTX ISA
+A helper of the script layer over the ``shfl.sync`` family
+(:mod:`tvm_tirx.tile.families.shuffle`), like ``T.cuda.tile.ewise``: it emits
+tile calls while the kernel is parsed.  A row of an mma/wgmma accumulator lives in four lanes (PTX ISA
 9.7.15.5.1.1: thread ``4g + t`` of a warp holds row ``g`` and ``g + 8``,
 columns ``2t, 2t + 1`` of every 8-column block), so a row maximum is, after
 each thread reduced its own columns, a reduction over the lanes ``4g .. 4g+3``:
@@ -27,7 +28,11 @@ import numpy as np
 from tvm import tirx
 from tvm.tirx.script.builder import ir as _ir
 
-from .. import WARP, TileError, apply, as_view, axis_table
+from ..errors import TileError
+from ..tile.contract import WARP
+from ..tile.op import apply
+from ..tile.operands import as_view
+from ..tile.view_tables import axis_table
 
 __all__ = ["reduce_lanes", "lane_xors", "BFLY"]
 
