@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 from tvm import tirx
+from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as _ir
 
 from ..errors import TileError
@@ -184,7 +185,7 @@ def reduce_lanes(instr, values, *, lanes=None, xor=None, across=None, membermask
     shape = [int(n) for n in values.shape]
     if shape[-1] != 1:
         values, shape = values.view(*shape, 1), [*shape, 1]
-    scratch = _ir.alloc_local(shape, values.dtype)
+    scratch = IRBuilder.name(f"{values.name}_partner", _ir.alloc_local(shape, values.dtype))
     params = {} if membermask is None else {"membermask": membermask}
     for mask in masks:
         _ir.evaluate(apply(BFLY, scratch, values, b=mask, **params))

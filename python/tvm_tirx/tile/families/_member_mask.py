@@ -109,6 +109,8 @@ def reaching_masks(call) -> dict:
     TileError
         A guard is neither over thread ids nor uniform over the warp.
     """
+    if call.facts.launch is None:  # a kernel without thread ids runs one thread
+        return {(0, 0): 1}
     out = {}
     for t, c in reaching(call, "warp"):
         out[(c, t // WARP)] = out.get((c, t // WARP), 0) | 1 << (t % WARP)
@@ -117,7 +119,8 @@ def reaching_masks(call) -> dict:
 
 def _launched(call, warp: int) -> int:
     """The lanes of ``warp`` that the launch has (all 32 but in a CTA's last, partial warp)."""
-    left = call.facts.launch.threads - warp * WARP
+    threads = call.facts.launch.threads if call.facts.launch is not None else 1
+    left = threads - warp * WARP
     return FULL if left >= WARP else (1 << max(left, 0)) - 1
 
 

@@ -6,8 +6,8 @@ lane taking part, ``elected`` is 1 in that lane and 0 in the others -- the
 lane that then issues a TMA copy or arrives on a barrier for its warp.
 
 PTX ISA
-    9.7.15.15 (``elect.sync``; 9.7.13.x in PTX ISA 8.x numbering, "Parallel
-    Synchronization and Communication Instructions: elect.sync").
+    9.7.15.15 (``elect.sync``, "Parallel Synchronization and Communication
+    Instructions", in the numbering of apache-tvm 0.27's table).
 Forms
     ``elect.sync d|p, membermask`` (the one form: ptxas requires the
     predicate result; ``_`` for ``d`` is not offered).

@@ -5,7 +5,7 @@ it ``T.ptx["redux_sync.add.u32"]``): every lane taking part receives the sum,
 minimum, maximum, and, or, xor of the lanes' values.
 
 PTX ISA
-    9.7.15.13 (``redux.sync``; 9.7.13.x in PTX ISA 8.x numbering).
+    9.7.15.13 (``redux.sync``, in the numbering of apache-tvm 0.27's table).
 Forms
     ``redux.sync.{add,min,max}.{u32,s32}``, ``redux.sync.{and,or,xor}.b32``
     and ``redux.sync.{min,max}[.abs][.NaN].f32``.

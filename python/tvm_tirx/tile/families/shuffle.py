@@ -5,9 +5,8 @@ as a string; apache-tvm spells the same instruction ``T.ptx["shfl_sync.bfly.b32"
 its namespace reading the first word of an opcode as the instruction family).
 
 PTX ISA
-    9.7.10.6 (``shfl.sync``; 9.7.8.6 in PTX ISA 7.x, the section apache-tvm's
-    table and the CUDA documentation cite as "Data Movement and Conversion
-    Instructions: shfl.sync").
+    9.7.10.6 (``shfl.sync``, "Data Movement and Conversion Instructions", in
+    the numbering of apache-tvm 0.27's table; 9.7.8.6 in older editions).
 Forms
     ``shfl.sync.{up,down,bfly,idx}.b32`` in both shapes, ``d, a, b, c, membermask``
     and ``d|p, a, b, c, membermask`` (the operands choose: a call with three
@@ -129,7 +128,8 @@ def _uniform_result(mode: str):
             return None
         if constant(call.params.get("c", DEFAULT_C[mode])) != 0x1F:
             return None
-        return "warp" if call.facts.uniformity.why_not(call.params["b"], "warp") is None else None
+        lane = call.params.get("b")
+        return "warp" if lane is not None and call.facts.uniformity.why_not(lane, "warp") is None else None
 
     return result
 

@@ -7,8 +7,7 @@
 
 PTX ISA
     9.7.15.10 (``vote.sync``), 9.7.15.11 (``match.sync``), 9.7.15.12
-    (``activemask``), in the numbering of apache-tvm 0.27's table (9.7.13.x in
-    PTX ISA 8.x).
+    (``activemask``), in the numbering of apache-tvm 0.27's table.
 Forms
     ``vote.sync.{all,any,uni}.pred d, a, membermask``,
     ``vote.sync.ballot.b32 d, a, membermask``;
