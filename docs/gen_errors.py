@@ -228,7 +228,11 @@ def family_examples(cases=CASES) -> dict:
     without an example shows up empty)."""
     out = {f.name: [] for f in families()}
     for case in cases:
-        for opcode in set(re.findall(r'T\.ptx\["([^"{}]+)"\]', case.source)):
+        # T.ptx["..."], or the PTX text as a string: T.cuda.tile.apply("...", ...)
+        found = re.findall(r'T\.ptx\["([^"{}]+)"\]', case.source) + re.findall(
+            r'T\.cuda\.tile\.apply\(\s*"([^"{}]+)"', case.source
+        )
+        for opcode in set(found):
             try:
                 family = family_of(resolve(opcode)[0].entry)
             except TileError:

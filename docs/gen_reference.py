@@ -269,7 +269,11 @@ def generic_section(mnemonic: str, forms, isa: str) -> list:
     """One table row per group of forms with the same operands, parameters and arch."""
     out = _heading(mnemonic, "-")
     orders = list(dict.fromkeys(_roles_signature(f.contract) for f in forms))
-    arches = collections.Counter(_arch(f.contract.min_arch) for f in forms)
+    # a form whose only targets exclude sm_90a (redux.sync's .f32) needs those targets
+    arches = collections.Counter(
+        _contract_arch(f.contract) if f.contract.archs and "sm_90a" not in f.contract.archs else _arch(f.contract.min_arch)
+        for f in forms
+    )
     arch_text = ", ".join(f"{n} need {a}" for a, n in sorted(arches.items(), key=lambda kv: _arch_order(kv[0])) if a != "—")
     head = f"PTX ISA {isa}. " if isa else ""
     out += [

@@ -185,7 +185,7 @@ def test_stub_declares_every_installed_name():
     assert ours <= set(top), sorted(ours - set(top))
 
     # T.cuda: every attribute, stock or ours (the stub has no __getattr__ there,
-    # so a misspelt T.cuda name is an error); T.cuda.tile: exactly apply, ewise.
+    # so a misspelt T.cuda name is an error); T.cuda.tile: exactly apply, ewise, reduce_lanes.
     runtime_cuda = {n for n in dir(T.cuda) if not n.startswith("_")}
     assert runtime_cuda == set(cuda), (sorted(runtime_cuda - set(cuda)), sorted(set(cuda) - runtime_cuda))
     assert set(vars(T.cuda.tile)) == set(tile)
@@ -223,7 +223,7 @@ def test_stub_signatures_match_runtime():
     for name in ("thread_idx", "block_idx", "block_dim", "grid_dim", "lane_id", "warp_id",
                  "cluster_ctaid", "cta_sync", "warp_sync", "cluster_sync"):
         _check_signature(cuda[name], getattr(T.cuda, name), f"cuda.{name}")
-    for name in ("apply", "ewise"):
+    for name in ("apply", "ewise", "reduce_lanes"):
         _check_signature(tile[name], getattr(T.cuda.tile, name), f"cuda.tile.{name}")
 
     # LaunchConfig: the stub's init fields are the dataclass's, same defaults.

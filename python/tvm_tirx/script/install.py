@@ -9,6 +9,7 @@ from tvm.tirx.script.builder import ir as _ir
 from ..tile import op as tile_op
 from ..tile.ewise import ewise
 from . import builders, launch
+from .lane_reduce import reduce_lanes
 from .launch_config import LaunchConfig
 from .mbarrier_wait import mbarrier_wait_phase
 
@@ -55,4 +56,4 @@ def install() -> None:
     ):
         setattr(cuda, name, getattr(launch, name))
     cuda.mbarrier_wait_phase = mbarrier_wait_phase
-    cuda.tile = SimpleNamespace(apply=tile_op.apply, ewise=ewise)
+    cuda.tile = SimpleNamespace(apply=tile_op.apply, ewise=ewise, reduce_lanes=reduce_lanes)

@@ -20,10 +20,12 @@ AST node, each time chained to the one before.  Two things then hide the error:
 from __future__ import annotations
 
 import os
+import re
 
 from tvm.error import DiagnosticError
 
 from ..errors import TileError
+from ..tile.ptx_table import namespace_text
 
 __all__ = ["ScriptError", "parse_failure", "backtrace_requested"]
 
@@ -75,12 +77,27 @@ def _tile_error_in(err):
         if isinstance(err, TileError):
             return err
         if isinstance(err, KeyError) and _raised_in_ptx_namespace(err):
-            return TileError(
-                "", "unknown or illegal opcode spelling", found=str(err.args[0] if err.args else err)
-            )
+            return _spelling_error(str(err.args[0] if err.args else err))
         err = err.__cause__ or err.__context__
         seen += 1
     return None
+
+
+def _spelling_error(message: str) -> TileError:
+    """The TileError of a ``T.ptx["..."]`` apache-tvm's namespace refuses; for PTX
+    text whose mnemonic has several words (``shfl.sync``), the two spellings that work."""
+    match = re.match(r"'([^']+)' does not start with a ptx instruction family", message)
+    text = match.group(1) if match else ""
+    spelled = namespace_text(text) if text else text
+    if spelled == text:
+        return TileError("", "unknown or illegal opcode spelling", found=message)
+    return TileError(
+        text,
+        "unknown or illegal opcode spelling",
+        expected=f'T.ptx["{spelled}"] (apache-tvm spells a multi-word mnemonic with "_") '
+        f'or the PTX text as a string: T.cuda.tile.apply("{text}", ...)',
+        found=f'T.ptx["{text}"]',
+    )
 
 
 def _raised_in_ptx_namespace(err) -> bool:

@@ -270,6 +270,23 @@ class _TileNamespace:
 
         ``T.cuda.tile.ewise(lambda v: v * T.sigmoid(v), y, x)``
         """
+    @staticmethod
+    def reduce_lanes(
+        instr: str | PtxInstr,
+        values: TensorView | TensorRegion,
+        *,
+        lanes: int | None = None,
+        xor: int | Sequence[int] | None = None,
+        across: tuple[TensorView, int] | None = None,
+        membermask: PrimExpr | int | None = None,
+    ) -> None:
+        """Reduce each register of ``values`` over a group of lanes, in place, with
+        butterfly ``shfl.sync.bfly.b32`` and ``instr`` tile calls (one each per lane mask).
+
+        ``T.cuda.tile.reduce_lanes(T.ptx["max.f32"], row_max, lanes=4)``; the group is
+        ``lanes=n`` consecutive lanes, the masks ``xor=(1, 2)``, or ``across=(acc, 1)``:
+        the lanes over which axis 1 of register tensor ``acc`` lies.
+        """
 
 class _CudaNamespace:
     """``T.cuda``: apache-tvm's CUDA namespace plus tvm_tirx's launch names and ``tile``.

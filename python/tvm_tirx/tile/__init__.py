@@ -53,7 +53,8 @@ from .kernel_rules import KernelView, register_kernel_rule
 from .memory_proofs import check_bounds, root_or_error
 from .points import exact_values
 from .prover import fold, proves
-from .ptx_table import Instruction, bits_of_ptx_type, cert_arch, ptx_call
+from .ptx_table import Instruction, cert_arch, ptx_call
+from .ptx_types import bits_of_ptx_type
 from .registry import register_family
 from .threads import reaching
 from .view_tables import axis_table

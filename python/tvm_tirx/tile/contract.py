@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from .hooks import Bind, ContractCheck, Derived, HostSetup, KernelCheck, LaneCoords, ParamCheck, UniformResult
-from .ptx_table import Instruction, PtxOperand, same_width_dtypes
+from .ptx_table import Instruction, PtxOperand
+from .ptx_types import register_dtypes, same_width_dtypes
 
 if TYPE_CHECKING:
     from .call_view import CallView
@@ -279,13 +280,16 @@ class Contract:
         bytes a peer CTA sends too); the mbarrier family pairs them with
         ``expect_tx``.
     uniform_result : callable | None
-        ``fn(CallView) -> str | None``: the widest scope (``"warp"``, ...) over
-        which the registers the call writes hold one value, or None (per
-        thread, the default).  ``shfl.sync.idx`` from a uniform source lane
-        with a full member mask returns ``"warp"``.  The CallView holds the
-        call's decoded operands (views and scalars, not classified), ``pred``,
-        ``params``, ``scope`` and ``facts`` (``facts.uniformity`` judges a
-        parameter); read by :mod:`.uniformity`.
+        ``fn(CallView, index) -> str | None``: the widest scope (``"warp"``,
+        ...) over which the registers the call writes in operand ``index``
+        hold one value, or None (per thread, the default).  ``shfl.sync.idx``
+        from a uniform source lane with a full member mask returns ``"warp"``;
+        ``elect.sync`` says so of its lane id, not of its per-lane predicate.
+        The CallView holds the call's decoded operands (views and scalars, not
+        classified), ``pred``, ``params``, ``scope``, ``site`` (the guards:
+        :func:`.threads.reaching`) and ``facts`` (``facts.uniformity`` judges
+        a parameter); read by :mod:`.uniformity`, for the operands the form
+        writes.
     """
 
     instruction: Instruction
@@ -335,7 +339,7 @@ def register_role(role: str, op: PtxOperand, **changes) -> OperandRole:
         ptx=op,
         kind="register",
         atom=(op.lanes,),
-        dtypes=same_width_dtypes(op.ptx_type, op.dtypes),
+        dtypes=register_dtypes(op),
         writes=op.writes,
         scopes=("local",),
     )

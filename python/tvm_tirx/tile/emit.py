@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 
 from ..errors import TileInternalError
 from .hooks import AddressForm, KindArgs, KindProof, KindSetup
-from .ptx_table import binding_dtype, ptx_call
+from .ptx_table import ptx_call
+from .ptx_types import binding_dtype, is_pred_read, pred_argument
 from .views import ViewMap, repeat_shape, role_axes
 
 __all__ = [
@@ -218,7 +219,7 @@ class Emission:  # pylint: disable=too-few-public-methods
         return [value.value]
 
     def _binding(self, role, dtype):
-        """The dtype the table takes for a register of ``dtype`` in ``role`` (:func:`.ptx_table.binding_dtype`)."""
+        """The dtype the table takes for a register of ``dtype`` in ``role`` (:func:`.ptx_types.binding_dtype`)."""
         read_write = role.ptx.rw == "rw" or (self.preserve_dst and role.writes)
         bound = binding_dtype(role.ptx, dtype, read_write)
         if bound is None:
@@ -251,7 +252,8 @@ class Emission:  # pylint: disable=too-few-public-methods
             coords = [(*self.group_coord, *rep, *c) for c in role.lane_coords(0)]
         else:
             coords = [(*self.group_coord, *rep, k) for k in range(role.atom[0])]
-        bound = self._binding(role, buf.dtype)
+        # A `.pred` the instruction reads takes the register as it is (tagged).
+        bound = buf.dtype if is_pred_read(role.ptx) else self._binding(role, buf.dtype)
         local = self.locals_.get(buf)
         if local is None:
             target = buf if bound == buf.dtype else self._retyped(buf, bound)
@@ -273,6 +275,8 @@ class Emission:  # pylint: disable=too-few-public-methods
         role, op = self.contract.roles[index], self.ops[index]
         if role.kind not in ("register", "memory"):
             return self._kind_args(index, role, loop_vars)
+        if op.kind == "scalar" and is_pred_read(role.ptx):
+            return [pred_argument(op.value)] * role.lanes
         if op.kind == "scalar":
             self._binding(role, op.value.ty.dtype)  # the form takes it (parse-time rules)
             return [self._bound_scalar(role.ptx, op.value)] * role.lanes
@@ -280,7 +284,8 @@ class Emission:  # pylint: disable=too-few-public-methods
         rep = [loop_vars[a] for a in role_axes(role, len(loop_vars))] if has_repeat else []
         if role.kind == "memory":
             return self._memory_args(role, op, rep)
-        return self._register_args(role, op, rep)
+        args = self._register_args(role, op, rep)
+        return [pred_argument(a) for a in args] if is_pred_read(role.ptx) else args
 
     def ptx_args(self, loop_vars):
         """Every PTX argument of one instruction, in PTX order."""

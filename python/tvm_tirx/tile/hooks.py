@@ -48,8 +48,9 @@ KindArgs: TypeAlias = Callable[["CallView", int], list]
 KindSetup: TypeAlias = Callable[["CallView", int], tuple]
 #: An operand kind's proof: ``(CallView, index) -> TileError | None`` while lowering.
 KindProof: TypeAlias = Callable[["CallView", int], "TileError | None"]
-#: ``Contract.uniform_result``: ``CallView -> the scope its written registers are uniform over``.
-UniformResult: TypeAlias = Callable[["CallView"], "str | None"]
+#: ``Contract.uniform_result``: ``(CallView, index) -> the scope over which the registers
+#: the call writes in operand ``index`` hold one value``.
+UniformResult: TypeAlias = Callable[["CallView", int], "str | None"]
 #: An address form (:func:`.emit.register_address_form`): ``(CallView, view, coord) -> PrimExpr``
 #: (or a :class:`~.emit.ComputedAddress`).
 AddressForm: TypeAlias = Callable[["CallView", Any, list], Any]

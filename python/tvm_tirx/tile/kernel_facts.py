@@ -224,20 +224,32 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
             self._uniformity = Uniformity(self, self.body, self._result_level)
         return self._uniformity
 
-    def _result_level(self, stmt):
-        """The scope a statement-level call makes the registers it writes uniform
-        over: its form's ``uniform_result`` for a tile call, else None."""
+    def _result_level(self, stmt, buf):
+        """The scope a statement-level call makes the registers of its operand
+        ``buf`` uniform over: for a tile call, ``NOT_WRITTEN`` when its form only
+        reads ``buf``, else the form's ``uniform_result``; otherwise None."""
         from .call_view import CallView  # pylint: disable=import-outside-toplevel
         from .op import decode, is_tile_call  # pylint: disable=import-outside-toplevel
         from .registry import candidates  # pylint: disable=import-outside-toplevel
+        from .sites import EMPTY_SITE, call_key  # pylint: disable=import-outside-toplevel
+        from .uniformity import NOT_WRITTEN  # pylint: disable=import-outside-toplevel
 
         if not is_tile_call(stmt.value):
             return None
         tc = decode(stmt.value)
-        form = candidates(tc.opcode)[0]
+        index = next((i for i, op in enumerate(tc.operands) if op.same_as(buf)), None)
+        forms = candidates(tc.opcode)
+        # the form the operands name (shfl.sync with or without its `p` result)
+        form = next((f for f in forms if sum(r.keyword is None for r in f.roles) == len(tc.operands)), forms[0])
+        if index is None or index >= len(form.roles):
+            return None
+        if not form.roles[index].writes:
+            return NOT_WRITTEN
         if form.uniform_result is None:
             return None
-        return form.uniform_result(CallView(tc.operands, tc.pred, dict(tc.params), form, tc.scope, facts=self))
+        site = self.sites.get(call_key(stmt), EMPTY_SITE)
+        view = CallView(tc.operands, tc.pred, dict(tc.params), form, tc.scope, site, facts=self)
+        return form.uniform_result(view, index)
 
     def known(self, conds=()) -> tuple:
         """``conds`` with the kernel-wide facts (:attr:`range_facts`) before them:

@@ -7,7 +7,8 @@ re-parses to a structurally equal Call.  The flags string is
 ``param=<name>`` entries, comma separated.  A parameter whose value is a
 tuple (``coords=(y, x)``) or a tuple of equal-length tuples is stored as its
 elements, row-major, and flagged with its shape: ``param=coords[2]``,
-``param=coord_steps[2x3]``; Python ints in it become ``int32`` constants.
+``param=coord_steps[2x3]``; Python ints in it become ``int32`` constants
+(``uint32`` from 2**31 to 2**32 - 1, a lane mask such as ``0xffffffff``).
 """
 
 from __future__ import annotations
@@ -102,7 +103,13 @@ def _flat(value, shape):
         items = list(value)
     else:
         items = [x for row in value for x in row]
-    return [IntImm("int32", x) if isinstance(x, int) and not isinstance(x, bool) else getattr(x, "scalar", x) for x in items]
+    return [_int_constant(x) if isinstance(x, int) and not isinstance(x, bool) else getattr(x, "scalar", x) for x in items]
+
+
+def _int_constant(x: int):
+    """A Python int parameter as a constant: int32, or uint32 where only 32 unsigned
+    bits hold it (a lane mask ``0xffffffff``); a larger one is refused by ``IntImm``."""
+    return IntImm("uint32" if 2**31 <= x < 2**32 else "int32", x)
 
 
 def _unflat(items, shape):

@@ -4,18 +4,22 @@ Every fact about an instruction is read here: its table entry, modifier slots,
 operand slots with their register-group lengths ("lanes"), PTX types, accepted
 TVM dtypes and state spaces; and here the emitted ``T.ptx`` call is built.
 Nothing about an instruction is restated, and no other module of ours imports
-``tvm.backend.cuda.ptx``.
+``tvm.backend.cuda.ptx`` but :mod:`.ptx_types` (the PTX types' dtypes and C
+bindings).
+
+Opcodes are PTX text as the ISA writes it (``"shfl.sync.bfly.b32"``);
+apache-tvm's own spelling of a multi-word mnemonic (``T.ptx["shfl_sync.bfly.b32"]``)
+is accepted too (:func:`namespace_text`).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from tvm.backend.cuda.ptx import PTXNamespace
-from tvm.backend.cuda.ptx.render import C_BINDING
 from tvm.backend.cuda.ptx.table import (
-    PTX_TYPE_DTYPES,
     TABLE,
     mods,
     operand_dtypes,
@@ -25,7 +29,6 @@ from tvm.backend.cuda.ptx.table import (
     variants,
 )
 from tvm.ir import StringImm
-from tvm.runtime import DataType
 
 from ..errors import TileError, TileInternalError
 
@@ -41,9 +44,7 @@ __all__ = [
     "cert_arch",
     "ptx_call",
     "opcode_of_call",
-    "bits_of_ptx_type",
-    "same_width_dtypes",
-    "binding_dtype",
+    "namespace_text",
 ]
 
 
@@ -144,6 +145,60 @@ def _namespace_singleton(cls):
     return cls()
 
 
+@functools.cache
+def _multi_word_mnemonics() -> tuple:
+    """``(mnemonic, family)`` of every table entry whose PTX mnemonic has several
+    words (``"shfl.sync"`` -> ``"shfl_sync"``), longest mnemonic first."""
+    pairs = {e.ptx_name: e.family for e in TABLE.values() if "." in e.ptx_name and e.family != e.ptx_name}
+    return tuple(sorted(pairs.items(), key=lambda kv: (-len(kv[0]), kv[0])))
+
+
+def namespace_text(text: str) -> str:
+    """``text`` as apache-tvm's ``T.ptx[...]`` spells it.
+
+    The PTX ISA writes some mnemonics as several words (``shfl.sync``,
+    ``vote.sync``, ``cvt.pack``); apache-tvm's namespace reads the first word
+    as the instruction family and names those families with an underscore
+    (``T.ptx["shfl_sync.bfly.b32"]``).  The text a user writes is the ISA's
+    (``"shfl.sync.bfly.b32"``): its multi-word mnemonic, read from the table's
+    entries, becomes the family name.  Text of any other instruction is
+    returned unchanged.
+    """
+    for mnemonic, family in _multi_word_mnemonics():
+        if text == mnemonic or text.startswith(mnemonic + "."):
+            return family + text[len(mnemonic) :]
+    return text
+
+
+def _namespace_chain(text: str):
+    """``T.ptx[text]`` for PTX text in the ISA's spelling or in apache-tvm's.
+
+    Raises
+    ------
+    KeyError, AttributeError
+        apache-tvm's namespace refuses both spellings (its message, for the ISA's).
+    """
+    namespace = _ptx_namespace()
+    spelled = namespace_text(text)
+    try:
+        return namespace[spelled]
+    except (KeyError, AttributeError):
+        if spelled == text:
+            raise
+        try:  # a one-word mnemonic whose next token looks like a multi-word one
+            return namespace[text]
+        except (KeyError, AttributeError):
+            pass
+        raise
+
+
+def _ptx_spelled(message: str) -> str:
+    """apache-tvm's message with its family names (``shfl_sync``) in the ISA's spelling."""
+    for mnemonic, family in _multi_word_mnemonics():
+        message = re.sub(rf"(?<![\w.]){re.escape(family)}(?![\w])", mnemonic, message)
+    return message
+
+
 def _chain_candidates(chain):
     """``(entry, filled_tokens)`` pairs of a ``T.ptx`` attribute chain.
 
@@ -205,10 +260,10 @@ def _resolve_text(text: str) -> tuple[Instruction, ...]:
     if not isinstance(text, str) or not text:
         raise TileError("", "unknown opcode", expected="a PTX opcode string", found=repr(text))
     try:
-        chain = _ptx_namespace()[text]
+        chain = _namespace_chain(text)
     except (KeyError, AttributeError) as err:
         msg = err.args[0] if err.args else str(err)
-        raise TileError(text, "unknown or illegal opcode spelling", found=str(msg)) from None
+        raise TileError(text, "unknown or illegal opcode spelling", found=_ptx_spelled(str(msg))) from None
     return _resolve_candidates(text, _chain_candidates(chain))
 
 
@@ -304,7 +359,7 @@ def ptx_call(opcode: str, args, pred=None, preserve_dst: bool = False):
         The table rejects the operands: the lowering built a wrong call (a bug
         of tvm_tirx, not of the kernel).
     """
-    instr = _ptx_namespace()[opcode]
+    instr = _namespace_chain(opcode)
     try:
         return instr(*args, pred=pred, preserve_dst=preserve_dst)
     except (ValueError, AssertionError) as err:  # AssertionError: two table entries match
@@ -331,54 +386,3 @@ def opcode_of_call(call) -> str | None:
     if not all(isinstance(tok, StringImm) for tok in tokens):
         return None
     return canonical_text(entry, [str(tok.value) for tok in tokens])
-
-
-def bits_of_ptx_type(token: str) -> int:
-    """Bit width of a PTX type token (``"b32"`` -> 32, ``"f16x2"`` -> 32)."""
-    return DataType(PTX_TYPE_DTYPES[token][0]).bits
-
-
-def same_width_dtypes(token: str, accepted=None) -> tuple:
-    """Dtypes of exactly the width of PTX type ``token`` (PTX ISA 5.2: a ``.bN`` type
-    accepts any fundamental type of N bits; a concrete type only its own).
-
-    ``accepted`` (the dtypes the table lists for an operand) narrows the result.
-    """
-    own = PTX_TYPE_DTYPES[token]
-    if accepted is None:
-        return tuple(own)
-    # An 8-bit integer result lives in a wider register (PTX ISA 5.2.2: the
-    # narrowest register is 16 bits); the table lists the carriers it takes.
-    out = tuple(d for d in accepted if d in own) or tuple(accepted)
-    # The table types `.f16`/`.bf16` registers as their `.b16` container; the
-    # scalar type itself is as good a register (PTX ISA 5.2: a `.b16` register
-    # holds any 16-bit type), bound through the container (:func:`binding_dtype`).
-    return out + tuple(d for d in scalar_dtypes(token) if d not in out)
-
-
-def scalar_dtypes(token: str) -> tuple:
-    """The TVM dtypes whose values *are* PTX type ``token`` (``"f16"`` -> ``("float16",)``;
-    ``()`` for a bit-size or packed type), read from apache-tvm's C bindings."""
-    return tuple(d for d, binding in C_BINDING.items() if binding.suffix == token)
-
-
-def binding_dtype(operand: PtxOperand, dtype: str, read_write: bool = False) -> str | None:
-    """The dtype a register of ``dtype`` is passed to the table as, for ``operand``.
-
-    ``dtype`` itself when the table takes it; otherwise a dtype of the same bit
-    width that it takes (the ``.b16`` container ``uint16`` of a ``float16``
-    register of ``add.rn.f16``), the register then being read through a view of
-    that dtype -- the same bits.  A read-write binding (``preserve_dst``, an
-    accumulator) needs a dtype inline asm binds directly, without a carrier
-    (apache-tvm's ``render.C_BINDING``: ``float16`` travels as ``uint16_t``, an
-    8-bit register as a 16-bit one, which cannot be written back in place).
-    None when no dtype fits.
-    """
-    def fits(d):
-        binding = C_BINDING.get(d)
-        return binding is not None and (not read_write or binding.carrier == binding.c_type)
-
-    if dtype in operand.dtypes and fits(dtype):
-        return dtype
-    bits = DataType(dtype).bits
-    return next((d for d in operand.dtypes if DataType(d).bits == bits and fits(d)), None)

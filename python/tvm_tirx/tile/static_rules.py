@@ -17,7 +17,7 @@ from .arch_floors import arch_key, satisfies, source_of
 from .call_view import CallView
 from .operand_rules import OPERAND_RULES, rule_contiguous_atom, rule_operand_count
 from .operands import classify
-from .ptx_table import binding_dtype, same_width_dtypes
+from .ptx_types import binding_dtype, same_width_dtypes
 from .registry import family_of
 from .view_tables import fragment_points, slots_distinct
 from .views import ViewMap, atom_of, coords, group_coords, repeat_rank, repeat_shape, role_axes

@@ -45,10 +45,12 @@ from tvm.ir import TensorLoad, Var
 from .prover import proves
 from .writes import KernelWrites, is_scalar
 
-__all__ = ["LEVELS", "Uniform", "Uniformity", "level_of_scope", "wider_or_equal"]
+__all__ = ["LEVELS", "NOT_WRITTEN", "Uniform", "Uniformity", "level_of_scope", "wider_or_equal"]
 
 #: Scopes over which a value may be uniform, narrowest first.
 LEVELS = ("thread", "warp", "warpgroup", "cta", "cluster", "grid")
+#: What a call's ``result_level`` says of an operand it only reads (a shuffle's source).
+NOT_WRITTEN = "not written"
 #: Threads in one instance of the scopes below the CTA.
 _WIDTH = {"warp": 32, "warpgroup": 128}
 #: Statement-level ops that are CTA-wide barriers (every thread of the CTA takes part).
@@ -99,15 +101,16 @@ class Uniformity:
     body : tvm.tirx.Stmt
         The kernel's body (before lowering).
     result_level : callable | None
-        ``fn(Evaluate) -> str | None``: the level a statement-level call makes
-        the registers it writes uniform at (a tile call whose family declares
-        it), or None.
+        ``fn(Evaluate, buffer) -> str | None``: the level a statement-level
+        call makes the registers of ``buffer`` (one of its operands) uniform at
+        (a tile call whose family declares it), :data:`NOT_WRITTEN` when the
+        call only reads that operand, or None.
     """
 
     def __init__(self, facts, body, result_level=None):
         self.facts = facts
         self.program = KernelWrites(body, facts.root_of)
-        self.result_level = result_level or (lambda stmt: None)
+        self.result_level = result_level or (lambda stmt, buf: None)
         self._memo = {}
         self._busy = set()
 
@@ -209,7 +212,9 @@ class Uniformity:
         if where.level != "grid":
             where = Uniform(where.level, f"{buf.name} is written under a guard that {where.why}")
         if value is None:
-            level = self.result_level(write[3])
+            level = self.result_level(write[3], buf)
+            if level == NOT_WRITTEN:
+                return GRID
             if level is None:
                 return Uniform("thread", f"{buf.name} is written by a call whose result is per thread")
             return where.narrowed(Uniform(level, f"{buf.name} is the result of a call uniform over a {level}"))

@@ -1,0 +1,29 @@
+"""The ``redux.sync`` family: the targets of its ``.f32`` forms.
+
+Each ``Case`` is a kernel file that breaks one rule: ``docs/gen_errors.py`` runs it
+and puts the message it raises on the error page (see :mod:`error_examples`).
+"""
+
+from __future__ import annotations
+
+from . import OPCODE, Case, example
+
+CASES = [
+    Case(
+        OPCODE,
+        r"redux.sync.max.f32: instruction is specific to another architecture",
+        "Floating-point warp reduction compiled for Hopper",
+        example('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                x = T.alloc_local((1,), "float32")
+                T.cuda.tile.apply("redux.sync.max.f32", x, x)
+        '''),
+        "compile",
+        "``redux.sync`` reduces 32-bit integers from sm_80, but its ``.f32`` forms exist "
+        "on sm_100a, sm_100f, sm_103a and sm_103f only (ptxas refuses them elsewhere).",
+        "On sm_90a, reduce floats over the warp with "
+        '``T.cuda.tile.reduce_lanes(T.ptx["max.f32"], x, lanes=32)`` (five butterfly shuffles).',
+    ),
+]
