@@ -5,6 +5,7 @@ import inspect
 
 import pytest
 import tvm
+from tvm.tirx.layout import Axis, S, TileLayout
 
 import tvm_tirx
 from tvm_tirx import TileError, testing
@@ -157,6 +158,30 @@ def test_pred_guards_each_atomic_and_preserve_dst_keeps_the_old_register():
         a = A.sub[tid, :].view(2, 1)
         for r0 in T.unroll(2):
             T.ptx["atom.global.exch.b32"](old[r0, 0], a.ptr_to([r0, 0]), T.uint32(5), pred=tid < 16, preserve_dst=True)
+
+    testing.assert_lowers_to(before, expected)
+
+
+def test_warp_scope_atom_binds_each_lane_to_its_row():
+    lanes = TileLayout(S[(32, 1) : (1 @ Axis.laneid, 1)])
+
+    @T.function
+    def before():
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        tid = T.cuda.thread_idx("x")
+        counts = T.alloc_shared((2, 32, 1), "uint32", align=4)
+        old = T.alloc_local((32, 1), "uint32", layout=lanes)
+        T.cuda.tile.apply(T.ptx["atom.shared.inc.u32"], old, counts.sub[tid // 32, :, :], T.uint32(9), scope="warp")
+
+    @T.function
+    def expected():
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        tid = T.cuda.thread_idx("x")
+        counts = T.alloc_shared((2, 32, 1), "uint32", align=4)
+        old = T.alloc_local((32, 1), "uint32", layout=lanes)
+        c = counts.sub[tid // 32, :, :]
+        ol = old.local()
+        T.ptx["atom.shared.inc.u32"](ol[0], c.ptr_to([tid % 32, 0]), T.uint32(9))
 
     testing.assert_lowers_to(before, expected)
 
@@ -374,6 +399,18 @@ def test_bit_bucket_call_reports_its_own_error_not_the_operand_count():
             T.cuda.tile.apply(T.ptx["atom.global.add.u32"], H.sub[tid : tid + 1], T.int32(1))  # BUCKET-LINE
 
     assert info.value.location.endswith(f"test_family_atomics.py:{_line_of('# BUCKET-LINE')}")
+
+
+def test_preserve_dst_needs_a_destination():
+    with pytest.raises(TileError, match="preserve_dst on an instruction without a register destination"):
+
+        @T.function
+        def k(H: T.Tensor((32,), "uint32", align=4)):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            tid = T.cuda.thread_idx("x")
+            T.cuda.tile.apply(
+                T.ptx["atom.global.add.u32"], H.sub[tid : tid + 1], T.uint32(1), pred=tid < 8, preserve_dst=True
+            )
 
 
 def test_destination_is_a_register_tensor():
