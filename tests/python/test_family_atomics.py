@@ -255,6 +255,20 @@ def test_peer_cta_atomic_maps_the_address_with_mapa():
     tvm.ir.assert_structural_equal(loop_of(lowered), loop_of(expected), map_free_vars=True)
 
 
+def test_cluster_form_without_a_rank_updates_this_ctas_copy():
+    @T.function
+    def k():
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32, cluster=2))
+        tid = T.cuda.thread_idx("x")
+        s = T.alloc_shared((32,), "uint32", align=4)
+        old = T.alloc_local((1,), "uint32")
+        T.cuda.tile.apply(T.ptx["atom.shared::cluster.add.u32"], old, s.sub[tid : tid + 1], T.uint32(1))
+
+    source = tvm_tirx.compile(k, target="cuda", arch="sm_90a").cuda_source
+    assert "mapa" not in source and "atom.shared::cluster.add.u32 %0, [%1], %2;" in source
+    assert "cvta_generic_to_shared((&(s_ptr[((int)threadIdx.x)])))" in source
+
+
 # -- rules -----------------------------------------------------------------------------------
 
 

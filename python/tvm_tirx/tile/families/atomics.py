@@ -144,7 +144,26 @@ def _cluster_rule(opcode: str):
     isa={"atom": "9.7.15.5", "red": "9.7.15.6"},
 )
 def contract(instr: Instruction) -> Contract | str:
-    """The tile contract of an ``atom`` / ``red`` form, or the reason it has none."""
+    """The tile contract of an ``atom`` / ``red`` form, or the reason it has none.
+
+    Parameters
+    ----------
+    instr : Instruction
+        A resolved form of one of the family's 22 table entries (PTX ISA 9.7.15.5 /
+        9.7.15.6): ``atom``, ``atom_cas``, ``atom_exch``, the half, vector and
+        ``.noftz.f32`` entries, their ``_bitbucket`` siblings (no ``d``), and ``red``'s.
+
+    Returns
+    -------
+    Contract | str
+        Roles ``dst`` (registers ``(n,)``, absent without ``d``), ``mem`` (a
+        ``global`` or ``shared`` view ``(n,)`` of the PTX type's width, aligned to
+        its ``n * sizeof(type)`` bytes), ``b`` (and ``c`` for ``.cas``: registers
+        ``(n,)`` or a typed scalar for one register); parameters ``cache_policy``
+        (``uint64``) and, for ``.shared::cluster``, ``remote_cta_id``, whose launch
+        rule raises :class:`~tvm_tirx.TileError` when lowered.  A string: why the
+        form is not a tile form (the user sees it as an ``unsupported form`` error).
+    """
     reason = _excluded(instr)
     if reason:
         return reason
