@@ -265,6 +265,48 @@ def _is_load_store(forms) -> bool:
     return True
 
 
+#: A row lists its opcodes one by one up to this many; beyond, it gives their pattern.
+OPCODES_LISTED = 24
+
+
+def _opcode_pattern(instructions) -> tuple:
+    """``(pattern, combinations)``: the opcodes of ``instructions`` (one entry's forms)
+    as one text, each modifier slot in the ISA's order written as its token, as
+    ``(.a|.b)`` when it takes several, inside ``[...]`` when it may be omitted;
+    ``combinations`` is how many opcodes the pattern spells."""
+    slots = collections.OrderedDict()
+    for instr in instructions:
+        for slot, token in instr.modifiers.items():
+            tokens = slots.setdefault(slot, [])
+            if token not in tokens:
+                tokens.append(token)
+    text, combinations = instructions[0].mnemonic, 1
+    for tokens in slots.values():
+        present = ["." + t for t in tokens if t]
+        combinations *= len(tokens)
+        if not present:
+            continue
+        if "" in tokens:
+            text += "[" + "|".join(present) + "]"
+        else:
+            text += present[0] if len(present) == 1 else "(" + "|".join(present) + ")"
+    return text, combinations
+
+
+def _opcode_list(instructions) -> str:
+    """The opcodes of one table row: listed, or for many of them their pattern and count."""
+    opcodes = list(dict.fromkeys(i.opcode for i in instructions))
+    if len(opcodes) <= OPCODES_LISTED:
+        return ", ".join(_code(o) for o in opcodes)
+    pattern, combinations = _opcode_pattern(instructions)
+    if combinations == len(opcodes):
+        return f"{_code(pattern)} ({len(opcodes)} opcodes: every combination)"
+    return (
+        f"{_code(pattern)} ({len(opcodes)} of its {combinations} combinations: those "
+        "apache-tvm's table, following the PTX ISA, allows)"
+    )
+
+
 def generic_section(mnemonic: str, forms, isa: str) -> list:
     """One table row per group of forms with the same operands, parameters and arch."""
     out = _heading(mnemonic, "-")
@@ -303,15 +345,15 @@ def generic_section(mnemonic: str, forms, isa: str) -> list:
         )
         params = tuple(sorted(c.params)) + tuple(sorted(c.options))
         sig = (entry, roles, params, _contract_arch(c))
-        groups.setdefault(sig, []).append(c.opcode)
+        groups.setdefault(sig, []).append(c.instruction)
     with_params = any(sig[2] for sig in groups)
     rows = []
-    for (entry, roles, params, min_arch), opcodes in groups.items():
+    for (entry, roles, params, min_arch), instructions in groups.items():
         operands = []
         for role, kind, atom, dtypes, space in roles:
             where = (f" (.{space} memory)" if space else " (generic address)") if kind == "memory" else ""
             operands.append(f"* {_code(role)} {_code(_atom(atom))}{where}: {_dtypes(dtypes)}")
-        row = [", ".join(_code(o) for o in opcodes), "\n".join(operands)]
+        row = [_opcode_list(instructions), "\n".join(operands)]
         if with_params:
             row.append(", ".join(_code(p) for p in params) or "—")
         row.append(min_arch)

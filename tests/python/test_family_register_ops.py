@@ -54,3 +54,16 @@ def test_no_fitting_form_reports_the_scalar_form():
             T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
             r = T.alloc_local((1,), "uint32")
             T.cuda.tile.apply(T.ptx["mov.b64"], r, r)
+
+
+def test_no_fitting_form_reports_the_form_with_the_call_operand_count():
+    # max.f32 names a two-input and a three-input form: four operands are the
+    # three-input form's, so its error is reported, not the two-input form's count
+    with pytest.raises(TileError, match=r"a \(operand 2\).*element bit width"):
+
+        @T.function
+        def k():
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            r = T.alloc_local((1,), "float32")
+            h = T.alloc_local((1,), "float16")
+            T.cuda.tile.apply(T.ptx["max.f32"], r, h, r, r)

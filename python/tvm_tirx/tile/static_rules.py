@@ -255,8 +255,10 @@ def select_contract(forms, operands, group, pred, preserve_dst, params=None):
     Raises
     ------
     TileError
-        No form fits: the error of the form with the highest
-        ``error_priority`` (the first such form).
+        No form fits: the error of a form that takes as many positional
+        operands as the call passes, if any (``atom`` with and without a
+        destination: the one the call's operand count names); among those,
+        the one with the highest ``error_priority`` (the first such form).
     """
     params = params or {}
     errors = []
@@ -268,8 +270,9 @@ def select_contract(forms, operands, group, pred, preserve_dst, params=None):
             err = check_static(contract, classified, group, pred, preserve_dst) or param_error(contract, params)
         if err is None:
             return contract, classified
-        errors.append((contract.error_priority, len(errors), err))
-    raise max(errors, key=lambda e: (e[0], -e[1]))[2]
+        counted = sum(r.keyword is None for r in contract.roles) == len(operands)
+        errors.append((counted, contract.error_priority, len(errors), err))
+    raise max(errors, key=lambda e: (e[0], e[1], -e[2]))[3]
 
 
 def rule_keyword_roles(contract, params):

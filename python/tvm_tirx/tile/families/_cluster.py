@@ -3,7 +3,7 @@ the address form that maps an operand into that CTA with ``mapa``, and the
 launch rules of the forms that use them.
 
 Used by the families whose forms address ``.shared::cluster`` memory
-(``mbarrier``, ``cp_async_bulk``); not a family itself (the leading ``_``
+(``mbarrier``, ``cp_async_bulk``, ``atomics``); not a family itself (the leading ``_``
 keeps it out of the registry's module scan).
 
 PTX ISA 9.2, 9.7.10.26 (``mapa``): ``mapa.shared::cluster.u32 d, a, rank``
