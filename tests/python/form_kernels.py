@@ -183,6 +183,20 @@ def tma_source(forms, name: str = "forms_kernel") -> str:
     return "\n".join(lines) + "\n"
 
 
+def barrier_source(forms, name: str = "forms_kernel") -> str:
+    """The 128 threads of a CTA issuing each named-barrier form once, all on
+    barrier 1 with ``count=128`` (the CTA); a 2-CTA cluster only for the
+    ``barrier.cluster`` forms, which need one."""
+    cluster = any("cluster" in f.contract.instruction.entry_name for f in forms)
+    grid = "grid=2, cluster=2" if cluster else "grid=1"
+    lines = HEADER + ["@T.function", f"def {name}():", f"    T.device_entry(launch=T.cuda.LaunchConfig({grid}, block=128))"]
+    values = {"id": 1, "count": 128}
+    for form in forms:
+        params = "".join(f", {k}=T.uint32({values[k]})" for k in form.contract.params)
+        lines.append(f'    T.cuda.tile.apply(T.ptx["{form.opcode}"]{params})')
+    return "\n".join(lines) + "\n"
+
+
 #: wgmma input PTX type -> (tensor dtype, ComposeLayout per_element for 16-byte chunks)
 WGMMA_INPUTS = {
     "f16": ("float16", 3),
@@ -252,6 +266,7 @@ BUILDERS = {
     "setmaxnreg": warpgroup_source,
     "tma": tma_source,
     "wgmma": wgmma_source,
+    "named_barrier": barrier_source,
 }
 
 

@@ -52,8 +52,9 @@ Legality
 Lowering emits
     One instruction per thread that reaches the call, ``id`` and ``count`` as written.
 Architectures
-    ``bar`` / ``barrier``: every target (assembled for sm_90a); ``barrier.cluster``:
-    sm_90 and newer.
+    ``bar`` / ``barrier``: sm_75, every target of ptxas 13.0;
+    ``barrier.cluster``: sm_90 (measured with ptxas 13.0
+    (``tools/probe_arch_floors.py``, ``arch_floors.json``)).
 """
 
 from __future__ import annotations
