@@ -132,9 +132,9 @@ class Executions:
             for values, env in envs:
                 lo = evaluate(self.facts.expand_scalars(loop.min), env)
                 n = evaluate(self.facts.expand_scalars(loop.extent), env)
-                if lo is None or n is None or n < 0:
+                if lo is None or n is None or n < 0 or loop.step is None:
                     return None
-                for i in range(lo, lo + n):
+                for i in range(lo, lo + n, loop.step):  # extent: the range, as points.py reads it
                     nxt.append((values + (i,), {**env, hash(loop.var): i}))
                 if len(nxt) > LIMIT:
                     return None
@@ -169,7 +169,10 @@ class Executions:
             groups = {}
             for key in self.threads:
                 full = {**env, **self._ids[key]}
-                if not all(evaluate(g, full) for g in guards):
+                held = [evaluate(g, full) for g in guards]
+                if None in held:
+                    return None  # a guard this module cannot evaluate (a call, elect_sync)
+                if not all(held):
                     continue
                 got = tuple(evaluate(e, full) for e in exprs)
                 if None in got:

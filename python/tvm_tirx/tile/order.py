@@ -77,13 +77,15 @@ class Leaf:
 
 @dataclass(eq=False)
 class Loop:
-    """A ``for`` (``var``, ``min``, ``extent``) or a ``while`` (``var`` None, ``cond``)."""
+    """A ``for`` (``var`` over ``[min, min + extent)`` by ``step``) or a
+    ``while`` (``var`` None, ``cond``); ``body`` its node."""
 
     var: object
     min: object
     extent: object
     cond: object = None
     body: object = None
+    step: int | None = 1
 
     def may_repeat(self) -> bool:
         """Whether the body may run more than once (a ``for`` of constant extent 1 does not)."""
@@ -160,7 +162,10 @@ class Program:
             return self._branch(stmt, guards, loops)
         if isinstance(stmt, tirx.For | tirx.While):
             is_for = isinstance(stmt, tirx.For)
-            loop = Loop(stmt.loop_var, stmt.min, stmt.extent) if is_for else Loop(None, None, None, stmt.condition)
+            if is_for:
+                loop = Loop(stmt.loop_var, stmt.min, stmt.extent, step=_step(stmt))
+            else:
+                loop = Loop(None, None, None, stmt.condition)
             inner = guards if is_for else guards + (stmt.condition,)
             loop.body = self._child(self._build(stmt.body, inner, loops + (loop,)), loop, 0)
             return loop
@@ -256,6 +261,12 @@ class Program:
 
         climb(leaf, (), ())
         return out
+
+
+def _step(loop) -> int | None:
+    """The constant step of a ``for`` (1 when it has none), or None."""
+    step = getattr(loop, "step", None)
+    return 1 if step is None else int_or_none(step)
 
 
 # -- memory --------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import tvm_ffi
 from tvm import tirx
-from tvm.ir import TensorLoad, Var
+from tvm.ir import Call, TensorLoad, Var
 
 from ..errors import TileError
 from .barrier_rules import BARRIERS
@@ -218,10 +218,10 @@ class Protocol:
         """``"threads"`` (over thread ids and constants), ``"cta"`` (one value over a
         CTA) or None (anything else: a load, a per-thread loop counter)."""
         loads, found = [], []
-        tvm_ffi.structural_walk(part, (TensorLoad, loads.append))
+        tvm_ffi.structural_walk(part, ((TensorLoad, Call), loads.append))
         tvm_ffi.structural_walk(part, (Var, found.append))
         if loads or depth > 8:
-            return None
+            return None  # a load, or a call such as elect_sync(): one value per thread
         ids = {hash(v) for v in self.facts.per_thread_vars()}
         if found and all(hash(v) in ids for v in found):
             return "threads"

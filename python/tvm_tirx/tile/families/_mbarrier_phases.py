@@ -110,27 +110,28 @@ def _needed(seq):
 
 
 def _parity_errors(protocol, root, waits, copies) -> list:
+    """A first wait on parity 1 on an element copies complete on, when no thread waits
+    on parity 0 first (one report per barrier tensor)."""
     firsts = {}
     for (_, rank, offset), seq in waits.items():
         firsts.setdefault((rank, offset), []).append(seq[0])
-    errors = []
-    for (rank, offset), heads in firsts.items():
-        if rank or not all(parity == 1 for _, parity, _ in heads):
-            continue
-        name = element_name(protocol, (root, offset))
-        event = heads[0][2]
-        errors.append(
-            TileError(
-                event.what,
-                "first wait on parity 1 of a fresh mbarrier returns at once",
-                expected=f"parity 0 for the first phase of mbarrier {name}, which the copies completing on it "
-                f"fill ({', '.join(sorted({where(c.leaf) for c in copies}))})",
-                found=f"parity 1 at {where(event.leaf)}: a barrier starts in phase 0, so the wait returns "
-                "before the data lands",
-                location=where(event.leaf),
-            )
+    bad = [(offset, heads) for (rank, offset), heads in firsts.items() if not rank and all(p == 1 for _, p, _ in heads)]
+    if not bad:
+        return []
+    offset, heads = bad[0]
+    name = element_name(protocol, (root, offset)) + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+    event = heads[0][2]
+    return [
+        TileError(
+            event.what,
+            "first wait on parity 1 of a fresh mbarrier returns at once",
+            expected=f"parity 0 for the first phase of mbarrier {name}, which the copies completing on it "
+            f"fill ({', '.join(sorted({where(c.leaf) for c in copies}))})",
+            found=f"parity 1 at {where(event.leaf)}: a barrier starts in phase 0, so the wait returns "
+            "before the data lands",
+            location=where(event.leaf),
         )
-    return errors
+    ]
 
 
 def _check_root(protocol, root) -> list:

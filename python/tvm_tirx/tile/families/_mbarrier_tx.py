@@ -173,7 +173,7 @@ def expect_tx_bytes(view) -> list:
             roots.append(event.element[0])
     errors = []
     for root in roots:
-        if not any(on_root(e, root) for e in protocol.of("wait")) or not initialised(protocol, (root, 0)):
+        if not any(on_root(e, root) for e in protocol.of("wait")):
             continue
         if foreign_use(protocol, root):
             continue
@@ -185,6 +185,6 @@ def expect_tx_bytes(view) -> list:
             continue
         group, sums, key = bad[0]
         announced, completed, offset, events = sums[key]
-        if any(e.kind == "expect_tx" for e, _ in events):
+        if any(e.kind == "expect_tx" for e, _ in events) and initialised(protocol, (root, offset)):
             errors.append(_error(protocol, root, announced, completed, offset, events))
     return errors

@@ -13,7 +13,7 @@ import tvm_ffi
 from tvm.ir import TensorLoad, Var
 from tvm.runtime import DataType
 
-from .. import byte_range, int_or_none
+from .. import byte_range, int_or_none, same_element
 
 __all__ = [
     "where", "element_name", "synchronises", "waits_on", "subset", "region", "varies", "over_threads",
@@ -145,7 +145,12 @@ def foreign_use(protocol, root) -> bool:
 
 
 def initialised(protocol, element) -> bool:
-    """Whether the kernel initialises an mbarrier of ``element``'s root: the rules
+    """Whether the kernel initialises ``element`` (or a barrier that may be it): the rules
     follow a barrier from its ``init`` (a kernel that never initialises it shows
     only part of its protocol, such as a fragment under test)."""
-    return element is not None and any(on_root(e, element[0]) for e in protocol.of("init"))
+    if element is None:
+        return False
+    return any(
+        on_root(e, element[0]) and same_element(protocol.facts, e.element, element) is not False
+        for e in protocol.of("init")
+    )
