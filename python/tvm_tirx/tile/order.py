@@ -313,7 +313,10 @@ def byte_range(facts, buf, coord=None):
         return None
     if coord is not None:
         return first[0], first[1], first[1] + dtype_bytes(buf.dtype)
-    span = int_or_none(layout_of(buf).span())
+    try:
+        span = int_or_none(layout_of(buf).span())
+    except Exception:  # pylint: disable=broad-except
+        span = None  # a layout over run-time extents
     if span is None:
         return None
     return first[0], first[1], first[1] + span * dtype_bytes(buf.dtype)
