@@ -24,7 +24,10 @@ mbarrier (``mbarrier.arrive.expect_tx`` arms it with the bytes, a
 waited for with ``cp.async.bulk.wait_group``. The mbarriers are the
 ``mbarrier`` tile family's calls (one call sets up every barrier of a
 ``(stages, 1)`` tensor) and ``T.cuda.mbarrier_wait_phase``, the spin-wait
-(docs/guides/mbarrier_bulk.rst).
+(docs/guides/mbarrier_bulk.rst). How they fit together -- the bytes each
+``expect_tx`` announces, the parity of each wait, the fences -- is checked
+when the kernel is lowered (the guide "Pipelines and protocols",
+docs/guides/pipelines.rst).
 
 Run it with ``python tutorials/tma_pipelines.py``.
 """

@@ -27,13 +27,14 @@ from tvm_tirx.script import tirx as T
 FIRST_LINE = HEADER.count("\n") + 1
 
 #: The page's sections, in the order they appear.
-SECTIONS = OPCODE, OPERANDS, MEMORY, PRED, SCOPE, COLLECTIVE, EWISE, OTHER, SCHEDULE = (
+SECTIONS = OPCODE, OPERANDS, MEMORY, PRED, SCOPE, COLLECTIVE, PROTOCOL, EWISE, OTHER, SCHEDULE = (
     "Opcode and instruction form",
     "Operands: kinds, shapes and types",
     "Memory operands: alignment and bounds",
     "Predication and parameters",
     "Execution scopes, ownership and guards",
     "Warp-collective and asynchronous instructions",
+    "Pipelines and protocols",
     "tile.ewise",
     "Errors outside the tile contract",
     "Tensor intrinsics in TIR schedules",

@@ -6,7 +6,7 @@ and puts the message it raises on the error page (see :mod:`error_examples`).
 
 from __future__ import annotations
 
-from . import COLLECTIVE, Case, example
+from . import COLLECTIVE, PROTOCOL, Case, example
 
 
 CASES = [
@@ -78,5 +78,36 @@ CASES = [
         "Bit ``i`` of ``cta_mask`` sends the data to the CTA of rank ``i`` in the cluster; "
         "a cluster of 2 has ranks 0 and 1.",
         "Set only bits below the cluster size (``T.uint16(0b11)`` for both CTAs of a pair).",
+    ),
+]
+
+# -- protocols --------------------------------------------------------------------------------------
+
+CASES += [
+    Case(
+        PROTOCOL,
+        r"shared memory rewritten before the bulk store has read it",
+        "Tile rewritten before the bulk store has read it",
+        example('''
+            @T.function
+            def kernel(B: T.Tensor((4, 1024), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+                buf = T.alloc_shared((1024,), "float32", align=128)
+                tid = T.cuda.thread_idx("x")
+                for i in T.serial(4):
+                    for j in T.unroll(4):
+                        buf[j * 256 + tid] = T.float32(i)
+                    T.ptx["fence.proxy.async.shared::cta"]()
+                    T.cuda.cta_sync()
+                    if tid == 0:
+                        T.cuda.tile.apply(T.ptx["cp.async.bulk.global.shared::cta.bulk_group"], B.sub[i, :], buf)
+                        T.ptx["cp.async.bulk.commit_group"]()
+                    T.cuda.cta_sync()
+        '''),
+        "lower",
+        "The bulk store reads ``buf`` asynchronously; the next iteration's threads write ``buf`` "
+        "again before anything waited for that read, so the store may copy the new values.",
+        "Thread 0 waits for the store's read before the barrier that releases the writers: "
+        "``T.ptx[\"cp.async.bulk.wait_group.read\"](0)`` after the commit.",
     ),
 ]

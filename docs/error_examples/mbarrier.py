@@ -6,7 +6,7 @@ and puts the message it raises on the error page (see :mod:`error_examples`).
 
 from __future__ import annotations
 
-from . import COLLECTIVE, PRED, Case, example
+from . import COLLECTIVE, PRED, PROTOCOL, Case, example
 
 
 CASES = [
@@ -110,5 +110,179 @@ CASES = [
         "parse",
         "The wait acquires at CTA or cluster scope (``mbarrier.try_wait.parity.acquire.{cta,cluster}``).",
         'Pass ``scope="cta"`` (the default) or ``scope="cluster"`` for arrivals from other CTAs.',
+    ),
+]
+
+# -- protocols: kernel rules of the family (docs/guides/pipelines.rst) ---------------------------
+
+_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+
+
+def _box_kernel(tx: int, wait: bool = True, fence: bool = True) -> str:
+    """A 64 x 64 float32 box (16384 bytes) loaded by TMA and read by every thread."""
+    fence_line = 'T.ptx["fence.mbarrier_init.release.cluster"]()' if fence else "pass"
+    wait_line = "T.cuda.mbarrier_wait_phase(bar, 0)" if wait else "pass  # no wait"
+    return example(f'''
+        @T.function
+        def kernel(A: T.Tensor((64, 64), "float32", align=16), B: T.Tensor((64, 64), "float32", align=16)):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128, dynamic_smem_bytes=16384 + 1024))
+            tile = T.alloc_shared((64, 64), "float32", scope="shared.dyn", align=128)
+            bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
+            tid = T.cuda.thread_idx("x")
+            if tid == 0:
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, count=T.uint32(1))
+                {fence_line}
+            T.cuda.cta_sync()
+            if tid == 0:
+                T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bar, tx=T.uint32({tx}))
+                T.cuda.tile.apply(T.ptx["{_LOAD}"], tile, A, mbar=bar, coords=(0, 0))
+            {wait_line}
+            for i in T.unroll(32):
+                B[i * 2 + tid // 64, tid % 64] = tile[i * 2 + tid // 64, tid % 64]
+    ''')
+
+
+def _ring(stages: int = 3, empty_count: int = 32, consumer_parity: int = 0) -> str:
+    """A producer thread and 32 consumer lanes around a ring of ``stages`` 1 KiB tiles."""
+    return example(f'''
+        @T.function
+        def kernel(A: T.Tensor((96, 32), "float32", align=16), B: T.Tensor((96, 32), "float32", align=16)):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64, dynamic_smem_bytes={stages} * 1024 + 64))
+            buf = T.alloc_shared(({stages}, 8, 32), "float32", scope="shared.dyn", align=128)
+            full = T.alloc_shared(({stages}, 1), "uint64", scope="shared.dyn", align=8)
+            empty = T.alloc_shared(({stages}, 1), "uint64", scope="shared.dyn", align=8)
+            tid = T.cuda.thread_idx("x")
+            if tid == 0:
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32({empty_count}))
+                T.ptx["fence.mbarrier_init.release.cluster"]()
+            T.cuda.cta_sync()
+            if tid == 0:  # the producer: its first wait on each empty[s] is on parity 1
+                for k in T.serial(12):
+                    s = k % {stages}
+                    T.cuda.mbarrier_wait_phase(empty.sub[s, :], (k // {stages} + 1) % 2)
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :],
+                                      tx=T.uint32(1024))
+                    T.cuda.tile.apply(T.ptx["{_LOAD}"], buf.sub[s], A, mbar=full.sub[s, :], coords=(k * 8, 0))
+            if tid >= 32:  # 32 consumer lanes
+                for k in T.serial(12):
+                    s = k % {stages}
+                    T.cuda.mbarrier_wait_phase(full.sub[s, :], (k // {stages} + {consumer_parity}) % 2)
+                    for r in T.unroll(8):
+                        B[k * 8 + r, tid - 32] = buf[s, r, tid - 32] * T.float32(2)
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty.sub[s, :])
+    ''')
+
+
+CASES += [
+    Case(
+        PROTOCOL,
+        r"expect_tx bytes differ from the copies of the phase",
+        "expect_tx bytes differ from the copies",
+        _box_kernel(4096),
+        "lower",
+        "``arrive.expect_tx`` announces 4096 bytes, but the TMA load completing on the same barrier "
+        "in that phase brings its whole 64 x 64 float32 box, 16384 bytes. A phase completes when the "
+        "transaction count returns to zero: the barrier's phase ends early (or, with too many bytes "
+        "announced, never), and the waiters read a half-written tile or hang.",
+        "Announce the bytes every copy of the phase brings: ``tx=T.uint32(64 * 64 * 4)`` "
+        "(the box's bytes, every repeat coordinate, out-of-bounds elements included).",
+    ),
+    Case(
+        PROTOCOL,
+        r"arrivals never reach the mbarrier's init count",
+        "Arrivals never reach the init count",
+        example('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                tid = T.cuda.thread_idx("x")
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, count=T.uint32(2))
+                T.cuda.cta_sync()
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], bar)
+                T.cuda.mbarrier_wait_phase(bar, 0)
+        '''),
+        "lower",
+        "The barrier expects 2 arrivals per phase; the kernel arrives once in all, and every thread "
+        "waits for phase 0: it never completes. The rule counts every arrival of the kernel "
+        "(threads x loop iterations) and the phases each thread's waits need (one per change of "
+        "parity) when all of them can be enumerated.",
+        "Initialise with the number of arrivals a phase really gets (``count=T.uint32(1)``), or "
+        "arrive from every thread the count stands for.",
+    ),
+    Case(
+        PROTOCOL,
+        r"first wait on parity 1 of a fresh mbarrier returns at once",
+        "First wait on parity 1 of a fresh mbarrier",
+        _ring(consumer_parity=1),
+        "lower",
+        "A barrier starts in phase 0; a wait on parity 1 asks for the phase *before* it, which counts "
+        "as completed, so it returns at once. The consumers of ``full`` pass their first wait before "
+        "the TMA has written anything. (The producer waiting on parity 1 of a fresh ``empty`` is the "
+        "legal twin: the ring starts empty.)",
+        "Wait on parity ``(k // stages) % 2`` for use ``k`` of a stage: 0 the first time.",
+    ),
+    Case(
+        PROTOCOL,
+        r"mbarrier used before its init is visible",
+        "mbarrier used before its init is visible",
+        example('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                tid = T.cuda.thread_idx("x")
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, count=T.uint32(64))
+                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], bar)
+                T.cuda.mbarrier_wait_phase(bar, 0)
+        '''),
+        "lower",
+        "Thread 0 initialises the barrier and the other 63 threads arrive on it with nothing in "
+        "between: they may arrive on memory that is not yet a barrier. Another thread needs a CTA "
+        "barrier after the init; the TMA unit, ``fence.mbarrier_init.release.cluster`` (or a barrier); "
+        "a peer CTA, the fence and ``T.cuda.cluster_sync()``.",
+        "``T.ptx[\"fence.mbarrier_init.release.cluster\"]()`` after the init, then ``T.cuda.cta_sync()``.",
+    ),
+    Case(
+        PROTOCOL,
+        r"tile read before the wait on its copy's mbarrier",
+        "Tile read before the wait on its copy",
+        _box_kernel(16384, wait=False),
+        "lower",
+        "The threads read the tile right after thread 0 issued the TMA load into it: the copy is "
+        "asynchronous, and only a wait on the barrier it completes on makes its data visible.",
+        "Wait first: ``T.cuda.mbarrier_wait_phase(bar, 0)`` before reading the tile.",
+    ),
+    Case(
+        PROTOCOL,
+        r"tile refilled while threads may still read it",
+        "Tile refilled while threads may still read it",
+        example(f'''
+            @T.function
+            def kernel(A: T.Tensor((32, 32), "float32", align=16), B: T.Tensor((32, 32), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+                tile = T.alloc_shared((8, 32), "float32", align=128)
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                tid = T.cuda.thread_idx("x")
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, count=T.uint32(1))
+                    T.ptx["fence.mbarrier_init.release.cluster"]()
+                T.cuda.cta_sync()
+                for k in T.serial(4):
+                    if tid == 0:
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bar, tx=T.uint32(1024))
+                        T.cuda.tile.apply(T.ptx["{_LOAD}"], tile, A, mbar=bar, coords=(k * 8, 0))
+                    T.cuda.mbarrier_wait_phase(bar, k % 2)
+                    B[k * 8 + tid // 32, tid % 32] = tile[tid // 32, tid % 32]
+        '''),
+        "lower",
+        "Thread 0 loads the next tile into the buffer while the other threads may still be reading "
+        "the previous one: nothing tells thread 0 that they are done.",
+        "A CTA barrier at the end of the iteration (``T.cuda.cta_sync()``), or an ``empty`` "
+        "barrier the readers arrive on and the producer waits on before the copy.",
     ),
 ]

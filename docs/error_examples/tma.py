@@ -6,7 +6,7 @@ and puts the message it raises on the error page (see :mod:`error_examples`).
 
 from __future__ import annotations
 
-from . import COLLECTIVE, PRED, Case, example
+from . import COLLECTIVE, PRED, PROTOCOL, Case, example
 
 
 _TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -186,5 +186,40 @@ CASES = [
         "A family parameter has its own check; ``swizzle`` is 0 (none), 1 (32B), "
         "2 (64B) or 3 (128B).",
         "Pass one of the values the message lists.",
+    ),
+]
+
+# -- protocols --------------------------------------------------------------------------------------
+
+CASES += [
+    Case(
+        PROTOCOL,
+        r"CTA may exit while a peer CTA still writes or signals it",
+        "CTA may exit while its peer still multicasts into it",
+        example(f'''
+            @T.function
+            def kernel(A: T.Tensor((8, 32), "float32", align=16), B: T.Tensor((2, 8, 32), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=256, cluster=2, dynamic_smem_bytes=2048))
+                tile = T.alloc_shared((8, 32), "float32", scope="shared.dyn", align=128)
+                bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
+                tid = T.cuda.thread_idx("x")
+                rank = T.cuda.cluster_ctaid("x")
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, count=T.uint32(1))
+                    T.ptx["fence.mbarrier_init.release.cluster"]()
+                T.cuda.cluster_sync()
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bar, tx=T.uint32(1024))
+                    if rank == 0:
+                        T.cuda.tile.apply(T.ptx["{_TMA_LOAD}.multicast::cluster"], tile, A, mbar=bar,
+                                          coords=(0, 0), cta_mask=T.uint16(3))
+                T.cuda.mbarrier_wait_phase(bar, 0)
+                B[rank, tid // 32, tid % 32] = tile[tid // 32, tid % 32]
+        '''),
+        "lower",
+        "CTA 0 multicasts into both CTAs' shared memory and signals both barriers. Nothing keeps a "
+        "CTA from finishing (and its shared memory from being handed to another CTA) while the "
+        "other may still write into it or arrive on its barrier.",
+        "End the kernel with ``T.cuda.cluster_sync()``: every CTA of the cluster waits for the others.",
     ),
 ]

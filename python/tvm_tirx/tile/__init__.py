@@ -23,7 +23,13 @@ Proof helpers
     views: :class:`ViewMap`, :func:`repeat_shape`,
     :func:`int_or_none`, :func:`axis_table`.
 Kernel rules
-    :func:`register_kernel_rule`, :class:`KernelView`.
+    :func:`register_kernel_rule`, :class:`KernelView`; the protocol events
+    rules pair (:mod:`.protocol`): :func:`protocol_of`, :class:`Event`,
+    :func:`register_event_reader`, :func:`raw_operands`, :func:`describe`;
+    program order and memory (:mod:`.order`): :class:`Path`, :class:`Leaf`,
+    :class:`Seq`, :class:`Branch`, :class:`Loop`,
+    :func:`element_of`, :func:`same_element`, :func:`byte_range`,
+    :func:`overlaps`, :func:`address_target`; :func:`evaluate`.
 Errors
     :class:`~tvm_tirx.TileError`, :func:`operand_label`; :func:`device_trap`
     (a run-time check's print-and-trap).
@@ -50,9 +56,12 @@ from .contract import (
 )
 from .emit import ComputedAddress, operand_repeat, register_address_form, register_kind
 from .kernel_rules import KernelView, register_kernel_rule
+from .instances import evaluate
 from .memory_proofs import check_bounds, root_or_error
+from .order import Branch, Leaf, Loop, Path, Seq, address_target, byte_range, element_of, overlaps, same_element
 from .points import exact_values
 from .prover import fold, proves
+from .protocol import SHARED, Event, describe, protocol_of, raw_operands, register_event_reader
 from .ptx_table import Instruction, cert_arch, ptx_call
 from .ptx_types import bits_of_ptx_type
 from .registry import register_family
@@ -67,4 +76,7 @@ __all__ = [
     "root_or_error", "exact_values", "fold", "proves", "Instruction", "bits_of_ptx_type", "cert_arch",
     "ptx_call", "register_family", "reaching", "axis_table", "ViewMap", "int_or_none",
     "repeat_shape", "TileError", "operand_label", "device_trap",
+    "evaluate", "Branch", "Leaf", "Loop", "Path", "Seq", "address_target", "byte_range",
+    "element_of", "overlaps", "same_element", "SHARED", "Event", "describe", "protocol_of", "raw_operands",
+    "register_event_reader",
 ]  # fmt: skip

@@ -45,6 +45,7 @@ __all__ = [
     "ptx_call",
     "opcode_of_call",
     "namespace_text",
+    "orders_memory",
 ]
 
 
@@ -386,3 +387,12 @@ def opcode_of_call(call) -> str | None:
     if not all(isinstance(tok, StringImm) for tok in tokens):
         return None
     return canonical_text(entry, [str(tok.value) for tok in tokens])
+
+
+def orders_memory(call) -> bool | None:
+    """Whether the ``T.ptx`` Call ``call`` is an instruction the table marks as
+    ordering memory (barriers, fences, waits); None for a Call that is not a PTX
+    instruction (an intrinsic, inline asm: it may do anything)."""
+    name = getattr(getattr(call, "op", None), "name", "")
+    entry = TABLE.get(name[len("tirx.ptx.") :]) if name.startswith("tirx.ptx.") else None
+    return None if entry is None else bool(entry.orders_memory)

@@ -17,9 +17,13 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .. import ComputedAddress, Param, ptx_call, register_address_form, TileError
+from .. import ComputedAddress, Param, protocol_of, ptx_call, register_address_form, register_kernel_rule, TileError
+from ._sync import initialised, synchronises, where
 
-__all__ = ["PEER_ADDRESS", "REMOTE_CTA_ID", "MAPA", "peer_address", "needs_cluster", "check_cluster_rank", "remote_rule"]
+__all__ = [
+    "PEER_ADDRESS", "REMOTE_CTA_ID", "MAPA", "peer_address", "needs_cluster", "check_cluster_rank", "remote_rule",
+    "cluster_exit",
+]
 
 #: Address form of an operand that ``remote_cta_id=`` may place in a peer CTA.
 PEER_ADDRESS = "peer_shared"
@@ -104,3 +108,44 @@ def remote_rule(opcode: str):
         return None if rank is None else check_cluster_rank(opcode, rank, call.facts.launch)
 
     return check
+
+
+# -- kernel rule: no CTA leaves while a peer may still write or signal it ----------------------------
+
+
+def cluster_exit(view) -> list:
+    """Kernel rule: after an operation on a peer CTA's shared memory or barrier (a
+    multicast copy, a copy into a peer, a remote arrive), every path to the
+    kernel's end passes a cluster barrier, so that no CTA of the cluster exits
+    (its shared memory released) while a peer still multicasts into it or
+    arrives on its barriers.  PTX ISA 9.2, 9.7.13.2 (``barrier.cluster``) and
+    5.1.4 (a CTA's shared memory lives as long as the CTA).  A statement no
+    family describes may be the barrier (``barrier.cluster.arrive`` / ``wait``
+    written raw): a path through one is not refused.  Followed for the
+    barriers the kernel initialises (the multicast's ``mbar=``, the remote
+    arrive's barrier)."""
+    protocol = protocol_of(view)
+    launch = protocol.facts.launch
+    if launch is None or launch.cluster_size <= 1:
+        return []
+    errors, seen = [], set()
+    for event in protocol.of("arrive", "expect_tx", "complete_tx"):
+        if event.scope != "peer" or event.leaf.index in seen or not initialised(protocol, event.element):
+            continue
+        seen.add(event.leaf.index)
+        paths = protocol.program.forward(event.leaf, lambda leaf: synchronises(protocol, leaf, "cluster"))
+        if any(path.stop is None for path in paths):
+            errors.append(
+                TileError(
+                    event.what,
+                    "CTA may exit while a peer CTA still writes or signals it",
+                    expected=f"T.cuda.cluster_sync() after the peer operation at {where(event.leaf)}, before the "
+                    "kernel ends, on every path (each CTA of the cluster waits for the others)",
+                    found=f"a path from {where(event.leaf)} to the kernel's end with no cluster barrier",
+                    location=where(event.leaf),
+                )
+            )
+    return errors
+
+
+register_kernel_rule(cluster_exit)

@@ -59,7 +59,24 @@ from dataclasses import replace
 from tvm.runtime import DataType
 from tvm.tirx import IntImm
 
-from .. import cert_arch, Contract, Instruction, operand_label, OperandRole, register_family, TileError
+from .. import (
+    cert_arch,
+    Contract,
+    Event,
+    Instruction,
+    operand_label,
+    OperandRole,
+    address_target,
+    describe,
+    element_of,
+    int_or_none,
+    raw_operands,
+    register_event_reader,
+    register_family,
+    register_kernel_rule,
+    TileError,
+)
+from ._bulk_groups import bulk_store_read
 from ._cluster import PEER_ADDRESS, REMOTE_CTA_ID, needs_cluster, remote_rule
 
 #: The copy size unit and the alignment of both runs (PTX ISA 9.7.10.28.4.1).
@@ -197,3 +214,78 @@ def contract(instr: Instruction) -> Contract | str:
         # bytes a load lands here; a multicast or a copy into a peer completes elsewhere too
         completes_tx=_run_bytes if "mbar" in ops and not peer and not instr.modifiers.get("multicast") else None,
     )
+
+
+# -- protocol events ---------------------------------------------------------------------------
+
+#: The copies of this family (tile forms and raw ``T.ptx`` calls alike).
+COPIES = ("cp_async_bulk_g2s_cta", "cp_async_bulk_g2s_cluster", "cp_async_bulk_s2c", "cp_async_bulk_s2g")
+#: The bulk async-group instructions: entry -> event kind.
+GROUPS = {"cp_async_bulk_commit_group": "bulk_commit", "cp_async_bulk_wait_group": "bulk_wait"}
+
+
+def _copy_events(leaf, instr, dst, src, element, size):
+    """Events of one copy: ``dst`` / ``src`` are ``(view, coord, extent)`` or None (global)."""
+    peer = instr.entry_name == "cp_async_bulk_s2c" or bool(instr.modifiers.get("multicast"))
+    out = []
+    if src is not None:  # reads shared memory: a store (bulk group) or a copy to a peer
+        scope = "bulk_group" if instr.entry_name == "cp_async_bulk_s2g" else ""
+        out.append(Event("async_read", leaf, instr.opcode, buffer=src[0], coord=src[1], extent=src[2], scope=scope))
+    if dst is not None and instr.entry_name != "cp_async_bulk_s2c":
+        detail = f"bulk copy: {describe(dst[0])}" if dst[1] is None else f"bulk copy of {size} bytes"
+        out.append(Event("async_write", leaf, instr.opcode, element=element, buffer=dst[0], coord=dst[1], extent=dst[2],
+                         detail=detail))  # fmt: skip
+    if "mbar" in [op.name for op in instr.operands]:
+        out.append(Event("complete_tx", leaf, instr.opcode, element=element, value=None if peer else size,
+                         detail=out[-1].detail if out else "", scope="peer" if peer else ""))  # fmt: skip
+    if peer:
+        out.append(Event("peer", leaf, instr.opcode, detail="writes and signals another CTA"))
+    return out
+
+
+def _tile_copy(leaf, call, protocol):
+    roles, ops, instr = call.contract.roles, call.operands, call.contract.instruction
+    views = {r.role: op.value for r, op in zip(roles, ops)}
+    shared = lambda name: (views[name], None, None) if name in views and views[name].scope() != "global" else None  # noqa: E731
+    element = element_of(protocol.facts, views["mbar"]) if "mbar" in views else None
+    size = call.contract.completes_tx(call) if call.contract.completes_tx is not None else None
+    return _copy_events(leaf, instr, shared("dst"), shared("src"), element, size)
+
+
+def _raw(leaf, call, protocol):
+    raw = raw_operands(call)
+    if raw is None:
+        return None
+    instr, args = raw
+    if instr.entry_name in GROUPS:
+        kind = GROUPS[instr.entry_name]
+        n = int_or_none(args["group"][0]) if "group" in args else None
+        return [Event(kind, leaf, instr.opcode, value=n, scope="read" if instr.modifiers.get("read") else "")]
+    size = int_or_none(args["size"][0]) if "size" in args else None
+
+    def shared(name):
+        op = next((o for o in instr.operands if o.name == name), None)
+        if op is None or op.space == "global":
+            return None
+        target = address_target(args[name][0])
+        return None if target is None else (target[0], target[1], size if size is not None else -1)
+
+    bar = address_target(args["mbar"][0]) if "mbar" in args else None
+    element = element_of(protocol.facts, *bar) if bar is not None else None
+    return _copy_events(leaf, instr, shared("dst_mem"), shared("src_mem"), element, size)
+
+
+@register_event_reader
+def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-argument
+    """What a bulk copy or a bulk async-group instruction does (tile or raw
+    ``T.ptx`` call); None for other statements."""
+    if call is not None:
+        entry = call.contract.instruction.entry_name
+        return _tile_copy(leaf, call, protocol) if entry in COPIES else ([] if entry == "cp_async_bulk_prefetch" else None)
+    name = getattr(leaf.stmt.value.op, "name", "")[len("tirx.ptx.") :]
+    if name in COPIES or name in GROUPS or name == "cp_async_bulk_prefetch":
+        return _raw(leaf, leaf.stmt.value, protocol) if name != "cp_async_bulk_prefetch" else []
+    return None
+
+
+register_kernel_rule(bulk_store_read)

@@ -54,8 +54,24 @@ Architectures
 
 from __future__ import annotations
 
-from .. import Contract, Instruction, OperandRole, register_family, register_role
+from .. import (
+    Contract,
+    Event,
+    Instruction,
+    OperandRole,
+    address_target,
+    element_of,
+    int_or_none,
+    raw_operands,
+    register_event_reader,
+    register_kernel_rule,
+    register_family,
+    register_role,
+)
 from ._cluster import PEER_ADDRESS, REMOTE_CTA_ID, remote_rule
+from ._mbarrier_order import copies_and_reads, init_visible
+from ._mbarrier_phases import arrivals_and_parity
+from ._mbarrier_tx import expect_tx_bytes
 
 #: PTX operand name -> keyword of the call.
 KEYWORDS = {"count": "count", "tx_count": "tx", "phase": "phase", "time_hint": "time_hint"}
@@ -135,3 +151,95 @@ def contract(instr: Instruction) -> Contract | str:
         options={"remote_cta_id": REMOTE_CTA_ID} if peer else {},
         kernel_check=remote_rule(instr.opcode) if peer else None,
     )
+
+
+# -- protocol events (read by the kernel rules of _mbarrier_*.py) --------------------------------
+
+#: apache-tvm's spin-wait intrinsics (``T.cuda.mbarrier_wait_phase``): op name -> how it is written.
+WAIT_LOOPS = {
+    "tirx.cuda.mbarrier_wait": "T.cuda.mbarrier_wait_phase",
+    "tirx.cuda.mbarrier_wait_acquire_cluster": 'T.cuda.mbarrier_wait_phase(scope="cluster")',
+}
+
+
+def _event(kind, leaf, instr, element, value, peer=False, blocking=False):
+    scope = "peer" if peer else ("blocking" if blocking else "")
+    return Event(kind, leaf, instr.opcode if instr is not None else "", element=element, value=value, scope=scope)
+
+
+def _barrier_events(leaf, instr, element, values, peer):
+    """The events of one mbarrier instruction on one barrier ``element``:
+    ``values`` maps the PTX operand names to their (first) argument."""
+    action = instr.modifiers.get("action")
+    in_loop = any(loop.var is None for loop in leaf.loops)
+    count = values.get("count")
+    if action == "init":
+        return [_event("init", leaf, instr, element, count)]
+    if action in ("try_wait", "test_wait"):
+        return [_event("wait", leaf, instr, element, values.get("phase"), blocking=in_loop)]
+    out = []
+    if action == "arrive":
+        out.append(_event("arrive", leaf, instr, element, 1 if count is None else int_or_none(count), peer))
+    elif action == "arrive_drop":
+        out.append(_event("arrive", leaf, instr, element, None, peer))  # changes the count: not followed
+    if instr.modifiers.get("expect_tx") or action == "expect_tx":
+        out.append(_event("expect_tx", leaf, instr, element, int_or_none(values.get("tx_count")), peer))
+    if action == "complete_tx":
+        out.append(_event("complete_tx", leaf, instr, element, int_or_none(values.get("tx_count")), peer))
+    return out or [Event("opaque", leaf, instr.opcode, buffer=(element[0],) if element else ())]
+
+
+def _tile_events(leaf, call, protocol):
+    instr = call.contract.instruction
+    index = next(i for i, r in enumerate(call.contract.roles) if r.role == "bar")
+    bar = call.operands[index].value
+    values = {op.name: call.params[kw] for op, kw in ((o, KEYWORDS.get(o.name)) for o in instr.operands) if kw in call.params}
+    peer = "remote_cta_id" in call.params
+    shape = [int_or_none(n) for n in bar.shape[:-1]]
+    if None in shape:
+        return [Event("opaque", leaf, instr.opcode, buffer=(bar,))]
+    out = []
+    for flat in range(max(1, _prod(shape))):
+        coord, rest = [], flat
+        for n in reversed(shape):
+            coord.insert(0, rest % n)
+            rest //= n
+        out += _barrier_events(leaf, instr, element_of(protocol.facts, bar, (*coord, 0)), values, peer)
+    return out
+
+
+def _prod(shape):
+    out = 1
+    for n in shape:
+        out *= n
+    return out
+
+
+@register_event_reader
+def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-argument
+    """What an mbarrier instruction (tile or raw ``T.ptx`` call) or a
+    ``T.cuda.mbarrier_wait_phase`` loop does to its barrier; None for other statements."""
+    if call is not None:
+        return _tile_events(leaf, call, protocol) if call.contract.instruction.mnemonic == "mbarrier" else None
+    value = leaf.stmt.value
+    name = getattr(value.op, "name", "")
+    if name in WAIT_LOOPS:
+        target = address_target(value.args[0])
+        element = element_of(protocol.facts, target[0], target[1]) if target else None
+        return [Event("wait", leaf, WAIT_LOOPS[name], element=element, value=value.args[1], scope="blocking")]
+    if not name.startswith("tirx.ptx.mbarrier"):
+        return None
+    raw = raw_operands(value)
+    if raw is None:
+        return None
+    instr, args = raw
+    target = address_target(args["addr"][0]) if "addr" in args else None
+    element = element_of(protocol.facts, target[0], target[1]) if target else None
+    # a .shared::cluster address the kernel computed (mapa) names a barrier of any CTA
+    return _barrier_events(leaf, instr, element, {k: v[0] for k, v in args.items() if v}, element is None)
+
+
+register_kernel_rule(expect_tx_bytes)
+register_kernel_rule(arrivals_and_parity)
+register_kernel_rule(init_visible)
+register_kernel_rule(copies_and_reads)

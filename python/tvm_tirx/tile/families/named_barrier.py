@@ -63,7 +63,19 @@ import tvm_ffi
 from tvm.ir import Var
 from tvm.tirx import IntImm
 
-from .. import Contract, Instruction, TileError, exact_values, fold, reaching, register_family, register_kernel_rule
+from .. import (
+    Contract,
+    Event,
+    Instruction,
+    TileError,
+    exact_values,
+    fold,
+    raw_operands,
+    reaching,
+    register_event_reader,
+    register_family,
+    register_kernel_rule,
+)
 from ._cluster import needs_cluster
 
 #: Table entries of the CTA's named barriers (PTX ISA 9.7.13.1).
@@ -365,3 +377,21 @@ def named_barrier_counts(view):
         barrier = barriers[x]
         errors += [err.at(barrier.uses[0][0].site.location) for err in barrier.errors(facts.launch.threads)]
     return errors
+
+
+@register_event_reader
+def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-argument
+    """A named barrier (tile or raw ``T.ptx`` call) as the protocol rules see it: a
+    barrier that may synchronise the threads it names (``scope="named"``; which
+    threads is this family's kernel rule, not the protocol rules' concern), a
+    cluster barrier for ``barrier.cluster.wait``; None for other statements."""
+    if call is not None:
+        entry = call.contract.instruction.entry_name
+    else:
+        raw = raw_operands(leaf.stmt.value)
+        entry = raw[0].entry_name if raw is not None else None
+    if entry in NAMED:
+        return [Event("barrier", leaf, entry.replace("_", "."), scope="named")]
+    if entry == "barrier_cluster_wait":
+        return [Event("barrier", leaf, "barrier.cluster.wait", scope="cluster")]
+    return None if entry not in CLUSTER else []

@@ -72,7 +72,21 @@ from __future__ import annotations
 
 from tvm.tirx import IntImm
 
-from .. import Contract, Instruction, int_or_none, OperandRole, Param, register_family, replace
+from .. import (
+    Contract,
+    Event,
+    Instruction,
+    OperandRole,
+    Param,
+    address_target,
+    describe,
+    element_of,
+    int_or_none,
+    raw_operands,
+    register_event_reader,
+    register_family,
+    replace,
+)
 from ._tma_host import host_setup
 from ._tma_rules import (
     DESCRIPTOR_DTYPE,
@@ -235,3 +249,70 @@ def contract(instr: Instruction) -> Contract | str:
         host_setup=host_setup,
         completes_tx=None if instr.modifiers.get("multicast") or "dst_mem" not in ops else _image_bytes,
     )
+
+
+# -- protocol events ---------------------------------------------------------------------------
+
+
+def _multicast(instr) -> bool:
+    return bool(instr.modifiers.get("multicast"))
+
+
+def _tile_events(leaf, call, protocol):
+    """A TMA tile call: the image written (completing on ``mbar=``) or read (a bulk group)."""
+    contract = call.contract
+    image = next(op for r, op in zip(contract.roles, call.operands) if r.image)
+    if contract.roles[0].kind == "tensor_map":  # a store or a reduction reads the image
+        return [Event("async_read", leaf, contract.opcode, buffer=image.value, scope="bulk_group")]
+    multicast = _multicast(contract.instruction)
+    element = element_of(protocol.facts, call.operands[-1].value)
+    bytes_ = contract.completes_tx(call) if contract.completes_tx is not None else None
+    detail = f"TMA load: {describe(image.value)}" + (" (multicast)" if multicast else "")
+    out = [
+        Event("async_write", leaf, contract.opcode, element=element, buffer=image.value, detail=detail),
+        Event("complete_tx", leaf, contract.opcode, element=element, value=bytes_, detail=detail,
+              scope="peer" if multicast else ""),
+    ]  # fmt: skip
+    if multicast:
+        out.append(Event("peer", leaf, contract.opcode, detail="writes and signals the CTAs of cta_mask"))
+    return out
+
+
+def _memory(protocol, arg):
+    target = address_target(arg)
+    return (None, None) if target is None else target
+
+
+def _raw_events(leaf, call, protocol):
+    """A raw ``T.ptx`` TMA call: its box is in the tensor map, so its size is not known here."""
+    raw = raw_operands(call)
+    if raw is None:
+        return None
+    instr, args = raw
+    if "dst_mem" not in args:  # a store or a reduction: reads the shared image
+        buf, coord = _memory(protocol, args["src_mem"][0])
+        if buf is None:
+            return [Event("opaque", leaf, instr.opcode, buffer=())]
+        return [Event("async_read", leaf, instr.opcode, buffer=buf, coord=coord, extent=-1, scope="bulk_group")]
+    buf, coord = _memory(protocol, args["dst_mem"][0])
+    bar, bar_coord = _memory(protocol, args["mbar"][0]) if "mbar" in args else (None, None)
+    element = element_of(protocol.facts, bar, bar_coord) if bar is not None else None
+    peer = "peer" if _multicast(instr) else ""
+    out = [Event("complete_tx", leaf, instr.opcode, element=element, value=None, detail="TMA load", scope=peer)]
+    if buf is not None:
+        out.append(Event("async_write", leaf, instr.opcode, element=element, buffer=buf, coord=coord, extent=-1))
+    if peer:
+        out.append(Event("peer", leaf, instr.opcode, detail="writes and signals the CTAs of cta_mask"))
+    return out
+
+
+@register_event_reader
+def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-argument
+    """What a TMA copy (tile or raw ``T.ptx`` call) does: the shared image it writes
+    and the barrier it completes on, or the image a store reads; None for other statements."""
+    if call is not None:
+        return _tile_events(leaf, call, protocol) if call.contract.instruction.entry_name in ENTRIES else None
+    name = getattr(leaf.stmt.value.op, "name", "")
+    if name.startswith("tirx.ptx.") and name[len("tirx.ptx.") :] in ENTRIES:
+        return _raw_events(leaf, leaf.stmt.value, protocol)
+    return None
