@@ -57,10 +57,11 @@ def _arch(value) -> str:
 
 
 def _arch_order(text: str):
-    """Sort key of an arch cell: oldest first, "—" (no floor) before all."""
+    """Sort key of an arch cell: oldest first (a list of only targets, ``"sm_100f /
+    sm_100a only"``, by its first), "—" (no floor) before all."""
     from tvm_tirx.tile.arch_floors import arch_key  # pylint: disable=import-outside-toplevel
 
-    return arch_key(text) if text.startswith("sm_") else (0, 0)
+    return arch_key(text.split()[0]) if text.startswith("sm_") else (0, 0)
 
 
 def _contract_arch(contract) -> str:

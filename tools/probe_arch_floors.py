@@ -90,6 +90,8 @@ def _errors(ptx: str, target: str, tmp: str) -> list:
         for n, msg in re.findall(r"line (\d+); error\s*:\s*(.*)", proc.stderr)
     ]
     if proc.returncode != 0 and not found:
+        if "too much shared data" in proc.stderr:  # not the forms': the kernel's buffers (48 KB but on a targets)
+            raise RuntimeError(f"{target}: a kernel of form_kernels.py declares too much shared memory:\n{proc.stderr}")
         found.append((0, proc.stderr.strip(), ""))
     return found
 
@@ -224,7 +226,8 @@ def main(argv=None) -> int:
     Raises
     ------
     RuntimeError
-        nvcc makes no PTX for a kernel (a builder of ``form_kernels.py`` is wrong).
+        nvcc makes no PTX for a kernel, or ptxas finds it declares too much shared
+        memory (a builder of ``form_kernels.py`` is wrong).
     AssertionError
         A record does not reproduce its measurements (a bug of :func:`record`).
     """

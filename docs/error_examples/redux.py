@@ -11,7 +11,7 @@ from . import OPCODE, Case, example
 CASES = [
     Case(
         OPCODE,
-        r"redux.sync.max.f32: instruction is specific to another architecture",
+        r"redux.sync.max.f32: needs sm_100f or newer \(PTX ISA 9\.7\.15\.13; measured with ptxas",
         "Floating-point warp reduction compiled for Hopper",
         example('''
             @T.function
@@ -22,7 +22,8 @@ CASES = [
         '''),
         "compile",
         "``redux.sync`` reduces 32-bit integers from sm_80, but its ``.f32`` forms exist "
-        "on sm_100a, sm_100f, sm_103a and sm_103f only (ptxas refuses them elsewhere).",
+        "on sm_100f, sm_100a, sm_103f and sm_103a only (ptxas refuses them elsewhere: "
+        "a newer target such as sm_120a is refused as \"specific to another architecture\").",
         "On sm_90a, reduce floats over the warp with "
         '``T.cuda.tile.reduce_lanes(T.ptx["max.f32"], x, lanes=32)`` (five butterfly shuffles).',
     ),

@@ -7,13 +7,18 @@ the opcode text), whatever the form's architecture: the arch-floor probe
 ``test_arch_floors.py`` compiles it for a form's floor.  A builder fills each
 operand from the form's contract (roles, atoms, dtypes, scopes, parameters);
 the families whose operands need layouts of their own (collectives, TMA boxes,
-wgmma tiles) have a builder each.  The kernels are for ptxas only: they are
-never run.
+wgmma tiles) have a builder each, and :func:`on_form_kernels` makes one of a
+call writer of ``tvm_tirx.testing.form_kernels`` (the warp families, atomics).
+The kernels are for ptxas only: they are never run.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from tvm_tirx import testing
+
+import atomic_forms  # tests/python
 
 #: A value for each keyword parameter or family option the families take.
 PARAM_VALUES = {
@@ -25,6 +30,7 @@ PARAM_VALUES = {
     "cache_policy": "T.uint64(0)",
     "remote_cta_id": "T.uint32(1)",
     "byte_mask": "T.uint16(65535)",
+    "b": "T.uint32(1)",  # shfl.sync: the lane offset / mask / source lane
 }
 
 HEADER = ["from tvm_tirx.script import tirx as T", ""]
@@ -254,6 +260,51 @@ def wgmma_source(forms, name: str = "forms_kernel") -> str:
     return "\n".join(lines) + "\n"
 
 
+def on_form_kernels(call, head):
+    """A builder on :func:`tvm_tirx.testing.form_kernels`: one kernel of all the
+    forms, ``call(form, i)`` writing the lines of each (a family test's call
+    writer) and ``head(forms)`` the kernel's :class:`~tvm_tirx.testing.KernelHead`."""
+
+    def build(forms, name: str = "forms_kernel") -> str:
+        forms = tuple(forms)
+        return testing.form_kernels(forms, call, head(forms), name=name, max_calls=max(len(forms), 1))[0].source
+
+    return build
+
+
+#: One full warp: the member mask of a warp-synchronous form is the lanes that reach it.
+WARP_HEAD = testing.KernelHead(launch="T.cuda.LaunchConfig(grid=1, block=32)")
+
+
+def warp_call(form, i):
+    """The lines issuing a warp-synchronous register form (``shfl.sync``,
+    ``vote.sync``, ``match.sync``, ``activemask``, ``redux.sync``,
+    ``elect.sync``): each operand its own ``(lanes,)`` register of the role's
+    first dtype, the required parameters from :data:`PARAM_VALUES` (``b=1``),
+    the default member mask (every lane of :data:`WARP_HEAD`).  The opcode is
+    the PTX text as a string: ``T.ptx`` spells these ``shfl_sync.bfly.b32``."""
+    lines, names = [], []
+    for j, role in enumerate(form.contract.roles):
+        lines.append(f'r{i}_{j} = T.alloc_local(({role.atom[0]},), "{role.dtypes[0]}")')
+        names.append(f"r{i}_{j}")
+    c = form.contract
+    params = [f"{k}={PARAM_VALUES[k]}" for k in c.params]
+    params += [f"{k}={PARAM_VALUES[k]}" for k, p in c.options.items() if p.required]
+    lines.append(f'T.cuda.tile.apply("{form.opcode}", {", ".join(names + params)})')
+    return lines
+
+
+#: The warp families' kernels: :func:`warp_call` in one warp.
+warp_source = on_form_kernels(warp_call, lambda forms: WARP_HEAD)
+
+#: The atomics family's kernels: its assembly test's calls and head
+#: (``atomic_forms``), a 2-CTA cluster only for the ``.shared::cluster`` forms
+#: (:func:`_launch`: a cluster launch alone needs sm_90).
+atomics_source = on_form_kernels(
+    atomic_forms.call, lambda forms: dataclasses.replace(atomic_forms.HEAD, launch=_launch(forms, 1))
+)
+
+
 #: family name -> builder(forms, name) -> TVMScript source
 BUILDERS = {
     "register_ops": register_source,
@@ -267,6 +318,11 @@ BUILDERS = {
     "tma": tma_source,
     "wgmma": wgmma_source,
     "named_barrier": barrier_source,
+    "shuffle": warp_source,
+    "elect": warp_source,
+    "warp_vote": warp_source,
+    "redux": warp_source,
+    "atomics": atomics_source,
 }
 
 

@@ -129,10 +129,19 @@ def test_the_floors_the_isa_states():
         ("setmaxnreg", "setmaxnreg.inc.sync.aligned.u32"): "sm_90a",
         ("wgmma_bf16_ss", "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"): "sm_90a",
         ("ld_vec256", "ld.global.v8.b32"): "sm_100",
+        ("shfl_sync", "shfl.sync.bfly.b32"): "sm_75",  # sm_30: ptxas 13.0's oldest target
+        ("redux_sync", "redux.sync.add.u32"): "sm_80",
+        ("elect_sync", "elect.sync"): "sm_90",
+        ("atom", "atom.global.add.L2::cache_hint.u32"): "sm_80",
+        ("atom_cas", "atom.shared::cta.cas.b128"): "sm_90",
+        ("red_half", "red.global.add.noftz.bf16"): "sm_90",
     }
     for (entry, opcode), floor in expected.items():
         assert floor_of(entry, opcode).floor == floor, (entry, opcode)
         assert _contract(entry, opcode).min_arch == floor, (entry, opcode)
+    # redux.sync's .f32 forms: four targets only (not sm_100, not sm_110f/a, sm_120f/a ...)
+    f32 = _contract("redux_sync_f32", "redux.sync.max.f32")
+    assert f32.min_arch == "sm_100f" and f32.archs == ("sm_100f", "sm_100a", "sm_103f", "sm_103a")
 
 
 # -- the rule ----------------------------------------------------------------------------------

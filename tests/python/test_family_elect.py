@@ -9,6 +9,8 @@ from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.forms import forms_of
 
+import form_kernels
+
 FRAG = TileLayout(S[(1, 8, 4) : (1, 4 @ Axis.laneid, 1 @ Axis.laneid)])
 
 
@@ -99,13 +101,8 @@ def test_the_leader_register_is_an_integer():
 @testing.requires_nvcc
 def test_the_form_assembles_for_sm90a(tmp_path):
     (form,) = forms_of("elect")
-    head = testing.KernelHead(launch="T.cuda.LaunchConfig(grid=1, block=32)")
-
-    def call(form, i):
-        return [f'd{i} = T.alloc_local((1,), "uint32")', f'p{i} = T.alloc_local((1,), "uint32")',
-                f'T.cuda.tile.apply("{form.opcode}", d{i}, p{i})']  # fmt: skip
-
-    for built in testing.assemble_forms(testing.form_kernels([form], call, head), tmp_path):
+    kernels = testing.form_kernels([form], form_kernels.warp_call, form_kernels.WARP_HEAD)
+    for built in testing.assemble_forms(kernels, tmp_path):
         assert built.assembled
 
 

@@ -10,6 +10,8 @@ from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.forms import forms_of
 
+import form_kernels
+
 FRAG = TileLayout(S[(1, 8, 4) : (1, 4 @ Axis.laneid, 1 @ Axis.laneid)])
 
 
@@ -95,16 +97,18 @@ def f32_max():
     T.cuda.tile.apply("redux.sync.max.abs.NaN.f32", x, x)
 
 
-def test_the_f32_forms_need_sm100a_or_sm103a():
-    with pytest.raises(TileError, match=r"instruction is specific to another architecture: expected target "
-                       r"sm_100a / sm_100f / sm_103a / sm_103f .*found sm_90a"):
+def test_the_f32_forms_need_sm100_or_sm103_with_a_suffix():
+    """The measured floor (``arch_floors.json``): ptxas 13.0 assembles the ``.f32`` forms
+    for sm_100f, sm_100a, sm_103f and sm_103a only."""
+    with pytest.raises(TileError, match=r"redux.sync.max.abs.NaN.f32: needs sm_100f or newer \(PTX ISA 9.7.15.13; "
+                       r"measured with ptxas 13.0.*found sm_90a$"):
         tvm_tirx.compile(f32_max, target="cuda", arch="sm_90a")
-    assert "redux.sync.max.abs.NaN.f32" in tvm_tirx.compile(f32_max, target="cuda", arch="sm_100a").cuda_source
-
-
-def _form_call(form, i):
-    dtype = form.contract.roles[0].dtypes[0]
-    return [f'x{i} = T.alloc_local((1,), "{dtype}")', f'T.cuda.tile.apply("{form.opcode}", x{i}, x{i})']
+    for newer in ("sm_100", "sm_110a", "sm_120a"):
+        with pytest.raises(TileError, match=r"instruction is specific to another architecture: expected target "
+                           rf"sm_100f / sm_100a / sm_103f / sm_103a .*found {newer}$"):
+            tvm_tirx.compile(f32_max, target="cuda", arch=newer)
+    for target in ("sm_100a", "sm_100f", "sm_103f"):
+        assert "redux.sync.max.abs.NaN.f32" in tvm_tirx.compile(f32_max, target="cuda", arch=target).cuda_source
 
 
 @testing.requires_nvcc
@@ -112,8 +116,8 @@ def _form_call(form, i):
 def test_every_form_assembles(arch, tmp_path):
     forms = [f for f in forms_of("redux") if (f.contract.archs != ()) == (arch == "sm_100a")]
     assert len(forms) == (9 if arch == "sm_90a" else 8)  # add/min/max x u32/s32, and/or/xor; min/max x abs x NaN
-    head = testing.KernelHead(launch="T.cuda.LaunchConfig(grid=1, block=32)")
-    for built in testing.assemble_forms(testing.form_kernels(forms, _form_call, head), tmp_path, arch=arch):
+    kernels = testing.form_kernels(forms, form_kernels.warp_call, form_kernels.WARP_HEAD)
+    for built in testing.assemble_forms(kernels, tmp_path, arch=arch):
         assert built.assembled
 
 

@@ -14,6 +14,8 @@ from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.families.shuffle import source_lane
 from tvm_tirx.tile.forms import forms_of
 
+import form_kernels
+
 BFLY = "shfl.sync.bfly.b32"
 lane_words = TileLayout(S[(32, 2, 1) : (1 @ Axis.laneid, 1, 1)])
 
@@ -345,18 +347,12 @@ def test_a_butterfly_result_may_not():
 # -- every form assembles ------------------------------------------------------------------
 
 
-def _form_call(form, i):
-    names = [f"r{i}_{j}" for j in range(len(form.contract.roles))]
-    lines = [f'{n} = T.alloc_local((1,), "{role.dtypes[0]}")' for n, role in zip(names, form.contract.roles)]
-    return lines + [f'T.cuda.tile.apply("{form.opcode}", {", ".join(names)}, b=1)']
-
-
 @testing.requires_nvcc
 def test_every_form_assembles_for_sm90a(tmp_path):
     forms = forms_of("shuffle")
     assert len(forms) == 8  # up/down/bfly/idx, with and without the p result
-    head = testing.KernelHead(launch="T.cuda.LaunchConfig(grid=1, block=32)")
-    for built in testing.assemble_forms(testing.form_kernels(forms, _form_call, head), tmp_path):
+    kernels = testing.form_kernels(forms, form_kernels.warp_call, form_kernels.WARP_HEAD)  # b=1
+    for built in testing.assemble_forms(kernels, tmp_path):
         assert built.assembled
 
 

@@ -12,6 +12,8 @@ from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.forms import forms_of
 
+import form_kernels
+
 FRAG = TileLayout(S[(1, 8, 4) : (1, 4 @ Axis.laneid, 1 @ Axis.laneid)])
 FULL = 0xFFFFFFFF
 
@@ -137,15 +139,9 @@ def test_activemask_takes_no_member_mask():
 def test_every_form_assembles_for_sm90a(tmp_path):
     forms = forms_of("warp_vote")
     assert len(forms) == 11  # vote x4, match.any x2, match.all x2 x (with p or not), activemask
-    head = testing.KernelHead(launch="T.cuda.LaunchConfig(grid=1, block=32)")
-    for built in testing.assemble_forms(testing.form_kernels(forms, _form_call, head), tmp_path):
+    kernels = testing.form_kernels(forms, form_kernels.warp_call, form_kernels.WARP_HEAD)
+    for built in testing.assemble_forms(kernels, tmp_path):
         assert built.assembled
-
-
-def _form_call(form, i):
-    names = [f"r{i}_{j}" for j in range(len(form.contract.roles))]
-    lines = [f'{n} = T.alloc_local((1,), "{role.dtypes[0]}")' for n, role in zip(names, form.contract.roles)]
-    return lines + [f'T.cuda.tile.apply("{form.opcode}", {", ".join(names)})']
 
 
 @T.function

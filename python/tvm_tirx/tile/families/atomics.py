@@ -76,9 +76,13 @@ Semantics
     ``.cas`` stores ``c`` where ``old == b``; ``.add.f32`` on global memory
     flushes subnormals to zero, on shared memory it does not.
 Architectures
-    sm_90a: every tile form assembles for sm_90a with CUDA 13.0 (tested).
-    From sm_90: the vector forms, ``.b128``, ``.shared::cluster``, the
-    ``bf16`` adds; ``.sem`` / ``.scope`` and ``.b16`` ``.cas`` from sm_70.
+    sm_75, every target of ptxas 13.0: the scalar forms of ``.global`` and
+    ``.shared`` / ``.shared::cta``, ``.sem`` and the ``.cta`` / ``.gpu`` /
+    ``.sys`` scopes, the ``f16`` adds and the ``.b16`` ``.cas`` (the ISA: from
+    sm_70 and older).  sm_80: ``.L2::cache_hint``.  sm_90: the vector forms,
+    ``.b128``, the ``bf16`` adds, ``.shared::cluster`` and the ``.cluster``
+    scope.  Measured with ptxas 13.0 (``tools/probe_arch_floors.py``,
+    ``arch_floors.json``).
 """
 
 from __future__ import annotations

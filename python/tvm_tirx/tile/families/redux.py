@@ -25,10 +25,11 @@ Legality
 Lowering emits
     One ``redux.sync`` per repeat coordinate per thread.
 Architectures
-    The integer forms from sm_80 (sm_90a here).  The ``.f32`` forms exist on
-    sm_100a, sm_100f, sm_103a and sm_103f only (ptxas of CUDA 13.0: "Instruction
-    'redux.f32' not supported on .target 'sm_90a'", and on sm_100, sm_110a,
-    sm_120a); apache-tvm's table certifies them at sm_100a.
+    The integer forms: sm_80.  The ``.f32`` forms: sm_100f, sm_100a, sm_103f
+    and sm_103a only (ptxas: "Instruction 'redux.f32' not supported on .target
+    'sm_90a'", and on sm_100, sm_103, sm_110f/a, sm_120f/a, sm_121f/a;
+    apache-tvm's table certifies them at sm_100a).  Measured with ptxas 13.0
+    (``tools/probe_arch_floors.py``, ``arch_floors.json``).
 """
 
 from __future__ import annotations
@@ -36,10 +37,7 @@ from __future__ import annotations
 from .. import Contract, Instruction, register_family, register_role
 from ._member_mask import MEMBERMASK, mask_of, member_mask_rule, warp_uniform_result
 
-__all__ = ["contract", "F32_ARCHS"]
-
-#: The targets whose ptxas assembles ``redux.sync ... .f32`` (measured with CUDA 13.0).
-F32_ARCHS = ("sm_100a", "sm_100f", "sm_103a", "sm_103f")
+__all__ = ["contract"]
 
 
 @register_family(entries=("redux_sync", "redux_sync_bitwise", "redux_sync_f32"), isa={"redux.sync": "9.7.15.13"})
@@ -51,7 +49,6 @@ def contract(instr: Instruction) -> Contract:
         roles=(register_role("dst", ops["d"]), register_role("src", ops["a"])),
         options={"membermask": MEMBERMASK},
         derived={"membermask": mask_of},
-        archs=F32_ARCHS if instr.modifiers.get("type") == "f32" else (),
         kernel_check=member_mask_rule(),
         uniform_result=warp_uniform_result(),
     )

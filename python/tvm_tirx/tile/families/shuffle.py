@@ -46,7 +46,8 @@ Lowering emits
     One ``shfl.sync`` per repeat coordinate per thread, the member mask a
     constant (the default's value) or the given expression.
 Architectures
-    sm_90a (``shfl.sync`` from sm_30).
+    sm_75, every target of ptxas 13.0 (the ISA: ``shfl.sync`` from sm_30).
+    Measured with ptxas 13.0 (``tools/probe_arch_floors.py``, ``arch_floors.json``).
 """
 
 from __future__ import annotations
