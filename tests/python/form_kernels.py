@@ -323,6 +323,7 @@ BUILDERS = {
     "warp_vote": warp_source,
     "redux": warp_source,
     "atomics": atomics_source,
+    "fence": thread_source,
 }
 
 

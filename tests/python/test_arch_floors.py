@@ -135,6 +135,8 @@ def test_the_floors_the_isa_states():
         ("atom", "atom.global.add.L2::cache_hint.u32"): "sm_80",
         ("atom_cas", "atom.shared::cta.cas.b128"): "sm_90",
         ("red_half", "red.global.add.noftz.bf16"): "sm_90",
+        ("fence_proxy", "fence.proxy.async.shared::cta"): "sm_90",
+        ("fence_mbarrier_init", "fence.mbarrier_init.release.cluster"): "sm_90",
     }
     for (entry, opcode), floor in expected.items():
         assert floor_of(entry, opcode).floor == floor, (entry, opcode)

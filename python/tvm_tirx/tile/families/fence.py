@@ -28,8 +28,10 @@ Legality
 Lowering emits
     The fence, once per thread that runs the call.
 Architectures
-    sm_90a (``fence.proxy.async`` and ``fence.mbarrier_init`` from sm_90;
-    ``fence.proxy.alias`` from sm_70).
+    Measured with ptxas (``tools/probe_arch_floors.py fence``, recorded in
+    ``arch_floors.json``): ``fence.proxy.async`` and ``fence.mbarrier_init``
+    from sm_90, ``fence.proxy.alias`` from sm_75 (ptxas 13.0's oldest target;
+    the PTX ISA gives sm_70).
 """
 
 from __future__ import annotations
