@@ -24,7 +24,9 @@ mbarrier (``mbarrier.arrive.expect_tx`` arms it with the bytes, a
 waited for with ``cp.async.bulk.wait_group``. The mbarriers are the
 ``mbarrier`` tile family's calls (one call sets up every barrier of a
 ``(stages, 1)`` tensor) and ``T.cuda.mbarrier_wait_phase``, the spin-wait
-(docs/guides/mbarrier_bulk.rst).
+(docs/guides/mbarrier_bulk.rst). Every parameter of the call, the edges of
+the tensor, multicast and run-time extents are on the TMA guide's page,
+:doc:`../guides/tma`.
 
 Run it with ``python tutorials/tma_pipelines.py``.
 """
