@@ -17,8 +17,8 @@ prints the chosen stage:
 
 Exit status: 0 on success; 1 when the file, the function or the kernel is
 wrong (one ``error: ...`` line on stderr, no traceback); 2 on a usage error
-or when ``--emit sass`` finds no disassembler (checked first, before the
-kernel is loaded and compiled).
+or when ``--emit sass`` finds no disassembler (checked before the kernel is
+compiled).
 """
 
 from __future__ import annotations
@@ -281,8 +281,6 @@ def main(argv=None) -> int:
         return int(exit_.code or 0)
     try:
         path, name = split_kernel_spec(args.kernel)
-        if args.emit == "sass":
-            find_disassembler()  # before loading and compiling the kernel (tens of seconds)
         try:
             func = load_kernel(path, name)
         except KernelFileError as err:

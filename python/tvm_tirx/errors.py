@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 import tvm_ffi
 
@@ -151,7 +153,11 @@ def backtrace_requested() -> bool:
     return os.environ.get("TVM_BACKTRACE", "0").strip() not in ("", "0")
 
 
-def reported_here(fn):
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def reported_here(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """Decorator for the entry points that lower a kernel (``tvm_tirx.compile``,
     ``testing.lower``): a :class:`TileError` leaving ``fn`` is raised again from
     ``fn``'s frame, without the frames of tvm_tirx's lowering under it.
@@ -163,7 +169,7 @@ def reported_here(fn):
     """
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return fn(*args, **kwargs)
         except TileError as err:

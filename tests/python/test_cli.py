@@ -151,8 +151,8 @@ def test_emit_sass_without_a_disassembler_exits_2_naming_both_tools(capsys, kern
 
     which = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name in ("cuobjdump", "nvdisasm") else which(name, *a, **k))
-    # the tools are looked for first: neither the kernel file nor the compile runs
-    monkeypatch.setattr(cli, "load_kernel", lambda *a, **k: pytest.fail("loaded the kernel before finding a disassembler"))
+    # the tools are looked for before the compile (tens of seconds) starts
+    monkeypatch.setattr(cli, "build_kernel", lambda *a, **k: pytest.fail("compiled before finding a disassembler"))
     status, out, err = _cli(capsys, "compile", f"{kernels_file}:read_next_row", "--arch", ARCH, "--emit", "sass")
     assert status == 2 and out == ""
     line = _one_error_line(err)
@@ -282,6 +282,7 @@ def _python_m(*argv, cwd=None):
     )
 
 
+@pytest.mark.slow
 def test_python_m_help_documents_compile():
     proc = _python_m("--help")
     assert proc.returncode == 0
@@ -292,6 +293,7 @@ def test_python_m_help_documents_compile():
         assert word in proc.stdout, word
 
 
+@pytest.mark.slow
 def test_python_m_compile_and_its_errors(kernels_file):
     proc = _python_m("compile", "my_kernels.py:read_next_row", "--arch", ARCH, "--emit", "cuda", cwd=kernels_file.parent)
     assert proc.returncode == 0, proc.stderr
