@@ -29,7 +29,10 @@ setup(
         # setuptools>=70.1 builds wheels without the `wheel` package: test_packaging
         # builds one with the environment's own setuptools, and a fresh venv has
         # 65.5 (Python 3.11's ensurepip) or none (3.12+).
-        "test": ["pytest", "hypothesis>=6.100", "mypy>=1.10", "setuptools>=70.1"],
+        # pytest-xdist: parallel runs on request (`python -m pytest -n 2`); the suite passes
+        # under -n 2 (each worker has its own compile cache in memory, the disk cache is
+        # shared and written atomically, tmp_path is per worker).
+        "test": ["pytest", "hypothesis>=6.100", "mypy>=1.10", "setuptools>=70.1", "pytest-xdist>=3.5"],
         # the Sphinx site under docs/ (sphinx-build -W -b html docs docs/_build)
         "docs": ["sphinx>=7.2"],
     },

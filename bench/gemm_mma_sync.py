@@ -34,6 +34,7 @@ from tvm.tirx.layout import Axis, ComposeLayout, S, TileLayout  # noqa: E402
 import tvm_tirx  # noqa: E402
 from tvm_tirx import testing  # noqa: E402
 from tvm_tirx.script import tirx as T  # noqa: E402
+from tvm_tirx.tile.fragments import accumulator_tile, mma_accumulator_layout  # noqa: E402
 
 from bench._sass import report  # noqa: E402
 from bench._timing import table  # noqa: E402
@@ -52,8 +53,7 @@ A_FRAG = TileLayout(S[(MR, KS, 2, 8, 2, 4) : (8, 4, 1, 4 @ L, 2, 1 @ L)])  # (mr
 A_LDM = TileLayout(S[(MR, KS, 4, 8, 4) : (8, 4, 1, 4 @ L, 1 @ L)])  # the same registers as ldmatrix matrices
 B_FRAG = TileLayout(S[(NR, KS, 8, 2, 4) : (4, 2, 4 @ L, 1, 1 @ L)])  # (nr, ks, 8 n, 8 words)
 B_LDM = TileLayout(S[(NR, KS, 2, 8, 4) : (4, 2, 1, 4 @ L, 1 @ L)])
-ACC = TileLayout(S[(MR, NR, 2, 8, 4, 2) : (16, 4, 2, 4 @ L, 1 @ L, 1)])  # (mr, nr, 16, 8)
-ACC_ROWS = TileLayout(S[(8, 4, MR, NR, 2, 2) : (4 @ L, 1 @ L, 16, 4, 2, 1)])  # (lane, mr, nr, h, pair)
+ACC = mma_accumulator_layout(MR, NR)  # (mr, nr, 16, 8): S[(MR, NR, 2, 8, 4, 2) : (16, 4, 2, 4 @ L, 1 @ L, 1)]
 
 
 def _by_thread(tile):
@@ -150,13 +150,8 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "float32", stages: int = 
                     T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"], acc, a, b, acc, scope="warp"
                 )
         c_tile = C.view(m // BM, BM, n // BN, BN).sub[bm, :, bn, :]
-        c_warp = c_tile.view(WARPS_M, MR, 2, 8, WARPS_N, NR, 4, 2).sub[wm, :, :, :, wn, :, :, :]
-        T.cuda.tile.apply(
-            T.ptx["st.global.v2.f32"],
-            c_warp.permute(2, 4, 0, 3, 1, 5).view(32, MR, NR, 2, 2),
-            acc.view(32, MR, NR, 2, 2, layout=ACC_ROWS),
-            scope="warp",
-        )
+        c_warp = c_tile.view(WARPS_M, MR * 16, WARPS_N, NR * 8).sub[wm, :, wn, :]  # this warp's (64, 32)
+        T.cuda.tile.apply(T.ptx["st.global.v2.f32"], *accumulator_tile(c_warp, acc, "mma.sync"), scope="warp")
 
     return gemm
 

@@ -31,11 +31,10 @@ Hardware facts: PTX ISA 9.7.15 (wgmma, fragment map 9.7.15.5.1.1), 9.7.9.25.5.1 
 from __future__ import annotations
 
 from tvm.runtime import DataType
-from tvm.tirx.layout import Axis, S, TileLayout
 
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.families.tma import swizzled_layout
-from tvm_tirx.tile.families.wgmma import accumulator_layout
+from tvm_tirx.tile.fragments import accumulator_layout, accumulator_registers, accumulator_tile
 
 BM, BN = 128, 256
 BK_BYTES = 128  # bytes of K per row of a stage: one 128-byte swizzle row (64 bf16, 128 fp8)
@@ -50,34 +49,6 @@ LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::by
 LOAD_MC = LOAD + ".multicast::cluster"
 REMOTE_ARRIVE = "mbarrier.arrive.shared::cluster.b64"  # .release.cta, as CUTLASS arrives on a peer
 STORE = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
-_t = Axis.tid_in_wg
-# (warp, lane, j, h, e) of the fp32 accumulators: register 4 j + 2 h + e of thread
-# 32 w + lane holds C[16 w + 8 h + lane / 4, 8 j + 2 (lane % 4) + e] (PTX ISA 9.7.15.5.1.1)
-ACC_ROWS = TileLayout(S[(4, 8, 4, BN // 8, 2, 2) : (32 @ _t, 4 @ _t, 1 @ _t, 4, 2, 1)])
-# the same for packed bf16x2 words: word 2 j + h holds columns 8 j + 2 (lane % 4) + {0, 1}
-WORD_ROWS = TileLayout(S[(4, 8, 4, BN // 8, 2, 1) : (32 @ _t, 4 @ _t, 1 @ _t, 2, 1, 1)])
-
-
-def _by_thread_rows(tile):
-    """A (64, 8 J) tile of a warpgroup's rows as (warp, lane, J, h, 2): thread
-    32 w + 4 g + t's elements at row 16 w + 8 h + g, columns 8 j + 2 t + {0, 1}."""
-    rows, cols = (int(x) for x in tile.shape)
-    return tile.view(4, 2, 8, cols // 8, 4, 2).permute(0, 2, 4, 3, 1, 5).view(4, 32, cols // 8, 2, 2)
-
-
-def _by_thread_words(tile):
-    """A (64, 4 J) tile of b32 words as (warp, lane, J, h, 1): thread 32 w + 4 g + t's
-    word 4 j + t of rows 16 w + 8 h + g."""
-    rows, cols = (int(x) for x in tile.shape)
-    return tile.view(4, 2, 8, cols // 4, 4, 1).permute(0, 2, 4, 3, 1, 5).view(4, 32, cols // 4, 2, 1)
-
-
-def _by_thread_boxes(out):
-    """The epilogue tile (4 boxes, 64 rows, 32 words) as (warp, lane, J, h, 1): word
-    4 j + t of rows 16 w + 8 h + g (box j / 8) for thread 32 w + 4 g + t."""
-    return out.view(4, 4, 2, 8, 8, 4, 1).permute(1, 3, 5, 0, 4, 2, 6).view(4, 32, BN // 8, 2, 1)
-
-
 @T.macro
 def _wait(bar, phase, flag, spin):
     """Wait until the phase of parity ``phase`` of ``bar`` completes: apache-tvm's
@@ -111,15 +82,16 @@ def _epilogue_bf16(acc, words, out, C, row0, col0, tid, c):
     ``C[row0 : row0 + 64, col0 : col0 + 256]``.  The store issued for the previous tile
     must have read ``out`` first (``wait_group.read 0``); named barrier ``1 + c`` joins
     the warpgroup's 128 threads (the named-barrier family checks, when lowering, that
-    exactly those 128 threads use barrier ``1 + c``)."""
-    rows = acc.view(4, 32, BN // 8, 2, 2, layout=ACC_ROWS)
-    T.cuda.tile.apply(T.ptx["cvt.rn.bf16x2.f32"], words.view(4, 32, BN // 8, 2, 1, layout=WORD_ROWS),
+    exactly those 128 threads use barrier ``1 + c``).  ``accumulator_registers`` / ``accumulator_tile`` view
+    the registers and the tile (as ``(rows, boxes, words)``) by the wgmma fragment map."""
+    rows = accumulator_registers(acc, "wgmma")  # (warp, lane, j, h, e): columns 8 j + 2 t + e
+    T.cuda.tile.apply(T.ptx["cvt.rn.bf16x2.f32"], accumulator_registers(words, "wgmma"),
                       rows.sub[:, :, :, :, 1:2], rows.sub[:, :, :, :, 0:1], scope="warpgroup")
     if tid % 128 == 0:
         T.ptx["cp.async.bulk.wait_group.read"](0)
     T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1 + c), count=T.uint32(128))
-    T.cuda.tile.apply(T.ptx["st.shared.b32"], _by_thread_boxes(out),
-                      words.view(4, 32, BN // 8, 2, 1, layout=WORD_ROWS), scope="warpgroup")
+    T.cuda.tile.apply(T.ptx["st.shared.b32"], *accumulator_tile(out.permute(1, 0, 2), words, "wgmma"),
+                      scope="warpgroup")
     T.ptx["fence.proxy.async.shared::cta"]()
     T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1 + c), count=T.uint32(128))
     if tid % 128 == 0:
@@ -236,12 +208,8 @@ def make_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str
         if bf16_out:
             _epilogue_bf16(acc, words, so.sub[c], C, bm * BM + c * WG_M, bn * BN, tid, c)
         else:
-            T.cuda.tile.apply(
-                T.ptx["st.global.v2.f32"],
-                _by_thread_rows(C.view(tiles_m * 2, WG_M, tiles_n, BN).sub[bm * 2 + c, :, bn, :]),
-                acc.view(4, 32, BN // 8, 2, 2, layout=ACC_ROWS),
-                scope="warpgroup",
-            )
+            c_tile = C.view(tiles_m * 2, WG_M, tiles_n, BN).sub[bm * 2 + c, :, bn, :]
+            T.cuda.tile.apply(T.ptx["st.global.v2.f32"], *accumulator_tile(c_tile, acc, "wgmma"), scope="warpgroup")
 
     @T.macro
     def body(A, B, C, scales):

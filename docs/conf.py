@@ -12,10 +12,17 @@ itself, so that they cannot drift from it:
 * ``gen_tutorials.py`` -> ``tutorials/<name>.rst`` (from ``tutorials/*.py``).
 
 The first two run in parallel subprocesses (they import TVM and are the slow part).
+Both are skipped when their inputs have not changed since the pages were
+written: ``gen_reference.py`` keeps its own key (``reference/.family_pages``),
+and the error guide's key -- a hash of ``gen_errors.py``, the examples, every
+source file of the package and apache-tvm's version -- is
+``_generated/errors.key``.  Delete ``docs/_generated`` to force a rebuild.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import os
 import pathlib
 import subprocess
@@ -24,6 +31,28 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
+ERRORS_PAGES = (HERE / "_generated" / "errors.rst", HERE / "_generated" / "errors_index.rst")
+ERRORS_KEY = HERE / "_generated" / "errors.key"
+
+
+def _errors_key() -> str:
+    """What the error guide is made from: the generator, its examples, the package's
+    sources (a message can come from any module) and apache-tvm's version."""
+    digest = hashlib.sha256()
+    try:
+        digest.update(importlib.metadata.version("apache-tvm").encode())
+    except importlib.metadata.PackageNotFoundError:
+        digest.update(b"apache-tvm ?")
+    inputs = [HERE / "gen_errors.py", *sorted((HERE / "error_examples").glob("*.py"))]
+    inputs += sorted(p for p in (ROOT / "python" / "tvm_tirx").rglob("*") if p.suffix in (".py", ".json"))
+    for path in inputs:
+        digest.update(str(path.relative_to(ROOT)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _errors_up_to_date(key: str) -> bool:
+    return ERRORS_KEY.exists() and ERRORS_KEY.read_text().strip() == key and all(p.exists() for p in ERRORS_PAGES)
 
 # Document the working tree's package, whether or not it is installed.
 sys.path.insert(0, str(ROOT / "python"))
@@ -34,10 +63,10 @@ def _generate() -> None:
     started = time.time()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    jobs = {
-        "gen_reference.py": [sys.executable, str(HERE / "gen_reference.py"), str(HERE / "reference")],
-        "gen_errors.py": [sys.executable, str(HERE / "gen_errors.py"), str(HERE / "_generated" / "errors.rst")],
-    }
+    jobs = {"gen_reference.py": [sys.executable, str(HERE / "gen_reference.py"), str(HERE / "reference")]}
+    errors_key = _errors_key()
+    if not _errors_up_to_date(errors_key):
+        jobs["gen_errors.py"] = [sys.executable, str(HERE / "gen_errors.py"), str(ERRORS_PAGES[0])]
     procs = {
         name: subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for name, cmd in jobs.items()
@@ -47,8 +76,13 @@ def _generate() -> None:
         out, err = proc.communicate()
         if proc.returncode != 0:
             failures.append(f"docs/{name} failed (exit {proc.returncode}):\n{out}{err}")
+        print(f"tvm_tirx docs: {name} done after {time.time() - started:.1f} s")
     if failures:
         raise RuntimeError("\n\n".join(failures))
+    if "gen_errors.py" in jobs:
+        ERRORS_KEY.write_text(errors_key + "\n")
+    else:
+        print("tvm_tirx docs: error guide up to date (docs/_generated/errors.key), not regenerated")
 
     import gen_tutorials  # pylint: disable=import-outside-toplevel
 

@@ -198,12 +198,25 @@ def source_rules(package_dir: pathlib.Path) -> dict:
     return rules
 
 
+#: A line of a source excerpt (``     |`` or `` 12 | ...``, see tvm_tirx.excerpts).
+_EXCERPT_LINE = re.compile(r"^\s*\d*\s\|")
+
+
+def violation_lines(kind: str, message: str) -> list:
+    """The one-line messages of the violations in ``message``: itself for a
+    ``TileError``; for ``TileErrors`` each line after the count that is not
+    part of a source excerpt."""
+    if kind != "TileErrors":
+        return [message]
+    return [line for line in message.splitlines()[1:] if not _EXCERPT_LINE.match(line)]
+
+
 def check_coverage(results, package_dir: pathlib.Path) -> list:
     """Fail unless every rule in the source has an example (or a PENDING entry).
 
     Returns ``[(rule text, "file:line", reason)]`` of the pending rules found.
     """
-    messages = [msg for case, kind, msg in results if kind in TILE_ERRORS]
+    messages = [line for case, kind, msg in results if kind in TILE_ERRORS for line in violation_lines(kind, msg)]
     missing, pending = [], []
     for regex, where in source_rules(package_dir).items():
         if any(re.search(regex, m) for m in messages):
@@ -332,8 +345,8 @@ def render_index(results) -> str:
     """A table: rule (as the message words it) -> its examples, for the top of the page."""
     rules = {}
     for case, kind, message in results:
-        if kind in TILE_ERRORS:  # several violations: one per line after the count
-            for line in message.splitlines()[1:] if kind == "TileErrors" else [message]:
+        if kind in TILE_ERRORS:
+            for line in violation_lines(kind, message):
                 labels = rules.setdefault(_rule_words(line), [])
                 if _label(case) not in labels:
                     labels.append(_label(case))

@@ -27,7 +27,9 @@ waited for with ``cp.async.bulk.wait_group``. The mbarriers are the
 (docs/guides/mbarrier_bulk.rst). How they fit together -- the bytes each
 ``expect_tx`` announces, the parity of each wait, the fences -- is checked
 when the kernel is lowered (the guide "Pipelines and protocols",
-docs/guides/pipelines.rst).
+docs/guides/pipelines.rst). Every parameter of the call, the edges of
+the tensor, multicast and run-time extents are on the TMA guide's page,
+:doc:`../guides/tma`.
 
 Run it with ``python tutorials/tma_pipelines.py``.
 """

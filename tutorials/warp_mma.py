@@ -23,7 +23,8 @@ bf16 GEMM from the same pieces.
 # * A, 16 rows x 8 b32 words (two f16 each): word ``(8h + g, 4q + t)`` is
 #   register ``h + 2q`` of lane ``4g + t``;
 # * B, stored n-major as 8 x 8 words: word ``(g, 4q + t)`` is register ``q``;
-# * C, 16 x 8 float32: element ``(8h + g, 2t + e)`` is register ``2h + e``.
+# * C, 16 x 8 float32: element ``(8h + g, 2t + e)`` is register ``2h + e``
+#   (``mma_accumulator_layout()`` of ``tvm_tirx.tile.fragments``).
 #
 # ``ldmatrix .x4`` fills A's four registers from four 8 x 8 matrices; the
 # same registers seen as ``(matrix, row, word)`` use layout ``a_ldm``.
@@ -32,6 +33,7 @@ from tvm.tirx.layout import Axis, S, TileLayout
 
 from tvm_tirx import testing
 from tvm_tirx.script import tirx as T
+from tvm_tirx.tile.fragments import accumulator_tile, mma_accumulator_layout
 
 ON_GPU = testing.has_cuda()
 ARCH = None if ON_GPU else "sm_90a"
@@ -41,8 +43,7 @@ a_frag = TileLayout(S[(2, 8, 2, 4) : (1, 4 @ L, 2, 1 @ L)])
 a_ldm = TileLayout(S[(4, 8, 4) : (1, 4 @ L, 1 @ L)])
 b_frag = TileLayout(S[(8, 2, 4) : (4 @ L, 1, 1 @ L)])
 b_ldm = TileLayout(S[(2, 8, 4) : (1, 4 @ L, 1 @ L)])
-c_frag = TileLayout(S[(2, 8, 4, 2) : (2, 4 @ L, 1 @ L, 1)])
-c_rows = TileLayout(S[(32, 2, 2) : (1 @ L, 2, 1)])
+c_frag = mma_accumulator_layout()  # TileLayout(S[(2, 8, 4, 2) : (2, 4 @ L, 1 @ L, 1)])
 
 
 # %%
@@ -51,7 +52,8 @@ c_rows = TileLayout(S[(32, 2, 2) : (1 @ L, 2, 1)])
 # A (16 x 16) and B (8 x 16) f16 are staged in shared memory with ``cp.async``;
 # ``ldmatrix`` brings them into fragments -- lane ``8m + r`` gives the address of
 # row ``r`` of matrix ``m``, so the shared views list the rows in that order --
-# one ``mma.sync`` multiplies, and each lane stores its two pairs of C.
+# one ``mma.sync`` multiplies, and each lane stores its two pairs of C
+# (``accumulator_tile`` views C and the registers by the fragment map).
 
 @T.function
 def warp_mma(A: T.Tensor((16, 16), "float16", align=16), B: T.Tensor((8, 16), "float16", align=16), C: T.Tensor((16, 8), "float32", align=16)):
@@ -82,12 +84,8 @@ def warp_mma(A: T.Tensor((16, 16), "float16", align=16), B: T.Tensor((8, 16), "f
     )
     T.cuda.tile.apply(T.ptx["mov.b32"], c.local().view(4, 1), T.float32(0))  # each lane's 4 registers
     T.cuda.tile.apply(T.ptx["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"], c, a, b, c, scope="warp")
-    T.cuda.tile.apply(
-        T.ptx["st.global.v2.f32"],
-        C.view(2, 8, 4, 2).permute(1, 2, 0, 3).view(32, 2, 2),
-        c.view(32, 2, 2, layout=c_rows),
-        scope="warp",
-    )
+    # each lane stores its pairs (8h + g, 2t + e = 0, 1): C and c seen lane by lane as (32, h, e)
+    T.cuda.tile.apply(T.ptx["st.global.v2.f32"], *accumulator_tile(C, c, "mma.sync"), scope="warp")
 
 
 kernel = testing.compile_and_show(warp_mma, "ldmatrix", "mma.sync", "cp.async.ca", arch=ARCH)

@@ -94,6 +94,19 @@ CASES = [
     ),
     Case(
         COLLECTIVE,
+        r"shared layout and swizzle= disagree",
+        "TMA swizzle= other than the tile's",
+        _tma(_tma_load(", swizzle=1"), layout="ComposeLayout(2, 3, 3, TileLayout(S[(8, 32)]))"),
+        "parse",
+        "The shared tile is laid out as the image of one swizzle mode (here the 128-byte "
+        "one, ``swizzled_layout((8, 32), \"float32\", 3)``, which is this ``ComposeLayout``) "
+        "and the call asks the TMA for another; the "
+        "TMA would write the chunks where the layout does not look for them.",
+        "Pass the tile's mode, ``swizzle=3``, or allocate the tile with "
+        "``swizzled_layout(shape, dtype, swizzle)`` for the mode you pass.",
+    ),
+    Case(
+        COLLECTIVE,
         r"shared layout is not the TMA image",
         "TMA swizzle on a row-major tile",
         _tma(_tma_load(", swizzle=3")),

@@ -12,12 +12,13 @@ prints the chosen stage:
 ``lowered`` after ``LowerTileApply`` (``tvm_tirx.build.stages.lower(func)``)
 ``cuda``    the CUDA C++ apache-tvm generates (``Kernel.cuda_source``)
 ``ptx``     the PTX ``nvcc`` makes of it (``Kernel.ptx``)
-``sass``    the cubin's disassembly, by ``cuobjdump -sass`` or ``nvdisasm``
+``sass``    the cubin's disassembly, by ``nvdisasm`` (or ``cuobjdump -sass``)
 ========== ================================================================
 
 Exit status: 0 on success; 1 when the file, the function or the kernel is
 wrong (one ``error: ...`` line on stderr, no traceback); 2 on a usage error
-or when ``--emit sass`` finds no disassembler.
+or when ``--emit sass`` finds no disassembler (checked before the kernel is
+compiled).
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ __all__ = ["main", "build_parser", "CliError", "STAGES", "DISASSEMBLERS"]
 #: What ``--emit`` accepts, in pipeline order.
 STAGES = ("script", "lowered", "cuda", "ptx", "sass")
 
-#: The tools ``--emit sass`` tries, in order, with the arguments placed before the cubin's path.
-DISASSEMBLERS = (("cuobjdump", ("-sass",)), ("nvdisasm", ()))
+#: The tools ``--emit sass`` tries, in order, with the arguments placed before the cubin's path:
+#: ``nvdisasm`` disassembles a cubin on its own; ``cuobjdump -sass`` hands the work to
+#: ``nvdisasm`` in CUDA 13, so where only ``cuobjdump`` is found it may fail for lack of it.
+DISASSEMBLERS = (("nvdisasm", ()), ("cuobjdump", ("-sass",)))
 
 
 class CliError(Exception):
@@ -66,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
             "  python -m tvm_tirx compile kernels.py:read_next_row --arch sm_90a --emit ptx\n\n"
             "stages (--emit): script = TVMScript as parsed; lowered = after LowerTileApply;\n"
             "cuda = apache-tvm's CUDA C++; ptx = nvcc's PTX; sass = the cubin disassembled\n"
-            "by cuobjdump -sass or nvdisasm (exit status 2 when neither is on the PATH)."
+            "by nvdisasm (or cuobjdump -sass, which runs nvdisasm; exit status 2 when neither\n"
+            "is on the PATH, before anything is compiled)."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -174,12 +178,14 @@ def find_disassembler() -> tuple[str, tuple[str, ...]]:
         found = shutil.which(tool)
         if found:
             return found, args
-    names = " or ".join(tool for tool, _ in DISASSEMBLERS)
-    raise CliError(f"--emit sass needs {names} on the PATH; looked for both and found neither", status=2)
+    raise CliError(
+        "--emit sass needs nvdisasm on the PATH (or cuobjdump, whose -sass runs nvdisasm); "
+        "looked for both and found neither", status=2,
+    )
 
 
 def disassemble(cubin: bytes) -> str:
-    """SASS of ``cubin`` from ``cuobjdump -sass`` or ``nvdisasm``.
+    """SASS of ``cubin`` from ``nvdisasm`` (or ``cuobjdump -sass``).
 
     Parameters
     ----------
@@ -204,7 +210,8 @@ def disassemble(cubin: bytes) -> str:
         proc = subprocess.run([tool, *args, path], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         detail = (proc.stderr.strip() or proc.stdout.strip() or f"exit status {proc.returncode}").splitlines()
-        raise CliError(f"{os.path.basename(tool)} failed: {detail[0]}")
+        hint = " (cuobjdump -sass runs nvdisasm: put nvdisasm on the PATH)" if "cuobjdump" in tool else ""
+        raise CliError(f"{os.path.basename(tool)} failed: {detail[0]}{hint}")
     return proc.stdout
 
 
@@ -241,13 +248,14 @@ def emit(func, stage: str, target=None) -> str:
             return lower(func).script()
         with target:
             return lower(func).script()
+    if stage == "sass":
+        find_disassembler()  # before spending time in the compile
     kernel = build_kernel(func, target=target)
     if stage == "cuda":
         return kernel.cuda_source
     if stage == "ptx":
         return kernel.ptx
     if stage == "sass":
-        find_disassembler()  # before spending time in nvcc
         return disassemble(assemble(kernel))
     raise CliError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}", status=2)
 

@@ -3,7 +3,14 @@ kernel) and :class:`TileInternalError` (a mistake of tvm_tirx's own lowering).""
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
 import tvm_ffi
+
+from .excerpts import excerpt as source_excerpt
 
 
 class TileError(ValueError):
@@ -26,7 +33,14 @@ class TileError(ValueError):
         What the rule asks for and what the call has.
     location : str | None
         ``file:line`` of the user's call when it is known.
+    excerpt : str | None
+        The call's source lines with a caret under the operand
+        (:mod:`tvm_tirx.excerpts`), once :meth:`with_excerpt` found them; for
+        an error raised while lowering it is also a note of the exception
+        (``__notes__``), printed after the message.
     """
+
+    excerpt = None
 
     def __init__(
         self,
@@ -84,13 +98,24 @@ class TileError(ValueError):
             location=location,
         )
 
+    def with_excerpt(self) -> "TileError":
+        """This error with :attr:`excerpt` read from its location's source line
+        (unchanged when the file cannot be read), and the excerpt added as a note."""
+        if self.excerpt is None:
+            self.excerpt = source_excerpt(self.location, self.operand)
+            if self.excerpt and self.excerpt not in getattr(self, "__notes__", ()):
+                self.add_note(self.excerpt)
+        return self
+
 
 class TileErrors(TileError):
     """Several contract violations found in one kernel, reported together.
 
-    ``str()`` is every violation's own message, one per line, in source
-    order of discovery; :attr:`errors` holds them (each a :class:`TileError`).
-    The structured fields (``opcode``, ``rule`` ...) are the first one's.
+    ``str()`` is a first line ``"<n> contract violations:"``, then every
+    violation's own message, in order of discovery, each followed by its
+    source excerpt when it has one (:meth:`TileError.with_excerpt`);
+    :attr:`errors` holds them (each a :class:`TileError`).  The structured
+    fields (``opcode``, ``rule`` ...) are the first one's.
     """
 
     def __init__(self, errors):
@@ -102,7 +127,8 @@ class TileErrors(TileError):
         self.errors = tuple(errors)
         self.opcode, self.operand, self.rule = first.opcode, first.operand, first.rule
         self.expected, self.found, self.location = first.expected, first.found, first.location
-        ValueError.__init__(self, f"{len(errors)} contract violations:\n" + "\n".join(str(e) for e in errors))
+        shown = [str(e) + (f"\n{e.excerpt}" if e.excerpt else "") for e in errors]
+        ValueError.__init__(self, f"{len(errors)} contract violations:\n" + "\n".join(shown))
 
 
 #: Most violations one compile reports (the rest are dropped after the count).
@@ -112,13 +138,46 @@ MAX_REPORTED = 20
 def combined(errors):
     """The error to raise for ``errors`` (TileErrors and TileInternalErrors): a
     TileInternalError first, if any (a bug of ours); else the one TileError;
-    else :class:`TileErrors` of the first :data:`MAX_REPORTED`."""
+    else :class:`TileErrors` of the first :data:`MAX_REPORTED`.  Each TileError
+    carries its source excerpt (:meth:`TileError.with_excerpt`)."""
     internal = [e for e in errors if isinstance(e, TileInternalError)]
     if internal:
         return internal[0]
     if len(errors) == 1:
-        return errors[0]
-    return TileErrors(list(errors)[:MAX_REPORTED])
+        return errors[0].with_excerpt()
+    return TileErrors([e.with_excerpt() for e in list(errors)[:MAX_REPORTED]])
+
+
+def backtrace_requested() -> bool:
+    """Whether ``TVM_BACKTRACE=1`` asks for full tracebacks (tvm_tirx's frames included)."""
+    return os.environ.get("TVM_BACKTRACE", "0").strip() not in ("", "0")
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def reported_here(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Decorator for the entry points that lower a kernel (``tvm_tirx.compile``,
+    ``testing.lower``): a :class:`TileError` leaving ``fn`` is raised again from
+    ``fn``'s frame, without the frames of tvm_tirx's lowering under it.
+
+    The traceback Python prints for it then ends at the user's call and this
+    wrapper; the message and its excerpt say where the kernel is wrong.  The
+    error is the same object (``except TileError`` and its fields are unchanged).
+    ``TVM_BACKTRACE=1`` keeps the whole traceback, as for parse errors.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return fn(*args, **kwargs)
+        except TileError as err:
+            if backtrace_requested():
+                raise
+            raise err.with_traceback(None) from None
+
+    return wrapper
 
 
 class TileInternalError(RuntimeError):

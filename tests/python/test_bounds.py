@@ -160,7 +160,7 @@ def unnamed_ids_misaligned(A: T.Tensor((64, 1024), "float32", align=16)):
 
 
 def test_points_and_expressions_name_unnamed_launch_ids_by_their_cuda_names():
-    with pytest.raises(TileError, match=r"found bytes \[7664, 7680\) at threadIdx\.x=255, blockIdx\.x=7$"):
+    with pytest.raises(TileError, match=r"(?m)found bytes \[7664, 7680\) at threadIdx\.x=255, blockIdx\.x=7$"):
         testing.lower(unnamed_ids_out_of_bounds)
     with pytest.raises(TileError) as err:
         testing.lower(unnamed_ids_misaligned)

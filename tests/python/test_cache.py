@@ -288,6 +288,7 @@ _RACE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_processes_compiling_at_once(cache_dir, builds):
     import time
 

@@ -15,6 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 
+@pytest.mark.slow
 def test_docs_build_without_warnings(tmp_path):
     pytest.importorskip("sphinx", reason="install the docs extra: pip install -e '.[docs]'")
     proc = subprocess.run(

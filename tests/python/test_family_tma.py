@@ -354,7 +354,16 @@ LOAD = f'T.cuda.tile.apply(T.ptx["{LOAD2D}"], s, A, mbar=bar, coords=(0, 0)'
         ({"tile": "(300, 4)", "gshape": "(300, 4)"}, LOAD + ")", "box extent out of range"),
         ({"tile": "(8, 3)", "gshape": "(8, 4)"}, LOAD + ")", "inner box row not a multiple of 16 bytes"),
         ({}, LOAD + ", swizzle=1)", "inner box row wider than the swizzle span"),
-        ({"tile": "(8, 32)", "talign": 1024}, LOAD + ", swizzle=3)", "shared layout is not the TMA image"),
+        # a tile laid out for one swizzle, copied with another (or none): the layout and
+        # the parameter disagree, whatever the box's width
+        ({"talign": 1024, "layout": "swizzled_layout((8, 32), 'float32', 3)"}, LOAD + ", swizzle=1)",
+         r"shared layout and swizzle= disagree: expected swizzle=3, .*found swizzle=1 \(32B\)"),
+        ({"talign": 1024, "layout": "swizzled_layout((8, 32), 'float32', 3)"}, LOAD + ")",
+         r"shared layout and swizzle= disagree: expected swizzle=3, .*found swizzle=0 \(none\)"),
+        ({"tile": "(8, 16)", "gshape": "(8, 16)", "talign": 1024, "layout": "swizzled_layout((8, 16), 'float32', 2)"},
+         LOAD + ", swizzle=3)", "shared layout and swizzle= disagree: expected swizzle=2"),
+        ({"tile": "(8, 32)", "talign": 1024}, LOAD + ", swizzle=3)",
+         r"shared layout is not the TMA image: .* \(the layout has no swizzle; allocate the tile with swizzled_layout"),
         ({"gdtype": "int32"}, LOAD + ")", "element types differ"),
         ({"gshape": "(8, 6)", "tile": "(8, 4)"}, LOAD + ")", "global stride not a multiple of 16 bytes"),
         ({"galign": 8}, LOAD + ")", "tensor map base not 16-byte aligned"),

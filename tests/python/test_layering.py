@@ -16,7 +16,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "python" / "tvm_tirx"
 #: The units of the package (subpackages and root modules), lowest layer first: a unit
 #: imports only units of lower layers.  ``tvm_tirx`` is the root ``__init__.py``.
 LAYERS = (
-    ("_version", "errors", "arch"),  # base: no compiler, no other unit
+    ("_version", "excerpts"),  # base: no compiler, no other unit (excerpts: the standard library only)
+    ("errors", "arch"),  # the error types (with their source excerpts), CUDA arch names
     ("tile",),  # the tile op, its contracts, checks and lowering
     ("script",),  # the TVMScript names (T) over the tile op
     ("schedule",),  # tile calls in TIR schedules (tensor intrinsics)

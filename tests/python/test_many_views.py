@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import tvm
 
 from tvm_tirx.script import flat_frames
@@ -72,6 +74,7 @@ def _run_stages(tmp_path, n: int, timeout: int = 900):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, check=False)
 
 
+@pytest.mark.slow
 def test_thousands_of_views_parse_lower_and_compile(tmp_path):
     # 2000 views (.sub, .view, .view+.permute, and 40 made in a macro) in one block:
     # today's apache-tvm exits their frames recursively and the process dies (SIGSEGV)

@@ -184,6 +184,7 @@ def check_call(call: Call, tmp_dir, assemble: bool = False):
         testing.assemble(tvm_tirx.compile(func, arch="sm_90a"))
 
 
+@pytest.mark.slow
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], deadline=None)
 @given(call=calls())
 def test_tile_calls_match_the_reference_model(call, tmp_path):
@@ -201,6 +202,7 @@ def _report(call):
         event(f"illegal: {reason}")
 
 
+@pytest.mark.slow
 @testing.requires_nvcc
 @settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -375,6 +377,7 @@ def check_extent_case(case: ExtentCase, tmp_dir):
     assert lowered.count("T.ptx.ld(") == 1
 
 
+@pytest.mark.slow
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], deadline=None)
 @given(case=extent_cases())
 def test_run_time_extents_match_the_reference_model(case, tmp_path):

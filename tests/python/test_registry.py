@@ -97,6 +97,7 @@ def test_candidates_are_memoised_per_opcode_text():
     assert registry.candidates("ld.global.v4.b32") is registry.candidates("ld.global.v4.b32")
 
 
+@pytest.mark.slow
 def test_error_messages_name_no_internal_file():
     for case, kind, message in _gen_errors().run_cases():
         if kind != "TileError":

@@ -38,6 +38,7 @@ def mypy_run(request, tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 def test_mypy_passes_on_tutorials_and_stubs(mypy_run):
     out, status = mypy_run(ROOT / "tutorials", *STUBS)
     assert status == 0, out

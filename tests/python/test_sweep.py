@@ -66,6 +66,7 @@ def test_sweep_reports_failing_configurations_in_process():
     _check(result, timer)
 
 
+@pytest.mark.slow
 def test_sweep_compiles_in_worker_processes():
     timer = FakeTimer([2.0, 1.0])
     result = testing.sweep(make_copy, CONFIGS, (), arch="sm_90a", workers=2, progress=True, timer=timer)

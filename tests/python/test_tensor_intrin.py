@@ -296,10 +296,26 @@ def test_scheduled_copy_through_shared_memory_on_gpu(short):
 # -- warp-level fragment intrinsics ------------------------------------------------
 
 
+def _apache_function(name):
+    """Function ``name`` of apache-tvm's ``tvm/s_tir/tensor_intrin/cuda.py``, taken from its
+    source: importing that module registers (parses) all of apache-tvm's intrinsics, minutes
+    on a loaded machine, for one line of index arithmetic."""
+    import ast
+    import pathlib
+
+    path = pathlib.Path(tvm.__file__).parent / "s_tir" / "tensor_intrin" / "cuda.py"
+    tree = ast.parse(path.read_text())
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    namespace = {}
+    exec(compile(ast.Module([node], []), str(path), "exec"), namespace)  # pylint: disable=exec-used
+    return namespace[name]
+
+
 def test_fragment_map_is_apache_tvms_for_16x16_tiles():
     """A schedule's transform_layout with apache-tvm's map matches our descs."""
-    from tvm.s_tir.tensor_intrin.cuda import shared_16x16_to_ldmatrix_32x8_layout
     from tvm_tirx.schedule.tensor_intrin._fragments import fragment_index
+
+    shared_16x16_to_ldmatrix_32x8_layout = _apache_function("shared_16x16_to_ldmatrix_32x8_layout")
 
     i, j = tvm.tirx.Var("i", "int32"), tvm.tirx.Var("j", "int32")
     tvm.ir.assert_structural_equal(

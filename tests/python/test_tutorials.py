@@ -47,7 +47,12 @@ def test_the_documented_tutorials_exist():
     assert {p.stem for p in TUTORIALS} >= set(KERNELS)
 
 
-@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+# the Hopper GEMM tutorial runs five step scripts (about a minute): marked slow
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=pytest.mark.slow) if p.stem == "hopper_gemm" else p for p in TUTORIALS],
+    ids=[p.stem for p in TUTORIALS],
+)
 def test_tutorial_runs(path):
     if not testing.has_nvcc():
         pytest.skip("the tutorials assemble their kernels: needs nvcc on the PATH")

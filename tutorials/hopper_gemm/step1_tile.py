@@ -29,11 +29,9 @@ Run it with ``python tutorials/hopper_gemm/step1_tile.py [--size M N K]``
 # starts on a 1024-byte boundary (the pattern's period), so the dynamic shared
 # memory reserves 1 KiB for aligning.
 
-from tvm.tirx.layout import Axis, S, TileLayout
-
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.families.tma import swizzled_layout
-from tvm_tirx.tile.families.wgmma import accumulator_layout
+from tvm_tirx.tile.fragments import accumulator_layout, accumulator_registers, accumulator_tile
 
 import _harness
 
@@ -48,37 +46,35 @@ LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::by
 # ``accumulator_layout(256)`` is the ISA's fragment map for the m64n256 fp32
 # accumulator (PTX ISA 9.7.15.5.1.1): register ``4 j + 2 h + e`` of thread
 # ``32 w + 4 g + t`` holds ``C[16 w + 8 h + g, 8 j + 2 t + e]``. To store the
-# tile we look at the same registers as a ``(warp, lane, j, h, e)`` array
-# (``ACC_ROWS``), convert each pair ``e = 0, 1`` into one ``bf16x2`` word with
-# ``cvt.rn.bf16x2.f32`` (the first source goes to the upper half, the higher
-# column), and store the words with ``st.global.b32``: ``C`` seen as b32 words,
-# cut into the same ``(warp, lane, j, h)`` order by views. The tile family
-# checks that every register the cvt and the store use belongs to the thread
-# that issues them -- a wrong view is a TileError, not a wrong result.
+# tile, each thread must pair its registers with the elements of C they hold.
+# ``accumulator_registers(acc, "wgmma")`` views the registers thread by thread,
+# as ``(warp, lane, j, h, e)``; ``accumulator_tile(C_tile, words, "wgmma")``
+# returns that view of the memory tile and of the registers together, so the
+# store is one call. In between, ``cvt.rn.bf16x2.f32`` converts each pair
+# ``e = 0, 1`` into one ``bf16x2`` word (the first source goes to the upper
+# half, the higher column); the words' registers are laid out by
+# ``accumulator_layout(256, packed=True)``, and the bf16 tile of C is seen as
+# b32 words. The tile family checks that every register the cvt and the store
+# use belongs to the thread that issues them -- a wrong view is a TileError,
+# not a wrong result.
 
-_t = Axis.tid_in_wg
-ACC_ROWS = TileLayout(S[(4, 8, 4, BN // 8, 2, 2) : (32 @ _t, 4 @ _t, 1 @ _t, 4, 2, 1)])
-WORD_ROWS = TileLayout(S[(4, 8, 4, BN // 8, 2, 1) : (32 @ _t, 4 @ _t, 1 @ _t, 2, 1, 1)])
 
-
-def by_thread(C, bm, bn):
-    """Tile ``(bm, bn)`` of the bf16 tensor ``C`` (64 x 256 elements = 64 x 128 b32
-    words) as ``(warp, lane, j, h, 1)``: thread ``32 w + 4 g + t`` owns word
-    ``4 j + t`` of rows ``16 w + 8 h + g``."""
+def c_tile(C, bm, bn):
+    """Tile ``(bm, bn)`` of ``C``: its rows ``64 bm ..`` and columns ``256 bn ..``, a
+    ``(64, 256)`` view with constant extents."""
     m, n = (int(x) for x in C.shape)
-    words = C.view("uint32").view(m // WG_M, WG_M, n // BN, BN // 2).sub[bm, :, bn, :]
-    return words.view(4, 2, 8, BN // 8, 4, 1).permute(0, 2, 4, 3, 1, 5).view(4, 32, BN // 8, 2, 1)
+    return C.view(m // WG_M, WG_M, n // BN, BN).sub[bm, :, bn, :]
 
 
 @T.macro
 def store_tile(acc, words, C, bm, bn):
     """Round a warpgroup's ``(64, 256)`` fp32 accumulators to bf16 and store them to
     tile ``(bm, bn)`` of ``C``, ``C[64 bm : 64 bm + 64, 256 bn : 256 bn + 256]``."""
-    pairs = acc.view(4, 32, BN // 8, 2, 2, layout=ACC_ROWS)
-    packed = words.view(4, 32, BN // 8, 2, 1, layout=WORD_ROWS)
-    T.cuda.tile.apply(T.ptx["cvt.rn.bf16x2.f32"], packed, pairs.sub[:, :, :, :, 1:2], pairs.sub[:, :, :, :, 0:1],
+    pairs = accumulator_registers(acc, "wgmma")
+    T.cuda.tile.apply(T.ptx["cvt.rn.bf16x2.f32"], accumulator_registers(words, "wgmma"),
+                      pairs.sub[:, :, :, :, 1:2], pairs.sub[:, :, :, :, 0:1], scope="warpgroup")
+    T.cuda.tile.apply(T.ptx["st.global.b32"], *accumulator_tile(c_tile(C, bm, bn), words, "wgmma"),
                       scope="warpgroup")
-    T.cuda.tile.apply(T.ptx["st.global.b32"], by_thread(C, bm, bn), packed, scope="warpgroup")
 
 
 # %%

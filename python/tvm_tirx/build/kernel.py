@@ -10,6 +10,7 @@ import functools
 
 import tvm
 
+from ..errors import reported_here
 from ..schedule.scheduled import lower_scheduled
 from ..script.install import install
 from ..tile.assumptions import check_assumptions
@@ -28,6 +29,7 @@ from .target import resolve_target
 __all__ = ["compile", "Kernel", "PIPELINE_NAME", "resolve_target"]
 
 
+@reported_here
 def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None) -> Kernel:  # pylint: disable=redefined-builtin
     """Build a kernel written with ``T.cuda.tile.apply``.
 

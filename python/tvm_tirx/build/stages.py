@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 
 from tvm import tirx
 
-from ..errors import TileError
+from ..errors import TileError, reported_here
 from ..tile.lower import lower_tile_apply
 from .nvcc import nvcc
 
@@ -97,10 +98,24 @@ def _run_file(path: str):
     return module
 
 
+def _describe_tile_error(err, lines) -> str:
+    """``TileError: <the first violation>``, with ``(1 of N contract violations)``
+    for several (their source excerpts left out)."""
+    violations = [line for line in lines if not _EXCERPT.match(line)]
+    if len(violations) > 1 and violations[0].endswith("contract violations:"):
+        return f"TileError: {violations[1]} (1 of {len(violations) - 1} contract violations)"
+    return f"TileError: {violations[-1] if violations else err.rule}"
+
+
+#: A line of a source excerpt, stripped (``|`` or ``12 | ...``: :mod:`tvm_tirx.excerpts`).
+_EXCERPT = re.compile(r"^\d*\s?\|")
+
+
 def describe_exception(err: BaseException) -> str:
     """One line for ``err``: its type and the line of its message that says what is wrong.
 
     * a ``TileError`` is already one line (``file:line: opcode: operand: rule: ...``);
+      of several reported together, the first, and how many there are;
     * a TVMScript diagnostic (``error: ...``, `` --> file:line:col``, a source
       excerpt) becomes ``file:line:col: message``;
     * tvm_tirx's own multi-line errors (nvcc's report) keep their first line and
@@ -119,7 +134,7 @@ def describe_exception(err: BaseException) -> str:
     """
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     if isinstance(err, TileError):
-        return f"TileError: {lines[-1] if lines else err.rule}"
+        return _describe_tile_error(err, lines)
     if not lines:
         return type(err).__name__
     location = next((line[len("-->") :].strip() for line in lines if line.startswith("-->")), None)
@@ -134,6 +149,7 @@ def describe_exception(err: BaseException) -> str:
     return f"{type(err).__name__}: {lines[-1]}"
 
 
+@reported_here
 def lower(func):
     """``func`` (a PrimFunc) after ``LowerTileApply`` alone.
 

@@ -17,7 +17,9 @@ def resolve_target(target="cuda", arch: str | None = None):
     target : str | dict | tvm.target.Target
         ``"cuda"``, a target dict, or a Target.
     arch : str | None
-        ``"sm_90a"`` and the like.  Defaults to the GPU's own arch.
+        ``"sm_90a"`` and the like.  Defaults to GPU 0's own arch
+        (:func:`tvm_tirx.arch.gpu_arch`: ``sm_90a`` on Hopper, with the ``a``
+        that wgmma and setmaxnreg need).
 
     Raises
     ------

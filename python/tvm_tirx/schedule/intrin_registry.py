@@ -4,7 +4,7 @@
 with ``tvm.s_tir.TensorIntrin`` too); :mod:`tvm_tirx.schedule.scheduled` reads
 it when it lowers a tensorized block.  It is a module of its own so that the
 lowering reads the table without importing the intrinsics themselves (whose
-registration parses every ``desc`` / ``impl`` pair, some seconds).
+registration builds 186 ``desc`` / ``impl`` PrimFuncs).
 """
 
 from __future__ import annotations

@@ -19,12 +19,11 @@ AST node, each time chained to the one before.  Two things then hide the error:
 
 from __future__ import annotations
 
-import os
 import re
 
 from tvm.error import DiagnosticError
 
-from ..errors import TileError
+from ..errors import TileError, backtrace_requested
 from ..tile.ptx_table import namespace_text
 
 __all__ = ["ScriptError", "parse_failure", "backtrace_requested"]
@@ -38,11 +37,6 @@ class ScriptError(DiagnosticError):
     ``except DiagnosticError`` still catches it while the excepthook that
     ``import tvm`` installs (which hides exactly ``DiagnosticError``) prints it.
     """
-
-
-def backtrace_requested() -> bool:
-    """Whether ``TVM_BACKTRACE=1`` asks for the parser's full chain of exceptions."""
-    return os.environ.get("TVM_BACKTRACE", "0").strip() not in ("", "0")
 
 
 def parse_failure(err: BaseException) -> BaseException | None:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from tvm.runtime import DataType
 
+from tvm.tirx.script.builder import ir as B
+
 from ...script import tirx as T
 from ..intrin_registry import MARKER, PREFIX, register
+from ._ir import block, build, copy_loops, marker, match
 
 #: short dtype name -> (TVM dtype, PTX bit type of one element)
 DTYPES = {
@@ -24,34 +27,23 @@ DTYPES = {
 
 def _copy_desc(n, dtype, dst_scope, src_scope):
     """``desc``: ``dst[i] = src[i]`` for ``i < n``, as a block to match."""
-    @T.prim_func(s_tir=True)
-    def desc(dst_handle: T.handle, src_handle: T.handle):
-        dst = T.match_buffer(dst_handle, (n,), dtype, offset_factor=1, scope=dst_scope)
-        src = T.match_buffer(src_handle, (n,), dtype, offset_factor=1, scope=src_scope)
-        with T.sblock("root"):
-            T.reads(src[0:n])
-            T.writes(dst[0:n])
-            for i in range(n):
-                with T.sblock("copy"):
-                    vi = T.axis.remap("S", [i])
-                    dst[vi] = src[vi]
-
-    return desc
+    with build("desc", "dst_handle", "src_handle") as ((dst_h, src_h), func):
+        dst = match(dst_h, "dst", (n,), dtype, dst_scope)
+        src = match(src_h, "src", (n,), dtype, src_scope)
+        with block("root", [src[0:n]], [dst[0:n]]):
+            copy_loops((n,), ("copy", ("i",), ("vi",)), "S", lambda vi: B.buffer_store(dst, src[vi], [vi]))
+    return func[0]
 
 
 def _tile_impl(name, opcode, n, dtype, dst_scope, src_scope):
     """``impl``: one ``T.cuda.tile.apply(opcode, dst, src)`` at thread scope."""
-    @T.prim_func(s_tir=True)
-    def impl(dst_handle: T.handle, src_handle: T.handle):
-        dst = T.match_buffer(dst_handle, (n,), dtype, offset_factor=1, scope=dst_scope)
-        src = T.match_buffer(src_handle, (n,), dtype, offset_factor=1, scope=src_scope)
-        with T.sblock("root"):
-            T.reads(src[0:n])
-            T.writes(dst[0:n])
-            with T.attr(0, MARKER, name):
-                T.cuda.tile.apply(opcode, dst, src)
-
-    return impl
+    with build("impl", "dst_handle", "src_handle") as ((dst_h, src_h), func):
+        dst = match(dst_h, "dst", (n,), dtype, dst_scope)
+        src = match(src_h, "src", (n,), dtype, src_scope)
+        with block("root", [src[0:n]], [dst[0:n]]):
+            with marker(MARKER, name):
+                B.evaluate(T.cuda.tile.apply(opcode, dst, src))
+    return func[0]
 
 
 def _vector_memory():

@@ -14,11 +14,12 @@ sm_90), 9.7.14.5.8 (``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}``).
 
 from __future__ import annotations
 
-from tvm.tirx import FloatImm
+from tvm.tirx import Cast, FloatImm
+from tvm.tirx.script.builder import ir as B
 
-from ...script import tirx as T
 from ...tile.op import unchecked_call
 from ..intrin_registry import MARKER, PREFIX, register
+from ._ir import block, build, copy_loops, marker, match
 from ._fragments import accumulator_rows, fragment_index, matrices, mma_operand, slots
 
 #: short name -> TVM dtype of the 16-bit inputs
@@ -36,52 +37,35 @@ def _move_desc(rows, cols, dtype, mem_scope, loads, trans):
     """``desc`` of a fragment <-> memory move; the memory tile is ``(cols, rows)`` when ``trans``."""
     index, n = fragment_index(rows, cols), slots(rows, cols)
     mr, mc = (cols, rows) if trans else (rows, cols)
+    with build("load" if loads else "store", "regs_handle", "mem_handle") as ((regs_h, mem_h), func):
+        regs = match(regs_h, "regs", (32, n), dtype, "warp")
+        mem = match(mem_h, "mem", (mr, mc), dtype, mem_scope)
+        tiles = ([mem[0:mr, 0:mc]], [regs[0:32, 0:n]])
+        with block("root", *(tiles if loads else tiles[::-1])):
 
-    @T.prim_func(s_tir=True)
-    def load(regs_handle: T.handle, mem_handle: T.handle):
-        regs = T.match_buffer(regs_handle, (32, n), dtype, offset_factor=1, scope="warp")
-        mem = T.match_buffer(mem_handle, (mr, mc), dtype, offset_factor=1, scope=mem_scope)
-        with T.sblock("root"):
-            T.reads(mem[0:mr, 0:mc])
-            T.writes(regs[0:32, 0:n])
-            for a, b in T.grid(mr, mc):
-                with T.sblock("load"):
-                    va, vb = T.axis.remap("SS", [a, b])
-                    lane, slot = T.meta_var(_fragment_at(index, va, vb, trans))
-                    regs[lane, slot] = mem[va, vb]
+            def store(va, vb):
+                lane, slot = _fragment_at(index, va, vb, trans)
+                if loads:
+                    B.buffer_store(regs, mem[va, vb], [lane, slot])
+                else:
+                    B.buffer_store(mem, regs[lane, slot], [va, vb])
 
-    @T.prim_func(s_tir=True)
-    def store(regs_handle: T.handle, mem_handle: T.handle):
-        regs = T.match_buffer(regs_handle, (32, n), dtype, offset_factor=1, scope="warp")
-        mem = T.match_buffer(mem_handle, (mr, mc), dtype, offset_factor=1, scope=mem_scope)
-        with T.sblock("root"):
-            T.reads(regs[0:32, 0:n])
-            T.writes(mem[0:mr, 0:mc])
-            for a, b in T.grid(mr, mc):
-                with T.sblock("store"):
-                    va, vb = T.axis.remap("SS", [a, b])
-                    lane, slot = T.meta_var(_fragment_at(index, va, vb, trans))
-                    mem[va, vb] = regs[lane, slot]
-
-    return load if loads else store
+            copy_loops((mr, mc), ("load" if loads else "store", ("a", "b"), ("va", "vb")), "SS", store)
+    return func[0]
 
 
 def _move_impl(name, opcode, rows, cols, dtype, mem_scope, trans, scope):
     """``impl`` of a fragment <-> memory move: the placeholder call over (regs, mem)."""
     n = slots(rows, cols)
     mr, mc = (cols, rows) if trans else (rows, cols)
-
-    @T.prim_func(s_tir=True)
-    def impl(regs_handle: T.handle, mem_handle: T.handle):
-        regs = T.match_buffer(regs_handle, (32, n), dtype, offset_factor=1, scope="warp")
-        mem = T.match_buffer(mem_handle, (mr, mc), dtype, offset_factor=1, scope=mem_scope)
-        with T.sblock("root"):
-            T.reads(mem[0:mr, 0:mc], regs[0:32, 0:n])
-            T.writes(mem[0:mr, 0:mc], regs[0:32, 0:n])
-            with T.attr(0, MARKER, name):
-                T.evaluate(unchecked_call(opcode, regs, mem, scope=scope))
-
-    return impl
+    with build("impl", "regs_handle", "mem_handle") as ((regs_h, mem_h), func):
+        regs = match(regs_h, "regs", (32, n), dtype, "warp")
+        mem = match(mem_h, "mem", (mr, mc), dtype, mem_scope)
+        both = [mem[0:mr, 0:mc], regs[0:32, 0:n]]
+        with block("root", both, both):
+            with marker(MARKER, name):
+                B.evaluate(unchecked_call(opcode, regs, mem, scope=scope))
+    return func[0]
 
 
 def _memory_matrices(mem, rows, cols, trans):
@@ -112,47 +96,39 @@ def _matrix_moves():
                              _move_impl(name, opcode, rows, cols, dtype, "shared", trans, "warp"), operands)
 
 
+def _mma_buffers(handles, n, dtype):
+    """The ``(A, B, C)`` fragments of an m16n``n``k16 block, matched from ``handles``."""
+    sb, sc = slots(n, 16), slots(16, n)
+    a_h, b_h, c_h = handles
+    return (match(a_h, "A", (32, 8), dtype, "warp"), match(b_h, "B", (32, sb), dtype, "warp"),
+            match(c_h, "C", (32, sc), "float32", "warp"))
+
+
 def _mma_desc(n, dtype):
     """``desc``: ``C[m, n] += A[m, k] * B[n, k]`` over 16 x ``n`` x 16, in fragments."""
     ia, ib, ic = fragment_index(16, 16), fragment_index(n, 16), fragment_index(16, n)
     sb, sc = slots(n, 16), slots(16, n)
+    with build("desc", "a_handle", "b_handle", "c_handle") as (handles, func):
+        A, Bf, C = _mma_buffers(handles, n, dtype)
+        with block("root", [C[0:32, 0:sc], A[0:32, 0:8], Bf[0:32, 0:sb]], [C[0:32, 0:sc]]):
 
-    @T.prim_func(s_tir=True)
-    def desc(a_handle: T.handle, b_handle: T.handle, c_handle: T.handle):
-        A = T.match_buffer(a_handle, (32, 8), dtype, offset_factor=1, scope="warp")
-        B = T.match_buffer(b_handle, (32, sb), dtype, offset_factor=1, scope="warp")
-        C = T.match_buffer(c_handle, (32, sc), "float32", offset_factor=1, scope="warp")
-        with T.sblock("root"):
-            T.reads(C[0:32, 0:sc], A[0:32, 0:8], B[0:32, 0:sb])
-            T.writes(C[0:32, 0:sc])
-            for i, j, k in T.grid(16, n, 16):
-                with T.sblock("C"):
-                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    a_lane, a_slot = T.meta_var(ia(vi, vk))
-                    b_lane, b_slot = T.meta_var(ib(vj, vk))
-                    c_lane, c_slot = T.meta_var(ic(vi, vj))
-                    C[c_lane, c_slot] = C[c_lane, c_slot] + T.Cast("float32", A[a_lane, a_slot]) * T.Cast(
-                        "float32", B[b_lane, b_slot]
-                    )
+            def update(vi, vj, vk):
+                c_at, a_at, b_at = ic(vi, vj), ia(vi, vk), ib(vj, vk)
+                product = Cast("float32", A[a_at]) * Cast("float32", Bf[b_at])
+                B.buffer_store(C, C[c_at] + product, list(c_at))
 
-    return desc
+            copy_loops((16, n, 16), ("C", ("i", "j", "k"), ("vi", "vj", "vk")), "SSR", update)
+    return func[0]
 
 
 def _mma_impl(name, opcode, n, dtype):
     sb, sc = slots(n, 16), slots(16, n)
-
-    @T.prim_func(s_tir=True)
-    def impl(a_handle: T.handle, b_handle: T.handle, c_handle: T.handle):
-        A = T.match_buffer(a_handle, (32, 8), dtype, offset_factor=1, scope="warp")
-        B = T.match_buffer(b_handle, (32, sb), dtype, offset_factor=1, scope="warp")
-        C = T.match_buffer(c_handle, (32, sc), "float32", offset_factor=1, scope="warp")
-        with T.sblock("root"):
-            T.reads(C[0:32, 0:sc], A[0:32, 0:8], B[0:32, 0:sb])
-            T.writes(C[0:32, 0:sc])
-            with T.attr(0, MARKER, name):
-                T.evaluate(unchecked_call(opcode, A, B, C, scope="warp"))
-
-    return impl
+    with build("impl", "a_handle", "b_handle", "c_handle") as (handles, func):
+        A, Bf, C = _mma_buffers(handles, n, dtype)
+        with block("root", [C[0:32, 0:sc], A[0:32, 0:8], Bf[0:32, 0:sb]], [C[0:32, 0:sc]]):
+            with marker(MARKER, name):
+                B.evaluate(unchecked_call(opcode, A, Bf, C, scope="warp"))
+    return func[0]
 
 
 def _mmas():
@@ -171,35 +147,22 @@ def _mmas():
 
 def _fill_desc(n):
     index, sc = fragment_index(16, n), slots(16, n)
-
-    @T.prim_func(s_tir=True)
-    def desc(c_handle: T.handle):
-        C = T.match_buffer(c_handle, (32, sc), "float32", offset_factor=1, scope="warp")
-        with T.sblock("root"):
-            T.reads()
-            T.writes(C[0:32, 0:sc])
-            for i, j in T.grid(16, n):
-                with T.sblock("fill"):
-                    vi, vj = T.axis.remap("SS", [i, j])
-                    lane, slot = T.meta_var(index(vi, vj))
-                    C[lane, slot] = T.float32(0)
-
-    return desc
+    with build("desc", "c_handle") as ((c_h,), func):
+        C = match(c_h, "C", (32, sc), "float32", "warp")
+        with block("root", [], [C[0:32, 0:sc]]):
+            zero = lambda vi, vj: B.buffer_store(C, FloatImm("float32", 0.0), list(index(vi, vj)))  # noqa: E731
+            copy_loops((16, n), ("fill", ("i", "j"), ("vi", "vj")), "SS", zero)
+    return func[0]
 
 
 def _fill_impl(name, n):
     sc = slots(16, n)
-
-    @T.prim_func(s_tir=True)
-    def impl(c_handle: T.handle):
-        C = T.match_buffer(c_handle, (32, sc), "float32", offset_factor=1, scope="warp")
-        with T.sblock("root"):
-            T.reads()
-            T.writes(C[0:32, 0:sc])
-            with T.attr(0, MARKER, name):
-                T.evaluate(unchecked_call("mov.b32", C))
-
-    return impl
+    with build("impl", "c_handle") as ((c_h,), func):
+        C = match(c_h, "C", (32, sc), "float32", "warp")
+        with block("root", [], [C[0:32, 0:sc]]):
+            with marker(MARKER, name):
+                B.evaluate(unchecked_call("mov.b32", C))
+    return func[0]
 
 
 def _accumulators():

@@ -20,7 +20,7 @@ from tvm.tirx.layout import ComposeLayout, S, TileLayout
 from .. import int_or_none, operand_label, TileError, ViewMap
 
 __all__ = [
-    "run_time_requirements",
+    "run_time_requirements", "layout_swizzle",
     "DESCRIPTOR_DTYPE", "SWIZZLE_BYTES", "REDUCE_DTYPES", "IMAGE_ALIGN", "swizzled_layout", "image_period",
     "constant_ints", "element_bytes", "global_strides", "TmaCall", "RULES",
 ]  # fmt: skip
@@ -203,6 +203,34 @@ def rule_params(c: TmaCall) -> TileError | None:
     return None
 
 
+def layout_swizzle(buf, elem_bytes: int) -> int | None:
+    """The ``swizzle=`` mode (1, 2, 3) whose image view ``buf``'s layout is swizzled
+    like (:func:`swizzled_layout`: 16-byte chunks XOR'd by the 128-byte row), 0 for
+    an unswizzled layout, None for a swizzle no TMA mode writes."""
+    terms = ViewMap(buf).static_terms
+    if terms is None:  # symbolic, or not a (swizzled) TileLayout: unknown
+        return None
+    if terms[2] is None:
+        return 0
+    per_element, swizzle_len, atom_len = terms[2]
+    chunk = (1 << per_element) * elem_bytes
+    return swizzle_len if chunk == 16 and atom_len == 3 and swizzle_len in (1, 2, 3) else None
+
+
+def rule_swizzle_agrees(c: TmaCall) -> TileError | None:
+    """A shared view laid out as one mode's swizzled image is copied with that mode."""
+    mode = layout_swizzle(c.shared.value, c.elem_bytes)
+    if not mode or mode == c.swizzle:
+        return None  # unswizzled, or not a TMA swizzle: rule_layout compares the offsets
+    said = f"swizzle={c.swizzle}" + (" (none)" if not c.swizzle else f" ({SWIZZLE_BYTES[c.swizzle]}B)")
+    return TileError(
+        c.opcode, "shared layout and swizzle= disagree", operand=c.s_label,
+        expected=f"swizzle={mode}, the mode the shared view's layout is swizzled with (the "
+        f"{SWIZZLE_BYTES[mode]}-byte image of swizzled_layout(..., {mode})): the layout and swizzle= name one mode",
+        found=said,
+    )  # fmt: skip
+
+
 def rule_box(c: TmaCall) -> TileError | None:
     """Box extents 1..256; the inner row a multiple of 16 bytes, within the swizzle span."""
     if any(not 1 <= n <= MAX_BOX for n in c.box):
@@ -259,10 +287,13 @@ def rule_layout(c: TmaCall) -> TileError | None:
     rep, coord, found, want = bad
     expected = swizzled_layout(c.box, buf.dtype, c.swizzle)
     what = "row-major" if not c.swizzle else f"{SWIZZLE_BYTES[c.swizzle]}-byte swizzled"
+    unswizzled = c.swizzle and layout_swizzle(buf, c.elem_bytes) == 0
     return TileError(
         c.opcode, "shared layout is not the TMA image", operand=c.s_label,
         expected=f"the {what} image of swizzle={c.swizzle}: layout {expected} per box",
-        found=f"element {coord} of box {rep} at offset {found}, the image has it at {want}",
+        found=f"element {coord} of box {rep} at offset {found}, the image has it at {want}"
+        + (f" (the layout has no swizzle; allocate the tile with swizzled_layout(..., {c.swizzle}))"
+           if unswizzled else ""),
     )  # fmt: skip
 
 
@@ -334,4 +365,4 @@ def rule_root_param(c: TmaCall) -> TileError | None:
 
 
 #: The call's rules, in the order they are checked.
-RULES = (rule_params, rule_dtype, rule_box, rule_global, rule_layout, rule_root_param)
+RULES = (rule_params, rule_dtype, rule_swizzle_agrees, rule_box, rule_global, rule_layout, rule_root_param)
