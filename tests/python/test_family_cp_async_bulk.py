@@ -298,6 +298,41 @@ def test_wrong_state_space_for_the_direction():
             T.cuda.tile.apply(T.ptx[S2G], B, B)
 
 
+# -- run-time extents (issue 23 item 2: bulk copies) -----------------------------------------
+
+M_RT, N_RT = T.dynamic("m"), T.dynamic("n")
+
+
+def _row_store(assume: bool):
+    """One CTA per row of a run-time (m, n) tensor: a 256-byte bulk store of 64 floats."""
+
+    @T.function
+    def k(B: T.Tensor((M_RT, N_RT), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=M_RT, block=32))
+        buf = T.alloc_shared((64,), "float32", align=128)
+        tid = T.cuda.thread_idx("x")
+        r = T.cuda.block_idx("x")
+        if assume:
+            T.assume(N_RT % 4 == 0)
+        buf[tid] = T.float32(1)
+        buf[tid + 32] = T.float32(1)
+        T.ptx["fence.proxy.async.shared::cta"]()
+        T.cuda.cta_sync()
+        if tid == 0 and N_RT >= 64:
+            T.cuda.tile.apply(T.ptx[S2G], B.sub[r, 0:64], buf)
+            T.ptx["cp.async.bulk.commit_group"]()
+            T.ptx["cp.async.bulk.wait_group"](0)
+
+    return k
+
+
+def test_bulk_copy_from_a_run_time_row_stride_needs_its_alignment_proved():
+    # row r starts at byte r * n * 4: a multiple of 16 only when n is a multiple of 4
+    _lower_error(_row_store(False), r"dst \(operand 1\): vector atom not provably aligned: .*found byte offset r \* n \* 4")
+    lowered = testing.lower(_row_store(True)).script()
+    assert "T.uint32(256)" in lowered and "elem_offset=r * n" in lowered
+
+
 # -- kernels for the GPU ------------------------------------------------------------------------
 
 ELEMS = 1024  # 4 KiB of float32
