@@ -93,4 +93,44 @@ CASES = [
         "the epilogue (or keep one batch in flight with ``wait_group 1`` and touch only "
         "accumulators of older groups).",
     ),
+    Case(
+        COLLECTIVE,
+        r"ring stage released while the wgmma may still read it",
+        "wgmma: a ring stage released before wait_group",
+        example('''
+            from tvm_tirx.tile.families.tma import swizzled_layout
+            from tvm_tirx.tile.families.wgmma import accumulator_layout
+
+            RING = swizzled_layout((2, 64, 64), "bfloat16", 3)
+
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+                sa = T.alloc_shared((2, 64, 64), "bfloat16", align=1024, layout=RING)
+                sb = T.alloc_shared((2, 64, 64), "bfloat16", align=1024, layout=RING)
+                empty = T.alloc_shared((2, 1), "uint64", align=8)
+                acc = T.alloc_local((1, 64, 64), "float32", layout=accumulator_layout(64, 1))
+                tid = T.cuda.thread_idx("x")
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(1))
+                T.cuda.cta_sync()
+                for k in T.serial(4):
+                    T.ptx["wgmma.fence.sync.aligned"]()
+                    T.cuda.tile.apply(T.ptx["wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"], acc,
+                                      sa.sub[k % 2].view(1, 64, 4, 16).permute(0, 2, 1, 3),
+                                      sb.sub[k % 2].view(64, 4, 16).permute(1, 0, 2), scope="warpgroup", scale_d=k > 0)
+                    T.ptx["wgmma.commit_group.sync.aligned"]()
+                    if tid == 0:  # tells the producer it may refill stage k % 2
+                        T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty.sub[k % 2, :])
+                T.ptx["wgmma.wait_group.sync.aligned"](0)
+        '''),
+        "lower",
+        "A wgmma reads its shared operands asynchronously until a ``wgmma.wait_group`` "
+        "retires its group (PTX ISA 9.7.15.7).  Arriving on a stage's \"empty\" barrier "
+        "before that lets the producer's next copy overwrite the tiles the wgmma is still "
+        "reading: the product mixes two K tiles, silently.",
+        "Release the stage after a wait that retires its group: ``wait_group 0`` then the "
+        "arrive, or (one batch in flight) ``wait_group 1`` and release the *previous* stage, "
+        "``empty.sub[(k - 1) % 2, :]``, as the Hopper GEMM does.",
+    ),
 ]

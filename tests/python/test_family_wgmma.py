@@ -636,6 +636,49 @@ def test_accumulators_stored_while_the_wgmma_may_write_them_are_refused(waits):
         testing.lower(_epilogue_after(waits))
 
 
+def _ring_release(wait):
+    """A 2-stage ring of A and B tiles: per K step one wgmma on stage ``k % 2``, its commit,
+    ``wait_group wait`` (None: no wait), then thread 0 arrives on ``empty[k % 2]`` -- the
+    release that lets a producer refill the stage."""
+    from tvm_tirx.tile.families.tma import swizzled_layout
+
+    @T.function
+    def kernel(C: T.Tensor((64, 64), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+        sa = T.alloc_shared((2, 64, 64), "bfloat16", align=1024, layout=swizzled_layout((2, 64, 64), "bfloat16", 3))
+        sb = T.alloc_shared((2, 64, 64), "bfloat16", align=1024, layout=swizzled_layout((2, 64, 64), "bfloat16", 3))
+        empty = T.alloc_shared((2, 1), "uint64", align=8)
+        acc = T.alloc_local((1, 64, 64), "float32", layout=accumulator_layout(64, 1))
+        tid = T.cuda.thread_idx("x")
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(1))
+        T.cuda.cta_sync()
+        for k in T.serial(4):
+            s = k % 2
+            T.ptx["wgmma.fence.sync.aligned"]()
+            T.cuda.tile.apply(T.ptx[OP64], acc, sa.sub[s].view(1, 64, 4, 16).permute(0, 2, 1, 3),
+                              sb.sub[s].view(64, 4, 16).permute(1, 0, 2), scope="warpgroup", scale_d=k > 0)
+            T.ptx["wgmma.commit_group.sync.aligned"]()
+            if wait is not None:  # (a Python condition: decided while parsing)
+                T.ptx["wgmma.wait_group.sync.aligned"](wait)
+            if tid == 0:
+                T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty.sub[s, :])
+        T.ptx["wgmma.wait_group.sync.aligned"](0)
+
+    return kernel
+
+
+@pytest.mark.parametrize("wait", [None, 1], ids=["no wait", "wait_group 1 leaves it pending"])
+def test_a_stage_released_while_its_wgmma_may_read_it_is_refused(wait):
+    with pytest.raises(TileError, match=r"ring stage released while the wgmma may still read it: .*"
+                       r"found an arrive on the stage's barrier at .*test_family_wgmma.py:\d+ with the group still pending"):
+        testing.lower(_ring_release(wait))
+
+
+def test_a_stage_released_after_its_group_retires_is_accepted():
+    testing.lower(_ring_release(0))
+
+
 def test_the_gemm_ring_with_one_batch_in_flight_is_accepted():
     # bench/hopper_gemm.py: wait_group 1 inside the K loop (the next wgmma on the same
     # accumulators is allowed), wait_group 0 after it, then the epilogue

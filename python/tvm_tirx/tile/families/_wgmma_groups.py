@@ -29,7 +29,7 @@ from .. import TileError, register_kernel_rule
 from ..op import decode, is_tile_call
 from ..sites import call_targets, location_of
 
-__all__ = ["accumulators_in_flight"]
+__all__ = ["accumulators_in_flight", "Scan", "follow", "paths"]
 
 _COMMIT, _WAIT = "tirx.ptx.wgmma_commit_group", "tirx.ptx.wgmma_wait_group"
 
@@ -48,13 +48,13 @@ def _flat(stmt) -> list:
     return _flat(body) if isinstance(body, tirx.Stmt) else [stmt]
 
 
-class _Scan:  # pylint: disable=too-few-public-methods
+class Scan:  # pylint: disable=too-few-public-methods
     """The forward walk from one wgmma call whose accumulators are ``roots``."""
 
     def __init__(self, facts, roots, origin):
         self.facts, self.roots, self.origin = facts, roots, origin
 
-    def _touches(self, leaf) -> bool:
+    def touches(self, leaf) -> bool:
         bufs = []
         if isinstance(leaf, tirx.BufferStore):
             bufs.append(leaf.buffer)
@@ -78,7 +78,7 @@ class _Scan:  # pylint: disable=too-few-public-methods
         if isinstance(leaf, tirx.Evaluate) and is_tile_call(leaf.value):
             if decode(leaf.value).opcode.startswith("wgmma.mma_async"):
                 return state, None
-        return state, (leaf if self._touches(leaf) else None)
+        return state, (leaf if self.touches(leaf) else None)
 
     def run(self, leaves, state):
         """Walk ``leaves``; ``(state, verdict)`` as :meth:`step`, verdict None when they run out."""
@@ -91,7 +91,7 @@ class _Scan:  # pylint: disable=too-few-public-methods
         return state, None
 
 
-def _paths(body, target) -> list:
+def paths(body, target) -> list:
     """``[(node, index)]`` from ``body`` down to statement ``target``."""
 
     def down(node, path):
@@ -110,8 +110,9 @@ def _paths(body, target) -> list:
     return down(body, []) or []
 
 
-def _follow(scan, path) -> object:
-    """The first leaf touching the accumulators before their group retires, or None."""
+def follow(scan, path, wrap: bool = True) -> object:
+    """The first leaf ``scan`` stops at (``scan.touches``) before the group retires, or None;
+    ``wrap``: also the next iteration of each enclosing loop, up to the call."""
     state = (False, 0)
     for level in range(len(path) - 1, -1, -1):
         node, idx = path[level]
@@ -119,7 +120,7 @@ def _follow(scan, path) -> object:
             state, verdict = scan.run([leaf for s in node.seq[idx + 1 :] for leaf in _flat(s)], state)
             if verdict is not None:
                 return None if verdict is True else verdict
-        elif isinstance(node, tirx.For | tirx.While):
+        elif wrap and isinstance(node, tirx.For | tirx.While):
             _, verdict = scan.run(_flat(node.body), state)  # the next iteration, up to the call
             if verdict is not None and verdict is not True:
                 return verdict
@@ -138,7 +139,7 @@ def accumulators_in_flight(view):
         root = facts.root_of(acc.value) if acc.kind == "tensor" else None
         if site is None or site.stmt is None or root is None:
             continue
-        bad = _follow(_Scan(facts, {hash(root)}, site.stmt), _paths(view.body, site.stmt))
+        bad = follow(Scan(facts, {hash(root)}, site.stmt), paths(view.body, site.stmt))
         if bad is not None:
             name = root.name or acc.value.name
             where = location_of(getattr(bad, "span", None)) or location_of(getattr(getattr(bad, "value", None), "span", None))

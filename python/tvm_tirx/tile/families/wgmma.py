@@ -39,7 +39,11 @@ Legality
     every repeat step a constant byte offset, the tile on a 16-byte boundary
     (a swizzled one on its 256/512/1024-byte pattern boundary: the base offset
     is 0) and inside its tensor.  Target exactly sm_90a.  ``pred=`` must be
-    uniform over the warpgroup (not checked here yet).
+    uniform over the warpgroup (not checked here yet).  Kernel rules: the
+    accumulators are not read or written, and a ring stage the call reads is
+    not released (an ``mbarrier.arrive`` on the stage's barrier), until a
+    ``wgmma.wait_group`` retires the call's group (:mod:`._wgmma_groups`,
+    :mod:`._wgmma_stages`; PTX ISA 9.7.15.7).
 Lowering emits
     Per thread: one matrix descriptor per shared operand, encoded once before
     the loops (``T.cuda.wgmma.encode_matrix_descriptor``); then one
@@ -57,7 +61,7 @@ from tvm.tirx.layout import Axis, S, TileLayout
 
 from .. import WARPGROUP, Contract, Instruction, Param, register_family, register_role
 from ._descriptor_kind import check_layouts, shared_role, transpose
-from . import _wgmma_groups  # noqa: F401  (registers its kernel rule)
+from . import _wgmma_groups, _wgmma_stages  # noqa: F401  (register their kernel rules)
 
 #: Input PTX type -> the tensor dtype of a shared operand holding it.
 ELEMENT_DTYPES = {
