@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import tvm
 from tvm.runtime import DataType
 from tvm.script import tirx as T
 
@@ -155,11 +156,23 @@ def _check_sizes(cfg: GemmConfig):
             raise ValueError(f"make_gemm: {name} must be a positive int, found {value!r}")
     if _static(cfg.m) is not None and cfg.m < 1:
         raise ValueError(f"make_gemm: m must be positive, found {cfg.m}")
+    if _static(cfg.m) is None:
+        _check_run_time_m(cfg)
     _check_stride("k: A (m, k) and B (n, k)", cfg.k, cfg.in_dtype)
     if cfg.bf16_out:  # stored by TMA
         _check_stride("n: C (m, n), stored by TMA with bfloat16 output,", cfg.n, cfg.out_dtype)
     if cfg.cluster == 2:
         _check_cluster(cfg)
+
+
+def _check_run_time_m(cfg: GemmConfig):
+    if not isinstance(cfg.m, tvm.tirx.Var) or str(cfg.m.ty.dtype) not in ("int32", "int64"):
+        raise ValueError(f"make_gemm: m must be a positive int or a run-time extent (T.dynamic(\"m\")), "
+                         f"found {cfg.m!r}")
+    if cfg.in_dtype != "bfloat16":
+        # the TMA moves fp8 as bytes, through a .view("uint8") that a run-time extent does not survive
+        raise ValueError(f"make_gemm: a run-time m needs in_dtype='bfloat16', found {cfg.in_dtype!r} "
+                         f"(give m as an int for fp8 inputs)")
 
 
 def _check_cluster(cfg: GemmConfig):

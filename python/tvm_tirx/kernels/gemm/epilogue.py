@@ -70,7 +70,8 @@ def make_store_fp32(cfg: GemmConfig):
                 for e in T.unroll(2 // vec):
                     row = bm * BM + c * WG_M + tid % 128 // 32 * 16 + h * 8 + tid % 32 // 4
                     col = bn * BN + j * 8 + tid % 4 * 2 + e * vec
-                    if row < m and col + vec <= n:
-                        T.cuda.tile.apply(T.ptx[store], C.sub[row, col : col + vec], regs.sub[j, h, e, :])
+                    if row < m and col + vec <= n:  # the offset row * n + col in int64: m * n may pass 2**31
+                        T.cuda.tile.apply(T.ptx[store], C.sub[T.Cast("int64", row), col : col + vec],
+                                          regs.sub[j, h, e, :])
 
     return store_exact if cfg.exact else store_guarded

@@ -13,6 +13,11 @@ from .producer import make_producer
 __all__ = ["make_gemm"]
 
 
+def _cluster_rank(clusters):
+    """The CTA's rank in its cluster (0 in a launch without clusters)."""
+    return T.cuda.cluster_ctaid("x") if clusters else 0
+
+
 def _make_body(cfg: GemmConfig):
     """The macro ``body(A, B, C, scales)``: the launch, the shared ring and barriers, the
     producer warpgroup 0 and the consumer warpgroups 1 and 2, each walking this CTA's
@@ -25,8 +30,11 @@ def _make_body(cfg: GemmConfig):
     # the bf16 epilogue's tiles: per consumer 4 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
     out_shape = (CONSUMERS, BN // 64, WG_M, 32) if bf16_out else (1, 1, 8, 32)
     out_layout = swizzled_layout(out_shape, "uint32", 3)
+    # a run-time grid (one CTA per tile of a run-time m) cannot be launched in clusters,
+    # not even of one CTA: it is a plain launch then (cluster=2 needs a static m)
+    clusters = cluster if isinstance(grid, int) else None
     launch = T.cuda.LaunchConfig(grid=grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
-                                 dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype), cluster=cluster)
+                                 dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype), cluster=clusters)
 
     @T.macro
     def body(A, B, C, scales):
@@ -39,7 +47,7 @@ def _make_body(cfg: GemmConfig):
         tid = T.cuda.thread_idx("x")
         bx = T.cuda.block_idx("x")
         wg = T.cuda.warp_id() // 4
-        rank = T.cuda.cluster_ctaid("x")
+        rank = _cluster_rank(clusters)
         flag = T.alloc_local((1,), "uint32")
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))

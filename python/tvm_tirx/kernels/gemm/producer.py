@@ -15,6 +15,12 @@ LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::by
 LOAD_MC = LOAD + ".multicast::cluster"
 
 
+def _as(tensor, dtype: str):
+    """``tensor`` seen as ``dtype`` for the TMA (fp8 moves as bytes); itself when it already
+    has that type (a view of a run-time-extent tensor keeps its extents only then)."""
+    return tensor if str(tensor.dtype) == dtype else tensor.view(dtype)
+
+
 def make_producer(cfg: GemmConfig):
     """The macro ``produce_tile(A, B, sa, sb, full, empty, t, g0, flag, rank)`` of ``cfg``.
 
@@ -40,14 +46,14 @@ def make_producer(cfg: GemmConfig):
             s = (g0 + kt) % stages
             wait_phase(empty.sub[s, :], ((g0 + kt) // stages + 1) % 2, flag, spin)
             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :], tx=T.uint32(stage_bytes))
-            T.cuda.tile.apply(T.ptx[LOAD], sa.sub[s].view(tma_dtype), A.view(tma_dtype), mbar=full.sub[s, :],
+            T.cuda.tile.apply(T.ptx[LOAD], sa.sub[s].view(tma_dtype), _as(A, tma_dtype), mbar=full.sub[s, :],
                               coords=(bm * BM, kt * bk), swizzle=3, l2_promotion=3)
             if cluster == 2:  # half of B from each CTA of the pair, into both
                 T.cuda.tile.apply(T.ptx[LOAD_MC], sb.sub[s, rank * b_rows : rank * b_rows + b_rows, :].view(tma_dtype),
-                                  B.view(tma_dtype), mbar=full.sub[s, :], coords=(bn * BN + rank * b_rows, kt * bk),
+                                  _as(B, tma_dtype), mbar=full.sub[s, :], coords=(bn * BN + rank * b_rows, kt * bk),
                                   swizzle=3, l2_promotion=3, cta_mask=T.uint16(3))
             else:
-                T.cuda.tile.apply(T.ptx[LOAD], sb.sub[s].view(tma_dtype), B.view(tma_dtype), mbar=full.sub[s, :],
+                T.cuda.tile.apply(T.ptx[LOAD], sb.sub[s].view(tma_dtype), _as(B, tma_dtype), mbar=full.sub[s, :],
                                   coords=(bn * BN, kt * bk), swizzle=3, l2_promotion=3)
 
     return produce_tile
