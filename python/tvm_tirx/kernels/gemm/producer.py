@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tvm
 from tvm.runtime import DataType
 from tvm.script import tirx as T
 
@@ -16,9 +17,13 @@ LOAD_MC = LOAD + ".multicast::cluster"
 
 
 def _as(tensor, dtype: str):
-    """``tensor`` seen as ``dtype`` for the TMA (fp8 moves as bytes); itself when it already
-    has that type (a view of a run-time-extent tensor keeps its extents only then)."""
-    return tensor if str(tensor.dtype) == dtype else tensor.view(dtype)
+    """``tensor`` seen as ``dtype`` for the TMA (fp8 moves as bytes).  A tensor with a
+    run-time extent that already has that type is passed as itself: a ``.view`` of it
+    loses its strided form (the TMA family refuses it).  The static kernels keep the
+    view, which keeps their generated code as it was (the view's data pointer stays a
+    kernel parameter)."""
+    static = all(isinstance(extent, int | tvm.tirx.IntImm) for extent in tensor.shape)
+    return tensor if str(tensor.dtype) == dtype and not static else tensor.view(dtype)
 
 
 def make_producer(cfg: GemmConfig):
