@@ -56,9 +56,9 @@ def _ceildiv(a, b: int):
 class GemmConfig:  # pylint: disable=too-many-instance-attributes
     """One GEMM kernel's sizes and options (see :func:`~tvm_tirx.kernels.gemm.make_gemm`)."""
 
-    m: object  # int, or a run-time extent (tvm.tirx.Var)
-    n: int
-    k: int
+    m: object  # int, or an int32 run-time extent (tvm.tirx.Var)
+    n: object
+    k: object
     out_dtype: str = "bfloat16"
     in_dtype: str = "bfloat16"
     stages: int = 3
@@ -91,11 +91,11 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
         return _ceildiv(self.m, BM)
 
     @property
-    def tiles_n(self) -> int:
+    def tiles_n(self):
         return _ceildiv(self.n, BN)
 
     @property
-    def k_tiles(self) -> int:
+    def k_tiles(self):
         return _ceildiv(self.k, self.bk)
 
     @property
@@ -115,7 +115,8 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
     def exact(self) -> bool:
         """Whether the tiles cover C exactly (static m, n multiples of the tile): the
         float32 epilogue then needs no bound guards."""
-        return _static(self.m) is not None and self.m % BM == 0 and self.n % BN == 0
+        m, n = _static(self.m), _static(self.n)
+        return m is not None and n is not None and m % BM == 0 and n % BN == 0
 
     @property
     def bf16_out(self) -> bool:
@@ -124,8 +125,8 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
     @property
     def fp32_vector(self) -> int:
         """float32 columns per store: 2 (``st.global.v2.f32``, 8-byte aligned) when ``n``
-        is even, else 1 (``st.global.f32``)."""
-        return 2 if self.n % 2 == 0 else 1
+        is a static even int, else 1 (``st.global.f32``: an odd or a run-time ``n``)."""
+        return 2 if _static(self.n) is not None and self.n % 2 == 0 else 1
 
 
 def _check_options(cfg: GemmConfig):
@@ -150,29 +151,34 @@ def _check_stride(operands: str, elements: int, dtype: str):
                          f"{TMA_STRIDE} (pad it to a multiple of {TMA_STRIDE // size} elements)")
 
 
+def _check_size(name: str, value, in_dtype: str):
+    """A size is a positive int or an int32 run-time extent (with bf16 inputs only: the TMA
+    moves fp8 as bytes, through a ``.view("uint8")`` that a run-time extent does not survive)."""
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"make_gemm: {name} must be positive, found {value}")
+        return
+    if not isinstance(value, tvm.tirx.Var) or str(value.ty.dtype) != "int32":
+        raise ValueError(f"make_gemm: {name} must be a positive int or an int32 run-time extent "
+                         f"(T.dynamic({name!r})), found {value!r}")
+    if in_dtype != "bfloat16":
+        raise ValueError(f"make_gemm: a run-time {name} needs in_dtype='bfloat16', found {in_dtype!r} "
+                         f"(give {name} as an int for fp8 inputs)")
+
+
 def _check_sizes(cfg: GemmConfig):
-    for name, value in (("n", cfg.n), ("k", cfg.k)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"make_gemm: {name} must be a positive int, found {value!r}")
-    if _static(cfg.m) is not None and cfg.m < 1:
-        raise ValueError(f"make_gemm: m must be positive, found {cfg.m}")
-    if _static(cfg.m) is None:
-        _check_run_time_m(cfg)
-    _check_stride("k: A (m, k) and B (n, k)", cfg.k, cfg.in_dtype)
-    if cfg.bf16_out:  # stored by TMA
+    for name in ("m", "n", "k"):
+        _check_size(name, getattr(cfg, name), cfg.in_dtype)
+    if _static(cfg.n) is None:
+        # bf16: the TMA store sees C as uint32 pairs, a view a run-time last axis cannot take;
+        # float32: the bounds rule cannot prove row * n + col < m * n (non-linear in n)
+        raise ValueError(f"make_gemm: n must be an int (a run-time n is not supported), found {cfg.n!r}")
+    if _static(cfg.k) is not None:  # else checked on the host at each call, by the TMA maps' encoding
+        _check_stride("k: A (m, k) and B (n, k)", cfg.k, cfg.in_dtype)
+    if cfg.bf16_out and _static(cfg.n) is not None:  # stored by TMA
         _check_stride("n: C (m, n), stored by TMA with bfloat16 output,", cfg.n, cfg.out_dtype)
     if cfg.cluster == 2:
         _check_cluster(cfg)
-
-
-def _check_run_time_m(cfg: GemmConfig):
-    if not isinstance(cfg.m, tvm.tirx.Var) or str(cfg.m.ty.dtype) not in ("int32", "int64"):
-        raise ValueError(f"make_gemm: m must be a positive int or a run-time extent (T.dynamic(\"m\")), "
-                         f"found {cfg.m!r}")
-    if cfg.in_dtype != "bfloat16":
-        # the TMA moves fp8 as bytes, through a .view("uint8") that a run-time extent does not survive
-        raise ValueError(f"make_gemm: a run-time m needs in_dtype='bfloat16', found {cfg.in_dtype!r} "
-                         f"(give m as an int for fp8 inputs)")
 
 
 def _check_cluster(cfg: GemmConfig):
@@ -183,5 +189,6 @@ def _check_cluster(cfg: GemmConfig):
         raise ValueError(f"make_gemm: cluster=2 pairs CTAs on tiles of the same B columns: it needs a static m "
                          f"with an even number of {BM}-row tiles and an even group_m, found m={cfg.m}, "
                          f"group_m={cfg.group_m}")
-    if cfg.grid % 2:
-        raise ValueError(f"make_gemm: a 2-CTA cluster needs an even grid, found {cfg.grid}")
+    if not isinstance(cfg.grid, int) or cfg.grid % 2:
+        raise ValueError(f"make_gemm: a 2-CTA cluster needs an even grid (an int: a run-time grid is launched "
+                         f"without clusters), found {cfg.grid}")
