@@ -54,11 +54,19 @@ def _ceildiv(a, b: int):
 
 @dataclass(frozen=True)
 class GemmConfig:  # pylint: disable=too-many-instance-attributes
-    """One GEMM kernel's sizes and options (see :func:`~tvm_tirx.kernels.gemm.make_gemm`)."""
+    """One GEMM kernel's sizes and options, checked when it is made; the fields and their
+    meaning are :func:`~tvm_tirx.kernels.gemm.make_gemm`'s parameters.
+
+    Raises
+    ------
+    ValueError
+        Whatever :func:`~tvm_tirx.kernels.gemm.make_gemm` refuses: a TMA row stride that
+        is not a multiple of 16 bytes, a run-time ``n``, options out of range.
+    """
 
     m: object  # int, or an int32 run-time extent (tvm.tirx.Var)
-    n: object
-    k: object
+    n: object  # int (a run-time n is refused, with the reason)
+    k: object  # int, or an int32 run-time extent
     out_dtype: str = "bfloat16"
     in_dtype: str = "bfloat16"
     stages: int = 3
@@ -75,10 +83,12 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
 
     @property
     def mma(self) -> str:
+        """The wgmma opcode of ``in_dtype`` (m64n256, fp32 accumulators)."""
         return INPUTS[self.in_dtype][0]
 
     @property
     def kstep(self) -> int:
+        """K elements per wgmma instruction (16 bf16, 32 e4m3)."""
         return INPUTS[self.in_dtype][1]
 
     @property
@@ -88,22 +98,27 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
 
     @property
     def tiles_m(self):
+        """Row tiles of C, ``ceil(m / 128)`` (an expression for a run-time ``m``)."""
         return _ceildiv(self.m, BM)
 
     @property
     def tiles_n(self):
+        """Column tiles of C, ``ceil(n / 256)``."""
         return _ceildiv(self.n, BN)
 
     @property
     def k_tiles(self):
+        """K tiles (ring iterations per output tile), ``ceil(k / bk)``."""
         return _ceildiv(self.k, self.bk)
 
     @property
     def n_tiles(self):
+        """Output tiles, ``tiles_m * tiles_n``."""
         return self.tiles_m * self.tiles_n
 
     @property
     def grid(self):
+        """CTAs launched: ``ctas`` (persistent) or one per output tile."""
         return self.ctas if self.persistent else self.n_tiles
 
     @property
@@ -120,6 +135,7 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
 
     @property
     def bf16_out(self) -> bool:
+        """Whether C is bf16 (stored by TMA)."""
         return self.out_dtype == "bfloat16"
 
     @property

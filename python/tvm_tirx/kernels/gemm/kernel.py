@@ -94,14 +94,17 @@ def make_gemm(m, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str = "b
 
     Parameters
     ----------
-    m : int or PrimExpr
-        Rows of A and C: a positive int, or a run-time extent (``m = T.dynamic("m")``):
-        one compiled kernel then serves every ``m`` in ``1 .. 2**31 - 1``, taken from the
-        tensors' shapes at each call.
-    n, k : int
-        Rows of B / columns of C, and the reduction length: any positive ints, but each
-        TMA-addressed row must take a multiple of 16 bytes -- ``k * sizeof(in_dtype)``
-        (A and B), and with bfloat16 output ``n * 2`` (C).
+    m : int or tvm.tirx.Var
+        Rows of A and C: a positive int, or an int32 run-time extent (``m =
+        T.dynamic("m")``): one compiled kernel then serves every ``m`` in ``1 .. 2**31 -
+        129`` (row indices are int32), taken from the tensors' shapes at each call.
+    n : int
+        Rows of B and columns of C, any positive int; with bfloat16 output C is stored
+        by TMA, so its rows (``n * 2`` bytes) must be a multiple of 16 bytes.
+    k : int or tvm.tirx.Var
+        The reduction length, a positive int or an int32 run-time extent (bf16 inputs);
+        A's and B's rows (``k * sizeof(in_dtype)`` bytes) must be a multiple of 16
+        bytes (the TMA's stride rule).
     out_dtype : str
         ``"bfloat16"`` (rounded to nearest even; stored by TMA, clipped at C's edge) or
         ``"float32"`` (stored from the accumulators, guarded at C's edge).
@@ -137,8 +140,9 @@ def make_gemm(m, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str = "b
     ------
     ValueError
         A size or an option outside those above; a TMA row stride that is not a multiple
-        of 16 bytes (the message names it).  For a run-time ``m`` the stride rules of the
-        maps are checked at each call, on the host.
+        of 16 bytes (the message names the tensor, its row bytes and the rule).  For a
+        run-time ``k`` the stride rule is checked at each call, on the host, before the
+        launch (a ``ValueError`` from the kernel call).
     """
     cfg = GemmConfig(m, n, k, out_dtype, in_dtype, stages, wait_depth, persistent, ctas, group_m, cluster, spin)
     body = _make_body(cfg)
