@@ -142,7 +142,8 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
     def fp32_vector(self) -> int:
         """float32 columns per store: 2 (``st.global.v2.f32``, 8-byte aligned) when ``n``
         is a static even int, else 1 (``st.global.f32``: an odd or a run-time ``n``)."""
-        return 2 if _static(self.n) is not None and self.n % 2 == 0 else 1
+        n = _static(self.n)
+        return 2 if n is not None and n % 2 == 0 else 1
 
 
 def _check_options(cfg: GemmConfig):
@@ -185,14 +186,15 @@ def _check_size(name: str, value, in_dtype: str):
 def _check_sizes(cfg: GemmConfig):
     for name in ("m", "n", "k"):
         _check_size(name, getattr(cfg, name), cfg.in_dtype)
-    if _static(cfg.n) is None:
+    n, k = _static(cfg.n), _static(cfg.k)
+    if n is None:
         # bf16: the TMA store sees C as uint32 pairs, a view a run-time last axis cannot take;
         # float32: the bounds rule cannot prove row * n + col < m * n (non-linear in n)
         raise ValueError(f"make_gemm: n must be an int (a run-time n is not supported), found {cfg.n!r}")
-    if _static(cfg.k) is not None:  # else checked on the host at each call, by the TMA maps' encoding
-        _check_stride("k: A (m, k) and B (n, k)", cfg.k, cfg.in_dtype)
-    if cfg.bf16_out and _static(cfg.n) is not None:  # stored by TMA
-        _check_stride("n: C (m, n), stored by TMA with bfloat16 output,", cfg.n, cfg.out_dtype)
+    if k is not None:  # else checked on the host at each call, by the TMA maps' encoding
+        _check_stride("k: A (m, k) and B (n, k)", k, cfg.in_dtype)
+    if cfg.bf16_out:  # stored by TMA
+        _check_stride("n: C (m, n), stored by TMA with bfloat16 output,", n, cfg.out_dtype)
     if cfg.cluster == 2:
         _check_cluster(cfg)
 

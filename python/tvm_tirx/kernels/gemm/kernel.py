@@ -83,7 +83,7 @@ def _make_body(cfg: GemmConfig):
     return body
 
 
-def make_gemm(m, n: int, k: int, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
+def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
               wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
               spin: bool = False):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
