@@ -216,6 +216,8 @@ ODD_GPU_CASES = [
     ((4097, 4104, 4104), "bfloat16"),  # the last column tile: one box partly, three wholly past n
     ((129, 264, 72), "bfloat16"),
     ((129, 263, 72), "float32"),
+    ((1280, 512, 200), "bfloat16"),  # exact tiles (no guards), 10 row tiles: a short last group of 2
+    ((1280, 512, 200), "float32"),
 ]
 
 
