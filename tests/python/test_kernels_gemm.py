@@ -1,7 +1,8 @@
 """``tvm_tirx.kernels.gemm.make_gemm`` on any shape: odd static sizes, run-time m and k.
 
 CPU: odd shapes and run-time-m kernels compile and assemble for sm_90a (bf16 and float32
-output); the float32 epilogue's bound guards are in the kernel (and without such a guard
+output); the guarded epilogue's bound guards are in the kernel (float32, and bf16 whose
+rows the TMA cannot store) (and without such a guard
 the bounds rule refuses the store); a K row stride the TMA cannot use is refused, statically
 with a ValueError and on the host for a run-time k; sizes and options outside the supported
 ones are ValueErrors; the grouped tile order visits every tile once with a short last group.
@@ -63,6 +64,21 @@ def test_odd_static_shape_bf16_is_stored_by_clipped_tma_boxes():
     assert "row_ptr" not in _body(kernel)  # no guards: the TMA clips the boxes at C's edge
 
 
+@pytest.mark.parametrize(
+    "n,store,atoms",
+    [(4095, "tvm_builtin_ptx_st_global_b16_bf16", 128), (4094, "tvm_builtin_ptx_st_global_b32", 64)],
+    ids=["odd-n-b16", "even-n-b32"],
+)
+def test_bf16_rows_the_tma_cannot_store_take_guarded_stores(n, store, atoms):
+    # n * 2 bytes not a multiple of 16: no TMA store; bf16 (odd n) or bf16x2 words (even n)
+    m = T.dynamic("m")
+    kernel = _kernel(f"rt-m-bf16-{n}", m, n, 4104)
+    assert not re.search(rf"\btvm_builtin_{TMA_STORE}\(", _body(kernel))
+    assert _body(kernel).count(store + "((&") == atoms
+    columns = n if atoms == 128 else n // 2  # of C, or of C seen as bf16 pairs
+    assert _guarded_stores(kernel, store, "m", columns - 1) == atoms
+
+
 def test_run_time_m_float32_kernel_has_its_bound_guards():
     m = T.dynamic("m")
     kernel = _kernel("rt-m-fp32", m, 4096, 4096, **FP32)
@@ -121,7 +137,6 @@ def test_an_unguarded_store_at_run_time_m_is_refused():
     [
         ((1024, 256, 100), {}, r"TMA row stride not a multiple of 16 bytes: k: A \(m, k\) and B \(n, k\) rows of 100 "
                                r"bfloat16 take 200 bytes"),
-        ((4097, 4095, 4104), {}, r"TMA row stride not a multiple of 16 bytes: n: C .* rows of 4095 bfloat16"),
         ((1024, 256, 72), dict(in_dtype="float8_e4m3fn"), r"72 float8_e4m3fn take 72 bytes"),
         (("m", 256, 64), dict(in_dtype="float8_e4m3fn"), r"a run-time m needs in_dtype='bfloat16'"),
         (("m", 256, 64), dict(cluster=2), r"cluster=2 .* needs a static m"),
@@ -129,7 +144,7 @@ def test_an_unguarded_store_at_run_time_m_is_refused():
         ((0, 256, 64), {}, r"m must be positive"),
         ((1024, 256, 64), dict(out_dtype="float16"), r"out_dtype must be one of"),
     ],
-    ids=["k-stride", "n-stride-bf16-out", "k-stride-fp8", "fp8-run-time-m", "cluster-run-time-m", "run-time-n",
+    ids=["k-stride", "k-stride-fp8", "fp8-run-time-m", "cluster-run-time-m", "run-time-n",
          "m-zero", "out-dtype"],
 )
 def test_unsupported_sizes_and_options_are_value_errors(shape, options, match):
@@ -198,6 +213,14 @@ def test_run_time_m_on_gpu_from_one_kernel(torch_cuda, out_dtype, persistent):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("n", [4095, 4094])
+def test_run_time_m_bf16_guarded_stores_on_gpu(torch_cuda, n):
+    kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), n, 4104), target="cuda")
+    for m in RUN_TIME_MS:
+        _check(torch_cuda, kernel, m, n, 4104, "bfloat16", seed=m)
+
+
+@pytest.mark.gpu
 def test_run_time_m_and_k_on_gpu_from_one_kernel(torch_cuda):
     kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), 4095, T.dynamic("k"), **FP32), target="cuda")
     for m, k in [(1, 8), (127, 4104), (1000, 64), (4097, 200), (300, 4096)]:
@@ -212,7 +235,9 @@ def test_run_time_m_and_k_on_gpu_from_one_kernel(torch_cuda):
 ODD_GPU_CASES = [
     ((4000, 4096, 4096), "bfloat16"),
     ((4000, 4096, 4096), "float32"),
-    ((4097, 4095, 4104), "float32"),  # bf16 output refused: 4095 bf16 are 8190-byte rows
+    ((4097, 4095, 4104), "float32"),
+    ((4097, 4095, 4104), "bfloat16"),  # 8190-byte rows of C: guarded st.global.b16, no TMA store
+    ((4097, 4094, 4104), "bfloat16"),  # 8188-byte rows: guarded st.global.b32 of bf16 pairs
     ((4097, 4104, 4104), "bfloat16"),  # the last column tile: one box partly, three wholly past n
     ((129, 264, 72), "bfloat16"),
     ((129, 263, 72), "float32"),

@@ -13,14 +13,15 @@ One CTA computes a 128 x 256 tile of C with three warpgroups (384 threads):
   before releasing a stage;
 * the **epilogue** (:mod:`.epilogue`): bf16 output is converted to packed ``bf16x2``,
   written into a 128-byte-swizzled shared tile and stored by one TMA store per 64-column
-  box (clipped at C's edge); float32 output is stored straight from the accumulators
-  (``st.global.v2.f32``, guarded at C's edge).
+  box (clipped at C's edge); float32 output, and bf16 output whose rows the TMA cannot
+  address, is stored straight from the registers (:mod:`.guarded`: a bound guard per
+  store, unless the tiles cover C exactly).
 
 ``persistent=True`` launches ``ctas`` CTAs that walk the output tiles in the grouped
 order of :mod:`.order`; ``cluster=2`` pairs CTAs on vertically adjacent tiles that each
-load half of the B tile and multicast it to both.  Any (m, n, k) whose TMA rows take a
-multiple of 16 bytes: the TMA zero-fills the loads past the edges of A and B, so the
-tails contribute zeros; ``m`` may be a run-time extent (:mod:`.config`).
+load half of the B tile and multicast it to both.  Any (m, n, k) whose A and B rows take
+a multiple of 16 bytes (``k * sizeof(in_dtype)``): the TMA zero-fills the loads past the edges of A and B, so the
+tails contribute zeros; ``m`` and ``k`` may be run-time extents (:mod:`.config`).
 
 Hardware facts: PTX ISA 9.7.15 (wgmma, fragment map 9.7.15.5.1.1), 9.7.9.25.5.1 (TMA),
 9.7.13.15 (mbarrier), 9.7.13.1 (named barriers), 9.7.19.5 (setmaxnreg).

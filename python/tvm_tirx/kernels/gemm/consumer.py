@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tvm.script import tirx as T
 
-from .config import BM, BN, WG_M, GemmConfig
-from .epilogue import epilogue_bf16, make_store_fp32
+from .config import BN, WG_M, GemmConfig
+from .epilogue import make_epilogue
 from .order import tile_order
 from .sync import release_stage, wait_phase
 
@@ -25,8 +25,8 @@ def make_consumer(cfg: GemmConfig):
     """
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
     stages, bk, kstep, mma = cfg.stages, cfg.bk, cfg.kstep, cfg.mma
-    wait_depth, cluster, spin, bf16_out = cfg.wait_depth, cfg.cluster, cfg.spin, cfg.bf16_out
-    store_fp32 = make_store_fp32(cfg)
+    wait_depth, cluster, spin = cfg.wait_depth, cfg.cluster, cfg.spin
+    epilogue = make_epilogue(cfg)
 
     @T.macro
     def consume_tile(C, scales, sa, sb, so, full, empty, acc, words, factor, t, g0, flag, tid, c):
@@ -54,9 +54,6 @@ def make_consumer(cfg: GemmConfig):
         if scales is not None:  # fp8: C = scale_a * scale_b * (A B^T)
             factor[0] = scales[0] * scales[1]
             T.cuda.tile.apply(T.ptx["mul.rn.f32"], acc.local().view(BN // 2, 1), acc.local().view(BN // 2, 1), factor[0])
-        if bf16_out:
-            epilogue_bf16(acc, words, so.sub[c], C, bm * BM + c * WG_M, bn * BN, tid, c)
-        else:
-            store_fp32(C, acc, bm, bn, tid, c)
+        epilogue(C, acc, words, so, bm, bn, tid, c)
 
     return consume_tile

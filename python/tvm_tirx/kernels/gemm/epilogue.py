@@ -12,8 +12,9 @@ from tvm.script import tirx as T
 
 from ...tile.fragments import accumulator_registers, accumulator_tile
 from .config import BM, BN, WG_M, GemmConfig
+from .guarded import make_store_guarded
 
-__all__ = ["STORE", "epilogue_bf16", "make_store_fp32"]
+__all__ = ["STORE", "epilogue_bf16", "make_epilogue"]
 
 STORE = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
 
@@ -44,34 +45,32 @@ def epilogue_bf16(acc, words, out, C, row0, col0, tid, c):
         T.ptx["cp.async.bulk.commit_group"]()
 
 
-def make_store_fp32(cfg: GemmConfig):
-    """The macro ``store_fp32(C, acc, bm, bn, tid, c)`` of ``cfg``: consumer ``c`` stores its
-    64 rows of output tile ``(bm, bn)`` from the accumulators ``acc`` into C (float32).
+def make_epilogue(cfg: GemmConfig):
+    """The macro ``epilogue(C, acc, words, so, bm, bn, tid, c)`` of ``cfg``: consumer ``c``
+    stores its 64 rows of output tile ``(bm, bn)``.
 
-    Exact tiles: one warpgroup-wide ``st.global.v2.f32`` call over the fragment map.
-    Otherwise each thread stores its registers ``(block j, row half h, pair e)`` one by
-    one under ``if row < m and col + vector <= n``: ``st.global.v2.f32`` when ``n`` is
-    even (8-byte aligned), ``st.global.f32`` when it is odd.
+    * bf16 output whose rows are a multiple of 16 bytes: :func:`epilogue_bf16` (TMA
+      stores, clipped at C's edge);
+    * float32 output on tiles that cover C exactly: one warpgroup-wide
+      ``st.global.v2.f32`` call over the fragment map;
+    * otherwise :func:`.guarded.make_store_guarded` (a guard per store).
     """
-    tiles_m, tiles_n, m, n = cfg.tiles_m, cfg.tiles_n, cfg.m, cfg.n
-    vec = cfg.fp32_vector
-    store = "st.global.v2.f32" if vec == 2 else "st.global.f32"
+    tiles_m, tiles_n = cfg.tiles_m, cfg.tiles_n
+    store_guarded = make_store_guarded(cfg)
 
     @T.macro
-    def store_exact(C, acc, bm, bn, tid, c):
+    def tma_store(C, acc, words, so, bm, bn, tid, c):
+        epilogue_bf16(acc, words, so.sub[c], C, bm * BM + c * WG_M, bn * BN, tid, c)
+
+    @T.macro
+    def store_exact(C, acc, words, so, bm, bn, tid, c):
         c_tile = C.view(tiles_m * 2, WG_M, tiles_n, BN).sub[bm * 2 + c, :, bn, :]
         T.cuda.tile.apply(T.ptx["st.global.v2.f32"], *accumulator_tile(c_tile, acc, "wgmma"), scope="warpgroup")
 
     @T.macro
-    def store_guarded(C, acc, bm, bn, tid, c):
-        regs = acc.local().view(BN // 8, 2, 2 // vec, vec)  # register 4 j + 2 h + e (fragments.py)
-        for j in T.unroll(BN // 8):
-            for h in T.unroll(2):
-                for e in T.unroll(2 // vec):
-                    row = bm * BM + c * WG_M + tid % 128 // 32 * 16 + h * 8 + tid % 32 // 4
-                    col = bn * BN + j * 8 + tid % 4 * 2 + e * vec
-                    if row < m and col + vec <= n:  # the offset row * n + col in int64: m * n may pass 2**31
-                        T.cuda.tile.apply(T.ptx[store], C.sub[T.Cast("int64", row), col : col + vec],
-                                          regs.sub[j, h, e, :])
+    def guarded(C, acc, words, so, bm, bn, tid, c):
+        store_guarded(C, acc, words, bm, bn, tid, c)
 
-    return store_exact if cfg.exact else store_guarded
+    if cfg.tma_store:
+        return tma_store
+    return store_exact if cfg.exact else guarded

@@ -24,6 +24,7 @@ def _make_body(cfg: GemmConfig):
     output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t < n_tiles``."""
     stages, in_dtype, bk, cluster = cfg.stages, cfg.in_dtype, cfg.bk, cfg.cluster
     n_tiles, grid, rounds, k_tiles, bf16_out = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.k_tiles, cfg.bf16_out
+    tma_store = cfg.tma_store
     produce_tile, consume_tile = make_producer(cfg), make_consumer(cfg)
     ring_a = swizzled_layout((stages, BM, bk), in_dtype, 3)
     ring_b = swizzled_layout((stages, BN, bk), in_dtype, 3)
@@ -74,7 +75,7 @@ def _make_body(cfg: GemmConfig):
                 t = bx + i * grid
                 if t < n_tiles:
                     consume_tile(C, scales, sa, sb, so, full, empty, acc, words, factor, t, i * k_tiles, flag, tid, c)
-            if bf16_out:
+            if tma_store:
                 if tid % 128 == 0:
                     T.ptx["cp.async.bulk.wait_group.read"](0)  # the last store has read its tile
         if cluster == 2:
@@ -99,15 +100,17 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         T.dynamic("m")``): one compiled kernel then serves every ``m`` in ``1 .. 2**31 -
         129`` (row indices are int32), taken from the tensors' shapes at each call.
     n : int
-        Rows of B and columns of C, any positive int; with bfloat16 output C is stored
-        by TMA, so its rows (``n * 2`` bytes) must be a multiple of 16 bytes.
+        Rows of B and columns of C, any positive int.  bfloat16 output is stored by TMA
+        when C's rows (``n * 2`` bytes) are a multiple of 16 bytes, else by a guarded
+        ``st.global.b32`` per bf16 pair (even ``n``) or ``st.global.b16`` per element.
     k : int or tvm.tirx.Var
         The reduction length, a positive int or an int32 run-time extent (bf16 inputs);
         A's and B's rows (``k * sizeof(in_dtype)`` bytes) must be a multiple of 16
         bytes (the TMA's stride rule).
     out_dtype : str
-        ``"bfloat16"`` (rounded to nearest even; stored by TMA, clipped at C's edge) or
-        ``"float32"`` (stored from the accumulators, guarded at C's edge).
+        ``"bfloat16"`` (rounded to nearest even) or ``"float32"`` (stored from the
+        accumulators, ``st.global.v2.f32``, or ``st.global.f32`` for an odd ``n``).  At
+        C's edge the TMA clips its stores; the other stores are guarded.
     in_dtype : str
         ``"bfloat16"``, or ``"float8_e4m3fn"``: the function then takes a fourth argument
         ``Scales`` ((2,) float32) and computes ``C = Scales[0] * Scales[1] * A @ B^T``.
