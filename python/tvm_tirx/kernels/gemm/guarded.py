@@ -4,7 +4,7 @@ a time, under ``if row < m and col + atom <= columns``.
 It serves the tiles that do not cover C exactly: float32 output on any shape, and bf16
 output whose rows the TMA cannot store (``n * 2`` bytes not a multiple of 16).  The tile
 checker's bounds rule proves each store inside C from its guard, for a run-time ``m`` too
-(and refuses the store without it, or with a guard one element too loose).
+(and refuses the store without it, or with a row guard one row too loose).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tvm.script import tirx as T
 
 from .config import BM, BN, WG_M, GemmConfig
 
-__all__ = ["StorePlan", "store_plan", "make_store_guarded"]
+__all__ = ["StorePlan", "store_plan", "bound_guard", "make_store_guarded"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,12 @@ def store_plan(cfg: GemmConfig) -> StorePlan:
     return StorePlan("st.global.b16", "bfloat16", 1, 2, 1, "cvt.rn.bf16.f32")
 
 
+def bound_guard(row, col, m, atom: int, columns: int):
+    """The condition under which a thread stores ``atom`` elements at ``(row, col)`` of C
+    (seen with ``columns`` columns): ``row < m and col + atom <= columns``."""
+    return T.And(row < m, col + atom <= columns)
+
+
 def _as(tensor, dtype: str):
     return tensor if str(tensor.dtype) == dtype else tensor.view(dtype)
 
@@ -60,6 +66,7 @@ def make_store_guarded(cfg: GemmConfig):
     (converted first into ``words`` (bf16 pairs) or a bf16 register array, by the
     :func:`store_plan`), each store under its guard."""
     plan = store_plan(cfg)
+    guard = bound_guard  # read when the kernel is made (a test swaps it for a looser one)
     m, per, atom, cols = cfg.m, plan.per_pair, plan.atom, plan.columns_per_element
     columns = cfg.n // cols  # of C seen as plan.view_dtype
 
@@ -80,7 +87,7 @@ def make_store_guarded(cfg: GemmConfig):
                 for e in T.unroll(per):
                     row = bm * BM + c * WG_M + tid % 128 // 32 * 16 + h * 8 + tid % 32 // 4
                     col = bn * (BN // cols) + j * (8 // cols) + tid % 4 * (2 // cols) + e * atom
-                    if row < m and col + atom <= columns:  # the offset in int64: m * n may pass 2**31
+                    if guard(row, col, m, atom, columns):  # the offset in int64: m * n may pass 2**31
                         T.cuda.tile.apply(T.ptx[plan.store], dst.sub[T.Cast("int64", row), col : col + atom],
                                           out.sub[j, h, e, :])
 
