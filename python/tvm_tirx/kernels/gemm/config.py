@@ -3,8 +3,8 @@
 :class:`GemmConfig` holds one kernel's sizes and options, validated once, and the
 quantities derived from them (tile counts, the grid, the rounds of the persistent
 loop); every other module of :mod:`tvm_tirx.kernels.gemm` reads it.  A size is a
-Python ``int`` (static) or, for ``m``, a run-time extent (``T.dynamic("m")``): the
-derived counts are then expressions of it.
+Python ``int`` (static) or, for ``m`` and ``k``, an int32 run-time extent
+(``T.dynamic("m")``): the derived counts are then expressions of it.
 """
 
 from __future__ import annotations
