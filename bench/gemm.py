@@ -1,7 +1,7 @@
 """Hopper bf16 GEMM written with tile operations, against torch.matmul (cuBLAS) and Triton.
 
 C = A @ B^T with A (M, K) and B (N, K) bf16, fp32 accumulation, C bf16 or float32.  The
-kernel is :func:`bench.hopper_gemm.make_gemm`: TMA loads into a multi-stage mbarrier ring,
+kernel is :func:`tvm_tirx.kernels.gemm.make_gemm`: TMA loads into a multi-stage mbarrier ring,
 one producer and two consumer warpgroups issuing ``wgmma.m64n256k16``, a persistent grid
 in grouped tile order, optional 2-CTA clusters with B multicast, a TMA-store epilogue for
 bf16.  Each result is checked against an fp32 reference (bf16 out: max error relative to
@@ -31,7 +31,7 @@ from tvm_tirx import testing  # noqa: E402
 
 from bench._sass import report  # noqa: E402
 from bench._timing import table  # noqa: E402
-from bench.hopper_gemm import make_gemm  # noqa: E402
+from tvm_tirx.kernels.gemm import make_gemm  # noqa: E402
 
 SIZES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (6144, 6144, 12288)]
 #: The configuration the table uses per output type (the sweep's fastest on the H200).

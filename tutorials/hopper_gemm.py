@@ -4,7 +4,7 @@ A Hopper GEMM, step by step
 
 This tutorial grows a bf16 GEMM for Hopper (sm_90a), ``C = A @ B^T`` with A
 ``(M, K)``, B ``(N, K)`` and fp32 accumulation, from one tile product to the
-kernel of ``bench/hopper_gemm.py``, which runs about as fast as ``torch.matmul``
+kernel of ``tvm_tirx.kernels.gemm``, which runs about as fast as ``torch.matmul``
 (cuBLAS) on an H200. Each stage is a script of its own in
 ``tutorials/hopper_gemm/``, written with tile operations -- TMA loads,
 mbarriers, ``wgmma``, ``setmaxnreg``, conversions and stores are
@@ -21,7 +21,7 @@ lowered; fences, ``commit_group``/``wait_group`` and CTA barriers are raw
 4. :ref:`gemm_warp_specialized <tutorial-hopper-gemm-step4-warp-specialized>`:
    a producer warpgroup and two consumer warpgroups, ``setmaxnreg``,
    ``wgmma.wait_group 1``;
-5. :ref:`hopper_gemm <tutorial-hopper-gemm-step5-full>`: ``bench/hopper_gemm.py``
+5. :ref:`hopper_gemm <tutorial-hopper-gemm-step5-full>`: ``tvm_tirx.kernels.gemm``
    -- grouped tile order, TMA-store epilogue, persistent grid, 2-CTA clusters.
 
 Every step compiles and assembles its kernel for ``sm_90a`` without a GPU; on

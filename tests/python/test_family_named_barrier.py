@@ -142,7 +142,7 @@ def test_a_non_aligned_barrier_may_split_a_warp_between_call_sites():
 
 
 def test_the_gemm_epilogue_barrier_is_per_consumer_warpgroup():
-    """``bench/hopper_gemm.py``'s epilogue barrier ``1 + c`` inside its rounds loop."""
+    """``tvm_tirx.kernels.gemm``'s epilogue barrier ``1 + c`` inside its rounds loop."""
 
     @T.function
     def kernel(n_tiles: T.int32):

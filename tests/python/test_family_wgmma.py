@@ -680,11 +680,8 @@ def test_a_stage_released_after_its_group_retires_is_accepted():
 
 
 def test_the_gemm_ring_with_one_batch_in_flight_is_accepted():
-    # bench/hopper_gemm.py: wait_group 1 inside the K loop (the next wgmma on the same
+    # tvm_tirx.kernels.gemm: wait_group 1 inside the K loop (the next wgmma on the same
     # accumulators is allowed), wait_group 0 after it, then the epilogue
-    import sys, os  # noqa: E401
-
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
-    from bench.hopper_gemm import make_gemm
+    from tvm_tirx.kernels.gemm import make_gemm
 
     testing.lower(make_gemm(2048, 2048, 512, persistent=False, group_m=16, wait_depth=1))

@@ -22,7 +22,7 @@ from tvm_tirx.tile.views import ViewMap
 
 _t, _l = Axis.tid_in_wg, Axis.laneid
 BN = 256
-# the incantations the helper replaces (bench/hopper_gemm.py, gemm_mma_sync.py, the tutorials)
+# the incantations the helper replaces (tvm_tirx.kernels.gemm, gemm_mma_sync.py, the tutorials)
 ACC_ROWS = TileLayout(S[(4, 8, 4, BN // 8, 2, 2) : (32 @ _t, 4 @ _t, 1 @ _t, 4, 2, 1)])
 WORD_ROWS = TileLayout(S[(4, 8, 4, BN // 8, 2, 1) : (32 @ _t, 4 @ _t, 1 @ _t, 2, 1, 1)])
 MMA_ROWS = TileLayout(S[(8, 4, 4, 4, 2, 2) : (4 @ _l, 1 @ _l, 16, 4, 2, 1)])

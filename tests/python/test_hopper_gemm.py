@@ -1,4 +1,4 @@
-"""bench/hopper_gemm.py's ``make_gemm``: each option the benchmark uses shows in the kernel.
+"""``tvm_tirx.kernels.gemm.make_gemm`` (timed by bench/gemm.py): each option the benchmark uses shows in the kernel.
 
 CPU: four configurations that together take every value of every option the
 benchmark varies (output type, persistent grid, cluster, wait depth, spin waits,
@@ -9,18 +9,14 @@ are ValueErrors. GPU (marker ``gpu``): the benchmark's configurations on small
 problems, against an fp32 torch product.
 """
 
-import os
 import re
-import sys
 
 import pytest
 
 import tvm_tirx
 from tvm_tirx import testing
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
-from bench.hopper_gemm import BK_BYTES, BM, BN, gemm_smem_bytes, make_gemm, tile_order  # noqa: E402
+from tvm_tirx.kernels.gemm import BK_BYTES, BM, BN, gemm_smem_bytes, make_gemm, tile_order
 
 # 16 x 10 = 160 output tiles: a persistent grid of 132 CTAs makes two rounds; 5 K tiles
 # (not a multiple of 3 or 4 stages).
@@ -167,10 +163,9 @@ def test_tile_order_visits_every_tile_once_in_groups():
 @pytest.mark.parametrize(
     "shape,options,match",
     [
-        ((1000, 256, 64), {}, "multiples of"),
-        ((1024, 300, 64), {}, "multiples of"),
-        ((1024, 256, 100), {}, "multiples of"),
-        ((1024, 256, 64), dict(group_m=16), "multiples of \\(2048"),
+        ((1024, 256, 100), {}, "TMA row stride not a multiple of 16 bytes"),  # 200-byte rows of A and B
+        ((800, 256, 64), dict(cluster=2), "even number of 128-row tiles"),  # 7 row tiles: a CTA pair would split
+        ((1024, 256, 64), dict(cluster=2, group_m=3), "even group_m"),
         ((1024, 256, 64), dict(stages=4), "stages=4"),  # 4 stages + the bf16 epilogue tiles > 227 KiB
         ((1024, 256, 64), dict(out_dtype="float32", stages=5), "stages=5"),
         ((1024, 256, 64), dict(wait_depth=2), "wait_depth=2"),
@@ -256,9 +251,10 @@ def test_fp8_issues_k32_wgmma_moves_bytes_and_scales():
     assert "(Scales_ptr[0] * Scales_ptr[1])" in kernel.cuda_source
 
 
-def test_fp8_k_must_be_a_multiple_of_128():
-    with pytest.raises(ValueError, match=r"multiples of \(2048, 256, 128\)"):  # BM x group_m 16
-        make_gemm(M, N, K, **FP8)  # 320 = 2.5 rows of 128 e4m3
+def test_fp8_k_must_be_a_multiple_of_16():
+    make_gemm(M, N, K, **FP8)  # 320 = 2.5 rows of 128 e4m3: the TMA zero-fills the last half row
+    with pytest.raises(ValueError, match=r"TMA row stride not a multiple of 16 bytes: .* 328 float8_e4m3fn"):
+        make_gemm(M, N, 328, **FP8)
 
 
 @pytest.mark.gpu

@@ -22,6 +22,7 @@ LAYERS = (
     ("script",),  # the TVMScript names (T) over the tile op
     ("schedule",),  # tile calls in TIR schedules (tensor intrinsics)
     ("build",),  # the compile path: pipeline, compile, Kernel
+    ("kernels",),  # kernel generators written with tile operations (public API only)
     ("ops", "testing", "cli"),  # callers of the compile path
     ("_plugin",),  # the tvm.backends hook: installs script, build, ops
     ("tvm_tirx",),  # the root: lazy public names through the hook

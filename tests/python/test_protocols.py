@@ -206,9 +206,6 @@ def test_the_tutorials_wgmma_rings_are_accepted():
     ids=["default", "cluster2", "one-tile", "fp8", "fp32-cluster2", "wait0-spin"],
 )  # fmt: skip
 def test_the_hopper_gemm_variants_are_accepted(options):
-    sys.path.insert(0, str(ROOT))
-    try:
-        from bench.hopper_gemm import make_gemm  # pylint: disable=import-outside-toplevel
-    finally:
-        sys.path.pop(0)
+    from tvm_tirx.kernels.gemm import make_gemm  # pylint: disable=import-outside-toplevel
+
     testing.lower(make_gemm(2048, 2048, 512, **options))

@@ -2,7 +2,7 @@
 Step 5: the full kernel
 =======================
 
-``bench/hopper_gemm.py``'s ``make_gemm`` is step 4 plus what happens around
+``tvm_tirx.kernels.gemm``'s ``make_gemm`` is step 4 plus what happens around
 the K loop. Its options, each one a change you can time on its own
 (``python bench/gemm.py --sweep`` does):
 
@@ -20,8 +20,9 @@ the K loop. Its options, each one a change you can time on its own
     group and column tile ``(t % (group_m * tiles_n)) // group_m``: the CTAs
     that run at the same time cover a ``group_m``-row block of C column by
     column, so each B tile they need is read from HBM once and then found in
-    L2 by the other ``group_m - 1`` CTAs. ``m`` must be a multiple of
-    ``128 * group_m``.
+    L2 by the other ``group_m - 1`` CTAs. When ``m`` is not a multiple of
+    ``128 * group_m`` the last group is shorter (see the package's
+    ``tile_order``).
 ``persistent``, ``ctas``
     A **persistent grid**: ``ctas`` CTAs (one per SM) each walk the output tiles
     ``bx, bx + ctas, ...`` in that order. The producer does not stop at a tile's
@@ -47,20 +48,16 @@ Run it with ``python tutorials/hopper_gemm/step5_full.py [--size M N K]``.
 # The kernel and its options
 # --------------------------
 # ``make_gemm`` returns the ``T.function`` for one problem size and one set
-# of options; it raises ``ValueError`` for a size that does not tile or
+# of options; it raises ``ValueError`` for a row stride the TMA cannot use or
 # options that do not fit (``stages=4`` with bf16 output needs more than
 # 227 KiB of shared memory).
 
 import inspect
-import os
-import sys
 from typing import Any
 
 import _harness
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
-from bench.hopper_gemm import gemm_smem_bytes, make_gemm  # noqa: E402
+from tvm_tirx.kernels.gemm import gemm_smem_bytes, make_gemm
 
 print("make_gemm" + str(inspect.signature(make_gemm)))
 for out_dtype, stages in (("bfloat16", 3), ("float32", 4)):

@@ -1,0 +1,9 @@
+"""Kernel generators written with tile operations, the same public API a user has.
+
+* :mod:`.gemm` -- the warp-specialized Hopper GEMM (``make_gemm``): TMA loads into an
+  mbarrier ring, ``wgmma`` consumers, bf16 / fp32 output, any (M, N, K), run-time M.
+"""
+
+# First: importing tvm runs its tvm.backends hook (tvm_tirx._plugin), which imports
+# modules of this package; none of them may be half-imported when it does.
+import tvm  # noqa: F401  pylint: disable=unused-import

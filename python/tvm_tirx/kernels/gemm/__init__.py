@@ -1,0 +1,37 @@
+"""The warp-specialized Hopper GEMM (sm_90a): ``C (m, n) = A (m, k) @ B (n, k)^T``.
+
+One CTA computes a 128 x 256 tile of C with three warpgroups (384 threads):
+
+* warpgroup 0, the **producer** (:mod:`.producer`), gives up registers (``setmaxnreg.dec``
+  to 40) and one of its threads streams the K tiles of A (128 x 64) and B (256 x 64) into
+  a ring of ``stages`` shared buffers with TMA loads (128-byte swizzle), each stage
+  guarded by two mbarriers: ``full[s]`` (armed with the stage's bytes, completed by the
+  TMA) and ``empty[s]`` (one arrival per consumer warpgroup when it is done reading);
+* warpgroups 1 and 2, the **consumers** (:mod:`.consumer`), take registers
+  (``setmaxnreg.inc`` to 232) and each multiplies its 64 rows of A by all of B with
+  ``wgmma.m64n256k16`` (four per K tile), keeping ``wait_depth`` wgmma batches in flight
+  before releasing a stage;
+* the **epilogue** (:mod:`.epilogue`): bf16 output is converted to packed ``bf16x2``,
+  written into a 128-byte-swizzled shared tile and stored by one TMA store per 64-column
+  box (clipped at C's edge); float32 output, and bf16 output whose rows the TMA cannot
+  address, is stored straight from the registers (:mod:`.guarded`: a bound guard per
+  store, unless the tiles cover C exactly).
+
+``persistent=True`` launches ``ctas`` CTAs that walk the output tiles in the grouped
+order of :mod:`.order`; ``cluster=2`` pairs CTAs on vertically adjacent tiles that each
+load half of the B tile and multicast it to both.  Any (m, n, k) whose A and B rows take
+a multiple of 16 bytes (``k * sizeof(in_dtype)``): the TMA zero-fills the loads past the edges of A and B, so the
+tails contribute zeros; ``m`` and ``k`` may be run-time extents (:mod:`.config`).
+
+Hardware facts: PTX ISA 9.7.15 (wgmma, fragment map 9.7.15.5.1.1), 9.7.9.25.5.1 (TMA),
+9.7.13.15 (mbarrier), 9.7.13.1 (named barriers), 9.7.19.5 (setmaxnreg).
+"""
+
+import tvm  # noqa: F401  pylint: disable=unused-import
+
+from .config import BK_BYTES, BM, BN, CONSUMERS, INPUTS, OUTPUTS, WG_M, GemmConfig, gemm_smem_bytes
+from .kernel import make_gemm
+from .order import tile_order
+
+__all__ = ["BM", "BN", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "GemmConfig", "gemm_smem_bytes",
+           "make_gemm", "tile_order"]

@@ -1,0 +1,216 @@
+"""The GEMM's fixed geometry, its options, and the checks on sizes and options.
+
+:class:`GemmConfig` holds one kernel's sizes and options, validated once, and the
+quantities derived from them (tile counts, the grid, the rounds of the persistent
+loop); every other module of :mod:`tvm_tirx.kernels.gemm` reads it.  A size is a
+Python ``int`` (static) or, for ``m`` and ``k``, an int32 run-time extent
+(``T.dynamic("m")``): the derived counts are then expressions of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+from tvm.runtime import DataType
+from tvm.script import tirx as T
+
+__all__ = ["BM", "BN", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "GemmConfig",
+           "gemm_smem_bytes"]
+
+BM, BN = 128, 256  # rows and columns of C per CTA tile
+BK_BYTES = 128  # bytes of K per row of a stage: one 128-byte swizzle row (64 bf16, 128 fp8)
+#: input dtype -> (wgmma opcode, K per instruction) (PTX ISA 9.7.15.5)
+INPUTS = {
+    "bfloat16": (f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.bf16.bf16", 16),
+    "float8_e4m3fn": (f"wgmma.mma_async.sync.aligned.m64n{BN}k32.f32.e4m3.e4m3", 32),
+}
+OUTPUTS = ("bfloat16", "float32")
+WG_M = 64  # rows of C per consumer warpgroup
+CONSUMERS = 2
+SMEM_LIMIT = 227 * 1024  # dynamic shared memory one sm_90 CTA may take, bytes
+TMA_STRIDE = 16  # TMA: every global stride but the innermost is a multiple of 16 bytes (PTX ISA 5.5.5)
+
+
+def gemm_smem_bytes(stages: int, out_dtype: str) -> int:
+    """Dynamic shared memory of :func:`~tvm_tirx.kernels.gemm.make_gemm`, in bytes.
+
+    ``stages`` rings of A (128 rows) and B (256 rows) of 128 bytes each, the bf16
+    epilogue tiles (64 KiB; a token 1 KiB for float32 output), the mbarriers and 1 KiB
+    for aligning the swizzled tiles.
+    """
+    ring = stages * (BM + BN) * BK_BYTES
+    epilogue = CONSUMERS * WG_M * BN * 2 if out_dtype == "bfloat16" else 1024
+    return ring + epilogue + 16 * stages + 1024
+
+
+def _static(value) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def _ceildiv(a, b: int):
+    return -(-a // b) if isinstance(a, int) else T.ceildiv(a, b)
+
+
+@dataclass(frozen=True)
+class GemmConfig:  # pylint: disable=too-many-instance-attributes
+    """One GEMM kernel's sizes and options, checked when it is made; the fields and their
+    meaning are :func:`~tvm_tirx.kernels.gemm.make_gemm`'s parameters.
+
+    Raises
+    ------
+    ValueError
+        Whatever :func:`~tvm_tirx.kernels.gemm.make_gemm` refuses: a TMA row stride that
+        is not a multiple of 16 bytes, a run-time ``n``, options out of range.
+    """
+
+    m: object  # int, or an int32 run-time extent (tvm.tirx.Var)
+    n: int  # a run-time n is refused, with the reason
+    k: object  # int, or an int32 run-time extent
+    out_dtype: str = "bfloat16"
+    in_dtype: str = "bfloat16"
+    stages: int = 3
+    wait_depth: int = 1
+    persistent: bool = True
+    ctas: int = 132
+    group_m: int = 8
+    cluster: int = 1
+    spin: bool = False
+
+    def __post_init__(self):
+        _check_options(self)
+        _check_sizes(self)
+
+    @property
+    def mma(self) -> str:
+        """The wgmma opcode of ``in_dtype`` (m64n256, fp32 accumulators)."""
+        return INPUTS[self.in_dtype][0]
+
+    @property
+    def kstep(self) -> int:
+        """K elements per wgmma instruction (16 bf16, 32 e4m3)."""
+        return INPUTS[self.in_dtype][1]
+
+    @property
+    def bk(self) -> int:
+        """K elements per stage row (128 bytes)."""
+        return BK_BYTES * 8 // DataType(self.in_dtype).bits
+
+    @property
+    def tiles_m(self):
+        """Row tiles of C, ``ceil(m / 128)`` (an expression for a run-time ``m``)."""
+        return _ceildiv(self.m, BM)
+
+    @property
+    def tiles_n(self):
+        """Column tiles of C, ``ceil(n / 256)``."""
+        return _ceildiv(self.n, BN)
+
+    @property
+    def k_tiles(self):
+        """K tiles (ring iterations per output tile), ``ceil(k / bk)``."""
+        return _ceildiv(self.k, self.bk)
+
+    @property
+    def n_tiles(self):
+        """Output tiles, ``tiles_m * tiles_n``."""
+        return self.tiles_m * self.tiles_n
+
+    @property
+    def grid(self):
+        """CTAs launched: ``ctas`` (persistent) or one per output tile."""
+        return self.ctas if self.persistent else self.n_tiles
+
+    @property
+    def rounds(self):
+        """Output tiles each CTA walks (at most)."""
+        return _ceildiv(self.n_tiles, self.grid)
+
+    @property
+    def exact(self) -> bool:
+        """Whether the tiles cover C exactly (static m, n multiples of the tile): the
+        float32 epilogue then needs no bound guards."""
+        m, n = _static(self.m), _static(self.n)
+        return m is not None and n is not None and m % BM == 0 and n % BN == 0
+
+    @property
+    def bf16_out(self) -> bool:
+        """Whether C is bf16 (stored by TMA)."""
+        return self.out_dtype == "bfloat16"
+
+    @property
+    def tma_store(self) -> bool:
+        """Whether C is stored by TMA: bf16 output with rows of a multiple of 16 bytes."""
+        n = _static(self.n)
+        return self.bf16_out and n is not None and n * 2 % TMA_STRIDE == 0
+
+    @property
+    def fp32_vector(self) -> int:
+        """float32 columns per store: 2 (``st.global.v2.f32``, 8-byte aligned) when ``n``
+        is a static even int, else 1 (``st.global.f32``: an odd or a run-time ``n``)."""
+        n = _static(self.n)
+        return 2 if n is not None and n % 2 == 0 else 1
+
+
+def _check_options(cfg: GemmConfig):
+    if cfg.in_dtype not in INPUTS:
+        raise ValueError(f"make_gemm: in_dtype must be one of {sorted(INPUTS)}, found {cfg.in_dtype!r}")
+    if cfg.out_dtype not in OUTPUTS:
+        raise ValueError(f"make_gemm: out_dtype must be one of {list(OUTPUTS)}, found {cfg.out_dtype!r}")
+    if gemm_smem_bytes(cfg.stages, cfg.out_dtype) > SMEM_LIMIT or cfg.stages < 1 or cfg.wait_depth not in (0, 1) \
+            or cfg.cluster not in (1, 2) or cfg.group_m < 1 or cfg.ctas < 1:
+        raise ValueError(f"make_gemm: stages={cfg.stages} with {cfg.out_dtype} output (at most "
+                         f"{SMEM_LIMIT} bytes of shared memory), wait_depth={cfg.wait_depth} (0 or 1), "
+                         f"cluster={cfg.cluster} (1 or 2), group_m={cfg.group_m}, ctas={cfg.ctas} (>= 1)")
+
+
+def _check_stride(operands: str, elements: int, dtype: str):
+    """Refuse rows the TMA cannot address: every global stride of a tensor map but the
+    innermost is a multiple of 16 bytes (PTX ISA 5.5.5, ``cuTensorMapEncodeTiled``)."""
+    size = DataType(dtype).bits // 8
+    if elements * size % TMA_STRIDE:
+        raise ValueError(f"make_gemm: TMA row stride not a multiple of {TMA_STRIDE} bytes: {operands} rows of "
+                         f"{elements} {dtype} take {elements * size} bytes; the TMA needs a multiple of "
+                         f"{TMA_STRIDE} (pad it to a multiple of {TMA_STRIDE // size} elements)")
+
+
+def _check_size(name: str, value, in_dtype: str):
+    """A size is a positive int or an int32 run-time extent (with bf16 inputs only: the TMA
+    moves fp8 as bytes, through a ``.view("uint8")`` that a run-time extent does not survive)."""
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"make_gemm: {name} must be positive, found {value}")
+        return
+    if not isinstance(value, tvm.tirx.Var) or str(value.ty.dtype) != "int32":
+        raise ValueError(f"make_gemm: {name} must be a positive int or an int32 run-time extent "
+                         f"(T.dynamic({name!r})), found {value!r}")
+    if in_dtype != "bfloat16":
+        raise ValueError(f"make_gemm: a run-time {name} needs in_dtype='bfloat16', found {in_dtype!r} "
+                         f"(give {name} as an int for fp8 inputs)")
+
+
+def _check_sizes(cfg: GemmConfig):
+    for name in ("m", "n", "k"):
+        _check_size(name, getattr(cfg, name), cfg.in_dtype)
+    n, k = _static(cfg.n), _static(cfg.k)
+    if n is None:
+        # bf16: the TMA store sees C as uint32 pairs, a view a run-time last axis cannot take;
+        # float32: the bounds rule cannot prove row * n + col < m * n (non-linear in n)
+        raise ValueError(f"make_gemm: n must be an int (a run-time n is not supported), found {cfg.n!r}")
+    if k is not None:  # else checked on the host at each call, by the TMA maps' encoding
+        _check_stride("k: A (m, k) and B (n, k)", k, cfg.in_dtype)
+    if cfg.cluster == 2:
+        _check_cluster(cfg)
+
+
+def _check_cluster(cfg: GemmConfig):
+    """The two CTAs of a cluster share B: every pair of consecutive tiles must have the same
+    column tile, which holds when every group of row tiles has an even size."""
+    tiles_m = _static(cfg.tiles_m)
+    if tiles_m is None or tiles_m % 2 or cfg.group_m % 2:
+        raise ValueError(f"make_gemm: cluster=2 pairs CTAs on tiles of the same B columns: it needs a static m "
+                         f"with an even number of {BM}-row tiles and an even group_m, found m={cfg.m}, "
+                         f"group_m={cfg.group_m}")
+    if not isinstance(cfg.grid, int) or cfg.grid % 2:
+        raise ValueError(f"make_gemm: a 2-CTA cluster needs an even grid (an int: a run-time grid is launched "
+                         f"without clusters), found {cfg.grid}")

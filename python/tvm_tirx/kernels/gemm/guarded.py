@@ -1,0 +1,94 @@
+"""The guarded epilogue: each thread stores its accumulators into C one register (pair) at
+a time, under ``if row < m and col + atom <= columns``.
+
+It serves the tiles that do not cover C exactly: float32 output on any shape, and bf16
+output whose rows the TMA cannot store (``n * 2`` bytes not a multiple of 16).  The tile
+checker's bounds rule proves each store inside C from its guard, for a run-time ``m`` too
+(and refuses the store without it, or with a row guard one row too loose).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tvm.script import tirx as T
+
+from .config import BM, BN, WG_M, GemmConfig
+
+__all__ = ["StorePlan", "store_plan", "bound_guard", "make_store_guarded"]
+
+
+@dataclass(frozen=True)
+class StorePlan:
+    """How the guarded epilogue stores a thread's accumulators.
+
+    Each register pair ``(j, h)`` (columns ``8 j + 2 t + {0, 1}`` of row half ``h``; PTX ISA
+    9.7.15.5.1.1) becomes ``per_pair`` stores of ``atom`` elements of C seen as
+    ``view_dtype``, one element of which spans ``columns_per_element`` columns of C.
+    """
+
+    store: str  # the PTX store
+    view_dtype: str  # C is seen as this type (uint32: bf16 pairs)
+    atom: int  # elements of the view per store
+    per_pair: int  # stores per register pair
+    columns_per_element: int
+    convert: str | None  # the conversion of the fp32 accumulators first, if any
+
+
+def store_plan(cfg: GemmConfig) -> StorePlan:
+    """The plan for ``cfg``: float32 pairs (``st.global.v2.f32``) or single elements when
+    ``n`` is odd; bf16 pairs (``cvt.rn.bf16x2.f32``, then ``st.global.b32``) or single
+    bf16 (``cvt.rn.bf16.f32``, then ``st.global.b16``) when ``n`` is odd.  Pairs need an
+    even ``n``: a pair's address is then a multiple of its size."""
+    pairs = cfg.fp32_vector == 2  # a static even n
+    if cfg.out_dtype == "float32":
+        if pairs:
+            return StorePlan("st.global.v2.f32", "float32", 2, 1, 1, None)
+        return StorePlan("st.global.f32", "float32", 1, 2, 1, None)
+    if pairs:
+        return StorePlan("st.global.b32", "uint32", 1, 1, 2, "cvt.rn.bf16x2.f32")
+    return StorePlan("st.global.b16", "bfloat16", 1, 2, 1, "cvt.rn.bf16.f32")
+
+
+def bound_guard(row, col, m, atom: int, columns: int):
+    """The condition under which a thread stores ``atom`` elements at ``(row, col)`` of C
+    (seen with ``columns`` columns): ``row < m and col + atom <= columns``."""
+    return T.And(row < m, col + atom <= columns)
+
+
+def _as(tensor, dtype: str):
+    return tensor if str(tensor.dtype) == dtype else tensor.view(dtype)
+
+
+def make_store_guarded(cfg: GemmConfig):
+    """The macro ``store_guarded(C, acc, words, bm, bn, tid, c)`` of ``cfg``: consumer ``c``
+    stores its 64 rows of output tile ``(bm, bn)`` from the fp32 accumulators ``acc``
+    (converted first into ``words`` (bf16 pairs) or a bf16 register array, by the
+    :func:`store_plan`), each store under its guard."""
+    plan = store_plan(cfg)
+    guard = bound_guard  # read when the kernel is made (a test swaps it for a looser one)
+    m, per, atom, cols = cfg.m, plan.per_pair, plan.atom, plan.columns_per_element
+    columns = cfg.n // cols  # of C seen as plan.view_dtype
+
+    @T.macro
+    def store_guarded(C, acc, words, bm, bn, tid, c):
+        regs = acc.local().view(BN // 8, 2, 2)  # register 4 j + 2 h + e (tile/fragments.py)
+        if plan.convert == "cvt.rn.bf16x2.f32":
+            out = words.local().view(BN // 8, 2, per, atom)  # word 2 j + h: columns e = 1 (high), 0 (low)
+            T.cuda.tile.apply(T.ptx[plan.convert], out.view(BN // 8, 2, 1), regs.sub[:, :, 1:2], regs.sub[:, :, 0:1])
+        elif plan.convert == "cvt.rn.bf16.f32":
+            out = T.alloc_local((BN // 8, 2, per, atom), "bfloat16")
+            T.cuda.tile.apply(T.ptx[plan.convert], out.view(BN // 2, 1), regs.view(BN // 2, 1))
+        else:
+            out = acc.local().view(BN // 8, 2, per, atom)
+        dst = _as(C, plan.view_dtype)
+        for j in T.unroll(BN // 8):
+            for h in T.unroll(2):
+                for e in T.unroll(per):
+                    row = bm * BM + c * WG_M + tid % 128 // 32 * 16 + h * 8 + tid % 32 // 4
+                    col = bn * (BN // cols) + j * (8 // cols) + tid % 4 * (2 // cols) + e * atom
+                    if guard(row, col, m, atom, columns):  # the offset in int64: m * n may pass 2**31
+                        T.cuda.tile.apply(T.ptx[plan.store], dst.sub[T.Cast("int64", row), col : col + atom],
+                                          out.sub[j, h, e, :])
+
+    return store_guarded

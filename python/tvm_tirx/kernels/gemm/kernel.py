@@ -1,0 +1,166 @@
+"""The kernel: shared memory, barriers, the producer and consumer warpgroups."""
+
+from __future__ import annotations
+
+from tvm.script import tirx as T
+
+from ...tile.families.tma import swizzled_layout
+from ...tile.fragments import accumulator_layout
+from .config import BM, BN, CONSUMERS, WG_M, GemmConfig, gemm_smem_bytes
+from .consumer import make_consumer
+from .producer import make_producer
+
+__all__ = ["make_gemm"]
+
+
+def _cluster_rank(clusters):
+    """The CTA's rank in its cluster (0 in a launch without clusters)."""
+    return T.cuda.cluster_ctaid("x") if clusters else 0
+
+
+def _make_body(cfg: GemmConfig):
+    """The macro ``body(A, B, C, scales)``: the launch, the shared ring and barriers, the
+    producer warpgroup 0 and the consumer warpgroups 1 and 2, each walking this CTA's
+    output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t < n_tiles``."""
+    stages, in_dtype, bk, cluster = cfg.stages, cfg.in_dtype, cfg.bk, cfg.cluster
+    n_tiles, grid, rounds, k_tiles, bf16_out = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.k_tiles, cfg.bf16_out
+    tma_store = cfg.tma_store
+    produce_tile, consume_tile = make_producer(cfg), make_consumer(cfg)
+    ring_a = swizzled_layout((stages, BM, bk), in_dtype, 3)
+    ring_b = swizzled_layout((stages, BN, bk), in_dtype, 3)
+    # the bf16 epilogue's tiles: per consumer 4 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
+    out_shape = (CONSUMERS, BN // 64, WG_M, 32) if bf16_out else (1, 1, 8, 32)
+    out_layout = swizzled_layout(out_shape, "uint32", 3)
+    # a run-time grid (one CTA per tile of a run-time m) cannot be launched in clusters,
+    # not even of one CTA: it is a plain launch then (cluster=2 needs a static m)
+    clusters = cluster if isinstance(grid, int) else None
+    launch = T.cuda.LaunchConfig(grid=grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
+                                 dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype), cluster=clusters)
+
+    @T.macro
+    def body(A, B, C, scales):
+        T.device_entry(launch=launch)
+        sa = T.alloc_shared((stages, BM, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_a)
+        sb = T.alloc_shared((stages, BN, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_b)
+        so = T.alloc_shared(out_shape, "uint32", scope="shared.dyn", align=1024, layout=out_layout)
+        full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        tid = T.cuda.thread_idx("x")
+        bx = T.cuda.block_idx("x")
+        wg = T.cuda.warp_id() // 4
+        rank = _cluster_rank(clusters)
+        flag = T.alloc_local((1,), "uint32")
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(CONSUMERS * cluster))
+            T.ptx["fence.mbarrier_init.release.cluster"]()
+        if cluster == 2:
+            T.cuda.cluster_sync()
+        else:
+            T.cuda.cta_sync()
+        if wg == 0:  # the producer warpgroup
+            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
+            if tid == 0:
+                for i in T.serial(rounds):
+                    t = bx + i * grid  # this CTA's i-th output tile
+                    if t < n_tiles:
+                        produce_tile(A, B, sa, sb, full, empty, t, i * k_tiles, flag, rank)
+        else:  # two consumer warpgroups, 64 rows of the tile each
+            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
+            c = wg - 1
+            acc = T.alloc_local((WG_M, BN), "float32", layout=accumulator_layout(BN))
+            words = T.alloc_local((WG_M, BN // 2), "uint32", layout=accumulator_layout(BN, packed=True))
+            factor = T.alloc_local((1,), "float32")
+            for i in T.serial(rounds):
+                t = bx + i * grid
+                if t < n_tiles:
+                    consume_tile(C, scales, sa, sb, so, full, empty, acc, words, factor, t, i * k_tiles, flag, tid, c)
+            if tma_store:
+                if tid % 128 == 0:
+                    T.ptx["cp.async.bulk.wait_group.read"](0)  # the last store has read its tile
+        if cluster == 2:
+            T.cuda.cluster_sync()  # no CTA leaves while its peer may still signal or fill it
+
+    return body
+
+
+def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
+              wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
+              spin: bool = False):
+    """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
+    :func:`tvm_tirx.compile` (``arch="sm_90a"``).
+
+    A and B are row-major (K innermost, "TN", like ``torch.matmul(a, b.t())``), of
+    ``in_dtype``; C is row-major, of ``out_dtype``; products accumulate in fp32.
+
+    Parameters
+    ----------
+    m : int or tvm.tirx.Var
+        Rows of A and C: a positive int, or an int32 run-time extent (``m =
+        T.dynamic("m")``): one compiled kernel then serves every ``m`` in ``1 .. 2**31 -
+        129`` (row indices are int32), taken from the tensors' shapes at each call.
+    n : int
+        Rows of B and columns of C, any positive int.  bfloat16 output is stored by TMA
+        when C's rows (``n * 2`` bytes) are a multiple of 16 bytes, else by a guarded
+        ``st.global.b32`` per bf16 pair (even ``n``) or ``st.global.b16`` per element.
+    k : int or tvm.tirx.Var
+        The reduction length, a positive int or an int32 run-time extent (bf16 inputs);
+        A's and B's rows (``k * sizeof(in_dtype)`` bytes) must be a multiple of 16
+        bytes (the TMA's stride rule).
+    out_dtype : str
+        ``"bfloat16"`` (rounded to nearest even) or ``"float32"`` (stored from the
+        accumulators, ``st.global.v2.f32``, or ``st.global.f32`` for an odd ``n``).  At
+        C's edge the TMA clips its stores; the other stores are guarded.
+    in_dtype : str
+        ``"bfloat16"``, or ``"float8_e4m3fn"``: the function then takes a fourth argument
+        ``Scales`` ((2,) float32) and computes ``C = Scales[0] * Scales[1] * A @ B^T``.
+    stages : int
+        Shared buffers in the ring (48 KiB each; with bfloat16 output at most 3, the
+        epilogue tiles taking 64 KiB; with float32 at most 4).
+    wait_depth : int
+        wgmma batches a consumer leaves in flight (0 or 1) before releasing a stage.
+    persistent : bool
+        ``ctas`` CTAs (one per SM) walk the output tiles in :func:`tile_order`; else one
+        CTA per output tile.
+    ctas : int
+        The persistent grid.
+    group_m : int
+        Row tiles per group of :func:`tile_order`.
+    cluster : int
+        1, or 2: pairs of CTAs on tiles of the same columns each load half of B and
+        multicast it (needs a static ``m`` with an even number of 128-row tiles, an even
+        ``group_m`` and an even grid).
+    spin : bool
+        Wait on mbarriers with a loop of plain ``try_wait`` instead of a suspend-time hint.
+
+    Returns
+    -------
+    tvm.tirx.PrimFunc
+        ``gemm(A, B, C)`` (bf16 inputs) or ``gemm_fp8(A, B, C, Scales)``; every tensor
+        16-byte aligned.
+
+    Raises
+    ------
+    ValueError
+        A size or an option outside those above; a TMA row stride that is not a multiple
+        of 16 bytes (the message names the tensor, its row bytes and the rule).  For a
+        run-time ``k`` the stride rule is checked at each call, on the host, before the
+        launch (a ``ValueError`` from the kernel call).
+    """
+    cfg = GemmConfig(m, n, k, out_dtype, in_dtype, stages, wait_depth, persistent, ctas, group_m, cluster, spin)
+    body = _make_body(cfg)
+    a_spec, b_spec = T.Tensor((m, k), in_dtype, align=16), T.Tensor((n, k), in_dtype, align=16)
+    c_spec = T.Tensor((m, n), out_dtype, align=16)
+    if in_dtype == "bfloat16":
+
+        @T.function
+        def hopper_gemm(A: a_spec, B: b_spec, C: c_spec):
+            body(A, B, C, None)
+
+        return hopper_gemm
+
+    @T.function
+    def hopper_gemm_fp8(A: a_spec, B: b_spec, C: c_spec, Scales: T.Tensor((2,), "float32", align=8)):
+        body(A, B, C, Scales)
+
+    return hopper_gemm_fp8

@@ -1,0 +1,64 @@
+"""The producer: one thread streams the K tiles of A and B into the shared ring by TMA."""
+
+from __future__ import annotations
+
+import tvm
+from tvm.runtime import DataType
+from tvm.script import tirx as T
+
+from .config import BM, BN, BK_BYTES, GemmConfig
+from .order import tile_order
+from .sync import wait_phase
+
+__all__ = ["LOAD", "LOAD_MC", "make_producer"]
+
+LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+LOAD_MC = LOAD + ".multicast::cluster"
+
+
+def _as(tensor, dtype: str):
+    """``tensor`` seen as ``dtype`` for the TMA (fp8 moves as bytes).  A tensor with a
+    run-time extent that already has that type is passed as itself: a ``.view`` of it
+    loses its strided form (the TMA family refuses it).  The static kernels keep the
+    view, which keeps their generated code as it was (the view's data pointer stays a
+    kernel parameter)."""
+    static = all(isinstance(extent, int | tvm.tirx.IntImm) for extent in tensor.shape)
+    return tensor if str(tensor.dtype) == dtype and not static else tensor.view(dtype)
+
+
+def make_producer(cfg: GemmConfig):
+    """The macro ``produce_tile(A, B, sa, sb, full, empty, t, g0, flag, rank)`` of ``cfg``.
+
+    Thread 0 of the producer warpgroup loads the K tiles of output tile ``t`` into ring
+    iterations ``g0 ..`` (stage ``g % stages``, phase ``g // stages``): it waits until
+    the consumers released the stage (``empty``), arms ``full`` with the stage's bytes
+    and issues the TMA loads of A (128 x 128 bytes) and B (256 x 128 bytes; with
+    ``cluster=2`` half of it, multicast to both CTAs).  Boxes past the edge of A or B
+    (the M, N and K tails) are zero-filled by the TMA and still count all their bytes
+    (PTX ISA 5.5.5), so a K tail contributes zeros to the products.
+    """
+    tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
+    stages, bk, cluster, spin = cfg.stages, cfg.bk, cfg.cluster, cfg.spin
+    stage_bytes = (BM + BN) * BK_BYTES
+    b_rows = BN // cluster  # rows of B each CTA of the cluster loads
+    tma_dtype = "uint8" if DataType(cfg.in_dtype).bits == 8 else cfg.in_dtype  # the TMA moves fp8 as bytes
+
+    @T.macro
+    def produce_tile(A, B, sa, sb, full, empty, t, g0, flag, rank):
+        bm = tile_order(t, tiles_m, tiles_n, group_m)[0]
+        bn = tile_order(t, tiles_m, tiles_n, group_m)[1]
+        for kt in T.serial(k_tiles):
+            s = (g0 + kt) % stages
+            wait_phase(empty.sub[s, :], ((g0 + kt) // stages + 1) % 2, flag, spin)
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :], tx=T.uint32(stage_bytes))
+            T.cuda.tile.apply(T.ptx[LOAD], sa.sub[s].view(tma_dtype), _as(A, tma_dtype), mbar=full.sub[s, :],
+                              coords=(bm * BM, kt * bk), swizzle=3, l2_promotion=3)
+            if cluster == 2:  # half of B from each CTA of the pair, into both
+                T.cuda.tile.apply(T.ptx[LOAD_MC], sb.sub[s, rank * b_rows : rank * b_rows + b_rows, :].view(tma_dtype),
+                                  _as(B, tma_dtype), mbar=full.sub[s, :], coords=(bn * BN + rank * b_rows, kt * bk),
+                                  swizzle=3, l2_promotion=3, cta_mask=T.uint16(3))
+            else:
+                T.cuda.tile.apply(T.ptx[LOAD], sb.sub[s].view(tma_dtype), _as(B, tma_dtype), mbar=full.sub[s, :],
+                                  coords=(bn * BN, kt * bk), swizzle=3, l2_promotion=3)
+
+    return produce_tile

@@ -1,0 +1,281 @@
+"""``tvm_tirx.kernels.gemm.make_gemm`` on any shape: odd static sizes, run-time m and k.
+
+CPU: odd shapes and run-time-m kernels compile and assemble for sm_90a (bf16 and float32
+output); the guarded epilogue's bound guards are in the kernel (float32, and bf16 whose
+rows the TMA cannot store) (and without such a guard
+the bounds rule refuses the store); a K row stride the TMA cannot use is refused, statically
+with a ValueError and on the host for a run-time k; sizes and options outside the supported
+ones are ValueErrors; the grouped tile order visits every tile once with a short last group.
+GPU (marker ``gpu``): the results against an fp32 torch product, NaN-filled outputs, one
+compiled run-time-m kernel at M = 1 .. 16385.
+"""
+
+import re
+
+import pytest
+
+import tvm_tirx
+from tvm_tirx import TileError, testing
+from tvm_tirx.kernels.gemm import make_gemm, tile_order
+from tvm_tirx.script import tirx as T
+
+FP32 = dict(out_dtype="float32", stages=4)
+STORE_V2 = "tvm_builtin_ptx_st_vec_global_v2_f32"
+STORE_1 = "tvm_builtin_ptx_st_global_f32"
+TMA_STORE = "ptx_cp_async_bulk_tensor_s2g_async_bulk_tensor_2d_global_shared__cta_bulk_group"
+_BUILT = {}
+
+
+def _kernel(name, m, n, k, **options):
+    """The kernel compiled for sm_90a and assembled, once per test session."""
+    if not testing.has_nvcc():
+        pytest.skip("compiles for sm_90a: needs nvcc on the PATH")
+    if name not in _BUILT:
+        kernel = tvm_tirx.compile(make_gemm(m, n, k, **options), target="cuda", arch="sm_90a")
+        assert len(testing.assemble(kernel)) > 0
+        _BUILT[name] = kernel
+    return _BUILT[name]
+
+
+def _body(kernel):
+    return kernel.cuda_source[kernel.cuda_source.index("__global__") :]
+
+
+def _guarded_stores(kernel, store, m, last_col):
+    """Stores of the kernel's body each under ``if (row < m && col <= last_col)``."""
+    guard = rf"if \(\(row_ptr(_\d+)?\[0\] < {m}\) && \(col_ptr(_\d+)?\[0\] <= {last_col}\)\) \{{\s*{store}\("
+    return len(re.findall(guard, _body(kernel)))
+
+
+# -- CPU: compile and assemble ----------------------------------------------------------------
+
+
+def test_odd_static_shape_float32_stores_one_element_at_a_time_under_guards():
+    kernel = _kernel("odd-fp32", 4097, 4095, 4104, **FP32)  # 4104 bf16 = 8208 bytes: a multiple of 16
+    # n = 4095 is odd: rows are 4-byte aligned only, so st.global.f32, each under its guard
+    assert _body(kernel).count(STORE_1 + "(") == 128 and STORE_V2 + "(" not in _body(kernel)
+    assert _guarded_stores(kernel, STORE_1, 4097, 4094) == 128
+    assert "i_1 * 65" in _body(kernel)  # 65 K tiles of 64: the last one half past k, zero-filled
+
+
+def test_odd_static_shape_bf16_is_stored_by_clipped_tma_boxes():
+    kernel = _kernel("odd-bf16", 4097, 4104, 4104)  # n = 4104: 8208-byte rows of C
+    assert len(re.findall(rf"\btvm_builtin_{TMA_STORE}\(", _body(kernel))) == 4
+    assert "row_ptr" not in _body(kernel)  # no guards: the TMA clips the boxes at C's edge
+
+
+@pytest.mark.parametrize(
+    "n,store,atoms",
+    [(4095, "tvm_builtin_ptx_st_global_b16_bf16", 128), (4094, "tvm_builtin_ptx_st_global_b32", 64)],
+    ids=["odd-n-b16", "even-n-b32"],
+)
+def test_bf16_rows_the_tma_cannot_store_take_guarded_stores(n, store, atoms):
+    # n * 2 bytes not a multiple of 16: no TMA store; bf16 (odd n) or bf16x2 words (even n)
+    m = T.dynamic("m")
+    kernel = _kernel(f"rt-m-bf16-{n}", m, n, 4104)
+    assert not re.search(rf"\btvm_builtin_{TMA_STORE}\(", _body(kernel))
+    assert _body(kernel).count(store + "((&") == atoms
+    columns = n if atoms == 128 else n // 2  # of C, or of C seen as bf16 pairs
+    assert _guarded_stores(kernel, store, "m", columns - 1) == atoms
+
+
+def test_run_time_m_float32_kernel_has_its_bound_guards():
+    m = T.dynamic("m")
+    kernel = _kernel("rt-m-fp32", m, 4096, 4096, **FP32)
+    # 32 column blocks x 2 row halves of v2 stores per thread, each under row < m, col + 2 <= n
+    assert _body(kernel).count(STORE_V2 + "(") == 64
+    assert _guarded_stores(kernel, STORE_V2, "m", 4094) == 64
+    script = make_gemm(m, 4096, 4096, **FP32).script()
+    assert script.count("if row < m and col + 2 <= 4096:") == 1  # the one guarded call, in unrolled loops
+
+
+def test_run_time_m_bf16_kernel_loops_over_a_run_time_tile_count():
+    m = T.dynamic("m")
+    kernel = _kernel("rt-m-bf16", m, 4096, 4096)
+    assert len(re.findall(rf"\btvm_builtin_{TMA_STORE}\(", _body(kernel))) == 4
+    script = make_gemm(m, 4096, 4096).script()
+    # the persistent loops (producer, consumers) run over ceil(ceil(m / 128) * 16 / 132) rounds
+    assert script.count("for i in range(((m + 127) // 128 * 16 + 131) // 132):") == 2
+    assert script.count("T.min((m + 128 - 1) // 128") == 4  # the short last group: bm, bn in both loops
+
+
+def test_run_time_m_one_cta_per_tile_and_run_time_k():
+    m, k = T.dynamic("m"), T.dynamic("k")
+    kernel = _kernel("rt-mk-fp32-one-tile", m, 4095, k, persistent=False, group_m=16, **FP32)
+    assert _guarded_stores(kernel, STORE_1, "m", 4094) == 128
+    lowered = testing.lower(make_gemm(m, 4095, k, persistent=False, group_m=16, **FP32)).script()
+    # the TMA maps' stride rule, checked on the host before each launch
+    assert "global stride not a multiple of 16 bytes: expected the byte stride k * 2 of A" in lowered
+    assert "global stride not a multiple of 16 bytes: expected the byte stride k * 2 of B" in lowered
+
+
+def test_exact_shapes_keep_the_unguarded_epilogue():
+    kernel = _kernel("exact-fp32", 1024, 1024, 1024, **FP32)
+    assert _body(kernel).count(STORE_V2 + "(") == 64 and "row_ptr" not in _body(kernel)
+
+
+def test_an_unguarded_store_at_run_time_m_is_refused():
+    # the guard is what proves the float32 stores in bounds: without it the rule refuses
+    m = T.dynamic("m")
+
+    @T.function
+    def unguarded(C: T.Tensor((m, 256), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=T.ceildiv(m, 128), block=128))
+        regs = T.alloc_local((2,), "float32")
+        row = T.cuda.block_idx("x") * 128 + T.cuda.thread_idx("x")
+        T.cuda.tile.apply(T.ptx["st.global.v2.f32"], C.sub[row, 0:2], regs)
+
+    with pytest.raises(TileError, match="view not provably within the tensor's bounds"):
+        testing.lower(unguarded)
+
+
+@pytest.mark.parametrize("n", [4096, 4095, 4094], ids=["fp32-v2", "bf16-b16", "bf16-b32"])
+def test_a_guard_one_row_too_loose_is_refused(monkeypatch, n):
+    # the generator's own stores: with row <= m instead of row < m the bounds rule refuses them
+    from tvm_tirx.kernels.gemm import guarded  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.setattr(guarded, "bound_guard", lambda row, col, m, atom, columns: T.And(row <= m, col + atom <= columns))
+    options = FP32 if n == 4096 else {}
+    with pytest.raises(TileError, match="view not provably within the tensor's bounds"):
+        testing.lower(make_gemm(T.dynamic("m"), n, 4104, **options))
+
+
+def test_a_column_guard_one_element_too_loose_is_refused(monkeypatch):
+    from tvm_tirx.kernels.gemm import guarded  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.setattr(guarded, "bound_guard", lambda row, col, m, atom, columns: T.And(row < m, col + atom <= columns + 1))
+    with pytest.raises(TileError, match="view not provably within the tensor's bounds"):
+        testing.lower(make_gemm(T.dynamic("m"), 4095, 4104, out_dtype="float32", stages=4))
+
+
+# -- CPU: errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape,options,match",
+    [
+        ((1024, 256, 100), {}, r"TMA row stride not a multiple of 16 bytes: k: A \(m, k\) and B \(n, k\) rows of 100 "
+                               r"bfloat16 take 200 bytes"),
+        ((1024, 256, 72), dict(in_dtype="float8_e4m3fn"), r"72 float8_e4m3fn take 72 bytes"),
+        (("m", 256, 64), dict(in_dtype="float8_e4m3fn"), r"a run-time m needs in_dtype='bfloat16'"),
+        (("m", 256, 64), dict(cluster=2), r"cluster=2 .* needs a static m"),
+        ((1024, "n", 64), {}, r"n must be an int \(a run-time n is not supported\)"),
+        ((0, 256, 64), {}, r"m must be positive"),
+        ((1024, 256, 64), dict(out_dtype="float16"), r"out_dtype must be one of"),
+    ],
+    ids=["k-stride", "k-stride-fp8", "fp8-run-time-m", "cluster-run-time-m", "run-time-n",
+         "m-zero", "out-dtype"],
+)
+def test_unsupported_sizes_and_options_are_value_errors(shape, options, match):
+    shape = [T.dynamic(s) if isinstance(s, str) else s for s in shape]
+    with pytest.raises(ValueError, match=match):
+        make_gemm(*shape, **options)
+
+
+def test_an_int64_run_time_m_is_refused():
+    with pytest.raises(ValueError, match="int32 run-time extent"):
+        make_gemm(T.dynamic("m", "int64"), 256, 64)
+
+
+# -- the tile order ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("group_m", [1, 2, 3, 8])
+def test_tile_order_visits_every_tile_once_with_a_short_last_group(group_m):
+    for tiles_m in range(1, 20):
+        for tiles_n in (1, 2, 5):
+            order = [tile_order(t, tiles_m, tiles_n, group_m) for t in range(tiles_m * tiles_n)]
+            assert sorted(order) == [(i, j) for i in range(tiles_m) for j in range(tiles_n)], (tiles_m, tiles_n)
+
+
+def test_tile_order_pairs_share_b_columns_when_cluster_2_is_allowed():
+    # cluster=2 needs an even number of row tiles and an even group_m: then tiles 2p and
+    # 2p + 1 (the two CTAs of a cluster) always have the same column tile
+    for tiles_m in range(2, 24, 2):
+        for group_m in (2, 4, 6, 8):
+            for t in range(0, tiles_m * 3, 2):
+                assert tile_order(t, tiles_m, 3, group_m)[1] == tile_order(t + 1, tiles_m, 3, group_m)[1]
+
+
+# -- on the GPU --------------------------------------------------------------------------------
+
+RUN_TIME_MS = (1, 127, 128, 1000, 4096, 16385)
+TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
+PAD_ROWS = 3  # NaN rows after C: a store past row m - 1 shows there
+
+
+def _check(torch, kernel, m, n, k, out_dtype, seed=0):
+    """Run ``kernel`` on random (m, k) x (n, k) bf16 inputs into a NaN-filled C that is the
+    first m rows of a taller buffer; compare with the fp32 product, and check the rows
+    after C were not written."""
+    torch.manual_seed(seed)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    buffer = torch.full((m + PAD_ROWS, n), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
+    c = buffer[:m]
+    kernel(a, b, c)
+    torch.cuda.synchronize()
+    ref = a.float() @ b.float().t()
+    err = ((c.float() - ref).abs().max() / ref.abs().max()).item()  # NaN (unwritten) fails too
+    assert err <= TOLERANCE[out_dtype], f"{(m, n, k)} {out_dtype}: max relative error {err:.2e}"
+    assert torch.isnan(buffer[m:].float()).all(), f"{(m, n, k)}: rows past m were written"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "one-tile"])
+def test_run_time_m_on_gpu_from_one_kernel(torch_cuda, out_dtype, persistent):
+    options = dict(out_dtype=out_dtype, stages=3 if out_dtype == "bfloat16" else 4, persistent=persistent)
+    kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), 4096, 4096, **options), target="cuda")
+    for m in RUN_TIME_MS:
+        _check(torch_cuda, kernel, m, 4096, 4096, out_dtype, seed=m)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [4095, 4094])
+def test_run_time_m_bf16_guarded_stores_on_gpu(torch_cuda, n):
+    kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), n, 4104), target="cuda")
+    for m in RUN_TIME_MS:
+        _check(torch_cuda, kernel, m, n, 4104, "bfloat16", seed=m)
+
+
+@pytest.mark.gpu
+def test_run_time_m_and_k_on_gpu_from_one_kernel(torch_cuda):
+    kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), 4095, T.dynamic("k"), **FP32), target="cuda")
+    for m, k in [(1, 8), (127, 4104), (1000, 64), (4097, 200), (300, 4096)]:
+        _check(torch_cuda, kernel, m, 4095, k, "float32", seed=m + k)
+    a = torch_cuda.zeros(128, 4100, device="cuda", dtype=torch_cuda.bfloat16)  # 8200-byte rows
+    b = torch_cuda.zeros(4095, 4100, device="cuda", dtype=torch_cuda.bfloat16)
+    c = torch_cuda.zeros(128, 4095, device="cuda")
+    with pytest.raises(ValueError, match="global stride not a multiple of 16 bytes"):
+        kernel(a, b, c)
+
+
+ODD_GPU_CASES = [
+    ((4000, 4096, 4096), "bfloat16"),
+    ((4000, 4096, 4096), "float32"),
+    ((4097, 4095, 4104), "float32"),
+    ((4097, 4095, 4104), "bfloat16"),  # 8190-byte rows of C: guarded st.global.b16, no TMA store
+    ((4097, 4094, 4104), "bfloat16"),  # 8188-byte rows: guarded st.global.b32 of bf16 pairs
+    ((4097, 4104, 4104), "bfloat16"),  # the last column tile: one box partly, three wholly past n
+    ((129, 264, 72), "bfloat16"),
+    ((129, 263, 72), "float32"),
+    ((1280, 512, 200), "bfloat16"),  # exact tiles (no guards), 10 row tiles: a short last group of 2
+    ((1280, 512, 200), "float32"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,out_dtype", ODD_GPU_CASES, ids=[f"{'x'.join(map(str, s))}-{o}" for s, o in ODD_GPU_CASES])
+@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "one-tile"])
+def test_odd_static_shapes_on_gpu(torch_cuda, shape, out_dtype, persistent):
+    options = dict(out_dtype=out_dtype, stages=3 if out_dtype == "bfloat16" else 4, persistent=persistent)
+    kernel = tvm_tirx.compile(make_gemm(*shape, **options), target="cuda")
+    _check(torch_cuda, kernel, *shape, out_dtype)
+
+
+@pytest.mark.gpu
+def test_odd_shape_with_cluster_2_on_gpu(torch_cuda):
+    # 4000 rows: 32 row tiles (even), the last short; group_m 8
+    kernel = tvm_tirx.compile(make_gemm(4000, 4104, 4104, cluster=2), target="cuda")
+    _check(torch_cuda, kernel, 4000, 4104, 4104, "bfloat16")
