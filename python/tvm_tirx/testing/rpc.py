@@ -153,8 +153,10 @@ def _tracker_call(addr, message, timeout):
 
 def _remote_value(value, device):
     """``value`` on ``device``: arrays (numpy, torch, tvm) are copied there; scalars stay."""
-    if isinstance(value, bool | int | float | np.generic):
+    if isinstance(value, bool | int | float):
         return value
+    if isinstance(value, np.generic):
+        return value.item()
     if hasattr(value, "detach"):  # a torch tensor, on any device
         value = value.detach().cpu().numpy()
     elif isinstance(value, tvm.runtime.Tensor):
@@ -299,7 +301,7 @@ class RPCRunner:
         if not servers:
             host, port = self.tracker
             raise RuntimeError(f"RPCRunner: the tracker at {host}:{port} holds no server under key {self.key!r}")
-        bar = _Progress(len(jobs), progress, f"timing on {len(servers)} servers")
+        bar = _Progress(len(jobs), progress, f"timing on RPC servers ({len(servers)} under {self.key!r})")
         try:
             with cf.ThreadPoolExecutor(self.parallel or len(servers)) as pool:
                 futures = [pool.submit(self.run_one, *job) for job in jobs]
