@@ -4,7 +4,7 @@
 configurations of one kernel in parallel worker processes, reports those
 that fail (a contract error, say) instead of raising, times the others --
 here, or on the servers of an apache-tvm RPC tracker
-(:class:`~tvm_tirx.testing.rpc.RPCRunner`) -- and returns the fastest with the
+(:class:`~tvm_tirx.testing.RPCRunner`) -- and returns the fastest with the
 whole table.
 """
 
@@ -126,7 +126,7 @@ class SweepRow:
         runner could not be exported).
     server : str | None
         ``"host:port"`` of the RPC server that loaded and timed it (a sweep
-        with an :class:`~tvm_tirx.testing.rpc.RPCRunner`; also set when it
+        with an :class:`~tvm_tirx.testing.RPCRunner`; also set when it
         failed there); None in a local sweep.
     """
 
@@ -274,7 +274,7 @@ def sweep(
     """Compile every configuration of a kernel, drop those that fail, time the rest.
 
     The kernels are timed here with ``timer`` (default :func:`do_bench`), or --
-    given a ``runner`` (:class:`~tvm_tirx.testing.rpc.RPCRunner`) -- on the
+    given a ``runner`` (:class:`~tvm_tirx.testing.RPCRunner`) -- on the
     servers of an apache-tvm RPC tracker: each configuration is compiled and
     exported here (in the worker processes), and its library uploaded to a
     server the tracker hands out, loaded and timed there, on the server's device
@@ -311,7 +311,7 @@ def sweep(
         How to time one kernel call here; default :func:`do_bench`.
     runner : RPCRunner | None
         Time on RPC servers instead of here (see
-        :class:`~tvm_tirx.testing.rpc.RPCRunner` for its export and measurement).
+        :class:`~tvm_tirx.testing.RPCRunner` for its export and measurement).
 
     Returns
     -------
