@@ -203,6 +203,24 @@ def test_our_exported_kernel_is_uploaded_and_loaded_on_a_server(cluster):
         assert "ffi.Module.load_from_bytes.cuda" in row.error and seen == []
 
 
+def test_a_session_that_outlasts_its_timeout_fails_its_configuration_only(cluster):
+    tracker, key, servers = cluster
+
+    calls = []
+
+    def slow_measure(module, name, device, args):
+        calls.append(name)
+        if len(calls) == 1:
+            time.sleep(3.0)  # the server ends the session after 1 s
+        return testing.remote_time_evaluator(module, name, device, args, number=1, repeat=3)
+
+    runner = testing.RPCRunner(tracker, key, device="cpu", export=cpu_export, measure=slow_measure, session_timeout=1, parallel=1)
+    result = testing.sweep(make_copy, CONFIGS[:2], cpu_args, arch="sm_90a", workers=0, progress=False, runner=runner)
+    first, second = result.rows
+    assert first.timing is None and first.server in servers and "timeout" in first.error.lower(), first.error
+    assert second.error is None and second.timing is not None and result.best is second
+
+
 def test_a_tracker_without_servers_under_the_key_is_an_error(cluster):
     tracker, _, _ = cluster
     runner = testing.RPCRunner(tracker, "no-such-key", device="cpu", export=cpu_export)

@@ -337,7 +337,8 @@ class RPCRunner:
             remote_args = [_remote_value(a, device) for a in args]
             return RemoteRun(self.measure(module, name, device, remote_args), None, server)
         except Exception as err:  # pylint: disable=broad-except
-            return RemoteRun(None, f"{type(err).__name__}: {err}", server)
+            text = str(err)  # apache-tvm's RPC errors start with their type's name already
+            return RemoteRun(None, text if text.startswith(type(err).__name__) else f"{type(err).__name__}: {text}", server)
 
     def _session(self):
         """``(RPCSession, "host:port")``: a session with a free server, as
