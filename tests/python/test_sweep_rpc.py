@@ -229,6 +229,18 @@ def test_a_tracker_without_servers_under_the_key_is_an_error(cluster):
         testing.sweep(make_copy, CONFIGS[:1], cpu_args, arch="sm_90a", workers=0, progress=False, runner=runner)
 
 
+def test_arguments_reach_the_server_as_tvm_tensors_bfloat16_too(torch_cpu):
+    from tvm_tirx.testing.rpc import _remote_value  # pylint: disable=import-outside-toplevel
+
+    device = rpc.LocalSession().cpu(0)  # the RPC session API, in this process
+    x = torch_cpu.arange(6, dtype=torch_cpu.bfloat16).reshape(2, 3).t()  # not contiguous
+    on_device = _remote_value(x, device)
+    assert on_device.dtype == "bfloat16" and on_device.shape == (3, 2)
+    np.testing.assert_array_equal(on_device.numpy().astype("float32"), x.float().numpy())
+    assert _remote_value(np.float32(2.5), device) == 2.5 and _remote_value(7, device) == 7
+    assert _remote_value(np.ones(3, "int8"), device).dtype == "int8"
+
+
 def test_rpc_runner_arguments():
     with pytest.raises(ValueError, match="host:port"):
         testing.RPCRunner("localhost", "k")

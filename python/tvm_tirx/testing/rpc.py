@@ -157,10 +157,10 @@ def _remote_value(value, device):
         return value
     if isinstance(value, np.generic):
         return value.item()
-    if hasattr(value, "detach"):  # a torch tensor, on any device
-        value = value.detach().cpu().numpy()
-    elif isinstance(value, tvm.runtime.Tensor):
-        value = value.numpy()
+    if hasattr(value, "detach"):  # a torch tensor, on any device; through DLPack: bfloat16 too
+        value = tvm.runtime.from_dlpack(value.detach().cpu().contiguous())
+    if isinstance(value, tvm.runtime.Tensor):
+        value = value.numpy()  # bfloat16 and float8 as ml_dtypes' numpy types
     return tvm.runtime.tensor(np.ascontiguousarray(value), device=device)
 
 
@@ -279,8 +279,9 @@ class RPCRunner:
         ----------
         jobs : Sequence[tuple[str, str, Sequence]]
             ``(library path, function name, arguments)`` per configuration;
-            arguments are arrays (numpy, torch or tvm tensors, copied to the
-            server's device) and Python scalars.
+            arguments are arrays (numpy -- ``ml_dtypes.bfloat16`` too --, torch
+            or tvm tensors, copied to the server's device through host memory)
+            and Python scalars.
         progress : bool
             Show a progress bar.
 
