@@ -234,8 +234,10 @@ def _compile_all(make_kernel, configs, compile_kwargs, workers, progress, export
         if workers > 0:
             # spawn: a forked child of a process holding a CUDA context is not safe
             with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                jobs = (_compile_in_worker, make_kernel)
-                futures = {pool.submit(*jobs, c, compile_kwargs, export, p): i for i, (c, p) in enumerate(zip(configs, paths))}
+                futures = {
+                    pool.submit(_compile_in_worker, make_kernel, config, compile_kwargs, export, path): i
+                    for i, (config, path) in enumerate(zip(configs, paths))
+                }
                 for future in cf.as_completed(futures):
                     try:
                         errors[futures[future]] = future.result()
@@ -291,9 +293,9 @@ def sweep(
         The configurations (keyword arguments of ``make_kernel``).
     args : tuple | Callable[[dict], tuple]
         The arguments to call each kernel with, or a function of the
-        configuration returning them.  With a ``runner``: numpy arrays (or
-        torch/tvm tensors, copied through host memory) and Python scalars,
-        copied to each server's device.
+        configuration returning them.  With a ``runner``: numpy arrays
+        (``ml_dtypes.bfloat16`` for bf16), torch or tvm tensors -- copied
+        through host memory to each server's device -- and Python scalars.
     target, arch, options :
         As :func:`tvm_tirx.compile` takes them (with a ``runner``, ``arch`` is
         the servers' GPU's, e.g. ``"sm_90a"``: this machine may have none).
