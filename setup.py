@@ -32,7 +32,21 @@ setup(
         # pytest-xdist: parallel runs on request (`python -m pytest -n 2`); the suite passes
         # under -n 2 (each worker has its own compile cache in memory, the disk cache is
         # shared and written atomically, tmp_path is per worker).
-        "test": ["pytest", "hypothesis>=6.100", "mypy>=1.10", "setuptools>=70.1", "pytest-xdist>=3.5"],
+        # tornado and cloudpickle: apache-tvm's RPC tracker and server processes need them
+        # (tests/python/test_sweep_rpc.py runs a tracker and two servers; the `rpc` extra).
+        "test": [
+            "pytest",
+            "hypothesis>=6.100",
+            "mypy>=1.10",
+            "setuptools>=70.1",
+            "pytest-xdist>=3.5",
+            "tornado",
+            "cloudpickle",
+        ],
+        # testing.sweep(runner=RPCRunner(...)): the RPC tracker (tornado) and the
+        # processes tvm.rpc starts (cloudpickle); psutil lets a server end a timed-out
+        # session's child processes
+        "rpc": ["tornado", "cloudpickle", "psutil"],
         # the Sphinx site under docs/ (sphinx-build -W -b html docs docs/_build)
         "docs": ["sphinx>=7.2"],
     },

@@ -13,7 +13,8 @@
   (:func:`register_call` writes a register family's calls; :func:`load_kernel` loads
   a kernel from source the way a user's file is loaded).
 * :func:`do_bench` -- time GPU work with CUDA events (median and spread).
-* :func:`sweep` -- compile configurations in parallel, drop failures, time the rest.
+* :func:`sweep` -- compile configurations in parallel, drop failures, time the rest
+  (here, or with an :class:`RPCRunner` on the servers of an apache-tvm RPC tracker).
 """
 
 # First: importing tvm runs its tvm.backends hook (tvm_tirx._plugin), which imports
@@ -34,6 +35,7 @@ from .forms import (
     register_call,
 )
 from .lowering import assert_lowers_to, lower
+from .rpc import RemoteRun, RPCRunner, export_cubin, remote_time_evaluator
 from .markers import arch_supported, has_cuda, has_nvcc, requires_arch
 from .ptx_counts import count_ptx, issue_counts, ptx_opcode_of
 
@@ -65,6 +67,10 @@ __all__ = [
     "Timing",
     "SweepRow",
     "SweepResult",
+    "RPCRunner",
+    "RemoteRun",
+    "export_cubin",
+    "remote_time_evaluator",
 ]
 
 

@@ -2,8 +2,10 @@
 
 ``do_bench`` times GPU work with CUDA events; ``sweep`` compiles a list of
 configurations of one kernel in parallel worker processes, reports those
-that fail (a contract error, say) instead of raising, times the others and
-returns the fastest with the whole table.
+that fail (a contract error, say) instead of raising, times the others --
+here, or on the servers of an apache-tvm RPC tracker
+(:class:`~tvm_tirx.testing.RPCRunner`) -- and returns the fastest with the
+whole table.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import multiprocessing
 import os
 import statistics
 import sys
+import tempfile
 from dataclasses import dataclass, field
 
 from ..build.kernel import Kernel
@@ -119,13 +122,19 @@ class SweepRow:
     error : str | None
         Why it was dropped (``"TileError: ..."``), or None.
     kernel : tvm_tirx.Kernel | None
-        The compiled kernel (None when it failed).
+        The compiled kernel (None when it did not compile, or with an RPC
+        runner could not be exported).
+    server : str | None
+        ``"host:port"`` of the RPC server that loaded and timed it (a sweep
+        with an :class:`~tvm_tirx.testing.RPCRunner`; also set when it
+        failed there); None in a local sweep.
     """
 
     config: dict
     timing: Timing | None = None
     error: str | None = None
     kernel: Kernel | None = field(default=None, repr=False)
+    server: str | None = None
 
 
 @dataclass
@@ -155,7 +164,8 @@ class SweepResult:
             else:
                 mark = "  <- best" if row is self.best else ""
                 status = f"{row.timing.median:.4f} ms (spread {row.timing.spread:.4f}){mark}"
-            lines.append(f"{config}: {status}")
+            where = f" [on {row.server}]" if row.server else ""
+            lines.append(f"{config}: {status}{where}")
         return "\n".join(lines)
 
 
@@ -167,10 +177,22 @@ def _compile_one(make_kernel, config, compile_kwargs):
         return None, f"{type(err).__name__}: {err}"
 
 
-def _compile_in_worker(make_kernel, config, compile_kwargs):
-    """Worker process: compile (which fills the compile cache); only the outcome travels back."""
+def _export_one(kernel, config, export, path):
+    """Write ``kernel``'s library to ``path`` with ``export``; the error text, or None."""
+    try:
+        export(kernel, config, path)
+    except Exception as err:  # pylint: disable=broad-except
+        return f"export failed: {type(err).__name__}: {err}"
+    return None
+
+
+def _compile_in_worker(make_kernel, config, compile_kwargs, export=None, path=None):
+    """Worker process: compile (which fills the compile cache) and, given ``export``,
+    write the library to ``path``; only the outcome (error text or None) travels back."""
     kernel, error = _compile_one(make_kernel, config, compile_kwargs)
-    return error if kernel is None else None
+    if kernel is None or export is None:
+        return error
+    return _export_one(kernel, config, export, path)
 
 
 class _Progress:
@@ -202,15 +224,20 @@ class _Progress:
             self.bar.close()
 
 
-def _compile_all(make_kernel, configs, compile_kwargs, workers, progress) -> list:
-    """``[(kernel or None, error or None)]`` per configuration."""
+def _compile_all(make_kernel, configs, compile_kwargs, workers, progress, export=None, paths=None) -> list:
+    """``[(kernel or None, error or None)]`` per configuration; given ``export``, the
+    library of each one that compiles is written to its path in ``paths``."""
+    paths = paths or [None] * len(configs)
     bar = _Progress(len(configs), progress, "compiling")
     errors = [None] * len(configs)
     try:
         if workers > 0:
             # spawn: a forked child of a process holding a CUDA context is not safe
             with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = {pool.submit(_compile_in_worker, make_kernel, c, compile_kwargs): i for i, c in enumerate(configs)}
+                futures = {
+                    pool.submit(_compile_in_worker, make_kernel, config, compile_kwargs, export, path): i
+                    for i, (config, path) in enumerate(zip(configs, paths))
+                }
                 for future in cf.as_completed(futures):
                     try:
                         errors[futures[future]] = future.result()
@@ -219,8 +246,12 @@ def _compile_all(make_kernel, configs, compile_kwargs, workers, progress) -> lis
                     bar.step()
         # the workers filled the compile cache: loading here is cheap (and rebuilds without it)
         results = []
-        for config, error in zip(configs, errors):
-            results.append((None, error) if error else _compile_one(make_kernel, config, compile_kwargs))
+        for config, path, error in zip(configs, paths, errors):
+            kernel, error = (None, error) if error else _compile_one(make_kernel, config, compile_kwargs)
+            if kernel is not None and export is not None and workers == 0:
+                error = _export_one(kernel, config, export, path)
+                kernel = None if error else kernel
+            results.append((kernel, error))
             if workers == 0:
                 bar.step()
         return results
@@ -240,8 +271,18 @@ def sweep(
     progress: bool = True,
     measure: bool = True,
     timer=None,
+    runner=None,
 ) -> SweepResult:
     """Compile every configuration of a kernel, drop those that fail, time the rest.
+
+    The kernels are timed here with ``timer`` (default :func:`do_bench`), or --
+    given a ``runner`` (:class:`~tvm_tirx.testing.RPCRunner`) -- on the
+    servers of an apache-tvm RPC tracker: each configuration is compiled and
+    exported here (in the worker processes), and its library uploaded to a
+    server the tracker hands out, loaded and timed there, on the server's device
+    and clock.  A configuration that fails on its server (the library does not
+    load, the call raises, the session times out) is dropped like one that does
+    not compile, with the error and the server in its row.
 
     Parameters
     ----------
@@ -252,46 +293,83 @@ def sweep(
         The configurations (keyword arguments of ``make_kernel``).
     args : tuple | Callable[[dict], tuple]
         The arguments to call each kernel with, or a function of the
-        configuration returning them.
+        configuration returning them.  With a ``runner``: numpy arrays
+        (``ml_dtypes.bfloat16`` for bf16), torch or tvm tensors -- copied
+        through host memory to each server's device -- and Python scalars.
     target, arch, options :
-        As :func:`tvm_tirx.compile` takes them.
+        As :func:`tvm_tirx.compile` takes them (with a ``runner``, ``arch`` is
+        the servers' GPU's, e.g. ``"sm_90a"``: this machine may have none).
     workers : int | None
         Worker processes compiling in parallel (spawned; each fills the compile
-        cache, from which this process then loads the kernels).  Default: one
-        per CPU, at most one per configuration.  ``0`` compiles here, one by one.
+        cache, from which this process then loads the kernels, and with a
+        ``runner`` exports the libraries).  Default: one per CPU, at most one
+        per configuration.  ``0`` compiles here, one by one.
     progress : bool
         Show a progress bar (tqdm when installed, else a counter on stderr).
     measure : bool
-        Time the kernels (``False``: compile only, e.g. without a GPU).
+        Time the kernels (``False``: compile only, e.g. without a GPU; no
+        ``runner`` is used).
     timer : Callable[[Callable[[], Any]], Timing] | None
-        How to time one kernel call; default :func:`do_bench`.
+        How to time one kernel call here; default :func:`do_bench`.
+    runner : RPCRunner | None
+        Time on RPC servers instead of here (see
+        :class:`~tvm_tirx.testing.RPCRunner` for its export and measurement).
 
     Returns
     -------
     SweepResult
         ``best`` (the fastest timed row) and ``rows`` (every configuration,
-        with its timing or why it was dropped).  A configuration whose
-        ``make_kernel`` or compile raises -- a :class:`~tvm_tirx.TileError`, a
-        ``ValueError`` -- is reported in its row, never raised.
+        with its timing or why it was dropped; with a ``runner``, the server
+        each one ran on).  A configuration whose ``make_kernel``, compile,
+        export or remote run raises -- a :class:`~tvm_tirx.TileError`, a
+        ``ValueError``, an ``RPCError`` -- is reported in its row, never raised.
 
     Raises
     ------
     RuntimeError
-        ``measure`` is True and there is no GPU (from :func:`do_bench`).
+        ``measure`` is True, no ``runner`` is given and there is no GPU (from
+        :func:`do_bench`); the ``runner``'s tracker cannot be reached or holds
+        no server under its key.
+    ValueError
+        Both ``timer`` and ``runner`` are given.
     """
+    if timer is not None and runner is not None:
+        raise ValueError("sweep: give a timer (time here) or a runner (time on RPC servers), not both")
     configs = [dict(c) for c in configs]
     if workers is None:
         workers = min(len(configs), os.cpu_count() or 1)
     compile_kwargs = {"target": target, "arch": arch, "options": options}
-    compiled = _compile_all(make_kernel, configs, compile_kwargs, workers, progress)
-    rows = [SweepRow(config, error=error, kernel=kernel) for config, (kernel, error) in zip(configs, compiled)]
-    if measure:
-        timer = timer or do_bench
-        for row in rows:
-            if row.kernel is None:
-                continue
-            call_args = args(row.config) if callable(args) else tuple(args)
-            row.timing = timer(lambda k=row.kernel, a=call_args: k(*a))
+    if measure and runner is not None:
+        with tempfile.TemporaryDirectory(prefix="tvm_tirx_sweep_") as directory:
+            paths = [os.path.join(directory, f"config{i}.so") for i in range(len(configs))]
+            compiled = _compile_all(make_kernel, configs, compile_kwargs, workers, progress, runner.export, paths)
+            rows = [SweepRow(config, error=error, kernel=kernel) for config, (kernel, error) in zip(configs, compiled)]
+            _time_remotely(rows, paths, args, runner, progress)
+    else:
+        compiled = _compile_all(make_kernel, configs, compile_kwargs, workers, progress)
+        rows = [SweepRow(config, error=error, kernel=kernel) for config, (kernel, error) in zip(configs, compiled)]
+        if measure:
+            _time_here(rows, args, timer or do_bench)
     timed = [r for r in rows if r.timing is not None]
     best = min(timed, key=lambda r: r.timing.median) if timed else None
     return SweepResult(best, rows)
+
+
+def _call_args(args, config) -> tuple:
+    return args(config) if callable(args) else tuple(args)
+
+
+def _time_here(rows, args, timer) -> None:
+    """Time each compiled row here with ``timer``."""
+    for row in rows:
+        if row.kernel is not None:
+            call_args = _call_args(args, row.config)
+            row.timing = timer(lambda k=row.kernel, a=call_args: k(*a))
+
+
+def _time_remotely(rows, paths, args, runner, progress) -> None:
+    """Time each compiled (and exported) row on ``runner``'s servers; record timing, error, server."""
+    todo = [(row, path) for row, path in zip(rows, paths) if row.kernel is not None]
+    runs = runner.run([(path, row.kernel.name, _call_args(args, row.config)) for row, path in todo], progress)
+    for (row, _), run in zip(todo, runs):
+        row.timing, row.error, row.server = run.timing, run.error, run.server
