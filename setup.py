@@ -32,8 +32,9 @@ setup(
         # pytest-xdist: parallel runs on request (`python -m pytest -n 2`); the suite passes
         # under -n 2 (each worker has its own compile cache in memory, the disk cache is
         # shared and written atomically, tmp_path is per worker).
-        # tornado and cloudpickle: apache-tvm's RPC tracker and server processes need them
-        # (tests/python/test_sweep_rpc.py runs a tracker and two servers; the `rpc` extra).
+        # tornado, cloudpickle and psutil: apache-tvm's RPC tracker and server processes need
+        # them (tests/python/test_sweep_rpc.py runs a tracker and two servers and stops them
+        # through tvm.support.popen_pool, which imports psutil; the `rpc` extra).
         "test": [
             "pytest",
             "hypothesis>=6.100",
@@ -42,6 +43,7 @@ setup(
             "pytest-xdist>=3.5",
             "tornado",
             "cloudpickle",
+            "psutil",
         ],
         # testing.sweep(runner=RPCRunner(...)): the RPC tracker (tornado) and the
         # processes tvm.rpc starts (cloudpickle); psutil lets a server end a timed-out
