@@ -1,7 +1,7 @@
 """The compiled GEMM kernels the torch ops launch, one per :class:`GemmKey`, kept for the process.
 
 A key names what a compiled kernel depends on: ``n`` and ``k`` (static), the input and
-output dtypes, the GPU's arch and its SM count (the persistent grid).  ``m`` is not in
+output dtypes and the GPU's arch.  ``m`` is not in
 the key: every kernel is made with a run-time ``m`` (``T.dynamic("m")``), so one
 compiled kernel serves every number of rows.  The first :func:`gemm_kernel` call for a
 key compiles it with :func:`tvm_tirx.compile`, whose on-disk compile cache
@@ -21,7 +21,7 @@ from tvm.script import tirx as T
 from ..build.kernel import compile as _tirx_compile
 from ..kernels.gemm import make_gemm
 
-__all__ = ["GemmKey", "gemm_kernel", "cached_kernels", "clear_kernels"]
+__all__ = ["CONFIG", "GemmKey", "gemm_kernel", "cached_kernels", "clear_kernels"]
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,6 @@ class GemmKey:
         ``"bfloat16"`` or ``"float32"`` (C).
     arch : str
         The CUDA architecture compiled for, ``"sm_90a"``.
-    ctas : int
-        CTAs of the persistent grid: the GPU's SM count (132 on an H100 SXM / H200).
     """
 
     n: int
@@ -49,9 +47,14 @@ class GemmKey:
     in_dtype: str
     out_dtype: str
     arch: str
-    ctas: int
 
 
+#: make_gemm's options per output dtype: bench/gemm.py's fastest on the H200 (one CTA per
+#: output tile, so the grid follows the run-time m and no SM count enters the key)
+CONFIG = {
+    "bfloat16": dict(stages=3, wait_depth=1, persistent=False, group_m=16),
+    "float32": dict(stages=4, wait_depth=1, persistent=False, group_m=16),
+}
 _KERNELS: dict = {}
 _LOCK = threading.Lock()
 
@@ -59,7 +62,7 @@ _LOCK = threading.Lock()
 def _compile(key: GemmKey):
     """Make and compile the run-time-``m`` kernel of ``key`` (the on-disk cache may serve it)."""
     func = make_gemm(T.dynamic("m"), key.n, key.k, out_dtype=key.out_dtype, in_dtype=key.in_dtype,
-                     ctas=key.ctas)
+                     **CONFIG[key.out_dtype])
     return _tirx_compile(func, target="cuda", arch=key.arch)
 
 

@@ -61,14 +61,12 @@ def check_shapes(names: Operands, x, w) -> None:
 
 
 @functools.lru_cache(maxsize=None)
-def _device_target(index: int) -> tuple:
-    capability = torch.cuda.get_device_capability(index)
-    sms = torch.cuda.get_device_properties(index).multi_processor_count
-    return tuple(capability), int(sms)
+def _capability(index: int) -> tuple:
+    return tuple(torch.cuda.get_device_capability(index))
 
 
-def device_target(op: str, device) -> tuple[str, int]:
-    """``(arch, sm_count)`` of the CUDA ``device`` the kernel runs on: ``("sm_90a", 132)`` on an H200.
+def device_target(op: str, device) -> str:
+    """The arch the kernel is compiled for on the CUDA ``device``: ``"sm_90a"`` (H100, H200).
 
     Raises
     ------
@@ -76,11 +74,11 @@ def device_target(op: str, device) -> tuple[str, int]:
         The GPU is not compute capability 9.0 (the kernel's wgmma, TMA multicast and
         setmaxnreg are ``sm_90a`` instructions).
     """
-    (major, minor), sms = _device_target(device.index if device.index is not None else torch.cuda.current_device())
+    major, minor = _capability(device.index if device.index is not None else torch.cuda.current_device())
     if (major, minor) != (9, 0):
         raise UnsupportedInput(f"{op}: the kernel needs a Hopper GPU (compute capability 9.0, sm_90a); {device} "
                                f"is sm_{major}{minor}")
-    return "sm_90a", sms
+    return "sm_90a"
 
 
 def _check_device(names: Operands, x, w) -> None:
@@ -142,10 +140,9 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
         The first rule broken, naming the argument.
     """
     _check_device(names, x, w)
-    arch, sms = device_target(names.op, x.device)
+    arch = device_target(names.op, x.device)
     _check_dtypes(names, x, w, out_dtype)
     _check_layout(names, x, w)
     n, k = w.shape
     _check_sizes(names, x.numel() // k if k else 0, n, k)
-    return GemmKey(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch,
-                   ctas=sms)
+    return GemmKey(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch)
