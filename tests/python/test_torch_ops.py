@@ -325,6 +325,23 @@ def test_clear_kernels_forgets_the_process_table(stand_in_compiler):
     assert len(stand_in_compiler) == 2
 
 
+def test_the_real_compile_makes_a_run_time_m_kernel_the_disk_cache_serves_again(tmp_path, monkeypatch):
+    from tvm_tirx.build import kernel as kernel_module
+
+    monkeypatch.setenv("TVM_TIRX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TVM_TIRX_CACHE", raising=False)
+    monkeypatch.setattr(gemm_kernels, "_KERNELS", {})
+    builds, build = [], kernel_module._build
+    monkeypatch.setattr(kernel_module, "_build", lambda *args: builds.append(args[1]) or build(*args))
+    key = gemm_kernels.GemmKey(1024, 4096, "bfloat16", "bfloat16", "sm_90a")
+    kernel = gemm_kernels.gemm_kernel(key)
+    assert [(p.name, p.shape) for p in kernel._params] == [("A", ("m", 4096)), ("B", (1024, 4096)), ("C", ("m", 1024))]
+    assert gemm_kernels.gemm_kernel(key) is kernel and len(builds) == 1
+    gemm_kernels.clear_kernels()  # as a new process would: the on-disk cache serves the build
+    again = gemm_kernels.gemm_kernel(key)
+    assert again is not kernel and len(builds) == 1 and again.cuda_source == kernel.cuda_source
+
+
 # -- on the GPU --------------------------------------------------------------------------------
 
 TOLERANCE = {BF16: 1e-2, F32: 1e-4}
