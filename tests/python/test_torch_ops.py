@@ -109,7 +109,13 @@ def test_explain_finds_one_graph_and_no_break():
     assert "tvm_tirx.linear" in code and "tvm_tirx.matmul" in code
 
 
-def test_fullgraph_compile_on_fake_inputs_traces_the_ops_for_every_m():
+def test_explain_on_meta_tensors_without_fallback():
+    block = _Block().to("meta")
+    explanation = torch._dynamo.explain(block)(torch.empty(300, 64, dtype=BF16, device="meta"))
+    assert explanation.graph_count == 1 and explanation.graph_break_count == 0, explanation
+
+
+def test_fullgraph_dynamic_compile_traces_one_graph_for_every_m():
     graphs = []
 
     def backend(gm, example_inputs):
@@ -170,6 +176,7 @@ def test_fallback_computes_the_product_on_cpu(out_dtype):
     tol = dict(rtol=1e-2, atol=1e-1) if out_dtype in (None, BF16) else dict(rtol=1e-5, atol=1e-4)
     y = ops.linear(x, w, bias, out_dtype=out_dtype, fallback="torch")
     assert y.dtype == (out_dtype or BF16)
+    assert ops.linear(x, w, bias.float(), out_dtype=out_dtype, fallback="torch").dtype == (out_dtype or BF16)
     torch.testing.assert_close(y.float(), _ref(x, w) + bias.float(), **tol)
     z = ops.matmul(x, w.t(), out_dtype=out_dtype, fallback="torch")
     torch.testing.assert_close(z.float(), _ref(x, w), **tol)

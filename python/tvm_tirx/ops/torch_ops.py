@@ -114,8 +114,9 @@ def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
         on ``x``'s GPU.  ``k`` must be a multiple of 8 (rows of a multiple of 16 bytes);
         both base pointers 16-byte aligned.
     bias : torch.Tensor | None
-        ``(n,)``, added to the product after it is rounded to ``out_dtype``, by torch
-        (``torch.compile`` may fuse the add); ``None`` for none.
+        ``(n,)`` (or any shape that broadcasts to the output's), added by torch to the
+        product after it is rounded to ``out_dtype``, the sum rounded to ``out_dtype``
+        again (``torch.compile`` may fuse the add); ``None`` for none.
     out_dtype : torch.dtype | None
         ``torch.bfloat16`` (round to nearest even) or ``torch.float32``; ``None`` for
         ``x.dtype``.  The products accumulate in float32 either way.
@@ -146,7 +147,7 @@ def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
     calling ``backward`` raises torch's error for operators without one.
     """
     out = torch.ops.tvm_tirx.linear(x, weight, out_dtype, fallback)
-    return out if bias is None else out + bias
+    return out if bias is None else torch.add(out, bias).to(out.dtype)
 
 
 def matmul(a, b, *, out_dtype=None, fallback=None):
