@@ -47,7 +47,7 @@ def test_importing_tvm_tirx_ops_needs_no_torch():
 
 
 def test_the_ops_are_registered():
-    assert ops.linear.__module__ == "tvm_tirx.ops.torch_ops"
+    assert ops.linear.__module__ == "tvm_tirx.ops.torch_ops"  # the first use imports it: that registers them
     assert str(torch.ops.tvm_tirx.linear.default._schema) == (
         "tvm_tirx::linear(Tensor x, Tensor weight, ScalarType? out_dtype, str? fallback) -> Tensor")
     assert str(torch.ops.tvm_tirx.matmul.default._schema) == (
@@ -165,6 +165,13 @@ def test_opcheck_with_the_torch_fallback(out_dtype, lead):
     x, w = _inputs(5, lead=lead)
     torch.library.opcheck(torch.ops.tvm_tirx.linear.default, (x, w, out_dtype, "torch"))
     torch.library.opcheck(torch.ops.tvm_tirx.matmul.default, (x, w.t(), out_dtype, "torch"))
+
+
+def test_opcheck_on_meta_tensors_without_fallback():
+    x = torch.empty(2, 5, 64, dtype=BF16, device="meta")
+    w = torch.empty(40, 64, dtype=BF16, device="meta")
+    torch.library.opcheck(torch.ops.tvm_tirx.linear.default, (x, w, None, None))
+    torch.library.opcheck(torch.ops.tvm_tirx.matmul.default, (x, w.t(), F32, None))
 
 
 # -- the fallback ------------------------------------------------------------------------------
