@@ -85,6 +85,9 @@ def test_fake_impl_refuses_shapes_that_do_not_multiply():
         ops.linear(x, torch.empty(40, 32, dtype=BF16, device="meta"))
     with pytest.raises(ValueError, match="b must be 2-d"):
         ops.matmul(x, torch.empty(64, dtype=BF16, device="meta"))
+    with pytest.raises(ValueError, match=r"a \(\*, k\) and b \(k, n\) must have the same k, got a \(7, 64\) "
+                                         r"and b \(40, 64\)"):
+        ops.matmul(x, torch.empty(40, 64, dtype=BF16, device="meta"))
 
 
 # -- torch.compile ----------------------------------------------------------------------------

@@ -85,18 +85,25 @@ def _linear_fake(x, weight, out_dtype, fallback):
     return _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
 
 
+def _check_matmul_shapes(a, b) -> None:
+    """``a (*, k) @ b (k, n)`` in ``b``'s own terms (the rules then see ``b.t()`` (n, k))."""
+    if b.dim() != 2:
+        raise ValueError(f"{_MATMUL.op}: b must be 2-d (k, n), got shape {tuple(b.shape)}")
+    if a.dim() >= 1 and a.shape[-1] != b.shape[0]:
+        raise ValueError(f"{_MATMUL.op}: a (*, k) and b (k, n) must have the same k, got a {tuple(a.shape)} "
+                         f"and b {tuple(b.shape)}")
+
+
 @torch.library.custom_op("tvm_tirx::matmul", mutates_args=())
 def _matmul_op(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype],
                fallback: Optional[str]) -> torch.Tensor:
-    if b.dim() != 2:
-        raise ValueError(f"{_MATMUL.op}: b must be 2-d (k, n), got shape {tuple(b.shape)}")
+    _check_matmul_shapes(a, b)
     return _gemm(_MATMUL, a, b.t(), out_dtype, fallback)
 
 
 @_matmul_op.register_fake
 def _matmul_fake(a, b, out_dtype, fallback):
-    if b.dim() != 2:
-        raise ValueError(f"{_MATMUL.op}: b must be 2-d (k, n), got shape {tuple(b.shape)}")
+    _check_matmul_shapes(a, b)
     return _fake_gemm(_MATMUL, a, b.t(), out_dtype, fallback)
 
 
