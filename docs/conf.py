@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -117,6 +118,9 @@ napoleon_numpy_docstring = True
 napoleon_use_rtype = False
 
 autodoc_member_order = "bysource"
+# torch is optional: without it the torch operators' pages are built from mocked torch names
+if importlib.util.find_spec("torch") is None:
+    autodoc_mock_imports = ["torch"]
 autodoc_typehints = "description"
 
 # -- HTML --------------------------------------------------------------------

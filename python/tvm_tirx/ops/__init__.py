@@ -1,5 +1,27 @@
-"""Where users call tile kernels from other programs: :mod:`.relax` (Relax's ``call_tir``)."""
+"""Where users call tile kernels from other programs: :mod:`.relax` (Relax's ``call_tir``)
+and the torch operators of :mod:`.torch_ops` (:func:`linear`, :func:`matmul`).
+
+The torch names load on first use (``tvm_tirx.ops.linear``): importing this package
+imports neither torch nor the torch operators (torch is optional).
+"""
 
 # First: importing tvm runs its tvm.backends hook (tvm_tirx._plugin), which imports
 # modules of this package; none of them may be half-imported when it does.
 import tvm  # noqa: F401  pylint: disable=unused-import
+
+import importlib as _importlib
+
+#: name -> the module that defines it (imported on first use: it imports torch)
+_LAZY = {"linear": "torch_ops", "matmul": "torch_ops", "UnsupportedInput": "torch_checks"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(_importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,148 @@
+"""The rules a torch GEMM call must meet to run on the Hopper GEMM kernel, each with its error.
+
+:func:`check_shapes` holds for every call (torch itself would refuse such shapes);
+:func:`gemm_key` raises :class:`UnsupportedInput` for an input the kernel does not take
+(device, GPU, dtype, layout, alignment, size), which ``fallback="torch"`` turns into a
+torch computation.  Every message names the operator, the argument and the rule.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import torch
+
+from .gemm_kernels import GemmKey
+
+__all__ = ["UnsupportedInput", "Operands", "check_shapes", "gemm_key", "device_target", "INT32_ELEMENTS"]
+
+#: The kernel's tensors are indexed with int32 element offsets: each must hold fewer elements.
+INT32_ELEMENTS = 2**31 - 129
+_INPUTS = {torch.bfloat16: "bfloat16"}
+_OUTPUTS = {torch.bfloat16: "bfloat16", torch.float32: "float32"}
+_ALIGN = 16  # bytes: the kernel's tensors are declared align=16 (TMA base addresses)
+
+
+class UnsupportedInput(ValueError):
+    """An input the tvm_tirx kernel does not take (its message names the argument and the
+    rule); ``fallback="torch"`` computes such a call with torch instead."""
+
+
+class Operands(NamedTuple):
+    """How an operator names its two operands in messages.
+
+    ``x`` is A (``(*, k)``); ``w`` is the (n, k) row-major B the kernel reads, as the user
+    passed it: ``"weight"`` for ``linear``, ``"b.t()"`` for ``matmul``, whose ``b`` is
+    (k, n); ``w_layout`` says how that operand must be laid out.
+    """
+
+    op: str
+    x: str
+    w: str
+    w_layout: str
+
+
+def check_shapes(names: Operands, x, w) -> None:
+    """Refuse operands whose shapes do not multiply (always; with or without fallback).
+
+    Raises
+    ------
+    ValueError
+        ``x`` is 0-d, ``w`` is not 2-d, or their ``k`` differ.
+    """
+    if x.dim() < 1:
+        raise ValueError(f"{names.op}: {names.x} must have at least one dimension (*, k), got a 0-d tensor")
+    if w.dim() != 2:
+        raise ValueError(f"{names.op}: {names.w} must be 2-d (n, k), got shape {tuple(w.shape)}")
+    if x.shape[-1] != w.shape[1]:
+        raise ValueError(f"{names.op}: {names.x} (*, k) and {names.w} (n, k) must have the same k, got "
+                         f"{names.x} {tuple(x.shape)} and {names.w} {tuple(w.shape)}")
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(index: int) -> tuple:
+    return tuple(torch.cuda.get_device_capability(index))
+
+
+def device_target(op: str, device) -> str:
+    """The arch the kernel is compiled for on the CUDA ``device``: ``"sm_90a"`` (H100, H200).
+
+    Raises
+    ------
+    UnsupportedInput
+        The GPU is not compute capability 9.0 (the kernel's wgmma, TMA multicast and
+        setmaxnreg are ``sm_90a`` instructions).
+    """
+    major, minor = _capability(device.index if device.index is not None else torch.cuda.current_device())
+    if (major, minor) != (9, 0):
+        raise UnsupportedInput(f"{op}: the kernel needs a Hopper GPU (compute capability 9.0, sm_90a); {device} "
+                               f"is sm_{major}{minor}")
+    return "sm_90a"
+
+
+def _check_device(names: Operands, x, w) -> None:
+    for name, t in ((names.x, x), (names.w, w)):
+        if t.device.type != "cuda":
+            raise UnsupportedInput(f"{names.op}: {name} must be a CUDA tensor, got one on {t.device}")
+    if x.device != w.device:
+        raise UnsupportedInput(f"{names.op}: {names.x} and {names.w} must be on the same GPU, got {x.device} "
+                               f"and {w.device}")
+
+
+def _check_dtypes(names: Operands, x, w, out_dtype) -> None:
+    for name, t in ((names.x, x), (names.w, w)):
+        if t.dtype not in _INPUTS:
+            raise UnsupportedInput(f"{names.op}: {name} must be torch.bfloat16, got {t.dtype}")
+    if out_dtype not in _OUTPUTS:
+        raise UnsupportedInput(f"{names.op}: out_dtype must be torch.bfloat16 or torch.float32, got {out_dtype}")
+
+
+def _check_layout(names: Operands, x, w) -> None:
+    k = w.shape[1]
+    if not x.is_contiguous():
+        raise UnsupportedInput(f"{names.op}: {names.x} must be contiguous (rows of k elements back to back, "
+                               f"k innermost), got shape {tuple(x.shape)} and strides {x.stride()}; "
+                               f"pass {names.x}.contiguous()")
+    if not w.is_contiguous():
+        raise UnsupportedInput(f"{names.op}: {names.w} must be {names.w_layout}, got shape {tuple(w.shape)} "
+                               f"and strides {w.stride()}")
+    size = x.element_size()
+    if k * size % _ALIGN:
+        raise UnsupportedInput(f"{names.op}: k = {k}: rows of {names.x} and {names.w} take k * {size} = "
+                               f"{k * size} bytes, and the kernel's TMA loads need a multiple of {_ALIGN} bytes "
+                               f"(k a multiple of {_ALIGN // size}); pad k with zeros")
+    for name, t in ((names.x, x), (names.w, w)):
+        if t.data_ptr() % _ALIGN:
+            raise UnsupportedInput(f"{names.op}: {name} must start at a {_ALIGN}-byte aligned address, got "
+                                   f"{t.data_ptr():#x} (a view at storage offset {t.storage_offset()})")
+
+
+def _check_sizes(names: Operands, m: int, n: int, k: int) -> None:
+    for what, count in ((f"{names.x} (m x k)", m * k), (f"{names.w} (n x k)", n * k), ("the output (m x n)", m * n)):
+        if count > INT32_ELEMENTS:
+            raise UnsupportedInput(f"{names.op}: {what} has {count} elements; the kernel indexes with int32 "
+                                   f"offsets, so at most {INT32_ELEMENTS}")
+
+
+def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
+    """The :class:`GemmKey` of the kernel that computes ``x (*, k) @ w (n, k)^T`` in ``out_dtype``.
+
+    The rules, in the order checked: both operands CUDA tensors on one device of compute
+    capability 9.0; both ``torch.bfloat16``; ``out_dtype`` ``torch.bfloat16`` or
+    ``torch.float32``; both contiguous; ``k * 2`` bytes a multiple of 16 (the TMA's row
+    stride rule: ``k`` a multiple of 8); both base pointers 16-byte aligned; fewer than
+    ``2**31 - 129`` elements in each tensor (int32 offsets).
+
+    Raises
+    ------
+    UnsupportedInput
+        The first rule broken, naming the argument.
+    """
+    _check_device(names, x, w)
+    arch = device_target(names.op, x.device)
+    _check_dtypes(names, x, w, out_dtype)
+    _check_layout(names, x, w)
+    n, k = w.shape
+    _check_sizes(names, x.numel() // k if k else 0, n, k)
+    return GemmKey(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch)

@@ -1,0 +1,196 @@
+"""torch operators on the tvm_tirx Hopper GEMM: :func:`linear` and :func:`matmul`.
+
+Both are registered with ``torch.library.custom_op`` (``torch.ops.tvm_tirx.linear`` and
+``torch.ops.tvm_tirx.matmul``) with fake implementations, so ``torch.compile(fullgraph=True)``
+traces a model that calls them without a graph break: the compiled graph calls the op,
+which launches the kernel.  The kernel is :func:`~tvm_tirx.kernels.gemm.make_gemm` with a
+run-time ``m``: the first call for an (n, k, dtypes, GPU) compiles it (or loads it from the
+on-disk compile cache), and that one kernel serves every number of rows
+(:mod:`tvm_tirx.ops.gemm_kernels`).
+
+An input the kernel does not take raises :class:`~tvm_tirx.ops.torch_checks.UnsupportedInput`
+(a ``ValueError`` naming the argument and the rule; the rules are
+:func:`~tvm_tirx.ops.torch_checks.gemm_key`'s); with ``fallback="torch"`` the call is
+computed by torch instead.  Importing this module imports torch and registers the ops.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .gemm_kernels import gemm_kernel
+from .torch_checks import Operands, UnsupportedInput, check_shapes, gemm_key
+
+__all__ = ["linear", "matmul", "UnsupportedInput", "FALLBACKS"]
+
+#: The values ``fallback`` takes: None (raise on an unsupported input) or ``"torch"``.
+FALLBACKS = (None, "torch")
+_LINEAR = Operands("tvm_tirx.ops.linear", "x", "weight", "contiguous (n, k): k innermost, as nn.Linear's weight is")
+_MATMUL = Operands("tvm_tirx.ops.matmul", "a", "b.t()", "contiguous (n, k), i.e. b (k, n) column-major, as "
+                   "weight.t() is; a row-major b needs b.t().contiguous().t() (a copy) or fallback='torch'")
+
+
+def _torch_gemm(x, w, out_dtype):
+    """``x (*, k) @ w (n, k)^T`` by torch, in ``out_dtype`` (the fallback)."""
+    if x.dtype == w.dtype == out_dtype:
+        return torch.nn.functional.linear(x, w)
+    acc = torch.float64 if torch.float64 in (x.dtype, w.dtype, out_dtype) else torch.float32
+    return torch.nn.functional.linear(x.to(acc), w.to(acc)).to(out_dtype)
+
+
+def _gemm(names: Operands, x, w, out_dtype, fallback):
+    """``x (*, k) @ w (n, k)^T`` on the kernel, or by torch (``fallback="torch"`` and an
+    input the kernel does not take); a new tensor (*, n) of ``out_dtype``."""
+    out_dtype = x.dtype if out_dtype is None else out_dtype
+    _check_fallback(names.op, fallback)
+    check_shapes(names, x, w)
+    try:
+        key = gemm_key(names, x, w, out_dtype)
+    except UnsupportedInput:
+        if fallback == "torch":
+            return _torch_gemm(x, w, out_dtype)
+        raise
+    n, k = w.shape
+    out = torch.empty((*x.shape[:-1], n), dtype=out_dtype, device=x.device)
+    if out.numel() == 0:
+        return out
+    if k == 0:
+        return out.zero_()
+    gemm_kernel(key)(x.view(-1, k), w, out.view(-1, n))
+    return out
+
+
+def _fake_gemm(names: Operands, x, w, out_dtype, fallback):
+    """The output's shape ``(*x.shape[:-1], n)`` and dtype, without computing it."""
+    _check_fallback(names.op, fallback)
+    check_shapes(names, x, w)
+    return x.new_empty((*x.shape[:-1], w.shape[0]), dtype=x.dtype if out_dtype is None else out_dtype)
+
+
+def _check_fallback(op: str, fallback) -> None:
+    if fallback not in FALLBACKS:
+        raise ValueError(f"{op}: fallback must be None or 'torch', got {fallback!r}")
+
+
+@torch.library.custom_op("tvm_tirx::linear", mutates_args=())
+def _linear_op(x: torch.Tensor, weight: torch.Tensor, out_dtype: Optional[torch.dtype],
+               fallback: Optional[str]) -> torch.Tensor:
+    return _gemm(_LINEAR, x, weight, out_dtype, fallback)
+
+
+@_linear_op.register_fake
+def _linear_fake(x, weight, out_dtype, fallback):
+    return _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
+
+
+def _check_matmul_shapes(a, b) -> None:
+    """``a (*, k) @ b (k, n)`` in ``b``'s own terms (the rules then see ``b.t()`` (n, k))."""
+    if b.dim() != 2:
+        raise ValueError(f"{_MATMUL.op}: b must be 2-d (k, n), got shape {tuple(b.shape)}")
+    if a.dim() >= 1 and a.shape[-1] != b.shape[0]:
+        raise ValueError(f"{_MATMUL.op}: a (*, k) and b (k, n) must have the same k, got a {tuple(a.shape)} "
+                         f"and b {tuple(b.shape)}")
+
+
+@torch.library.custom_op("tvm_tirx::matmul", mutates_args=())
+def _matmul_op(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype],
+               fallback: Optional[str]) -> torch.Tensor:
+    _check_matmul_shapes(a, b)
+    return _gemm(_MATMUL, a, b.t(), out_dtype, fallback)
+
+
+@_matmul_op.register_fake
+def _matmul_fake(a, b, out_dtype, fallback):
+    _check_matmul_shapes(a, b)
+    return _fake_gemm(_MATMUL, a, b.t(), out_dtype, fallback)
+
+
+def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
+    """``x @ weight.T + bias``, like ``torch.nn.functional.linear``, on the tvm_tirx Hopper GEMM.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        ``(*, k)``, ``torch.bfloat16``, contiguous, on a compute capability 9.0 GPU
+        (H100 / H200); the leading dimensions are flattened into the GEMM's ``m`` rows,
+        any number of them (one compiled kernel serves every ``m``).
+    weight : torch.Tensor
+        ``(n, k)``, ``torch.bfloat16``, contiguous (k innermost, as ``nn.Linear.weight``),
+        on ``x``'s GPU.  ``k`` must be a multiple of 8 (rows of a multiple of 16 bytes);
+        both base pointers 16-byte aligned.
+    bias : torch.Tensor | None
+        ``(n,)`` (or any shape that broadcasts to the output's), added by torch to the
+        product after it is rounded to ``out_dtype``, the sum rounded to ``out_dtype``
+        again (``torch.compile`` may fuse the add); ``None`` for none.
+    out_dtype : torch.dtype | None
+        ``torch.bfloat16`` (round to nearest even) or ``torch.float32``; ``None`` for
+        ``x.dtype``.  The products accumulate in float32 either way.
+    fallback : str | None
+        ``None``: an input the kernel does not take raises.  ``"torch"``: such a call is
+        computed by ``torch.nn.functional.linear`` instead (in ``out_dtype``; through
+        float32 when the dtypes differ), on whatever device the tensors are.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(*, n)`` of ``out_dtype``, on ``x``'s device.
+
+    Raises
+    ------
+    UnsupportedInput
+        (a ``ValueError``; not with ``fallback="torch"``) ``x`` or ``weight`` not a CUDA
+        tensor, not on one device, the GPU not compute capability 9.0, a dtype other than
+        bfloat16, ``out_dtype`` not bfloat16 or float32, an operand not contiguous, ``k``
+        not a multiple of 8, a base pointer not 16-byte aligned, a tensor of ``2**31 - 129``
+        elements or more.  The message names the argument and the rule.
+    ValueError
+        ``x`` 0-d, ``weight`` not 2-d, different ``k``; ``fallback`` not None or ``"torch"``.
+
+    Notes
+    -----
+    No autograd formula is registered: calling it on tensors that require grad and
+    calling ``backward`` raises torch's error for operators without one.
+    """
+    out = torch.ops.tvm_tirx.linear(x, weight, out_dtype, fallback)
+    return out if bias is None else torch.add(out, bias).to(out.dtype)
+
+
+def matmul(a, b, *, out_dtype=None, fallback=None):
+    """``a @ b``, like ``torch.matmul`` for a 2-d ``b``, on the tvm_tirx Hopper GEMM.
+
+    The kernel reads B as (n, k) row-major ("TN"), so ``b`` (k, n) must be
+    **column-major**: ``b.t()`` contiguous, as ``weight.t()`` is (no copy is made).  A
+    row-major ``b`` raises (without ``fallback="torch"``): the kernel has no such layout.
+
+    Parameters
+    ----------
+    a : torch.Tensor
+        ``(*, k)``, ``torch.bfloat16``, contiguous, on a compute capability 9.0 GPU; the
+        leading dimensions are flattened into the GEMM's ``m`` rows.
+    b : torch.Tensor
+        ``(k, n)``, ``torch.bfloat16``, column-major (strides ``(1, k)``), on ``a``'s GPU.
+        ``k`` a multiple of 8; both base pointers 16-byte aligned.
+    out_dtype : torch.dtype | None
+        ``torch.bfloat16`` or ``torch.float32``; ``None`` for ``a.dtype``.  The products
+        accumulate in float32.
+    fallback : str | None
+        ``None`` (an unsupported input raises) or ``"torch"`` (compute such a call with
+        torch instead).
+
+    Returns
+    -------
+    torch.Tensor
+        ``(*, n)`` of ``out_dtype``, on ``a``'s device.
+
+    Raises
+    ------
+    UnsupportedInput
+        (a ``ValueError``; not with ``fallback="torch"``) the rules of :func:`linear`,
+        with ``b.t()`` in the place of ``weight``: a row-major ``b`` breaks "contiguous".
+    ValueError
+        ``a`` 0-d, ``b`` not 2-d, ``a``'s last size not ``b``'s first; ``fallback`` not
+        None or ``"torch"``.
+    """
+    return torch.ops.tvm_tirx.matmul(a, b, out_dtype, fallback)

@@ -1,0 +1,405 @@
+"""The torch operators ``tvm_tirx.ops.linear`` / ``matmul`` (``torch.ops.tvm_tirx.*``).
+
+CPU: the ops trace under ``torch.compile(fullgraph=True)`` without a graph break (fake and
+meta tensors, several M, one graph for every M); their fake outputs' shapes and dtypes;
+``torch.library.opcheck``; the errors for inputs the kernel does not take; the torch
+fallback; the kernel table (one compiled kernel per n, k, dtypes, arch, for every M),
+with the compile and the launch replaced by stand-ins.
+GPU (marker ``gpu``): the results against an fp32 torch product for M = 1, 127, 1000, 4096
+from one compiled kernel, eager and under ``torch.compile``.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tvm_tirx import ops, testing  # noqa: E402
+from tvm_tirx.ops import gemm_kernels, torch_checks  # noqa: E402
+from tvm_tirx.ops.torch_checks import UnsupportedInput  # noqa: E402
+
+BF16, F32 = torch.bfloat16, torch.float32
+MS = (1, 127, 1000, 4096)
+
+
+def _inputs(m, n=24, k=16, lead=(), dtype=BF16, device="cpu", seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*lead, m, k, generator=g).to(dtype).to(device)
+    w = torch.randn(n, k, generator=g).to(dtype).to(device)
+    return x, w
+
+
+def _ref(x, w):
+    return x.float() @ w.float().t()
+
+
+# -- import ---------------------------------------------------------------------------------
+
+def test_importing_tvm_tirx_ops_needs_no_torch():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import tvm_tirx.ops\n"
+            "assert 'tvm_tirx.ops.torch_ops' not in sys.modules\n"
+            "try:\n    tvm_tirx.ops.linear\nexcept ImportError:\n    print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+def test_the_ops_are_registered():
+    assert ops.linear.__module__ == "tvm_tirx.ops.torch_ops"  # the first use imports it: that registers them
+    assert str(torch.ops.tvm_tirx.linear.default._schema) == (
+        "tvm_tirx::linear(Tensor x, Tensor weight, ScalarType? out_dtype, str? fallback) -> Tensor")
+    assert str(torch.ops.tvm_tirx.matmul.default._schema) == (
+        "tvm_tirx::matmul(Tensor a, Tensor b, ScalarType? out_dtype, str? fallback) -> Tensor")
+
+
+# -- fake / meta ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m", MS)
+@pytest.mark.parametrize("out_dtype", [None, BF16, F32])
+def test_fake_outputs_have_the_product_shape_and_dtype(m, out_dtype):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(m, 4096, dtype=BF16, device="cuda")
+        w = torch.empty(1024, 4096, dtype=BF16, device="cuda")
+        y = ops.linear(x, w, out_dtype=out_dtype)
+        z = ops.matmul(x.view(1, m, 4096), w.t(), out_dtype=out_dtype)
+    assert y.shape == (m, 1024) and y.dtype == (out_dtype or BF16) and y.device.type == "cuda"
+    assert z.shape == (1, m, 1024) and z.dtype == (out_dtype or BF16)
+
+
+@pytest.mark.parametrize("lead", [(), (3,), (2, 5)])
+def test_meta_tensors_give_the_output_shape(lead):
+    x = torch.empty(*lead, 7, 64, dtype=BF16, device="meta")
+    w = torch.empty(40, 64, dtype=BF16, device="meta")
+    assert ops.linear(x, w, out_dtype=F32).shape == (*lead, 7, 40)
+    assert ops.linear(x[..., 0, :], w).shape == (*lead, 40)
+    assert ops.matmul(x, w.t()).shape == (*lead, 7, 40)
+
+
+def test_fake_impl_refuses_shapes_that_do_not_multiply():
+    x = torch.empty(7, 64, dtype=BF16, device="meta")
+    with pytest.raises(ValueError, match=r"x \(\*, k\) and weight \(n, k\) must have the same k"):
+        ops.linear(x, torch.empty(40, 32, dtype=BF16, device="meta"))
+    with pytest.raises(ValueError, match="b must be 2-d"):
+        ops.matmul(x, torch.empty(64, dtype=BF16, device="meta"))
+    with pytest.raises(ValueError, match=r"a \(\*, k\) and b \(k, n\) must have the same k, got a \(7, 64\) "
+                                         r"and b \(40, 64\)"):
+        ops.matmul(x, torch.empty(40, 64, dtype=BF16, device="meta"))
+
+
+# -- torch.compile ----------------------------------------------------------------------------
+
+class _Block(torch.nn.Module):
+    def __init__(self, k=64, n=48, fallback=None):
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.randn(n, k).to(BF16), requires_grad=False)
+        self.w2 = torch.nn.Parameter(torch.randn(k, n).to(BF16), requires_grad=False)
+        self.fallback = fallback
+
+    def forward(self, x):
+        h = torch.nn.functional.silu(ops.linear(x, self.w1, out_dtype=F32, fallback=self.fallback))
+        return ops.matmul(h.to(BF16), self.w2.t(), fallback=self.fallback)
+
+
+def test_explain_finds_one_graph_and_no_break():
+    block = _Block(fallback="torch")
+    explanation = torch._dynamo.explain(block)(torch.randn(5, 64).to(BF16))
+    assert explanation.graph_count == 1 and explanation.graph_break_count == 0, explanation
+    code = explanation.graphs[0].code
+    assert "tvm_tirx.linear" in code and "tvm_tirx.matmul" in code
+
+
+def test_explain_on_meta_tensors_without_fallback():
+    block = _Block().to("meta")
+    explanation = torch._dynamo.explain(block)(torch.empty(300, 64, dtype=BF16, device="meta"))
+    assert explanation.graph_count == 1 and explanation.graph_break_count == 0, explanation
+
+
+def test_fullgraph_dynamic_compile_traces_one_graph_for_every_m():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    block = _Block(fallback="torch")
+    compiled = torch.compile(block, fullgraph=True, backend=backend, dynamic=True)
+    for m in (127, 1000, 4096, 1):
+        x = torch.randn(m, 64).to(BF16)
+        y = compiled(x)
+        assert y.shape == (m, 64) and y.dtype == BF16
+        torch.testing.assert_close(y, block(x))
+        # one graph with a symbolic M serves every M > 1; torch specializes a size of 1
+        assert len(graphs) == (1 if m > 1 else 2)
+    targets = {str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"}
+    assert {"tvm_tirx.linear", "tvm_tirx.matmul"} <= targets, targets
+
+
+def test_fullgraph_compile_of_cuda_fake_tensors_with_aot():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    fn = torch.compile(lambda x, w: ops.linear(x, w, torch.zeros(w.shape[0], device=w.device), out_dtype=F32),
+                       fullgraph=True, backend=counter)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        y = fn(torch.empty(33, 4096, dtype=BF16, device="cuda"), torch.empty(512, 4096, dtype=BF16, device="cuda"))
+    assert y.shape == (33, 512) and y.dtype == F32 and y.device.type == "cuda"
+    assert counter.frame_count == 1
+
+
+def test_compiled_fallback_on_cpu_matches_eager_with_inductor():
+    torch._dynamo.reset()
+    block = _Block(fallback="torch")
+    x = torch.randn(9, 64).to(BF16)
+    y = torch.compile(block, fullgraph=True)(x)
+    torch.testing.assert_close(y, block(x))
+
+
+# -- opcheck -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("out_dtype", [None, F32])
+@pytest.mark.parametrize("lead", [(), (2,)])
+def test_opcheck_with_the_torch_fallback(out_dtype, lead):
+    x, w = _inputs(5, lead=lead)
+    torch.library.opcheck(torch.ops.tvm_tirx.linear.default, (x, w, out_dtype, "torch"))
+    torch.library.opcheck(torch.ops.tvm_tirx.matmul.default, (x, w.t(), out_dtype, "torch"))
+
+
+def test_opcheck_on_meta_tensors_without_fallback():
+    x = torch.empty(2, 5, 64, dtype=BF16, device="meta")
+    w = torch.empty(40, 64, dtype=BF16, device="meta")
+    torch.library.opcheck(torch.ops.tvm_tirx.linear.default, (x, w, None, None))
+    torch.library.opcheck(torch.ops.tvm_tirx.matmul.default, (x, w.t(), F32, None))
+
+
+# -- the fallback ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("out_dtype", [None, BF16, F32])
+def test_fallback_computes_the_product_on_cpu(out_dtype):
+    x, w = _inputs(127, lead=(2,))
+    bias = torch.randn(24).to(out_dtype or BF16)
+    tol = dict(rtol=1e-2, atol=1e-1) if out_dtype in (None, BF16) else dict(rtol=1e-5, atol=1e-4)
+    y = ops.linear(x, w, bias, out_dtype=out_dtype, fallback="torch")
+    assert y.dtype == (out_dtype or BF16)
+    assert ops.linear(x, w, bias.float(), out_dtype=out_dtype, fallback="torch").dtype == (out_dtype or BF16)
+    torch.testing.assert_close(y.float(), _ref(x, w) + bias.float(), **tol)
+    z = ops.matmul(x, w.t(), out_dtype=out_dtype, fallback="torch")
+    torch.testing.assert_close(z.float(), _ref(x, w), **tol)
+
+
+def test_fallback_takes_a_row_major_b_and_other_dtypes():
+    x, w = _inputs(10, dtype=F32)
+    torch.testing.assert_close(ops.matmul(x, w.t().contiguous(), fallback="torch"), x @ w.t())
+    torch.testing.assert_close(ops.linear(x.half(), w.half(), fallback="torch"), (x.half() @ w.half().t()))
+
+
+def test_fallback_is_checked():
+    x, w = _inputs(3)
+    with pytest.raises(ValueError, match="fallback must be None or 'torch', got 'cublas'"):
+        ops.linear(x, w, fallback="cublas")
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+def test_cpu_tensors_without_fallback_name_the_argument():
+    x, w = _inputs(4)
+    with pytest.raises(UnsupportedInput, match=r"tvm_tirx.ops.linear: x must be a CUDA tensor, got one on cpu"):
+        ops.linear(x, w)
+    with pytest.raises(UnsupportedInput, match=r"tvm_tirx.ops.matmul: a must be a CUDA tensor"):
+        ops.matmul(x, w.t())
+    assert issubclass(UnsupportedInput, ValueError)
+
+
+@pytest.fixture
+def as_if_on_an_h200(monkeypatch):
+    """CPU tensors pass the device rules (CUDA, compute capability 9.0): the other rules run on them."""
+    monkeypatch.setattr(torch_checks, "_check_device", lambda names, x, w: None)
+    monkeypatch.setattr(torch_checks, "device_target", lambda op, device: "sm_90a")
+
+
+LINEAR = torch_checks.Operands("tvm_tirx.ops.linear", "x", "weight", "contiguous (n, k)")
+RULES = [
+    (dict(dtype=F32), None, r"x must be torch.bfloat16, got torch.float32"),
+    (dict(dtype=torch.float16), None, r"x must be torch.bfloat16, got torch.float16"),
+    (dict(), torch.float16, r"out_dtype must be torch.bfloat16 or torch.float32, got torch.float16"),
+    (dict(k=12), None, r"k = 12: rows of x and weight take k \* 2 = 24 bytes.*multiple of 16 bytes "
+                       r"\(k a multiple of 8\)"),
+]
+
+
+@pytest.mark.parametrize("inputs,out_dtype,message", RULES)
+def test_each_rule_names_its_argument(as_if_on_an_h200, inputs, out_dtype, message):
+    x, w = _inputs(5, **inputs)
+    with pytest.raises(UnsupportedInput, match=message):
+        torch_checks.gemm_key(LINEAR, x, w, out_dtype or BF16)
+
+
+def test_layout_and_alignment_rules(as_if_on_an_h200):
+    x, w = _inputs(6, k=64)
+    with pytest.raises(UnsupportedInput, match=r"x must be contiguous .* strides \(1, 6\)"):
+        torch_checks.gemm_key(LINEAR, x.t().contiguous().t(), w, BF16)
+    with pytest.raises(UnsupportedInput, match=r"weight must be contiguous \(n, k\)"):
+        torch_checks.gemm_key(LINEAR, x, w.t().contiguous().t(), BF16)
+    flat = torch.zeros(6 * 64 + 4, dtype=BF16)
+    with pytest.raises(UnsupportedInput, match=r"x must start at a 16-byte aligned address.*storage offset 4"):
+        torch_checks.gemm_key(LINEAR, flat[4:].view(6, 64), w, BF16)
+
+
+def test_a_row_major_b_names_b(as_if_on_an_h200):
+    x, w = _inputs(6, k=64)
+    with pytest.raises(UnsupportedInput, match=r"matmul: b.t\(\) must be contiguous \(n, k\), i.e. b \(k, n\) "
+                                               r"column-major"):
+        ops.matmul(x, w.t().contiguous())
+
+
+def test_sizes_over_int32_offsets_are_refused(as_if_on_an_h200):
+    x = torch.empty(2**31 // 4096 + 1, 4096, dtype=BF16, device="meta")
+    w = torch.empty(8, 4096, dtype=BF16, device="meta")
+    with pytest.raises(UnsupportedInput, match=r"x \(m x k\) has 2147487744 elements"):
+        torch_checks.gemm_key(LINEAR, x, w, BF16)
+
+
+def test_a_gpu_other_than_hopper_is_refused(monkeypatch):
+    monkeypatch.setattr(torch_checks, "_capability", lambda index: (8, 0))
+    with pytest.raises(UnsupportedInput, match=r"needs a Hopper GPU \(compute capability 9.0, sm_90a\); "
+                                               r"cuda:0 is sm_80"):
+        torch_checks.device_target("tvm_tirx.ops.linear", torch.device("cuda", 0))
+
+
+# -- the kernel table ---------------------------------------------------------------------------
+
+class _StandIn:
+    """A compiled kernel's stand-in: records each call's shapes and computes C with torch."""
+
+    def __init__(self, key):
+        self.key, self.calls = key, []
+
+    def __call__(self, a, b, c):
+        assert a.is_contiguous() and b.is_contiguous() and c.is_contiguous()
+        self.calls.append((tuple(a.shape), tuple(b.shape), tuple(c.shape), c.dtype))
+        c.copy_(a.float() @ b.float().t())
+
+
+@pytest.fixture
+def stand_in_compiler(monkeypatch, as_if_on_an_h200):
+    """``gemm_kernels._compile`` replaced by one that counts its calls and makes stand-ins."""
+    compiled = []
+
+    def fake_compile(key):
+        compiled.append(key)
+        return _StandIn(key)
+
+    monkeypatch.setattr(gemm_kernels, "_compile", fake_compile)
+    monkeypatch.setattr(gemm_kernels, "_KERNELS", {})
+    return compiled
+
+
+def test_one_kernel_serves_every_m(stand_in_compiler):
+    w = _inputs(1, n=40, k=64)[1]
+    for m in MS:
+        x = _inputs(m, n=40, k=64, seed=m)[0]
+        y = ops.linear(x, w, out_dtype=F32)
+        torch.testing.assert_close(y, _ref(x, w))
+    assert stand_in_compiler == [gemm_kernels.GemmKey(40, 64, "bfloat16", "float32", "sm_90a")]
+    (kernel,) = gemm_kernels.cached_kernels().values()
+    assert [call[0] for call in kernel.calls] == [(m, 64) for m in MS]
+
+
+def test_the_key_is_n_k_dtypes_and_arch(stand_in_compiler):
+    x, w = _inputs(3, n=40, k=64)
+    first = gemm_kernels.gemm_kernel(torch_checks.gemm_key(LINEAR, x, w, BF16))
+    assert gemm_kernels.gemm_kernel(torch_checks.gemm_key(LINEAR, _inputs(999, n=40, k=64)[0], w, BF16)) is first
+    ops.linear(x, w)
+    ops.matmul(x.view(1, 3, 64), w.t())  # b = w.t() reads the same (n, k) weight
+    ops.linear(x, w, out_dtype=F32)
+    ops.linear(_inputs(3, n=40, k=72)[0], _inputs(3, n=40, k=72)[1])
+    ops.linear(x, _inputs(3, n=48, k=64)[1])
+    assert [(k.n, k.k, k.out_dtype) for k in stand_in_compiler] == [
+        (40, 64, "bfloat16"), (40, 64, "float32"), (40, 72, "bfloat16"), (48, 64, "bfloat16")]
+
+
+def test_leading_dims_flatten_into_m_and_empty_sizes_launch_nothing(stand_in_compiler):
+    x, w = _inputs(5, n=40, k=64, lead=(2, 3))
+    torch.testing.assert_close(ops.linear(x, w, out_dtype=F32), _ref(x, w))
+    (kernel,) = gemm_kernels.cached_kernels().values()
+    assert kernel.calls == [((30, 64), (40, 64), (30, 40), F32)]
+    assert ops.linear(x[:, :0], w).shape == (2, 0, 5, 40)
+    assert ops.linear(x[..., :0], w[:, :0], out_dtype=F32).abs().sum() == 0  # k = 0: zeros
+    assert len(kernel.calls) == 1
+
+
+def test_clear_kernels_forgets_the_process_table(stand_in_compiler):
+    x, w = _inputs(3, n=40, k=64)
+    ops.linear(x, w)
+    gemm_kernels.clear_kernels()
+    assert not gemm_kernels.cached_kernels()
+    ops.linear(x, w)
+    assert len(stand_in_compiler) == 2
+
+
+def test_the_real_compile_makes_a_run_time_m_kernel_the_disk_cache_serves_again(tmp_path, monkeypatch):
+    from tvm_tirx.build import kernel as kernel_module
+
+    monkeypatch.setenv("TVM_TIRX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TVM_TIRX_CACHE", raising=False)
+    monkeypatch.setattr(gemm_kernels, "_KERNELS", {})
+    builds, build = [], kernel_module._build
+    monkeypatch.setattr(kernel_module, "_build", lambda *args: builds.append(args[1]) or build(*args))
+    key = gemm_kernels.GemmKey(1024, 4096, "bfloat16", "bfloat16", "sm_90a")
+    kernel = gemm_kernels.gemm_kernel(key)
+    assert [(p.name, p.shape) for p in kernel._params] == [("A", ("m", 4096)), ("B", (1024, 4096)), ("C", ("m", 1024))]
+    assert gemm_kernels.gemm_kernel(key) is kernel and len(builds) == 1
+    gemm_kernels.clear_kernels()  # as a new process would: the on-disk cache serves the build
+    again = gemm_kernels.gemm_kernel(key)
+    assert again is not kernel and len(builds) == 1 and again.cuda_source == kernel.cuda_source
+
+
+# -- on the GPU --------------------------------------------------------------------------------
+
+TOLERANCE = {BF16: 1e-2, F32: 1e-4}
+
+
+def _close(y, ref, out_dtype):
+    err = ((y.float() - ref).abs().max() / ref.abs().max()).item()
+    assert err <= TOLERANCE[out_dtype], f"max relative error {err:.2e}"
+
+
+@pytest.mark.gpu
+@testing.requires_arch("sm_90a")
+@pytest.mark.parametrize("out_dtype", [BF16, F32])
+def test_linear_on_gpu_for_every_m_from_one_kernel(torch_cuda, out_dtype):
+    gemm_kernels.clear_kernels()
+    w = _inputs(1, n=4096, k=4096, device="cuda")[1]
+    for m in MS:
+        x = _inputs(m, n=4096, k=4096, device="cuda", seed=m)[0]
+        _close(ops.linear(x, w, out_dtype=out_dtype), _ref(x, w), out_dtype)
+        _close(ops.matmul(x, w.t(), out_dtype=out_dtype), _ref(x, w), out_dtype)
+    assert len(gemm_kernels.cached_kernels()) == 1
+
+
+@pytest.mark.gpu
+@testing.requires_arch("sm_90a")
+def test_linear_on_gpu_under_torch_compile(torch_cuda):
+    torch._dynamo.reset()
+    gemm_kernels.clear_kernels()
+    block = _Block(k=4096, n=1024).cuda()
+    compiled = torch.compile(block, fullgraph=True, dynamic=True)
+    for m in MS:
+        x = _inputs(m, n=1024, k=4096, device="cuda", seed=m)[0]
+        h = torch.nn.functional.silu(_ref(x, block.w1)).to(BF16)
+        _close(compiled(x), _ref(h, block.w2.t()), BF16)
+    assert len(gemm_kernels.cached_kernels()) == 2  # (1024, 4096, fp32 out) and (4096, 1024, bf16 out)
+
+
+@pytest.mark.gpu
+@testing.requires_arch("sm_90a")
+def test_unsupported_gpu_inputs_raise_or_fall_back(torch_cuda):
+    x, w = _inputs(8, n=64, k=12, device="cuda")
+    with pytest.raises(UnsupportedInput, match="k = 12"):
+        ops.linear(x, w)
+    _close(ops.linear(x, w, out_dtype=F32, fallback="torch"), _ref(x, w), F32)
