@@ -1,0 +1,314 @@
+"""Offload Relax matmuls to the Hopper GEMM (:func:`tvm_tirx.kernels.gemm.make_gemm`).
+
+:func:`partition_for_tvm_tirx` rewrites every supported ``R.matmul`` of a Relax module
+into an ``R.call_tir`` of the GEMM, as ``tvm.relax.backend.cuda.cublas.partition_for_cublas``
+does for cuBLAS; then build with this package's pipelines::
+
+    mod = partition_for_tvm_tirx(mod)
+    ex = tvm.compile(mod, tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}),
+                     relax_pipeline="tvm_tirx", tir_pipeline="tvm_tirx")
+
+The GEMM computes ``C (m, n) = A (m, k) @ B (n, k)^T``.  Two forms are matched:
+
+* ``R.matmul(x, w)`` with ``w`` of shape ``(k, n)``: ``w`` is transposed into ``(n, k)``
+  by an ``R.permute_dims(w, [1, 0])`` emitted before the call (a run-time transpose,
+  unless a later pass folds or lifts it);
+* ``R.matmul(x, R.permute_dims(w))`` with ``w`` of shape ``(n, k)`` (the "linear" form of
+  ``torch.nn.functional.linear``): ``w`` is passed as it is.
+
+``x`` is ``(*batch, m, k)``; with batch axes it is reshaped into ``(prod(batch) * m, k)``
+and the result back into ``(*batch, m, n)``.  One PrimFunc per ``(n, k, dtypes)`` serves
+every call site: its ``m`` is a run-time extent, so static and symbolic batch or sequence
+sizes share it and symbolic ones stay symbolic.  A bias add after the matmul is not part
+of the pattern: it stays an ``R.add`` on the GEMM's (rounded) output, lowered as usual.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from dataclasses import dataclass
+
+import tvm
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from ..kernels.gemm import make_gemm
+
+__all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "gemm_kernel", "match_gemm", "OffloadGemm",
+           "partition_for_tvm_tirx"]
+
+#: Input dtypes offloaded (both operands the same).
+IN_DTYPES = ("bfloat16",)
+#: Output dtypes offloaded (``R.matmul``'s ``out_dtype``).
+OUT_DTYPES = ("bfloat16", "float32")
+#: Largest ``m`` (rows of the flattened ``x``) the kernel's int32 row indices take.
+MAX_M = 2**31 - 129
+_TMA_STRIDE = 16  # bytes: the TMA's row stride rule (PTX ISA 5.5.5)
+_SHORT = {"bfloat16": "bf16", "float32": "f32"}
+
+
+@dataclass(frozen=True)
+class SkippedMatmul:
+    """An ``R.matmul`` left to the default lowering: the Relax function's name, the name
+    of the variable the matmul is bound to, and why it was not offloaded."""
+
+    function: str
+    var: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Gemm:  # pylint: disable=too-many-instance-attributes
+    """A matched matmul: ``x`` (``*batch, k``), the weight ``b`` ((n, k), or (k, n) when
+    ``transpose_b``), ``m`` the product of ``batch``, and the dtypes."""
+
+    x: relax.Expr
+    b: relax.Expr
+    transpose_b: bool
+    batch: tuple
+    m: tvm.tirx.PrimExpr
+    n: int
+    k: int
+    in_dtype: str
+    out_dtype: str
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_kernel(n: int, k: int, in_dtype: str, out_dtype: str, options: tuple) -> tvm.tirx.PrimFunc:
+    name = f"tvm_tirx_gemm_n{n}_k{k}_{_SHORT[in_dtype]}_{_SHORT[out_dtype]}"
+    func = make_gemm(tvm.tirx.Var("m", "int32"), n, k, out_dtype=out_dtype, in_dtype=in_dtype, **dict(options))
+    return func.with_attr("global_symbol", name)
+
+
+def gemm_kernel(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = "bfloat16",
+                **options) -> tvm.tirx.PrimFunc:
+    """The PrimFunc :class:`OffloadGemm` calls for ``(n, k, in_dtype, out_dtype)``.
+
+    ``make_gemm(m, n, k, out_dtype, in_dtype, **options)`` with ``m`` an int32 run-time
+    extent, its ``global_symbol`` set to ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``,
+    ``f32``), which is also the name the pass gives it in the module.  Made once per
+    arguments (cached): ``A (m, k)``, ``B (n, k)`` of ``in_dtype``, ``C (m, n)`` of
+    ``out_dtype``, row-major, 16-byte aligned; ``C = A @ B^T`` with fp32 accumulation.
+
+    Parameters
+    ----------
+    n, k : int
+        Columns of C and the reduction length (``k * sizeof(in_dtype)`` a multiple of 16).
+    in_dtype, out_dtype : str
+        One of :data:`IN_DTYPES` and one of :data:`OUT_DTYPES`.
+    **options
+        ``make_gemm``'s keyword options (``stages``, ``ctas``, ``persistent``, ...).
+
+    Raises
+    ------
+    ValueError
+        From ``make_gemm``: a size, dtype or option it refuses (``cluster=2`` among them:
+        it needs a static ``m``).
+    """
+    return _cached_kernel(int(n), int(k), in_dtype, out_dtype, tuple(sorted(options.items())))
+
+
+def _static(value) -> int | None:
+    return int(value) if isinstance(value, int | tvm.tirx.IntImm) else None
+
+
+def _weight(rhs: relax.Expr, lookup):
+    """``(b, transpose_b)`` for the matmul's right operand, or the reason it is refused."""
+    bound = lookup(rhs) if isinstance(rhs, relax.Var) else None
+    if isinstance(bound, relax.Call) and bound.op == tvm.ir.Op.get("relax.permute_dims"):
+        axes = bound.attrs.axes
+        if bound.args[0].ty.ndim == 2 and (axes is None or [int(a) for a in axes] == [1, 0]):
+            return bound.args[0], False  # linear: x @ w^T with w (n, k)
+    if rhs.ty.ndim != 2:
+        return f"the weight has {rhs.ty.ndim} axes (a 2-D (k, n) weight is offloaded)"
+    return rhs, True
+
+
+def _check_dtypes(x, w, out_dtype) -> str | None:
+    if str(x.ty.dtype) != str(w.ty.dtype) or str(x.ty.dtype) not in IN_DTYPES:
+        return f"inputs {x.ty.dtype} x {w.ty.dtype} (offloaded: both in {list(IN_DTYPES)})"
+    if out_dtype not in OUT_DTYPES:
+        return f"output {out_dtype} (offloaded: {list(OUT_DTYPES)})"
+    return None
+
+
+def _check_sizes(m, n, k, in_dtype) -> str | None:
+    if n is None:
+        return "n is not a compile-time constant (the GEMM needs a static n)"
+    if k is None:
+        return "k is not a compile-time constant"
+    row = k * tvm.runtime.DataType(in_dtype).bits // 8
+    if row % _TMA_STRIDE:
+        return (f"k = {k}: rows of {row} bytes are not a multiple of {_TMA_STRIDE} "
+                "(the TMA's stride rule)")
+    m_static = _static(m)
+    if m_static is not None and not 1 <= m_static <= MAX_M:
+        return f"m = {m_static} outside 1 .. {MAX_M}"
+    return None
+
+
+def match_gemm(call: relax.Call, lookup=lambda var: None):
+    """Whether ``call`` is an ``R.matmul`` the GEMM computes, and how.
+
+    Parameters
+    ----------
+    call : tvm.relax.Call
+        A call of ``relax.matmul``, its operands with known types.
+    lookup : callable
+        ``Var -> Expr | None``: the value a variable is bound to (a mutator's
+        ``lookup_binding``); it finds the ``R.permute_dims`` of the linear form.
+
+    Returns
+    -------
+    _Gemm | str
+        The matched workload (``x``, the weight, whether it needs a transpose, the batch
+        shape, ``m``, ``n``, ``k``, the dtypes), or a sentence saying why the call is left
+        to the default lowering: dtypes outside :data:`IN_DTYPES` / :data:`OUT_DTYPES`,
+        unknown shapes, a batched weight, a run-time ``n`` or ``k``, rows of
+        ``k * sizeof(dtype)`` bytes not a multiple of 16, a static ``m`` over
+        :data:`MAX_M`.
+    """
+    x, rhs = call.args
+    if x.ty.shape is None or rhs.ty.shape is None:
+        return "an operand's shape is unknown"
+    if x.ty.ndim < 2:
+        return "x has fewer than 2 axes"
+    weight = _weight(rhs, lookup)
+    if isinstance(weight, str):
+        return weight
+    b, transpose_b = weight
+    in_dtype, out_dtype = str(x.ty.dtype), str(call.ty.dtype)
+    reason = _check_dtypes(x, b, out_dtype)
+    if reason:
+        return reason
+    shape = list(x.ty.shape.values)
+    b_shape = [_static(v) for v in b.ty.shape.values]
+    n, k = (b_shape[1], b_shape[0]) if transpose_b else (b_shape[0], b_shape[1])
+    k = k if k is not None and _static(shape[-1]) == k else None
+    m = functools.reduce(operator.mul, shape[:-1])
+    reason = _check_sizes(m, n, k, in_dtype)
+    if reason:
+        return reason
+    return _Gemm(x, b, transpose_b, tuple(shape[:-1]), m, n, k, in_dtype, out_dtype)
+
+
+@mutator
+class _Offload(PyExprMutator):
+    """Rewrites the matched matmuls of one module (see :class:`OffloadGemm`)."""
+
+    def __init__(self, mod, skipped, options):
+        super().__init__(mod)
+        self.skipped, self.options = skipped, options
+        self.kernels, self.function, self.var, self.changed = {}, "", "", False
+
+    def run(self, mod):
+        """The module with every function's matched matmuls rewritten."""
+        for gv, func in mod.functions_items():
+            if isinstance(func, relax.Function):
+                self.function, self.changed = gv.name_hint, False
+                new = self.visit_expr(func)
+                if self.changed:
+                    self.builder_.update_func(gv, relax.analysis.remove_all_unused(new))
+        return self.builder_.get()
+
+    def visit_var_binding_(self, binding):
+        self.var = binding.var.name
+        super().visit_var_binding_(binding)
+
+    def visit_call_(self, call):  # pylint: disable=arguments-renamed
+        call = super().visit_call_(call)
+        if call.op != tvm.ir.Op.get("relax.matmul"):
+            return call
+        found = match_gemm(call, self.lookup_binding)
+        if isinstance(found, str):
+            if self.skipped is not None:
+                self.skipped.append(SkippedMatmul(self.function, self.var, found))
+            return call
+        self.changed = True
+        return self._emit(found)
+
+    def _kernel(self, g: _Gemm) -> tvm.ir.GlobalVar:
+        key = (g.n, g.k, g.in_dtype, g.out_dtype)
+        if key not in self.kernels:
+            func = gemm_kernel(*key, **self.options)
+            self.kernels[key] = self.builder_.add_func(func, str(func.attrs["global_symbol"]))
+        return self.kernels[key]
+
+    def _emit(self, g: _Gemm) -> relax.Expr:
+        emit = self.builder_.emit
+        x = g.x if len(g.batch) == 1 else emit(relax.op.reshape(g.x, [g.m, g.k]))
+        b = emit(relax.op.permute_dims(g.b, [1, 0])) if g.transpose_b else g.b
+        out = relax.call_tir(self._kernel(g), [x, b], relax.TensorType([g.m, g.n], g.out_dtype))
+        if len(g.batch) == 1:
+            return out
+        return relax.op.reshape(emit(out), [*g.batch, g.n])
+
+
+def OffloadGemm(skipped: list | None = None, gemm_options: dict | None = None):  # pylint: disable=invalid-name
+    """Module pass: rewrite supported ``R.matmul`` calls into ``R.call_tir`` of the GEMM.
+
+    Each matmul :func:`match_gemm` accepts becomes ``R.call_tir(gemm, (x, b),
+    R.Tensor((m, n), out_dtype))`` with ``gemm`` = :func:`gemm_kernel` ``(n, k, ...)``
+    added to the module once per ``(n, k, dtypes)`` (a run-time ``m``: one kernel for
+    every batch and sequence size); ``x`` with batch axes is reshaped to ``(m, k)`` and
+    the result back; a ``(k, n)`` weight gets an ``R.permute_dims(w, [1, 0])``.
+    Bindings the rewrite leaves unused (the linear form's ``permute_dims``) are removed.
+    Other matmuls, and every other op, are left as they are.
+
+    Parameters
+    ----------
+    skipped : list | None
+        If a list, a :class:`SkippedMatmul` is appended for each matmul left alone.
+    gemm_options : dict | None
+        ``make_gemm`` keyword options for every kernel (``ctas``, ``stages``, ...).
+
+    Returns
+    -------
+    tvm.transform.Pass
+        A module pass.  The rewritten module builds only for an ``sm_90a`` CUDA target,
+        with ``relax_pipeline="tvm_tirx", tir_pipeline="tvm_tirx"``.
+
+    Raises
+    ------
+    ValueError
+        When it runs, from ``make_gemm``, for ``gemm_options`` it refuses.
+    """
+    options = dict(gemm_options or {})
+
+    @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.OffloadGemm")
+    def _pass(mod, _ctx):
+        return _Offload(mod, skipped, options).run(mod)
+
+    return _pass
+
+
+def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
+                           gemm_options: dict | None = None) -> tvm.IRModule:
+    """Offload the supported matmuls of ``mod`` to the Hopper GEMM (:class:`OffloadGemm`).
+
+    The counterpart of ``partition_for_cublas``: call it on a Relax module before
+    ``tvm.compile(mod, target, relax_pipeline="tvm_tirx", tir_pipeline="tvm_tirx")``
+    with an ``sm_90a`` CUDA target.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A Relax module; ``R.matmul`` calls on bfloat16 operands of static ``n`` and ``k``
+        (``k`` a multiple of 8) are offloaded, whatever ``m`` (static or symbolic).
+    skipped : list | None
+        If a list, receives a :class:`SkippedMatmul` per matmul left alone, with why.
+    gemm_options : dict | None
+        ``make_gemm`` keyword options for every kernel.
+
+    Returns
+    -------
+    tvm.IRModule
+        A new module; ``mod`` is not changed.
+
+    Raises
+    ------
+    ValueError
+        From ``make_gemm``, for ``gemm_options`` it refuses.
+    """
+    return OffloadGemm(skipped, gemm_options)(mod)
