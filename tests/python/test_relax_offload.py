@@ -89,3 +89,201 @@ def test_linear_form_with_symbolic_m_passes_the_weight_as_it_is():
             return y
 
     assert _check(Before, Expected, tvm_tirx_gemm_n256_k64_bf16_bf16=(256, 64)) == []
+
+
+def test_batch_axes_are_flattened_into_one_symbolic_m_and_one_kernel_serves_both_calls():
+    @I.ir_module
+    class Before:
+        @R.function
+        def main(x: R.Tensor(("b", "s", 64), "bfloat16"), w: R.Tensor((256, 64), "bfloat16"),
+                 u: R.Tensor((256, 64), "bfloat16")):
+            with R.dataflow():
+                y = R.matmul(x, R.permute_dims(w, axes=[1, 0]), out_dtype="float32")
+                z = R.matmul(x, R.permute_dims(u))
+                R.output(y, z)
+            return (y, z)
+
+    @I.ir_module
+    class Expected:
+        @T.prim_func
+        def tvm_tirx_gemm_n256_k64_bf16_f32(a: T.handle, b: T.handle, c: T.handle):
+            T.evaluate(0)
+
+        @T.prim_func
+        def tvm_tirx_gemm_n256_k64_bf16_bf16(a: T.handle, b: T.handle, c: T.handle):
+            T.evaluate(0)
+
+        @R.function
+        def main(x: R.Tensor(("b", "s", 64), "bfloat16"), w: R.Tensor((256, 64), "bfloat16"),
+                 u: R.Tensor((256, 64), "bfloat16")):
+            b, s = T.int64(), T.int64()
+            cls = Expected
+            with R.dataflow():
+                x1 = R.reshape(x, R.shape([b * s, 64]))
+                y1 = R.call_tir(cls.tvm_tirx_gemm_n256_k64_bf16_f32, (x1, w), out_ty=R.Tensor((b * s, 256), "float32"))
+                y = R.reshape(y1, R.shape([b, s, 256]))
+                x2 = R.reshape(x, R.shape([b * s, 64]))
+                z1 = R.call_tir(cls.tvm_tirx_gemm_n256_k64_bf16_bf16, (x2, u), out_ty=R.Tensor((b * s, 256), "bfloat16"))
+                z = R.reshape(z1, R.shape([b, s, 256]))
+                R.output(y, z)
+            return (y, z)
+
+    kernels = {"tvm_tirx_gemm_n256_k64_bf16_f32": (256, 64, "bfloat16", "float32"),
+               "tvm_tirx_gemm_n256_k64_bf16_bf16": (256, 64)}
+    assert _check(Before, Expected, **kernels) == []
+
+
+def test_two_calls_with_different_m_share_one_kernel():
+    @I.ir_module
+    class Before:
+        @R.function
+        def main(x: R.Tensor((1, 64), "bfloat16"), y: R.Tensor(("m", 64), "bfloat16"),
+                 w: R.Tensor((256, 64), "bfloat16")):
+            with R.dataflow():
+                a = R.matmul(x, R.permute_dims(w))
+                b = R.matmul(y, R.permute_dims(w))
+                R.output(a, b)
+            return (a, b)
+
+    after = partition_for_tvm_tirx(Before)
+    kernels = [gv.name_hint for gv, f in after.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert kernels == ["tvm_tirx_gemm_n256_k64_bf16_bf16"]
+    assert after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(gemm_kernel(256, 64))
+    calls = [b.value for b in after["main"].body.blocks[0].bindings]
+    assert [c.op.name for c in calls] == ["relax.call_tir", "relax.call_tir"]
+
+
+@I.ir_module
+class LeftAlone:
+    """fp32 inputs; bf16 rows of 100 elements (200 bytes: not a multiple of 16); a batched
+    weight; a float16 output; a run-time k."""
+
+    @R.function
+    def main(f: R.Tensor((4, 64), "float32"), g: R.Tensor((64, 8), "float32"),
+             x: R.Tensor(("m", 100), "bfloat16"), w: R.Tensor((256, 100), "bfloat16"),
+             xb: R.Tensor((2, 4, 64), "bfloat16"), wb: R.Tensor((2, 64, 8), "bfloat16"),
+             h: R.Tensor((4, 64), "bfloat16"), v: R.Tensor((64, 8), "bfloat16"),
+             xk: R.Tensor((4, "k"), "bfloat16"), wk: R.Tensor(("k", 8), "bfloat16")):
+        with R.dataflow():
+            a = R.matmul(f, g)
+            b = R.matmul(x, R.permute_dims(w))
+            c = R.matmul(xb, wb)
+            d = R.matmul(h, v, out_dtype="float16")
+            e = R.matmul(xk, wk)
+            R.output(a, b, c, d, e)
+        return (a, b, c, d, e)
+
+
+def test_unsupported_matmuls_are_left_alone_with_the_reasons():
+    skipped = []
+    after = partition_for_tvm_tirx(LeftAlone, skipped=skipped)
+    tvm.ir.assert_structural_equal(after, LeftAlone)
+    reasons = {s.var: s.reason for s in skipped}
+    assert all(isinstance(s, SkippedMatmul) and s.function == "main" for s in skipped)
+    assert set(reasons) == {"a", "b", "c", "d", "e"}, reasons
+    assert reasons["a"].startswith("inputs float32 x float32")
+    assert "k = 100: rows of 200 bytes are not a multiple of 16" in reasons["b"]
+    assert "the weight has 3 axes" in reasons["c"]
+    assert reasons["d"].startswith("output float16")
+    assert reasons["e"] == "k is not a compile-time constant"
+
+
+def test_static_m_out_of_the_kernels_range_is_left_alone():
+    x = relax.Var("x", R.Tensor((MAX_M + 1, 64), "bfloat16"))
+    w = relax.Var("w", R.Tensor((64, 8), "bfloat16"))
+    call = relax.op.matmul(x, w)
+    call = relax.BlockBuilder().normalize(call)
+    assert match_gemm(call) == f"m = {MAX_M + 1} outside 1 .. {MAX_M}"
+
+
+def test_gemm_options_reach_make_gemm_and_its_errors_surface():
+    @I.ir_module
+    class Before:
+        @R.function
+        def main(x: R.Tensor(("m", 64), "bfloat16"), w: R.Tensor((64, 256), "bfloat16")):
+            with R.dataflow():
+                y = R.matmul(x, w)
+                R.output(y)
+            return y
+
+    after = partition_for_tvm_tirx(Before, gemm_options={"persistent": False})
+    assert not after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(gemm_kernel(256, 64))
+    with pytest.raises(ValueError, match="cluster=2 pairs CTAs"):
+        partition_for_tvm_tirx(Before, gemm_options={"cluster": 2})
+
+
+# -- builds ---------------------------------------------------------------------------------
+
+
+@I.ir_module
+class Block:
+    """A projection with a symbolic batch and sequence, then a bias add and a second
+    projection (linear form, float32 output); a float32 matmul stays with the default
+    lowering."""
+
+    @R.function
+    def main(x: R.Tensor(("b", "s", 64), "bfloat16"), w1: R.Tensor((64, 256), "bfloat16"),
+             bias: R.Tensor((256,), "bfloat16"), w2: R.Tensor((128, 256), "bfloat16"),
+             f: R.Tensor((4, 8), "float32"), g: R.Tensor((8, 4), "float32")):
+        with R.dataflow():
+            h = R.add(R.matmul(x, w1), bias)
+            y = R.matmul(h, R.permute_dims(w2), out_dtype="float32")
+            z = R.matmul(f, g)
+            R.output(y, z)
+        return (y, z)
+
+
+def _build(mod):
+    return tvm.compile(mod, target=tvm.target.Target(TARGET), relax_pipeline="tvm_tirx", tir_pipeline="tvm_tirx")
+
+
+def _cuda_source(executable) -> str:
+    modules = [executable.mod]
+    while modules:
+        module = modules.pop()
+        if module.kind == "cuda":
+            return module.inspect_source()
+        modules.extend(module.imports)
+    raise AssertionError("no CUDA module in the executable")
+
+
+def test_offloaded_module_builds_for_sm_90a():
+    skipped = []
+    source = _cuda_source(_build(partition_for_tvm_tirx(Block, skipped=skipped)))
+    assert [s.var for s in skipped] == ["z"]
+    kernels = set(re.findall(r"__global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(", source))
+    assert {"tvm_tirx_gemm_n256_k64_bf16_bf16_kernel", "tvm_tirx_gemm_n128_k256_bf16_f32_kernel"} <= kernels, kernels
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in source
+    assert "matmul_kernel" in kernels  # the float32 matmul, lowered by apache-tvm
+
+
+@testing.requires_nvcc
+def test_offloaded_module_cuda_assembles_for_sm_90a():
+    from tvm_tirx.build.nvcc import nvcc  # pylint: disable=import-outside-toplevel
+
+    source = _cuda_source(_build(partition_for_tvm_tirx(Block)))
+    assert len(nvcc(source, tvm.target.Target(TARGET), "cubin")) > 0
+
+
+# -- on the GPU -----------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@testing.requires_cuda
+def test_relax_vm_runs_the_offloaded_block_at_two_sequence_lengths(torch_cuda):
+    torch = torch_cuda
+    vm = relax.VirtualMachine(_build(partition_for_tvm_tirx(Block)), tvm.cuda(0))
+    torch.manual_seed(0)
+    w1 = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(256, device="cuda", dtype=torch.bfloat16)
+    w2 = torch.randn(128, 256, device="cuda", dtype=torch.bfloat16)
+    f, g = torch.randn(4, 8, device="cuda"), torch.randn(8, 4, device="cuda")
+    for b, s in ((1, 7), (3, 300)):
+        x = torch.randn(b, s, 64, device="cuda", dtype=torch.bfloat16)
+        args = [tvm.runtime.from_dlpack(t.contiguous()) for t in (x, w1, bias, w2, f, g)]
+        y, z = (torch.from_dlpack(t) for t in vm["main"](*args))
+        h = ((x.float() @ w1.float()).bfloat16() + bias).float()
+        ref = h @ w2.float().t()
+        err = ((y - ref).abs().max() / ref.abs().max()).item()
+        assert y.shape == (b, s, 128) and err <= 1e-2, (b, s, err)
+        torch.testing.assert_close(z, f @ g)
