@@ -9,7 +9,7 @@ import re
 
 import pytest
 import tvm
-from tvm import relax
+from tvm import relax, te
 from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
@@ -265,6 +265,42 @@ def test_offloaded_module_cuda_assembles_for_sm_90a():
     assert len(nvcc(source, tvm.target.Target(TARGET), "cubin")) > 0
 
 
+def _reference_gemm(name):
+    """A plain TE kernel with the GEMM's signature and semantics (C = A @ B^T, fp32
+    accumulation) for the kernel ``name``, to run the rewritten module on the CPU."""
+    n, k, _, out = re.fullmatch(r"tvm_tirx_gemm_n(\d+)_k(\d+)_(\w+)_(\w+)", name).groups()
+    a = te.placeholder((tvm.tirx.Var("m", "int64"), int(k)), "bfloat16", "A")
+    b = te.placeholder((int(n), int(k)), "bfloat16", "B")
+    r = te.reduce_axis((0, int(k)), "r")
+    acc = te.compute((a.shape[0], int(n)), lambda i, j: te.sum(a[i, r].astype("float32") * b[j, r].astype("float32"), axis=r))
+    c = te.compute(acc.shape, lambda i, j: acc[i, j].astype({"bf16": "bfloat16", "f32": "float32"}[out]))
+    return te.create_prim_func([a, b, c]).with_attr("global_symbol", name)
+
+
+def _block_reference(x, w1, bias, w2):
+    return ((x.float() @ w1.float()).bfloat16() + bias).float() @ w2.float().t()
+
+
+def test_rewritten_block_computes_the_same_on_the_cpu_with_a_reference_gemm(torch_cpu):
+    # the rewrite's semantics (operand order, the transpose, the reshapes, symbolic m)
+    # checked without a GPU: each GEMM PrimFunc swapped for a TE kernel computing A @ B^T
+    torch = torch_cpu
+    mod = partition_for_tvm_tirx(Block)
+    for gv, _ in list(mod.functions_items()):
+        if gv.name_hint.startswith("tvm_tirx_gemm_"):
+            mod.update_func(gv, _reference_gemm(gv.name_hint))
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    torch.manual_seed(0)
+    w1, bias, w2 = torch.randn(64, 256).bfloat16(), torch.randn(256).bfloat16(), torch.randn(128, 256).bfloat16()
+    f, g = torch.randn(4, 8), torch.randn(8, 4)
+    for b, s in ((1, 7), (3, 30)):
+        x = torch.randn(b, s, 64).bfloat16()
+        y, z = (torch.from_dlpack(t) for t in vm["main"](*[tvm.runtime.from_dlpack(t) for t in (x, w1, bias, w2, f, g)]))
+        ref = _block_reference(x, w1, bias, w2)
+        assert y.shape == (b, s, 128) and ((y - ref).abs().max() / ref.abs().max()).item() < 1e-5
+        torch.testing.assert_close(z, f @ g)
+
+
 # -- on the GPU -----------------------------------------------------------------------------
 
 
@@ -282,8 +318,7 @@ def test_relax_vm_runs_the_offloaded_block_at_two_sequence_lengths(torch_cuda):
         x = torch.randn(b, s, 64, device="cuda", dtype=torch.bfloat16)
         args = [tvm.runtime.from_dlpack(t.contiguous()) for t in (x, w1, bias, w2, f, g)]
         y, z = (torch.from_dlpack(t) for t in vm["main"](*args))
-        h = ((x.float() @ w1.float()).bfloat16() + bias).float()
-        ref = h @ w2.float().t()
+        ref = _block_reference(x, w1, bias, w2)
         err = ((y - ref).abs().max() / ref.abs().max()).item()
         assert y.shape == (b, s, 128) and err <= 1e-2, (b, s, err)
         torch.testing.assert_close(z, f @ g)
