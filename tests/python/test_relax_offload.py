@@ -5,7 +5,12 @@ the linear form, matmuls left alone), and builds of offloaded modules for sm_90a
 GPU (marker ``gpu``): the Relax VM against torch with a symbolic m at two values.
 """
 
+import os
+import pathlib
 import re
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import tvm
@@ -14,6 +19,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 from tvm.script import tirx as T
 
+import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.ops.relax_offload import MAX_M, SkippedMatmul, gemm_kernel, match_gemm, partition_for_tvm_tirx
 
@@ -322,3 +328,18 @@ def test_relax_vm_runs_the_offloaded_block_at_two_sequence_lengths(torch_cuda):
         err = ((y - ref).abs().max() / ref.abs().max()).item()
         assert y.shape == (b, s, 128) and err <= 1e-2, (b, s, err)
         torch.testing.assert_close(z, f @ g)
+
+
+def test_the_guide_example_runs_as_it_is(tmp_path):
+    # docs/guides/relax_offload.rst: the file example, run as a reader would (without a
+    # GPU it offloads and builds, then stops)
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "guides" / "relax_offload.rst").read_text()
+    block = re.search(r"\.\. code-block:: python\n\n((?:   .*\n|\n)+)", page).group(1)
+    source = textwrap.dedent(block)
+    assert source.startswith("# relax_offload.py")
+    (tmp_path / "relax_offload.py").write_text(source)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(pathlib.Path(tvm_tirx.__file__).parents[1]),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "relax_offload.py"], cwd=tmp_path, capture_output=True, text=True,
+                          env=env, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
