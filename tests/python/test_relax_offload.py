@@ -263,6 +263,12 @@ def test_offloaded_module_builds_for_sm_90a():
     assert "matmul_kernel" in kernels  # the float32 matmul, lowered by apache-tvm
 
 
+def test_offloaded_module_for_another_arch_is_a_tile_error():
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
+    with pytest.raises(tvm_tirx.TileError, match="tvm_tirx_gemm_n256_k64_bf16_bf16"):
+        tvm.compile(partition_for_tvm_tirx(Block), target=target, relax_pipeline="tvm_tirx", tir_pipeline="tvm_tirx")
+
+
 @testing.requires_nvcc
 def test_offloaded_module_cuda_assembles_for_sm_90a():
     from tvm_tirx.build.nvcc import nvcc  # pylint: disable=import-outside-toplevel
@@ -330,6 +336,7 @@ def test_relax_vm_runs_the_offloaded_block_at_two_sequence_lengths(torch_cuda):
         torch.testing.assert_close(z, f @ g)
 
 
+@pytest.mark.slow
 def test_the_guide_example_runs_as_it_is(tmp_path):
     # docs/guides/relax_offload.rst: the file example, run as a reader would (without a
     # GPU it offloads and builds, then stops)

@@ -35,8 +35,8 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..kernels.gemm import make_gemm
 
-__all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "gemm_kernel", "match_gemm", "OffloadGemm",
-           "partition_for_tvm_tirx"]
+__all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "gemm_kernel", "match_gemm",
+           "OffloadGemm", "partition_for_tvm_tirx"]
 
 #: Input dtypes offloaded (both operands the same).
 IN_DTYPES = ("bfloat16",)
@@ -59,9 +59,14 @@ class SkippedMatmul:
 
 
 @dataclass(frozen=True)
-class _Gemm:  # pylint: disable=too-many-instance-attributes
-    """A matched matmul: ``x`` (``*batch, k``), the weight ``b`` ((n, k), or (k, n) when
-    ``transpose_b``), ``m`` the product of ``batch``, and the dtypes."""
+class GemmMatch:  # pylint: disable=too-many-instance-attributes
+    """An ``R.matmul`` the GEMM computes (:func:`match_gemm`).
+
+    ``x``: the left operand, shape ``(*batch, k)``; ``b``: the weight, ``(n, k)``, or
+    ``(k, n)`` when ``transpose_b``; ``batch``: ``x``'s leading extents (PrimExprs,
+    static or symbolic); ``m``: their product; ``n``, ``k``: ints; ``in_dtype``,
+    ``out_dtype``: dtype names.
+    """
 
     x: relax.Expr
     b: relax.Expr
@@ -161,13 +166,12 @@ def match_gemm(call: relax.Call, lookup=lambda var: None):
 
     Returns
     -------
-    _Gemm | str
-        The matched workload (``x``, the weight, whether it needs a transpose, the batch
-        shape, ``m``, ``n``, ``k``, the dtypes), or a sentence saying why the call is left
-        to the default lowering: dtypes outside :data:`IN_DTYPES` / :data:`OUT_DTYPES`,
-        unknown shapes, a batched weight, a run-time ``n`` or ``k``, rows of
-        ``k * sizeof(dtype)`` bytes not a multiple of 16, a static ``m`` over
-        :data:`MAX_M`.
+    GemmMatch | str
+        The match, or a sentence saying why the call is left to the default lowering:
+        dtypes outside :data:`IN_DTYPES` / :data:`OUT_DTYPES`, unknown shapes, a 1-D
+        ``x``, a batched weight, a run-time ``n`` or ``k``, rows of ``k *
+        sizeof(dtype)`` bytes not a multiple of 16, a static ``m`` outside ``1 ..``
+        :data:`MAX_M`.  Nothing is raised for an unsupported call.
     """
     x, rhs = call.args
     if x.ty.shape is None or rhs.ty.shape is None:
@@ -190,7 +194,7 @@ def match_gemm(call: relax.Call, lookup=lambda var: None):
     reason = _check_sizes(m, n, k, in_dtype)
     if reason:
         return reason
-    return _Gemm(x, b, transpose_b, tuple(shape[:-1]), m, n, k, in_dtype, out_dtype)
+    return GemmMatch(x, b, transpose_b, tuple(shape[:-1]), m, n, k, in_dtype, out_dtype)
 
 
 @mutator
@@ -228,14 +232,14 @@ class _Offload(PyExprMutator):
         self.changed = True
         return self._emit(found)
 
-    def _kernel(self, g: _Gemm) -> tvm.ir.GlobalVar:
+    def _kernel(self, g: GemmMatch) -> tvm.ir.GlobalVar:
         key = (g.n, g.k, g.in_dtype, g.out_dtype)
         if key not in self.kernels:
             func = gemm_kernel(*key, **self.options)
             self.kernels[key] = self.builder_.add_func(func, str(func.attrs["global_symbol"]))
         return self.kernels[key]
 
-    def _emit(self, g: _Gemm) -> relax.Expr:
+    def _emit(self, g: GemmMatch) -> relax.Expr:
         emit = self.builder_.emit
         x = g.x if len(g.batch) == 1 else emit(relax.op.reshape(g.x, [g.m, g.k]))
         b = emit(relax.op.permute_dims(g.b, [1, 0])) if g.transpose_b else g.b
@@ -253,8 +257,9 @@ def OffloadGemm(skipped: list | None = None, gemm_options: dict | None = None): 
     added to the module once per ``(n, k, dtypes)`` (a run-time ``m``: one kernel for
     every batch and sequence size); ``x`` with batch axes is reshaped to ``(m, k)`` and
     the result back; a ``(k, n)`` weight gets an ``R.permute_dims(w, [1, 0])``.
-    Bindings the rewrite leaves unused (the linear form's ``permute_dims``) are removed.
-    Other matmuls, and every other op, are left as they are.
+    A function with a rewritten matmul then loses its unused dataflow bindings
+    (``relax.analysis.remove_all_unused``), the linear form's ``permute_dims`` among them.
+    Other matmuls, every other op, and functions without a match are left as they are.
 
     Parameters
     ----------
