@@ -21,6 +21,7 @@ from tvm.script import tirx as T
 
 import tvm_tirx
 from tvm_tirx import testing
+from tvm_tirx.ops.relax import relax_pipeline
 from tvm_tirx.ops.relax_offload import MAX_M, SkippedMatmul, gemm_kernel, match_gemm, partition_for_tvm_tirx
 
 TARGET = {"kind": "cuda", "arch": "sm_90a"}
@@ -261,6 +262,15 @@ def test_offloaded_module_builds_for_sm_90a():
     assert {"tvm_tirx_gemm_n256_k64_bf16_bf16_kernel", "tvm_tirx_gemm_n128_k256_bf16_f32_kernel"} <= kernels, kernels
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in source
     assert "matmul_kernel" in kernels  # the float32 matmul, lowered by apache-tvm
+
+
+def test_the_tvm_tirx_relax_pipeline_offloads_when_asked():
+    pipeline = relax_pipeline(offload_gemm=True)
+    executable = tvm.compile(Block, target=tvm.target.Target(TARGET), relax_pipeline=pipeline, tir_pipeline="tvm_tirx")
+    source = _cuda_source(executable)
+    assert "tvm_tirx_gemm_n256_k64_bf16_bf16_kernel" in source and "tvm_tirx_gemm_n128_k256_bf16_f32_kernel" in source
+    # the plain pipeline does not
+    assert "tvm_tirx_gemm" not in _cuda_source(_build(Block))
 
 
 def test_offloaded_module_for_another_arch_is_a_tile_error():

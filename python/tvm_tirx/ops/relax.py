@@ -84,7 +84,7 @@ def PrepareTileKernels():  # pylint: disable=invalid-name
     return _pass
 
 
-def relax_pipeline(target=None):
+def relax_pipeline(target=None, offload_gemm: bool = False, gemm_options: dict | None = None):
     """The Relax pipeline for modules that call tile kernels.
 
     Parameters
@@ -92,17 +92,24 @@ def relax_pipeline(target=None):
     target : tvm.target.Target | None
         A CUDA target; None takes ``Target.current()`` when the pipeline runs (this is
         how ``tvm.compile(..., relax_pipeline="tvm_tirx")`` calls it).
+    offload_gemm : bool
+        First rewrite the supported ``R.matmul`` calls into calls of the Hopper GEMM
+        (:func:`tvm_tirx.ops.relax_offload.OffloadGemm`, with ``gemm_options``): pass
+        ``relax_pipeline=relax_pipeline(offload_gemm=True)`` to ``tvm.compile``.
+    gemm_options : dict | None
+        ``make_gemm`` options for the offloaded kernels.
 
     Returns
     -------
     tvm.transform.Pass
-        :func:`PrepareTileKernels`, then apache-tvm's default CUDA pipeline
-        (``tvm.relax.backend.cuda.get_default_pipeline``).
+        (The GEMM offload,) :func:`PrepareTileKernels`, then apache-tvm's default CUDA
+        pipeline (``tvm.relax.backend.cuda.get_default_pipeline``).
 
     Raises
     ------
     ValueError
-        When it runs with no target given and none current, or a non-CUDA one.
+        When it runs with no target given and none current, or a non-CUDA one; from
+        ``make_gemm``, for ``gemm_options`` it refuses.
     """
     @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.relax_pipeline")
     def _pass(mod, _ctx):
@@ -114,6 +121,11 @@ def relax_pipeline(target=None):
                 "call tvm.compile(mod, target=<cuda target>, relax_pipeline='tvm_tirx', "
                 "tir_pipeline='tvm_tirx')"
             )
+        if offload_gemm:
+            # imported here: this module loads while `import tvm` runs (the plugin hook)
+            from .relax_offload import OffloadGemm  # pylint: disable=import-outside-toplevel
+
+            mod = OffloadGemm(gemm_options=gemm_options)(mod)
         mod = PrepareTileKernels()(mod)
         return get_default_pipeline(tgt)(mod)
 
