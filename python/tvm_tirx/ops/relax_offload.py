@@ -16,8 +16,8 @@ The GEMM computes ``C (m, n) = A (m, k) @ B (n, k)^T``.  Two forms are matched:
 * ``R.matmul(x, R.permute_dims(w))`` with ``w`` of shape ``(n, k)`` (the "linear" form of
   ``torch.nn.functional.linear``): ``w`` is passed as it is.
 
-``x`` is ``(*batch, m, k)``; with batch axes it is reshaped into ``(prod(batch) * m, k)``
-and the result back into ``(*batch, m, n)``.  One PrimFunc per ``(n, k, dtypes)`` serves
+``x`` is ``(*rows, k)``; with more than one row axis (batch, sequence) it is reshaped
+into ``(prod(rows), k)`` and the result back into ``(*rows, n)``.  One PrimFunc per ``(n, k, dtypes)`` serves
 every call site: its ``m`` is a run-time extent, so static and symbolic batch or sequence
 sizes share it and symbolic ones stay symbolic.  A bias add after the matmul is not part
 of the pattern: it stays an ``R.add`` on the GEMM's (rounded) output, lowered as usual.
