@@ -21,19 +21,20 @@ from tvm.script import tirx as T
 
 import tvm_tirx
 from tvm_tirx import testing
+from tvm_tirx.ops.gemm_kernels import CONFIG
 from tvm_tirx.ops.relax import relax_pipeline
-from tvm_tirx.ops.relax_offload import MAX_M, SkippedMatmul, gemm_kernel, match_gemm, partition_for_tvm_tirx
+from tvm_tirx.ops.relax_offload import MAX_M, SkippedMatmul, gemm_prim_func, match_gemm, partition_for_tvm_tirx
 
 TARGET = {"kind": "cuda", "arch": "sm_90a"}
 
 
 def _check(before, expected, **kernels):
     """Offload ``before``; compare with ``expected`` whose stub PrimFunc ``name`` stands for
-    ``gemm_kernel(*kernels[name])``; return the skipped matmuls."""
+    ``gemm_prim_func(*kernels[name])``; return the skipped matmuls."""
     skipped = []
     after = partition_for_tvm_tirx(before, skipped=skipped)
     for name, args in kernels.items():
-        expected.update_func(expected.get_global_var(name), gemm_kernel(*args))
+        expected.update_func(expected.get_global_var(name), gemm_prim_func(*args))
     tvm.ir.assert_structural_equal(after, expected)
     return skipped
 
@@ -155,7 +156,7 @@ def test_two_calls_with_different_m_share_one_kernel():
     after = partition_for_tvm_tirx(Before)
     kernels = [gv.name_hint for gv, f in after.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
     assert kernels == ["tvm_tirx_gemm_n256_k64_bf16_bf16"]
-    assert after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(gemm_kernel(256, 64))
+    assert after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(gemm_prim_func(256, 64))
     calls = [b.value for b in after["main"].body.blocks[0].bindings]
     assert [c.op.name for c in calls] == ["relax.call_tir", "relax.call_tir"]
 
@@ -213,8 +214,11 @@ def test_gemm_options_reach_make_gemm_and_its_errors_surface():
                 R.output(y)
             return y
 
-    after = partition_for_tvm_tirx(Before, gemm_options={"persistent": False})
-    assert not after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(gemm_kernel(256, 64))
+    default = partition_for_tvm_tirx(Before)["tvm_tirx_gemm_n256_k64_bf16_bf16"]
+    assert default.same_as(gemm_prim_func(256, 64, **CONFIG["bfloat16"]))  # the torch operators' options
+    after = partition_for_tvm_tirx(Before, gemm_options={"persistent": True, "ctas": 132})
+    assert not after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(default)
+    assert after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(gemm_prim_func(256, 64, persistent=True, ctas=132))
     with pytest.raises(ValueError, match="cluster=2 pairs CTAs"):
         partition_for_tvm_tirx(Before, gemm_options={"cluster": 2})
 

@@ -34,8 +34,9 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..kernels.gemm import make_gemm
+from .gemm_kernels import CONFIG
 
-__all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "gemm_kernel", "match_gemm",
+__all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "gemm_prim_func", "match_gemm",
            "OffloadGemm", "partition_for_tvm_tirx"]
 
 #: Input dtypes offloaded (both operands the same).
@@ -81,17 +82,18 @@ class GemmMatch:  # pylint: disable=too-many-instance-attributes
 
 @functools.lru_cache(maxsize=None)
 def _cached_kernel(n: int, k: int, in_dtype: str, out_dtype: str, options: tuple) -> tvm.tirx.PrimFunc:
-    name = f"tvm_tirx_gemm_n{n}_k{k}_{_SHORT[in_dtype]}_{_SHORT[out_dtype]}"
+    name = f"tvm_tirx_gemm_n{n}_k{k}_{_SHORT.get(in_dtype, in_dtype)}_{_SHORT[out_dtype]}"
     func = make_gemm(tvm.tirx.Var("m", "int32"), n, k, out_dtype=out_dtype, in_dtype=in_dtype, **dict(options))
     return func.with_attr("global_symbol", name)
 
 
-def gemm_kernel(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = "bfloat16",
+def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = "bfloat16",
                 **options) -> tvm.tirx.PrimFunc:
     """The PrimFunc :class:`OffloadGemm` calls for ``(n, k, in_dtype, out_dtype)``.
 
     ``make_gemm(m, n, k, out_dtype, in_dtype, **options)`` with ``m`` an int32 run-time
-    extent, its ``global_symbol`` set to ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``,
+    extent and the options of the torch operators
+    (:data:`tvm_tirx.ops.gemm_kernels.CONFIG` of ``out_dtype``) updated by ``options``, its ``global_symbol`` set to ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``,
     ``f32``), which is also the name the pass gives it in the module.  Made once per
     arguments (cached): ``A (m, k)``, ``B (n, k)`` of ``in_dtype``, ``C (m, n)`` of
     ``out_dtype``, row-major, 16-byte aligned; ``C = A @ B^T`` with fp32 accumulation.
@@ -103,7 +105,8 @@ def gemm_kernel(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = "bf
     in_dtype, out_dtype : str
         One of :data:`IN_DTYPES` and one of :data:`OUT_DTYPES`.
     **options
-        ``make_gemm``'s keyword options (``stages``, ``ctas``, ``persistent``, ...).
+        ``make_gemm``'s keyword options (``stages``, ``persistent``, ``group_m``, ...),
+        over those of ``CONFIG``.
 
     Raises
     ------
@@ -111,6 +114,9 @@ def gemm_kernel(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = "bf
         From ``make_gemm``: a size, dtype or option it refuses (``cluster=2`` among them:
         it needs a static ``m``).
     """
+    if out_dtype not in CONFIG:
+        raise ValueError(f"gemm_prim_func: out_dtype must be one of {list(CONFIG)}, found {out_dtype!r}")
+    options = {**CONFIG[out_dtype], **options}
     return _cached_kernel(int(n), int(k), in_dtype, out_dtype, tuple(sorted(options.items())))
 
 
@@ -235,7 +241,7 @@ class _Offload(PyExprMutator):
     def _kernel(self, g: GemmMatch) -> tvm.ir.GlobalVar:
         key = (g.n, g.k, g.in_dtype, g.out_dtype)
         if key not in self.kernels:
-            func = gemm_kernel(*key, **self.options)
+            func = gemm_prim_func(*key, **self.options)
             self.kernels[key] = self.builder_.add_func(func, str(func.attrs["global_symbol"]))
         return self.kernels[key]
 
@@ -253,7 +259,7 @@ def OffloadGemm(skipped: list | None = None, gemm_options: dict | None = None): 
     """Module pass: rewrite supported ``R.matmul`` calls into ``R.call_tir`` of the GEMM.
 
     Each matmul :func:`match_gemm` accepts becomes ``R.call_tir(gemm, (x, b),
-    R.Tensor((m, n), out_dtype))`` with ``gemm`` = :func:`gemm_kernel` ``(n, k, ...)``
+    R.Tensor((m, n), out_dtype))`` with ``gemm`` = :func:`gemm_prim_func` ``(n, k, ...)``
     added to the module once per ``(n, k, dtypes)`` (a run-time ``m``: one kernel for
     every batch and sequence size); ``x`` with batch axes is reshaped to ``(m, k)`` and
     the result back; a ``(k, n)`` weight gets an ``R.permute_dims(w, [1, 0])``.
@@ -266,7 +272,8 @@ def OffloadGemm(skipped: list | None = None, gemm_options: dict | None = None): 
     skipped : list | None
         If a list, a :class:`SkippedMatmul` is appended for each matmul left alone.
     gemm_options : dict | None
-        ``make_gemm`` keyword options for every kernel (``ctas``, ``stages``, ...).
+        ``make_gemm`` keyword options for every kernel (``stages``, ``persistent``, ...),
+        over the torch operators' (:data:`tvm_tirx.ops.gemm_kernels.CONFIG`).
 
     Returns
     -------
@@ -304,7 +311,8 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
     skipped : list | None
         If a list, receives a :class:`SkippedMatmul` per matmul left alone, with why.
     gemm_options : dict | None
-        ``make_gemm`` keyword options for every kernel.
+        ``make_gemm`` keyword options for every kernel, over the torch operators'
+        (:data:`tvm_tirx.ops.gemm_kernels.CONFIG`).
 
     Returns
     -------
