@@ -140,6 +140,7 @@ def test_fullgraph_dynamic_compile_traces_one_graph_for_every_m():
 
 
 def test_fullgraph_compile_of_cuda_fake_tensors_with_aot():
+    import torch._dynamo.testing  # pylint: disable=import-outside-toplevel  (not imported by torch itself)
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     torch._dynamo.reset()
