@@ -43,6 +43,33 @@ def test_bad_options(options, error, message):
         tvm_tirx.compile(read_next_row, target="cuda", arch=ARCH, options=options)
 
 
+def test_detect_hangs_zero_and_false_are_off():
+    assert parse_options({"detect_hangs": 0}).detect_hangs == 0
+    assert parse_options({"detect_hangs": False}).detect_hangs == 0
+    assert parse_options({"detect_hangs": True}).detect_hangs == 2000
+    assert parse_options({"detect_hangs": 300}).detect_hangs == 300
+
+
+@pytest.mark.parametrize(
+    "value, error, message",
+    [
+        (-5, ValueError, r"options\['detect_hangs'\] must be 0 \(off\) or a positive number of milliseconds, got -5"),
+        (10**13, ValueError, r"options\['detect_hangs'\] must be at most 4611686018427 ms .*int64"),
+        (1.5, TypeError, r"options\['detect_hangs'\] must be a bool or an int"),
+        ("2s", TypeError, r"options\['detect_hangs'\] must be a bool or an int"),
+    ],
+)
+def test_bad_detect_hangs(value, error, message):
+    with pytest.raises(error, match=message):
+        parse_options({"detect_hangs": value})
+
+
+def test_largest_detect_hangs_is_accepted():
+    from tvm_tirx.build.options import MAX_HANG_TIMEOUT_MS
+
+    assert parse_options({"detect_hangs": MAX_HANG_TIMEOUT_MS}).detect_hangs == MAX_HANG_TIMEOUT_MS
+
+
 # -- the flags reach nvcc (Kernel.ptx / cubin / export) ------------------------------------------
 
 

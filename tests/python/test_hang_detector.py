@@ -28,7 +28,7 @@ def test_off_by_default_and_on_with_the_option():
 
 
 def test_detect_hangs_option_is_checked():
-    with pytest.raises(TypeError, match="detect_hangs"):
+    with pytest.raises(ValueError, match="detect_hangs"):
         tvm_tirx.compile(K.arrivals, arch="sm_90a", options={"detect_hangs": -5})
 
 

@@ -15,7 +15,8 @@
     compilers take that form): ``-v``, ``--register-usage-level=5``,
     ``--warn-on-spills``.
 ``"detect_hangs"``
-    ``True`` (a 2 s timeout) or a timeout in milliseconds: every mbarrier
+    ``True`` (a 2 s timeout) or a timeout in milliseconds (``0`` or ``False``:
+    off; at most :data:`MAX_HANG_TIMEOUT_MS`): every mbarrier
     wait of the kernel is bounded; one that times out prints its source line,
     the barrier, the parity and the counts the kernel states, and traps
     (:mod:`tvm_tirx.tile.families._mbarrier_hangs`).  Default off: waits cost
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 import tvm_ffi
 from tvm.support import nvcc
 
-from ..tile.families._mbarrier_hangs import DEFAULT_TIMEOUT_MS
+from ..tile.families._mbarrier_hangs import CYCLES_PER_MS, DEFAULT_TIMEOUT_MS
 
 __all__ = ["CompileOptions", "parse_options", "cuda_compiler_flags"]
 
@@ -99,13 +100,30 @@ class CompileOptions:
         )
 
 
+#: The largest ``detect_hangs`` (ms): its cycle count (ms * CYCLES_PER_MS) must fit in an int64.
+MAX_HANG_TIMEOUT_MS = (2**63 - 1) // CYCLES_PER_MS
+
+
 def _hang_timeout(value) -> int:
-    """``detect_hangs`` as milliseconds (0: off; True: the default timeout)."""
+    """``detect_hangs`` as milliseconds (0 or False: off; True: the default timeout)."""
     if isinstance(value, bool):
         return DEFAULT_TIMEOUT_MS if value else 0
-    if isinstance(value, int) and value > 0:
-        return value
-    raise TypeError(f"tvm_tirx.compile: options['detect_hangs'] must be a bool or a positive int (ms), got {value!r}")
+    if not isinstance(value, int):
+        raise TypeError(
+            "tvm_tirx.compile: options['detect_hangs'] must be a bool or an int of milliseconds "
+            f"(0: off), got {value!r}"
+        )
+    if value < 0:
+        raise ValueError(
+            "tvm_tirx.compile: options['detect_hangs'] must be 0 (off) or a positive number of "
+            f"milliseconds, got {value}"
+        )
+    if value > MAX_HANG_TIMEOUT_MS:
+        raise ValueError(
+            f"tvm_tirx.compile: options['detect_hangs'] must be at most {MAX_HANG_TIMEOUT_MS} ms "
+            f"(the timeout in SM cycles, ms * {CYCLES_PER_MS}, must fit in an int64), got {value}"
+        )
+    return value
 
 
 def parse_options(options) -> CompileOptions:
@@ -114,10 +132,13 @@ def parse_options(options) -> CompileOptions:
     Raises
     ------
     TypeError
-        ``options`` is not a dict, or ``"flags"``/``"ptxas"`` is not a list of str.
+        ``options`` is not a dict, ``"flags"``/``"ptxas"`` is not a list of str,
+        ``"check_assumptions"`` is not a bool or ``"detect_hangs"`` is not a
+        bool or an int.
     ValueError
-        A key without a dot other than ``"flags"`` and ``"ptxas"`` (PassContext
-        config names always have one: a misspelt key of ours is not passed on).
+        A key without a dot other than ours (PassContext config names always
+        have one: a misspelt key of ours is not passed on), or a
+        ``"detect_hangs"`` below 0 or above :data:`MAX_HANG_TIMEOUT_MS`.
     """
     if options is None:
         return CompileOptions()
