@@ -268,6 +268,22 @@ def test_assumption_ends_where_its_memory_is_written():
         testing.lower(_gather(True, rewrite=True))
 
 
+def test_assumption_needs_a_boolean_condition():
+    with pytest.raises(TileError, match=r"test_bounds.py:\d+: T.assume needs a boolean condition: expected a bool expression .* found Idx\[t\] \(int32\)") as info:
+
+        @T.function
+        def not_a_condition(Idx: T.Tensor((256,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+            t = T.cuda.thread_idx("x")
+            T.assume(Idx[t])
+
+    assert "T.assume(Idx[t])" in "".join(getattr(info.value, "__notes__", ()))
+    with pytest.raises(TileError, match="T.assume needs a boolean condition"):
+        T.assume(1)
+    # a boolean condition, and a Python bool, are accepted
+    assert "bool" in str(T.assume(True).args[0].ty)
+
+
 def test_check_assumptions_builds_a_run_time_check():
     import tvm_tirx
 

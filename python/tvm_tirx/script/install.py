@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from tvm.tirx.script.builder import ir as _ir
 
 from ..tile import op as tile_op
+from ..tile.assumptions import assume
 from ..tile.ewise import ewise
 from . import builders, launch
 from .lane_reduce import reduce_lanes
@@ -40,6 +41,7 @@ def install() -> None:
         ("alloc_local", builders.alloc_local),
         ("alloc_shared", builders.alloc_shared),
         ("device_entry", launch.device_entry),
+        ("assume", assume),  # refuses a non-boolean condition
     ):
         _ir.register_script_namespace(name, value)
 

@@ -10,6 +10,9 @@ built with ``tvm_tirx.compile(..., options={"check_assumptions": True})``
 each one becomes a check that, when ``cond`` is false, prints the source
 line, the condition, the CTA and the thread, then traps (the launch fails
 with ``cudaErrorLaunchFailure``, "unspecified launch failure").
+
+``T.assume`` is :func:`assume`: apache-tvm's, refusing a condition that is
+not boolean (``T.assume(A[i])`` states nothing the prover can use).
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..errors import TileError
 from .sites import is_assume, location_of
 
-__all__ = ["check_assumptions", "device_trap"]
+__all__ = ["assume", "check_assumptions", "device_trap"]
 
 #: The device function every check calls: prints its format with the CTA and
 #: thread ids first, then up to three values, and traps (PTX ``trap``, PTX ISA 9.7.19.6).
@@ -32,6 +36,43 @@ __device__ __noinline__ void tvm_tirx_trap(const char* fmt, long long a, long lo
   __trap();
 }
 """
+
+
+def _dtype_of(cond) -> str:
+    return str(getattr(cond, "dtype", None) or getattr(getattr(cond, "ty", None), "dtype", None) or "")
+
+
+def assume(cond=None):
+    """``T.assume(cond)``: the fact ``cond`` for the proofs (see the module docstring).
+
+    Parameters
+    ----------
+    cond : PrimExpr or bool
+        A boolean condition (``0 <= j[0] and j[0] < n``).
+
+    Returns
+    -------
+    tvm.tirx.PrimExpr
+        apache-tvm's ``tirx.assume`` call.
+
+    Raises
+    ------
+    TileError
+        ``cond`` is not boolean (an ``int32`` value such as ``A[i]``): at the
+        user's line when written in a ``@T.function``.
+    """
+    if isinstance(cond, bool):
+        cond = tirx.const(cond, "bool")
+    dtype = _dtype_of(cond)
+    if cond is None or isinstance(cond, (int, float)) or not dtype.startswith("bool"):
+        found = f"{cond} ({dtype})" if dtype else repr(cond)
+        raise TileError(
+            "",
+            "T.assume needs a boolean condition",
+            expected="a bool expression such as A[i] != 0 or 0 <= j[0] and j[0] < n",
+            found=found,
+        )
+    return tirx.assume(cond)
 
 
 def _c_string(text: str) -> str:
