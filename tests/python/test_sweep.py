@@ -74,6 +74,30 @@ def test_sweep_compiles_in_worker_processes():
     assert "__global__" in result.rows[0].kernel.cuda_source  # loaded here (from the cache the workers filled)
 
 
+_UNGUARDED_SCRIPT = """
+from tvm_tirx import testing
+from test_sweep import make_copy
+
+# no if __name__ == "__main__": guard -- each spawned worker re-runs this line and fails
+result = testing.sweep(make_copy, [{"offset": 0}], (), arch="sm_90a", workers=1, progress=False, measure=False)
+print(result.table())
+"""
+
+
+def test_sweep_names_the_main_guard_when_its_workers_break(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(_UNGUARDED_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(__file__) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    table = out.stdout
+    assert "dropped: worker process failed (BrokenProcessPool" in table, out.stdout + out.stderr
+    assert "if __name__ == '__main__'" in table and "workers=0" in table, table
+
+
 def test_sweep_without_timing():
     result = testing.sweep(make_copy, CONFIGS[:2], (), arch="sm_90a", workers=0, progress=False, measure=False)
     assert result.best is None and result.rows[0].timing is None and result.rows[0].kernel is not None

@@ -229,6 +229,23 @@ def test_a_tracker_without_servers_under_the_key_is_an_error(cluster):
         testing.sweep(make_copy, CONFIGS[:1], cpu_args, arch="sm_90a", workers=0, progress=False, runner=runner)
 
 
+def test_an_unreachable_tracker_is_named(monkeypatch):
+    import socket
+
+    from tvm_tirx.testing import rpc as rpc_module  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.setattr(rpc_module, "_CONNECT_TIMEOUT", 0)  # apache-tvm retries a refused connection for as long
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    runner = testing.RPCRunner(("127.0.0.1", port), "k", device="cpu", export=cpu_export)
+    message = rf"cannot reach the tracker at 127.0.0.1:{port}: connection refused .* no RPC tracker listens there"
+    with pytest.raises(RuntimeError, match=message):
+        runner.servers()
+    with pytest.raises(RuntimeError, match=message):
+        testing.sweep(make_copy, CONFIGS[:1], cpu_args, arch="sm_90a", workers=0, progress=False, runner=runner)
+
+
 def test_arguments_reach_the_server_as_tvm_tensors_bfloat16_too(torch_cpu):
     from tvm_tirx.testing.rpc import _remote_value  # pylint: disable=import-outside-toplevel
 

@@ -16,6 +16,7 @@ import os
 import statistics
 import sys
 import tempfile
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 from ..build.kernel import Kernel
@@ -224,6 +225,18 @@ class _Progress:
             self.bar.close()
 
 
+def _worker_failure(err) -> str:
+    """The dropped row's error for exception ``err`` of a compile worker's future."""
+    if isinstance(err, BrokenProcessPool):
+        return (
+            f"worker process failed ({type(err).__name__}: {err}): the likely cause is a script "
+            "whose top level is not guarded by if __name__ == '__main__': -- with workers > 0 the "
+            "sweep spawns processes that re-import the main module (workers=0 compiles here and "
+            "shows the error)"
+        )
+    return f"worker failed: {type(err).__name__}: {err}"
+
+
 def _compile_all(make_kernel, configs, compile_kwargs, workers, progress, export=None, paths=None) -> list:
     """``[(kernel or None, error or None)]`` per configuration; given ``export``, the
     library of each one that compiles is written to its path in ``paths``."""
@@ -242,7 +255,7 @@ def _compile_all(make_kernel, configs, compile_kwargs, workers, progress, export
                     try:
                         errors[futures[future]] = future.result()
                     except Exception as err:  # pylint: disable=broad-except
-                        errors[futures[future]] = f"worker failed: {type(err).__name__}: {err}"
+                        errors[futures[future]] = _worker_failure(err)
                     bar.step()
         # the workers filled the compile cache: loading here is cheap (and rebuilds without it)
         results = []

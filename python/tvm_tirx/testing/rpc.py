@@ -136,9 +136,19 @@ def _parse_tracker(tracker) -> tuple:
     raise ValueError(f"RPCRunner: tracker must be 'host:port' or (host, port), got {tracker!r}")
 
 
+#: Seconds to retry a refused connection to the tracker.
+_CONNECT_TIMEOUT = 10
+
+
 def _tracker_call(addr, message, timeout):
     """Send one message to the tracker at ``addr`` and return its answer (tvm.rpc's protocol)."""
-    sock = rpc_base.connect_with_retry(addr, timeout=10, retry_period=1)
+    try:
+        sock = rpc_base.connect_with_retry(addr, timeout=_CONNECT_TIMEOUT, retry_period=1)
+    except RuntimeError as err:  # apache-tvm's "Failed to connect to server", after its retries
+        raise ConnectionRefusedError(
+            f"connection refused for {_CONNECT_TIMEOUT} s: no RPC tracker listens there "
+            f"(start one with python -m tvm.exec.rpc_tracker --host={addr[0]} --port={addr[1]})"
+        ) from err
     try:
         sock.settimeout(timeout)
         sock.sendall(struct.pack("<i", rpc_base.RPC_TRACKER_MAGIC))
