@@ -109,6 +109,15 @@ def test_run_time_m_one_cta_per_tile_and_run_time_k():
     assert "global stride not a multiple of 16 bytes: expected the byte stride k * 2 of B" in lowered
 
 
+@pytest.mark.parametrize("m, n", [(T.dynamic("m"), 1), (1, 256), (128, 1)], ids=["run-time m, n=1", "m=1", "n=1"])
+def test_a_single_row_of_a_or_b_is_a_legal_tma_tensor(m, n):
+    # B (1, k) or A (1, k): its row axis has one coordinate and a layout stride of 0 between
+    # coordinates 0 and 1; refused before ("global stride not a multiple of 16 bytes ...
+    # found byte strides (0,)"), though nn.Linear(d, 1) heads have exactly that weight
+    lowered = testing.lower(make_gemm(m, n, 64)).script()
+    assert lowered.count("T.tensormap_encode_tiled(") >= 2
+
+
 def test_exact_shapes_keep_the_unguarded_epilogue():
     kernel = _kernel("exact-fp32", 1024, 1024, 1024, **FP32)
     assert _body(kernel).count(STORE_V2 + "(") == 64 and "row_ptr" not in _body(kernel)

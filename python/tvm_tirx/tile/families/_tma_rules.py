@@ -121,7 +121,8 @@ def global_strides(buf):
             return None
         zero = (0,) * len(view.shape)
         base = view.offset(zero)
-        return tuple(view.offset(tuple(1 if j == i else 0 for j in range(len(zero)))) - base for i in range(len(zero)))
+        strides = [view.offset(tuple(1 if j == i else 0 for j in range(len(zero)))) - base for i in range(len(zero))]
+        return _unit_axes_contiguous(strides, [int(n) for n in buf.shape])
     shard = list(getattr(buf.layout, "shard", ()))
     if len(shard) != len(buf.shape) or list(getattr(buf.layout, "replica", ())) or getattr(buf.layout, "exclude", ()):
         return None
@@ -130,6 +131,18 @@ def global_strides(buf):
         return None
     strides = [int_or_none(it.stride) for it in shard]
     return tuple(s if s is not None else analyzer.simplify(it.stride) for s, it in zip(strides, shard))
+
+
+def _unit_axes_contiguous(strides, shape) -> tuple:
+    """``strides`` with each extent-1 axis given the stride it would have if contiguous
+    over the axes inside it: only its coordinate 0 is in the tensor, so the tensor
+    map never steps along it, but cuTensorMapEncodeTiled still wants a legal stride
+    (the layout of an extent-1 axis may state 0, or anything)."""
+    out = list(strides)
+    for i in range(len(out) - 1, -1, -1):
+        if shape[i] == 1:
+            out[i] = out[i + 1] * shape[i + 1] if i + 1 < len(out) else 1
+    return tuple(out)
 
 
 def run_time_requirements(c) -> list:
