@@ -3,12 +3,15 @@
 CPU: the ops trace under ``torch.compile(fullgraph=True)`` without a graph break (fake and
 meta tensors, several M, one graph for every M); their fake outputs' shapes and dtypes;
 ``torch.library.opcheck``; the errors for inputs the kernel does not take; the torch
-fallback; the kernel table (one compiled kernel per n, k, dtypes, arch, for every M),
-with the compile and the launch replaced by stand-ins.
+fallback and the dtypes it refuses as torch does; the autograd formula (gradients against
+F.linear / torch.matmul, gradcheck, opcheck, and the docs' MLP trained under
+torch.compile(fullgraph=True, dynamic=True)); the int32 element bound; the kernel table
+(one compiled kernel per n, k, dtypes, arch, for every M), with the compile and the launch replaced by stand-ins.
 GPU (marker ``gpu``): the results against an fp32 torch product for M = 1, 127, 1000, 4096
 from one compiled kernel, eager and under ``torch.compile``.
 """
 
+import re
 import subprocess
 import sys
 
@@ -199,10 +202,174 @@ def test_fallback_takes_a_row_major_b_and_other_dtypes():
     torch.testing.assert_close(ops.linear(x.half(), w.half(), fallback="torch"), (x.half() @ w.half().t()))
 
 
+NOT_FLOAT = [torch.int32, torch.int64, torch.bool, torch.complex64]
+
+
+@pytest.mark.parametrize("fallback", ["torch", None])
+@pytest.mark.parametrize("dtype", NOT_FLOAT)
+def test_non_floating_inputs_are_refused_as_torch_refuses_them(dtype, fallback):
+    x, w = torch.ones(3, 16, dtype=dtype), torch.ones(8, 16, dtype=dtype)
+    with pytest.raises(TypeError, match=rf"tvm_tirx.ops.linear: x must be a floating-point tensor, got {dtype}"):
+        ops.linear(x, w, fallback=fallback)
+    with pytest.raises(TypeError, match=rf"tvm_tirx.ops.linear: weight must be a floating-point tensor, got {dtype}"):
+        ops.linear(torch.ones(3, 16), w, fallback=fallback)
+    with pytest.raises(TypeError, match=rf"tvm_tirx.ops.matmul: a must be a floating-point tensor, got {dtype}"):
+        ops.matmul(x, w.t(), out_dtype=F32, fallback=fallback)
+    with pytest.raises(TypeError, match=r"x must be a floating-point tensor"):  # the fake impl too
+        ops.linear(x.to("meta"), w.to("meta"), fallback=fallback)
+
+
+def test_the_fallback_no_longer_rounds_integers():
+    x = torch.tensor([[2**24 + 1]], dtype=torch.int32)
+    with pytest.raises(TypeError, match="x must be a floating-point tensor, got torch.int32"):
+        ops.linear(x, torch.ones(1, 1, dtype=torch.int32), fallback="torch")
+
+
+@pytest.mark.parametrize("dtypes", [(F32, torch.float64), (BF16, F32), (torch.float16, BF16)])
+def test_mixed_input_dtypes_are_refused_as_f_linear_refuses_them(dtypes):
+    x, w = torch.ones(3, 16, dtype=dtypes[0]), torch.ones(8, 16, dtype=dtypes[1])
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.linear(x, w)
+    with pytest.raises(TypeError, match=rf"linear: x and weight must have the same dtype .*got {dtypes[0]} "
+                                        rf"and {dtypes[1]}"):
+        ops.linear(x, w, out_dtype=F32, fallback="torch")
+    with pytest.raises(TypeError, match=r"matmul: a and b.t\(\) must have the same dtype"):
+        ops.matmul(x, w.t(), fallback="torch")
+
+
+@pytest.mark.parametrize("out_dtype", [torch.int8, torch.int32, torch.bool, torch.complex64])
+def test_a_non_floating_out_dtype_is_refused(out_dtype):
+    x, w = _inputs(3, dtype=F32)
+    for fallback in ("torch", None):
+        with pytest.raises(TypeError, match=rf"linear: out_dtype must be a floating-point dtype, got {out_dtype}"):
+            ops.linear(x, w, out_dtype=out_dtype, fallback=fallback)
+        with pytest.raises(TypeError, match=rf"matmul: out_dtype must be a floating-point dtype, got {out_dtype}"):
+            ops.matmul(x, w.t(), out_dtype=out_dtype, fallback=fallback)
+
+
+def test_fallback_out_dtype_other_than_the_inputs():
+    x, w = _inputs(5, dtype=torch.float64)
+    y = ops.linear(x, w, out_dtype=F32, fallback="torch")
+    assert y.dtype == F32
+    torch.testing.assert_close(y, (x @ w.t()).float())
+    z = ops.linear(x.half(), w.half(), out_dtype=torch.float64, fallback="torch")
+    torch.testing.assert_close(z, x.half().double() @ w.half().double().t())
+
+
 def test_fallback_is_checked():
     x, w = _inputs(3)
     with pytest.raises(ValueError, match="fallback must be None or 'torch', got 'cublas'"):
         ops.linear(x, w, fallback="cublas")
+
+
+# -- autograd ------------------------------------------------------------------------------
+
+def _grads(fn, *inputs, grad):
+    leaves = [t.detach().requires_grad_() for t in inputs]
+    fn(*leaves).backward(grad)
+    return [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("dtype", [F32, torch.float64])
+@pytest.mark.parametrize("lead", [(), (2, 3)])
+def test_gradients_match_f_linear_and_torch_matmul(dtype, lead):
+    x, w = _inputs(5, n=24, k=16, lead=lead, dtype=dtype)
+    grad = torch.randn(*lead, 5, 24, dtype=dtype)
+    for got, want in zip(_grads(lambda a, b: ops.linear(a, b, fallback="torch"), x, w, grad=grad),
+                         _grads(torch.nn.functional.linear, x, w, grad=grad)):
+        assert got.dtype == dtype
+        torch.testing.assert_close(got, want)
+    b = w.t()
+    for got, want in zip(_grads(lambda a, b: ops.matmul(a, b, fallback="torch"), x, b, grad=grad),
+                         _grads(torch.matmul, x, b, grad=grad)):
+        assert got.dtype == dtype
+        torch.testing.assert_close(got, want)
+
+
+def test_gradcheck_in_float64():
+    x, w = _inputs(4, n=6, k=8, lead=(2,), dtype=torch.float64)
+    x.requires_grad_()
+    w.requires_grad_()
+    bias = torch.ones(6, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda a, b: ops.linear(a, b, fallback="torch"), (x, w))
+    assert torch.autograd.gradcheck(lambda a, b: ops.linear(a, b, bias, fallback="torch"), (x, w))
+    b = w.detach().t().requires_grad_()
+    assert torch.autograd.gradcheck(lambda a, b: ops.matmul(a, b, fallback="torch"), (x, b))
+
+
+def test_only_the_needed_gradients_are_computed(monkeypatch):
+    from tvm_tirx.ops import torch_ops
+
+    calls = []
+    for name in ("_grad_x", "_grad_w"):
+        real = getattr(torch_ops, name)
+        monkeypatch.setattr(torch_ops, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+    x, w = _inputs(5, dtype=F32)
+    ops.linear(x, w.requires_grad_(), fallback="torch").sum().backward()
+    assert calls == ["_grad_w"] and x.grad is None and w.grad.shape == w.shape
+    calls.clear()
+    ops.matmul(x.requires_grad_(), w.detach().t(), fallback="torch").sum().backward()
+    assert calls == ["_grad_x"] and x.grad.shape == x.shape
+
+
+def test_gradients_are_cast_to_each_inputs_dtype():
+    x, w = _inputs(5)  # bf16, out_dtype float32: the gradient arrives in float32
+    gx, gw = _grads(lambda a, b: ops.linear(a, b, out_dtype=F32, fallback="torch"), x, w,
+                    grad=torch.ones(5, 24))
+    assert gx.dtype == gw.dtype == BF16
+    torch.testing.assert_close(gx.float(), torch.ones(5, 24) @ w.float(), rtol=1e-2, atol=1e-1)
+    torch.testing.assert_close(gw.float(), torch.ones(24, 5) @ x.float(), rtol=1e-2, atol=1e-1)
+
+
+@pytest.mark.parametrize("dtype", [F32, torch.float64])
+def test_opcheck_with_requires_grad_inputs(dtype):
+    x, w = _inputs(5, lead=(2,), dtype=dtype)
+    x.requires_grad_()
+    w.requires_grad_()
+    torch.library.opcheck(torch.ops.tvm_tirx.linear.default, (x, w, None, "torch"))
+    torch.library.opcheck(torch.ops.tvm_tirx.matmul.default, (x, w.t(), None, "torch"))
+    torch.library.opcheck(torch.ops.tvm_tirx.linear.default, (x, w.detach(), F32, "torch"))
+
+
+class _DocsMLP(torch.nn.Module):
+    """docs/guides/frameworks.rst's MLP (its nn.Linear weights require grad), smaller and on CPU
+    with the torch fallback."""
+
+    def __init__(self, k=64, hidden=224, fallback="torch"):
+        super().__init__()
+        self.up = torch.nn.Linear(k, hidden, bias=False, dtype=torch.bfloat16)
+        self.down = torch.nn.Linear(hidden, k, bias=False, dtype=torch.bfloat16)
+        self.fallback = fallback
+
+    def forward(self, x):
+        return ops.linear(torch.nn.functional.silu(ops.linear(x, self.up.weight, fallback=self.fallback)),
+                          self.down.weight, fallback=self.fallback)
+
+
+def test_the_docs_mlp_trains_under_fullgraph_dynamic_compile():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    mlp = _DocsMLP()
+    assert mlp.up.weight.requires_grad and mlp.down.weight.requires_grad
+    compiled = torch.compile(mlp, fullgraph=True, dynamic=True)
+
+    def eager(x):
+        return torch.nn.functional.linear(torch.nn.functional.silu(torch.nn.functional.linear(x, mlp.up.weight)),
+                                          mlp.down.weight)
+
+    for shape in ((4, 16, 64), (2, 33, 64)):
+        x = torch.randn(*shape).to(BF16)
+        y = compiled(x)
+        want = eager(x)
+        torch.testing.assert_close(y, want, rtol=2e-2, atol=2e-2)
+        mlp.zero_grad()
+        y.float().square().sum().backward()
+        got = [mlp.up.weight.grad.clone(), mlp.down.weight.grad.clone()]
+        mlp.zero_grad()
+        want.float().square().sum().backward()
+        for g, r in zip(got, [mlp.up.weight.grad, mlp.down.weight.grad]):
+            assert g.dtype == BF16
+            torch.testing.assert_close(g.float(), r.float(), rtol=5e-2, atol=5e-1)
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -256,6 +423,18 @@ def test_a_row_major_b_names_b(as_if_on_an_h200):
     with pytest.raises(UnsupportedInput, match=r"matmul: b.t\(\) must be contiguous \(n, k\), i.e. b \(k, n\) "
                                                r"column-major"):
         ops.matmul(x, w.t().contiguous())
+
+
+@pytest.mark.parametrize("count", ["x (m x k)", "weight (n x k)", "the output (m x n)"])
+def test_the_int32_element_bound_is_inclusive(count):
+    limit = torch_checks.INT32_ELEMENTS
+    assert limit == 2**31 - 129
+    # (m, n, k) with e elements in the named tensor and no more in the others
+    sizes = {"x (m x k)": lambda e: (e, 1, 1), "weight (n x k)": lambda e: (1, e, 1),
+             "the output (m x n)": lambda e: (e, 1, 0)}[count]
+    torch_checks._check_sizes(LINEAR, *sizes(limit))  # exactly 2**31 - 129 elements: taken
+    with pytest.raises(UnsupportedInput, match=rf"{re.escape(count)} has {limit + 1} elements; .* at most {limit}"):
+        torch_checks._check_sizes(LINEAR, *sizes(limit + 1))
 
 
 def test_sizes_over_int32_offsets_are_refused(as_if_on_an_h200):

@@ -1,6 +1,7 @@
 """The rules a torch GEMM call must meet to run on the Hopper GEMM kernel, each with its error.
 
-:func:`check_shapes` holds for every call (torch itself would refuse such shapes);
+:func:`check_shapes` and :func:`check_dtypes` hold for every call (torch itself would refuse
+such shapes and dtypes);
 :func:`gemm_key` raises :class:`UnsupportedInput` for an input the kernel does not take
 (device, GPU, dtype, layout, alignment, size), which ``fallback="torch"`` turns into a
 torch computation.  Every message names the operator, the argument and the rule.
@@ -15,9 +16,11 @@ import torch
 
 from .gemm_kernels import GemmKey
 
-__all__ = ["UnsupportedInput", "Operands", "check_shapes", "gemm_key", "device_target", "INT32_ELEMENTS"]
+__all__ = ["UnsupportedInput", "Operands", "check_shapes", "check_dtypes", "gemm_key", "device_target",
+           "INT32_ELEMENTS"]
 
-#: The kernel's tensors are indexed with int32 element offsets: each must hold fewer elements.
+#: The kernel's tensors are indexed with int32 element offsets: each may hold at most this many
+#: elements (``2**31 - 129``; one more is refused).
 INT32_ELEMENTS = 2**31 - 129
 _INPUTS = {torch.bfloat16: "bfloat16"}
 _OUTPUTS = {torch.bfloat16: "bfloat16", torch.float32: "float32"}
@@ -58,6 +61,27 @@ def check_shapes(names: Operands, x, w) -> None:
     if x.shape[-1] != w.shape[1]:
         raise ValueError(f"{names.op}: {names.x} (*, k) and {names.w} (n, k) must have the same k, got "
                          f"{names.x} {tuple(x.shape)} and {names.w} {tuple(w.shape)}")
+
+
+def check_dtypes(names: Operands, x, w, out_dtype) -> None:
+    """Refuse dtypes torch's own ``linear`` refuses (always; with or without fallback).
+
+    ``out_dtype`` is the resolved one (``x.dtype`` for ``None``).
+
+    Raises
+    ------
+    TypeError
+        ``x`` or ``w`` not a floating-point tensor (integer, bool, complex), ``x`` and ``w``
+        of different dtypes, or ``out_dtype`` not a floating-point dtype.
+    """
+    for name, t in ((names.x, x), (names.w, w)):
+        if not t.dtype.is_floating_point:
+            raise TypeError(f"{names.op}: {name} must be a floating-point tensor, got {t.dtype}")
+    if x.dtype != w.dtype:
+        raise TypeError(f"{names.op}: {names.x} and {names.w} must have the same dtype (as "
+                        f"torch.nn.functional.linear requires), got {x.dtype} and {w.dtype}")
+    if not out_dtype.is_floating_point:
+        raise TypeError(f"{names.op}: out_dtype must be a floating-point dtype, got {out_dtype}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -131,8 +155,8 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
     The rules, in the order checked: both operands CUDA tensors on one device of compute
     capability 9.0; both ``torch.bfloat16``; ``out_dtype`` ``torch.bfloat16`` or
     ``torch.float32``; both contiguous; ``k * 2`` bytes a multiple of 16 (the TMA's row
-    stride rule: ``k`` a multiple of 8); both base pointers 16-byte aligned; fewer than
-    ``2**31 - 129`` elements in each tensor (int32 offsets).
+    stride rule: ``k`` a multiple of 8); both base pointers 16-byte aligned; at most
+    :data:`INT32_ELEMENTS` (``2**31 - 129``) elements in each tensor (int32 offsets).
 
     Raises
     ------

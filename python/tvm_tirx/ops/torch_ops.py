@@ -11,7 +11,14 @@ on-disk compile cache), and that one kernel serves every number of rows
 An input the kernel does not take raises :class:`~tvm_tirx.ops.torch_checks.UnsupportedInput`
 (a ``ValueError`` naming the argument and the rule; the rules are
 :func:`~tvm_tirx.ops.torch_checks.gemm_key`'s); with ``fallback="torch"`` the call is
-computed by torch instead.  Importing this module imports torch and registers the ops.
+computed by torch instead.  Dtypes torch's own ``linear`` refuses (integer, bool or complex
+operands, operands of two dtypes, a non-floating ``out_dtype``) raise a ``TypeError`` with or
+without the fallback.
+
+Both ops have an autograd formula (``torch.library.register_autograd``): the forward is the
+kernel (or the fallback), the backward is computed by torch's own matmuls, so a model whose
+weights require grad trains, eager or under ``torch.compile``.  Importing this module imports
+torch and registers the ops.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import Optional
 import torch
 
 from .gemm_kernels import gemm_kernel
-from .torch_checks import Operands, UnsupportedInput, check_shapes, gemm_key
+from .torch_checks import Operands, UnsupportedInput, check_dtypes, check_shapes, gemm_key
 
 __all__ = ["linear", "matmul", "UnsupportedInput", "FALLBACKS"]
 
@@ -32,11 +39,17 @@ _MATMUL = Operands("tvm_tirx.ops.matmul", "a", "b.t()", "contiguous (n, k), i.e.
                    "weight.t() is; a row-major b needs b.t().contiguous().t() (a copy) or fallback='torch'")
 
 
+def _accumulator(*dtypes) -> torch.dtype:
+    """float64 if one of ``dtypes`` is float64, else float32."""
+    return torch.float64 if torch.float64 in dtypes else torch.float32
+
+
 def _torch_gemm(x, w, out_dtype):
-    """``x (*, k) @ w (n, k)^T`` by torch, in ``out_dtype`` (the fallback)."""
-    if x.dtype == w.dtype == out_dtype:
+    """``x (*, k) @ w (n, k)^T`` by torch, in ``out_dtype`` (the fallback; the dtypes are
+    :func:`check_dtypes`'s: floating, ``x.dtype == w.dtype``)."""
+    if x.dtype == out_dtype:
         return torch.nn.functional.linear(x, w)
-    acc = torch.float64 if torch.float64 in (x.dtype, w.dtype, out_dtype) else torch.float32
+    acc = _accumulator(x.dtype, out_dtype)
     return torch.nn.functional.linear(x.to(acc), w.to(acc)).to(out_dtype)
 
 
@@ -46,6 +59,7 @@ def _gemm(names: Operands, x, w, out_dtype, fallback):
     out_dtype = x.dtype if out_dtype is None else out_dtype
     _check_fallback(names.op, fallback)
     check_shapes(names, x, w)
+    check_dtypes(names, x, w, out_dtype)
     try:
         key = gemm_key(names, x, w, out_dtype)
     except UnsupportedInput:
@@ -64,9 +78,11 @@ def _gemm(names: Operands, x, w, out_dtype, fallback):
 
 def _fake_gemm(names: Operands, x, w, out_dtype, fallback):
     """The output's shape ``(*x.shape[:-1], n)`` and dtype, without computing it."""
+    out_dtype = x.dtype if out_dtype is None else out_dtype
     _check_fallback(names.op, fallback)
     check_shapes(names, x, w)
-    return x.new_empty((*x.shape[:-1], w.shape[0]), dtype=x.dtype if out_dtype is None else out_dtype)
+    check_dtypes(names, x, w, out_dtype)
+    return x.new_empty((*x.shape[:-1], w.shape[0]), dtype=out_dtype)
 
 
 def _check_fallback(op: str, fallback) -> None:
@@ -107,6 +123,43 @@ def _matmul_fake(a, b, out_dtype, fallback):
     return _fake_gemm(_MATMUL, a, b.t(), out_dtype, fallback)
 
 
+# -- autograd: the backward is torch's own matmuls -----------------------------------------------
+
+def _grad_x(grad, w, dtype):
+    """``grad (*, n) @ w (n, k)``: the gradient of ``x`` in ``x @ w^T``, cast to ``dtype``."""
+    acc = _accumulator(grad.dtype, w.dtype)
+    return (grad.to(acc) @ w.to(acc)).to(dtype)
+
+
+def _grad_w(grad, x, dtype):
+    """``grad (*, n)^T @ x (*, k)`` over the flattened rows: the gradient of ``w`` (n, k) in
+    ``x @ w^T``, cast to ``dtype``."""
+    acc = _accumulator(grad.dtype, x.dtype)
+    return (grad.reshape(-1, grad.shape[-1]).to(acc).t() @ x.reshape(-1, x.shape[-1]).to(acc)).to(dtype)
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+
+
+def _linear_backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+    grad_x = _grad_x(grad, weight, x.dtype) if ctx.needs_input_grad[0] else None
+    grad_w = _grad_w(grad, x, weight.dtype) if ctx.needs_input_grad[1] else None
+    return grad_x, grad_w, None, None
+
+
+def _matmul_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    grad_a = _grad_x(grad, b.t(), a.dtype) if ctx.needs_input_grad[0] else None  # g @ b^T
+    grad_b = _grad_w(grad, a, b.dtype).t() if ctx.needs_input_grad[1] else None  # (g^T @ a)^T = a^T @ g
+    return grad_a, grad_b, None, None
+
+
+_linear_op.register_autograd(_linear_backward, setup_context=_setup_context)
+_matmul_op.register_autograd(_matmul_backward, setup_context=_setup_context)
+
+
 def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
     """``x @ weight.T + bias``, like ``torch.nn.functional.linear``, on the tvm_tirx Hopper GEMM.
 
@@ -130,7 +183,8 @@ def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
     fallback : str | None
         ``None``: an input the kernel does not take raises.  ``"torch"``: such a call is
         computed by ``torch.nn.functional.linear`` instead (in ``out_dtype``; through
-        float32 when the dtypes differ), on whatever device the tensors are.
+        float32, or float64 if one of the dtypes is, when ``out_dtype`` is not the
+        inputs' dtype), on whatever device the tensors are.
 
     Returns
     -------
@@ -143,15 +197,22 @@ def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
         (a ``ValueError``; not with ``fallback="torch"``) ``x`` or ``weight`` not a CUDA
         tensor, not on one device, the GPU not compute capability 9.0, a dtype other than
         bfloat16, ``out_dtype`` not bfloat16 or float32, an operand not contiguous, ``k``
-        not a multiple of 8, a base pointer not 16-byte aligned, a tensor of ``2**31 - 129``
-        elements or more.  The message names the argument and the rule.
+        not a multiple of 8, a base pointer not 16-byte aligned, a tensor of more than
+        ``2**31 - 129`` elements (:data:`~tvm_tirx.ops.torch_checks.INT32_ELEMENTS`).  The
+        message names the argument and the rule.
     ValueError
         ``x`` 0-d, ``weight`` not 2-d, different ``k``; ``fallback`` not None or ``"torch"``.
+    TypeError
+        (with or without ``fallback``, as torch refuses them) ``x`` or ``weight`` not
+        floating-point (integer, bool, complex), ``x`` and ``weight`` of different dtypes,
+        ``out_dtype`` not floating-point.
 
     Notes
     -----
-    No autograd formula is registered: calling it on tensors that require grad and
-    calling ``backward`` raises torch's error for operators without one.
+    Differentiable: the backward is computed by torch's matmuls (not the kernel), in
+    float32 (float64 if a dtype is), each gradient cast to its input's dtype:
+    ``grad_x = grad @ weight`` and ``grad_weight = grad^T @ x`` (leading dimensions
+    flattened); only the gradients needed are computed.
     """
     out = torch.ops.tvm_tirx.linear(x, weight, out_dtype, fallback)
     return out if bias is None else torch.add(out, bias).to(out.dtype)
@@ -192,5 +253,12 @@ def matmul(a, b, *, out_dtype=None, fallback=None):
     ValueError
         ``a`` 0-d, ``b`` not 2-d, ``a``'s last size not ``b``'s first; ``fallback`` not
         None or ``"torch"``.
+    TypeError
+        The dtype rules of :func:`linear` (with or without ``fallback``).
+
+    Notes
+    -----
+    Differentiable as :func:`linear` is: ``grad_a = grad @ b^T`` and
+    ``grad_b = a^T @ grad``, by torch.
     """
     return torch.ops.tvm_tirx.matmul(a, b, out_dtype, fallback)
