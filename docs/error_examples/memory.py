@@ -86,6 +86,24 @@ CASES = [
     ),
     Case(
         MEMORY,
+        r"T\.assume needs a boolean condition",
+        "An assumption that is not a condition",
+        example('''
+            @T.function
+            def kernel(A: T.Tensor((64, 4), "float32", align=16), Idx: T.Tensor((64,), "int32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                T.assume(Idx[tid])
+        '''),
+        "parse",
+        "``T.assume(cond)`` states a fact for the proofs; an ``int32`` value such as "
+        "``Idx[tid]`` is not one (its truth would be a C-style \"nonzero\", which says "
+        "nothing of the range of ``Idx[tid]``).",
+        "State the comparison you mean: ``T.assume(0 <= Idx[tid] and Idx[tid] < 64)`` "
+        "(see :doc:`guides/memory`), or ``T.assume(Idx[tid] != 0)``.",
+    ),
+    Case(
+        MEMORY,
         r"memory view without a known tensor",
         "Memory view of an unknown tensor",
         example('''
