@@ -169,11 +169,18 @@ def test_a_column_guard_one_element_too_loose_is_refused(monkeypatch):
         (("m", 256, 64), dict(in_dtype="float8_e4m3fn"), r"a run-time m needs in_dtype='bfloat16'"),
         (("m", 256, 64), dict(cluster=2), r"cluster=2 .* needs a static m"),
         ((1024, "n", 64), {}, r"n must be an int \(a run-time n is not supported\)"),
-        ((0, 256, 64), {}, r"m must be positive"),
+        ((0, 256, 64), {}, r"m must be in 1 \.\. 2147483519 \(int32 row indices\), found 0"),
+        ((2**31 + 64, 2, 8), {}, r"m must be in 1 \.\. 2147483519"),
+        ((2**30, 2, 8), dict(out_dtype="float32"), r"A \(m, k\) = \(1073741824, 8\) holds 8589934592 elements; "
+                                                    r"at most 2147483647"),
+        ((True, 256, 64), {}, r"m must be a positive Python int .* found True \(bool\)"),
         ((1024, 256, 64), dict(out_dtype="float16"), r"out_dtype must be one of"),
+        ((1024, 256, 64), dict(stages=4), r"stages must be a positive int whose ring and epilogue fit 232448 bytes "
+                                          r"of shared memory \(263232 bytes with bfloat16 output\), found 4"),
+        ((1024, 256, 64), dict(wait_depth=2), r"wait_depth must be 0 or 1, found 2"),
     ],
     ids=["k-stride", "k-stride-fp8", "fp8-run-time-m", "cluster-run-time-m", "run-time-n",
-         "m-zero", "out-dtype"],
+         "m-zero", "m-over-int32", "c-over-int32-elements", "m-bool", "out-dtype", "stages", "wait-depth"],
 )
 def test_unsupported_sizes_and_options_are_value_errors(shape, options, match):
     shape = [T.dynamic(s) if isinstance(s, str) else s for s in shape]
@@ -182,7 +189,7 @@ def test_unsupported_sizes_and_options_are_value_errors(shape, options, match):
 
 
 def test_an_int64_run_time_m_is_refused():
-    with pytest.raises(ValueError, match="int32 run-time extent"):
+    with pytest.raises(ValueError, match="int32 run-time extent .*found the run-time extent m of dtype int64"):
         make_gemm(T.dynamic("m", "int64"), 256, 64)
 
 

@@ -30,6 +30,11 @@ WG_M = 64  # rows of C per consumer warpgroup
 CONSUMERS = 2
 SMEM_LIMIT = 227 * 1024  # dynamic shared memory one sm_90 CTA may take, bytes
 TMA_STRIDE = 16  # TMA: every global stride but the innermost is a multiple of 16 bytes (PTX ISA 5.5.5)
+#: The largest ``m`` (and ``n``, ``k``): row indices and TMA coordinates are int32, and a
+#: tile's first row ``128 * t`` must not wrap past it.
+MAX_SIZE = 2**31 - 129
+#: Elements a static A, B or C may hold: apache-tvm computes a static buffer's size in int32.
+MAX_ELEMENTS = 2**31 - 1
 
 
 def gemm_smem_bytes(stages: int, out_dtype: str) -> int:
@@ -157,11 +162,19 @@ def _check_options(cfg: GemmConfig):
         raise ValueError(f"make_gemm: in_dtype must be one of {sorted(INPUTS)}, found {cfg.in_dtype!r}")
     if cfg.out_dtype not in OUTPUTS:
         raise ValueError(f"make_gemm: out_dtype must be one of {list(OUTPUTS)}, found {cfg.out_dtype!r}")
-    if gemm_smem_bytes(cfg.stages, cfg.out_dtype) > SMEM_LIMIT or cfg.stages < 1 or cfg.wait_depth not in (0, 1) \
-            or cfg.cluster not in (1, 2) or cfg.group_m < 1 or cfg.ctas < 1:
-        raise ValueError(f"make_gemm: stages={cfg.stages} with {cfg.out_dtype} output (at most "
-                         f"{SMEM_LIMIT} bytes of shared memory), wait_depth={cfg.wait_depth} (0 or 1), "
-                         f"cluster={cfg.cluster} (1 or 2), group_m={cfg.group_m}, ctas={cfg.ctas} (>= 1)")
+    smem = gemm_smem_bytes(cfg.stages, cfg.out_dtype) if isinstance(cfg.stages, int) else None
+    rules = [
+        ("stages", isinstance(cfg.stages, int) and cfg.stages >= 1 and smem <= SMEM_LIMIT,
+         f"a positive int whose ring and epilogue fit {SMEM_LIMIT} bytes of shared memory"
+         + (f" ({smem} bytes with {cfg.out_dtype} output)" if smem else "")),
+        ("wait_depth", cfg.wait_depth in (0, 1), "0 or 1"),
+        ("cluster", cfg.cluster in (1, 2), "1 or 2"),
+        ("group_m", isinstance(cfg.group_m, int) and cfg.group_m >= 1, "a positive int"),
+        ("ctas", isinstance(cfg.ctas, int) and cfg.ctas >= 1, "a positive int"),
+    ]
+    for name, ok, want in rules:
+        if not ok:
+            raise ValueError(f"make_gemm: {name} must be {want}, found {getattr(cfg, name)!r}")
 
 
 def _check_stride(operands: str, elements: int, dtype: str):
@@ -175,23 +188,37 @@ def _check_stride(operands: str, elements: int, dtype: str):
 
 
 def _check_size(name: str, value, in_dtype: str):
-    """A size is a positive int or an int32 run-time extent (with bf16 inputs only: the TMA
-    moves fp8 as bytes, through a ``.view("uint8")`` that a run-time extent does not survive)."""
-    if isinstance(value, int):
-        if value < 1:
-            raise ValueError(f"make_gemm: {name} must be positive, found {value}")
+    """A size is a positive int up to :data:`MAX_SIZE` or an int32 run-time extent (with bf16
+    inputs only: the TMA moves fp8 as bytes, through a ``.view("uint8")`` that a run-time
+    extent does not survive)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 1 <= value <= MAX_SIZE:
+            raise ValueError(f"make_gemm: {name} must be in 1 .. {MAX_SIZE} (int32 row indices), found {value}")
         return
-    if not isinstance(value, tvm.tirx.Var) or str(value.ty.dtype) != "int32":
-        raise ValueError(f"make_gemm: {name} must be a positive int or an int32 run-time extent "
-                         f"(T.dynamic({name!r})), found {value!r}")
+    dtype = str(value.ty.dtype) if isinstance(value, tvm.tirx.Var) else None
+    if dtype != "int32":
+        found = f"the run-time extent {value} of dtype {dtype}" if dtype else f"{value!r} ({type(value).__name__})"
+        raise ValueError(f"make_gemm: {name} must be a positive Python int or an int32 run-time extent "
+                         f"(T.dynamic({name!r})), found {found}")
     if in_dtype != "bfloat16":
         raise ValueError(f"make_gemm: a run-time {name} needs in_dtype='bfloat16', found {in_dtype!r} "
                          f"(give {name} as an int for fp8 inputs)")
 
 
+def _check_elements(cfg: GemmConfig):
+    """A static A (m, k), B (n, k) and C (m, n) hold at most :data:`MAX_ELEMENTS` elements."""
+    for tensor, a, b in (("A", "m", "k"), ("B", "n", "k"), ("C", "m", "n")):
+        x, y = _static(getattr(cfg, a)), _static(getattr(cfg, b))
+        if x is not None and y is not None and x * y > MAX_ELEMENTS:
+            raise ValueError(f"make_gemm: {tensor} ({a}, {b}) = ({x}, {y}) holds {x * y} elements; at most "
+                             f"{MAX_ELEMENTS} (apache-tvm sizes a static buffer in int32): give {a} as a "
+                             f"run-time extent or split the product")
+
+
 def _check_sizes(cfg: GemmConfig):
     for name in ("m", "n", "k"):
         _check_size(name, getattr(cfg, name), cfg.in_dtype)
+    _check_elements(cfg)
     n, k = _static(cfg.n), _static(cfg.k)
     if n is None:
         # bf16: the TMA store sees C as uint32 pairs, a view a run-time last axis cannot take;
