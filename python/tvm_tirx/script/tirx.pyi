@@ -180,6 +180,12 @@ def Tensor(  # noqa: N802
     ``Any`` to it.
     """
 
+def assume(cond: PrimExpr | bool) -> PrimExpr:
+    """``T.assume(cond)``: a fact the bounds and alignment proofs take as given from
+    this statement on (until the memory it reads is written); a non-boolean
+    ``cond`` is a ``tvm_tirx.TileError``.  ``options={"check_assumptions": True}``
+    checks it at run time (prints the line and traps)."""
+
 def dynamic(name: str, dtype: Literal["int32", "int64"] = "int32") -> PrimExpr:
     """A named symbolic extent: ``N = T.dynamic("N")`` at module level, then
     ``T.Tensor((N, 4), "float32")``; it prints and appears in messages as ``N``
