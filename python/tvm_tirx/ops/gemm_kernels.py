@@ -13,15 +13,16 @@ This module does not import torch.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 
-from tvm.script import tirx as T
+import tvm
 
 from ..build.kernel import compile as _tirx_compile
 from ..kernels.gemm import make_gemm
 
-__all__ = ["CONFIG", "GemmKey", "gemm_kernel", "cached_kernels", "clear_kernels"]
+__all__ = ["CONFIG", "GemmKey", "gemm_prim_func", "gemm_kernel", "cached_kernels", "clear_kernels"]
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,55 @@ _KERNELS: dict = {}
 _LOCK = threading.Lock()
 
 
+_SHORT = {"bfloat16": "bf16", "float32": "f32"}
+
+
+@functools.lru_cache(maxsize=None)
+def _prim_func(n: int, k: int, in_dtype: str, out_dtype: str, options: tuple) -> tvm.tirx.PrimFunc:
+    name = f"tvm_tirx_gemm_n{n}_k{k}_{_SHORT.get(in_dtype, in_dtype)}_{_SHORT[out_dtype]}"
+    func = make_gemm(tvm.tirx.Var("m", "int32"), n, k, out_dtype=out_dtype, in_dtype=in_dtype, **dict(options))
+    return func.with_attr("global_symbol", name)
+
+
+def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = "bfloat16",
+                   **options) -> tvm.tirx.PrimFunc:
+    """The run-time-``m`` GEMM PrimFunc for ``(n, k, in_dtype, out_dtype)``, shared by the
+    torch operators (:func:`gemm_kernel`) and the Relax offload
+    (:class:`tvm_tirx.ops.relax_offload.OffloadGemm`).
+
+    ``make_gemm(m, n, k, out_dtype, in_dtype, **options)`` with ``m`` an int32 run-time
+    extent and the options of :data:`CONFIG` for ``out_dtype`` updated by ``options``;
+    its ``global_symbol`` is ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``, ``f32``).
+    Made once per arguments (cached): ``A (m, k)``, ``B (n, k)`` of ``in_dtype``,
+    ``C (m, n)`` of ``out_dtype``, row-major, 16-byte aligned; ``C = A @ B^T`` with fp32
+    accumulation.
+
+    Parameters
+    ----------
+    n, k : int
+        Columns of C and the reduction length, elements (``k * sizeof(in_dtype)`` a
+        multiple of 16 bytes).
+    in_dtype, out_dtype : str
+        ``"bfloat16"``; ``"bfloat16"`` or ``"float32"``.
+    **options
+        ``make_gemm``'s keyword options (``stages``, ``persistent``, ``group_m``, ...),
+        over those of :data:`CONFIG`.
+
+    Raises
+    ------
+    ValueError
+        ``out_dtype`` not in :data:`CONFIG`; from ``make_gemm``: a size, dtype or option
+        it refuses (``cluster=2`` among them: it needs a static ``m``).
+    """
+    if out_dtype not in CONFIG:
+        raise ValueError(f"gemm_prim_func: out_dtype must be one of {list(CONFIG)}, found {out_dtype!r}")
+    options = {**CONFIG[out_dtype], **options}
+    return _prim_func(int(n), int(k), in_dtype, out_dtype, tuple(sorted(options.items())))
+
+
 def _compile(key: GemmKey):
-    """Make and compile the run-time-``m`` kernel of ``key`` (the on-disk cache may serve it)."""
-    func = make_gemm(T.dynamic("m"), key.n, key.k, out_dtype=key.out_dtype, in_dtype=key.in_dtype,
-                     **CONFIG[key.out_dtype])
-    return _tirx_compile(func, target="cuda", arch=key.arch)
+    """Compile the run-time-``m`` kernel of ``key`` (the on-disk cache may serve it)."""
+    return _tirx_compile(gemm_prim_func(key.n, key.k, key.in_dtype, key.out_dtype), target="cuda", arch=key.arch)
 
 
 def gemm_kernel(key: GemmKey):

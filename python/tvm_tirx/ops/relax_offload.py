@@ -33,8 +33,8 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from ..kernels.gemm import make_gemm
-from .gemm_kernels import CONFIG
+from ..kernels.gemm.config import MAX_SIZE, TMA_STRIDE
+from .gemm_kernels import gemm_prim_func
 
 __all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "gemm_prim_func", "match_gemm",
            "OffloadGemm", "partition_for_tvm_tirx"]
@@ -43,10 +43,8 @@ __all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "ge
 IN_DTYPES = ("bfloat16",)
 #: Output dtypes offloaded (``R.matmul``'s ``out_dtype``).
 OUT_DTYPES = ("bfloat16", "float32")
-#: Largest ``m`` (rows of the flattened ``x``) the kernel's int32 row indices take.
-MAX_M = 2**31 - 129
-_TMA_STRIDE = 16  # bytes: the TMA's row stride rule (PTX ISA 5.5.5)
-_SHORT = {"bfloat16": "bf16", "float32": "f32"}
+#: Largest ``m`` (rows of the flattened ``x``): the generator's size bound (int32 row indices).
+MAX_M = MAX_SIZE
 
 
 @dataclass(frozen=True)
@@ -80,46 +78,6 @@ class GemmMatch:  # pylint: disable=too-many-instance-attributes
     out_dtype: str
 
 
-@functools.lru_cache(maxsize=None)
-def _cached_kernel(n: int, k: int, in_dtype: str, out_dtype: str, options: tuple) -> tvm.tirx.PrimFunc:
-    name = f"tvm_tirx_gemm_n{n}_k{k}_{_SHORT.get(in_dtype, in_dtype)}_{_SHORT[out_dtype]}"
-    func = make_gemm(tvm.tirx.Var("m", "int32"), n, k, out_dtype=out_dtype, in_dtype=in_dtype, **dict(options))
-    return func.with_attr("global_symbol", name)
-
-
-def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = "bfloat16",
-                **options) -> tvm.tirx.PrimFunc:
-    """The PrimFunc :class:`OffloadGemm` calls for ``(n, k, in_dtype, out_dtype)``.
-
-    ``make_gemm(m, n, k, out_dtype, in_dtype, **options)`` with ``m`` an int32 run-time
-    extent and the options of the torch operators
-    (:data:`tvm_tirx.ops.gemm_kernels.CONFIG` of ``out_dtype``) updated by ``options``, its ``global_symbol`` set to ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``,
-    ``f32``), which is also the name the pass gives it in the module.  Made once per
-    arguments (cached): ``A (m, k)``, ``B (n, k)`` of ``in_dtype``, ``C (m, n)`` of
-    ``out_dtype``, row-major, 16-byte aligned; ``C = A @ B^T`` with fp32 accumulation.
-
-    Parameters
-    ----------
-    n, k : int
-        Columns of C and the reduction length (``k * sizeof(in_dtype)`` a multiple of 16).
-    in_dtype, out_dtype : str
-        One of :data:`IN_DTYPES` and one of :data:`OUT_DTYPES`.
-    **options
-        ``make_gemm``'s keyword options (``stages``, ``persistent``, ``group_m``, ...),
-        over those of ``CONFIG``.
-
-    Raises
-    ------
-    ValueError
-        From ``make_gemm``: a size, dtype or option it refuses (``cluster=2`` among them:
-        it needs a static ``m``).
-    """
-    if out_dtype not in CONFIG:
-        raise ValueError(f"gemm_prim_func: out_dtype must be one of {list(CONFIG)}, found {out_dtype!r}")
-    options = {**CONFIG[out_dtype], **options}
-    return _cached_kernel(int(n), int(k), in_dtype, out_dtype, tuple(sorted(options.items())))
-
-
 def _static(value) -> int | None:
     return int(value) if isinstance(value, int | tvm.tirx.IntImm) else None
 
@@ -150,8 +108,8 @@ def _check_sizes(m, n, k, in_dtype) -> str | None:
     if k is None:
         return "k is not a compile-time constant"
     row = k * tvm.runtime.DataType(in_dtype).bits // 8
-    if row % _TMA_STRIDE:
-        return (f"k = {k}: rows of {row} bytes are not a multiple of {_TMA_STRIDE} "
+    if row % TMA_STRIDE:
+        return (f"k = {k}: rows of {row} bytes are not a multiple of {TMA_STRIDE} "
                 "(the TMA's stride rule)")
     m_static = _static(m)
     if m_static is not None and not 1 <= m_static <= MAX_M:
