@@ -64,7 +64,7 @@ def assume(cond=None):
     if isinstance(cond, bool):
         cond = tirx.const(cond, "bool")
     dtype = _dtype_of(cond)
-    if cond is None or isinstance(cond, (int, float)) or not dtype.startswith("bool"):
+    if not dtype.startswith("bool"):  # also a Python number or None: no dtype
         found = f"{cond} ({dtype})" if dtype else repr(cond)
         raise TileError(
             "",
