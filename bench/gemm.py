@@ -8,7 +8,8 @@ bf16.  Each result is checked against an fp32 reference (bf16 out: max error rel
 the largest reference value <= 1e-2; fp32 out: <= 1e-4) before it is timed (CUDA events,
 median of ``--runs`` runs after a warm-up, random inputs).
 
-    python bench/gemm.py           # GPU: the table (sizes x output types, torch, Triton)
+    python bench/gemm.py           # GPU: the suite (bf16), torch, Triton, geomean and min
+    python bench/gemm.py --fp32    # GPU: also float32 output rows (torch.mm out_dtype)
     python bench/gemm.py --sweep   # GPU: every variant at one size, fastest first
     python bench/gemm.py --cpu     # no GPU: compile and assemble, ptxas and SASS counts
     python bench/gemm.py --hang-cost  # GPU: the cost of options={"detect_hangs": True}
@@ -25,6 +26,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:] = [_ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(_ROOT, "bench")]
 
 import argparse  # noqa: E402
+import statistics  # noqa: E402
 
 import tvm_tirx  # noqa: E402
 from tvm_tirx import testing  # noqa: E402
@@ -34,6 +36,12 @@ from bench._timing import table  # noqa: E402
 from tvm_tirx.kernels.gemm import make_gemm  # noqa: E402
 
 SIZES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (6144, 6144, 12288)]
+#: Issue 26's suite: squares, two long-K/short-K shapes, the Llama-3-70B layers (N, K) at
+#: four token counts M, and two sizes that are not multiples of the tile.
+SUITE = ([(s, s, s) for s in (512, 1024, 2048, 4096, 8192)] + [(8192, 8192, 2048), (6144, 6144, 12288)]
+         + [(m, n, k) for n, k in ((10240, 8192), (8192, 8192), (57344, 8192), (8192, 28672))
+            for m in (128, 1024, 4096, 16384)]
+         + [(4000, 4096, 4096), (4097, 4095, 4104)])
 #: The configuration the table uses per output type (the sweep's fastest on the H200).
 BEST = {
     "bfloat16": dict(stages=3, wait_depth=1, persistent=False, group_m=16),
@@ -71,6 +79,8 @@ def _peers(a, b, out_dtype, runs):
     try:
         from bench._triton_matmul import matmul_tn
     except ImportError:
+        return torch_ms, None, None
+    if a.shape[1] % 64:  # the Triton kernel has no K mask
         return torch_ms, None, None
     c = torch.empty(a.shape[0], b.shape[0], device="cuda", dtype=getattr(torch, out_dtype))
     matmul_tn(a, b, c)
@@ -114,25 +124,29 @@ def _inputs(shape):
     return torch.randn(m, k, device="cuda", dtype=torch.bfloat16), torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
 
 
-def main_table(sizes, runs, sass, fp8=True):
-    rows, kernel = [], None
+def main_table(sizes, runs, sass, fp8=True, out_dtypes=("bfloat16",)):
+    rows, kernel, ratios = [], None, {}
     for shape in sizes:
         a, b = _inputs(shape)
-        for out_dtype, config in BEST.items():
-            kernel, ms, err = _run_one(shape, dict(config, out_dtype=out_dtype), a, b, runs)
+        for out_dtype in out_dtypes:
+            kernel, ms, err = _run_one(shape, dict(BEST[out_dtype], out_dtype=out_dtype), a, b, runs)
             torch_ms, triton_ms, _ = _peers(a, b, out_dtype, runs)
+            ratios.setdefault(out_dtype, []).append(torch_ms / ms)
             tri = [f"{_tflops(shape, triton_ms):.0f}", f"{triton_ms / ms:.3f}"] if triton_ms else ["-", "-"]
             rows.append(["x".join(map(str, shape)), out_dtype, f"{ms:.3f}", f"{_tflops(shape, ms):.0f}",
                          f"{_tflops(shape, torch_ms):.0f}", f"{torch_ms / ms:.3f}", *tri, f"{err:.1e}"])
             print(rows[-1], flush=True)
         del a, b
     if fp8:
-        for shape in sizes[:2]:
+        for shape in [s for s in sizes if s[0] == s[1] == s[2] and s[0] >= 2048]:
             rows.append(fp8_row(shape, runs))
             print(rows[-1], flush=True)
-    print(f"bf16 GEMM C = A B^T, median of {runs} runs (CUDA events); x = their time / ours")
+    print(f"GEMM C = A B^T, bf16 inputs, median of {runs} runs (CUDA events); x = their time / ours")
     print(table(["M x N x K", "C", "tile ms", "tile TFLOP/s", "torch TFLOP/s", "x torch", "Triton TFLOP/s",
                  "x Triton", "max rel. err"], rows))
+    for out_dtype, r in ratios.items():
+        print(f"{out_dtype} out, x torch over {len(r)} shapes: geometric mean {statistics.geometric_mean(r):.3f}, "
+              f"minimum {min(r):.3f}, shapes at >= 1.00x: {sum(x >= 1.0 for x in r)}")
     if sass:
         print(report(kernel))
 
@@ -217,6 +231,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", type=str, nargs="*", default=None, help="MxNxK shapes for the table")
     parser.add_argument("--sass", action="store_true", help="print ptxas register use and SASS counts")
     parser.add_argument("--no-fp8", action="store_true", help="leave out the FP8 rows")
+    parser.add_argument("--fp32", action="store_true", help="float32 output rows as well as bfloat16")
     parser.add_argument("--hang-cost", action="store_true", help="the GEMM with and without detect_hangs")
     args = parser.parse_args(argv)
     if args.cpu or not testing.has_cuda():
@@ -227,8 +242,9 @@ def main(argv=None) -> int:
     elif args.sweep:
         main_sweep(tuple(args.sweep_size), args.runs, args.only)
     else:
-        sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SIZES
-        main_table(sizes, args.runs, args.sass, fp8=not args.no_fp8)
+        sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SUITE
+        out_dtypes = ("bfloat16", "float32") if args.fp32 else ("bfloat16",)
+        main_table(sizes, args.runs, args.sass, fp8=not args.no_fp8, out_dtypes=out_dtypes)
     return 0
 
 
