@@ -44,6 +44,9 @@ setup(
             "tornado",
             "cloudpickle",
             "psutil",
+            # nvdisasm (5 MB, NVIDIA's wheel): SASS-order tests of the GEMM epilogues
+            # (tests/python/test_kernels_gemm.py) and `tvm_tirx compile --emit sass`
+            "nvidia-cuda-nvdisasm>=13.0; platform_system == 'Linux' and platform_machine == 'x86_64'",
         ],
         # testing.sweep(runner=RPCRunner(...)): the RPC tracker (tornado) and the
         # processes tvm.rpc starts (cloudpickle); psutil lets a server end a timed-out

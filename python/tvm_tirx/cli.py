@@ -24,6 +24,7 @@ compiled).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -166,21 +167,38 @@ def resolve_arch(arch: str | None, required: bool):
         raise CliError(f"--arch {arch}: {describe_exception(err)}") from err
 
 
+def _wheel_tool(tool: str) -> str | None:
+    """``tool`` from NVIDIA's pip wheel (``nvidia-cuda-nvdisasm`` puts ``nvdisasm`` in
+    ``site-packages/nvidia/cu13/bin``; the test extra installs it), or None."""
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for cuda in ("cu13", "cu12"):
+            path = os.path.join(root, cuda, "bin", tool)
+            if os.access(path, os.X_OK):
+                return path
+    return None
+
+
 def find_disassembler() -> tuple[str, tuple[str, ...]]:
-    """The first of :data:`DISASSEMBLERS` on the PATH, as ``(executable, args)``.
+    """The first of :data:`DISASSEMBLERS` on the PATH, or else in NVIDIA's pip wheel, as
+    ``(executable, args)``.
 
     Raises
     ------
     CliError
-        Neither tool is on the PATH (status 2).
+        Neither tool is found (status 2).
     """
     for tool, args in DISASSEMBLERS:
         found = shutil.which(tool)
         if found:
             return found, args
+    for tool, args in DISASSEMBLERS:
+        found = _wheel_tool(tool)
+        if found:
+            return found, args
     raise CliError(
-        "--emit sass needs nvdisasm on the PATH (or cuobjdump, whose -sass runs nvdisasm); "
-        "looked for both and found neither", status=2,
+        "--emit sass needs nvdisasm on the PATH (or cuobjdump, whose -sass runs nvdisasm; or the "
+        "nvidia-cuda-nvdisasm wheel); looked for them and found none", status=2,
     )
 
 

@@ -151,6 +151,7 @@ def test_emit_sass_without_a_disassembler_exits_2_naming_both_tools(capsys, kern
 
     which = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name in ("cuobjdump", "nvdisasm") else which(name, *a, **k))
+    monkeypatch.setattr(cli, "_wheel_tool", lambda tool: None)
     # the tools are looked for before the compile (tens of seconds) starts
     monkeypatch.setattr(cli, "build_kernel", lambda *a, **k: pytest.fail("compiled before finding a disassembler"))
     status, out, err = _cli(capsys, "compile", f"{kernels_file}:read_next_row", "--arch", ARCH, "--emit", "sass")

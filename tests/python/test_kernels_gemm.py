@@ -79,6 +79,32 @@ def test_bf16_rows_the_tma_cannot_store_take_guarded_stores(n, store, atoms):
     assert _guarded_stores(kernel, store, "m", columns - 1) == atoms
 
 
+def _sass_or_skip(kernel):
+    from tvm_tirx import cli
+
+    try:
+        return cli.disassemble(testing.assemble(kernel))
+    except cli.CliError as err:
+        pytest.skip(f"needs a disassembler (the test extra's nvidia-cuda-nvdisasm): {err}")
+
+
+@pytest.mark.parametrize(
+    "name,n,options,reader",
+    [("rt-m-bf16-4095", 4095, {}, "F2FP"), ("rt-m-bf16-4094", 4094, {}, "F2FP"), ("rt-m-bf16", 4096, {}, "F2FP"),
+     ("rt-m-fp32", 4096, FP32, "STG")],
+    ids=["bf16-b16", "bf16-b32", "bf16-tma", "fp32-v2"],
+)
+def test_the_epilogue_reads_the_accumulators_after_the_last_wgmma_wait_in_sass(name, n, options, reader):
+    # ptxas 13.0 moved the F2FP of two fused cvt.rn.bf16.f32 above the WARPGROUP.DEPBAR of
+    # wgmma.wait_group 0 (the n = 4095 epilogue lost the last K tile on the H200); the
+    # epilogue's first conversion (bf16) or store (fp32) must come after that wait
+    kernel = _kernel(name, T.dynamic("m"), n, 4104 if n != 4096 else 4096, **options)
+    sass = _sass_or_skip(kernel).splitlines()
+    wait = next(i for i, line in enumerate(sass) if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line)
+    first = next(i for i, line in enumerate(sass) if re.search(rf"\b{reader}\b", line))
+    assert first > wait, f"{sass[first].strip()} at line {first}, before the wait at line {wait}"
+
+
 def test_run_time_m_float32_kernel_has_its_bound_guards():
     m = T.dynamic("m")
     kernel = _kernel("rt-m-fp32", m, 4096, 4096, **FP32)

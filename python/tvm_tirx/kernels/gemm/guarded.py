@@ -37,9 +37,15 @@ class StorePlan:
 
 def store_plan(cfg: GemmConfig) -> StorePlan:
     """The plan for ``cfg``: float32 pairs (``st.global.v2.f32``) or single elements when
-    ``n`` is odd; bf16 pairs (``cvt.rn.bf16x2.f32``, then ``st.global.b32``) or single
-    bf16 (``cvt.rn.bf16.f32``, then ``st.global.b16``) when ``n`` is odd.  Pairs need an
-    even ``n``: a pair's address is then a multiple of its size."""
+    ``n`` is odd; bf16 pairs (``cvt.rn.bf16x2.f32``, then ``st.global.b32``) or, when
+    ``n`` is odd, the same pairs stored one half at a time (``st.global.b16``).  Pairs
+    need an even ``n``: a pair's address is then a multiple of its size.
+
+    The odd case converts pairs too, not single values with ``cvt.rn.bf16.f32``: ptxas
+    13.0 fuses two of those into one ``F2FP.BF16.F32.PACK_AB`` and schedules it above the
+    ``WARPGROUP.DEPBAR`` of the ``wgmma.wait_group 0`` before it, so the epilogue read the
+    accumulators before the last wgmma batch had landed (found on the H200: n = 4095 lost
+    the last K tile's products; the SASS showed the wait after the conversions)."""
     pairs = cfg.fp32_vector == 2  # a static even n
     if cfg.out_dtype == "float32":
         if pairs:
@@ -47,7 +53,7 @@ def store_plan(cfg: GemmConfig) -> StorePlan:
         return StorePlan("st.global.f32", "float32", 1, 2, 1, None)
     if pairs:
         return StorePlan("st.global.b32", "uint32", 1, 1, 2, "cvt.rn.bf16x2.f32")
-    return StorePlan("st.global.b16", "bfloat16", 1, 2, 1, "cvt.rn.bf16.f32")
+    return StorePlan("st.global.b16", "bfloat16", 1, 2, 1, "cvt.rn.bf16x2.f32")
 
 
 def bound_guard(row, col, m, atom: int, columns: int):
@@ -74,11 +80,10 @@ def make_store_guarded(cfg: GemmConfig):
     def store_guarded(C, acc, words, bm, bn, tid, c):
         regs = acc.local().view(BN // 8, 2, 2)  # register 4 j + 2 h + e (tile/fragments.py)
         if plan.convert == "cvt.rn.bf16x2.f32":
-            out = words.local().view(BN // 8, 2, per, atom)  # word 2 j + h: columns e = 1 (high), 0 (low)
-            T.cuda.tile.apply(T.ptx[plan.convert], out.view(BN // 8, 2, 1), regs.sub[:, :, 1:2], regs.sub[:, :, 0:1])
-        elif plan.convert == "cvt.rn.bf16.f32":
-            out = T.alloc_local((BN // 8, 2, per, atom), "bfloat16")
-            T.cuda.tile.apply(T.ptx[plan.convert], out.view(BN // 2, 1), regs.view(BN // 2, 1))
+            # word 2 j + h: column e = 1 in the high half, e = 0 in the low half
+            T.cuda.tile.apply(T.ptx[plan.convert], words.local().view(BN // 8, 2, 1), regs.sub[:, :, 1:2],
+                              regs.sub[:, :, 0:1])
+            out = _as(words.local(), plan.view_dtype).view(BN // 8, 2, per, atom)  # bf16 4 j + 2 h + e
         else:
             out = acc.local().view(BN // 8, 2, per, atom)
         dst = _as(C, plan.view_dtype)
