@@ -1,0 +1,126 @@
+"""Fused attention forward written with tile operations, against torch SDPA's backends.
+
+The kernel is :func:`tvm_tirx.kernels.attention.make_attention` (Q, K, V and O in
+``(batch, seq, heads, head_dim)``, bf16, a run-time sequence length).  The peers are
+``torch.nn.functional.scaled_dot_product_attention`` with each backend forced
+(``torch.nn.attention.sdpa_kernel``: cuDNN, FlashAttention-2), given the ``(batch, heads,
+seq, head_dim)`` views of the same tensors (no copy).  Each of our results is checked
+against a float32 reference (max |O - ref| <= 2e-2, max |LSE - ref| <= 1e-3) before it
+is timed (CUDA events, median of ``--runs`` runs after a warm-up, random inputs).
+
+    python bench/attention.py          # GPU: the table of issue 27
+    python bench/attention.py --cpu    # no GPU: compile and assemble each configuration
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [_ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(_ROOT, "bench")]
+
+import tvm_tirx  # noqa: E402
+from tvm_tirx import testing  # noqa: E402
+from tvm_tirx.kernels.attention import make_attention  # noqa: E402
+from tvm_tirx.script import tirx as T  # noqa: E402
+
+from bench._timing import table  # noqa: E402
+
+#: (batch, heads, seq_len, head_dim) x causal: the rows of issue 27's table
+ROWS = [(s, c) for s in ((4, 32, 4096, 128), (2, 16, 16384, 128), (4, 32, 4096, 64), (4, 16, 4096, 256),
+                         (16, 32, 1024, 128)) for c in (False, True)]
+_KERNELS: dict = {}
+
+
+def kernel_for(heads, head_dim, causal, arch=None):
+    """One compiled kernel per (heads, head_dim, causal): batch and length at run time."""
+    key = (heads, head_dim, causal)
+    if key not in _KERNELS:
+        func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, causal=causal)
+        _KERNELS[key] = tvm_tirx.compile(func, target="cuda", **({"arch": arch} if arch else {}))
+    return _KERNELS[key]
+
+
+def _reference_error(torch, q, k, v, o, lse, causal):
+    """Max |O - ref| and |LSE - ref| against float32, a few heads at a time."""
+    scale, err_o, err_lse = 1 / math.sqrt(q.shape[-1]), 0.0, 0.0
+    for b in range(q.shape[0]):
+        for h0 in range(0, q.shape[2], 4):
+            qf, kf, vf = (x[b, :, h0 : h0 + 4].float().transpose(0, 1) for x in (q, k, v))
+            s = (qf @ kf.transpose(-1, -2)) * scale
+            if causal:
+                s.masked_fill_(torch.ones_like(s[0], dtype=torch.bool).triu(1), float("-inf"))
+            ref_lse = torch.logsumexp(s, dim=-1)
+            ref_o = torch.softmax(s, dim=-1) @ vf
+            err_o = max(err_o, (o[b, :, h0 : h0 + 4].float().transpose(0, 1) - ref_o).abs().max().item())
+            err_lse = max(err_lse, (lse[b, h0 : h0 + 4] - ref_lse).abs().max().item())
+            del s, ref_o
+    return err_o, err_lse
+
+
+def _sdpa_ms(torch, q, k, v, causal, backend, runs):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    try:
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            fn = lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)  # noqa: E731
+            fn()
+            return testing.do_bench(fn, runs=runs).median
+    except RuntimeError:
+        return None
+
+
+def _tflops(shape, causal, ms):
+    b, h, n, d = shape
+    flops = 4 * b * h * n * n * d / (2 if causal else 1)
+    return flops / (ms * 1e-3) / 1e12 if ms else None
+
+
+def row(torch, shape, causal, runs):
+    b, h, n, d = shape
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((b, h, n), float("nan"), device="cuda")
+    kernel = kernel_for(h, d, causal)
+    kernel(q, k, v, o, lse)
+    err_o, err_lse = _reference_error(torch, q, k, v, o, lse, causal)
+    assert err_o <= 2e-2 and err_lse <= 1e-3, f"{shape} causal={causal}: error O {err_o:.2e}, LSE {err_lse:.2e}"
+    ms = testing.do_bench(lambda: kernel(q, k, v, o, lse), runs=runs).median
+    peers = {name: _sdpa_ms(torch, q, k, v, causal, name, runs) for name in ("CUDNN_ATTENTION", "FLASH_ATTENTION")}
+    ours = _tflops(shape, causal, ms)
+    cells = [",".join(map(str, shape)), "yes" if causal else "no", f"{ms:.3f}", f"{ours:.0f}"]
+    for peer_ms in peers.values():
+        cells += [f"{_tflops(shape, causal, peer_ms):.0f}", f"{peer_ms / ms:.2f}"] if peer_ms else ["-", "-"]
+    return cells + [f"{err_o:.1e}", f"{err_lse:.1e}"]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cpu", action="store_true", help="compile and assemble only")
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args(argv)
+    if args.cpu or not testing.has_cuda():
+        for (b, h, n, d), causal in ROWS:
+            kernel = kernel_for(h, d, causal, arch="sm_90a")
+            print(f"{kernel.name} heads={h} head_dim={d} causal={causal}: assembled for sm_90a "
+                  f"({len(testing.assemble(kernel))} bytes)")
+        return 0
+    import torch
+
+    rows = []
+    for shape, causal in ROWS:
+        rows.append(row(torch, shape, causal, args.runs))
+        print(rows[-1], flush=True)
+    print(f"attention forward, bf16, median of {args.runs} runs (CUDA events); x = their time / ours")
+    print(table(["B,H,L,D", "causal", "ms", "TFLOP/s", "cuDNN TFLOP/s", "x cuDNN", "FA2 TFLOP/s", "x FA2",
+                 "err O", "err LSE"], rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

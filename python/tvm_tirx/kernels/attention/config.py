@@ -1,0 +1,143 @@
+"""The attention kernel's geometry, its options, and the checks on them.
+
+:class:`AttentionConfig` holds one kernel's sizes and options, validated once, and what
+follows from them (block sizes, the wgmma opcodes, shared-memory bytes); the other
+modules of :mod:`tvm_tirx.kernels.attention` read it.  ``batch`` and ``seq_len`` are a
+Python ``int`` or an int32 run-time extent (``T.dynamic("L")``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import tvm
+from tvm.script import tirx as T
+
+__all__ = ["BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "AttentionConfig"]
+
+BM = 128  # query rows per CTA: 64 per consumer warpgroup
+WG_M = 64
+CONSUMERS = 2
+CHUNK = 64  # head_dim columns per shared box: one 128-byte swizzle row of bf16/f16
+#: tensor dtype -> the wgmma input type (PTX ISA 9.7.15.5, f32 accumulators)
+DTYPES = {"bfloat16": "bf16", "float16": "f16"}
+#: head_dim -> key/value rows per block (BN): S (64 x BN) and O (64 x head_dim) fp32
+#: accumulators of a consumer thread take BN / 2 + head_dim / 2 registers
+HEAD_DIMS = {64: 128, 128: 128, 256: 64}
+SMEM_LIMIT = 227 * 1024  # dynamic shared memory one sm_90 CTA may take, bytes
+LOG2E = math.log2(math.e)
+
+
+def _is_extent(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return 1 <= value <= 2**31 - 1 - BM
+    return isinstance(value, tvm.tirx.Var) and str(value.ty.dtype) == "int32"
+
+
+@dataclass(frozen=True)
+class AttentionConfig:  # pylint: disable=too-many-instance-attributes
+    """One attention kernel's sizes and options, checked when it is made; the fields are
+    :func:`~tvm_tirx.kernels.attention.make_attention`'s parameters.
+
+    Raises
+    ------
+    ValueError
+        A head_dim other than 64, 128 or 256; a dtype other than bfloat16 / float16;
+        ``heads`` not a multiple of ``kv_heads``; a size that is not a positive int or an
+        int32 run-time extent; ``stages`` outside 1..4 or more shared memory than a CTA
+        has; a non-positive ``scale``.
+    """
+
+    batch: object
+    seq_len: object
+    heads: int
+    kv_heads: int
+    head_dim: int
+    dtype: str = "bfloat16"
+    causal: bool = False
+    scale: float | None = None
+    stages: int = 2
+
+    def __post_init__(self):
+        self._check_sizes()
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, found {self.dtype!r}")
+        if self.head_dim not in HEAD_DIMS or isinstance(self.head_dim, bool):
+            raise ValueError(f"head_dim: expected one of {sorted(HEAD_DIMS)}, found {self.head_dim!r}")
+        if not isinstance(self.causal, bool):
+            raise ValueError(f"causal: expected a bool, found {self.causal!r}")
+        if self.scale is not None and not (isinstance(self.scale, (int, float)) and self.scale > 0):
+            raise ValueError(f"scale: expected a positive number or None (1 / sqrt(head_dim)), found {self.scale!r}")
+        if not isinstance(self.stages, int) or not 1 <= self.stages <= 4:
+            raise ValueError(f"stages: expected an int in 1..4, found {self.stages!r}")
+        if self.smem_bytes > SMEM_LIMIT:
+            raise ValueError(f"stages={self.stages}: the kernel needs {self.smem_bytes} bytes of shared memory, "
+                             f"more than the {SMEM_LIMIT} a CTA may have; use fewer stages")
+
+    def _check_sizes(self):
+        for name in ("batch", "seq_len"):
+            if not _is_extent(getattr(self, name)):
+                raise ValueError(f"{name}: expected a positive int below 2**31 - {BM} or an int32 run-time extent "
+                                 f"(T.dynamic), found {getattr(self, name)!r}")
+        for name in ("heads", "kv_heads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+                raise ValueError(f"{name}: expected an int in 1..65535 (a grid axis), found {value!r}")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads={self.heads}: expected a multiple of kv_heads={self.kv_heads} "
+                             "(each key/value head serves heads // kv_heads query heads)")
+
+    @property
+    def bn(self) -> int:
+        """Key/value rows per block."""
+        return HEAD_DIMS[self.head_dim]
+
+    @property
+    def chunks(self) -> int:
+        """64-column boxes per row of Q, K, V and O."""
+        return self.head_dim // CHUNK
+
+    @property
+    def scale_log2(self) -> float:
+        """The softmax scale times log2(e): scores are exponentiated with ``ex2``."""
+        scale = self.scale if self.scale is not None else 1.0 / math.sqrt(self.head_dim)
+        return float(scale) * LOG2E
+
+    @property
+    def mma_qk(self) -> str:
+        """``S (64, bn) = Q K^T``: A and B in shared memory."""
+        t = DTYPES[self.dtype]
+        return f"wgmma.mma_async.sync.aligned.m64n{self.bn}k16.f32.{t}.{t}"
+
+    @property
+    def mma_pv(self) -> str:
+        """``O (64, 64) += P V`` per 64 columns of O: A (P) in registers, V in shared memory."""
+        t = DTYPES[self.dtype]
+        return f"wgmma.mma_async.sync.aligned.m64n{CHUNK}k16.f32.{t}.{t}"
+
+    @property
+    def q_bytes(self) -> int:
+        return BM * self.head_dim * 2
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of one stage: a block of K and one of V."""
+        return 2 * self.bn * self.head_dim * 2
+
+    @property
+    def smem_bytes(self) -> int:
+        """Q, the K/V ring, the mbarriers and 1 KiB for aligning the swizzled tiles."""
+        return self.q_bytes + self.stages * self.kv_bytes + 8 * (1 + 2 * self.stages) + 1024
+
+    @property
+    def q_blocks(self):
+        """CTAs along the sequence: ``ceil(seq_len / 128)``."""
+        return -(-self.seq_len // BM) if isinstance(self.seq_len, int) else T.ceildiv(self.seq_len, BM)
+
+    @property
+    def group(self) -> int:
+        """Query heads per key/value head."""
+        return self.heads // self.kv_heads

@@ -1,0 +1,124 @@
+"""The kernel: shared memory, barriers, the producer and the two consumer warpgroups."""
+
+from __future__ import annotations
+
+from tvm.script import tirx as T
+
+from ...tile.families.tma import swizzled_layout
+from ...tile.families.wgmma import a_fragment_layout
+from ...tile.fragments import accumulator_layout
+from .config import BM, CHUNK, CONSUMERS, WG_M, AttentionConfig
+from .consumer import make_consumer, make_epilogue
+from .producer import make_producer
+
+__all__ = ["make_attention"]
+
+
+def _kv_blocks(cfg: AttentionConfig, qb, seq_len):
+    """Key/value blocks query block ``qb`` reads: all of them, or (causal) those up to the
+    block holding its last row."""
+    every = T.ceildiv(seq_len, cfg.bn)
+    return T.min(every, T.ceildiv(qb * BM + BM, cfg.bn)) if cfg.causal else every
+
+
+def _make_body(cfg: AttentionConfig):
+    stages, bn, chunks, dtype = cfg.stages, cfg.bn, cfg.chunks, cfg.dtype
+    produce, consume, epilogue = make_producer(cfg), make_consumer(cfg), make_epilogue(cfg)
+    q_layout = swizzled_layout((chunks, BM, CHUNK), dtype, 3)
+    kv_layout = swizzled_layout((stages, chunks, bn, CHUNK), dtype, 3)
+    launch = T.cuda.LaunchConfig(grid=(cfg.q_blocks, cfg.heads, cfg.batch), block=128 * (1 + CONSUMERS),
+                                 min_blocks_per_sm=1, dynamic_smem_bytes=cfg.smem_bytes)
+
+    @T.macro
+    def body(Q, K, V, Out, LSE, seq_len):
+        T.device_entry(launch=launch)
+        sq = T.alloc_shared((chunks, BM, CHUNK), dtype, scope="shared.dyn", align=1024, layout=q_layout)
+        sk = T.alloc_shared((stages, chunks, bn, CHUNK), dtype, scope="shared.dyn", align=1024, layout=kv_layout)
+        sv = T.alloc_shared((stages, chunks, bn, CHUNK), dtype, scope="shared.dyn", align=1024, layout=kv_layout)
+        q_full = T.alloc_shared((1, 1), "uint64", scope="shared.dyn", align=8)
+        full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        tid = T.cuda.thread_idx("x")
+        qb = cfg.q_blocks - 1 - T.cuda.block_idx("x")  # the longest causal rows first
+        h = T.cuda.block_idx("y")
+        b = T.cuda.block_idx("z")
+        wg = T.cuda.warp_id() // 4
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_full, count=T.uint32(1))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(CONSUMERS))
+            T.ptx["fence.mbarrier_init.release.cluster"]()
+        T.cuda.cta_sync()
+        if wg == 0:  # the producer warpgroup
+            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
+            if tid == 0:
+                produce(Q, K, V, sq, sk, sv, q_full, full, empty, b, h, qb, _kv_blocks(cfg, qb, seq_len))
+        else:
+            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
+            c = wg - 1
+            S = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
+            P = T.alloc_local((1, bn // 16, WG_M, 8), "uint32", layout=a_fragment_layout(1, bn // 16))
+            O = T.alloc_local((chunks, WG_M, CHUNK), "float32", layout=accumulator_layout(CHUNK, chunks))
+            W = T.alloc_local((chunks, WG_M, CHUNK // 2), "uint32", layout=accumulator_layout(CHUNK, chunks, packed=True))
+            m = T.alloc_local((2,), "float32")
+            l = T.alloc_local((2,), "float32")
+            alpha = T.alloc_local((2,), "float32")
+            rmax = T.alloc_local((2, 1), "float32")
+            consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb, _kv_blocks(cfg, qb, seq_len),
+                    seq_len, tid, c)
+            epilogue(Out, LSE, O, W, m, l, rmax, b, h, qb, seq_len, tid, c)
+
+    return body
+
+
+def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None, causal: bool = False,
+                   scale: float | None = None, dtype: str = "bfloat16", stages: int = 2):
+    """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
+    log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
+    (``arch="sm_90a"``).
+
+    Parameters
+    ----------
+    batch, seq_len : int or tvm.tirx.Var
+        Sizes of Q, K, V and O ``(batch, seq_len, heads, head_dim)`` (K and V with
+        ``kv_heads``): positive ints, or int32 run-time extents (``T.dynamic("L")``):
+        one compiled kernel then serves every length, taken from the tensors at each call.
+    heads : int
+        Query heads (1 .. 65535).
+    head_dim : int
+        64, 128 or 256 elements.
+    kv_heads : int, optional
+        Key/value heads, dividing ``heads`` (GQA / MQA); default ``heads``.
+    causal : bool
+        Query ``i`` attends to keys ``<= i`` only (the two sequences aligned at the start).
+    scale : float, optional
+        The softmax scale, default ``1 / sqrt(head_dim)``.
+    dtype : str
+        ``"bfloat16"`` or ``"float16"``: Q, K, V and O; accumulation in fp32.
+    stages : int
+        Key/value blocks in flight in the shared ring.
+
+    Returns
+    -------
+    tvm.tirx.PrimFunc
+        ``attention(Q, K, V, O, LSE)``: ``LSE`` is ``(batch, heads, seq_len)`` float32, the
+        natural log of each row's sum of ``exp(scale * q.k)``; rows past ``seq_len`` are
+        not written.  Every tensor 16-byte aligned and contiguous.
+
+    Raises
+    ------
+    ValueError
+        From :class:`.config.AttentionConfig`: a size, dtype or option it refuses.
+    """
+    cfg = AttentionConfig(batch, seq_len, heads, kv_heads or heads, head_dim, dtype, causal, scale, stages)
+    body = _make_body(cfg)
+    q_shape, kv_shape = (batch, seq_len, heads, head_dim), (batch, seq_len, cfg.kv_heads, head_dim)
+    q_spec, o_spec = T.Tensor(q_shape, dtype, align=16), T.Tensor(q_shape, dtype, align=16)
+    k_spec, v_spec = T.Tensor(kv_shape, dtype, align=16), T.Tensor(kv_shape, dtype, align=16)
+    lse_spec = T.Tensor((batch, heads, seq_len), "float32", align=16)
+
+    @T.function
+    def attention(Q: q_spec, K: k_spec, V: v_spec, O: o_spec, LSE: lse_spec):
+        body(Q, K, V, O, LSE, seq_len)
+
+    return attention

@@ -1,0 +1,46 @@
+"""The producer: one thread loads Q once and streams the K and V blocks into the ring by TMA."""
+
+from __future__ import annotations
+
+from tvm.script import tirx as T
+
+from ..gemm.sync import wait_phase
+from .config import BM, CHUNK, AttentionConfig
+
+__all__ = ["LOAD", "make_producer"]
+
+LOAD = "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+
+
+def make_producer(cfg: AttentionConfig):
+    """The macro ``produce(Q, K, V, sq, sk, sv, q_full, full, empty, b, h, qb, n_kv)``.
+
+    Q, K and V are ``(batch, seq_len, heads, head_dim)`` tensors, read as 4-d TMA boxes
+    ``(1, rows, 1, 64)`` (128-byte swizzle): Q's 128 rows of query block ``qb`` into
+    ``sq`` (on ``q_full``), then per key/value block ``j < n_kv`` the 64-column boxes of
+    K and V of key/value head ``h // group`` into stage ``j % stages`` (on ``full``),
+    after the consumers released it (``empty``).  Rows past ``seq_len`` are zero-filled
+    and still count their bytes (PTX ISA 5.5.5), so each stage's ``expect_tx`` is the
+    whole box.
+    """
+    stages, bn, chunks = cfg.stages, cfg.bn, cfg.chunks
+    q_bytes, kv_bytes, group = cfg.q_bytes, cfg.kv_bytes, cfg.group
+
+    @T.macro
+    def produce(Q, K, V, sq, sk, sv, q_full, full, empty, b, h, qb, n_kv):
+        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], q_full.sub[0, :], tx=T.uint32(q_bytes))
+        for c in T.unroll(chunks):
+            T.cuda.tile.apply(T.ptx[LOAD], sq.sub[c].view(1, BM, 1, CHUNK), Q, mbar=q_full.sub[0, :],
+                              coords=(b, qb * BM, h, c * CHUNK), swizzle=3)
+        for j in T.serial(n_kv):
+            s = j % stages
+            wait_phase(empty.sub[s, :], (j // stages + 1) % 2, None, False)
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :], tx=T.uint32(kv_bytes))
+            for c in T.unroll(chunks):
+                T.cuda.tile.apply(T.ptx[LOAD], sk.sub[s, c].view(1, bn, 1, CHUNK), K, mbar=full.sub[s, :],
+                                  coords=(b, j * bn, h // group, c * CHUNK), swizzle=3, l2_promotion=3)
+            for c in T.unroll(chunks):
+                T.cuda.tile.apply(T.ptx[LOAD], sv.sub[s, c].view(1, bn, 1, CHUNK), V, mbar=full.sub[s, :],
+                                  coords=(b, j * bn, h // group, c * CHUNK), swizzle=3, l2_promotion=3)
+
+    return produce

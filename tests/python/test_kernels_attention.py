@@ -1,0 +1,142 @@
+"""``tvm_tirx.kernels.attention.make_attention``: the fused attention forward.
+
+CPU: every head_dim (64, 128, 256), causal or not, bf16 and f16, compiles and assembles
+for sm_90a with a run-time sequence length; the kernel's instructions are the ones its
+design names (ss wgmma for Q K^T, rs wgmma for P V, 4-d TMA loads, lane shuffles for the
+row maxima and sums); sizes and options it does not take are ValueErrors.
+GPU (marker ``gpu``): O and the log-sum-exp against a float32 reference, NaN-filled
+outputs, several sequence lengths from one compiled kernel, GQA.
+"""
+
+import math
+import re
+
+import pytest
+
+import tvm_tirx
+from tvm_tirx import testing
+from tvm_tirx.kernels.attention import make_attention
+from tvm_tirx.script import tirx as T
+
+_BUILT = {}
+
+
+def _kernel(head_dim, causal, dtype="bfloat16", **options):
+    """Compiled for sm_90a (and assembled) once per test session."""
+    if not testing.has_nvcc():
+        pytest.skip("compiles for sm_90a: needs nvcc on the PATH")
+    key = (head_dim, causal, dtype, tuple(sorted(options.items())))
+    if key not in _BUILT:
+        func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, head_dim, kv_heads=2, causal=causal, dtype=dtype,
+                              **options)
+        kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
+        assert len(testing.assemble(kernel)) > 0
+        _BUILT[key] = kernel
+    return _BUILT[key]
+
+
+def _calls(kernel, name):
+    body = kernel.cuda_source[kernel.cuda_source.index("__global__") :]
+    return len(re.findall(rf"\b{name}\(", body))
+
+
+@pytest.mark.parametrize("head_dim,causal", [(64, False), (128, False), (128, True), (256, True)])
+def test_every_head_dim_compiles_and_assembles_with_its_instructions(head_dim, causal):
+    kernel = _kernel(head_dim, causal)
+    bn, chunks = {64: 128, 128: 128, 256: 64}[head_dim], head_dim // 64
+    t = "bf16"
+    # Q K^T: one ss call per 64 columns of head_dim, 4 k16 steps each
+    assert _calls(kernel, f"tvm_builtin_ptx_wgmma_{t}_ss_mma_async_sync_aligned_m64n{bn}k16_f32_{t}_{t}_1_1_0_0") == chunks * 4
+    # P V: one rs call per 64 columns of O, bn / 16 k16 steps each, V transposed (MN-major)
+    assert _calls(kernel, f"tvm_builtin_ptx_wgmma_{t}_rs_mma_async_sync_aligned_m64n64k16_f32_{t}_{t}_1_1_1") == chunks * bn // 16
+    load = "tvm_builtin_ptx_cp_async_bulk_tensor_g2s_cluster_async_bulk_tensor_4d_shared__cluster_global_mbarrier__complete_tx__bytes"
+    assert _calls(kernel, load) == 3 * chunks  # Q, K and V boxes of 64 columns
+    # row maxima (masked and unmasked softmax) and the final row sums: 2 butterfly steps x 2 rows
+    assert _calls(kernel, "tvm_builtin_ptx_shfl_sync_bfly_b32_f32_f32_u32_u32_u32") == 12
+
+
+def test_float16_uses_the_f16_forms():
+    kernel = _kernel(128, False, dtype="float16")
+    assert _calls(kernel, "tvm_builtin_ptx_wgmma_f16_rs_mma_async_sync_aligned_m64n64k16_f32_f16_f16_1_1_1") == 16
+
+
+def test_the_consumers_take_registers_from_the_producer():
+    source = _kernel(128, False).cuda_source
+    assert "setmaxnreg.dec.sync.aligned.u32 40;" in source and "setmaxnreg.inc.sync.aligned.u32 232;" in source
+
+
+@pytest.mark.parametrize(
+    "args,options,match",
+    [((2, 128, 4, 96), {}, r"head_dim: expected one of \[64, 128, 256\], found 96"),
+     ((2, 128, 6, 128), dict(kv_heads=4), r"heads=6: expected a multiple of kv_heads=4"),
+     ((2, 128, 4, 128), dict(dtype="float32"), r"dtype: expected one of"),
+     ((2, 0, 4, 128), {}, r"seq_len: expected a positive int"),
+     ((True, 128, 4, 128), {}, r"batch: expected a positive int"),
+     ((2, 128, 4, 128), dict(scale=0.0), r"scale: expected a positive number"),
+     ((2, 128, 4, 256), dict(stages=4), r"stages=4: the kernel needs \d+ bytes of shared memory"),
+     ((2, 128, 4, 128), dict(causal=1), r"causal: expected a bool")],
+    ids=["head-dim", "gqa-ratio", "dtype", "seq-len", "batch-bool", "scale", "smem", "causal"],
+)
+def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, match):
+    with pytest.raises(ValueError, match=match):
+        make_attention(*args, **options)
+
+
+def test_a_run_time_length_of_another_dtype_is_refused():
+    with pytest.raises(ValueError, match="seq_len: expected a positive int .* or an int32 run-time extent"):
+        make_attention(2, T.dynamic("L", "int64"), 4, 128)
+
+
+# -- on the GPU --------------------------------------------------------------------------------
+
+
+def reference(torch, q, k, v, causal, scale):
+    """O and LSE in float32: q (B, L, H, D), k and v (B, L, Hkv, D)."""
+    group = q.shape[2] // k.shape[2]
+    qf, kf, vf = (x.float().transpose(1, 2) for x in (q, k, v))  # (B, H, L, D)
+    kf, vf = kf.repeat_interleave(group, dim=1), vf.repeat_interleave(group, dim=1)
+    s = (qf @ kf.transpose(-1, -2)) * scale
+    if causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    o = torch.softmax(s, dim=-1) @ vf
+    return o.transpose(1, 2), lse
+
+
+def check(torch, kernel, batch, seq_len, heads, kv_heads, head_dim, causal, dtype, seed=0):
+    """Run ``kernel`` into NaN-filled O and LSE; max |O - ref| <= 2e-2, max |LSE - ref| <= 1e-3."""
+    torch.manual_seed(seed)
+    tdtype = getattr(torch, dtype)
+    q = torch.randn(batch, seq_len, heads, head_dim, device="cuda", dtype=tdtype)
+    k = torch.randn(batch, seq_len, kv_heads, head_dim, device="cuda", dtype=tdtype)
+    v = torch.randn(batch, seq_len, kv_heads, head_dim, device="cuda", dtype=tdtype)
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((batch, heads, seq_len), float("nan"), device="cuda")
+    kernel(q, k, v, o, lse)
+    torch.cuda.synchronize()
+    ref_o, ref_lse = reference(torch, q, k, v, causal, 1 / math.sqrt(head_dim))
+    err_o = (o.float() - ref_o).abs().max().item()
+    err_lse = (lse - ref_lse).abs().max().item()
+    where = (batch, seq_len, heads, kv_heads, head_dim, causal, dtype)
+    assert err_o <= 2e-2 and err_lse <= 1e-3, f"{where}: max error O {err_o:.2e}, LSE {err_lse:.2e}"
+    return err_o, err_lse
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_every_length_from_one_kernel_on_gpu(torch_cuda, causal):
+    kernel = tvm_tirx.compile(make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, kv_heads=2, causal=causal),
+                              target="cuda")
+    for seq_len in (1, 100, 128, 1000, 4097):
+        check(torch_cuda, kernel, 2, seq_len, 4, 2, 128, causal, "bfloat16", seed=seq_len)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim,dtype", [(64, "bfloat16"), (256, "bfloat16"), (128, "float16")])
+def test_head_dims_and_float16_on_gpu(torch_cuda, head_dim, dtype):
+    for causal in (False, True):
+        kernel = tvm_tirx.compile(make_attention(1, T.dynamic("L"), 8, head_dim, kv_heads=1, causal=causal, dtype=dtype),
+                                  target="cuda")
+        for seq_len in (77, 1000):
+            check(torch_cuda, kernel, 1, seq_len, 8, 1, head_dim, causal, dtype, seed=seq_len)
