@@ -52,7 +52,9 @@ def test_every_head_dim_compiles_and_assembles_with_its_instructions(head_dim, c
     load = "tvm_builtin_ptx_cp_async_bulk_tensor_g2s_cluster_async_bulk_tensor_4d_shared__cluster_global_mbarrier__complete_tx__bytes"
     assert _calls(kernel, load) == 3 * chunks  # Q, K and V boxes of 64 columns
     # row maxima (masked and unmasked softmax) and the final row sums: 2 butterfly steps x 2 rows
-    assert _calls(kernel, "tvm_builtin_ptx_shfl_sync_bfly_b32_f32_f32_u32_u32_u32") == 12
+    assert _calls(kernel, "tvm_builtin_ptx_shfl_sync_bfly_b32_f32_f32_u32_u32_u32") == 3 * 4
+    # each score exponentiated by one ex2.approx (masked and unmasked softmax), bn / 2 per thread
+    assert _calls(kernel, "tvm_builtin_ptx_ex2_approx_ftz_f32") == 2 * bn // 2
 
 
 def test_float16_uses_the_f16_forms():

@@ -59,7 +59,8 @@ def make_softmax(cfg: AttentionConfig):
             alpha[h] = T.exp2(m[h] - alpha[h])
             m[h] = rmax[h, 0]
         for r in T.unroll(regs):
-            sl[r] = T.exp2(sl[r] * T.float32(scale) - m[r // 2 % 2])
+            sl[r] = sl[r] * T.float32(scale) - m[r // 2 % 2]
+        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sl.view(regs, 1), sl.view(regs, 1))
         for h in T.unroll(2):
             l[h] = l[h] * alpha[h]
             for r in T.unroll(regs // 2):
