@@ -2,6 +2,8 @@
 
 * :mod:`.gemm` -- the warp-specialized Hopper GEMM (``make_gemm``): TMA loads into an
   mbarrier ring, ``wgmma`` consumers, bf16 / fp32 output, any (M, N, K), run-time M.
+* :mod:`.attention` -- the fused attention forward (``make_attention``): a TMA producer,
+  two ``wgmma`` consumers with the online softmax in registers, run-time lengths, GQA.
 """
 
 # First: importing tvm runs its tvm.backends hook (tvm_tirx._plugin), which imports
