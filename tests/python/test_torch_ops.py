@@ -475,8 +475,9 @@ def stand_in_compiler(monkeypatch, as_if_on_an_h200):
         return _StandIn(key)
 
     monkeypatch.setattr(gemm_kernels, "_compile", fake_compile)
-    monkeypatch.setattr(gemm_kernels, "_KERNELS", {})
-    return compiled
+    gemm_kernels.clear_kernels()
+    yield compiled
+    gemm_kernels.clear_kernels()  # no stand-in outlives the test
 
 
 def test_one_kernel_serves_every_m(stand_in_compiler):
@@ -527,7 +528,7 @@ def test_the_real_compile_makes_a_run_time_m_kernel_the_disk_cache_serves_again(
 
     monkeypatch.setenv("TVM_TIRX_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TVM_TIRX_CACHE", raising=False)
-    monkeypatch.setattr(gemm_kernels, "_KERNELS", {})
+    gemm_kernels.clear_kernels()
     builds, build = [], kernel_module._build
     monkeypatch.setattr(kernel_module, "_build", lambda *args: builds.append(args[1]) or build(*args))
     key = gemm_kernels.GemmKey(1024, 4096, "bfloat16", "bfloat16", "sm_90a")

@@ -14,13 +14,13 @@ This module does not import torch.
 from __future__ import annotations
 
 import functools
-import threading
 from dataclasses import dataclass
 
 import tvm
 
 from ..build.kernel import compile as _tirx_compile
 from ..kernels.gemm import make_gemm
+from .kernel_table import KernelTable
 
 __all__ = ["CONFIG", "GemmKey", "gemm_prim_func", "gemm_kernel", "cached_kernels", "clear_kernels"]
 
@@ -56,8 +56,7 @@ CONFIG = {
     "bfloat16": dict(stages=3, wait_depth=1, persistent=False, group_m=16),
     "float32": dict(stages=4, wait_depth=1, persistent=False, group_m=16),
 }
-_KERNELS: dict = {}
-_LOCK = threading.Lock()
+_TABLE = KernelTable(lambda key: _compile(key))  # _compile looked up at each compile (tests replace it)
 
 
 _SHORT = {"bfloat16": "bf16", "float32": "f32"}
@@ -129,23 +128,14 @@ def gemm_kernel(key: GemmKey):
     tvm_tirx.TileError
         The kernel breaks a tile contract (a bug of the generator, not of the caller).
     """
-    kernel = _KERNELS.get(key)
-    if kernel is not None:
-        return kernel
-    with _LOCK:  # one compile per key, even with several threads calling at once
-        kernel = _KERNELS.get(key)
-        if kernel is None:
-            kernel = _compile(key)
-            _KERNELS[key] = kernel
-    return kernel
+    return _TABLE.get(key)
 
 
 def cached_kernels() -> dict:
     """A copy of this process's ``{GemmKey: Kernel}`` table."""
-    return dict(_KERNELS)
+    return _TABLE.cached()
 
 
 def clear_kernels() -> None:
     """Forget this process's compiled kernels (the on-disk compile cache is kept)."""
-    with _LOCK:
-        _KERNELS.clear()
+    _TABLE.clear()

@@ -1,0 +1,57 @@
+"""A process-wide table of compiled kernels, one per key, compiled on first use.
+
+The torch operators keep one such table per kernel generator (:mod:`.gemm_kernels`,
+:mod:`.attention_kernels`): the first lookup of a key compiles its kernel (which the
+on-disk compile cache of :mod:`tvm_tirx.build.cache` may serve), later lookups return
+the same :class:`~tvm_tirx.Kernel`.  This module does not import torch.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+__all__ = ["KernelTable"]
+
+
+class KernelTable:
+    """``{key: compiled kernel}``, filled by ``compile(key)`` on a key's first lookup.
+
+    Parameters
+    ----------
+    compile : Callable[[key], tvm_tirx.Kernel]
+        Makes the kernel of a key (called once per key, under a lock, so several threads
+        asking for one key at once compile it once).
+    """
+
+    def __init__(self, compile: Callable):  # pylint: disable=redefined-builtin
+        self._compile = compile
+        self._kernels: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        """The kernel of ``key``: compiled on the first call for it, the same object after.
+
+        Raises
+        ------
+        Exception
+            Whatever ``compile(key)`` raises (nothing is stored then).
+        """
+        kernel = self._kernels.get(key)
+        if kernel is not None:
+            return kernel
+        with self._lock:
+            kernel = self._kernels.get(key)
+            if kernel is None:
+                kernel = self._compile(key)
+                self._kernels[key] = kernel
+        return kernel
+
+    def cached(self) -> dict:
+        """A copy of the table."""
+        return dict(self._kernels)
+
+    def clear(self) -> None:
+        """Forget the compiled kernels (the on-disk compile cache is kept)."""
+        with self._lock:
+            self._kernels.clear()
