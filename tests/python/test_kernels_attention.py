@@ -62,6 +62,15 @@ def test_float16_uses_the_f16_forms():
     assert _calls(kernel, "tvm_builtin_ptx_wgmma_f16_rs_mma_async_sync_aligned_m64n64k16_f32_f16_f16_1_1_1") == 16
 
 
+def test_the_pingpong_schedule_hands_turns_over_on_named_barriers():
+    kernel = _kernel(128, True, pingpong=True)
+    # each consumer waits for its turn (bar.sync on 1 + c) and hands it over (bar.arrive on
+    # 2 - c); consumer 1 also grants the first turn
+    assert _calls(kernel, "tvm_builtin_ptx_bar_sync_count_sync") == 1
+    assert _calls(kernel, "tvm_builtin_ptx_bar_arrive_arrive") == 2
+    assert _calls(_kernel(128, True), "tvm_builtin_ptx_bar_arrive_arrive") == 0
+
+
 def test_the_consumers_take_registers_from_the_producer():
     source = _kernel(128, False).cuda_source
     assert "setmaxnreg.dec.sync.aligned.u32 40;" in source and "setmaxnreg.inc.sync.aligned.u32 232;" in source
@@ -76,8 +85,9 @@ def test_the_consumers_take_registers_from_the_producer():
      ((True, 128, 4, 128), {}, r"batch: expected a positive int"),
      ((2, 128, 4, 128), dict(scale=0.0), r"scale: expected a positive number"),
      ((2, 128, 4, 256), dict(stages=4), r"stages=4: the kernel needs \d+ bytes of shared memory"),
-     ((2, 128, 4, 128), dict(causal=1), r"causal: expected a bool")],
-    ids=["head-dim", "gqa-ratio", "dtype", "seq-len", "batch-bool", "scale", "smem", "causal"],
+     ((2, 128, 4, 128), dict(causal=1), r"causal: expected a bool"),
+     ((2, 128, 4, 128), dict(pingpong="yes"), r"pingpong: expected a bool")],
+    ids=["head-dim", "gqa-ratio", "dtype", "seq-len", "batch-bool", "scale", "smem", "causal", "pingpong"],
 )
 def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, match):
     with pytest.raises(ValueError, match=match):
@@ -126,10 +136,11 @@ def check(torch, kernel, batch, seq_len, heads, kv_heads, head_dim, causal, dtyp
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("pingpong", [False, True], ids=["free", "pingpong"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_every_length_from_one_kernel_on_gpu(torch_cuda, causal):
-    kernel = tvm_tirx.compile(make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, kv_heads=2, causal=causal),
-                              target="cuda")
+def test_every_length_from_one_kernel_on_gpu(torch_cuda, causal, pingpong):
+    func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, kv_heads=2, causal=causal, pingpong=pingpong)
+    kernel = tvm_tirx.compile(func, target="cuda")
     for seq_len in (1, 100, 128, 1000, 4097):
         check(torch_cuda, kernel, 2, seq_len, 4, 2, 128, causal, "bfloat16", seed=seq_len)
 

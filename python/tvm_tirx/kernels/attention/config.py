@@ -60,6 +60,7 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
     causal: bool = False
     scale: float | None = None
     stages: int = 2
+    pingpong: bool = False
 
     def __post_init__(self):
         self._check_sizes()
@@ -67,8 +68,9 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
             raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, found {self.dtype!r}")
         if self.head_dim not in HEAD_DIMS or isinstance(self.head_dim, bool):
             raise ValueError(f"head_dim: expected one of {sorted(HEAD_DIMS)}, found {self.head_dim!r}")
-        if not isinstance(self.causal, bool):
-            raise ValueError(f"causal: expected a bool, found {self.causal!r}")
+        for name in ("causal", "pingpong"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}: expected a bool, found {getattr(self, name)!r}")
         if self.scale is not None and not (isinstance(self.scale, (int, float)) and self.scale > 0):
             raise ValueError(f"scale: expected a positive number or None (1 / sqrt(head_dim)), found {self.scale!r}")
         if not isinstance(self.stages, int) or not 1 <= self.stages <= 4:

@@ -35,6 +35,7 @@ def make_consumer(cfg: AttentionConfig):
     stages, bn, chunks = cfg.stages, cfg.bn, cfg.chunks
     softmax = make_softmax(cfg)
     convert = "cvt.rn.bf16x2.f32" if cfg.dtype == "bfloat16" else "cvt.rn.f16x2.f32"
+    take_turn, give_turn, first_turn = make_turns(cfg)
 
     @T.macro
     def consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c):
@@ -43,9 +44,11 @@ def make_consumer(cfg: AttentionConfig):
         for h in T.unroll(2):
             m[h] = T.float32(NEG_INF)
             l[h] = T.float32(0)
+        first_turn(c)
         for j in T.serial(n_kv):
             s = j % stages
             wait_phase(full.sub[s, :], (j // stages) % 2, None, False)
+            take_turn(c)
             T.ptx["wgmma.fence.sync.aligned"]()
             for cc in T.unroll(chunks):
                 T.cuda.tile.apply(T.ptx[cfg.mma_qk], S,
@@ -53,6 +56,7 @@ def make_consumer(cfg: AttentionConfig):
                                   sk.sub[s, cc].view(bn, CHUNK // 16, 16).permute(1, 0, 2), scope="warpgroup",
                                   scale_d=cc > 0)
             T.ptx["wgmma.commit_group.sync.aligned"]()
+            give_turn(c, j, n_kv)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
             if _needs_mask(cfg, j, qb * BM + c * WG_M, seq_len):
                 softmax(S, O, m, l, alpha, rmax, j * bn, row, seq_len, tid % 4, True)
@@ -70,6 +74,40 @@ def make_consumer(cfg: AttentionConfig):
             release_stage(empty, s, tid, 1)
 
     return consume
+
+
+def make_turns(cfg: AttentionConfig):
+    """The macros ``take_turn(c)``, ``give_turn(c, j, n_kv)`` and ``first_turn(c)`` of the
+    ping-pong schedule (``pingpong=True``; empty macros otherwise).
+
+    The two consumers issue their ``Q K^T`` wgmmas in turns, so that one's softmax runs
+    while the other's products occupy the tensor cores (FlashAttention-3's inter-warpgroup
+    overlap).  Consumer ``c`` waits for its turn on named barrier ``1 + c`` (``bar.sync``,
+    256 threads: its own 128 and the other consumer's ``bar.arrive``) and hands the turn
+    over after issuing, with ``bar.arrive`` on the other's barrier.  Consumer 1 grants the
+    first turn; it hands over after every block but its last, consumer 0 after every
+    block, so each barrier completes exactly ``n_kv`` times (PTX ISA 9.7.13.1).
+    """
+    count = T.uint32(256)
+
+    @T.macro
+    def take_turn(c):
+        if cfg.pingpong:
+            T.cuda.tile.apply(T.ptx["bar.sync"], id=T.Cast("uint32", 1 + c), count=count)
+
+    @T.macro
+    def give_turn(c, j, n_kv):
+        if cfg.pingpong:
+            if T.Or(c == 0, j < n_kv - 1):
+                T.cuda.tile.apply(T.ptx["bar.arrive"], id=T.Cast("uint32", 2 - c), count=count)
+
+    @T.macro
+    def first_turn(c):
+        if cfg.pingpong:
+            if c == 1:
+                T.cuda.tile.apply(T.ptx["bar.arrive"], id=T.uint32(1), count=count)
+
+    return take_turn, give_turn, first_turn
 
 
 def make_epilogue(cfg: AttentionConfig):

@@ -72,7 +72,7 @@ def _make_body(cfg: AttentionConfig):
 
 
 def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None, causal: bool = False,
-                   scale: float | None = None, dtype: str = "bfloat16", stages: int = 2):
+                   scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False):
     """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
     log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
     (``arch="sm_90a"``).
@@ -97,6 +97,9 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         ``"bfloat16"`` or ``"float16"``: Q, K, V and O; accumulation in fp32.
     stages : int
         Key/value blocks in flight in the shared ring.
+    pingpong : bool
+        The two consumer warpgroups issue their ``Q K^T`` products in turns, handed over on
+        named barriers 1 and 2 (:func:`.consumer.make_turns`).
 
     Returns
     -------
@@ -110,7 +113,7 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     ValueError
         From :class:`.config.AttentionConfig`: a size, dtype or option it refuses.
     """
-    cfg = AttentionConfig(batch, seq_len, heads, kv_heads or heads, head_dim, dtype, causal, scale, stages)
+    cfg = AttentionConfig(batch, seq_len, heads, kv_heads or heads, head_dim, dtype, causal, scale, stages, pingpong)
     body = _make_body(cfg)
     q_shape, kv_shape = (batch, seq_len, heads, head_dim), (batch, seq_len, cfg.kv_heads, head_dim)
     q_spec, o_spec = T.Tensor(q_shape, dtype, align=16), T.Tensor(q_shape, dtype, align=16)
