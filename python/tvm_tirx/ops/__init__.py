@@ -1,5 +1,6 @@
 """Where users call tile kernels from other programs: :mod:`.relax` (Relax's ``call_tir``)
-and the torch operators of :mod:`.torch_ops` (:func:`linear`, :func:`matmul`).
+and the torch operators of :mod:`.torch_ops` (:func:`linear`, :func:`matmul`) and
+:mod:`.attention_ops` (:func:`attention`).
 
 The torch names load on first use (``tvm_tirx.ops.linear``): importing this package
 imports neither torch nor the torch operators (torch is optional).
@@ -12,7 +13,7 @@ import tvm  # noqa: F401  pylint: disable=unused-import
 import importlib as _importlib
 
 #: name -> the module that defines it (imported on first use: it imports torch)
-_LAZY = {"linear": "torch_ops", "matmul": "torch_ops", "UnsupportedInput": "torch_checks"}
+_LAZY = {"linear": "torch_ops", "matmul": "torch_ops", "attention": "attention_ops", "UnsupportedInput": "torch_checks"}
 
 
 def __getattr__(name):

@@ -1,0 +1,103 @@
+"""The compiled attention kernels the torch operator launches, one per :class:`AttentionKey`.
+
+A key names what a compiled kernel depends on: the head counts, head_dim, causal, the
+dtype, the softmax scale and the GPU's arch.  Batch and sequence length are not in the
+key: every kernel is made with both as run-time extents, so one compiled kernel serves
+every (batch, length).  Kernels are compiled on first use (the on-disk compile cache of
+:mod:`tvm_tirx.build.cache` may serve them) and kept for the process (:class:`.KernelTable`).
+
+This module does not import torch.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import tvm
+from tvm.script import tirx as T
+
+from ..build.kernel import compile as _tirx_compile
+from ..kernels.attention import make_attention
+from .kernel_table import KernelTable
+
+__all__ = ["AttentionKey", "attention_prim_func", "attention_kernel", "cached_kernels", "clear_kernels"]
+
+_SHORT = {"bfloat16": "bf16", "float16": "f16"}
+
+
+@dataclass(frozen=True)
+class AttentionKey:
+    """What one compiled attention kernel depends on.
+
+    Attributes
+    ----------
+    heads, kv_heads : int
+        Query heads and key/value heads (``heads`` a multiple of ``kv_heads``).
+    head_dim : int
+        64, 128 or 256.
+    causal : bool
+        Whether query ``i`` sees keys ``<= i`` only.
+    dtype : str
+        ``"bfloat16"`` or ``"float16"`` (Q, K, V and O).
+    scale : float
+        The softmax scale.
+    arch : str
+        The CUDA architecture compiled for, ``"sm_90a"``.
+    """
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    causal: bool
+    dtype: str
+    scale: float
+    arch: str
+
+
+@functools.lru_cache(maxsize=None)
+def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, dtype: str,
+                        scale: float) -> tvm.tirx.PrimFunc:
+    """``make_attention`` with a run-time batch and sequence length, named
+    ``tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``.
+
+    Raises
+    ------
+    ValueError
+        What :func:`~tvm_tirx.kernels.attention.make_attention` refuses.
+    """
+    func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, kv_heads=kv_heads, causal=causal,
+                          scale=scale, dtype=dtype)
+    name = f"tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{'causal' if causal else 'full'}_{_SHORT[dtype]}"
+    return func.with_attr("global_symbol", name)
+
+
+def _compile(key: AttentionKey):
+    func = attention_prim_func(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale)
+    return _tirx_compile(func, target="cuda", arch=key.arch)
+
+
+_TABLE = KernelTable(lambda key: _compile(key))  # _compile looked up at each compile (tests replace it)
+
+
+def attention_kernel(key: AttentionKey):
+    """The compiled kernel of ``key``, called as ``kernel(q, k, v, o, lse)`` with contiguous
+    ``(batch, seq, heads, head_dim)`` CUDA tensors (K and V with ``kv_heads``) and ``lse``
+    ``(batch, heads, seq)`` float32, for any batch and length.
+
+    Raises
+    ------
+    ValueError
+        What :func:`~tvm_tirx.kernels.attention.make_attention` refuses.
+    """
+    return _TABLE.get(key)
+
+
+def cached_kernels() -> dict:
+    """A copy of this process's ``{AttentionKey: Kernel}`` table."""
+    return _TABLE.cached()
+
+
+def clear_kernels() -> None:
+    """Forget this process's compiled kernels (the on-disk compile cache is kept)."""
+    _TABLE.clear()

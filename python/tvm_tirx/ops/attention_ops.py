@@ -1,0 +1,154 @@
+"""The torch operator :func:`attention` on the tvm_tirx attention kernel.
+
+Registered with ``torch.library.custom_op`` (``torch.ops.tvm_tirx.attention``) with a fake
+implementation, so ``torch.compile(fullgraph=True)`` traces a model calling it without a
+graph break.  The kernel is :func:`~tvm_tirx.kernels.attention.make_attention` with a
+run-time batch and sequence length: the first call per (heads, kv_heads, head_dim, causal,
+dtype, scale, GPU) compiles it, and that kernel serves every batch and length
+(:mod:`.attention_kernels`).  An input it does not take raises
+:class:`~tvm_tirx.ops.torch_checks.UnsupportedInput` (rules:
+:func:`.attention_checks.attention_key`); ``fallback="torch"`` computes such a call with
+torch instead.  Differentiable: the backward recomputes the attention with torch in
+float32 and differentiates that.  Importing this module imports torch and registers the op.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .attention_checks import as_bshd, attention_key, check_dtypes, check_shapes, resolve_scale
+from .attention_kernels import attention_kernel
+from .torch_checks import UnsupportedInput
+
+__all__ = ["attention"]
+
+
+def _torch_attention(q, k, v, causal: bool, scale: float, layout: str):
+    """(O, LSE) by torch in float32 (float64 for float64 inputs): O in q's dtype and layout,
+    LSE (batch, heads, seq) float32."""
+    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
+    qf, kf, vf = (as_bshd(t, layout).transpose(1, 2).to(acc) for t in (q, k, v))  # (B, H, L, D)
+    group = qf.shape[1] // kf.shape[1]
+    kf, vf = kf.repeat_interleave(group, dim=1), vf.repeat_interleave(group, dim=1)
+    s = (qf @ kf.transpose(-1, -2)) * scale
+    if causal:
+        lq, lk = s.shape[-2], s.shape[-1]
+        s = s.masked_fill(torch.ones(lq, lk, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    o = (torch.softmax(s, dim=-1) @ vf).to(q.dtype)  # (B, H, L, D)
+    return (o if layout == "bhsd" else o.transpose(1, 2).contiguous()), lse.to(torch.float32)
+
+
+def _empty_outputs(q, layout: str):
+    """O laid out as the kernel writes it ((batch, seq, heads, head_dim) storage, seen in
+    ``layout``) and LSE (batch, heads, seq) float32."""
+    b, n, h, d = as_bshd(q, layout).shape
+    o = q.new_empty((b, n, h, d))
+    return as_bshd(o, layout), q.new_empty((b, h, n), dtype=torch.float32)
+
+
+def _checked(q, k, v, scale, layout, fallback):
+    if fallback not in (None, "torch"):
+        raise ValueError(f"tvm_tirx.ops.attention: fallback must be None or 'torch', got {fallback!r}")
+    check_shapes(q, k, v, layout)
+    check_dtypes(q, k, v)
+    return resolve_scale(scale, as_bshd(q, layout).shape[3])
+
+
+@torch.library.custom_op("tvm_tirx::attention", mutates_args=())
+def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: Optional[float],
+                  layout: str, fallback: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    scale = _checked(q, k, v, scale, layout, fallback)
+    try:
+        key = attention_key(q, k, v, causal, scale, layout)
+    except UnsupportedInput:
+        if fallback == "torch":
+            return _torch_attention(q, k, v, causal, scale, layout)
+        raise
+    o, lse = _empty_outputs(q, layout)
+    if o.numel():
+        attention_kernel(key)(*(as_bshd(t, layout) for t in (q, k, v, o)), lse)
+    return o, lse
+
+
+@_attention_op.register_fake
+def _attention_fake(q, k, v, causal, scale, layout, fallback):
+    _checked(q, k, v, scale, layout, fallback)
+    if fallback == "torch" and (q.device.type != "cuda" or q.dtype not in (torch.bfloat16, torch.float16)):
+        b, n, h, d = as_bshd(q, layout).shape  # the fallback's O is contiguous in the layout given
+        o = q.new_empty((b, h, n, d) if layout == "bhsd" else (b, n, h, d))
+        return o, q.new_empty((b, h, n), dtype=torch.float32)
+    return _empty_outputs(q, layout)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, causal, scale, layout, _ = inputs
+    ctx.save_for_backward(q, k, v)
+    ctx.causal, ctx.scale, ctx.layout = causal, resolve_scale(scale, as_bshd(q, layout).shape[3]), layout
+
+
+def _backward(ctx, grad_o, grad_lse):
+    q, k, v = ctx.saved_tensors
+    with torch.enable_grad():
+        inputs = [t.detach().requires_grad_(True) for t in (q, k, v)]
+        o, lse = _torch_attention(*inputs, ctx.causal, ctx.scale, ctx.layout)
+        pairs = [(out, g) for out, g in ((o, grad_o), (lse, grad_lse)) if g is not None]
+        grads = torch.autograd.grad([p[0] for p in pairs], inputs, [p[1] for p in pairs], allow_unused=True)
+    return (*grads, None, None, None, None)
+
+
+_attention_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def attention(q, k, v, *, causal=False, scale=None, layout="bshd", return_lse=False, fallback=None):
+    """Fused attention forward ``softmax(scale * q k^T) v`` on the tvm_tirx Hopper kernel.
+
+    Parameters
+    ----------
+    q : torch.Tensor
+        ``(batch, seq, heads, head_dim)`` (``layout="bshd"``, contiguous) or ``(batch,
+        heads, seq, head_dim)`` (``layout="bhsd"``, the transposed view of a contiguous
+        bshd tensor, as ``x.view(b, s, h, d).transpose(1, 2)`` gives), ``torch.bfloat16``
+        or ``torch.float16``, on a compute capability 9.0 GPU; head_dim 64, 128 or 256.
+    k, v : torch.Tensor
+        Like ``q`` with ``kv_heads`` heads (``heads`` a multiple of it: GQA / MQA) and
+        ``q``'s sequence length.
+    causal : bool
+        Query ``i`` attends to keys ``<= i`` only.
+    scale : float | None
+        The softmax scale; ``None`` for ``1 / sqrt(head_dim)``.
+    layout : str
+        ``"bshd"`` or ``"bhsd"``, for q, k, v and the output.
+    return_lse : bool
+        Also return the log-sum-exp of each row, ``(batch, heads, seq)`` float32 (natural
+        log of the sum of ``exp(scale * q.k)``).
+    fallback : str | None
+        ``None``: an input the kernel does not take raises.  ``"torch"``: such a call is
+        computed by torch in float32 instead (memory grows with ``seq**2``).
+
+    Returns
+    -------
+    torch.Tensor or tuple[torch.Tensor, torch.Tensor]
+        The output in ``layout`` and ``q``'s dtype (and the LSE with ``return_lse``).
+
+    Raises
+    ------
+    UnsupportedInput
+        (a ``ValueError``; not with ``fallback="torch"``) the rules of
+        :func:`~tvm_tirx.ops.attention_checks.attention_key`, naming the argument.
+    ValueError
+        Shapes that make no attention (not 4-d, k and v differing, batch or head_dim
+        differing, heads not a multiple of kv_heads), an unknown ``layout``, a
+        non-positive ``scale``, ``fallback`` not None or ``"torch"``.
+    TypeError
+        q, k, v not floating-point or not of one dtype.
+
+    Notes
+    -----
+    Differentiable: the backward recomputes the attention with torch in float32 and
+    differentiates it (memory grows with ``seq**2``); the forward is the kernel.
+    """
+    o, lse = torch.ops.tvm_tirx.attention(q, k, v, causal, scale, layout, fallback)
+    return (o, lse) if return_lse else o
