@@ -1,8 +1,10 @@
-"""Offload Relax matmuls to the Hopper GEMM (:func:`tvm_tirx.kernels.gemm.make_gemm`).
+"""Offload Relax matmuls to the Hopper GEMM (:func:`tvm_tirx.kernels.gemm.make_gemm`) and
+Relax attention to the attention kernel (:mod:`.relax_attention`).
 
 :func:`partition_for_tvm_tirx` rewrites every supported ``R.matmul`` of a Relax module
-into an ``R.call_tir`` of the GEMM, as ``tvm.relax.backend.cuda.cublas.partition_for_cublas``
-does for cuBLAS; then build with this package's pipelines::
+into an ``R.call_tir`` of the GEMM (and every supported ``R.nn.attention`` into one of the
+attention kernel), as ``tvm.relax.backend.cuda.cublas.partition_for_cublas`` does for
+cuBLAS; then build with this package's pipelines::
 
     mod = partition_for_tvm_tirx(mod)
     ex = tvm.compile(mod, tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}),
@@ -28,6 +30,7 @@ from __future__ import annotations
 import functools
 import operator
 from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 import tvm
 from tvm import relax
@@ -35,9 +38,10 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..kernels.gemm.config import MAX_SIZE, TMA_STRIDE
 from .gemm_kernels import gemm_prim_func
+from .relax_attention import SkippedAttention, attention_kernel_func, emit_attention, match_attention
 
 __all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "gemm_prim_func", "match_gemm",
-           "OffloadGemm", "partition_for_tvm_tirx"]
+           "Offloader", "gemm_offloader", "attention_offloader", "offload_pass", "OffloadGemm", "partition_for_tvm_tirx"]
 
 #: Input dtypes offloaded (both operands the same).
 IN_DTYPES = ("bfloat16",)
@@ -161,17 +165,31 @@ def match_gemm(call: relax.Call, lookup=lambda var: None):
     return GemmMatch(x, b, transpose_b, tuple(shape[:-1]), m, n, k, in_dtype, out_dtype)
 
 
+class Offloader(NamedTuple):
+    """How one Relax operator is offloaded: ``match(call, lookup)`` returns a match or the
+    reason the call is left alone; ``kernel(match)`` the PrimFunc (added to the module once
+    per global symbol); ``emit(emit_fn, kernel_var, match)`` the replacement expression;
+    ``skipped(function, var, reason)`` the record of a call left alone."""
+
+    op: str
+    match: Callable
+    kernel: Callable
+    emit: Callable
+    skipped: Callable
+
+
 @mutator
 class _Offload(PyExprMutator):
-    """Rewrites the matched matmuls of one module (see :class:`OffloadGemm`)."""
+    """Rewrites the matched calls of one module (see :func:`offload_pass`)."""
 
-    def __init__(self, mod, skipped, options):
+    def __init__(self, mod, skipped, offloaders):
         super().__init__(mod)
-        self.skipped, self.options = skipped, options
+        self.skipped = skipped
+        self.offloaders = {tvm.ir.Op.get(o.op): o for o in offloaders}
         self.kernels, self.function, self.var, self.changed = {}, "", "", False
 
     def run(self, mod):
-        """The module with every function's matched matmuls rewritten."""
+        """The module with every function's matched calls rewritten."""
         for gv, func in mod.functions_items():
             if isinstance(func, relax.Function):
                 self.function, self.changed = gv.name_hint, False
@@ -186,31 +204,59 @@ class _Offload(PyExprMutator):
 
     def visit_call_(self, call):  # pylint: disable=arguments-renamed
         call = super().visit_call_(call)
-        if call.op != tvm.ir.Op.get("relax.matmul"):
+        offloader = self.offloaders.get(call.op) if isinstance(call.op, tvm.ir.Op) else None
+        if offloader is None:
             return call
-        found = match_gemm(call, self.lookup_binding)
+        found = offloader.match(call, self.lookup_binding)
         if isinstance(found, str):
             if self.skipped is not None:
-                self.skipped.append(SkippedMatmul(self.function, self.var, found))
+                self.skipped.append(offloader.skipped(self.function, self.var, found))
             return call
         self.changed = True
-        return self._emit(found)
+        return offloader.emit(self.builder_.emit, self._kernel(offloader.kernel(found)), found)
 
-    def _kernel(self, g: GemmMatch) -> tvm.ir.GlobalVar:
-        key = (g.n, g.k, g.in_dtype, g.out_dtype)
-        if key not in self.kernels:
-            func = gemm_prim_func(*key, **self.options)
-            self.kernels[key] = self.builder_.add_func(func, str(func.attrs["global_symbol"]))
-        return self.kernels[key]
+    def _kernel(self, func) -> tvm.ir.GlobalVar:
+        name = str(func.attrs["global_symbol"])
+        if name not in self.kernels:
+            self.kernels[name] = self.builder_.add_func(func, name)
+        return self.kernels[name]
 
-    def _emit(self, g: GemmMatch) -> relax.Expr:
-        emit = self.builder_.emit
-        x = g.x if len(g.batch) == 1 else emit(relax.op.reshape(g.x, [g.m, g.k]))
-        b = emit(relax.op.permute_dims(g.b, [1, 0])) if g.transpose_b else g.b
-        out = relax.call_tir(self._kernel(g), [x, b], relax.TensorType([g.m, g.n], g.out_dtype))
-        if len(g.batch) == 1:
-            return out
-        return relax.op.reshape(emit(out), [*g.batch, g.n])
+
+def _emit_gemm(emit, kernel: tvm.ir.GlobalVar, g: GemmMatch) -> relax.Expr:
+    x = g.x if len(g.batch) == 1 else emit(relax.op.reshape(g.x, [g.m, g.k]))
+    b = emit(relax.op.permute_dims(g.b, [1, 0])) if g.transpose_b else g.b
+    out = relax.call_tir(kernel, [x, b], relax.TensorType([g.m, g.n], g.out_dtype))
+    if len(g.batch) == 1:
+        return out
+    return relax.op.reshape(emit(out), [*g.batch, g.n])
+
+
+def gemm_offloader(gemm_options: dict | None = None) -> Offloader:
+    """The :class:`Offloader` of ``R.matmul`` (:func:`match_gemm`, :func:`gemm_prim_func`
+    with ``gemm_options``)."""
+    options = dict(gemm_options or {})
+    return Offloader("relax.matmul", match_gemm,
+                     lambda g: gemm_prim_func(g.n, g.k, g.in_dtype, g.out_dtype, **options), _emit_gemm, SkippedMatmul)
+
+
+def attention_offloader() -> Offloader:
+    """The :class:`Offloader` of ``R.nn.attention`` (:mod:`.relax_attention`)."""
+    return Offloader("relax.nn.attention", match_attention, attention_kernel_func, emit_attention, SkippedAttention)
+
+
+def offload_pass(offloaders, skipped: list | None = None, name: str = "tvm_tirx.Offload"):
+    """A module pass rewriting the calls each of ``offloaders`` matches (see :class:`Offloader`).
+
+    A function with a rewritten call then loses its unused dataflow bindings
+    (``relax.analysis.remove_all_unused``); other calls and functions are left as they are.
+    """
+    offloaders = tuple(offloaders)
+
+    @tvm.transform.module_pass(opt_level=0, name=name)
+    def _pass(mod, _ctx):
+        return _Offload(mod, skipped, offloaders).run(mod)
+
+    return _pass
 
 
 def OffloadGemm(skipped: list | None = None, gemm_options: dict | None = None):  # pylint: disable=invalid-name
@@ -244,18 +290,12 @@ def OffloadGemm(skipped: list | None = None, gemm_options: dict | None = None): 
     ValueError
         When it runs, from ``make_gemm``, for ``gemm_options`` it refuses.
     """
-    options = dict(gemm_options or {})
-
-    @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.OffloadGemm")
-    def _pass(mod, _ctx):
-        return _Offload(mod, skipped, options).run(mod)
-
-    return _pass
+    return offload_pass([gemm_offloader(gemm_options)], skipped, "tvm_tirx.OffloadGemm")
 
 
 def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
-                           gemm_options: dict | None = None) -> tvm.IRModule:
-    """Offload the supported matmuls of ``mod`` to the Hopper GEMM (:class:`OffloadGemm`).
+                           gemm_options: dict | None = None, attention: bool = True) -> tvm.IRModule:
+    """Offload the supported matmuls (and attentions) of ``mod`` to this package's kernels.
 
     The counterpart of ``partition_for_cublas``: call it on a Relax module before
     ``tvm.compile(mod, target, relax_pipeline="tvm_tirx", tir_pipeline="tvm_tirx")``
@@ -265,12 +305,17 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
     ----------
     mod : tvm.IRModule
         A Relax module; ``R.matmul`` calls on bfloat16 operands of static ``n`` and ``k``
-        (``k`` a multiple of 8) are offloaded, whatever ``m`` (static or symbolic).
+        (``k`` a multiple of 8) are offloaded to the GEMM, whatever ``m`` (static or
+        symbolic), and ``R.nn.attention`` calls to the attention kernel
+        (:mod:`tvm_tirx.ops.relax_attention` says which).
     skipped : list | None
-        If a list, receives a :class:`SkippedMatmul` per matmul left alone, with why.
+        If a list, receives a :class:`SkippedMatmul` (or
+        :class:`~tvm_tirx.ops.relax_attention.SkippedAttention`) per call left alone, with why.
     gemm_options : dict | None
         ``make_gemm`` keyword options for every kernel, over the torch operators'
         (:data:`tvm_tirx.ops.gemm_kernels.CONFIG`).
+    attention : bool
+        Offload ``R.nn.attention`` too.
 
     Returns
     -------
@@ -282,4 +327,5 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
     ValueError
         From ``make_gemm``, for ``gemm_options`` it refuses.
     """
-    return OffloadGemm(skipped, gemm_options)(mod)
+    offloaders = [gemm_offloader(gemm_options)] + ([attention_offloader()] if attention else [])
+    return offload_pass(offloaders, skipped, "tvm_tirx.Offload")(mod)
