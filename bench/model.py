@@ -1,0 +1,135 @@
+"""A Llama-3-8B decoder block end to end: torch, torch.compile, and Relax three ways (issue 28).
+
+The block (bench/_decoder.py: RMSNorm, Q/K/V projections, rotary embedding, causal GQA
+attention, output projection, SwiGLU MLP, two residual adds; bf16 weights) runs as
+
+* torch eager, ``torch.compile``, and ``torch.compile`` with this package's operators
+  (``ops.linear``, ``ops.attention``);
+* a Relax module (symbolic batch and sequence) built by apache-tvm alone (its default GPU
+  schedules), with its cuBLAS offload (``partition_for_cublas``; attention stays with
+  apache-tvm), and with ours (``partition_for_tvm_tirx``: every matmul and the attention).
+
+Each result is checked against the torch block in float32 (max |y - ref| / max |ref| <=
+5e-2: a chain of bf16 roundings) before it is timed (CUDA events, median of ``--runs``).
+The table prints ms per block and tokens per second; a variant that fails prints why.
+
+    python bench/model.py          # GPU: the table, batch x sequence 1 x 4096 and 8 x 2048
+    python bench/model.py --cpu    # no GPU: build the three Relax variants for sm_90a
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [_ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(_ROOT, "bench")]
+
+import tvm  # noqa: E402
+from tvm import relax  # noqa: E402
+
+from tvm_tirx import testing  # noqa: E402
+from tvm_tirx.ops.relax_offload import partition_for_tvm_tirx  # noqa: E402
+
+from bench._decoder import LLAMA3_8B, WEIGHTS, DecoderBlock, make_weights, relax_block, rope_tables  # noqa: E402
+from bench._timing import table  # noqa: E402
+
+SHAPES = ((1, 4096), (8, 2048))
+TARGET = {"kind": "cuda", "arch": "sm_90a"}
+TOLERANCE = 5e-2
+
+
+def build_relax(way: str, cfg=LLAMA3_8B):
+    """The Relax block built ``way``: ``"tvm"``, ``"cublas"`` or ``"tvm_tirx"``."""
+    mod = relax_block(cfg)
+    target = tvm.target.Target(TARGET)
+    if way == "tvm_tirx":
+        return tvm.compile(partition_for_tvm_tirx(mod), target=target, relax_pipeline="tvm_tirx",
+                           tir_pipeline="tvm_tirx")
+    if way == "cublas":
+        from tvm.relax.backend.cuda.cublas import partition_for_cublas  # pylint: disable=import-outside-toplevel
+
+        mod = relax.transform.RunCodegen()(partition_for_cublas(mod))  # the BYOC flow: partition, then codegen
+    return tvm.compile(mod, target=target)
+
+
+def _relax_runner(torch, way, args):
+    vm = relax.VirtualMachine(build_relax(way), tvm.cuda(0))
+    tvm_args = [tvm.runtime.from_dlpack(t.contiguous()) for t in args]
+    return lambda: torch.from_dlpack(vm["main"](*tvm_args))
+
+
+def _torch_runner(torch, way, block, args):
+    if way == "eager":
+        fn = block
+    else:
+        fn = torch.compile(block if way == "compile" else block.to_ops())
+    return lambda: fn(*args)
+
+
+def _measure(torch, make, ref, tokens, runs):
+    """(cells) for one variant: checked, then timed; or the error."""
+    try:
+        fn = make()
+        err = ((fn().float() - ref).abs().max() / ref.abs().max()).item()
+        if not err <= TOLERANCE:
+            return ["-", "-", f"wrong: {err:.1e}"]
+        ms = testing.do_bench(fn, runs=runs).median
+        return [f"{ms:.3f}", f"{tokens / ms * 1e3:,.0f}", f"{err:.1e}"]
+    except Exception as e:  # pylint: disable=broad-except  # report, go on
+        return ["-", "-", f"{type(e).__name__}: {str(e).splitlines()[0][:70] if str(e) else ''}"]
+
+
+class _Block(DecoderBlock):
+    def to_ops(self):
+        return _Block(self.cfg, {n: getattr(self, n) for n in WEIGHTS}, impl="tvm_tirx")
+
+
+def main_gpu(runs):
+    import torch
+
+    cfg, rows = LLAMA3_8B, []
+    weights = make_weights(cfg, device="cuda")
+    block = _Block(cfg, weights)
+    ref_block = DecoderBlock(cfg, {n: w.float() for n, w in weights.items()})
+    for b, s in SHAPES:
+        torch.manual_seed(0)
+        x = torch.randn(b, s, cfg.hidden, device="cuda", dtype=torch.bfloat16)
+        cos, sin = rope_tables(cfg, s, device="cuda")
+        args = (x, cos, sin)
+        with torch.no_grad():
+            ref = ref_block(x.float(), cos.float(), sin.float())
+            for way in ("eager", "compile", "compile + tvm_tirx ops"):
+                cells = _measure(torch, lambda: _torch_runner(torch, way, block, args), ref, b * s, runs)
+                rows.append([f"{b} x {s}", f"torch {way}", *cells])
+                print(rows[-1], flush=True)
+            rargs = [*args, *(weights[n] for n in WEIGHTS)]
+            for way in ("tvm", "cublas", "tvm_tirx"):
+                cells = _measure(torch, lambda: _relax_runner(torch, way, rargs), ref, b * s, runs)
+                rows.append([f"{b} x {s}", f"Relax: {way}", *cells])
+                print(rows[-1], flush=True)
+        del x
+    print(f"Llama-3-8B decoder block (bf16), median of {runs} runs (CUDA events)")
+    print(table(["batch x seq", "variant", "ms / block", "tokens / s", "max rel. err"], rows))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cpu", action="store_true", help="build the Relax variants for sm_90a only")
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args(argv)
+    if args.cpu or not testing.has_cuda():
+        for way in ("tvm", "cublas", "tvm_tirx"):
+            try:
+                build_relax(way)
+                print(f"Relax block, {way}: built for sm_90a")
+            except Exception as e:  # pylint: disable=broad-except
+                print(f"Relax block, {way}: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}")
+        return 0
+    main_gpu(args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

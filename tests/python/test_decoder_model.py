@@ -1,0 +1,67 @@
+"""The decoder block of bench/model.py (bench/_decoder.py): torch and Relax agree, and the
+offloads take what they should.
+
+CPU: the Relax block (float32, apache-tvm on llvm) against the torch block; the Relax
+offload rewrites its 7 matmuls (4 GEMM kernels) and its attention, leaving nothing
+behind; the torch block on this package's ops traces into one graph with 7 ``linear``
+and 1 ``attention`` calls (meta tensors); the offloaded Relax block builds for sm_90a.
+"""
+
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import tvm  # noqa: E402
+from tvm import relax  # noqa: E402
+
+from bench._decoder import WEIGHTS, BlockConfig, DecoderBlock, make_weights, relax_block, rope_tables  # noqa: E402
+from tvm_tirx.ops.relax_offload import partition_for_tvm_tirx  # noqa: E402
+
+SMALL = BlockConfig(hidden=256, heads=4, kv_heads=2, head_dim=64, inter=512)
+
+
+def test_the_relax_block_computes_what_the_torch_block_does():
+    weights = {n: w.float() for n, w in make_weights(SMALL).items()}
+    vm = relax.VirtualMachine(tvm.compile(relax_block(SMALL, "float32"), target="llvm"), tvm.cpu())
+    for b, s in ((1, 5), (2, 17)):
+        x = torch.randn(b, s, SMALL.hidden)
+        cos, sin = (t.float() for t in rope_tables(SMALL, s))
+        ref = DecoderBlock(SMALL, weights)(x, cos, sin)
+        args = [x, cos, sin, *(weights[n] for n in WEIGHTS)]
+        y = torch.from_dlpack(vm["main"](*[tvm.runtime.from_dlpack(t.contiguous()) for t in args]))
+        torch.testing.assert_close(y, ref, atol=1e-4, rtol=1e-4)
+
+
+def test_the_offload_takes_every_matmul_and_the_attention():
+    skipped = []
+    offloaded = partition_for_tvm_tirx(relax_block(SMALL), skipped=skipped)
+    names = sorted(gv.name_hint for gv in offloaded.get_global_vars() if gv.name_hint != "main")
+    assert skipped == []
+    # q (n 256), k and v (n 128), o (n 256, k 256), gate and up (n 512), down (n 256, k 512);
+    # K and V heads repeated for R.nn.attention: 4 heads each
+    assert names == ["tvm_tirx_attention_h4_kv4_d64_causal_bf16", "tvm_tirx_gemm_n128_k256_bf16_bf16",
+                     "tvm_tirx_gemm_n256_k256_bf16_bf16", "tvm_tirx_gemm_n256_k512_bf16_bf16",
+                     "tvm_tirx_gemm_n512_k256_bf16_bf16"]
+    main = offloaded["main"].script()
+    assert main.count("R.call_tir(tvm_tirx_gemm") == 7 and main.count("R.call_tir(tvm_tirx_attention") == 1
+    assert "R.matmul" not in main and "R.nn.attention" not in main
+
+
+def test_the_torch_block_on_the_ops_traces_into_one_graph():
+    block = DecoderBlock(SMALL, make_weights(SMALL, device="meta"), impl="tvm_tirx")
+    x = torch.empty(2, 10, SMALL.hidden, dtype=torch.bfloat16, device="meta")
+    explanation = torch._dynamo.explain(block)(x, *rope_tables(SMALL, 10, device="meta"))
+    assert explanation.graph_count == 1 and explanation.graph_break_count == 0, explanation
+    code = explanation.graphs[0].code
+    assert code.count("torch.ops.tvm_tirx.linear") == 7 and code.count("torch.ops.tvm_tirx.attention") == 1
+
+
+def test_the_offloaded_block_builds_for_sm_90a():
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    executable = tvm.compile(partition_for_tvm_tirx(relax_block(SMALL)), target=target, relax_pipeline="tvm_tirx",
+                             tir_pipeline="tvm_tirx")
+    assert executable is not None
