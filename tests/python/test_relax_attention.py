@@ -103,21 +103,11 @@ def _build(mod):
     return tvm.compile(mod, target=tvm.target.Target(TARGET), relax_pipeline="tvm_tirx", tir_pipeline="tvm_tirx")
 
 
-def _cuda_source(executable) -> str:
-    modules = [executable.mod]
-    while modules:
-        module = modules.pop()
-        if module.kind == "cuda":
-            return module.inspect_source()
-        modules.extend(module.imports)
-    raise AssertionError("no CUDA module in the executable")
-
-
 @testing.requires_nvcc
 def test_the_offloaded_module_builds_and_assembles_for_sm_90a():
     from tvm_tirx.build.nvcc import nvcc  # pylint: disable=import-outside-toplevel
 
-    source = _cuda_source(_build(partition_for_tvm_tirx(Before)))
+    source = testing.relax_cuda_source(_build(partition_for_tvm_tirx(Before)))
     assert "tvm_tirx_attention_h4_kv4_d64_causal_bf16_kernel" in source
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in source
     assert len(nvcc(source, tvm.target.Target(TARGET), "cubin")) > 0

@@ -248,19 +248,9 @@ def _build(mod):
     return tvm.compile(mod, target=tvm.target.Target(TARGET), relax_pipeline="tvm_tirx", tir_pipeline="tvm_tirx")
 
 
-def _cuda_source(executable) -> str:
-    modules = [executable.mod]
-    while modules:
-        module = modules.pop()
-        if module.kind == "cuda":
-            return module.inspect_source()
-        modules.extend(module.imports)
-    raise AssertionError("no CUDA module in the executable")
-
-
 def test_offloaded_module_builds_for_sm_90a():
     skipped = []
-    source = _cuda_source(_build(partition_for_tvm_tirx(Block, skipped=skipped)))
+    source = testing.relax_cuda_source(_build(partition_for_tvm_tirx(Block, skipped=skipped)))
     assert [s.var for s in skipped] == ["z"]
     kernels = set(re.findall(r"__global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(", source))
     assert {"tvm_tirx_gemm_n256_k64_bf16_bf16_kernel", "tvm_tirx_gemm_n128_k256_bf16_f32_kernel"} <= kernels, kernels
@@ -271,10 +261,10 @@ def test_offloaded_module_builds_for_sm_90a():
 def test_the_tvm_tirx_relax_pipeline_offloads_when_asked():
     pipeline = relax_pipeline(offload_gemm=True)
     executable = tvm.compile(Block, target=tvm.target.Target(TARGET), relax_pipeline=pipeline, tir_pipeline="tvm_tirx")
-    source = _cuda_source(executable)
+    source = testing.relax_cuda_source(executable)
     assert "tvm_tirx_gemm_n256_k64_bf16_bf16_kernel" in source and "tvm_tirx_gemm_n128_k256_bf16_f32_kernel" in source
     # the plain pipeline does not
-    assert "tvm_tirx_gemm" not in _cuda_source(_build(Block))
+    assert "tvm_tirx_gemm" not in testing.relax_cuda_source(_build(Block))
 
 
 def test_offloaded_module_for_another_arch_is_a_tile_error():
@@ -287,7 +277,7 @@ def test_offloaded_module_for_another_arch_is_a_tile_error():
 def test_offloaded_module_cuda_assembles_for_sm_90a():
     from tvm_tirx.build.nvcc import nvcc  # pylint: disable=import-outside-toplevel
 
-    source = _cuda_source(_build(partition_for_tvm_tirx(Block)))
+    source = testing.relax_cuda_source(_build(partition_for_tvm_tirx(Block)))
     assert len(nvcc(source, tvm.target.Target(TARGET), "cubin")) > 0
 
 

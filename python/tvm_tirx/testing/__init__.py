@@ -5,7 +5,8 @@
 * :func:`requires_arch` -- pytest marker: the test needs a GPU of at least an SM version.
 * :func:`lower` -- run ``LowerTileApply`` alone on a PrimFunc;
   :func:`assert_lowers_to` -- Before/Expected structural equality of its output.
-* :func:`assemble` -- assemble a kernel's CUDA for its arch with ``nvcc``/``ptxas``.
+* :func:`assemble` -- assemble a kernel's CUDA for its arch with ``nvcc``/``ptxas``;
+  :func:`relax_cuda_source` -- the CUDA source of a Relax executable.
 * :func:`compile_and_show` -- compile, print the PTX lines of interest, assemble (the tutorials' step).
 * :func:`count_ptx` -- how many times a PTX opcode (or every one a pattern matches) is issued per thread.
 * :func:`form_kernels`, :func:`assemble_forms` -- kernels that issue every form of a
@@ -22,7 +23,7 @@
 import tvm  # noqa: F401  pylint: disable=unused-import
 
 from . import markers
-from .assembly import assemble, compile_and_show, ptxas_errors
+from .assembly import assemble, compile_and_show, ptxas_errors, relax_cuda_source
 from .benchmark import SweepResult, SweepRow, Timing, do_bench, sweep
 from .forms import (
     BuiltForms,
@@ -57,6 +58,7 @@ __all__ = [
     "FormKernel",
     "BuiltForms",
     "ptxas_errors",
+    "relax_cuda_source",
     "requires_arch",
     "arch_supported",
     "count_ptx",

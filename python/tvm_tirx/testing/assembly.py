@@ -1,5 +1,5 @@
 """Compile and assemble kernels in tests and tutorials: :func:`compile_and_show`,
-:func:`ptxas_errors` (and :func:`~tvm_tirx.build.stages.assemble`)."""
+:func:`ptxas_errors`, :func:`relax_cuda_source` (and :func:`~tvm_tirx.build.stages.assemble`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,25 @@ import tempfile
 from ..build.kernel import compile as compile_kernel
 from ..build.stages import assemble
 
-__all__ = ["assemble", "compile_and_show", "ptxas_errors"]
+__all__ = ["assemble", "compile_and_show", "ptxas_errors", "relax_cuda_source"]
+
+
+def relax_cuda_source(executable) -> str:
+    """The CUDA source of a Relax executable (``tvm.compile`` of an IRModule for a CUDA
+    target): the first module of kind ``"cuda"`` among the executable's imports.
+
+    Raises
+    ------
+    AssertionError
+        The executable holds no CUDA module.
+    """
+    modules = [executable.mod]
+    while modules:
+        module = modules.pop()
+        if module.kind == "cuda":
+            return module.inspect_source()
+        modules.extend(module.imports)
+    raise AssertionError("no CUDA module in the executable")
 
 
 def compile_and_show(func, *needles: str, arch: str | None = None, out=print):
