@@ -8,7 +8,7 @@ seq, head_dim)`` views of the same tensors (no copy).  Each of our results is ch
 against a float32 reference (max |O - ref| <= 2e-2, max |LSE - ref| <= 1e-3) before it
 is timed (CUDA events, median of ``--runs`` runs after a warm-up, random inputs).
 
-    python bench/attention.py          # GPU: the table of issue 27 (both schedules: pingpong off, on)
+    python bench/attention.py          # GPU: the table of issue 27, each schedule of SCHEDULES
     python bench/attention.py --cpu    # no GPU: compile and assemble each configuration
 """
 
@@ -35,11 +35,15 @@ ROWS = [(s, c) for s in ((4, 32, 4096, 128), (2, 16, 16384, 128), (4, 32, 4096, 
 _KERNELS: dict = {}
 
 
-def kernel_for(heads, head_dim, causal, pingpong=False, arch=None):
-    """One compiled kernel per (heads, head_dim, causal, pingpong): batch and length at run time."""
-    key = (heads, head_dim, causal, pingpong)
+#: the schedules timed per row (overlap needs a third stage: head_dim 64 and 128 only)
+SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(overlap=True, stages=3)}
+
+
+def kernel_for(heads, head_dim, causal, schedule="serial", arch=None):
+    """One compiled kernel per (heads, head_dim, causal, schedule): batch and length at run time."""
+    key = (heads, head_dim, causal, schedule)
     if key not in _KERNELS:
-        func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, causal=causal, pingpong=pingpong)
+        func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, causal=causal, **SCHEDULES[schedule])
         _KERNELS[key] = tvm_tirx.compile(func, target="cuda", **({"arch": arch} if arch else {}))
     return _KERNELS[key]
 
@@ -80,12 +84,12 @@ def _tflops(shape, causal, ms):
     return flops / (ms * 1e-3) / 1e12 if ms else None
 
 
-def _ours(torch, q, k, v, causal, pingpong, runs):
+def _ours(torch, q, k, v, causal, schedule, runs):
     """(ms, O error, LSE error) of our kernel, checked before it is timed."""
     b, n, h, d = q.shape
     o = torch.full_like(q, float("nan"))
     lse = torch.full((b, h, n), float("nan"), device="cuda")
-    kernel = kernel_for(h, d, causal, pingpong)
+    kernel = kernel_for(h, d, causal, schedule)
     kernel(q, k, v, o, lse)
     err_o, err_lse = _reference_error(torch, q, k, v, o, lse, causal)
     assert err_o <= 2e-2 and err_lse <= 1e-3, f"{tuple(q.shape)} causal={causal}: error O {err_o:.2e}, LSE {err_lse:.2e}"
@@ -96,15 +100,14 @@ def row(torch, shape, causal, runs):
     b, h, n, d = shape
     torch.manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    ms, err_o, err_lse = _ours(torch, q, k, v, causal, False, runs)
-    pp_ms, pp_o, pp_lse = _ours(torch, q, k, v, causal, True, runs)
+    results = [_ours(torch, q, k, v, causal, name, runs) for name in SCHEDULES if name != "overlap" or d <= 128]
     peers = {name: _sdpa_ms(torch, q, k, v, causal, name, runs) for name in ("CUDNN_ATTENTION", "FLASH_ATTENTION")}
-    best = min(ms, pp_ms)
-    cells = [",".join(map(str, shape)), "yes" if causal else "no", f"{_tflops(shape, causal, ms):.0f}",
-             f"{_tflops(shape, causal, pp_ms):.0f}"]
+    best = min(r[0] for r in results)
+    ours = [f"{_tflops(shape, causal, r[0]):.0f}" for r in results] + ["-"] * (len(SCHEDULES) - len(results))
+    cells = [",".join(map(str, shape)), "yes" if causal else "no", *ours]
     for peer_ms in peers.values():
         cells += [f"{_tflops(shape, causal, peer_ms):.0f}", f"{peer_ms / best:.2f}"] if peer_ms else ["-", "-"]
-    return cells + [f"{max(err_o, pp_o):.1e}", f"{max(err_lse, pp_lse):.1e}"]
+    return cells + [f"{max(r[1] for r in results):.1e}", f"{max(r[2] for r in results):.1e}"]
 
 
 def main(argv=None) -> int:
@@ -114,9 +117,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.cpu or not testing.has_cuda():
         for (b, h, n, d), causal in ROWS:
-            for pingpong in (False, True):
-                kernel = kernel_for(h, d, causal, pingpong, arch="sm_90a")
-                print(f"{kernel.name} heads={h} head_dim={d} causal={causal} pingpong={pingpong}: assembled for "
+            for schedule in SCHEDULES if d <= 128 else ("serial", "ping-pong"):
+                kernel = kernel_for(h, d, causal, schedule, arch="sm_90a")
+                print(f"{kernel.name} heads={h} head_dim={d} causal={causal} {schedule}: assembled for "
                       f"sm_90a ({len(testing.assemble(kernel))} bytes)")
         return 0
     import torch
@@ -126,8 +129,8 @@ def main(argv=None) -> int:
         rows.append(row(torch, shape, causal, args.runs))
         print(rows[-1], flush=True)
     print(f"attention forward, bf16, median of {args.runs} runs (CUDA events); x = their time / our faster variant")
-    print(table(["B,H,L,D", "causal", "TFLOP/s", "ping-pong TFLOP/s", "cuDNN TFLOP/s", "x cuDNN", "FA2 TFLOP/s",
-                 "x FA2", "err O", "err LSE"], rows))
+    print(table(["B,H,L,D", "causal", *(f"{name} TFLOP/s" for name in SCHEDULES), "cuDNN TFLOP/s", "x cuDNN",
+                 "FA2 TFLOP/s", "x FA2", "err O", "err LSE"], rows))
     return 0
 
 

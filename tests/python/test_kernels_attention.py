@@ -71,6 +71,22 @@ def test_the_pingpong_schedule_hands_turns_over_on_named_barriers():
     assert _calls(_kernel(128, True), "tvm_builtin_ptx_bar_arrive_arrive") == 0
 
 
+def test_the_overlapped_schedule_issues_both_products_before_it_waits():
+    kernel = _kernel(128, True, overlap=True, stages=3)
+    body = kernel.cuda_source[kernel.cuda_source.index("__global__") :]
+    qk = "tvm_builtin_ptx_wgmma_bf16_ss_mma_async_sync_aligned_m64n128k16_f32_bf16_bf16_1_1_0_0"
+    pv = "tvm_builtin_ptx_wgmma_bf16_rs_mma_async_sync_aligned_m64n64k16_f32_bf16_bf16_1_1_1"
+    # Q K^T for the first block and in the loop; P V in the loop and for the last block
+    assert _calls(kernel, qk) == 2 * 8 and _calls(kernel, pv) == 2 * 16
+    # in the loop: Q K_j^T, then P_{j-1} V_{j-1}, then wait_group 1 (the softmax of j runs under P V)
+    loop = body[body.index("wait_group_sync_aligned_0();") :]
+    first_qk, first_pv = loop.index(qk + "("), loop.index(pv + "(")
+    assert first_qk < first_pv < loop.index("wgmma_wait_group_wait_group_sync_aligned_1();")
+    # with the ping-pong turns too: each consumer still syncs once and hands over twice in the code
+    both = _kernel(128, False, overlap=True, pingpong=True, stages=3)
+    assert _calls(both, "tvm_builtin_ptx_bar_sync_count_sync") == 2 and _calls(both, "tvm_builtin_ptx_bar_arrive_arrive") == 3
+
+
 def test_the_consumers_take_registers_from_the_producer():
     source = _kernel(128, False).cuda_source
     assert "setmaxnreg.dec.sync.aligned.u32 40;" in source and "setmaxnreg.inc.sync.aligned.u32 232;" in source
@@ -86,8 +102,9 @@ def test_the_consumers_take_registers_from_the_producer():
      ((2, 128, 4, 128), dict(scale=0.0), r"scale: expected a positive number"),
      ((2, 128, 4, 256), dict(stages=4), r"stages=4: the kernel needs \d+ bytes of shared memory"),
      ((2, 128, 4, 128), dict(causal=1), r"causal: expected a bool"),
-     ((2, 128, 4, 128), dict(pingpong="yes"), r"pingpong: expected a bool")],
-    ids=["head-dim", "gqa-ratio", "dtype", "seq-len", "batch-bool", "scale", "smem", "causal", "pingpong"],
+     ((2, 128, 4, 128), dict(pingpong="yes"), r"pingpong: expected a bool"),
+     ((2, 128, 4, 128), dict(overlap=None), r"overlap: expected a bool")],
+    ids=["head-dim", "gqa-ratio", "dtype", "seq-len", "batch-bool", "scale", "smem", "causal", "pingpong", "overlap"],
 )
 def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, match):
     with pytest.raises(ValueError, match=match):
@@ -136,10 +153,12 @@ def check(torch, kernel, batch, seq_len, heads, kv_heads, head_dim, causal, dtyp
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("pingpong", [False, True], ids=["free", "pingpong"])
+@pytest.mark.parametrize("schedule", [{}, dict(pingpong=True), dict(overlap=True, stages=3),
+                                      dict(overlap=True, pingpong=True, stages=3)],
+                         ids=["serial", "pingpong", "overlap", "overlap-pingpong"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_every_length_from_one_kernel_on_gpu(torch_cuda, causal, pingpong):
-    func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, kv_heads=2, causal=causal, pingpong=pingpong)
+def test_every_length_from_one_kernel_on_gpu(torch_cuda, causal, schedule):
+    func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, kv_heads=2, causal=causal, **schedule)
     kernel = tvm_tirx.compile(func, target="cuda")
     for seq_len in (1, 100, 128, 1000, 4097):
         check(torch_cuda, kernel, 2, seq_len, 4, 2, 128, causal, "bfloat16", seed=seq_len)

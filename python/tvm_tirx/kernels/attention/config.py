@@ -61,6 +61,7 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
     scale: float | None = None
     stages: int = 2
     pingpong: bool = False
+    overlap: bool = False
 
     def __post_init__(self):
         self._check_sizes()
@@ -68,7 +69,7 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
             raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, found {self.dtype!r}")
         if self.head_dim not in HEAD_DIMS or isinstance(self.head_dim, bool):
             raise ValueError(f"head_dim: expected one of {sorted(HEAD_DIMS)}, found {self.head_dim!r}")
-        for name in ("causal", "pingpong"):
+        for name in ("causal", "pingpong", "overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected a bool, found {getattr(self, name)!r}")
         if self.scale is not None and not (isinstance(self.scale, (int, float)) and self.scale > 0):

@@ -1,17 +1,32 @@
-"""A consumer warpgroup: per key/value block ``S = Q K^T``, the online softmax, ``O += P V``;
-then the epilogue (``O / l`` and the log-sum-exp)."""
+"""A consumer warpgroup's main loop over the key/value blocks, in one of two schedules.
+
+Per block ``j`` a consumer computes ``S = Q K_j^T`` (``wgmma`` from shared memory, one
+call per 64 columns of head_dim), the online softmax (:mod:`.softmax`), packs ``P_j`` to
+bf16/f16 pairs straight into the rs form's A registers (a score accumulator's words are
+the A fragment of the same columns, PTX ISA 9.7.15.5.1.1), rescales ``O`` and adds
+``P_j V_j`` (one rs ``wgmma`` per 64 columns of O; V is the MN-major B).
+
+* serial (``overlap=False``): the block's two products one after the other, each
+  waited for (``wait_group 0``); the stage is released after ``P_j V_j``;
+* overlapped (``overlap=True``): ``Q K_j^T`` and ``P_{j-1} V_{j-1}`` are issued as two
+  groups; ``wait_group 1`` retires the first and the softmax of block ``j`` runs while
+  the second still multiplies; ``wait_group 0``, release stage ``j - 1``, rescale, pack.
+  The stage of block ``j - 1`` is then released one softmax later than in the serial
+  schedule, so it wants a third stage (``stages=3``) to keep the TMA ahead.
+"""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 from tvm.script import tirx as T
 
 from ..gemm.sync import release_stage, wait_phase
 from .config import BM, CHUNK, WG_M, AttentionConfig
 from .softmax import NEG_INF, make_softmax
+from .turns import make_turns
 
-__all__ = ["make_consumer", "make_epilogue"]
-
-LN2 = 0.6931471805599453
+__all__ = ["make_consumer"]
 
 
 def _needs_mask(cfg: AttentionConfig, j, row0, seq_len):
@@ -21,129 +36,125 @@ def _needs_mask(cfg: AttentionConfig, j, row0, seq_len):
     return T.Or(past_end, last_key > row0) if cfg.causal else past_end
 
 
-def make_consumer(cfg: AttentionConfig):
-    """The macro ``consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb,
-    n_kv, seq_len, tid, c)``: consumer ``c`` (0 or 1) computes rows ``64 c ..`` of query
-    block ``qb`` over key/value blocks ``0 .. n_kv - 1``.
+def _make_products(cfg: AttentionConfig):
+    """``issue_qk(S, sq, sk, s, c)`` and ``issue_pv(O, P, sv, s, accumulate)``:
+    ``wgmma.fence``, the calls of one product, ``commit_group``."""
+    bn, chunks = cfg.bn, cfg.chunks
 
-    Per block: wait for the stage (``full``), ``S = Q K^T`` (``wgmma`` from shared memory,
-    one call per 64 columns of head_dim), the online softmax (:mod:`.softmax`), ``P``
-    packed to bf16/f16 pairs in the rs form's A registers (a score accumulator's words
-    are the A fragment of the same columns, PTX ISA 9.7.15.5.1.1), ``O += P V`` (one rs
-    ``wgmma`` per 64 columns of O; V is the MN-major B), then the stage is released.
-    """
-    stages, bn, chunks = cfg.stages, cfg.bn, cfg.chunks
-    softmax = make_softmax(cfg)
+    @T.macro
+    def issue_qk(S, sq, sk, s, c):
+        T.ptx["wgmma.fence.sync.aligned"]()
+        for cc in T.unroll(chunks):
+            T.cuda.tile.apply(T.ptx[cfg.mma_qk], S,
+                              sq.sub[cc, c * WG_M : c * WG_M + WG_M, :].view(1, WG_M, CHUNK // 16, 16).permute(0, 2, 1, 3),
+                              sk.sub[s, cc].view(bn, CHUNK // 16, 16).permute(1, 0, 2), scope="warpgroup", scale_d=cc > 0)
+        T.ptx["wgmma.commit_group.sync.aligned"]()
+
+    @T.macro
+    def issue_pv(O, P, sv, s, accumulate):
+        T.ptx["wgmma.fence.sync.aligned"]()
+        for cc in T.unroll(chunks):
+            T.cuda.tile.apply(T.ptx[cfg.mma_pv], O.sub[cc], P, sv.sub[s, cc].view(bn // 16, 16, CHUNK).permute(0, 2, 1),
+                              scope="warpgroup", scale_d=accumulate)
+        T.ptx["wgmma.commit_group.sync.aligned"]()
+
+    return issue_qk, issue_pv
+
+
+def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
+    """The steps both schedules use: the products, ``scores`` (the softmax of block
+    ``j``, masked where it must be), ``rescale`` and ``pack``, the ping-pong turns."""
+    bn = cfg.bn
+    softmax, rescale = make_softmax(cfg)
     convert = "cvt.rn.bf16x2.f32" if cfg.dtype == "bfloat16" else "cvt.rn.f16x2.f32"
+    issue_qk, issue_pv = _make_products(cfg)
     take_turn, give_turn, first_turn = make_turns(cfg)
 
     @T.macro
-    def consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c):
+    def scores(S, m, l, alpha, rmax, j, row, qb, seq_len, tid, c):
+        if _needs_mask(cfg, j, qb * BM + c * WG_M, seq_len):
+            softmax(S, m, l, alpha, rmax, j * bn, row, seq_len, tid % 4, True)
+        else:
+            softmax(S, m, l, alpha, rmax, j * bn, row, seq_len, tid % 4, False)
+
+    @T.macro
+    def pack(S, P):
+        pairs = S.local().view(bn // 8, 2, 2)
+        T.cuda.tile.apply(T.ptx[convert], P.local().view(bn // 8, 2, 1), pairs.sub[:, :, 1:2], pairs.sub[:, :, 0:1])
+
+    @T.macro
+    def start(q_full, m, l, c):
         T.cuda.mbarrier_wait_phase(q_full.sub[0, :], 0)
-        row = qb * BM + c * WG_M + tid % 128 // 32 * 16 + tid % 32 // 4
         for h in T.unroll(2):
             m[h] = T.float32(NEG_INF)
             l[h] = T.float32(0)
         first_turn(c)
+
+    return SimpleNamespace(issue_qk=issue_qk, issue_pv=issue_pv, scores=scores, rescale=rescale, pack=pack,
+                           start=start, take_turn=take_turn, give_turn=give_turn)
+
+
+def _serial(cfg: AttentionConfig, st: SimpleNamespace):
+    stages = cfg.stages
+
+    @T.macro
+    def consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c):
+        st.start(q_full, m, l, c)
+        row = qb * BM + c * WG_M + tid % 128 // 32 * 16 + tid % 32 // 4
         for j in T.serial(n_kv):
-            s = j % stages
-            wait_phase(full.sub[s, :], (j // stages) % 2, None, False)
-            take_turn(c)
-            T.ptx["wgmma.fence.sync.aligned"]()
-            for cc in T.unroll(chunks):
-                T.cuda.tile.apply(T.ptx[cfg.mma_qk], S,
-                                  sq.sub[cc, c * WG_M : c * WG_M + WG_M, :].view(1, WG_M, CHUNK // 16, 16).permute(0, 2, 1, 3),
-                                  sk.sub[s, cc].view(bn, CHUNK // 16, 16).permute(1, 0, 2), scope="warpgroup",
-                                  scale_d=cc > 0)
-            T.ptx["wgmma.commit_group.sync.aligned"]()
-            give_turn(c, j, n_kv)
+            wait_phase(full.sub[j % stages, :], (j // stages) % 2, None, False)
+            st.take_turn(c)
+            st.issue_qk(S, sq, sk, j % stages, c)
+            st.give_turn(c, j, n_kv)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            if _needs_mask(cfg, j, qb * BM + c * WG_M, seq_len):
-                softmax(S, O, m, l, alpha, rmax, j * bn, row, seq_len, tid % 4, True)
-            else:
-                softmax(S, O, m, l, alpha, rmax, j * bn, row, seq_len, tid % 4, False)
-            pairs = S.local().view(bn // 8, 2, 2)
-            T.cuda.tile.apply(T.ptx[convert], P.local().view(bn // 8, 2, 1), pairs.sub[:, :, 1:2], pairs.sub[:, :, 0:1])
-            T.ptx["wgmma.fence.sync.aligned"]()
-            for cc in T.unroll(chunks):
-                T.cuda.tile.apply(T.ptx[cfg.mma_pv], O.sub[cc], P,
-                                  sv.sub[s, cc].view(bn // 16, 16, CHUNK).permute(0, 2, 1), scope="warpgroup",
-                                  scale_d=j > 0)
-            T.ptx["wgmma.commit_group.sync.aligned"]()
+            st.scores(S, m, l, alpha, rmax, j, row, qb, seq_len, tid, c)
+            st.rescale(O, alpha)  # at j = 0 O is not yet written: the first P V has scale_d false
+            st.pack(S, P)
+            st.issue_pv(O, P, sv, j % stages, j > 0)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            release_stage(empty, s, tid, 1)
+            release_stage(empty, j % stages, tid, 1)
 
     return consume
 
 
-def make_turns(cfg: AttentionConfig):
-    """The macros ``take_turn(c)``, ``give_turn(c, j, n_kv)`` and ``first_turn(c)`` of the
-    ping-pong schedule (``pingpong=True``; empty macros otherwise).
-
-    The two consumers issue their ``Q K^T`` wgmmas in turns, so that one's softmax runs
-    while the other's products occupy the tensor cores (FlashAttention-3's inter-warpgroup
-    overlap).  Consumer ``c`` waits for its turn on named barrier ``1 + c`` (``bar.sync``,
-    256 threads: its own 128 and the other consumer's ``bar.arrive``) and hands the turn
-    over after issuing, with ``bar.arrive`` on the other's barrier.  Consumer 1 grants the
-    first turn; it hands over after every block but its last, consumer 0 after every
-    block, so each barrier completes exactly ``n_kv`` times (PTX ISA 9.7.13.1).
-    """
-    count = T.uint32(256)
+def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
+    stages = cfg.stages
 
     @T.macro
-    def take_turn(c):
-        if cfg.pingpong:
-            T.cuda.tile.apply(T.ptx["bar.sync"], id=T.Cast("uint32", 1 + c), count=count)
+    def consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c):
+        st.start(q_full, m, l, c)
+        row = qb * BM + c * WG_M + tid % 128 // 32 * 16 + tid % 32 // 4
+        wait_phase(full.sub[0, :], 0, None, False)
+        st.take_turn(c)
+        st.issue_qk(S, sq, sk, 0, c)
+        st.give_turn(c, 0, n_kv)
+        T.ptx["wgmma.wait_group.sync.aligned"](0)
+        st.scores(S, m, l, alpha, rmax, 0, row, qb, seq_len, tid, c)
+        st.pack(S, P)
+        for j in T.serial(1, n_kv):
+            wait_phase(full.sub[j % stages, :], (j // stages) % 2, None, False)
+            st.take_turn(c)
+            st.issue_qk(S, sq, sk, j % stages, c)
+            st.issue_pv(O, P, sv, (j - 1) % stages, j > 1)
+            st.give_turn(c, j, n_kv)
+            T.ptx["wgmma.wait_group.sync.aligned"](1)  # Q K_j^T retired; P_{j-1} V_{j-1} may still run
+            st.scores(S, m, l, alpha, rmax, j, row, qb, seq_len, tid, c)
+            T.ptx["wgmma.wait_group.sync.aligned"](0)
+            release_stage(empty, (j - 1) % stages, tid, 1)
+            st.rescale(O, alpha)
+            st.pack(S, P)
+        st.issue_pv(O, P, sv, (n_kv - 1) % stages, n_kv > 1)
+        T.ptx["wgmma.wait_group.sync.aligned"](0)
+        release_stage(empty, (n_kv - 1) % stages, tid, 1)
 
-    @T.macro
-    def give_turn(c, j, n_kv):
-        if cfg.pingpong:
-            if T.Or(c == 0, j < n_kv - 1):
-                T.cuda.tile.apply(T.ptx["bar.arrive"], id=T.Cast("uint32", 2 - c), count=count)
-
-    @T.macro
-    def first_turn(c):
-        if cfg.pingpong:
-            if c == 1:
-                T.cuda.tile.apply(T.ptx["bar.arrive"], id=T.uint32(1), count=count)
-
-    return take_turn, give_turn, first_turn
+    return consume
 
 
-def make_epilogue(cfg: AttentionConfig):
-    """The macro ``epilogue(Out, LSE, O, W, m, l, rmax, b, h, qb, seq_len, tid, c)``: sums
-    ``l`` over the row's four lanes, divides ``O`` by it, stores the rows ``< seq_len`` of
-    ``O`` as bf16/f16 pairs (``st.global.b32``, one per register pair, under ``row <
-    seq_len``) and, from lane ``t = 0`` of each row, ``LSE = ln(2) * (m + log2(l))``."""
-    chunks, batch = cfg.chunks, cfg.batch
-    convert = "cvt.rn.bf16x2.f32" if cfg.dtype == "bfloat16" else "cvt.rn.f16x2.f32"
-
-    @T.macro
-    def epilogue(Out, LSE, O, W, m, l, rmax, b, h, qb, seq_len, tid, c):
-        for hh in T.unroll(2):
-            rmax[hh, 0] = l[hh]
-        T.cuda.tile.reduce_lanes(T.ptx["add.f32"], rmax, lanes=4)
-        ol = O.local()
-        for r in T.unroll(chunks * 32):
-            ol[r] = ol[r] / rmax[r // 2 % 2, 0]
-        pairs = ol.view(chunks * 8, 2, 2)
-        T.cuda.tile.apply(T.ptx[convert], W.local().view(chunks * 8, 2, 1), pairs.sub[:, :, 1:2], pairs.sub[:, :, 0:1])
-        words = Out.view("uint32")
-        wl = W.local()
-        for jj in T.unroll(chunks * 8):
-            for hh in T.unroll(2):
-                row = qb * BM + c * WG_M + tid % 128 // 32 * 16 + hh * 8 + tid % 32 // 4
-                col = jj * 4 + tid % 4  # in words: columns 8 jj + 2 t
-                if row < seq_len:
-                    # b < batch (blockIdx.z) and row < seq_len: the prover does not multiply two
-                    # run-time extents, so the product's bound is stated (checked with check_assumptions)
-                    T.assume(b * seq_len + row < batch * seq_len)
-                    T.cuda.tile.apply(T.ptx["st.global.b32"], words.sub[b, row, h, col : col + 1],
-                                      wl.view(chunks * 8, 2, 1).sub[jj, hh, :])
-        if tid % 4 == 0:
-            for hh in T.unroll(2):
-                row = qb * BM + c * WG_M + tid % 128 // 32 * 16 + hh * 8 + tid % 32 // 4
-                if row < seq_len:
-                    LSE[b, h, row] = (m[hh] + T.log2(rmax[hh, 0])) * T.float32(LN2)
-
-    return epilogue
+def make_consumer(cfg: AttentionConfig):
+    """The macro ``consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb,
+    n_kv, seq_len, tid, c)``: consumer ``c`` (0 or 1) computes rows ``64 c ..`` of query
+    block ``qb`` over key/value blocks ``0 .. n_kv - 1``, in the schedule ``cfg.overlap``
+    names (see the module docstring); with ``cfg.pingpong`` the consumers issue their
+    products in turns (:mod:`.turns`)."""
+    steps = _make_steps(cfg)
+    return _overlapped(cfg, steps) if cfg.overlap else _serial(cfg, steps)

@@ -8,7 +8,8 @@ from ...tile.families.tma import swizzled_layout
 from ...tile.families.wgmma import a_fragment_layout
 from ...tile.fragments import accumulator_layout
 from .config import BM, CHUNK, CONSUMERS, WG_M, AttentionConfig
-from .consumer import make_consumer, make_epilogue
+from .consumer import make_consumer
+from .epilogue import make_epilogue
 from .producer import make_producer
 
 __all__ = ["make_attention"]
@@ -72,7 +73,8 @@ def _make_body(cfg: AttentionConfig):
 
 
 def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None, causal: bool = False,
-                   scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False):
+                   scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False,
+                   overlap: bool = False):
     """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
     log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
     (``arch="sm_90a"``).
@@ -99,7 +101,10 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         Key/value blocks in flight in the shared ring.
     pingpong : bool
         The two consumer warpgroups issue their ``Q K^T`` products in turns, handed over on
-        named barriers 1 and 2 (:func:`.consumer.make_turns`).
+        named barriers 1 and 2 (:mod:`.turns`).
+    overlap : bool
+        Each consumer runs the softmax of block ``j`` while its ``P_{j-1} V_{j-1}`` wgmma
+        runs (:mod:`.consumer`); wants ``stages=3`` (head_dim 64 and 128).
 
     Returns
     -------
@@ -113,7 +118,8 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     ValueError
         From :class:`.config.AttentionConfig`: a size, dtype or option it refuses.
     """
-    cfg = AttentionConfig(batch, seq_len, heads, kv_heads or heads, head_dim, dtype, causal, scale, stages, pingpong)
+    cfg = AttentionConfig(batch, seq_len, heads, kv_heads or heads, head_dim, dtype, causal, scale, stages, pingpong,
+                          overlap)
     body = _make_body(cfg)
     q_shape, kv_shape = (batch, seq_len, heads, head_dim), (batch, seq_len, cfg.kv_heads, head_dim)
     q_spec, o_spec = T.Tensor(q_shape, dtype, align=16), T.Tensor(q_shape, dtype, align=16)

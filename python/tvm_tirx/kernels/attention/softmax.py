@@ -21,15 +21,17 @@ NEG_INF = -float("inf")
 
 
 def make_softmax(cfg: AttentionConfig):
-    """The macro ``softmax(S, O, m, l, alpha, rmax, key0, row, seq_len, masked)``.
+    """The macros ``softmax(S, m, l, alpha, rmax, key0, row, seq_len, t, masked)`` and
+    ``rescale(O, alpha)``.
 
     ``S`` holds block scores, ``O`` the output accumulators ``(chunks, 64, 64)``; ``m``,
     ``l``, ``alpha`` are ``(2,)`` float32 registers (row halves), ``rmax`` ``(2, 1)``.
     ``key0`` is the block's first key, ``row`` the thread's first query row (``row + 8``
     is the other half).  With ``masked`` (a Python bool: the block crosses ``seq_len`` or,
     causal, the diagonal) scores of keys ``>= seq_len`` (or ``> row``) become ``-inf``.
-    Afterwards ``S`` holds ``exp2(s * scale_log2 - m)``, ``l`` the running sums and ``O``
-    is rescaled by ``alpha = exp2(m_old - m)``.
+    Afterwards ``S`` holds ``exp2(s * scale_log2 - m)``, ``l`` the running sums and
+    ``alpha = exp2(m_old - m)``, by which ``rescale`` multiplies ``O`` -- a step of its
+    own, so that a schedule can run the softmax while a ``P V`` wgmma still writes ``O``.
     """
     regs, o_regs, scale, causal = cfg.bn // 2, cfg.chunks * 32, cfg.scale_log2, cfg.causal
 
@@ -43,9 +45,8 @@ def make_softmax(cfg: AttentionConfig):
                 sl[r] = T.if_then_else(key < seq_len, sl[r], T.float32(NEG_INF))
 
     @T.macro
-    def softmax(S, O, m, l, alpha, rmax, key0, row, seq_len, t, masked):
+    def softmax(S, m, l, alpha, rmax, key0, row, seq_len, t, masked):
         sl = S.local()
-        ol = O.local()
         if masked:
             mask(sl, key0, row, seq_len, t)
         for h in T.unroll(2):
@@ -65,7 +66,11 @@ def make_softmax(cfg: AttentionConfig):
             l[h] = l[h] * alpha[h]
             for r in T.unroll(regs // 2):
                 l[h] = l[h] + sl[r // 2 * 4 + 2 * h + r % 2]
+
+    @T.macro
+    def rescale(O, alpha):
+        ol = O.local()
         for r in T.unroll(o_regs):
             ol[r] = ol[r] * alpha[r // 2 % 2]
 
-    return softmax
+    return softmax, rescale

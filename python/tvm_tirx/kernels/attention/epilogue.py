@@ -1,0 +1,50 @@
+"""The epilogue of a consumer: ``O / l`` stored under ``row < seq_len``, and the log-sum-exp."""
+
+from __future__ import annotations
+
+from tvm.script import tirx as T
+
+from .config import BM, WG_M, AttentionConfig
+
+__all__ = ["make_epilogue"]
+
+LN2 = 0.6931471805599453
+
+
+def make_epilogue(cfg: AttentionConfig):
+    """The macro ``epilogue(Out, LSE, O, W, m, l, rmax, b, h, qb, seq_len, tid, c)``: sums
+    ``l`` over the row's four lanes, divides ``O`` by it, stores the rows ``< seq_len`` of
+    ``O`` as bf16/f16 pairs (``st.global.b32``, one per register pair, under ``row <
+    seq_len``) and, from lane ``t = 0`` of each row, ``LSE = ln(2) * (m + log2(l))``."""
+    chunks, batch = cfg.chunks, cfg.batch
+    convert = "cvt.rn.bf16x2.f32" if cfg.dtype == "bfloat16" else "cvt.rn.f16x2.f32"
+
+    @T.macro
+    def epilogue(Out, LSE, O, W, m, l, rmax, b, h, qb, seq_len, tid, c):
+        for hh in T.unroll(2):
+            rmax[hh, 0] = l[hh]
+        T.cuda.tile.reduce_lanes(T.ptx["add.f32"], rmax, lanes=4)
+        ol = O.local()
+        for r in T.unroll(chunks * 32):
+            ol[r] = ol[r] / rmax[r // 2 % 2, 0]
+        pairs = ol.view(chunks * 8, 2, 2)
+        T.cuda.tile.apply(T.ptx[convert], W.local().view(chunks * 8, 2, 1), pairs.sub[:, :, 1:2], pairs.sub[:, :, 0:1])
+        words = Out.view("uint32")
+        wl = W.local()
+        for jj in T.unroll(chunks * 8):
+            for hh in T.unroll(2):
+                row = qb * BM + c * WG_M + tid % 128 // 32 * 16 + hh * 8 + tid % 32 // 4
+                col = jj * 4 + tid % 4  # in words: columns 8 jj + 2 t
+                if row < seq_len:
+                    # b < batch (blockIdx.z) and row < seq_len: the prover does not multiply two
+                    # run-time extents, so the product's bound is stated (checked with check_assumptions)
+                    T.assume(b * seq_len + row < batch * seq_len)
+                    T.cuda.tile.apply(T.ptx["st.global.b32"], words.sub[b, row, h, col : col + 1],
+                                      wl.view(chunks * 8, 2, 1).sub[jj, hh, :])
+        if tid % 4 == 0:
+            for hh in T.unroll(2):
+                row = qb * BM + c * WG_M + tid % 128 // 32 * 16 + hh * 8 + tid % 32 // 4
+                if row < seq_len:
+                    LSE[b, h, row] = (m[hh] + T.log2(rmax[hh, 0])) * T.float32(LN2)
+
+    return epilogue
