@@ -134,3 +134,31 @@ def test_the_traceback_ends_at_the_users_call(tmp_path, monkeypatch):
     with pytest.raises(TileError) as info:
         tvm_tirx.compile(kernel, target="cuda", arch="sm_90a")
     assert any(f.endswith("tvm_tirx/tile/lower.py") for f in _frames(info.value))
+
+
+IN_A_MACRO = '''
+@T.macro
+def load_row(regs, A, tid):
+    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], regs, A.sub[tid + 1, :])
+
+
+@T.function
+def kernel(A: T.Tensor((64, 4), "float32", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    tid = T.cuda.thread_idx("x")
+    regs = T.alloc_local((4,), "float32", layout="default")
+    load_row(regs, A, tid)
+'''
+
+
+def test_an_error_inside_a_macro_points_at_the_call_in_the_macro_body(tmp_path):
+    # apache-tvm gives a statement built by a macro a SequentialSpan (call site, then the
+    # macro body's line); the error names the body's line, where the operand is written
+    kernel, path = _load(tmp_path, IN_A_MACRO, "in_macro")
+    with pytest.raises(TileError) as info:
+        tvm_tirx.compile(kernel, arch="sm_90a")
+    line = (HEADER + textwrap.dedent(IN_A_MACRO)).splitlines().index(
+        '    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], regs, A.sub[tid + 1, :])') + 1
+    error = info.value.errors[0] if isinstance(info.value, TileErrors) else info.value
+    assert error.location == f"{path}:{line}"
+    assert _caret(error.with_excerpt().excerpt)[1] == "A.sub[tid + 1, :]"

@@ -22,7 +22,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import TileError
-from .sites import is_assume, location_of
+from .sites import expansion_of, is_assume, location_of
 
 __all__ = ["assume", "check_assumptions", "device_trap"]
 
@@ -121,7 +121,8 @@ def device_trap(message: str, values=()):
 def _check(stmt):
     """``if not cond: print and trap`` for ``T.assume(cond)`` statement ``stmt``."""
     cond = stmt.value.args[0]
-    where = location_of(stmt.value.span) or location_of(stmt.span) or "<unknown line>"
+    span = stmt.value.span if location_of(stmt.value.span) else stmt.span
+    where = (location_of(span) or "<unknown line>") + (expansion_of(span) or "")
     message = f"{where}: T.assume({cond}) does not hold"
     return tirx.IfThenElse(tirx.Not(cond), device_trap(message), None)
 

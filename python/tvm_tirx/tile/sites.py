@@ -18,7 +18,7 @@ from tvm.s_tir import SBlockRealize
 
 from .op import decode, is_tile_call
 
-__all__ = ["CallSite", "collect_sites", "call_key", "location_of", "is_assume", "EMPTY_SITE"]
+__all__ = ["CallSite", "collect_sites", "call_key", "location_of", "expansion_of", "is_assume", "EMPTY_SITE"]
 
 
 @dataclass(frozen=True)
@@ -195,12 +195,29 @@ def call_key(node):
     return hash(node)
 
 
-def location_of(span) -> str | None:
-    """``file:line`` of a source span, or None."""
+def _places(span) -> list:
+    """``file:line`` of each range of ``span``, outermost first: one for a plain
+    ``Span``; for the ``SequentialSpan`` apache-tvm's parser gives a statement built
+    by a ``@T.macro``, the call site(s) first and the statement in the macro's body last."""
     if span is None:
-        return None
+        return []
+    nested = getattr(span, "spans", None)
+    if nested is not None:
+        return [place for part in nested for place in _places(part)]
     name = getattr(getattr(span, "source_name", None), "name", None)
     line = getattr(span, "line", None)
-    if not name or not line:
-        return None
-    return f"{name}:{line}"
+    return [f"{name}:{line}"] if name and line else []
+
+
+def location_of(span) -> str | None:
+    """``file:line`` of a source span, or None; inside a macro expansion, the line of
+    the statement in the macro's body (where its operands are written)."""
+    places = _places(span)
+    return places[-1] if places else None
+
+
+def expansion_of(span) -> str | None:
+    """``" (expanded from A > B)"``: the call sites of the macros a statement was
+    expanded from, outermost first, or None for a statement written in the kernel."""
+    places = _places(span)
+    return f" (expanded from {' > '.join(places[:-1])})" if len(places) > 1 else None

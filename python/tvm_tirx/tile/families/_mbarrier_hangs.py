@@ -27,7 +27,7 @@ from tvm.ir import TensorLoad
 from .. import device_trap, ptx_call
 from ..kernel_facts import KernelFacts
 from ..op import decode, is_tile_call
-from ..sites import location_of
+from ..sites import expansion_of, location_of
 
 __all__ = ["bound_waits", "CYCLES_PER_MS", "DEFAULT_TIMEOUT_MS"]
 
@@ -93,7 +93,8 @@ def _describe(addr, known, facts) -> tuple:
 def _check(stmt, done, t0, ctx, addr, parity):
     """``if done == 0 and clock64() - t0 > timeout: print and trap``."""
     timeout_ms, known, facts = ctx
-    where = location_of(stmt.span) or location_of(getattr(stmt.value, "span", None)) or "<unknown line>"
+    span = stmt.span if location_of(stmt.span) else getattr(stmt.value, "span", None)
+    where = (location_of(span) or "<unknown line>") + (expansion_of(span) or "")
     text, values = _describe(addr, known, facts)
     message = f"{where}: mbarrier wait timed out after {timeout_ms} ms on {text}"
     elapsed = tirx.call_extern("int64", "clock64") - t0[0]
