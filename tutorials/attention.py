@@ -148,3 +148,4 @@ if ON_GPU:
         print(f"seq_len {seq_len}: max |O - reference| = {err:.1e}")
 else:
     print("no GPU: the kernel was compiled and assembled for sm_90a; run on an H100/H200 to check it")
+print("attention: all kernels assembled")

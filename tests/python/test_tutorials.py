@@ -28,13 +28,19 @@ KERNELS = {
     # runs the stage scripts in tutorials/hopper_gemm/
     "hopper_gemm": ["gemm_tile", "gemm_kloop", "gemm_pipelined", "gemm_warp_specialized", "hopper_gemm"],
     "tir_schedules": ["add_one"],
+    "attention": ["row_max", "attention"],
 }
 
 
 def _stops_early(stem):
     """The line a tutorial prints when it cannot run in this environment (it then
     exits 0 early), or None: ``tir_schedules`` needs a working ``Schedule.tensorize``
-    (apache-tvm-ffi 0.1.14.post0, see ``tensor_intrin.tensorize_supported``)."""
+    (apache-tvm-ffi 0.1.14.post0, see ``tensor_intrin.tensorize_supported``);
+    ``decoder_block`` needs torch."""
+    if stem == "decoder_block":
+        import importlib.util
+
+        return None if importlib.util.find_spec("torch") else "decoder_block: needs torch"
     if stem == "tir_schedules":
         from tvm_tirx.schedule import tensor_intrin
 
