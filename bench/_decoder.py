@@ -122,8 +122,10 @@ def _rope_r(bb, x, cos, sin, half: int):
 
 def relax_block(cfg: BlockConfig, dtype: str = "bfloat16") -> tvm.IRModule:
     """The block as a Relax function ``main(x (b, s, hidden), cos (s, head_dim), sin, *WEIGHTS)``
-    with symbolic ``b`` and ``s``; K and V heads repeated for ``R.nn.attention`` (one head
-    count).  ``dtype`` of every tensor (float32 checks the program's semantics)."""
+    with symbolic ``b`` and ``s``.  K and V heads are repeated to the query heads before
+    ``R.nn.attention``: apache-tvm 0.27's own lowering of ``R.nn.attention`` with fewer K/V
+    heads than query heads computes wrong values (99.9% of the block's outputs off, on
+    llvm), so every route gets the repeated form (our offload would take the GQA form).  ``dtype`` of every tensor (float32 checks the program's semantics)."""
     b, s = tirx.Var("b", "int64"), tirx.Var("s", "int64")
     bf16 = dtype
     hd, d = cfg.head_dim, cfg.hidden

@@ -94,17 +94,27 @@ def test_the_consumers_take_registers_from_the_producer():
 
 @pytest.mark.parametrize(
     "args,options,match",
-    [((2, 128, 4, 96), {}, r"head_dim: expected one of \[64, 128, 256\], found 96"),
+    [((2, 128, 4, 96), {}, r"head_dim: expected one of \[64, 128, 256\] \(an int\), found 96"),
      ((2, 128, 6, 128), dict(kv_heads=4), r"heads=6: expected a multiple of kv_heads=4"),
      ((2, 128, 4, 128), dict(dtype="float32"), r"dtype: expected one of"),
      ((2, 0, 4, 128), {}, r"seq_len: expected a positive int"),
      ((True, 128, 4, 128), {}, r"batch: expected a positive int"),
-     ((2, 128, 4, 128), dict(scale=0.0), r"scale: expected a positive number"),
+     ((2, 128, 4, 128), dict(scale=0.0), r"scale: expected a positive finite number"),
      ((2, 128, 4, 256), dict(stages=4), r"stages=4: the kernel needs \d+ bytes of shared memory"),
      ((2, 128, 4, 128), dict(causal=1), r"causal: expected a bool"),
      ((2, 128, 4, 128), dict(pingpong="yes"), r"pingpong: expected a bool"),
-     ((2, 128, 4, 128), dict(overlap=None), r"overlap: expected a bool")],
-    ids=["head-dim", "gqa-ratio", "dtype", "seq-len", "batch-bool", "scale", "smem", "causal", "pingpong", "overlap"],
+     ((2, 128, 4, 128), dict(overlap=None), r"overlap: expected a bool"),
+     ((2, 128, 4, 64), dict(kv_heads=0), r"kv_heads: expected an int in 1..65535"),
+     ((2, 128, 4, 64), dict(scale=True), r"scale: expected a positive finite number"),
+     ((2, 128, 4, 64), dict(scale=float("inf")), r"scale: expected a positive finite number"),
+     ((2, 128, 4, 64), dict(scale=1e300), r"scale: expected a positive finite number \(times log2\(e\) within float32\)"),
+     ((2, 128, 4, 64), dict(stages=True), r"stages: expected an int in 1..4, found True"),
+     ((2, 128, 4, 128.0), {}, r"head_dim: expected one of \[64, 128, 256\] \(an int\), found 128.0"),
+     ((2, 128, 4, 64), dict(overlap=True, stages=1), r"stages=1: overlap=True needs at least 2 stages"),
+     ((1, 2**20, 64, 128), {}, r"batch x seq_len x heads x head_dim = 8589934592 elements: .* at most 2147483647")],
+    ids=["head-dim", "gqa-ratio", "dtype", "seq-len", "batch-bool", "scale", "smem", "causal", "pingpong", "overlap",
+         "kv-heads-0", "scale-bool", "scale-inf", "scale-float32", "stages-bool", "head-dim-float", "overlap-1-stage",
+         "int32-elements"],
 )
 def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, match):
     with pytest.raises(ValueError, match=match):
@@ -112,7 +122,8 @@ def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, matc
 
 
 def test_a_run_time_length_of_another_dtype_is_refused():
-    with pytest.raises(ValueError, match="seq_len: expected a positive int .* or an int32 run-time extent"):
+    with pytest.raises(ValueError, match="seq_len: expected a positive int .* or an int32 run-time extent .*found L "
+                                         "of dtype int64"):
         make_attention(2, T.dynamic("L", "int64"), 4, 128)
 
 

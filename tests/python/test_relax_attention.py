@@ -89,14 +89,58 @@ def test_unsupported_attentions_are_left_alone_with_the_reasons():
     assert reasons["e"].startswith("a bias or a sliding window")
 
 
-def test_the_scale_and_gqa_reach_the_kernel():
-    q = relax.Var("q", relax.TensorType([2, 100, 8, 128], "float16"))
-    k = relax.Var("k", relax.TensorType([2, 100, 2, 128], "float16"))
-    call = relax.Call(tvm.ir.Op.get("relax.nn.attention"), [q, k, k],
-                      tvm.ir.make_node("relax.attrs.AttentionAttrs", scale=T.float32(0.5), causal_mask="BottomRight", window_size=None))
-    found = match_attention(call)
+def _call(q_shape, k_shape, **attrs):
+    q = relax.Var("q", relax.TensorType(q_shape, "float16"))
+    k = relax.Var("k", relax.TensorType(k_shape, "float16"))
+    attrs = tvm.ir.make_node("relax.attrs.AttentionAttrs", window_size=None, **attrs)
+    return relax.Call(tvm.ir.Op.get("relax.nn.attention"), [q, k, k], attrs)
+
+
+def test_the_scale_and_the_mask_reach_the_kernel_and_gqa_is_left_alone():
+    found = match_attention(_call([2, 100, 8, 128], [2, 100, 8, 128], scale=T.float32(0.5), causal_mask="BottomRight"))
     assert (found.heads, found.kv_heads, found.head_dim, found.causal, found.scale, found.dtype) == (
-        8, 2, 128, True, 0.5, "float16")
+        8, 8, 128, True, 0.5, "float16")
+    # R.nn.attention is defined for one head count (apache-tvm's lowering of 2 K/V heads for
+    # 8 query heads computes something else): not offloaded
+    reason = match_attention(_call([2, 100, 8, 128], [2, 100, 2, 128], scale=None, causal_mask=None))
+    assert reason.startswith("heads 8 and kv_heads 2 (offloaded: static and equal")
+
+
+def _attentions(q_shape, k_shape, *attrs):
+    """``main(q, k)`` with one ``R.nn.attention(q, k, k, **a)`` per ``a`` in ``attrs``."""
+    q = relax.Var("q", relax.TensorType(q_shape, "bfloat16"))
+    k = relax.Var("k", relax.TensorType(k_shape, "bfloat16"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [q, k]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.Tuple([bb.emit(relax.op.nn.attention(q, k, k, **a)) for a in attrs]))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_two_scales_get_two_kernels():
+    # the kernel's scale is compiled in: one PrimFunc per scale, never one shared
+    after = partition_for_tvm_tirx(_attentions([2, 128, 8, 64], [2, 128, 8, 64], {}, {"scale": 0.5}))
+    names = sorted(gv.name_hint for gv in after.get_global_vars() if gv.name_hint != "main")
+    assert names == ["tvm_tirx_attention_h8_kv8_d64_full_bf16", "tvm_tirx_attention_h8_kv8_d64_full_bf16_s3f000000"]
+    assert after[names[1]].same_as(attention_prim_func(8, 8, 64, False, "bfloat16", 0.5))
+
+
+def test_what_the_kernel_refuses_is_skipped_with_its_reason():
+    skipped = []
+    mod = _attentions([2, 128, 8, 64], [2, 128, 8, 64], {"scale": -0.5}, {"scale": float("inf")})
+    tvm.ir.assert_structural_equal(partition_for_tvm_tirx(mod, skipped=skipped), mod)
+    assert [s.reason.split(":")[:2] for s in skipped] == [["the kernel refuses it", " scale"]] * 2
+    skipped = []
+    partition_for_tvm_tirx(_attentions([1, 2**20, 64, 128], [1, 2**20, 64, 128], {}), skipped=skipped)
+    assert "8589934592 elements" in skipped[0].reason
+
+
+def test_equal_lengths_written_differently_are_one_length():
+    b, s = tvm.tirx.Var("b", "int64"), tvm.tirx.Var("s", "int64")
+    skipped = []
+    after = partition_for_tvm_tirx(_attentions([b, s * 2, 4, 64], [b, 2 * s, 4, 64], {}), skipped=skipped)
+    assert skipped == [] and "tvm_tirx_attention_h4_kv4_d64_full_bf16" in [gv.name_hint for gv in after.get_global_vars()]
 
 
 def _build(mod):

@@ -113,6 +113,25 @@ def test_shapes_and_dtypes_are_refused_even_with_the_fallback(change, error, mes
         ops.attention(*change(*_qkv()), fallback="torch")
 
 
+def test_argument_types_are_checked_before_the_op():
+    with pytest.raises(TypeError, match=r"causal must be a bool, got 'yes'"):
+        ops.attention(*_qkv(), causal="yes", fallback="torch")
+    with pytest.raises(TypeError, match=r"scale must be a number or None, got True"):
+        ops.attention(*_qkv(), scale=True, fallback="torch")
+    with pytest.raises(ValueError, match=r"layout must be one of \('bshd', 'bhsd'\), got None"):
+        ops.attention(*_qkv(), layout=None, fallback="torch")
+    with pytest.raises(TypeError, match=r"q must be a floating-point tensor of 16 bits or more"):
+        ops.attention(*(t.to(torch.float8_e4m3fn) for t in _qkv()), fallback="torch")
+
+
+def test_the_fallback_lays_out_its_output_as_the_kernel_does():
+    # the fake implementation (the kernel's layout) must describe the fallback's output too:
+    # a bhsd view of bshd storage
+    q, k, v = _qkv(layout="bhsd", d=96)  # head_dim 96: the kernel would refuse it
+    o = ops.attention(q, k, v, layout="bhsd", fallback="torch")
+    assert o.shape == q.shape and o.stride() == q.stride()
+
+
 def test_options_are_checked():
     with pytest.raises(ValueError, match=r"layout must be one of \('bshd', 'bhsd'\), got 'sbhd'"):
         ops.attention(*_qkv(), layout="sbhd", fallback="torch")

@@ -10,6 +10,7 @@ turns into a torch computation.  Every message names the operator, the argument 
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -64,11 +65,12 @@ def check_dtypes(q, k, v) -> None:
     Raises
     ------
     TypeError
-        A tensor not floating-point, or q, k and v not of one dtype.
+        A tensor not floating-point (or of 8 bits: float8), or q, k and v not of one dtype.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if not t.dtype.is_floating_point:
-            raise TypeError(f"{OP}: {name} must be a floating-point tensor, got {t.dtype}")
+        if not t.dtype.is_floating_point or t.itemsize < 2:
+            raise TypeError(f"{OP}: {name} must be a floating-point tensor of 16 bits or more (as SDPA takes), "
+                            f"got {t.dtype}")
     if not q.dtype == k.dtype == v.dtype:
         raise TypeError(f"{OP}: q, k and v must have one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
 
@@ -83,7 +85,7 @@ def resolve_scale(scale, head_dim: int) -> float:
     """
     if scale is None:
         return 1.0 / math.sqrt(head_dim) if head_dim else 1.0
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 < float(scale) < math.inf:
         raise ValueError(f"{OP}: scale must be a positive number or None, got {scale!r}")
     return float(scale)
 

@@ -12,6 +12,8 @@ This module does not import torch.
 from __future__ import annotations
 
 import functools
+import math
+import struct
 from dataclasses import dataclass
 
 import tvm
@@ -59,7 +61,10 @@ class AttentionKey:
 def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, dtype: str,
                         scale: float) -> tvm.tirx.PrimFunc:
     """``make_attention`` with a run-time batch and sequence length, named
-    ``tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``.
+    ``tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``, with
+    ``_s{bits}`` (the float32 bits of ``scale``, hex) appended unless ``scale`` is the
+    default ``1 / sqrt(head_dim)``: kernels of different scales never share a name (the
+    Relax offload adds one PrimFunc per name).
 
     Raises
     ------
@@ -69,7 +74,14 @@ def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, 
     func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, kv_heads=kv_heads, causal=causal,
                           scale=scale, dtype=dtype)
     name = f"tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{'causal' if causal else 'full'}_{_SHORT[dtype]}"
+    if _f32_bits(scale) != _f32_bits(1.0 / math.sqrt(head_dim)):
+        name += f"_s{_f32_bits(scale)}"
     return func.with_attr("global_symbol", name)
+
+
+def _f32_bits(value: float) -> str:
+    """The float32 bit pattern of ``value`` as 8 hex digits (the kernel's scale is float32)."""
+    return struct.pack(">f", value).hex()
 
 
 def _compile(key: AttentionKey):

@@ -14,6 +14,7 @@ float32 and differentiates that.  Importing this module imports torch and regist
 
 from __future__ import annotations
 
+import numbers
 from typing import Optional
 
 import torch
@@ -37,8 +38,10 @@ def _torch_attention(q, k, v, causal: bool, scale: float, layout: str):
         lq, lk = s.shape[-2], s.shape[-1]
         s = s.masked_fill(torch.ones(lq, lk, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
     lse = torch.logsumexp(s, dim=-1)
-    o = (torch.softmax(s, dim=-1) @ vf).to(q.dtype)  # (B, H, L, D)
-    return (o if layout == "bhsd" else o.transpose(1, 2).contiguous()), lse.to(torch.float32)
+    o = torch.softmax(s, dim=-1) @ vf  # (B, H, L, D)
+    out, _ = _empty_outputs(q, layout)  # laid out as the kernel's output, so the fake implementation fits both
+    as_bshd(out, layout).copy_(o.transpose(1, 2))
+    return out, lse.to(torch.float32)
 
 
 def _empty_outputs(q, layout: str):
@@ -76,11 +79,7 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
 @_attention_op.register_fake
 def _attention_fake(q, k, v, causal, scale, layout, fallback):
     _checked(q, k, v, scale, layout, fallback)
-    if fallback == "torch" and (q.device.type != "cuda" or q.dtype not in (torch.bfloat16, torch.float16)):
-        b, n, h, d = as_bshd(q, layout).shape  # the fallback's O is contiguous in the layout given
-        o = q.new_empty((b, h, n, d) if layout == "bhsd" else (b, n, h, d))
-        return o, q.new_empty((b, h, n), dtype=torch.float32)
-    return _empty_outputs(q, layout)
+    return _empty_outputs(q, layout)  # the kernel and the fallback lay O out alike
 
 
 def _setup_context(ctx, inputs, output):
@@ -126,7 +125,8 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bshd", return_lse=Fa
         log of the sum of ``exp(scale * q.k)``).
     fallback : str | None
         ``None``: an input the kernel does not take raises.  ``"torch"``: such a call is
-        computed by torch in float32 instead (memory grows with ``seq**2``).
+        computed by torch in float32 (float64 for float64 inputs) instead (memory grows
+        with ``seq**2``).
 
     Returns
     -------
@@ -141,14 +141,31 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bshd", return_lse=Fa
     ValueError
         Shapes that make no attention (not 4-d, k and v differing, batch or head_dim
         differing, heads not a multiple of kv_heads), an unknown ``layout``, a
-        non-positive ``scale``, ``fallback`` not None or ``"torch"``.
+        ``scale`` that is not positive and finite, ``fallback`` not None or ``"torch"``.
     TypeError
-        q, k, v not floating-point or not of one dtype.
+        q, k, v not floating-point (or float8, which SDPA refuses too) or not of one
+        dtype; ``causal`` or ``return_lse`` not a bool; ``scale`` not a number.
 
     Notes
     -----
-    Differentiable: the backward recomputes the attention with torch in float32 and
-    differentiates it (memory grows with ``seq**2``); the forward is the kernel.
+    Differentiable once: the backward recomputes the attention with torch (float32, or
+    float64 for float64 inputs) and differentiates it (memory grows with ``seq**2``);
+    the forward is the kernel.  The gradients are not themselves differentiable (no
+    double backward).
     """
-    o, lse = torch.ops.tvm_tirx.attention(q, k, v, causal, scale, layout, fallback)
+    _check_arguments(causal, scale, layout, return_lse, fallback)
+    o, lse = torch.ops.tvm_tirx.attention(q, k, v, causal, None if scale is None else float(scale), layout, fallback)
     return (o, lse) if return_lse else o
+
+
+def _check_arguments(causal, scale, layout, return_lse, fallback) -> None:
+    """The keyword arguments' types, before the op's schema converts them."""
+    for name, value in (("causal", causal), ("return_lse", return_lse)):
+        if not isinstance(value, bool):
+            raise TypeError(f"tvm_tirx.ops.attention: {name} must be a bool, got {value!r}")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+        raise TypeError(f"tvm_tirx.ops.attention: scale must be a number or None, got {scale!r}")
+    if not isinstance(layout, str):
+        raise ValueError(f"tvm_tirx.ops.attention: layout must be one of ('bshd', 'bhsd'), got {layout!r}")
+    if fallback not in (None, "torch"):
+        raise ValueError(f"tvm_tirx.ops.attention: fallback must be None or 'torch', got {fallback!r}")

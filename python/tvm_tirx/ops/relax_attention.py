@@ -6,7 +6,8 @@ in place -- so the rewrite is one ``R.call_tir`` of the kernel with two outputs 
 log-sum-exp) and the first taken.  Matched: no bias and no window; q, k and v of one dtype,
 bfloat16 or float16; known 4-d shapes with static heads and head_dim (64, 128 or 256);
 k and v of one shape with q's batch, sequence length (static or symbolic, the same
-expression) and head_dim, q's heads a multiple of k's; ``causal_mask`` None, ``"TopLeft"``
+expression), head_dim and head count (the op's contract; grouped-query attention goes
+through :func:`tvm_tirx.ops.attention`); ``causal_mask`` None, ``"TopLeft"``
 or ``"BottomRight"`` (the same mask when the lengths are equal).  Batch and length stay
 symbolic: one PrimFunc per (heads, kv_heads, head_dim, causal, dtype, scale) serves every
 call site (:func:`tvm_tirx.ops.attention_kernels.attention_prim_func`).
@@ -18,10 +19,9 @@ import math
 from dataclasses import dataclass
 
 import tvm
-import tvm_ffi
 from tvm import relax
 
-from ..kernels.attention import HEAD_DIMS
+from ..kernels.attention import HEAD_DIMS, AttentionConfig
 from .attention_kernels import attention_prim_func
 
 __all__ = ["DTYPES", "SkippedAttention", "AttentionMatch", "match_attention", "attention_kernel_func",
@@ -30,6 +30,7 @@ __all__ = ["DTYPES", "SkippedAttention", "AttentionMatch", "match_attention", "a
 #: The dtypes offloaded (q, k and v alike).
 DTYPES = ("bfloat16", "float16")
 _CAUSAL = {None: False, "TopLeft": True, "BottomRight": True}
+_ANY = tvm.tirx.Var("n", "int32")  # stands for a symbolic batch or length in the generator's checks
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,10 @@ def _shapes(q, k, v):
     if any(s is None for s in shapes) or any(t.ty.ndim != 4 for t in (q, k, v)):
         return "an operand's shape is unknown or not 4-d"
     (qs, ks, vs) = (list(s.values) for s in shapes)
-    if not all(tvm_ffi.structural_equal(a, b) for a, b in zip(ks, vs)):
+    analyzer = tvm.sym.Analyzer()
+    if not all(analyzer.can_prove_equal(a, b) for a, b in zip(ks, vs)):
         return "k and v have different shapes"
-    if not (tvm_ffi.structural_equal(qs[0], ks[0]) and tvm_ffi.structural_equal(qs[1], ks[1])):
+    if not (analyzer.can_prove_equal(qs[0], ks[0]) and analyzer.can_prove_equal(qs[1], ks[1])):
         return "q and k differ in batch or sequence length (the kernel has one length)"
     return qs, ks
 
@@ -85,9 +87,11 @@ def _check(qs, ks, dtype, causal_mask) -> str | None:
     if head_dim is None or head_dim not in HEAD_DIMS or _static(ks[3]) != head_dim:
         return (f"head_dim {qs[3] if head_dim is None else head_dim} (offloaded: static, one of {sorted(HEAD_DIMS)}, "
                 "equal in q, k and v)")
-    if heads is None or kv_heads is None or heads % kv_heads:
+    if heads is None or kv_heads is None or heads != kv_heads:
         return (f"heads {qs[2] if heads is None else heads} and kv_heads {ks[2] if kv_heads is None else kv_heads} "
-                "(offloaded: static, heads a multiple of kv_heads)")
+                "(offloaded: static and equal -- R.nn.attention is defined for one head count, and apache-tvm's "
+                "own lowering of fewer K/V heads computes something else; repeat K and V, or call "
+                "tvm_tirx.ops.attention for grouped-query attention)")
     if causal_mask not in _CAUSAL:
         return f"causal_mask {causal_mask!r}"
     return None
@@ -118,8 +122,14 @@ def match_attention(call: relax.Call, lookup=lambda var: None):  # pylint: disab
         return reason
     head_dim = int(qs[3])
     scale = float(call.attrs.scale.value) if call.attrs.scale is not None else 1.0 / math.sqrt(head_dim)
-    return AttentionMatch(q, k, v, qs[0], qs[1], int(qs[2]), int(ks[2]), head_dim, _CAUSAL[causal_mask], scale,
-                          str(q.ty.dtype))
+    found = AttentionMatch(q, k, v, qs[0], qs[1], int(qs[2]), int(ks[2]), head_dim, _CAUSAL[causal_mask], scale,
+                           str(q.ty.dtype))
+    try:  # what the kernel generator refuses (scale, head counts, static sizes over int32 offsets)
+        AttentionConfig(*(_static(e) or _ANY for e in (found.batch, found.seq_len)), found.heads, found.kv_heads,
+                        head_dim, found.dtype, found.causal, scale)
+    except ValueError as err:
+        return f"the kernel refuses it: {err}"
+    return found
 
 
 def attention_kernel_func(a: AttentionMatch) -> tvm.tirx.PrimFunc:

@@ -9,12 +9,13 @@ Python ``int`` or an int32 run-time extent (``T.dynamic("L")``).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import tvm
 from tvm.script import tirx as T
 
-__all__ = ["BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "AttentionConfig"]
+__all__ = ["BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "AttentionConfig"]
 
 BM = 128  # query rows per CTA: 64 per consumer warpgroup
 WG_M = 64
@@ -27,6 +28,10 @@ DTYPES = {"bfloat16": "bf16", "float16": "f16"}
 HEAD_DIMS = {64: 128, 128: 128, 256: 64}
 SMEM_LIMIT = 227 * 1024  # dynamic shared memory one sm_90 CTA may take, bytes
 LOG2E = math.log2(math.e)
+FLOAT32_MAX = 3.4028234663852886e38
+#: Elements Q, K, V or O may hold: offsets into them are int32 (run-time sizes: the
+#: caller's rule; the torch operator and the Relax offload check it).
+MAX_ELEMENTS = 2**31 - 1
 
 
 def _is_extent(value) -> bool:
@@ -45,10 +50,12 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
     Raises
     ------
     ValueError
-        A head_dim other than 64, 128 or 256; a dtype other than bfloat16 / float16;
-        ``heads`` not a multiple of ``kv_heads``; a size that is not a positive int or an
-        int32 run-time extent; ``stages`` outside 1..4 or more shared memory than a CTA
-        has; a non-positive ``scale``.
+        A head_dim other than the ints 64, 128 or 256; a dtype other than bfloat16 /
+        float16; ``heads`` not a multiple of ``kv_heads``; a size that is not a positive
+        int or an int32 run-time extent; static sizes of more than :data:`MAX_ELEMENTS`
+        elements in Q; ``stages`` outside 1..4, more shared memory than a CTA has, or 1
+        with ``overlap``; a ``scale`` that is not a positive finite number; a flag that
+        is not a bool.
     """
 
     batch: object
@@ -65,33 +72,50 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
 
     def __post_init__(self):
         self._check_sizes()
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, found {self.dtype!r}")
-        if self.head_dim not in HEAD_DIMS or isinstance(self.head_dim, bool):
-            raise ValueError(f"head_dim: expected one of {sorted(HEAD_DIMS)}, found {self.head_dim!r}")
-        for name in ("causal", "pingpong", "overlap"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}: expected a bool, found {getattr(self, name)!r}")
-        if self.scale is not None and not (isinstance(self.scale, (int, float)) and self.scale > 0):
-            raise ValueError(f"scale: expected a positive number or None (1 / sqrt(head_dim)), found {self.scale!r}")
-        if not isinstance(self.stages, int) or not 1 <= self.stages <= 4:
-            raise ValueError(f"stages: expected an int in 1..4, found {self.stages!r}")
+        self._check_options()
         if self.smem_bytes > SMEM_LIMIT:
             raise ValueError(f"stages={self.stages}: the kernel needs {self.smem_bytes} bytes of shared memory, "
                              f"more than the {SMEM_LIMIT} a CTA may have; use fewer stages")
 
+    def _check_options(self):
+        if not isinstance(self.dtype, str) or self.dtype not in DTYPES:
+            raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, found {self.dtype!r}")
+        for name in ("causal", "pingpong", "overlap"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}: expected a bool, found {getattr(self, name)!r}")
+        scale = self.scale
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
+                                  or not 0 < float(scale) * LOG2E < FLOAT32_MAX):
+            raise ValueError(f"scale: expected a positive finite number (times log2(e) within float32) or None "
+                             f"(1 / sqrt(head_dim)), found {scale!r}")
+        if isinstance(self.stages, bool) or not isinstance(self.stages, int) or not 1 <= self.stages <= 4:
+            raise ValueError(f"stages: expected an int in 1..4, found {self.stages!r}")
+        if self.overlap and self.stages < 2:
+            raise ValueError(f"stages={self.stages}: overlap=True needs at least 2 stages (a consumer waits for "
+                             "block j before it releases block j - 1; with one stage the producer could never "
+                             "load block j)")
+
     def _check_sizes(self):
         for name in ("batch", "seq_len"):
-            if not _is_extent(getattr(self, name)):
+            value = getattr(self, name)
+            if not _is_extent(value):
+                kind = f" of dtype {value.ty.dtype}" if isinstance(value, tvm.tirx.Var) else ""
                 raise ValueError(f"{name}: expected a positive int below 2**31 - {BM} or an int32 run-time extent "
-                                 f"(T.dynamic), found {getattr(self, name)!r}")
+                                 f"(T.dynamic), found {value!r}{kind}")
         for name in ("heads", "kv_heads"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
                 raise ValueError(f"{name}: expected an int in 1..65535 (a grid axis), found {value!r}")
+        if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int) or self.head_dim not in HEAD_DIMS:
+            raise ValueError(f"head_dim: expected one of {sorted(HEAD_DIMS)} (an int), found {self.head_dim!r}")
         if self.heads % self.kv_heads:
             raise ValueError(f"heads={self.heads}: expected a multiple of kv_heads={self.kv_heads} "
                              "(each key/value head serves heads // kv_heads query heads)")
+        if isinstance(self.batch, int) and isinstance(self.seq_len, int):
+            elements = self.batch * self.seq_len * self.heads * self.head_dim
+            if elements > MAX_ELEMENTS:
+                raise ValueError(f"batch x seq_len x heads x head_dim = {elements} elements: the kernel indexes Q "
+                                 f"and O with int32 offsets, so at most {MAX_ELEMENTS}")
 
     @property
     def bn(self) -> int:

@@ -118,8 +118,8 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     ValueError
         From :class:`.config.AttentionConfig`: a size, dtype or option it refuses.
     """
-    cfg = AttentionConfig(batch, seq_len, heads, kv_heads or heads, head_dim, dtype, causal, scale, stages, pingpong,
-                          overlap)
+    kv_heads = heads if kv_heads is None else kv_heads
+    cfg = AttentionConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, pingpong, overlap)
     body = _make_body(cfg)
     q_shape, kv_shape = (batch, seq_len, heads, head_dim), (batch, seq_len, cfg.kv_heads, head_dim)
     q_spec, o_spec = T.Tensor(q_shape, dtype, align=16), T.Tensor(q_shape, dtype, align=16)
