@@ -21,12 +21,10 @@ from tvm.script import tirx as T
 
 from ..build.kernel import compile as _tirx_compile
 from ..kernels.attention import make_attention
+from ..kernels.attention.config import DTYPES
 from .kernel_table import KernelTable
 
 __all__ = ["AttentionKey", "attention_prim_func", "attention_kernel", "cached_kernels", "clear_kernels"]
-
-_SHORT = {"bfloat16": "bf16", "float16": "f16"}
-
 
 @dataclass(frozen=True)
 class AttentionKey:
@@ -73,7 +71,7 @@ def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, 
     """
     func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, kv_heads=kv_heads, causal=causal,
                           scale=scale, dtype=dtype)
-    name = f"tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{'causal' if causal else 'full'}_{_SHORT[dtype]}"
+    name = f"tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{'causal' if causal else 'full'}_{DTYPES[dtype]}"
     if _f32_bits(scale) != _f32_bits(1.0 / math.sqrt(head_dim)):
         name += f"_s{_f32_bits(scale)}"
     return func.with_attr("global_symbol", name)

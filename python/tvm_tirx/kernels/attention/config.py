@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import tvm
 from tvm.script import tirx as T
 
-__all__ = ["BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "AttentionConfig"]
+__all__ = ["first_row", "BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "AttentionConfig"]
 
 BM = 128  # query rows per CTA: 64 per consumer warpgroup
 WG_M = 64
@@ -40,6 +40,13 @@ def _is_extent(value) -> bool:
     if isinstance(value, int):
         return 1 <= value <= 2**31 - 1 - BM
     return isinstance(value, tvm.tirx.Var) and str(value.ty.dtype) == "int32"
+
+
+def first_row(qb, c, tid):
+    """The first of the two query rows thread ``tid`` holds in consumer ``c`` of query
+    block ``qb``: ``128 qb + 64 c + 16 w + g`` (warp ``w`` of the warpgroup, lane ``4 g +
+    t``; the other row is 8 below it, PTX ISA 9.7.15.5.1.1)."""
+    return qb * BM + c * WG_M + tid % 128 // 32 * 16 + tid % 32 // 4
 
 
 @dataclass(frozen=True)

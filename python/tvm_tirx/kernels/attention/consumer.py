@@ -22,7 +22,8 @@ from types import SimpleNamespace
 from tvm.script import tirx as T
 
 from ..gemm.sync import release_stage, wait_phase
-from .config import BM, CHUNK, WG_M, AttentionConfig
+from ..pairs import make_pack_pairs
+from .config import BM, CHUNK, WG_M, AttentionConfig, first_row
 from .softmax import NEG_INF, make_softmax
 from .turns import make_turns
 
@@ -66,7 +67,7 @@ def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
     ``j``, masked where it must be), ``rescale`` and ``pack``, the ping-pong turns."""
     bn = cfg.bn
     softmax, rescale = make_softmax(cfg)
-    convert = "cvt.rn.bf16x2.f32" if cfg.dtype == "bfloat16" else "cvt.rn.f16x2.f32"
+    pack_pairs = make_pack_pairs(cfg.dtype, bn // 2)
     issue_qk, issue_pv = _make_products(cfg)
     take_turn, give_turn, first_turn = make_turns(cfg)
 
@@ -79,8 +80,7 @@ def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
 
     @T.macro
     def pack(S, P):
-        pairs = S.local().view(bn // 8, 2, 2)
-        T.cuda.tile.apply(T.ptx[convert], P.local().view(bn // 8, 2, 1), pairs.sub[:, :, 1:2], pairs.sub[:, :, 0:1])
+        pack_pairs(P.local(), S.local())
 
     @T.macro
     def start(q_full, m, l, c):
@@ -100,7 +100,7 @@ def _serial(cfg: AttentionConfig, st: SimpleNamespace):
     @T.macro
     def consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c):
         st.start(q_full, m, l, c)
-        row = qb * BM + c * WG_M + tid % 128 // 32 * 16 + tid % 32 // 4
+        row = first_row(qb, c, tid)
         for j in T.serial(n_kv):
             wait_phase(full.sub[j % stages, :], (j // stages) % 2, None, False)
             st.take_turn(c)
@@ -123,7 +123,7 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
     @T.macro
     def consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c):
         st.start(q_full, m, l, c)
-        row = qb * BM + c * WG_M + tid % 128 // 32 * 16 + tid % 32 // 4
+        row = first_row(qb, c, tid)
         wait_phase(full.sub[0, :], 0, None, False)
         st.take_turn(c)
         st.issue_qk(S, sq, sk, 0, c)

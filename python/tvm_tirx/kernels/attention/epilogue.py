@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from tvm.script import tirx as T
 
-from .config import BM, WG_M, AttentionConfig
+from ..pairs import make_pack_pairs
+from .config import AttentionConfig, first_row
 
 __all__ = ["make_epilogue"]
 
@@ -17,7 +18,7 @@ def make_epilogue(cfg: AttentionConfig):
     ``O`` as bf16/f16 pairs (``st.global.b32``, one per register pair, under ``row <
     seq_len``) and, from lane ``t = 0`` of each row, ``LSE = ln(2) * (m + log2(l))``."""
     chunks, batch = cfg.chunks, cfg.batch
-    convert = "cvt.rn.bf16x2.f32" if cfg.dtype == "bfloat16" else "cvt.rn.f16x2.f32"
+    pack_pairs = make_pack_pairs(cfg.dtype, chunks * 32)
 
     @T.macro
     def epilogue(Out, LSE, O, W, m, l, rmax, b, h, qb, seq_len, tid, c):
@@ -27,13 +28,12 @@ def make_epilogue(cfg: AttentionConfig):
         ol = O.local()
         for r in T.unroll(chunks * 32):
             ol[r] = ol[r] / rmax[r // 2 % 2, 0]
-        pairs = ol.view(chunks * 8, 2, 2)
-        T.cuda.tile.apply(T.ptx[convert], W.local().view(chunks * 8, 2, 1), pairs.sub[:, :, 1:2], pairs.sub[:, :, 0:1])
+        pack_pairs(W.local(), ol)
         words = Out.view("uint32")
         wl = W.local()
         for jj in T.unroll(chunks * 8):
             for hh in T.unroll(2):
-                row = qb * BM + c * WG_M + tid % 128 // 32 * 16 + hh * 8 + tid % 32 // 4
+                row = first_row(qb, c, tid) + hh * 8
                 col = jj * 4 + tid % 4  # in words: columns 8 jj + 2 t
                 if row < seq_len:
                     # b < batch (blockIdx.z) and row < seq_len: the prover does not multiply two
@@ -43,7 +43,7 @@ def make_epilogue(cfg: AttentionConfig):
                                       wl.view(chunks * 8, 2, 1).sub[jj, hh, :])
         if tid % 4 == 0:
             for hh in T.unroll(2):
-                row = qb * BM + c * WG_M + tid % 128 // 32 * 16 + hh * 8 + tid % 32 // 4
+                row = first_row(qb, c, tid) + hh * 8
                 if row < seq_len:
                     LSE[b, h, row] = (m[hh] + T.log2(rmax[hh, 0])) * T.float32(LN2)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from tvm.script import tirx as T
 
+from ..pairs import PAIR_CONVERTS, make_pack_pairs
 from .config import BM, BN, WG_M, GemmConfig
 
 __all__ = ["StorePlan", "store_plan", "bound_guard", "make_store_guarded"]
@@ -52,8 +53,8 @@ def store_plan(cfg: GemmConfig) -> StorePlan:
             return StorePlan("st.global.v2.f32", "float32", 2, 1, 1, None)
         return StorePlan("st.global.f32", "float32", 1, 2, 1, None)
     if pairs:
-        return StorePlan("st.global.b32", "uint32", 1, 1, 2, "cvt.rn.bf16x2.f32")
-    return StorePlan("st.global.b16", "bfloat16", 1, 2, 1, "cvt.rn.bf16x2.f32")
+        return StorePlan("st.global.b32", "uint32", 1, 1, 2, PAIR_CONVERTS["bfloat16"])
+    return StorePlan("st.global.b16", "bfloat16", 1, 2, 1, PAIR_CONVERTS["bfloat16"])
 
 
 def bound_guard(row, col, m, atom: int, columns: int):
@@ -72,17 +73,16 @@ def make_store_guarded(cfg: GemmConfig):
     (converted first into ``words`` (bf16 pairs) or a bf16 register array, by the
     :func:`store_plan`), each store under its guard."""
     plan = store_plan(cfg)
+    pack_pairs = make_pack_pairs("bfloat16", BN // 2)
+    packs = plan.convert is not None
     guard = bound_guard  # read when the kernel is made (a test swaps it for a looser one)
     m, per, atom, cols = cfg.m, plan.per_pair, plan.atom, plan.columns_per_element
     columns = cfg.n // cols  # of C seen as plan.view_dtype
 
     @T.macro
     def store_guarded(C, acc, words, bm, bn, tid, c):
-        regs = acc.local().view(BN // 8, 2, 2)  # register 4 j + 2 h + e (tile/fragments.py)
-        if plan.convert == "cvt.rn.bf16x2.f32":
-            # word 2 j + h: column e = 1 in the high half, e = 0 in the low half
-            T.cuda.tile.apply(T.ptx[plan.convert], words.local().view(BN // 8, 2, 1), regs.sub[:, :, 1:2],
-                              regs.sub[:, :, 0:1])
+        if packs:  # register 4 j + 2 h + e (tile/fragments.py) -> word 2 j + h, e = 1 high
+            pack_pairs(words.local(), acc.local())
             out = _as(words.local(), plan.view_dtype).view(BN // 8, 2, per, atom)  # bf16 4 j + 2 h + e
         else:
             out = acc.local().view(BN // 8, 2, per, atom)

@@ -1,0 +1,40 @@
+"""Accumulators packed into 16-bit pairs: the conversion the GEMM and attention kernels share."""
+
+from __future__ import annotations
+
+from tvm.script import tirx as T
+
+__all__ = ["PAIR_CONVERTS", "make_pack_pairs"]
+
+#: output dtype -> the instruction rounding two f32 values into one b32 word of two 16-bit
+#: halves (PTX ISA 9.7.9.21, ``cvt`` with ``.bf16x2`` / ``.f16x2``)
+PAIR_CONVERTS = {"bfloat16": "cvt.rn.bf16x2.f32", "float16": "cvt.rn.f16x2.f32"}
+
+
+def make_pack_pairs(dtype: str, n: int):
+    """The macro ``pack(words, values)``: ``n`` f32 registers ``values`` (a thread's
+    ``.local()`` view) into ``n / 2`` b32 ``words``, word ``i`` holding value ``2 i`` in
+    its low half and ``2 i + 1`` in its high half -- for a wgmma accumulator, the pair
+    ``(row, 2 t + e)`` of a column block, the order the fragment maps of a packed
+    accumulator and of the rs form's A both use (PTX ISA 9.7.15.5.1.1).
+
+    Parameters
+    ----------
+    dtype : str
+        ``"bfloat16"`` or ``"float16"`` (round to nearest even).
+    n : int
+        Values per thread, even.
+
+    Raises
+    ------
+    KeyError
+        ``dtype`` not in :data:`PAIR_CONVERTS`.
+    """
+    op = PAIR_CONVERTS[dtype]
+
+    @T.macro
+    def pack(words, values):
+        pairs = values.view(n // 2, 2)
+        T.cuda.tile.apply(T.ptx[op], words.view(n // 2, 1), pairs.sub[:, 1:2], pairs.sub[:, 0:1])
+
+    return pack
