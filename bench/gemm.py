@@ -11,6 +11,7 @@ median of ``--runs`` runs after a warm-up, random inputs).
     python bench/gemm.py           # GPU: the suite (bf16), torch, Triton, geomean and min
     python bench/gemm.py --fp32    # GPU: also float32 output rows (torch.mm out_dtype)
     python bench/gemm.py --sweep   # GPU: every variant at one size, fastest first
+    python bench/gemm.py --tiles   # GPU: every tile variant on every shape, the fastest per shape
     python bench/gemm.py --cpu     # no GPU: compile and assemble, ptxas and SASS counts
     python bench/gemm.py --hang-cost  # GPU: the cost of options={"detect_hangs": True}
 """
@@ -55,6 +56,14 @@ VARIANTS = {
     "1 tile/CTA + cluster 2, group_m 16, bf16": dict(persistent=False, cluster=2, group_m=16),
     "persistent, group_m 16, bf16": dict(persistent=True, group_m=16),
     "persistent, group_m 16, wait 0, bf16": dict(persistent=True, group_m=16, wait_depth=0),
+}
+#: What ``--tiles`` compares on every shape of the suite: the tile's columns and the ring's depth.
+TILE_VARIANTS = {
+    "128x256 s3": dict(BEST["bfloat16"]),
+    "128x128 s5": dict(BEST["bfloat16"], block_n=128, stages=5),
+    "128x128 s6": dict(BEST["bfloat16"], block_n=128, stages=6),
+    "128x64 s6": dict(BEST["bfloat16"], block_n=64, stages=6),
+    "128x64 s8": dict(BEST["bfloat16"], block_n=64, stages=8),
 }
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 
@@ -192,6 +201,62 @@ def main_sweep(shape, runs, only=None):
     print(table(["variant", "ms", "TFLOP/s", "max rel. err"], rows))
 
 
+class _ShapeArgs:
+    """``(A, B, C)`` for a sweep configuration's shape; one shape's tensors held at a time."""
+
+    def __init__(self):
+        self.shape, self.args = None, None
+
+    def __call__(self, config):
+        import torch
+
+        shape = (config["m"], config["n"], config["k"])
+        if shape != self.shape:
+            self.shape, self.args = None, None
+            a, b = _inputs(shape)
+            self.shape, self.args = shape, (a, b, torch.empty(shape[0], shape[1], device="cuda", dtype=torch.bfloat16))
+        return self.args
+
+
+def main_tiles(sizes, runs):
+    """Every :data:`TILE_VARIANTS` on every shape (compiled in parallel by
+    :func:`tvm_tirx.testing.sweep`), the fastest per shape checked against fp32 and set
+    against torch; the geometric means of the default tile and of the fastest per shape."""
+    configs = [dict(m=m, n=n, k=k, **v) for m, n, k in sizes for v in TILE_VARIANTS.values()]
+    result = testing.sweep(make_gemm, configs, _ShapeArgs(), timer=lambda fn: testing.do_bench(fn, runs=runs))
+    names, rows, ratios = list(TILE_VARIANTS), [], {"default": [], "best": []}
+    for i, shape in enumerate(sizes):
+        group = result.rows[i * len(names) : (i + 1) * len(names)]
+        times = [r.timing.median if r.timing else float("inf") for r in group]
+        best = min(range(len(names)), key=times.__getitem__)
+        a, b = _inputs(shape)
+        err = _run_checked(group[best].kernel, a, b)
+        torch_ms = testing.do_bench(_torch_product(a, b, "bfloat16"), runs=runs).median
+        ratios["default"].append(torch_ms / times[0])
+        ratios["best"].append(torch_ms / times[best])
+        rows.append(["x".join(map(str, shape)), *(f"{_tflops(shape, t):.0f}" for t in times), names[best],
+                     f"{_tflops(shape, torch_ms):.0f}", f"{torch_ms / times[best]:.3f}", err])
+        print(rows[-1], flush=True)
+        del a, b
+    print(f"GEMM bf16 -> bf16 per tile variant, TFLOP/s, median of {runs} runs; x torch = torch time / best time")
+    print(table(["M x N x K", *names, "best", "torch", "x torch", "max rel. err"], rows))
+    for what, r in ratios.items():
+        print(f"{what}: x torch geometric mean {statistics.geometric_mean(r):.3f}, minimum {min(r):.3f}, "
+              f">= 1.00x: {sum(x >= 1.0 for x in r)} of {len(r)}")
+
+
+def _run_checked(kernel, a, b) -> str:
+    """Run ``kernel`` into a NaN-filled C: its error against the fp32 product, or WRONG."""
+    import torch
+
+    c = torch.full((a.shape[0], b.shape[0]), float("nan"), device="cuda", dtype=torch.bfloat16)
+    kernel(a, b, c)
+    try:
+        return f"{_check(c, torch.matmul(a.float(), b.float().t()), 'bfloat16'):.1e}"
+    except AssertionError as err:
+        return f"WRONG ({err})"
+
+
 def main_hang_cost(sizes, runs):
     """The GEMM built with and without ``options={"detect_hangs": True}`` (every mbarrier
     wait bounded), both checked against fp32, timed in the same run with torch."""
@@ -233,9 +298,12 @@ def main(argv=None) -> int:
     parser.add_argument("--no-fp8", action="store_true", help="leave out the FP8 rows")
     parser.add_argument("--fp32", action="store_true", help="float32 output rows as well as bfloat16")
     parser.add_argument("--hang-cost", action="store_true", help="the GEMM with and without detect_hangs")
+    parser.add_argument("--tiles", action="store_true", help="every tile variant on every shape (the suite or --sizes)")
     args = parser.parse_args(argv)
     if args.cpu or not testing.has_cuda():
         main_cpu(args.sass)
+    elif args.tiles:
+        main_tiles([tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SUITE, args.runs)
     elif args.hang_cost:
         sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SIZES[:2]
         main_hang_cost(sizes, args.runs)

@@ -10,11 +10,15 @@ attention, output projection, SwiGLU MLP, two residual adds; bf16 weights) runs 
   apache-tvm), and with ours (``partition_for_tvm_tirx``: every matmul and the attention).
 
 Each result is checked against the torch block in float32 (max |y - ref| / max |ref| <=
-5e-2: a chain of bf16 roundings) before it is timed (CUDA events, median of ``--runs``).
-The table prints ms per block and tokens per second; a variant that fails prints why.
+5e-2: a chain of bf16 roundings), then timed (CUDA events, median of ``--runs``).  The
+table prints ms per block, tokens per second and the error; an error over the tolerance
+is marked WRONG (the variant is still timed), a variant that fails prints why.
+``--profile`` prints, per shape, the GPU time of each kernel of the two ``torch.compile``
+variants (torch.profiler), to show where they differ.
 
     python bench/model.py          # GPU: the table, batch x sequence 1 x 4096 and 8 x 2048
     python bench/model.py --cpu    # no GPU: build the three Relax variants for sm_90a
+    python bench/model.py --profile  # GPU: the torch.compile variants' kernels, by GPU time
 """
 
 from __future__ import annotations
@@ -73,10 +77,9 @@ def _measure(torch, make, ref, tokens, runs):
     try:
         fn = make()
         err = ((fn().float() - ref).abs().max() / ref.abs().max()).item()
-        if not err <= TOLERANCE:
-            return ["-", "-", f"wrong: {err:.1e}"]
-        ms = testing.do_bench(fn, runs=runs).median
-        return [f"{ms:.3f}", f"{tokens / ms * 1e3:,.0f}", f"{err:.1e}"]
+        ms = testing.do_bench(fn, runs=runs).median  # a wrong variant is timed too, and flagged
+        flag = "" if err <= TOLERANCE else f" WRONG (over {TOLERANCE:.0e})"
+        return [f"{ms:.3f}", f"{tokens / ms * 1e3:,.0f}", f"{err:.1e}{flag}"]
     except Exception as e:  # pylint: disable=broad-except  # report, go on
         return ["-", "-", f"{type(e).__name__}: {str(e).splitlines()[0][:70] if str(e) else ''}"]
 
@@ -114,11 +117,42 @@ def main_gpu(runs):
     print(table(["batch x seq", "variant", "ms / block", "tokens / s", "max rel. err"], rows))
 
 
+def profile_gpu(top: int = 15):
+    """Print, per shape, the ``top`` kernels of ``torch.compile`` and ``torch.compile`` with
+    our ops by total GPU time over 5 calls (torch.profiler; ms per call)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    cfg = LLAMA3_8B
+    block = _Block(cfg, make_weights(cfg, device="cuda"))
+    for b, s in SHAPES:
+        x = torch.randn(b, s, cfg.hidden, device="cuda", dtype=torch.bfloat16)
+        args = (x, *rope_tables(cfg, s, device="cuda"))
+        for way in ("compile", "compile + tvm_tirx ops"):
+            fn = _torch_runner(torch, way, block, args)
+            with torch.no_grad():
+                for _ in range(3):
+                    fn()
+                torch.cuda.synchronize()
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(5):
+                        fn()
+                    torch.cuda.synchronize()
+            rows = [(e.key, e.device_time_total / 5e3, e.count // 5) for e in prof.key_averages()]
+            rows = sorted((r for r in rows if r[1] > 0), key=lambda r: -r[1])
+            print(f"\n{b} x {s}, torch {way}: {sum(r[1] for r in rows):.3f} ms of kernels per call")
+            print(table(["kernel", "ms / call", "calls"], [[k[:90], f"{ms:.3f}", n] for k, ms, n in rows[:top]]))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu", action="store_true", help="build the Relax variants for sm_90a only")
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--profile", action="store_true", help="the torch.compile variants' kernels by GPU time")
     args = parser.parse_args(argv)
+    if args.profile and testing.has_cuda():
+        profile_gpu()
+        return 0
     if args.cpu or not testing.has_cuda():
         for way in ("tvm", "cublas", "tvm_tirx"):
             try:

@@ -166,7 +166,7 @@ def test_tile_order_visits_every_tile_once_in_groups():
         ((1024, 256, 100), {}, "TMA row stride not a multiple of 16 bytes"),  # 200-byte rows of A and B
         ((800, 256, 64), dict(cluster=2), "even number of 128-row tiles"),  # 7 row tiles: a CTA pair would split
         ((1024, 256, 64), dict(cluster=2, group_m=3), "even group_m"),
-        ((1024, 256, 64), dict(stages=4), r"stages must be .* \(263232 bytes with bfloat16 output\), found 4"),  # > 227 KiB
+        ((1024, 256, 64), dict(stages=4), r"stages must be .* \(263232 bytes with bfloat16 output and block_n=256\), found 4"),  # > 227 KiB
         ((1024, 256, 64), dict(out_dtype="float32", stages=5), r"stages must be .*, found 5"),
         ((1024, 256, 64), dict(wait_depth=2), "wait_depth must be 0 or 1, found 2"),
         ((1024, 256, 64), dict(cluster=4), "cluster must be 1 or 2, found 4"),
@@ -258,11 +258,12 @@ def test_fp8_k_must_be_a_multiple_of_16():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(2048, 2560, 640), (4096, 768, 384)], ids=str)
-def test_fp8_matches_torch_on_gpu(torch_cuda, shape):
+@pytest.mark.parametrize("shape,block_n", [((2048, 2560, 640), 256), ((4096, 768, 384), 256), ((2048, 2560, 640), 64),
+                                           ((4096, 768, 384), 128)], ids=str)
+def test_fp8_matches_torch_on_gpu(torch_cuda, shape, block_n):
     torch = torch_cuda
     m, n, k = shape
-    kernel = tvm_tirx.compile(make_gemm(m, n, k, **FP8), target="cuda")
+    kernel = tvm_tirx.compile(make_gemm(m, n, k, block_n=block_n, **FP8), target="cuda")
     torch.manual_seed(0)
     a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)

@@ -91,8 +91,8 @@ def _sass_or_skip(kernel):
 @pytest.mark.parametrize(
     "name,n,options,reader",
     [("rt-m-bf16-4095", 4095, {}, "F2FP"), ("rt-m-bf16-4094", 4094, {}, "F2FP"), ("rt-m-bf16", 4096, {}, "F2FP"),
-     ("rt-m-fp32", 4096, FP32, "STG")],
-    ids=["bf16-b16", "bf16-b32", "bf16-tma", "fp32-v2"],
+     ("rt-m-fp32", 4096, FP32, "STG"), ("rt-m-bf16-4095-bn64", 4095, dict(block_n=64), "F2FP")],
+    ids=["bf16-b16", "bf16-b32", "bf16-tma", "fp32-v2", "bf16-b16-block-n-64"],
 )
 def test_the_epilogue_reads_the_accumulators_after_the_last_wgmma_wait_in_sass(name, n, options, reader):
     # ptxas 13.0 moved the F2FP of two fused cvt.rn.bf16.f32 above the WARPGROUP.DEPBAR of
@@ -103,6 +103,34 @@ def test_the_epilogue_reads_the_accumulators_after_the_last_wgmma_wait_in_sass(n
     wait = next(i for i, line in enumerate(sass) if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line)
     first = next(i for i, line in enumerate(sass) if re.search(rf"\b{reader}\b", line))
     assert first > wait, f"{sass[first].strip()} at line {first}, before the wait at line {wait}"
+
+
+@pytest.mark.parametrize("block_n", [64, 128])
+def test_narrow_tiles_issue_the_narrow_wgmma_and_store_their_columns(block_n):
+    # the tile's columns set the wgmma N, the B box rows, the TMA store boxes (64 columns
+    # each) and the guarded stores (block_n / 8 register pairs x 2 row halves per thread)
+    m = T.dynamic("m")
+    tma = _kernel(f"rt-m-bf16-bn{block_n}", m, 4096, 4096, block_n=block_n, persistent=False, group_m=16)
+    assert f"wgmma.mma_async.sync.aligned.m64n{block_n}k16.f32.bf16.bf16" in tma.cuda_source
+    assert "m64n256k16" not in tma.cuda_source
+    assert len(re.findall(rf"\btvm_builtin_{TMA_STORE}\(", _body(tma))) == block_n // 64
+    script = make_gemm(m, 4096, 4096, block_n=block_n, persistent=False, group_m=16).script()
+    assert f"(m + 127) // 128 * {4096 // block_n}" in script  # the grid: one CTA per tile
+    fp32 = _kernel(f"odd-fp32-bn{block_n}", 4097, 4095, 4104, block_n=block_n, **FP32)
+    assert _guarded_stores(fp32, STORE_1, 4097, 4094) == block_n // 2
+    assert f"m64n{block_n}k16" in fp32.cuda_source
+    fp8 = _kernel(f"fp8-bn{block_n}", 512, 1024, 1024, block_n=block_n, in_dtype="float8_e4m3fn")
+    assert f"m64n{block_n}k32.f32.e4m3.e4m3" in fp8.cuda_source
+
+
+def test_narrow_tiles_fit_more_stages():
+    from tvm_tirx.kernels.gemm import gemm_smem_bytes
+
+    # a stage is (128 + block_n) rows of 128 bytes; the bf16 epilogue tiles 256 * block_n bytes
+    assert gemm_smem_bytes(3, "bfloat16", 64) == 3 * 192 * 128 + 256 * 64 + 16 * 3 + 1024
+    make_gemm(1024, 1024, 1024, block_n=128, stages=6)
+    with pytest.raises(ValueError, match=r"\(263280 bytes with bfloat16 output and block_n=128\), found 7"):
+        make_gemm(1024, 1024, 1024, block_n=128, stages=7)
 
 
 def test_run_time_m_float32_kernel_has_its_bound_guards():
@@ -202,11 +230,14 @@ def test_a_column_guard_one_element_too_loose_is_refused(monkeypatch):
         ((True, 256, 64), {}, r"m must be a positive Python int .* found True \(bool\)"),
         ((1024, 256, 64), dict(out_dtype="float16"), r"out_dtype must be one of"),
         ((1024, 256, 64), dict(stages=4), r"stages must be a positive int whose ring and epilogue fit 232448 bytes "
-                                          r"of shared memory \(263232 bytes with bfloat16 output\), found 4"),
+                                          r"of shared memory \(263232 bytes with bfloat16 output and block_n=256\), found 4"),
         ((1024, 256, 64), dict(wait_depth=2), r"wait_depth must be 0 or 1, found 2"),
+        ((1024, 256, 64), dict(block_n=96), r"block_n must be one of \(64, 128, 256\), found 96"),
+        ((1024, 256, 64), dict(block_n=64.0), r"block_n must be one of \(64, 128, 256\), found 64.0"),
     ],
     ids=["k-stride", "k-stride-fp8", "fp8-run-time-m", "cluster-run-time-m", "run-time-n",
-         "m-zero", "m-over-int32", "c-over-int32-elements", "m-bool", "out-dtype", "stages", "wait-depth"],
+         "m-zero", "m-over-int32", "c-over-int32-elements", "m-bool", "out-dtype", "stages", "wait-depth",
+         "block-n", "block-n-float"],
 )
 def test_unsupported_sizes_and_options_are_value_errors(shape, options, match):
     shape = [T.dynamic(s) if isinstance(s, str) else s for s in shape]
@@ -314,6 +345,34 @@ def test_odd_static_shapes_on_gpu(torch_cuda, shape, out_dtype, persistent):
     options = dict(out_dtype=out_dtype, stages=3 if out_dtype == "bfloat16" else 4, persistent=persistent)
     kernel = tvm_tirx.compile(make_gemm(*shape, **options), target="cuda")
     _check(torch_cuda, kernel, *shape, out_dtype)
+
+
+NARROW_GPU_CASES = [
+    ((4097, 4095, 4104), "bfloat16", {}),  # guarded st.global.b16
+    ((4000, 4104, 4104), "bfloat16", {}),  # TMA stores clipped at the last column tile
+    ((129, 263, 72), "float32", dict(stages=6)),
+    ((4000, 4104, 4104), "bfloat16", dict(cluster=2)),
+    ((1280, 512, 200), "float32", dict(persistent=True, stages=6)),  # exact tiles, unguarded
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_n", [64, 128])
+@pytest.mark.parametrize("shape,out_dtype,options", NARROW_GPU_CASES,
+                         ids=["odd-b16", "tma-clipped", "fp32-guarded", "cluster-2", "fp32-exact"])
+def test_narrow_tiles_on_gpu(torch_cuda, block_n, shape, out_dtype, options):
+    options = dict(dict(persistent=False, group_m=16, out_dtype=out_dtype), **options)
+    kernel = tvm_tirx.compile(make_gemm(*shape, block_n=block_n, **options), target="cuda")
+    _check(torch_cuda, kernel, *shape, out_dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_n", [64, 128])
+def test_narrow_tiles_run_time_m_on_gpu_from_one_kernel(torch_cuda, block_n):
+    kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), 4096, 4096, block_n=block_n, persistent=False, group_m=16,
+                                        stages=5), target="cuda")
+    for m in RUN_TIME_MS:
+        _check(torch_cuda, kernel, m, 4096, 4096, "bfloat16", seed=m)
 
 
 @pytest.mark.gpu

@@ -258,6 +258,19 @@ def test_offloaded_module_builds_for_sm_90a():
     assert "matmul_kernel" in kernels  # the float32 matmul, lowered by apache-tvm
 
 
+def test_the_offload_registers_the_pipelines_it_builds_with(monkeypatch):
+    # without the tvm.backends entry point (the package found through PYTHONPATH) nothing
+    # registers the pipelines at `import tvm`: the offload must, or tvm.compile cannot build
+    from tvm.relax import pipeline as relax_pipelines
+
+    monkeypatch.delitem(relax_pipelines.PIPELINE_MAP, "tvm_tirx")
+    from tvm_tirx.ops import relax as ops_relax
+
+    ops_relax.register_relax_pipeline.cache_clear()  # as in a process where it never ran
+    partition_for_tvm_tirx(Block)
+    assert "tvm_tirx" in relax_pipelines.PIPELINE_MAP
+
+
 def test_the_tvm_tirx_relax_pipeline_offloads_when_asked():
     pipeline = relax_pipeline(offload_gemm=True)
     executable = tvm.compile(Block, target=tvm.target.Target(TARGET), relax_pipeline=pipeline, tir_pipeline="tvm_tirx")

@@ -36,6 +36,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from .. import _plugin
 from ..kernels.gemm.config import MAX_SIZE, TMA_STRIDE
 from .gemm_kernels import gemm_prim_func
 from .relax_attention import SkippedAttention, attention_kernel_func, emit_attention, match_attention
@@ -249,11 +250,17 @@ def offload_pass(offloaders, skipped: list | None = None, name: str = "tvm_tirx.
 
     A function with a rewritten call then loses its unused dataflow bindings
     (``relax.analysis.remove_all_unused``); other calls and functions are left as they are.
+
+    Running the pass also registers the ``"tvm_tirx"`` TIR and Relax pipelines the
+    rewritten module is built with (:func:`tvm_tirx._plugin.install`): apache-tvm's
+    ``tvm.backends`` entry point does that at ``import tvm`` only when the package is
+    installed, not when it is found through ``PYTHONPATH``.
     """
     offloaders = tuple(offloaders)
 
     @tvm.transform.module_pass(opt_level=0, name=name)
     def _pass(mod, _ctx):
+        _plugin.install()
         return _Offload(mod, skipped, offloaders).run(mod)
 
     return _pass

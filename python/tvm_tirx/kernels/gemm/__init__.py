@@ -1,15 +1,16 @@
 """The warp-specialized Hopper GEMM (sm_90a): ``C (m, n) = A (m, k) @ B (n, k)^T``.
 
-One CTA computes a 128 x 256 tile of C with three warpgroups (384 threads):
+One CTA computes a 128 x ``block_n`` tile of C (``block_n`` 256 by default; 128 or 64 for
+shapes with few tiles) with three warpgroups (384 threads):
 
 * warpgroup 0, the **producer** (:mod:`.producer`), gives up registers (``setmaxnreg.dec``
-  to 40) and one of its threads streams the K tiles of A (128 x 64) and B (256 x 64) into
+  to 40) and one of its threads streams the K tiles of A (128 x 64) and B (block_n x 64) into
   a ring of ``stages`` shared buffers with TMA loads (128-byte swizzle), each stage
   guarded by two mbarriers: ``full[s]`` (armed with the stage's bytes, completed by the
   TMA) and ``empty[s]`` (one arrival per consumer warpgroup when it is done reading);
 * warpgroups 1 and 2, the **consumers** (:mod:`.consumer`), take registers
   (``setmaxnreg.inc`` to 232) and each multiplies its 64 rows of A by all of B with
-  ``wgmma.m64n256k16`` (four per K tile), keeping ``wait_depth`` wgmma batches in flight
+  ``wgmma.m64n{block_n}k16`` (four per K tile), keeping ``wait_depth`` wgmma batches in flight
   before releasing a stage;
 * the **epilogue** (:mod:`.epilogue`): bf16 output is converted to packed ``bf16x2``,
   written into a 128-byte-swizzled shared tile and stored by one TMA store per 64-column
@@ -29,9 +30,9 @@ Hardware facts: PTX ISA 9.7.15 (wgmma, fragment map 9.7.15.5.1.1), 9.7.9.25.5.1 
 
 import tvm  # noqa: F401  pylint: disable=unused-import
 
-from .config import BK_BYTES, BM, BN, CONSUMERS, INPUTS, OUTPUTS, WG_M, GemmConfig, gemm_smem_bytes
+from .config import BK_BYTES, BLOCK_NS, BM, BN, CONSUMERS, INPUTS, OUTPUTS, WG_M, GemmConfig, gemm_smem_bytes
 from .kernel import make_gemm
 from .order import tile_order
 
-__all__ = ["BM", "BN", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "GemmConfig", "gemm_smem_bytes",
+__all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "GemmConfig", "gemm_smem_bytes",
            "make_gemm", "tile_order"]

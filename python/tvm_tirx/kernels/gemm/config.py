@@ -15,15 +15,18 @@ import tvm
 from tvm.runtime import DataType
 from tvm.script import tirx as T
 
-__all__ = ["BM", "BN", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "GemmConfig",
-           "gemm_smem_bytes"]
+__all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT",
+           "GemmConfig", "gemm_smem_bytes"]
 
-BM, BN = 128, 256  # rows and columns of C per CTA tile
+BM, BN = 128, 256  # rows of C per CTA tile; columns by default (``block_n``)
+#: the columns a tile may have (``block_n``): wgmma's N, and a whole number of the bf16
+#: epilogue's 64-column TMA boxes (PTX ISA 9.7.15.5: N is a multiple of 8 up to 256)
+BLOCK_NS = (64, 128, 256)
 BK_BYTES = 128  # bytes of K per row of a stage: one 128-byte swizzle row (64 bf16, 128 fp8)
-#: input dtype -> (wgmma opcode, K per instruction) (PTX ISA 9.7.15.5)
+#: input dtype -> (wgmma opcode with ``{n}`` for the tile's columns, K per instruction) (PTX ISA 9.7.15.5)
 INPUTS = {
-    "bfloat16": (f"wgmma.mma_async.sync.aligned.m64n{BN}k16.f32.bf16.bf16", 16),
-    "float8_e4m3fn": (f"wgmma.mma_async.sync.aligned.m64n{BN}k32.f32.e4m3.e4m3", 32),
+    "bfloat16": ("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16", 16),
+    "float8_e4m3fn": ("wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3", 32),
 }
 OUTPUTS = ("bfloat16", "float32")
 WG_M = 64  # rows of C per consumer warpgroup
@@ -37,15 +40,15 @@ MAX_SIZE = 2**31 - 129
 MAX_ELEMENTS = 2**31 - 1
 
 
-def gemm_smem_bytes(stages: int, out_dtype: str) -> int:
+def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN) -> int:
     """Dynamic shared memory of :func:`~tvm_tirx.kernels.gemm.make_gemm`, in bytes.
 
-    ``stages`` rings of A (128 rows) and B (256 rows) of 128 bytes each, the bf16
-    epilogue tiles (64 KiB; a token 1 KiB for float32 output), the mbarriers and 1 KiB
-    for aligning the swizzled tiles.
+    ``stages`` rings of A (128 rows) and B (``block_n`` rows) of 128 bytes each, the bf16
+    epilogue tiles (``128 * block_n * 2`` bytes: 64 KiB for 256 columns; a token 1 KiB for
+    float32 output), the mbarriers and 1 KiB for aligning the swizzled tiles.
     """
-    ring = stages * (BM + BN) * BK_BYTES
-    epilogue = CONSUMERS * WG_M * BN * 2 if out_dtype == "bfloat16" else 1024
+    ring = stages * (BM + block_n) * BK_BYTES
+    epilogue = CONSUMERS * WG_M * block_n * 2 if out_dtype == "bfloat16" else 1024
     return ring + epilogue + 16 * stages + 1024
 
 
@@ -81,6 +84,7 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
     group_m: int = 8
     cluster: int = 1
     spin: bool = False
+    block_n: int = BN
 
     def __post_init__(self):
         _check_options(self)
@@ -88,8 +92,8 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
 
     @property
     def mma(self) -> str:
-        """The wgmma opcode of ``in_dtype`` (m64n256, fp32 accumulators)."""
-        return INPUTS[self.in_dtype][0]
+        """The wgmma opcode of ``in_dtype`` (m64 x ``block_n``, fp32 accumulators)."""
+        return INPUTS[self.in_dtype][0].format(n=self.block_n)
 
     @property
     def kstep(self) -> int:
@@ -108,8 +112,8 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
 
     @property
     def tiles_n(self):
-        """Column tiles of C, ``ceil(n / 256)``."""
-        return _ceildiv(self.n, BN)
+        """Column tiles of C, ``ceil(n / block_n)``."""
+        return _ceildiv(self.n, self.block_n)
 
     @property
     def k_tiles(self):
@@ -136,7 +140,7 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
         """Whether the tiles cover C exactly (static m, n multiples of the tile): the
         float32 epilogue then needs no bound guards."""
         m, n = _static(self.m), _static(self.n)
-        return m is not None and n is not None and m % BM == 0 and n % BN == 0
+        return m is not None and n is not None and m % BM == 0 and n % self.block_n == 0
 
     @property
     def bf16_out(self) -> bool:
@@ -162,11 +166,13 @@ def _check_options(cfg: GemmConfig):
         raise ValueError(f"make_gemm: in_dtype must be one of {sorted(INPUTS)}, found {cfg.in_dtype!r}")
     if cfg.out_dtype not in OUTPUTS:
         raise ValueError(f"make_gemm: out_dtype must be one of {list(OUTPUTS)}, found {cfg.out_dtype!r}")
-    smem = gemm_smem_bytes(cfg.stages, cfg.out_dtype) if isinstance(cfg.stages, int) else None
+    if type(cfg.block_n) is not int or cfg.block_n not in BLOCK_NS:  # noqa: E721  (not bool, not float)
+        raise ValueError(f"make_gemm: block_n must be one of {BLOCK_NS}, found {cfg.block_n!r}")
+    smem = gemm_smem_bytes(cfg.stages, cfg.out_dtype, cfg.block_n) if isinstance(cfg.stages, int) else None
     rules = [
         ("stages", isinstance(cfg.stages, int) and cfg.stages >= 1 and smem <= SMEM_LIMIT,
          f"a positive int whose ring and epilogue fit {SMEM_LIMIT} bytes of shared memory"
-         + (f" ({smem} bytes with {cfg.out_dtype} output)" if smem else "")),
+         + (f" ({smem} bytes with {cfg.out_dtype} output and block_n={cfg.block_n})" if smem else "")),
         ("wait_depth", cfg.wait_depth in (0, 1), "0 or 1"),
         ("cluster", cfg.cluster in (1, 2), "1 or 2"),
         ("group_m", isinstance(cfg.group_m, int) and cfg.group_m >= 1, "a positive int"),

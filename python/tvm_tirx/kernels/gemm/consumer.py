@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tvm.script import tirx as T
 
-from .config import BN, WG_M, GemmConfig
+from .config import WG_M, GemmConfig
 from .epilogue import make_epilogue
 from .order import tile_order
 from .sync import release_stage, wait_phase
@@ -18,14 +18,14 @@ def make_consumer(cfg: GemmConfig):
 
     Consumer warpgroup ``c`` (0 or 1) computes rows ``64 c ..`` of output tile ``t``: per
     K tile (ring iteration ``g0 + kt``) it waits for ``full``, issues the stage's
-    ``wgmma.m64n256k16`` (bf16; k32 for e4m3) batch into the fp32 accumulators ``acc``,
+    ``wgmma.m64n{block_n}k16`` (bf16; k32 for e4m3) batch into the fp32 accumulators ``acc``,
     leaves ``wait_depth`` batches in flight and releases the stage read before them;
     then scales the accumulators (fp8: ``Scales[0] * Scales[1]``) and runs the epilogue
     (:mod:`.epilogue`).
     """
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
     stages, bk, kstep, mma = cfg.stages, cfg.bk, cfg.kstep, cfg.mma
-    wait_depth, cluster, spin = cfg.wait_depth, cfg.cluster, cfg.spin
+    wait_depth, cluster, spin, block_n = cfg.wait_depth, cfg.cluster, cfg.spin, cfg.block_n
     epilogue = make_epilogue(cfg)
 
     @T.macro
@@ -40,7 +40,7 @@ def make_consumer(cfg: GemmConfig):
                 T.ptx[mma],
                 acc,
                 sa.sub[s, c * WG_M : c * WG_M + WG_M, :].view(1, WG_M, bk // kstep, kstep).permute(0, 2, 1, 3),
-                sb.sub[s].view(BN, bk // kstep, kstep).permute(1, 0, 2),
+                sb.sub[s].view(block_n, bk // kstep, kstep).permute(1, 0, 2),
                 scope="warpgroup",
                 scale_d=kt > 0,
             )
@@ -53,7 +53,7 @@ def make_consumer(cfg: GemmConfig):
             release_stage(empty, (g0 + k_tiles - 1) % stages, tid, cluster)
         if scales is not None:  # fp8: C = scale_a * scale_b * (A B^T)
             factor[0] = scales[0] * scales[1]
-            T.cuda.tile.apply(T.ptx["mul.rn.f32"], acc.local().view(BN // 2, 1), acc.local().view(BN // 2, 1), factor[0])
+            T.cuda.tile.apply(T.ptx["mul.rn.f32"], acc.local().view(block_n // 2, 1), acc.local().view(block_n // 2, 1), factor[0])
         epilogue(C, acc, words, so, bm, bn, tid, c)
 
     return consume_tile

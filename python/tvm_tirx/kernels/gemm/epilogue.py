@@ -1,4 +1,4 @@
-"""The consumers' epilogues: a warpgroup's 64 x 256 fp32 accumulators into C.
+"""The consumers' epilogues: a warpgroup's 64 x ``block_n`` fp32 accumulators into C.
 
 bf16 output goes through shared memory and TMA stores, which clip the boxes at C's
 edge; float32 output is stored straight from the registers, each store under a guard
@@ -11,7 +11,7 @@ from __future__ import annotations
 from tvm.script import tirx as T
 
 from ...tile.fragments import accumulator_registers, accumulator_tile
-from .config import BM, BN, WG_M, GemmConfig
+from .config import BM, WG_M, GemmConfig
 from .guarded import make_store_guarded
 
 __all__ = ["STORE", "epilogue_bf16", "make_epilogue"]
@@ -21,9 +21,9 @@ STORE = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
 
 @T.macro
 def epilogue_bf16(acc, words, out, C, row0, col0, tid, c):
-    """Round a consumer's (64, 256) fp32 accumulators to bf16 pairs, write them into its
-    swizzled shared tile ``out`` (4 boxes of 64 x 32 words) and TMA-store the 4 boxes to
-    ``C[row0 : row0 + 64, col0 : col0 + 256]`` (the TMA skips what lies past C's edge).
+    """Round a consumer's (64, N) fp32 accumulators to bf16 pairs, write them into its
+    swizzled shared tile ``out`` (N / 64 boxes of 64 x 32 words) and TMA-store the boxes to
+    ``C[row0 : row0 + 64, col0 : col0 + N]`` (the TMA skips what lies past C's edge).
     The store issued for the previous tile must have read ``out`` first (``wait_group.read
     0``); named barrier ``1 + c`` joins the warpgroup's 128 threads (the named-barrier
     family checks, when lowering, that exactly those 128 threads use barrier ``1 + c``).
@@ -55,16 +55,16 @@ def make_epilogue(cfg: GemmConfig):
       ``st.global.v2.f32`` call over the fragment map;
     * otherwise :func:`.guarded.make_store_guarded` (a guard per store).
     """
-    tiles_m, tiles_n = cfg.tiles_m, cfg.tiles_n
+    tiles_m, tiles_n, bn_cols = cfg.tiles_m, cfg.tiles_n, cfg.block_n
     store_guarded = make_store_guarded(cfg)
 
     @T.macro
     def tma_store(C, acc, words, so, bm, bn, tid, c):
-        epilogue_bf16(acc, words, so.sub[c], C, bm * BM + c * WG_M, bn * BN, tid, c)
+        epilogue_bf16(acc, words, so.sub[c], C, bm * BM + c * WG_M, bn * bn_cols, tid, c)
 
     @T.macro
     def store_exact(C, acc, words, so, bm, bn, tid, c):
-        c_tile = C.view(tiles_m * 2, WG_M, tiles_n, BN).sub[bm * 2 + c, :, bn, :]
+        c_tile = C.view(tiles_m * 2, WG_M, tiles_n, bn_cols).sub[bm * 2 + c, :, bn, :]
         T.cuda.tile.apply(T.ptx["st.global.v2.f32"], *accumulator_tile(c_tile, acc, "wgmma"), scope="warpgroup")
 
     @T.macro

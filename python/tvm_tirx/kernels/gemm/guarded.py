@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tvm.script import tirx as T
 
 from ..pairs import PAIR_CONVERTS, make_pack_pairs
-from .config import BM, BN, WG_M, GemmConfig
+from .config import BM, WG_M, GemmConfig
 
 __all__ = ["StorePlan", "store_plan", "bound_guard", "make_store_guarded"]
 
@@ -73,7 +73,8 @@ def make_store_guarded(cfg: GemmConfig):
     (converted first into ``words`` (bf16 pairs) or a bf16 register array, by the
     :func:`store_plan`), each store under its guard."""
     plan = store_plan(cfg)
-    pack_pairs = make_pack_pairs("bfloat16", BN // 2)
+    bn_cols = cfg.block_n
+    pack_pairs = make_pack_pairs("bfloat16", bn_cols // 2)
     packs = plan.convert is not None
     guard = bound_guard  # read when the kernel is made (a test swaps it for a looser one)
     m, per, atom, cols = cfg.m, plan.per_pair, plan.atom, plan.columns_per_element
@@ -83,15 +84,15 @@ def make_store_guarded(cfg: GemmConfig):
     def store_guarded(C, acc, words, bm, bn, tid, c):
         if packs:  # register 4 j + 2 h + e (tile/fragments.py) -> word 2 j + h, e = 1 high
             pack_pairs(words.local(), acc.local())
-            out = _as(words.local(), plan.view_dtype).view(BN // 8, 2, per, atom)  # bf16 4 j + 2 h + e
+            out = _as(words.local(), plan.view_dtype).view(bn_cols // 8, 2, per, atom)  # bf16 4 j + 2 h + e
         else:
-            out = acc.local().view(BN // 8, 2, per, atom)
+            out = acc.local().view(bn_cols // 8, 2, per, atom)
         dst = _as(C, plan.view_dtype)
-        for j in T.unroll(BN // 8):
+        for j in T.unroll(bn_cols // 8):
             for h in T.unroll(2):
                 for e in T.unroll(per):
                     row = bm * BM + c * WG_M + tid % 128 // 32 * 16 + h * 8 + tid % 32 // 4
-                    col = bn * (BN // cols) + j * (8 // cols) + tid % 4 * (2 // cols) + e * atom
+                    col = bn * (bn_cols // cols) + j * (8 // cols) + tid % 4 * (2 // cols) + e * atom
                     if guard(row, col, m, atom, columns):  # the offset in int64: m * n may pass 2**31
                         T.cuda.tile.apply(T.ptx[plan.store], dst.sub[T.Cast("int64", row), col : col + atom],
                                           out.sub[j, h, e, :])

@@ -24,24 +24,24 @@ def _make_body(cfg: GemmConfig):
     output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t < n_tiles``."""
     stages, in_dtype, bk, cluster = cfg.stages, cfg.in_dtype, cfg.bk, cfg.cluster
     n_tiles, grid, rounds, k_tiles, bf16_out = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.k_tiles, cfg.bf16_out
-    tma_store = cfg.tma_store
+    tma_store, bn = cfg.tma_store, cfg.block_n
     produce_tile, consume_tile = make_producer(cfg), make_consumer(cfg)
     ring_a = swizzled_layout((stages, BM, bk), in_dtype, 3)
-    ring_b = swizzled_layout((stages, BN, bk), in_dtype, 3)
-    # the bf16 epilogue's tiles: per consumer 4 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
-    out_shape = (CONSUMERS, BN // 64, WG_M, 32) if bf16_out else (1, 1, 8, 32)
+    ring_b = swizzled_layout((stages, bn, bk), in_dtype, 3)
+    # the bf16 epilogue's tiles: per consumer bn / 64 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
+    out_shape = (CONSUMERS, bn // 64, WG_M, 32) if bf16_out else (1, 1, 8, 32)
     out_layout = swizzled_layout(out_shape, "uint32", 3)
     # a run-time grid (one CTA per tile of a run-time m) cannot be launched in clusters,
     # not even of one CTA: it is a plain launch then (cluster=2 needs a static m)
     clusters = cluster if isinstance(grid, int) else None
     launch = T.cuda.LaunchConfig(grid=grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
-                                 dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype), cluster=clusters)
+                                 dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype, bn), cluster=clusters)
 
     @T.macro
     def body(A, B, C, scales):
         T.device_entry(launch=launch)
         sa = T.alloc_shared((stages, BM, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_a)
-        sb = T.alloc_shared((stages, BN, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_b)
+        sb = T.alloc_shared((stages, bn, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_b)
         so = T.alloc_shared(out_shape, "uint32", scope="shared.dyn", align=1024, layout=out_layout)
         full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
         empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
@@ -68,8 +68,8 @@ def _make_body(cfg: GemmConfig):
         else:  # two consumer warpgroups, 64 rows of the tile each
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
             c = wg - 1
-            acc = T.alloc_local((WG_M, BN), "float32", layout=accumulator_layout(BN))
-            words = T.alloc_local((WG_M, BN // 2), "uint32", layout=accumulator_layout(BN, packed=True))
+            acc = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
+            words = T.alloc_local((WG_M, bn // 2), "uint32", layout=accumulator_layout(bn, packed=True))
             factor = T.alloc_local((1,), "float32")
             for i in T.serial(rounds):
                 t = bx + i * grid
@@ -86,7 +86,7 @@ def _make_body(cfg: GemmConfig):
 
 def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
               wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
-              spin: bool = False):
+              spin: bool = False, block_n: int = BN):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
     :func:`tvm_tirx.compile` (``arch="sm_90a"``).
 
@@ -115,8 +115,10 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         ``"bfloat16"``, or ``"float8_e4m3fn"``: the function then takes a fourth argument
         ``Scales`` ((2,) float32) and computes ``C = Scales[0] * Scales[1] * A @ B^T``.
     stages : int
-        Shared buffers in the ring (48 KiB each; with bfloat16 output at most 3, the
-        epilogue tiles taking 64 KiB; with float32 at most 4).
+        Shared buffers in the ring (48 KiB each with ``block_n=256``: with bfloat16 output
+        at most 3, the epilogue tiles taking 64 KiB; with float32 at most 4; 32 KiB each
+        with ``block_n=128``, 24 KiB with 64; :func:`gemm_smem_bytes` gives the total,
+        at most 227 KiB).
     wait_depth : int
         wgmma batches a consumer leaves in flight (0 or 1) before releasing a stage.
     persistent : bool
@@ -132,6 +134,11 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         ``group_m`` and an even grid).
     spin : bool
         Wait on mbarriers with a loop of plain ``try_wait`` instead of a suspend-time hint.
+    block_n : int
+        Columns of C per CTA tile, 64, 128 or 256 (``wgmma.m64n{block_n}``): fewer columns
+        make more tiles, for shapes whose 128 x 256 tiles would leave SMs idle (small ``m``
+        or ``n``); a stage of the ring then takes ``(128 + block_n) * 128`` bytes and the
+        bf16 epilogue tiles ``256 * block_n`` bytes, so more stages fit.
 
     Returns
     -------
@@ -147,7 +154,8 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         run-time ``k`` the stride rule is checked at each call, on the host, before the
         launch (a ``ValueError`` from the kernel call).
     """
-    cfg = GemmConfig(m, n, k, out_dtype, in_dtype, stages, wait_depth, persistent, ctas, group_m, cluster, spin)
+    cfg = GemmConfig(m, n, k, out_dtype, in_dtype, stages, wait_depth, persistent, ctas, group_m, cluster, spin,
+                     block_n)
     body = _make_body(cfg)
     a_spec, b_spec = T.Tensor((m, k), in_dtype, align=16), T.Tensor((n, k), in_dtype, align=16)
     c_spec = T.Tensor((m, n), out_dtype, align=16)

@@ -22,7 +22,7 @@ def tile_order(t, tiles_m, tiles_n: int, group_m: int):
     tiles_m : int or PrimExpr
         Row tiles of C (128 rows each; a run-time count for a run-time ``m``).
     tiles_n : int
-        Column tiles of C (256 columns each).
+        Column tiles of C (``block_n`` columns each).
     group_m : int
         Row tiles per group (>= 1).
 

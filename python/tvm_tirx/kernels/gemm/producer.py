@@ -6,7 +6,7 @@ import tvm
 from tvm.runtime import DataType
 from tvm.script import tirx as T
 
-from .config import BM, BN, BK_BYTES, GemmConfig
+from .config import BM, BK_BYTES, GemmConfig
 from .order import tile_order
 from .sync import wait_phase
 
@@ -32,15 +32,16 @@ def make_producer(cfg: GemmConfig):
     Thread 0 of the producer warpgroup loads the K tiles of output tile ``t`` into ring
     iterations ``g0 ..`` (stage ``g % stages``, phase ``g // stages``): it waits until
     the consumers released the stage (``empty``), arms ``full`` with the stage's bytes
-    and issues the TMA loads of A (128 x 128 bytes) and B (256 x 128 bytes; with
+    and issues the TMA loads of A (128 x 128 bytes) and B (``block_n`` x 128 bytes; with
     ``cluster=2`` half of it, multicast to both CTAs).  Boxes past the edge of A or B
     (the M, N and K tails) are zero-filled by the TMA and still count all their bytes
     (PTX ISA 5.5.5), so a K tail contributes zeros to the products.
     """
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
     stages, bk, cluster, spin = cfg.stages, cfg.bk, cfg.cluster, cfg.spin
-    stage_bytes = (BM + BN) * BK_BYTES
-    b_rows = BN // cluster  # rows of B each CTA of the cluster loads
+    bn_cols = cfg.block_n
+    stage_bytes = (BM + bn_cols) * BK_BYTES
+    b_rows = bn_cols // cluster  # rows of B each CTA of the cluster loads
     tma_dtype = "uint8" if DataType(cfg.in_dtype).bits == 8 else cfg.in_dtype  # the TMA moves fp8 as bytes
 
     @T.macro
@@ -55,10 +56,10 @@ def make_producer(cfg: GemmConfig):
                               coords=(bm * BM, kt * bk), swizzle=3, l2_promotion=3)
             if cluster == 2:  # half of B from each CTA of the pair, into both
                 T.cuda.tile.apply(T.ptx[LOAD_MC], sb.sub[s, rank * b_rows : rank * b_rows + b_rows, :].view(tma_dtype),
-                                  _as(B, tma_dtype), mbar=full.sub[s, :], coords=(bn * BN + rank * b_rows, kt * bk),
+                                  _as(B, tma_dtype), mbar=full.sub[s, :], coords=(bn * bn_cols + rank * b_rows, kt * bk),
                                   swizzle=3, l2_promotion=3, cta_mask=T.uint16(3))
             else:
                 T.cuda.tile.apply(T.ptx[LOAD], sb.sub[s].view(tma_dtype), _as(B, tma_dtype), mbar=full.sub[s, :],
-                                  coords=(bn * BN, kt * bk), swizzle=3, l2_promotion=3)
+                                  coords=(bn * bn_cols, kt * bk), swizzle=3, l2_promotion=3)
 
     return produce_tile
