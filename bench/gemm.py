@@ -2,7 +2,8 @@
 
 C = A @ B^T with A (M, K) and B (N, K) bf16, fp32 accumulation, C bf16 or float32.  The
 kernel is :func:`tvm_tirx.kernels.gemm.make_gemm`: TMA loads into a multi-stage mbarrier ring,
-one producer and two consumer warpgroups issuing ``wgmma.m64n256k16``, a persistent grid
+one producer and two consumer warpgroups issuing ``wgmma.m64n{64,128,256}k16`` (the tile
+width per shape from :func:`~tvm_tirx.kernels.gemm.choose_tile`), a persistent grid
 in grouped tile order, optional 2-CTA clusters with B multicast, a TMA-store epilogue for
 bf16.  Each result is checked against an fp32 reference (bf16 out: max error relative to
 the largest reference value <= 1e-2; fp32 out: <= 1e-4) before it is timed (CUDA events,
@@ -34,7 +35,7 @@ from tvm_tirx import testing  # noqa: E402
 
 from bench._sass import report  # noqa: E402
 from bench._timing import table  # noqa: E402
-from tvm_tirx.kernels.gemm import make_gemm  # noqa: E402
+from tvm_tirx.kernels.gemm import choose_tile, make_gemm  # noqa: E402
 
 SIZES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (6144, 6144, 12288)]
 #: Issue 26's suite: squares, two long-K/short-K shapes, the Llama-3-70B layers (N, K) at
@@ -43,7 +44,8 @@ SUITE = ([(s, s, s) for s in (512, 1024, 2048, 4096, 8192)] + [(8192, 8192, 2048
          + [(m, n, k) for n, k in ((10240, 8192), (8192, 8192), (57344, 8192), (8192, 28672))
             for m in (128, 1024, 4096, 16384)]
          + [(4000, 4096, 4096), (4097, 4095, 4104)])
-#: The configuration the table uses per output type (the sweep's fastest on the H200).
+#: The configuration the table uses per output type (the sweep's fastest on the H200), with
+#: the tile width and ring depth of :func:`tvm_tirx.kernels.gemm.choose_tile` per shape.
 BEST = {
     "bfloat16": dict(stages=3, wait_depth=1, persistent=False, group_m=16),
     "float32": dict(stages=4, wait_depth=1, persistent=False, group_m=16),
@@ -138,11 +140,13 @@ def main_table(sizes, runs, sass, fp8=True, out_dtypes=("bfloat16",)):
     for shape in sizes:
         a, b = _inputs(shape)
         for out_dtype in out_dtypes:
-            kernel, ms, err = _run_one(shape, dict(BEST[out_dtype], out_dtype=out_dtype), a, b, runs)
+            config = dict(BEST[out_dtype], out_dtype=out_dtype, **choose_tile(shape[0], shape[1], out_dtype))
+            kernel, ms, err = _run_one(shape, config, a, b, runs)
             torch_ms, triton_ms, _ = _peers(a, b, out_dtype, runs)
             ratios.setdefault(out_dtype, []).append(torch_ms / ms)
             tri = [f"{_tflops(shape, triton_ms):.0f}", f"{triton_ms / ms:.3f}"] if triton_ms else ["-", "-"]
-            rows.append(["x".join(map(str, shape)), out_dtype, f"{ms:.3f}", f"{_tflops(shape, ms):.0f}",
+            rows.append(["x".join(map(str, shape)), out_dtype, f"128x{config['block_n']}", f"{ms:.3f}",
+                         f"{_tflops(shape, ms):.0f}",
                          f"{_tflops(shape, torch_ms):.0f}", f"{torch_ms / ms:.3f}", *tri, f"{err:.1e}"])
             print(rows[-1], flush=True)
         del a, b
@@ -151,7 +155,7 @@ def main_table(sizes, runs, sass, fp8=True, out_dtypes=("bfloat16",)):
             rows.append(fp8_row(shape, runs))
             print(rows[-1], flush=True)
     print(f"GEMM C = A B^T, bf16 inputs, median of {runs} runs (CUDA events); x = their time / ours")
-    print(table(["M x N x K", "C", "tile ms", "tile TFLOP/s", "torch TFLOP/s", "x torch", "Triton TFLOP/s",
+    print(table(["M x N x K", "C", "tile", "ms", "TFLOP/s", "torch TFLOP/s", "x torch", "Triton TFLOP/s",
                  "x Triton", "max rel. err"], rows))
     for out_dtype, r in ratios.items():
         print(f"{out_dtype} out, x torch over {len(r)} shapes: geometric mean {statistics.geometric_mean(r):.3f}, "
@@ -178,7 +182,7 @@ def fp8_row(shape, runs):
     ms = testing.do_bench(lambda: kernel(*args), runs=runs).median
     torch_ms = testing.do_bench(lambda: torch._scaled_mm(a8, b8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
                                 runs=runs).median
-    return ["x".join(map(str, shape)), "e4m3->bf16", f"{ms:.3f}", f"{_tflops(shape, ms):.0f}",
+    return ["x".join(map(str, shape)), "e4m3->bf16", "128x256", f"{ms:.3f}", f"{_tflops(shape, ms):.0f}",
             f"{_tflops(shape, torch_ms):.0f}", f"{torch_ms / ms:.3f}", "-", "-", f"{err:.1e}"]
 
 

@@ -16,7 +16,7 @@ import pytest
 
 import tvm_tirx
 from tvm_tirx import TileError, testing
-from tvm_tirx.kernels.gemm import make_gemm, tile_order
+from tvm_tirx.kernels.gemm import choose_tile, make_gemm, tile_order
 from tvm_tirx.script import tirx as T
 
 FP32 = dict(out_dtype="float32", stages=4)
@@ -131,6 +131,33 @@ def test_narrow_tiles_fit_more_stages():
     make_gemm(1024, 1024, 1024, block_n=128, stages=6)
     with pytest.raises(ValueError, match=r"\(263280 bytes with bfloat16 output and block_n=128\), found 7"):
         make_gemm(1024, 1024, 1024, block_n=128, stages=7)
+
+
+@pytest.mark.parametrize(
+    "m,n,block_n",
+    [(128, 8192, 64), (128, 10240, 128), (128, 57344, 256), (1024, 10240, 128), (1024, 8192, 256),
+     (512, 512, 64), (2048, 2048, 256), (16384, 8192, 256), (1, 40, 64)],
+)
+def test_the_tile_table_picks_what_the_h200_measured_fastest(m, n, block_n):
+    # bench/gemm.py --tiles on the H200: at m = 128 the 64-column tile won for n = 8192 (427
+    # TFLOP/s against 161 for 128 x 256), the 128-column one for n = 10240 (441 / 247), the
+    # 256-column one for n = 57344 (491 / 432); n = 40 fills more of a narrow tile
+    assert choose_tile(m, n)["block_n"] == block_n
+
+
+def test_the_tile_table_takes_the_deepest_ring_that_fits_and_checks_its_arguments():
+    from tvm_tirx.kernels.gemm import gemm_smem_bytes
+    from tvm_tirx.kernels.gemm.config import SMEM_LIMIT
+
+    for out_dtype in ("bfloat16", "float32"):
+        for block_n in (64, 128, 256):
+            stages = choose_tile(128, 4 * block_n, out_dtype, sms=4)["stages"]
+            assert gemm_smem_bytes(stages, out_dtype, block_n) <= SMEM_LIMIT
+            assert stages == 8 or gemm_smem_bytes(stages + 1, out_dtype, block_n) > SMEM_LIMIT
+    assert choose_tile(128, 8192, sms=32)["block_n"] == 256  # 32 tiles fill 32 SMs
+    for bad in (dict(m=0, n=8), dict(m=8, n=True), dict(m=8, n=8, sms=2.0)):
+        with pytest.raises(ValueError, match="choose_tile: .* must be a positive int"):
+            choose_tile(**bad)
 
 
 def test_run_time_m_float32_kernel_has_its_bound_guards():

@@ -20,6 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tvm_tirx import ops, testing  # noqa: E402
+from tvm_tirx.kernels.gemm import choose_tile  # noqa: E402
 from tvm_tirx.ops import gemm_kernels, torch_checks  # noqa: E402
 from tvm_tirx.ops.torch_checks import UnsupportedInput  # noqa: E402
 
@@ -486,7 +487,8 @@ def test_one_kernel_serves_every_m(stand_in_compiler):
         x = _inputs(m, n=40, k=64, seed=m)[0]
         y = ops.linear(x, w, out_dtype=F32)
         torch.testing.assert_close(y, _ref(x, w))
-    assert stand_in_compiler == [gemm_kernels.GemmKey(40, 64, "bfloat16", "float32", "sm_90a")]
+    # n = 40 fills 40 of a tile's columns: the 64-column tile (choose_tile), for every m
+    assert stand_in_compiler == [gemm_kernels.GemmKey(40, 64, "bfloat16", "float32", "sm_90a", block_n=64)]
     (kernel,) = gemm_kernels.cached_kernels().values()
     assert [call[0] for call in kernel.calls] == [(m, 64) for m in MS]
 
@@ -553,14 +555,16 @@ def _close(y, ref, out_dtype):
 @pytest.mark.gpu
 @testing.requires_arch("sm_90a")
 @pytest.mark.parametrize("out_dtype", [BF16, F32])
-def test_linear_on_gpu_for_every_m_from_one_kernel(torch_cuda, out_dtype):
+def test_linear_on_gpu_for_every_m_from_one_kernel_per_tile_width(torch_cuda, out_dtype):
     gemm_kernels.clear_kernels()
     w = _inputs(1, n=4096, k=4096, device="cuda")[1]
     for m in MS:
         x = _inputs(m, n=4096, k=4096, device="cuda", seed=m)[0]
         _close(ops.linear(x, w, out_dtype=out_dtype), _ref(x, w), out_dtype)
         _close(ops.matmul(x, w.t(), out_dtype=out_dtype), _ref(x, w), out_dtype)
-    assert len(gemm_kernels.cached_kernels()) == 1
+    # m = 1 and 127: 16 tiles of 128 x 256 on 132 SMs, so one kernel of 64-column tiles;
+    # m = 1000 and 4096: 128 and 512 tiles of 128 x 256, one kernel of those
+    assert sorted(key.block_n for key in gemm_kernels.cached_kernels()) == [64, 256]
 
 
 @pytest.mark.gpu
@@ -574,7 +578,9 @@ def test_linear_on_gpu_under_torch_compile(torch_cuda):
         x = _inputs(m, n=1024, k=4096, device="cuda", seed=m)[0]
         h = torch.nn.functional.silu(_ref(x, block.w1)).to(BF16)
         _close(compiled(x), _ref(h, block.w2), BF16)
-    assert len(gemm_kernels.cached_kernels()) == 2  # (1024, 4096, fp32 out) and (4096, 1024, bf16 out)
+    # (1024, 4096, fp32 out) and (4096, 1024, bf16 out), each per tile width choose_tile picks
+    widths = {(n, choose_tile(m, n)["block_n"]) for m in MS for n in (1024, 4096)}
+    assert {(key.n, key.block_n) for key in gemm_kernels.cached_kernels()} == widths
 
 
 @pytest.mark.gpu

@@ -1,9 +1,11 @@
 """The compiled GEMM kernels the torch ops launch, one per :class:`GemmKey`, kept for the process.
 
 A key names what a compiled kernel depends on: ``n`` and ``k`` (static), the input and
-output dtypes and the GPU's arch.  ``m`` is not in
-the key: every kernel is made with a run-time ``m`` (``T.dynamic("m")``), so one
-compiled kernel serves every number of rows.  The first :func:`gemm_kernel` call for a
+output dtypes, the GPU's arch and the tile's width.  ``m`` is not in the key: every
+kernel is made with a run-time ``m`` (``T.dynamic("m")``), so one compiled kernel serves
+every number of rows that gets its tile width -- :func:`~tvm_tirx.kernels.gemm.choose_tile`
+picks 64 or 128 columns when 128 x 256 tiles would leave SMs idle (small ``m`` or ``n``),
+so a weight sees at most three kernels.  The first :func:`gemm_kernel` call for a
 key compiles it with :func:`tvm_tirx.compile`, whose on-disk compile cache
 (:mod:`tvm_tirx.build.cache`) makes that a load in every later process; later calls in
 this process return the same :class:`~tvm_tirx.Kernel` object.
@@ -19,7 +21,8 @@ from dataclasses import dataclass
 import tvm
 
 from ..build.kernel import compile as _tirx_compile
-from ..kernels.gemm import make_gemm
+from ..kernels.gemm import BN, make_gemm
+from ..kernels.gemm.tiles import deepest_ring
 from .kernel_table import KernelTable
 
 __all__ = ["CONFIG", "GemmKey", "gemm_prim_func", "gemm_kernel", "cached_kernels", "clear_kernels"]
@@ -41,6 +44,9 @@ class GemmKey:
         ``"bfloat16"`` or ``"float32"`` (C).
     arch : str
         The CUDA architecture compiled for, ``"sm_90a"``.
+    block_n : int
+        Columns of C per CTA tile (64, 128 or 256, ``make_gemm``'s ``block_n``); the
+        ring is as deep as fits (:func:`~tvm_tirx.kernels.gemm.tiles.deepest_ring`).
     """
 
     n: int
@@ -48,6 +54,7 @@ class GemmKey:
     in_dtype: str
     out_dtype: str
     arch: str
+    block_n: int = BN
 
 
 #: make_gemm's options per output dtype: bench/gemm.py's fastest on the H200 (one CTA per
@@ -64,7 +71,9 @@ _SHORT = {"bfloat16": "bf16", "float32": "f32"}
 
 @functools.lru_cache(maxsize=None)
 def _prim_func(n: int, k: int, in_dtype: str, out_dtype: str, options: tuple) -> tvm.tirx.PrimFunc:
+    block_n = dict(options).get("block_n", BN)
     name = f"tvm_tirx_gemm_n{n}_k{k}_{_SHORT.get(in_dtype, in_dtype)}_{_SHORT[out_dtype]}"
+    name += f"_bn{block_n}" if block_n != BN else ""
     func = make_gemm(tvm.tirx.Var("m", "int32"), n, k, out_dtype=out_dtype, in_dtype=in_dtype, **dict(options))
     return func.with_attr("global_symbol", name)
 
@@ -77,7 +86,8 @@ def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = 
 
     ``make_gemm(m, n, k, out_dtype, in_dtype, **options)`` with ``m`` an int32 run-time
     extent and the options of :data:`CONFIG` for ``out_dtype`` updated by ``options``;
-    its ``global_symbol`` is ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``, ``f32``).
+    its ``global_symbol`` is ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``, ``f32``),
+    with ``_bn{block_n}`` after it for a ``block_n`` other than 256.
     Made once per arguments (cached): ``A (m, k)``, ``B (n, k)`` of ``in_dtype``,
     ``C (m, n)`` of ``out_dtype``, row-major, 16-byte aligned; ``C = A @ B^T`` with fp32
     accumulation.
@@ -107,7 +117,9 @@ def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = 
 
 def _compile(key: GemmKey):
     """Compile the run-time-``m`` kernel of ``key`` (the on-disk cache may serve it)."""
-    return _tirx_compile(gemm_prim_func(key.n, key.k, key.in_dtype, key.out_dtype), target="cuda", arch=key.arch)
+    options = {} if key.block_n == BN else dict(block_n=key.block_n, stages=deepest_ring(key.block_n, key.out_dtype))
+    return _tirx_compile(gemm_prim_func(key.n, key.k, key.in_dtype, key.out_dtype, **options), target="cuda",
+                         arch=key.arch)
 
 
 def gemm_kernel(key: GemmKey):

@@ -14,9 +14,11 @@ from typing import NamedTuple
 
 import torch
 
+from ..kernels.gemm import BN, choose_tile
+from ..kernels.gemm.tiles import SMS
 from .gemm_kernels import GemmKey
 
-__all__ = ["UnsupportedInput", "Operands", "check_shapes", "check_dtypes", "gemm_key", "device_target",
+__all__ = ["UnsupportedInput", "Operands", "check_shapes", "check_dtypes", "gemm_key", "sm_count", "device_target",
            "INT32_ELEMENTS"]
 
 #: The kernel's tensors are indexed with int32 element offsets: each may hold at most this many
@@ -157,6 +159,8 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
     ``torch.float32``; both contiguous; ``k * 2`` bytes a multiple of 16 (the TMA's row
     stride rule: ``k`` a multiple of 8); both base pointers 16-byte aligned; at most
     :data:`INT32_ELEMENTS` (``2**31 - 129``) elements in each tensor (int32 offsets).
+    The key's ``block_n`` is :func:`~tvm_tirx.kernels.gemm.choose_tile`'s for ``m`` (the
+    rows of ``x``), ``n`` and the device's SM count.
 
     Raises
     ------
@@ -168,5 +172,17 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
     _check_dtypes(names, x, w, out_dtype)
     _check_layout(names, x, w)
     n, k = w.shape
-    _check_sizes(names, x.numel() // k if k else 0, n, k)
-    return GemmKey(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch)
+    m = x.numel() // k if k else 0
+    _check_sizes(names, m, n, k)
+    block_n = choose_tile(m, int(n), _OUTPUTS[out_dtype], sm_count(x.device))["block_n"] if m and n else BN
+    return GemmKey(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch,
+                   block_n=block_n)
+
+
+def sm_count(device) -> int:
+    """SMs of the CUDA ``device`` (:data:`~tvm_tirx.kernels.gemm.tiles.SMS`, an H200's
+    132, for any other device)."""
+    if device.type != "cuda":
+        return SMS
+    return torch.cuda.get_device_properties(device.index if device.index is not None else
+                                            torch.cuda.current_device()).multi_processor_count

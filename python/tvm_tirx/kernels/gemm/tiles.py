@@ -1,0 +1,76 @@
+"""The tile table: which ``block_n`` (and ring depth) a GEMM of a given shape gets.
+
+A 128 x 256 tile is the fastest per tile, but a shape with few tiles leaves SMs idle
+(``128 x 8192``: 32 tiles on 132 SMs).  Narrower tiles make more of them at a lower
+rate each.  :func:`choose_tile` weighs the two: for each ``block_n`` of
+:data:`TILE_RATE` it takes the share of the launched waves' CTA slots that hold a tile,
+``tiles / (ceil(tiles / sms) * sms)``, times the tile's relative rate and the share of
+the tiles' columns inside C (``n = 40`` fills 40 of 64 columns, or of 256), and keeps the
+best.  The rates and the depths come from ``python bench/gemm.py --tiles`` on the H200
+(every tile variant on every shape of the suite, compiled in parallel by
+:func:`tvm_tirx.testing.sweep`): rerun it on another GPU and update the table.
+
+Measured on the H200 (December 2026, bf16 -> bf16, TFLOP/s): a 128 x 256 tile runs at
+~790 on large shapes, 128 x 128 at ~720 (0.91), 128 x 64 at ~430 (0.55); at ``m = 128``
+the narrow tiles win (``128 x 8192 x 8192``: 161 / 361 / 427), at ``128 x 57344`` the
+wide one does (491 / 481 / 432).
+"""
+
+from __future__ import annotations
+
+from .config import BLOCK_NS, SMEM_LIMIT, BM, gemm_smem_bytes
+
+__all__ = ["TILE_RATE", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring"]
+
+#: block_n -> the tile's rate relative to 128 x 256 when every SM is busy (H200, bench/gemm.py --tiles)
+TILE_RATE = {256: 1.0, 128: 0.91, 64: 0.55}
+#: the deepest ring worth having (deeper measured no faster: 128 x 64 with 8 stages)
+MAX_STAGES = 8
+#: SMs of an H100 SXM / H200 (the CTA slots of one wave: one CTA per SM)
+SMS = 132
+
+
+def deepest_ring(block_n: int, out_dtype: str) -> int:
+    """The most stages (at most :data:`MAX_STAGES`) whose ring and epilogue fit in the
+    227 KiB of shared memory a CTA may take (:func:`gemm_smem_bytes`): 3 for ``block_n``
+    256 with bf16 output, 6 for 128, 8 for 64 (4, 7, 8 with float32 output)."""
+    stages = MAX_STAGES
+    while stages > 1 and gemm_smem_bytes(stages, out_dtype, block_n) > SMEM_LIMIT:
+        stages -= 1
+    return stages
+
+
+def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS) -> dict:
+    """``make_gemm`` options ``{"block_n", "stages"}`` for ``C (m, n)``.
+
+    Parameters
+    ----------
+    m, n : int
+        Rows and columns of C (elements, positive).
+    out_dtype : str
+        C's dtype, ``"bfloat16"`` or ``"float32"`` (sets how many stages fit).
+    sms : int
+        SMs of the GPU (one CTA per SM per wave).
+
+    Returns
+    -------
+    dict
+        ``block_n`` from :data:`BLOCK_NS` (ties go to the wider tile) and ``stages``
+        from :func:`deepest_ring`.
+
+    Raises
+    ------
+    ValueError
+        ``m``, ``n`` or ``sms`` not a positive int.
+    """
+    for name, value in (("m", m), ("n", n), ("sms", sms)):
+        if type(value) is not int or value < 1:  # noqa: E721  (not bool)
+            raise ValueError(f"choose_tile: {name} must be a positive int, found {value!r}")
+
+    def score(block_n: int) -> float:
+        tiles_n = -(-n // block_n)
+        tiles = -(-m // BM) * tiles_n
+        return tiles / (-(-tiles // sms) * sms) * TILE_RATE[block_n] * n / (tiles_n * block_n)
+
+    block_n = max(sorted(BLOCK_NS, reverse=True), key=score)
+    return {"block_n": block_n, "stages": deepest_ring(block_n, out_dtype)}
