@@ -15,7 +15,7 @@ import pytest
 
 import tvm_tirx
 from tvm_tirx import testing
-from tvm_tirx.kernels.attention import make_attention
+from tvm_tirx.kernels.attention import AttentionConfig, choose_schedule, make_attention
 from tvm_tirx.script import tirx as T
 
 _BUILT = {}
@@ -185,3 +185,25 @@ def test_head_dims_and_float16_on_gpu(torch_cuda, head_dim, dtype):
                                   target="cuda")
         for seq_len in (77, 1000):
             check(torch_cuda, kernel, 1, seq_len, 8, 1, head_dim, causal, dtype, seed=seq_len)
+
+
+@pytest.mark.parametrize("head_dim,causal,overlap", [(64, False, True), (128, False, True), (256, False, False),
+                                                     (64, True, False), (128, True, False), (256, True, False)])
+def test_the_schedule_table_overlaps_full_attention_where_three_stages_fit(head_dim, causal, overlap):
+    from tvm_tirx.ops.attention_kernels import attention_prim_func
+
+    options = choose_schedule(head_dim, causal)
+    assert options["overlap"] is overlap and options["pingpong"] is not overlap
+    assert options["stages"] == (3 if overlap else 2)
+    make_attention(2, 300, 4, head_dim, causal=causal, **options)  # every choice is a kernel the generator takes
+    func = attention_prim_func(4, 4, head_dim, causal, "bfloat16", 1.0 / head_dim**0.5)
+    # the op's kernel takes the table's schedule: its shared memory holds that many stages
+    smem = AttentionConfig(T.dynamic("B"), T.dynamic("L"), 4, 4, head_dim, causal=causal, **options).smem_bytes
+    assert f'"tirx.dyn_smem_bytes": {smem}' in func.script()
+
+
+def test_the_schedule_table_checks_its_arguments():
+    with pytest.raises(ValueError, match=r"head_dim must be one of \[64, 128, 256\], found 96"):
+        choose_schedule(96, False)
+    with pytest.raises(ValueError, match="causal must be a bool, found 1"):
+        choose_schedule(64, 1)

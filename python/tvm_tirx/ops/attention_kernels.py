@@ -20,7 +20,7 @@ import tvm
 from tvm.script import tirx as T
 
 from ..build.kernel import compile as _tirx_compile
-from ..kernels.attention import make_attention
+from ..kernels.attention import choose_schedule, make_attention
 from ..kernels.attention.config import DTYPES
 from .kernel_table import KernelTable
 
@@ -58,7 +58,8 @@ class AttentionKey:
 @functools.lru_cache(maxsize=None)
 def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, dtype: str,
                         scale: float) -> tvm.tirx.PrimFunc:
-    """``make_attention`` with a run-time batch and sequence length, named
+    """``make_attention`` with a run-time batch and sequence length and the schedule of
+    :func:`~tvm_tirx.kernels.attention.choose_schedule` (the H200's fastest), named
     ``tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``, with
     ``_s{bits}`` (the float32 bits of ``scale``, hex) appended unless ``scale`` is the
     default ``1 / sqrt(head_dim)``: kernels of different scales never share a name (the
@@ -70,7 +71,7 @@ def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, 
         What :func:`~tvm_tirx.kernels.attention.make_attention` refuses.
     """
     func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, kv_heads=kv_heads, causal=causal,
-                          scale=scale, dtype=dtype)
+                          scale=scale, dtype=dtype, **choose_schedule(head_dim, causal))
     name = f"tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{'causal' if causal else 'full'}_{DTYPES[dtype]}"
     if _f32_bits(scale) != _f32_bits(1.0 / math.sqrt(head_dim)):
         name += f"_s{_f32_bits(scale)}"

@@ -21,5 +21,6 @@ import tvm  # noqa: F401  pylint: disable=unused-import
 
 from .config import BM, HEAD_DIMS, AttentionConfig
 from .kernel import make_attention
+from .schedules import choose_schedule
 
-__all__ = ["BM", "HEAD_DIMS", "AttentionConfig", "make_attention"]
+__all__ = ["BM", "HEAD_DIMS", "AttentionConfig", "make_attention", "choose_schedule"]
