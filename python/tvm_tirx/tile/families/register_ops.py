@@ -5,8 +5,8 @@ PTX ISA
     (mixed precision), 9.7.10.3 / 9.7.10.4 (``mov``: scalar / pack-unpack),
     9.7.10.24 (``cvt``).
 Forms
-    Every form of ``mov cvt add sub mul fma min max div rcp sqrt ex2 lg2 abs
-    neg`` whose operands are all registers (no ``.pred`` operand).
+    Every form of ``mov cvt add sub mul fma min max div rcp sqrt ex2 lg2 tanh
+    abs neg`` whose operands are all registers (no ``.pred`` operand).
 Operand roles and atoms
     The PTX operands, in PTX order: ``dst`` first, then the sources under the
     ISA's names (``a``, ``b``, ``c``); a one-source form calls its source
@@ -53,6 +53,7 @@ MNEMONICS = (
     "sqrt",
     "ex2",
     "lg2",
+    "tanh",
     "abs",
     "neg",
 )
