@@ -160,6 +160,35 @@ def test_the_tile_table_takes_the_deepest_ring_that_fits_and_checks_its_argument
             choose_tile(**bad)
 
 
+FUSED = [dict(bias="bfloat16"), dict(activation="silu"), dict(bias="float32", activation="gelu_tanh"),
+         dict(bias="bfloat16", activation="relu")]
+
+
+@pytest.mark.parametrize("options", FUSED, ids=["bias", "silu", "bias-gelu", "bias-relu"])
+def test_the_fused_epilogue_adds_the_clamped_bias_and_issues_the_activation(options):
+    m = T.dynamic("m")
+    kernel = _kernel(f"fused-{sorted(options.items())}", m, 1000, 256, block_n=128, persistent=False, **options)
+    body = _body(kernel)
+    assert ("Bias" in body) == ("bias" in options)  # the vector is an argument only with a bias
+    if "bias" in options:  # 64 loads per thread (128 columns / 2), each clamped to column n - 1 = 999
+        assert len(re.findall(r"Bias_ptr\[min\(col_ptr(_\d+)?\[0\], 999\)\]", body)) == 64, "clamped to n - 1"
+    counts = {"silu": ("ex2_approx_ftz_f32", "rcp_approx_ftz_f32"), "gelu_tanh": ("tanh_approx_f32",),
+              "relu": ()}.get(options.get("activation"), ())
+    for name in counts:  # one per accumulator register: 64 per thread
+        assert len(re.findall(rf"\b\w*{name}\w*\(", body)) == 64, name
+    script = make_gemm(m, 1000, 256, block_n=128, **options).script()
+    params = re.search(r"def \w+\((.*?)\):", script).group(1)
+    assert ("Bias: T.Buffer((1000,)" in params) == ("bias" in options), params
+
+
+@pytest.mark.parametrize("options,match", [(dict(bias="float16"), r"bias must be one of \[None, 'bfloat16', 'float32'\]"),
+                                           (dict(activation="gelu"), r"activation must be one of \[None, 'relu', 'silu', "
+                                                                     r"'gelu_tanh'\], found 'gelu'")])
+def test_fused_options_it_does_not_take_are_value_errors(options, match):
+    with pytest.raises(ValueError, match=match):
+        make_gemm(256, 256, 64, **options)
+
+
 def test_run_time_m_float32_kernel_has_its_bound_guards():
     m = T.dynamic("m")
     kernel = _kernel("rt-m-fp32", m, 4096, 4096, **FP32)
@@ -400,6 +429,38 @@ def test_narrow_tiles_run_time_m_on_gpu_from_one_kernel(torch_cuda, block_n):
                                         stages=5), target="cuda")
     for m in RUN_TIME_MS:
         _check(torch_cuda, kernel, m, 4096, 4096, "bfloat16", seed=m)
+
+
+def _activation_reference(torch, x, name):
+    f = torch.nn.functional
+    return {None: x, "relu": f.relu(x), "silu": f.silu(x), "gelu_tanh": f.gelu(x, approximate="tanh")}[name]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("options", FUSED, ids=["bias", "silu", "bias-gelu", "bias-relu"])
+@pytest.mark.parametrize("shape,out_dtype,block_n", [((1000, 1000, 256), "bfloat16", 256), ((129, 999, 72), "bfloat16", 64),
+                                                     ((300, 513, 200), "float32", 128)],
+                         ids=["tma-store", "guarded-b16", "fp32"])
+def test_the_fused_epilogue_on_gpu(torch_cuda, options, shape, out_dtype, block_n):
+    torch = torch_cuda
+    m, n, k = shape
+    kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), n, k, out_dtype=out_dtype, block_n=block_n, persistent=False,
+                                        **options), target="cuda")
+    torch.manual_seed(1)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
+    ref = a.float() @ b.float().t()
+    args = [a, b, c]
+    if "bias" in options:
+        bias = torch.randn(n, device="cuda", dtype=getattr(torch, options["bias"])) * 4
+        ref, args = ref + bias.float(), args + [bias]
+    ref = _activation_reference(torch, ref, options.get("activation"))
+    kernel(*args)
+    torch.cuda.synchronize()
+    err = ((c.float() - ref).abs().max() / ref.abs().max()).item()  # NaN (unwritten) fails too
+    # bf16 output: its rounding; float32: the .approx instructions (tanh.approx: ~2^-11 absolute)
+    assert err <= (1e-2 if out_dtype == "bfloat16" else 2e-3), f"{options} {shape}: max relative error {err:.2e}"
 
 
 @pytest.mark.gpu

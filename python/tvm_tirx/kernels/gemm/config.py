@@ -38,6 +38,9 @@ TMA_STRIDE = 16  # TMA: every global stride but the innermost is a multiple of 1
 MAX_SIZE = 2**31 - 129
 #: Elements a static A, B or C may hold: apache-tvm computes a static buffer's size in int32.
 MAX_ELEMENTS = 2**31 - 1
+#: the Bias vector's dtypes (None: no bias) and the fused activations (:mod:`.fused`)
+BIAS_DTYPES = (None, "bfloat16", "float32")
+ACTIVATIONS = (None, "relu", "silu", "gelu_tanh")
 
 
 def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN) -> int:
@@ -85,6 +88,8 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
     cluster: int = 1
     spin: bool = False
     block_n: int = BN
+    bias: str | None = None  # the Bias vector's dtype, or None
+    activation: str | None = None
 
     def __post_init__(self):
         _check_options(self)
@@ -166,6 +171,11 @@ def _check_options(cfg: GemmConfig):
         raise ValueError(f"make_gemm: in_dtype must be one of {sorted(INPUTS)}, found {cfg.in_dtype!r}")
     if cfg.out_dtype not in OUTPUTS:
         raise ValueError(f"make_gemm: out_dtype must be one of {list(OUTPUTS)}, found {cfg.out_dtype!r}")
+    if cfg.bias not in BIAS_DTYPES:
+        raise ValueError(f"make_gemm: bias must be one of {list(BIAS_DTYPES)} (the Bias vector's dtype), "
+                         f"found {cfg.bias!r}")
+    if cfg.activation not in ACTIVATIONS:
+        raise ValueError(f"make_gemm: activation must be one of {list(ACTIVATIONS)}, found {cfg.activation!r}")
     if type(cfg.block_n) is not int or cfg.block_n not in BLOCK_NS:  # noqa: E721  (not bool, not float)
         raise ValueError(f"make_gemm: block_n must be one of {BLOCK_NS}, found {cfg.block_n!r}")
     smem = gemm_smem_bytes(cfg.stages, cfg.out_dtype, cfg.block_n) if isinstance(cfg.stages, int) else None

@@ -19,7 +19,7 @@ def _cluster_rank(clusters):
 
 
 def _make_body(cfg: GemmConfig):
-    """The macro ``body(A, B, C, scales)``: the launch, the shared ring and barriers, the
+    """The macro ``body(A, B, C, scales, bias)``: the launch, the shared ring and barriers, the
     producer warpgroup 0 and the consumer warpgroups 1 and 2, each walking this CTA's
     output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t < n_tiles``."""
     stages, in_dtype, bk, cluster = cfg.stages, cfg.in_dtype, cfg.bk, cfg.cluster
@@ -38,7 +38,7 @@ def _make_body(cfg: GemmConfig):
                                  dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype, bn), cluster=clusters)
 
     @T.macro
-    def body(A, B, C, scales):
+    def body(A, B, C, scales, bias):
         T.device_entry(launch=launch)
         sa = T.alloc_shared((stages, BM, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_a)
         sb = T.alloc_shared((stages, bn, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_b)
@@ -71,10 +71,12 @@ def _make_body(cfg: GemmConfig):
             acc = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
             words = T.alloc_local((WG_M, bn // 2), "uint32", layout=accumulator_layout(bn, packed=True))
             factor = T.alloc_local((1,), "float32")
+            tmp = T.alloc_local((bn // 2,), "float32")  # the fused activation's scratch registers
             for i in T.serial(rounds):
                 t = bx + i * grid
                 if t < n_tiles:
-                    consume_tile(C, scales, sa, sb, so, full, empty, acc, words, factor, t, i * k_tiles, flag, tid, c)
+                    consume_tile(C, scales, bias, sa, sb, so, full, empty, acc, words, factor, tmp, t, i * k_tiles,
+                                 flag, tid, c)
             if tma_store:
                 if tid % 128 == 0:
                     T.ptx["cp.async.bulk.wait_group.read"](0)  # the last store has read its tile
@@ -86,7 +88,7 @@ def _make_body(cfg: GemmConfig):
 
 def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
               wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
-              spin: bool = False, block_n: int = BN):
+              spin: bool = False, block_n: int = BN, bias: str | None = None, activation: str | None = None):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
     :func:`tvm_tirx.compile` (``arch="sm_90a"``).
 
@@ -139,12 +141,22 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         make more tiles, for shapes whose 128 x 256 tiles would leave SMs idle (small ``m``
         or ``n``); a stage of the ring then takes ``(128 + block_n) * 128`` bytes and the
         bf16 epilogue tiles ``256 * block_n`` bytes, so more stages fit.
+    bias : str or None
+        The dtype of a ``Bias`` vector ``(n,)`` added to every row of the product
+        (``"bfloat16"`` or ``"float32"``, converted to fp32 and added to the fp32
+        accumulators), or None.  The function then takes ``Bias`` as its last argument.
+    activation : str or None
+        Applied after the bias, before C is rounded and stored: ``"relu"``, ``"silu"``
+        or ``"gelu_tanh"`` (torch's ``gelu(approximate="tanh")``; :mod:`.fused` gives
+        the instructions and their accuracy), or None.
 
     Returns
     -------
     tvm.tirx.PrimFunc
-        ``gemm(A, B, C)`` (bf16 inputs) or ``gemm_fp8(A, B, C, Scales)``; every tensor
-        16-byte aligned.
+        ``hopper_gemm(A, B, C)`` (bf16 inputs) or ``hopper_gemm_fp8(A, B, C, Scales)``,
+        with ``_bias`` and a last argument ``Bias`` when ``bias`` is set; A, B and C
+        16-byte aligned.  It computes ``C = activation(Scales[0] * Scales[1] * A @ B^T
+        + Bias)`` (the parts that apply).
 
     Raises
     ------
@@ -155,20 +167,43 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         launch (a ``ValueError`` from the kernel call).
     """
     cfg = GemmConfig(m, n, k, out_dtype, in_dtype, stages, wait_depth, persistent, ctas, group_m, cluster, spin,
-                     block_n)
-    body = _make_body(cfg)
+                     block_n, bias, activation)
+    return _prim_func(cfg, _make_body(cfg))
+
+
+def _prim_func(cfg: GemmConfig, body):
+    """The ``T.function`` around ``body``: ``(A, B, C)``, then ``Scales`` for fp8 inputs,
+    then ``Bias`` when ``cfg.bias`` is set."""
+    m, n, k, in_dtype = cfg.m, cfg.n, cfg.k, cfg.in_dtype
     a_spec, b_spec = T.Tensor((m, k), in_dtype, align=16), T.Tensor((n, k), in_dtype, align=16)
-    c_spec = T.Tensor((m, n), out_dtype, align=16)
-    if in_dtype == "bfloat16":
+    c_spec = T.Tensor((m, n), cfg.out_dtype, align=16)
+    s_spec = T.Tensor((2,), "float32", align=8)
+    v_spec = T.Tensor((n,), cfg.bias, align=0) if cfg.bias else None
+    fp8 = in_dtype != "bfloat16"
+    if not fp8 and v_spec is None:
 
         @T.function
         def hopper_gemm(A: a_spec, B: b_spec, C: c_spec):
-            body(A, B, C, None)
+            body(A, B, C, None, None)
 
         return hopper_gemm
+    if not fp8:
+
+        @T.function
+        def hopper_gemm_bias(A: a_spec, B: b_spec, C: c_spec, Bias: v_spec):
+            body(A, B, C, None, Bias)
+
+        return hopper_gemm_bias
+    if v_spec is None:
+
+        @T.function
+        def hopper_gemm_fp8(A: a_spec, B: b_spec, C: c_spec, Scales: s_spec):
+            body(A, B, C, Scales, None)
+
+        return hopper_gemm_fp8
 
     @T.function
-    def hopper_gemm_fp8(A: a_spec, B: b_spec, C: c_spec, Scales: T.Tensor((2,), "float32", align=8)):
-        body(A, B, C, Scales)
+    def hopper_gemm_fp8_bias(A: a_spec, B: b_spec, C: c_spec, Scales: s_spec, Bias: v_spec):
+        body(A, B, C, Scales, Bias)
 
-    return hopper_gemm_fp8
+    return hopper_gemm_fp8_bias

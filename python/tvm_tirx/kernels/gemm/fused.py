@@ -1,0 +1,93 @@
+"""The fused epilogue steps: ``C = activation(scale * A B^T + bias)`` in a consumer's registers.
+
+They run on the fp32 accumulators before any of the epilogues (:mod:`.epilogue`) stores
+them, so every output path (TMA stores, guarded stores, float32 stores) gets them.  A
+consumer thread holds, of its warpgroup's ``(64, block_n)`` accumulators, register ``r =
+4 j + 2 h + e`` at column ``8 j + 2 t + e`` of the tile (lane ``4 g + t``; PTX ISA
+9.7.15.5.1.1), so the bias of register ``r`` is ``Bias[bn * block_n + 8 j + 2 t + e]``,
+read clamped to ``n - 1``: a column past C's edge reads the last bias, and its result is
+never stored.
+
+Activations (PTX ISA 9.7.4 and 9.7.3, the ``.approx`` forms):
+
+* ``"relu"``: ``max(x, 0)``;
+* ``"silu"``: ``x * sigmoid(x) = x * rcp(1 + ex2(-x * log2(e)))`` (``ex2.approx.ftz.f32``,
+  ``rcp.approx.ftz.f32``: about 2 ulp; ``x`` very negative gives ``ex2 = inf``, ``rcp = 0``,
+  ``-0``);
+* ``"gelu_tanh"``: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, torch's
+  ``gelu(approximate="tanh")``, with ``tanh.approx.f32`` (absolute error about 2^-11: use it
+  for bf16 output; float32 output carries that error).
+"""
+
+from __future__ import annotations
+
+import math
+
+from tvm.script import tirx as T
+
+from .config import GemmConfig
+
+__all__ = ["make_fused"]
+
+LOG2E = 1.0 / math.log(2.0)
+GELU_C0 = math.sqrt(2.0 / math.pi)
+GELU_C1 = GELU_C0 * 0.044715
+
+
+def _make_activation(name: str | None, regs: int):
+    """The macro ``activate(x, tmp)`` of ``name`` over a thread's ``regs`` f32 registers
+    ``x`` (a ``.local()`` view), with ``tmp`` ``regs`` scratch registers; None for None."""
+    if name is None:
+        return None
+
+    @T.macro
+    def relu(x, tmp):
+        for r in T.unroll(regs):
+            x[r] = T.max(x[r], T.float32(0.0))
+
+    @T.macro
+    def silu(x, tmp):
+        for r in T.unroll(regs):
+            tmp[r] = x[r] * T.float32(-LOG2E)
+        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], tmp.view(regs, 1), tmp.view(regs, 1))
+        for r in T.unroll(regs):
+            tmp[r] = tmp[r] + T.float32(1.0)
+        T.cuda.tile.apply(T.ptx["rcp.approx.ftz.f32"], tmp.view(regs, 1), tmp.view(regs, 1))
+        for r in T.unroll(regs):
+            x[r] = x[r] * tmp[r]
+
+    @T.macro
+    def gelu_tanh(x, tmp):
+        for r in T.unroll(regs):
+            tmp[r] = x[r] * (T.float32(GELU_C0) + T.float32(GELU_C1) * x[r] * x[r])
+        T.cuda.tile.apply(T.ptx["tanh.approx.f32"], tmp.view(regs, 1), tmp.view(regs, 1))
+        for r in T.unroll(regs):
+            x[r] = T.float32(0.5) * x[r] * (T.float32(1.0) + tmp[r])
+
+    return {"relu": relu, "silu": silu, "gelu_tanh": gelu_tanh}[name]
+
+
+def make_fused(cfg: GemmConfig):
+    """The macro ``fuse(acc, bias, tmp, bn, tid)`` of ``cfg``, or None when ``cfg`` has
+    neither a bias nor an activation.
+
+    ``acc`` is a consumer's ``(64, block_n)`` fp32 accumulator buffer, ``bias`` the
+    ``Bias`` tensor ``(n,)`` (None without one), ``tmp`` ``(block_n / 2,)`` f32 scratch
+    registers, ``bn`` the output tile's column index, ``tid`` the thread index.
+    """
+    regs, block_n, n, has_bias = cfg.block_n // 2, cfg.block_n, cfg.n, cfg.bias is not None
+    activate = _make_activation(cfg.activation, regs)
+    if not has_bias and activate is None:
+        return None
+
+    @T.macro
+    def fuse(acc, bias, tmp, bn, tid):
+        x = acc.local()
+        if has_bias:
+            for r in T.unroll(regs):
+                col = bn * block_n + r // 4 * 8 + tid % 4 * 2 + r % 2
+                x[r] = x[r] + T.Cast("float32", bias[T.min(col, n - 1)])
+        if activate is not None:
+            activate(x, tmp)
+
+    return fuse
