@@ -32,7 +32,7 @@ FLOAT32_MAX = 3.4028234663852886e38
 #: Elements Q, K, V or O may hold: offsets into them are int32 (run-time sizes: the
 #: caller's rule; the torch operator and the Relax offload check it).
 MAX_ELEMENTS = 2**31 - 1
-#: CTAs a grid may have along y (query blocks) and z (batch entries) (CUDA's launch limits)
+#: CTAs a grid may have along z (batch entries) (CUDA's launch limit)
 GRID_YZ = 65535
 
 
@@ -117,9 +117,6 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
                 raise ValueError(f"{name}: expected an int in 1..65535 (a grid axis), found {value!r}")
         if isinstance(self.batch, int) and self.batch > GRID_YZ:
             raise ValueError(f"batch: expected at most {GRID_YZ} (the grid's z axis), found {self.batch}")
-        if isinstance(self.seq_len, int) and self.q_blocks > GRID_YZ:
-            raise ValueError(f"seq_len: expected at most {GRID_YZ * BM} ({GRID_YZ} query blocks of {BM} rows on "
-                             f"the grid's y axis), found {self.seq_len}")
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int) or self.head_dim not in HEAD_DIMS:
             raise ValueError(f"head_dim: expected one of {sorted(HEAD_DIMS)} (an int), found {self.head_dim!r}")
         if self.heads % self.kv_heads:
