@@ -460,10 +460,11 @@ class _StandIn:
     def __init__(self, key):
         self.key, self.calls = key, []
 
-    def __call__(self, a, b, c):
+    def __call__(self, a, b, c, *bias):
         assert a.is_contiguous() and b.is_contiguous() and c.is_contiguous()
+        assert len(bias) == (self.key.bias is not None)  # the bias kernel, and only it, takes Bias
         self.calls.append((tuple(a.shape), tuple(b.shape), tuple(c.shape), c.dtype))
-        c.copy_(a.float() @ b.float().t())
+        c.copy_(a.float() @ b.float().t() + sum(v.float() for v in bias))
 
 
 @pytest.fixture
@@ -585,8 +586,71 @@ def test_linear_on_gpu_under_torch_compile(torch_cuda):
 
 @pytest.mark.gpu
 @testing.requires_arch("sm_90a")
+def test_linear_with_a_fused_bias_on_gpu(torch_cuda):
+    gemm_kernels.clear_kernels()
+    for m, n, dtype, out_dtype in [(1000, 4096, BF16, BF16), (129, 1000, F32, F32), (4096, 1024, F32, BF16)]:
+        x, w = _inputs(m, n=n, k=4096, device="cuda", seed=m)
+        bias = (torch.randn(n, device="cuda") * 8).to(dtype)
+        _close(ops.linear(x, w, bias, out_dtype=out_dtype), _ref(x, w) + bias.float(), out_dtype)
+    assert all(key.bias is not None for key in gemm_kernels.cached_kernels())
+
+
+@pytest.mark.gpu
+@testing.requires_arch("sm_90a")
 def test_unsupported_gpu_inputs_raise_or_fall_back(torch_cuda):
     x, w = _inputs(8, n=64, k=12, device="cuda")
     with pytest.raises(UnsupportedInput, match="k = 12"):
         ops.linear(x, w)
     _close(ops.linear(x, w, out_dtype=F32, fallback="torch"), _ref(x, w), F32)
+
+
+# -- the fused bias ----------------------------------------------------------------------------
+
+
+def test_a_vector_bias_goes_into_the_kernel_and_a_broadcast_one_is_added_after(stand_in_compiler):
+    x, w = _inputs(5, n=40, k=64)
+    for dtype in (BF16, F32):
+        bias = torch.randn(40).to(dtype)
+        y = ops.linear(x, w, bias, out_dtype=F32)
+        torch.testing.assert_close(y, _ref(x, w) + bias.float())
+    bias2d = torch.randn(5, 40).to(BF16)
+    torch.testing.assert_close(ops.linear(x, w, bias2d, out_dtype=F32), _ref(x, w) + bias2d.float())
+    assert [k.bias for k in stand_in_compiler] == ["bfloat16", "float32", None]
+    assert gemm_kernels.gemm_prim_func(40, 64, bias="float32").attrs["global_symbol"] == (
+        "tvm_tirx_gemm_n40_k64_bf16_bf16_bias_f32")
+
+
+@pytest.mark.parametrize("bias,message", [(torch.zeros(41), r"bias must have shape \(40,\) \(n\), got \(41,\)"),
+                                          (torch.zeros(40, dtype=torch.float16), "bias must be torch.bfloat16 or "
+                                                                                 "torch.float32, got torch.float16"),
+                                          (torch.zeros(80)[::2], r"bias must be contiguous, got strides \(2,\)")],
+                         ids=["shape", "dtype", "strides"])
+def test_bias_rules_name_the_bias_and_the_fallback_adds_it(stand_in_compiler, bias, message):
+    x, w = _inputs(5, n=40, k=64)
+    with pytest.raises(UnsupportedInput, match=message):
+        ops.linear(x, w, bias)
+    if bias.shape == (40,):  # the fallback: torch adds it in float32, then one rounding
+        y = ops.linear(x, w, bias, fallback="torch")
+        torch.testing.assert_close(y, (_ref(x, w) + bias.float()).to(BF16))
+    assert stand_in_compiler == []
+
+
+def test_the_bias_op_traces_into_one_graph_and_passes_opcheck():
+    x = torch.empty(2, 5, 64, dtype=BF16, device="meta")
+    w = torch.empty(40, 64, dtype=BF16, device="meta")
+    b = torch.empty(40, dtype=F32, device="meta")
+    explanation = torch._dynamo.explain(lambda x: ops.linear(x, w, b))(x)
+    assert explanation.graph_count == 1 and explanation.graph_break_count == 0
+    assert "torch.ops.tvm_tirx.linear_bias" in explanation.graphs[0].code
+    torch.library.opcheck(torch.ops.tvm_tirx.linear_bias.default, (x, w, b, None, None))
+    xs, ws = _inputs(5, lead=(2,), dtype=F32)
+    bias = torch.randn(24, requires_grad=True)
+    torch.library.opcheck(torch.ops.tvm_tirx.linear_bias.default, (xs.requires_grad_(), ws, bias, None, "torch"))
+
+
+def test_the_bias_gradient_is_the_sum_over_rows():
+    x, w = _inputs(5, lead=(3,), dtype=F32)
+    bias = torch.randn(24, dtype=F32, requires_grad=True)
+    grad = torch.randn(3, 5, 24)
+    ops.linear(x, w, bias, fallback="torch").backward(grad)
+    torch.testing.assert_close(bias.grad, grad.sum((0, 1)))

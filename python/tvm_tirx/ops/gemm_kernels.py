@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Optional
 
 import tvm
 
@@ -47,6 +48,8 @@ class GemmKey:
     block_n : int
         Columns of C per CTA tile (64, 128 or 256, ``make_gemm``'s ``block_n``); the
         ring is as deep as fits (:func:`~tvm_tirx.kernels.gemm.tiles.deepest_ring`).
+    bias : str | None
+        The dtype of a fused bias vector (``make_gemm``'s ``bias``), or None.
     """
 
     n: int
@@ -55,6 +58,7 @@ class GemmKey:
     out_dtype: str
     arch: str
     block_n: int = BN
+    bias: Optional[str] = None
 
 
 #: make_gemm's options per output dtype: bench/gemm.py's fastest on the H200 (one CTA per
@@ -74,6 +78,8 @@ def _prim_func(n: int, k: int, in_dtype: str, out_dtype: str, options: tuple) ->
     block_n = dict(options).get("block_n", BN)
     name = f"tvm_tirx_gemm_n{n}_k{k}_{_SHORT.get(in_dtype, in_dtype)}_{_SHORT[out_dtype]}"
     name += f"_bn{block_n}" if block_n != BN else ""
+    bias = dict(options).get("bias")
+    name += f"_bias_{_SHORT[bias]}" if bias else ""
     func = make_gemm(tvm.tirx.Var("m", "int32"), n, k, out_dtype=out_dtype, in_dtype=in_dtype, **dict(options))
     return func.with_attr("global_symbol", name)
 
@@ -87,7 +93,8 @@ def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = 
     ``make_gemm(m, n, k, out_dtype, in_dtype, **options)`` with ``m`` an int32 run-time
     extent and the options of :data:`CONFIG` for ``out_dtype`` updated by ``options``;
     its ``global_symbol`` is ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``, ``f32``),
-    with ``_bn{block_n}`` after it for a ``block_n`` other than 256.
+    with ``_bn{block_n}`` after it for a ``block_n`` other than 256 and
+    ``_bias_{bf16|f32}`` for a fused bias.
     Made once per arguments (cached): ``A (m, k)``, ``B (n, k)`` of ``in_dtype``,
     ``C (m, n)`` of ``out_dtype``, row-major, 16-byte aligned; ``C = A @ B^T`` with fp32
     accumulation.
@@ -118,6 +125,8 @@ def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = 
 def _compile(key: GemmKey):
     """Compile the run-time-``m`` kernel of ``key`` (the on-disk cache may serve it)."""
     options = {} if key.block_n == BN else dict(block_n=key.block_n, stages=deepest_ring(key.block_n, key.out_dtype))
+    if key.bias is not None:
+        options["bias"] = key.bias
     return _tirx_compile(gemm_prim_func(key.n, key.k, key.in_dtype, key.out_dtype, **options), target="cuda",
                          arch=key.arch)
 

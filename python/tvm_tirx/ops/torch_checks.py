@@ -18,7 +18,8 @@ from ..kernels.gemm import BN, choose_tile
 from ..kernels.gemm.tiles import SMS
 from .gemm_kernels import GemmKey
 
-__all__ = ["UnsupportedInput", "Operands", "check_shapes", "check_dtypes", "gemm_key", "sm_count", "device_target",
+__all__ = ["UnsupportedInput", "Operands", "check_shapes", "check_dtypes", "gemm_key", "bias_dtype", "sm_count",
+           "device_target",
            "INT32_ELEMENTS"]
 
 #: The kernel's tensors are indexed with int32 element offsets: each may hold at most this many
@@ -177,6 +178,30 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
     block_n = choose_tile(m, int(n), _OUTPUTS[out_dtype], sm_count(x.device))["block_n"] if m and n else BN
     return GemmKey(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch,
                    block_n=block_n)
+
+
+#: bias dtypes the kernel adds in its epilogue (the fused bias, kernels/gemm/fused.py)
+_BIASES = {torch.bfloat16: "bfloat16", torch.float32: "float32"}
+
+
+def bias_dtype(names: Operands, bias, x, n: int) -> str:
+    """The kernel's name of ``bias``'s dtype, after the rules the fused bias has: a
+    contiguous ``(n,)`` tensor of ``torch.bfloat16`` or ``torch.float32`` on ``x``'s device.
+
+    Raises
+    ------
+    UnsupportedInput
+        The first rule broken, naming ``bias``.
+    """
+    if bias.device != x.device:
+        raise UnsupportedInput(f"{names.op}: bias must be on {names.x}'s device {x.device}, got {bias.device}")
+    if tuple(bias.shape) != (n,):
+        raise UnsupportedInput(f"{names.op}: bias must have shape ({n},) (n), got {tuple(bias.shape)}")
+    if bias.dtype not in _BIASES:
+        raise UnsupportedInput(f"{names.op}: bias must be torch.bfloat16 or torch.float32, got {bias.dtype}")
+    if not bias.is_contiguous():
+        raise UnsupportedInput(f"{names.op}: bias must be contiguous, got strides {bias.stride()}")
+    return _BIASES[bias.dtype]
 
 
 def sm_count(device) -> int:

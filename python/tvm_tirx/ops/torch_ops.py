@@ -1,7 +1,8 @@
 """torch operators on the tvm_tirx Hopper GEMM: :func:`linear` and :func:`matmul`.
 
-Both are registered with ``torch.library.custom_op`` (``torch.ops.tvm_tirx.linear`` and
-``torch.ops.tvm_tirx.matmul``) with fake implementations, so ``torch.compile(fullgraph=True)``
+Both are registered with ``torch.library.custom_op`` (``torch.ops.tvm_tirx.linear``, with a
+fused ``(n,)`` bias ``torch.ops.tvm_tirx.linear_bias``, and ``torch.ops.tvm_tirx.matmul``)
+with fake implementations, so ``torch.compile(fullgraph=True)``
 traces a model that calls them without a graph break: the compiled graph calls the op,
 which launches the kernel.  The kernel is :func:`~tvm_tirx.kernels.gemm.make_gemm` with a
 run-time ``m``: the first call for an (n, k, dtypes, GPU) compiles it (or loads it from the
@@ -23,12 +24,13 @@ torch and registers the ops.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import torch
 
 from .gemm_kernels import gemm_kernel
-from .torch_checks import Operands, UnsupportedInput, check_dtypes, check_shapes, gemm_key
+from .torch_checks import Operands, UnsupportedInput, bias_dtype, check_dtypes, check_shapes, gemm_key
 
 __all__ = ["linear", "matmul", "UnsupportedInput", "FALLBACKS"]
 
@@ -53,26 +55,31 @@ def _torch_gemm(x, w, out_dtype):
     return torch.nn.functional.linear(x.to(acc), w.to(acc)).to(out_dtype)
 
 
-def _gemm(names: Operands, x, w, out_dtype, fallback):
-    """``x (*, k) @ w (n, k)^T`` on the kernel, or by torch (``fallback="torch"`` and an
-    input the kernel does not take); a new tensor (*, n) of ``out_dtype``."""
+def _gemm(names: Operands, x, w, out_dtype, fallback, bias=None):
+    """``x (*, k) @ w (n, k)^T (+ bias (n,))`` on the kernel, or by torch (``fallback="torch"``
+    and an input the kernel does not take); a new tensor (*, n) of ``out_dtype``."""
     out_dtype = x.dtype if out_dtype is None else out_dtype
     _check_fallback(names.op, fallback)
     check_shapes(names, x, w)
     check_dtypes(names, x, w, out_dtype)
     try:
         key = gemm_key(names, x, w, out_dtype)
+        if bias is not None:
+            key = dataclasses.replace(key, bias=bias_dtype(names, bias, x, w.shape[0]))
     except UnsupportedInput:
-        if fallback == "torch":
+        if fallback != "torch":
+            raise
+        if bias is None:
             return _torch_gemm(x, w, out_dtype)
-        raise
+        acc = _accumulator(x.dtype, out_dtype, bias.dtype)  # the bias added before the one rounding
+        return (_torch_gemm(x, w, acc) + bias.to(acc)).to(out_dtype)
     n, k = w.shape
     out = torch.empty((*x.shape[:-1], n), dtype=out_dtype, device=x.device)
     if out.numel() == 0:
         return out
     if k == 0:
         return out.zero_()
-    gemm_kernel(key)(x.view(-1, k), w, out.view(-1, n))
+    gemm_kernel(key)(x.view(-1, k), w, out.view(-1, n), *(() if bias is None else (bias,)))
     return out
 
 
@@ -98,6 +105,19 @@ def _linear_op(x: torch.Tensor, weight: torch.Tensor, out_dtype: Optional[torch.
 
 @_linear_op.register_fake
 def _linear_fake(x, weight, out_dtype, fallback):
+    return _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
+
+
+@torch.library.custom_op("tvm_tirx::linear_bias", mutates_args=())
+def _linear_bias_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out_dtype: Optional[torch.dtype],
+                    fallback: Optional[str]) -> torch.Tensor:
+    return _gemm(_LINEAR, x, weight, out_dtype, fallback, bias)
+
+
+@_linear_bias_op.register_fake
+def _linear_bias_fake(x, weight, bias, out_dtype, fallback):
+    if bias.dim() != 1 or bias.shape[0] != weight.shape[0]:
+        raise ValueError(f"{_LINEAR.op}: bias must have shape ({weight.shape[0]},) (n), got {tuple(bias.shape)}")
     return _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
 
 
@@ -149,6 +169,20 @@ def _linear_backward(ctx, grad):
     return grad_x, grad_w, None, None
 
 
+def _setup_bias_context(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+    ctx.bias_dtype = inputs[2].dtype
+
+
+def _linear_bias_backward(ctx, grad):
+    grad_x, grad_w, _, _ = _linear_backward(ctx, grad)
+    grad_b = None
+    if ctx.needs_input_grad[2]:  # the sum of grad over the rows, accumulated in float32 (float64)
+        grad_b = grad.reshape(-1, grad.shape[-1]).to(_accumulator(grad.dtype, ctx.bias_dtype)).sum(0)
+        grad_b = grad_b.to(ctx.bias_dtype)
+    return grad_x, grad_w, grad_b, None, None
+
+
 def _matmul_backward(ctx, grad):
     a, b = ctx.saved_tensors
     grad_a = _grad_x(grad, b.t(), a.dtype) if ctx.needs_input_grad[0] else None  # g @ b^T
@@ -157,6 +191,7 @@ def _matmul_backward(ctx, grad):
 
 
 _linear_op.register_autograd(_linear_backward, setup_context=_setup_context)
+_linear_bias_op.register_autograd(_linear_bias_backward, setup_context=_setup_bias_context)
 _matmul_op.register_autograd(_matmul_backward, setup_context=_setup_context)
 
 
@@ -174,9 +209,12 @@ def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
         on ``x``'s GPU.  ``k`` must be a multiple of 8 (rows of a multiple of 16 bytes);
         both base pointers 16-byte aligned.
     bias : torch.Tensor | None
-        ``(n,)`` (or any shape that broadcasts to the output's), added by torch to the
-        product after it is rounded to ``out_dtype``, the sum rounded to ``out_dtype``
-        again (``torch.compile`` may fuse the add); ``None`` for none.
+        ``(n,)``, ``torch.bfloat16`` or ``torch.float32``, contiguous, on ``x``'s device:
+        added by the kernel to the float32 accumulators before the one rounding to
+        ``out_dtype`` (op ``torch.ops.tvm_tirx.linear_bias``; a ``bias`` breaking one of
+        those rules raises :class:`UnsupportedInput`, or with ``fallback="torch"`` is
+        added by torch in float32).  Any other shape that broadcasts to the output's is
+        added by torch to the rounded product, the sum rounded again.  ``None``: none.
     out_dtype : torch.dtype | None
         ``torch.bfloat16`` (round to nearest even) or ``torch.float32``; ``None`` for
         ``x.dtype``.  The products accumulate in float32 either way.
@@ -211,9 +249,12 @@ def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
     -----
     Differentiable: the backward is computed by torch's matmuls (not the kernel), in
     float32 (float64 if a dtype is), each gradient cast to its input's dtype:
-    ``grad_x = grad @ weight`` and ``grad_weight = grad^T @ x`` (leading dimensions
-    flattened); only the gradients needed are computed.
+    ``grad_x = grad @ weight``, ``grad_weight = grad^T @ x`` and ``grad_bias`` the sum
+    of ``grad`` over its rows (leading dimensions flattened); only the gradients needed
+    are computed.
     """
+    if isinstance(bias, torch.Tensor) and bias.dim() == 1:
+        return torch.ops.tvm_tirx.linear_bias(x, weight, bias, out_dtype, fallback)
     out = torch.ops.tvm_tirx.linear(x, weight, out_dtype, fallback)
     return out if bias is None else torch.add(out, bias).to(out.dtype)
 
