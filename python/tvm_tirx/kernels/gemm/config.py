@@ -137,8 +137,10 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
 
     @property
     def rounds(self):
-        """Output tiles each CTA walks (at most)."""
-        return _ceildiv(self.n_tiles, self.grid)
+        """Output tiles each CTA walks (at most): 1 with one CTA per tile (a constant, so
+        that a run-time ``m`` leaves no run-time loop around the tile: that loop cost 6% at
+        16384 x 14336 x 4096 on the H200, 737 against 783 TFLOP/s for the static kernel)."""
+        return _ceildiv(self.n_tiles, self.grid) if self.persistent else 1
 
     @property
     def exact(self) -> bool:
