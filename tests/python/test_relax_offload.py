@@ -221,6 +221,8 @@ def test_gemm_options_reach_make_gemm_and_its_errors_surface():
     assert after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(gemm_prim_func(256, 64, persistent=True, ctas=132))
     with pytest.raises(ValueError, match="cluster=2 pairs CTAs"):
         partition_for_tvm_tirx(Before, gemm_options={"cluster": 2})
+    with pytest.raises(ValueError, match=r"gemm_options: activation, bias cannot be given to the Relax offload"):
+        partition_for_tvm_tirx(Before, gemm_options={"bias": "bfloat16", "activation": "silu"})
 
 
 # -- builds ---------------------------------------------------------------------------------

@@ -236,6 +236,10 @@ def gemm_offloader(gemm_options: dict | None = None) -> Offloader:
     """The :class:`Offloader` of ``R.matmul`` (:func:`match_gemm`, :func:`gemm_prim_func`
     with ``gemm_options``)."""
     options = dict(gemm_options or {})
+    fused = sorted(set(options) & {"bias", "activation"})
+    if fused:  # the offload emits R.call_tir(gemm, (x, w)): no Bias argument, no epilogue to take
+        raise ValueError(f"gemm_options: {', '.join(fused)} cannot be given to the Relax offload (it rewrites "
+                         "plain matmuls; a bias add or an activation after one stays a Relax op)")
     return Offloader("relax.matmul", match_gemm,
                      lambda g: gemm_prim_func(g.n, g.k, g.in_dtype, g.out_dtype, **options), _emit_gemm, SkippedMatmul)
 
@@ -332,7 +336,8 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
     Raises
     ------
     ValueError
-        From ``make_gemm``, for ``gemm_options`` it refuses.
+        From ``make_gemm``, for ``gemm_options`` it refuses; ``gemm_options`` with
+        ``bias`` or ``activation`` (the offload rewrites plain matmuls).
     """
     offloaders = [gemm_offloader(gemm_options)] + ([attention_offloader()] if attention else [])
     return offload_pass(offloaders, skipped, "tvm_tirx.Offload")(mod)

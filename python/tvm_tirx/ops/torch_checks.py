@@ -209,5 +209,9 @@ def sm_count(device) -> int:
     132, for any other device)."""
     if device.type != "cuda":
         return SMS
-    return torch.cuda.get_device_properties(device.index if device.index is not None else
-                                            torch.cuda.current_device()).multi_processor_count
+    return _multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _multiprocessors(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
