@@ -206,3 +206,14 @@ def test_the_schedule_table_checks_its_arguments():
         choose_schedule(96, False)
     with pytest.raises(ValueError, match="causal must be a bool, found 1"):
         choose_schedule(64, 1)
+
+
+def test_run_time_sizes_are_checked_against_int32_offsets_on_the_host_before_the_launch():
+    from tvm_tirx.kernels.attention.kernel import ELEMENTS_MESSAGE
+
+    lowered = testing.lower(make_attention(T.dynamic("B"), T.dynamic("L"), 4, 64)).script()
+    host = lowered[: lowered.index("tirx.device_entry")]  # the assert precedes the device code
+    assert 'T.Cast("int64", B) * T.Cast("int64", L) * T.int64(4) * T.int64(64) <= T.int64(2147483647)' in host
+    assert ELEMENTS_MESSAGE in host and '"ValueError"' in host
+    static = testing.lower(make_attention(2, 300, 4, 64)).script()
+    assert ELEMENTS_MESSAGE not in static  # checked when made (a ValueError from make_attention)

@@ -7,12 +7,16 @@ from tvm.script import tirx as T
 from ...tile.families.tma import swizzled_layout
 from ...tile.families.wgmma import a_fragment_layout
 from ...tile.fragments import accumulator_layout
-from .config import BM, CHUNK, CONSUMERS, WG_M, AttentionConfig
+from .config import BM, CHUNK, CONSUMERS, MAX_ELEMENTS, WG_M, AttentionConfig
 from .consumer import make_consumer
 from .epilogue import make_epilogue
 from .producer import make_producer
 
-__all__ = ["make_attention"]
+__all__ = ["make_attention", "ELEMENTS_MESSAGE"]
+
+#: the host's error for run-time sizes whose Q and O the kernel's int32 offsets cannot index
+ELEMENTS_MESSAGE = (f"make_attention: batch x seq_len x heads x head_dim elements of Q and O must be at most "
+                    f"{MAX_ELEMENTS}: the kernel indexes them with int32 offsets")
 
 
 def _kv_blocks(cfg: AttentionConfig, qb, seq_len):
@@ -35,8 +39,13 @@ def _make_body(cfg: AttentionConfig):
     launch = T.cuda.LaunchConfig(grid=(cfg.q_blocks, cfg.heads, cfg.batch), block=128 * (1 + CONSUMERS),
                                  min_blocks_per_sm=1, dynamic_smem_bytes=cfg.smem_bytes)
 
+    elements = T.Cast("int64", cfg.batch) * cfg.seq_len * cfg.heads * cfg.head_dim  # of Q and O
+    run_time = not isinstance(cfg.batch, int) or not isinstance(cfg.seq_len, int)  # else checked when made
+
     @T.macro
     def body(Q, K, V, Out, LSE, seq_len):
+        if run_time:  # on the host, before the launch: Q and O are indexed with int32 offsets
+            assert elements <= T.int64(MAX_ELEMENTS), ("ValueError", [ELEMENTS_MESSAGE])
         T.device_entry(launch=launch)
         sq = T.alloc_shared((chunks, BM, CHUNK), dtype, scope="shared.dyn", align=1024, layout=q_layout)
         sk = T.alloc_shared((stages, chunks, bn, CHUNK), dtype, scope="shared.dyn", align=1024, layout=kv_layout)
