@@ -34,7 +34,7 @@ from typing import Callable, NamedTuple
 
 import tvm
 from tvm import relax
-from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.relax.expr_functor import PyExprMutator, PyExprVisitor, mutator, visitor
 
 from .. import _plugin
 from ..kernels.gemm.config import MAX_SIZE, TMA_STRIDE
@@ -42,7 +42,7 @@ from .gemm_kernels import gemm_prim_func
 from .relax_attention import SkippedAttention, attention_kernel_func, emit_attention, match_attention
 
 __all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "gemm_prim_func", "match_gemm",
-           "Offloader", "gemm_offloader", "attention_offloader", "offload_pass", "OffloadGemm", "partition_for_tvm_tirx"]
+           "Bindings", "count_uses", "Offloader", "gemm_offloader", "attention_offloader", "offload_pass", "OffloadGemm", "partition_for_tvm_tirx"]
 
 #: Input dtypes offloaded (both operands the same).
 IN_DTYPES = ("bfloat16",)
@@ -166,9 +166,47 @@ def match_gemm(call: relax.Call, lookup=lambda var: None):
     return GemmMatch(x, b, transpose_b, tuple(shape[:-1]), m, n, k, in_dtype, out_dtype)
 
 
+class Bindings:
+    """What a match function may ask of the function being rewritten: ``bindings(var)``,
+    the value ``var`` is bound to (None for a parameter), and ``bindings.uses(var)``, how
+    many times ``var`` is read in the function as it was before the rewrite."""
+
+    def __init__(self, lookup, uses: dict):
+        self._lookup, self._uses = lookup, uses
+
+    def __call__(self, var):
+        return self._lookup(var)
+
+    def uses(self, var) -> int:
+        """Reads of ``var`` in the original function (0 for a variable it does not hold)."""
+        return self._uses.get(var, 0)
+
+
+@visitor
+class _CountUses(PyExprVisitor):
+    """Counts the reads of each variable of a function."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts = {}
+
+    def visit_var_(self, op):  # pylint: disable=arguments-renamed
+        self.counts[op] = self.counts.get(op, 0) + 1
+
+    def visit_dataflow_var_(self, op):  # pylint: disable=arguments-renamed
+        self.counts[op] = self.counts.get(op, 0) + 1
+
+
+def count_uses(func: relax.Function) -> dict:
+    """``{Var: reads}`` of ``func``."""
+    counter = _CountUses()
+    counter.visit_expr(func)
+    return counter.counts
+
+
 class Offloader(NamedTuple):
     """How one Relax operator is offloaded: ``match(call, lookup)`` returns a match or the
-    reason the call is left alone; ``kernel(match)`` the PrimFunc (added to the module once
+    reason the call is left alone (``lookup`` is a :class:`Bindings`); ``kernel(match)`` the PrimFunc (added to the module once
     per global symbol); ``emit(emit_fn, kernel_var, match)`` the replacement expression;
     ``skipped(function, var, reason)`` the record of a call left alone."""
 
@@ -188,12 +226,14 @@ class _Offload(PyExprMutator):
         self.skipped = skipped
         self.offloaders = {tvm.ir.Op.get(o.op): o for o in offloaders}
         self.kernels, self.function, self.var, self.changed = {}, "", "", False
+        self.bindings = Bindings(self.lookup_binding, {})
 
     def run(self, mod):
         """The module with every function's matched calls rewritten."""
         for gv, func in mod.functions_items():
             if isinstance(func, relax.Function):
                 self.function, self.changed = gv.name_hint, False
+                self.bindings = Bindings(self.lookup_binding, count_uses(func))
                 new = self.visit_expr(func)
                 if self.changed:
                     self.builder_.update_func(gv, relax.analysis.remove_all_unused(new))
@@ -208,7 +248,7 @@ class _Offload(PyExprMutator):
         offloader = self.offloaders.get(call.op) if isinstance(call.op, tvm.ir.Op) else None
         if offloader is None:
             return call
-        found = offloader.match(call, self.lookup_binding)
+        found = offloader.match(call, self.bindings)
         if isinstance(found, str):
             if self.skipped is not None:
                 self.skipped.append(offloader.skipped(self.function, self.var, found))
