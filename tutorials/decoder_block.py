@@ -71,7 +71,8 @@ print(f"graphs: {explanation.graph_count}, breaks: {explanation.graph_break_coun
 # sequence; it repeats the 2 K/V heads to 8 before ``R.nn.attention``, because
 # apache-tvm's own lowering of a grouped-query ``R.nn.attention`` computes wrong
 # values (our offload takes either form). ``partition_for_tvm_tirx`` rewrites its matmuls and its attention into
-# ``R.call_tir`` of our kernels (``skipped`` would list anything it left alone, with
+# ``R.call_tir`` of our kernels -- the SwiGLU's SiLU folded into the gate projection's
+# GEMM (the ``_silu`` kernel) -- (``skipped`` would list anything it left alone, with
 # why); the module then builds with this package's pipelines for ``sm_90a``.
 
 skipped: list = []

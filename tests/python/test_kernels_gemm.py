@@ -182,6 +182,8 @@ def test_the_fused_epilogue_adds_the_clamped_bias_and_issues_the_activation(opti
     script = make_gemm(m, 1000, 256, block_n=128, **options).script()
     params = re.search(r"def \w+\((.*?)\):", script).group(1)
     assert ("Bias: T.Buffer((1000,)" in params) == ("bias" in options), params
+    if "bias" in options:  # inputs first, the output after them (Relax's call_tir order)
+        assert params.index("B: ") < params.index("Bias: ") < params.index("C: "), params
 
 
 @pytest.mark.parametrize("options,match", [(dict(bias="float16"), r"bias must be one of \[None, 'bfloat16', 'float32'\]"),
@@ -455,9 +457,9 @@ def test_the_fused_epilogue_on_gpu(torch_cuda, options, shape, out_dtype, block_
     c = torch.full((m, n), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
     ref = a.float() @ b.float().t()
     args = [a, b, c]
-    if "bias" in options:
+    if "bias" in options:  # (A, B, Bias, C)
         bias = torch.randn(n, device="cuda", dtype=getattr(torch, options["bias"])) * 4
-        ref, args = ref + bias.float(), args + [bias]
+        ref, args = ref + bias.float(), [a, b, bias, c]
     ref = _activation_reference(torch, ref, options.get("activation"))
     kernel(*args)
     torch.cuda.synchronize()

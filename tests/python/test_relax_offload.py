@@ -255,7 +255,8 @@ def test_offloaded_module_builds_for_sm_90a():
     source = testing.relax_cuda_source(_build(partition_for_tvm_tirx(Block, skipped=skipped)))
     assert [s.var for s in skipped] == ["z"]
     kernels = set(re.findall(r"__global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(", source))
-    assert {"tvm_tirx_gemm_n256_k64_bf16_bf16_kernel", "tvm_tirx_gemm_n128_k256_bf16_f32_kernel"} <= kernels, kernels
+    assert {"tvm_tirx_gemm_n256_k64_bf16_bf16_bias_bf16_kernel", "tvm_tirx_gemm_n128_k256_bf16_f32_kernel"} <= kernels, \
+        kernels  # the first matmul's bias add fused into its GEMM
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in source
     assert "matmul_kernel" in kernels  # the float32 matmul, lowered by apache-tvm
 
@@ -277,7 +278,7 @@ def test_the_tvm_tirx_relax_pipeline_offloads_when_asked():
     pipeline = relax_pipeline(offload_gemm=True)
     executable = tvm.compile(Block, target=tvm.target.Target(TARGET), relax_pipeline=pipeline, tir_pipeline="tvm_tirx")
     source = testing.relax_cuda_source(executable)
-    assert "tvm_tirx_gemm_n256_k64_bf16_bf16_kernel" in source and "tvm_tirx_gemm_n128_k256_bf16_f32_kernel" in source
+    assert "tvm_tirx_gemm_n256_k64_bf16_bf16_bias_bf16_kernel" in source and "tvm_tirx_gemm_n128_k256_bf16_f32_kernel" in source
     # the plain pipeline does not
     assert "tvm_tirx_gemm" not in testing.relax_cuda_source(_build(Block))
 
@@ -296,20 +297,31 @@ def test_offloaded_module_cuda_assembles_for_sm_90a():
     assert len(nvcc(source, tvm.target.Target(TARGET), "cubin")) > 0
 
 
+_DTYPES = {"bf16": "bfloat16", "f32": "float32"}
+_ACTIVATIONS = {None: lambda v: v, "relu": lambda v: te.max(v, tvm.tirx.const(0.0, "float32")),
+                "silu": lambda v: v * te.sigmoid(v),
+                "gelu_tanh": lambda v: 0.5 * v * (1.0 + te.tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))}
+
+
 def _reference_gemm(name):
-    """A plain TE kernel with the GEMM's signature and semantics (C = A @ B^T, fp32
-    accumulation) for the kernel ``name``, to run the rewritten module on the CPU."""
-    n, k, _, out = re.fullmatch(r"tvm_tirx_gemm_n(\d+)_k(\d+)_(\w+)_(\w+)", name).groups()
+    """A plain TE kernel with the GEMM's signature and semantics (C = act(A @ B^T + Bias),
+    fp32 accumulation, one rounding) for the kernel ``name``, to run the rewritten module
+    on the CPU."""
+    n, k, out, bias, act = re.fullmatch(r"tvm_tirx_gemm_n(\d+)_k(\d+)_bf16_(bf16|f32)(?:_bias_(bf16|f32))?"
+                                        r"(?:_(relu|silu|gelu_tanh))?", name).groups()
     a = te.placeholder((tvm.tirx.Var("m", "int64"), int(k)), "bfloat16", "A")
     b = te.placeholder((int(n), int(k)), "bfloat16", "B")
+    v = te.placeholder((int(n),), _DTYPES[bias], "Bias") if bias else None
     r = te.reduce_axis((0, int(k)), "r")
     acc = te.compute((a.shape[0], int(n)), lambda i, j: te.sum(a[i, r].astype("float32") * b[j, r].astype("float32"), axis=r))
-    c = te.compute(acc.shape, lambda i, j: acc[i, j].astype({"bf16": "bfloat16", "f32": "float32"}[out]))
-    return te.create_prim_func([a, b, c]).with_attr("global_symbol", name)
+    c = te.compute(acc.shape, lambda i, j: _ACTIVATIONS[act](acc[i, j] + (v[j].astype("float32") if v is not None else 0.0))
+                   .astype(_DTYPES[out]))
+    return te.create_prim_func([a, b, *([v] if v is not None else []), c]).with_attr("global_symbol", name)
 
 
 def _block_reference(x, w1, bias, w2):
-    return ((x.float() @ w1.float()).bfloat16() + bias).float() @ w2.float().t()
+    # the bias add is fused into the first GEMM: added in fp32, rounded once
+    return (x.float() @ w1.float() + bias.float()).bfloat16().float() @ w2.float().t()
 
 
 def test_rewritten_block_computes_the_same_on_the_cpu_with_a_reference_gemm(torch_cpu):
@@ -369,3 +381,60 @@ def test_the_guide_example_runs_as_it_is(tmp_path):
     proc = subprocess.run([sys.executable, "relax_offload.py"], cwd=tmp_path, capture_output=True, text=True,
                           env=env, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# -- fused epilogues ---------------------------------------------------------------------------
+
+
+@I.ir_module
+class Epilogues:
+    """A bias add (bias on the left) under a SiLU; a ReLU of a matmul; a GELU whose input is
+    also returned (read twice: not fused); a bias of two axes (not a (n,) vector)."""
+
+    @R.function
+    def main(x: R.Tensor(("m", 64), "bfloat16"), w: R.Tensor((128, 64), "bfloat16"),
+             bias: R.Tensor((128,), "bfloat16"), w2: R.Tensor((64, 128), "bfloat16"),
+             bias2: R.Tensor((1, 64), "bfloat16")):
+        with R.dataflow():
+            h = R.nn.silu(R.add(bias, R.matmul(x, R.permute_dims(w))))
+            r = R.nn.relu(R.matmul(x, R.permute_dims(w)))
+            p = R.matmul(h, R.permute_dims(w2))
+            g = R.nn.gelu_tanh(p)
+            q = R.add(R.matmul(r, R.permute_dims(w2)), bias2)
+            R.output(g, p, q)
+        return (g, p, q)
+
+
+def test_bias_and_activations_fold_into_the_gemm_when_each_step_is_read_once():
+    after = partition_for_tvm_tirx(Epilogues)
+    names = sorted(gv.name_hint for gv in after.get_global_vars() if gv.name_hint != "main")
+    assert names == ["tvm_tirx_gemm_n128_k64_bf16_bf16_bias_bf16_silu", "tvm_tirx_gemm_n128_k64_bf16_bf16_relu",
+                     "tvm_tirx_gemm_n64_k128_bf16_bf16"], names
+    main = after["main"].script()
+    assert "(x, w, bias)" in main  # the fused call's inputs: A, B, Bias (C is its output)
+    assert "R.nn.silu" not in main and "R.nn.relu" not in main and "R.matmul" not in main
+    assert main.count("R.nn.gelu_tanh") == 1  # p is returned too: its GEMM stays plain
+    assert main.count("R.add(") == 1  # the (1, 64) bias is added by Relax
+    plain = partition_for_tvm_tirx(Epilogues, epilogues=False)["main"].script()
+    assert "R.nn.silu" in plain and plain.count("R.call_tir(tvm_tirx_gemm") == 4
+
+
+def test_fused_epilogues_compute_the_same_on_the_cpu_with_reference_kernels(torch_cpu):
+    torch = torch_cpu
+    mod = partition_for_tvm_tirx(Epilogues)
+    for gv, _ in list(mod.functions_items()):
+        if gv.name_hint.startswith("tvm_tirx_gemm_"):
+            mod.update_func(gv, _reference_gemm(gv.name_hint))
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    torch.manual_seed(0)
+    x, w, w2 = (torch.randn(*s).bfloat16() for s in ((37, 64), (128, 64), (64, 128)))
+    bias, bias2 = torch.randn(128).bfloat16(), torch.randn(1, 64).bfloat16()
+    g, p, q = (torch.from_dlpack(t) for t in vm["main"](*[tvm.runtime.from_dlpack(t) for t in (x, w, bias, w2, bias2)]))
+    f = torch.nn.functional
+    h = f.silu(x.float() @ w.float().t() + bias.float()).bfloat16()  # fused: one rounding
+    r = f.relu(x.float() @ w.float().t()).bfloat16()
+    p_ref = (h.float() @ w2.float().t()).bfloat16()
+    for got, ref in ((p, p_ref), (g, f.gelu(p_ref.float(), approximate="tanh").bfloat16()),
+                     (q, ((r.float() @ w2.float().t()).bfloat16() + bias2).bfloat16())):
+        err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+        assert err < 1e-2, err

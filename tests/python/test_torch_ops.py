@@ -460,7 +460,8 @@ class _StandIn:
     def __init__(self, key):
         self.key, self.calls = key, []
 
-    def __call__(self, a, b, c, *bias):
+    def __call__(self, a, b, *rest):
+        *bias, c = rest  # (A, B, C), or (A, B, Bias, C) for a fused bias
         assert a.is_contiguous() and b.is_contiguous() and c.is_contiguous()
         assert len(bias) == (self.key.bias is not None)  # the bias kernel, and only it, takes Bias
         self.calls.append((tuple(a.shape), tuple(b.shape), tuple(c.shape), c.dtype))

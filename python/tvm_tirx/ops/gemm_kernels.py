@@ -78,8 +78,9 @@ def _prim_func(n: int, k: int, in_dtype: str, out_dtype: str, options: tuple) ->
     block_n = dict(options).get("block_n", BN)
     name = f"tvm_tirx_gemm_n{n}_k{k}_{_SHORT.get(in_dtype, in_dtype)}_{_SHORT[out_dtype]}"
     name += f"_bn{block_n}" if block_n != BN else ""
-    bias = dict(options).get("bias")
+    bias, activation = dict(options).get("bias"), dict(options).get("activation")
     name += f"_bias_{_SHORT[bias]}" if bias else ""
+    name += f"_{activation}" if activation else ""
     func = make_gemm(tvm.tirx.Var("m", "int32"), n, k, out_dtype=out_dtype, in_dtype=in_dtype, **dict(options))
     return func.with_attr("global_symbol", name)
 
@@ -93,8 +94,8 @@ def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = 
     ``make_gemm(m, n, k, out_dtype, in_dtype, **options)`` with ``m`` an int32 run-time
     extent and the options of :data:`CONFIG` for ``out_dtype`` updated by ``options``;
     its ``global_symbol`` is ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``, ``f32``),
-    with ``_bn{block_n}`` after it for a ``block_n`` other than 256 and
-    ``_bias_{bf16|f32}`` for a fused bias.
+    with ``_bn{block_n}`` after it for a ``block_n`` other than 256,
+    ``_bias_{bf16|f32}`` for a fused bias and ``_{activation}`` for a fused activation.
     Made once per arguments (cached): ``A (m, k)``, ``B (n, k)`` of ``in_dtype``,
     ``C (m, n)`` of ``out_dtype``, row-major, 16-byte aligned; ``C = A @ B^T`` with fp32
     accumulation.

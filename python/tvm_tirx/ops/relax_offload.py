@@ -42,7 +42,7 @@ from .gemm_kernels import gemm_prim_func
 from .relax_attention import SkippedAttention, attention_kernel_func, emit_attention, match_attention
 
 __all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "gemm_prim_func", "match_gemm",
-           "Bindings", "count_uses", "Offloader", "gemm_offloader", "attention_offloader", "offload_pass", "OffloadGemm", "partition_for_tvm_tirx"]
+           "Bindings", "count_uses", "call_readers", "Offloader", "emit_gemm_call", "fusable_options", "gemm_offloader", "attention_offloader", "offload_pass", "OffloadGemm", "partition_for_tvm_tirx"]
 
 #: Input dtypes offloaded (both operands the same).
 IN_DTYPES = ("bfloat16",)
@@ -168,11 +168,14 @@ def match_gemm(call: relax.Call, lookup=lambda var: None):
 
 class Bindings:
     """What a match function may ask of the function being rewritten: ``bindings(var)``,
-    the value ``var`` is bound to (None for a parameter), and ``bindings.uses(var)``, how
-    many times ``var`` is read in the function as it was before the rewrite."""
+    the value ``var`` is bound to (None for a parameter); ``bindings.uses(var)``, how many
+    times ``var`` is read in the function as it was before the rewrite;
+    ``bindings.reader(var)``, the call that reads it when that is its only read; and
+    ``bindings.current``, the variable the call being matched is bound to."""
 
-    def __init__(self, lookup, uses: dict):
-        self._lookup, self._uses = lookup, uses
+    def __init__(self, lookup, uses: dict, readers: dict):
+        self._lookup, self._uses, self._readers = lookup, uses, readers
+        self.current = None
 
     def __call__(self, var):
         return self._lookup(var)
@@ -180,6 +183,12 @@ class Bindings:
     def uses(self, var) -> int:
         """Reads of ``var`` in the original function (0 for a variable it does not hold)."""
         return self._uses.get(var, 0)
+
+    def reader(self, var):
+        """The original call reading ``var``, if ``var`` is read once and by a call's
+        argument; else None."""
+        readers = self._readers.get(var, ())
+        return readers[0] if self.uses(var) == 1 and len(readers) == 1 else None
 
 
 @visitor
@@ -204,6 +213,19 @@ def count_uses(func: relax.Function) -> dict:
     return counter.counts
 
 
+def call_readers(func: relax.Function) -> dict:
+    """``{Var: [calls]}``: the bound calls of ``func`` that take each variable as an argument."""
+    readers = {}
+    blocks = func.body.blocks if isinstance(func.body, relax.SeqExpr) else ()
+    for block in blocks:
+        for binding in block.bindings:
+            if isinstance(binding, relax.VarBinding) and isinstance(binding.value, relax.Call):
+                for arg in binding.value.args:
+                    if isinstance(arg, relax.Var):
+                        readers.setdefault(arg, []).append(binding.value)
+    return readers
+
+
 class Offloader(NamedTuple):
     """How one Relax operator is offloaded: ``match(call, lookup)`` returns a match or the
     reason the call is left alone (``lookup`` is a :class:`Bindings`); ``kernel(match)`` the PrimFunc (added to the module once
@@ -226,14 +248,14 @@ class _Offload(PyExprMutator):
         self.skipped = skipped
         self.offloaders = {tvm.ir.Op.get(o.op): o for o in offloaders}
         self.kernels, self.function, self.var, self.changed = {}, "", "", False
-        self.bindings = Bindings(self.lookup_binding, {})
+        self.bindings = Bindings(self.lookup_binding, {}, {})
 
     def run(self, mod):
         """The module with every function's matched calls rewritten."""
         for gv, func in mod.functions_items():
             if isinstance(func, relax.Function):
                 self.function, self.changed = gv.name_hint, False
-                self.bindings = Bindings(self.lookup_binding, count_uses(func))
+                self.bindings = Bindings(self.lookup_binding, count_uses(func), call_readers(func))
                 new = self.visit_expr(func)
                 if self.changed:
                     self.builder_.update_func(gv, relax.analysis.remove_all_unused(new))
@@ -241,6 +263,7 @@ class _Offload(PyExprMutator):
 
     def visit_var_binding_(self, binding):
         self.var = binding.var.name
+        self.bindings.current = binding.var
         super().visit_var_binding_(binding)
 
     def visit_call_(self, call):  # pylint: disable=arguments-renamed
@@ -263,25 +286,36 @@ class _Offload(PyExprMutator):
         return self.kernels[name]
 
 
-def _emit_gemm(emit, kernel: tvm.ir.GlobalVar, g: GemmMatch) -> relax.Expr:
+def emit_gemm_call(emit, kernel: tvm.ir.GlobalVar, g: GemmMatch, extra: tuple = ()) -> relax.Expr:
+    """``R.call_tir(kernel, (x, b, *extra), (m, n))`` for the match ``g``: ``x`` reshaped
+    to ``(m, k)`` first and the result back to ``(*batch, n)`` when ``x`` has more than
+    one row axis; a ``(k, n)`` weight transposed by ``R.permute_dims`` first."""
     x = g.x if len(g.batch) == 1 else emit(relax.op.reshape(g.x, [g.m, g.k]))
     b = emit(relax.op.permute_dims(g.b, [1, 0])) if g.transpose_b else g.b
-    out = relax.call_tir(kernel, [x, b], relax.TensorType([g.m, g.n], g.out_dtype))
+    out = relax.call_tir(kernel, [x, b, *extra], relax.TensorType([g.m, g.n], g.out_dtype))
     if len(g.batch) == 1:
         return out
     return relax.op.reshape(emit(out), [*g.batch, g.n])
 
 
+def fusable_options(gemm_options: dict | None) -> dict:
+    """A copy of ``gemm_options``; ValueError if it sets ``bias`` or ``activation`` (the
+    offload chooses those per call site)."""
+    options = dict(gemm_options or {})
+    fused = sorted(set(options) & {"bias", "activation"})
+    if fused:
+        raise ValueError(f"gemm_options: {', '.join(fused)} cannot be given to the Relax offload (it fuses the "
+                         "bias add and activation it finds after a matmul itself)")
+    return options
+
+
 def gemm_offloader(gemm_options: dict | None = None) -> Offloader:
     """The :class:`Offloader` of ``R.matmul`` (:func:`match_gemm`, :func:`gemm_prim_func`
     with ``gemm_options``)."""
-    options = dict(gemm_options or {})
-    fused = sorted(set(options) & {"bias", "activation"})
-    if fused:  # the offload emits R.call_tir(gemm, (x, w)): no Bias argument, no epilogue to take
-        raise ValueError(f"gemm_options: {', '.join(fused)} cannot be given to the Relax offload (it rewrites "
-                         "plain matmuls; a bias add or an activation after one stays a Relax op)")
+    options = fusable_options(gemm_options)
     return Offloader("relax.matmul", match_gemm,
-                     lambda g: gemm_prim_func(g.n, g.k, g.in_dtype, g.out_dtype, **options), _emit_gemm, SkippedMatmul)
+                     lambda g: gemm_prim_func(g.n, g.k, g.in_dtype, g.out_dtype, **options), emit_gemm_call,
+                     SkippedMatmul)
 
 
 def attention_offloader() -> Offloader:
@@ -321,6 +355,8 @@ def OffloadGemm(skipped: list | None = None, gemm_options: dict | None = None): 
     A function with a rewritten matmul then loses its unused dataflow bindings
     (``relax.analysis.remove_all_unused``), the linear form's ``permute_dims`` among them.
     Other matmuls, every other op, and functions without a match are left as they are.
+    A ``(n,)`` bias add and an activation after a matmul are folded into its GEMM first
+    (:mod:`tvm_tirx.ops.relax_epilogue`).
 
     Parameters
     ----------
@@ -341,11 +377,16 @@ def OffloadGemm(skipped: list | None = None, gemm_options: dict | None = None): 
     ValueError
         When it runs, from ``make_gemm``, for ``gemm_options`` it refuses.
     """
-    return offload_pass([gemm_offloader(gemm_options)], skipped, "tvm_tirx.OffloadGemm")
+    from .relax_epilogue import epilogue_offloaders  # pylint: disable=import-outside-toplevel  (it imports us)
+
+    return tvm.transform.Sequential([offload_pass(epilogue_offloaders(gemm_options), None, "tvm_tirx.OffloadGemmEpilogues"),
+                                     offload_pass([gemm_offloader(gemm_options)], skipped, "tvm_tirx.OffloadGemm")],
+                                    name="tvm_tirx.OffloadGemmAll")
 
 
 def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
-                           gemm_options: dict | None = None, attention: bool = True) -> tvm.IRModule:
+                           gemm_options: dict | None = None, attention: bool = True,
+                           epilogues: bool = True) -> tvm.IRModule:
     """Offload the supported matmuls (and attentions) of ``mod`` to this package's kernels.
 
     The counterpart of ``partition_for_cublas``: call it on a Relax module before
@@ -367,6 +408,10 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
         (:data:`tvm_tirx.ops.gemm_kernels.CONFIG`).
     attention : bool
         Offload ``R.nn.attention`` too.
+    epilogues : bool
+        First fold a ``(n,)`` bias add and a ReLU / SiLU / tanh-GELU after a matmul into
+        the GEMM's fused epilogue (:mod:`tvm_tirx.ops.relax_epilogue`; one rounding
+        instead of one per op).
 
     Returns
     -------
@@ -377,7 +422,11 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
     ------
     ValueError
         From ``make_gemm``, for ``gemm_options`` it refuses; ``gemm_options`` with
-        ``bias`` or ``activation`` (the offload rewrites plain matmuls).
+        ``bias`` or ``activation`` (the offload chooses those per call site).
     """
+    if epilogues:
+        from .relax_epilogue import epilogue_offloaders  # pylint: disable=import-outside-toplevel  (it imports us)
+
+        mod = offload_pass(epilogue_offloaders(gemm_options), None, "tvm_tirx.OffloadGemmEpilogues")(mod)
     offloaders = [gemm_offloader(gemm_options)] + ([attention_offloader()] if attention else [])
     return offload_pass(offloaders, skipped, "tvm_tirx.Offload")(mod)

@@ -79,7 +79,7 @@ def _gemm(names: Operands, x, w, out_dtype, fallback, bias=None):
         return out
     if k == 0:
         return out.zero_()
-    gemm_kernel(key)(x.view(-1, k), w, out.view(-1, n), *(() if bias is None else (bias,)))
+    gemm_kernel(key)(x.view(-1, k), w, *(() if bias is None else (bias,)), out.view(-1, n))
     return out
 
 

@@ -144,7 +144,8 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
     bias : str or None
         The dtype of a ``Bias`` vector ``(n,)`` added to every row of the product
         (``"bfloat16"`` or ``"float32"``, converted to fp32 and added to the fp32
-        accumulators), or None.  The function then takes ``Bias`` as its last argument.
+        accumulators), or None.  The function then takes ``Bias`` after ``B``, before
+        ``C`` (inputs first, as Relax's ``call_tir`` passes them).
     activation : str or None
         Applied after the bias, before C is rounded and stored: ``"relu"``, ``"silu"``
         or ``"gelu_tanh"`` (torch's ``gelu(approximate="tanh")``; :mod:`.fused` gives
@@ -153,8 +154,9 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
     Returns
     -------
     tvm.tirx.PrimFunc
-        ``hopper_gemm(A, B, C)`` (bf16 inputs) or ``hopper_gemm_fp8(A, B, C, Scales)``,
-        with ``_bias`` and a last argument ``Bias`` when ``bias`` is set; A, B and C
+        ``hopper_gemm(A, B, C)`` (bf16 inputs) or ``hopper_gemm_fp8(A, B, C, Scales)``;
+        with ``bias``, ``hopper_gemm_bias(A, B, Bias, C)`` or ``hopper_gemm_fp8_bias(A, B,
+        Bias, C, Scales)``; A, B and C
         16-byte aligned.  It computes ``C = activation(Scales[0] * Scales[1] * A @ B^T
         + Bias)`` (the parts that apply).
 
@@ -172,8 +174,9 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
 
 
 def _prim_func(cfg: GemmConfig, body):
-    """The ``T.function`` around ``body``: ``(A, B, C)``, then ``Scales`` for fp8 inputs,
-    then ``Bias`` when ``cfg.bias`` is set."""
+    """The ``T.function`` around ``body``: ``(A, B, C)``, with ``Bias`` before ``C`` when
+    ``cfg.bias`` is set (inputs first, the output after them, as Relax's ``call_tir``
+    passes them) and ``Scales`` last for fp8 inputs."""
     m, n, k, in_dtype = cfg.m, cfg.n, cfg.k, cfg.in_dtype
     a_spec, b_spec = T.Tensor((m, k), in_dtype, align=16), T.Tensor((n, k), in_dtype, align=16)
     c_spec = T.Tensor((m, n), cfg.out_dtype, align=16)
@@ -190,7 +193,7 @@ def _prim_func(cfg: GemmConfig, body):
     if not fp8:
 
         @T.function
-        def hopper_gemm_bias(A: a_spec, B: b_spec, C: c_spec, Bias: v_spec):
+        def hopper_gemm_bias(A: a_spec, B: b_spec, Bias: v_spec, C: c_spec):
             body(A, B, C, None, Bias)
 
         return hopper_gemm_bias
@@ -203,7 +206,7 @@ def _prim_func(cfg: GemmConfig, body):
         return hopper_gemm_fp8
 
     @T.function
-    def hopper_gemm_fp8_bias(A: a_spec, B: b_spec, C: c_spec, Scales: s_spec, Bias: v_spec):
+    def hopper_gemm_fp8_bias(A: a_spec, B: b_spec, Bias: v_spec, C: c_spec, Scales: s_spec):
         body(A, B, C, Scales, Bias)
 
     return hopper_gemm_fp8_bias
