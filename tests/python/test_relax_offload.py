@@ -261,16 +261,20 @@ def test_offloaded_module_builds_for_sm_90a():
     assert "matmul_kernel" in kernels  # the float32 matmul, lowered by apache-tvm
 
 
-def test_the_offload_registers_the_pipelines_it_builds_with(monkeypatch):
+def test_importing_the_ops_registers_the_pipelines_they_build_with(monkeypatch):
     # without the tvm.backends entry point (the package found through PYTHONPATH) nothing
-    # registers the pipelines at `import tvm`: the offload must, or tvm.compile cannot build
+    # registers the pipelines at `import tvm`: importing tvm_tirx.ops must, or tvm.compile
+    # cannot build an offloaded module ("Unknown pre-built pipeline tvm_tirx", seen on the H200)
+    import importlib
+
     from tvm.relax import pipeline as relax_pipelines
 
-    monkeypatch.delitem(relax_pipelines.PIPELINE_MAP, "tvm_tirx")
+    import tvm_tirx.ops
     from tvm_tirx.ops import relax as ops_relax
 
+    monkeypatch.delitem(relax_pipelines.PIPELINE_MAP, "tvm_tirx")
     ops_relax.register_relax_pipeline.cache_clear()  # as in a process where it never ran
-    partition_for_tvm_tirx(Block)
+    importlib.reload(tvm_tirx.ops)
     assert "tvm_tirx" in relax_pipelines.PIPELINE_MAP
 
 
@@ -319,6 +323,14 @@ def _reference_gemm(name):
     return te.create_prim_func([a, b, *([v] if v is not None else []), c]).with_attr("global_symbol", name)
 
 
+def _cpu_vm_with_reference_kernels(mod):
+    """A CPU VM of the offloaded ``mod`` with each GEMM PrimFunc swapped for :func:`_reference_gemm`."""
+    for gv, _ in list(mod.functions_items()):
+        if gv.name_hint.startswith("tvm_tirx_gemm_"):
+            mod.update_func(gv, _reference_gemm(gv.name_hint))
+    return relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+
+
 def _block_reference(x, w1, bias, w2):
     # the bias add is fused into the first GEMM: added in fp32, rounded once
     return (x.float() @ w1.float() + bias.float()).bfloat16().float() @ w2.float().t()
@@ -328,11 +340,7 @@ def test_rewritten_block_computes_the_same_on_the_cpu_with_a_reference_gemm(torc
     # the rewrite's semantics (operand order, the transpose, the reshapes, symbolic m)
     # checked without a GPU: each GEMM PrimFunc swapped for a TE kernel computing A @ B^T
     torch = torch_cpu
-    mod = partition_for_tvm_tirx(Block)
-    for gv, _ in list(mod.functions_items()):
-        if gv.name_hint.startswith("tvm_tirx_gemm_"):
-            mod.update_func(gv, _reference_gemm(gv.name_hint))
-    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    vm = _cpu_vm_with_reference_kernels(partition_for_tvm_tirx(Block))
     torch.manual_seed(0)
     w1, bias, w2 = torch.randn(64, 256).bfloat16(), torch.randn(256).bfloat16(), torch.randn(128, 256).bfloat16()
     f, g = torch.randn(4, 8), torch.randn(8, 4)
@@ -421,11 +429,7 @@ def test_bias_and_activations_fold_into_the_gemm_when_each_step_is_read_once():
 
 def test_fused_epilogues_compute_the_same_on_the_cpu_with_reference_kernels(torch_cpu):
     torch = torch_cpu
-    mod = partition_for_tvm_tirx(Epilogues)
-    for gv, _ in list(mod.functions_items()):
-        if gv.name_hint.startswith("tvm_tirx_gemm_"):
-            mod.update_func(gv, _reference_gemm(gv.name_hint))
-    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    vm = _cpu_vm_with_reference_kernels(partition_for_tvm_tirx(Epilogues))
     torch.manual_seed(0)
     x, w, w2 = (torch.randn(*s).bfloat16() for s in ((37, 64), (128, 64), (64, 128)))
     bias, bias2 = torch.randn(128).bfloat16(), torch.randn(1, 64).bfloat16()

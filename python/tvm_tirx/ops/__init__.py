@@ -12,6 +12,15 @@ import tvm  # noqa: F401  pylint: disable=unused-import
 
 import importlib as _importlib
 
+from ..build.pipeline import register_pipeline as _register_pipeline
+from .relax import register_relax_pipeline as _register_relax_pipeline
+
+# The "tvm_tirx" TIR and Relax pipelines that offloaded modules are built with: apache-tvm's
+# tvm.backends entry point registers them at `import tvm` only when this package is
+# installed, not when it is found through PYTHONPATH (both calls are idempotent).
+_register_pipeline()
+_register_relax_pipeline()
+
 #: name -> the module that defines it (imported on first use: it imports torch)
 _LAZY = {"linear": "torch_ops", "matmul": "torch_ops", "attention": "attention_ops", "UnsupportedInput": "torch_checks"}
 

@@ -1,7 +1,7 @@
 """Offload a Relax matmul together with the bias add and activation after it (the GEMM's
 fused epilogue, :mod:`tvm_tirx.kernels.gemm.fused`).
 
-Matched, on top of an ``R.matmul`` that :func:`~tvm_tirx.ops.relax_offload.match_gemm`
+Matched, on top of an ``R.matmul`` that :func:`~tvm_tirx.ops.relax_gemm.match_gemm`
 accepts:
 
 * ``R.add(y, bias)`` or ``R.add(bias, y)`` with ``y`` the matmul's result and ``bias`` a
@@ -26,7 +26,8 @@ import tvm
 from tvm import relax
 
 from .gemm_kernels import gemm_prim_func
-from .relax_offload import (GemmMatch, Offloader, SkippedMatmul, emit_gemm_call, fusable_options, match_gemm)
+from .relax_gemm import GemmMatch, SkippedMatmul, emit_gemm_call, fusable_options, match_gemm
+from .relax_rewrite import Offloader
 
 __all__ = ["ACTIVATION_OPS", "EpilogueMatch", "match_epilogue", "epilogue_offloaders"]
 
@@ -73,7 +74,7 @@ def match_epilogue(call: relax.Call, bindings):
     """The :class:`EpilogueMatch` rooted at ``call`` (an add or an activation), or a
     sentence saying why it is not one (then the call is left to the plain offload).
 
-    ``bindings`` is the :class:`~tvm_tirx.ops.relax_offload.Bindings` of the function.
+    ``bindings`` is the :class:`~tvm_tirx.ops.relax_bindings.Bindings` of the function.
     An add whose result only an activation reads is left for the activation to take."""
     activation = ACTIVATION_OPS.get(call.op.name)
     inner = call
@@ -100,7 +101,7 @@ def match_epilogue(call: relax.Call, bindings):
 
 
 def epilogue_offloaders(gemm_options: dict | None = None) -> list:
-    """The :class:`~tvm_tirx.ops.relax_offload.Offloader` of each root op (``R.add`` and
+    """The :class:`~tvm_tirx.ops.relax_rewrite.Offloader` of each root op (``R.add`` and
     the activations), emitting ``R.call_tir`` of the fused GEMM; run them in a pass of
     their own before the plain offload (which would take the matmuls first)."""
     options = fusable_options(gemm_options)

@@ -1,0 +1,172 @@
+"""The Relax matmuls the Hopper GEMM computes: :func:`match_gemm`, how the call is emitted
+(:func:`emit_gemm_call`) and the :class:`~tvm_tirx.ops.relax_rewrite.Offloader` of
+``R.matmul`` (:func:`gemm_offloader`)."""
+
+from __future__ import annotations
+
+import functools
+import operator
+from dataclasses import dataclass
+
+import tvm
+from tvm import relax
+
+from ..kernels.gemm.config import MAX_SIZE, TMA_STRIDE
+from .gemm_kernels import gemm_prim_func
+from .relax_rewrite import Offloader
+
+__all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "match_gemm", "emit_gemm_call",
+           "fusable_options", "gemm_offloader"]
+
+#: Input dtypes offloaded (both operands the same).
+IN_DTYPES = ("bfloat16",)
+#: Output dtypes offloaded (``R.matmul``'s ``out_dtype``).
+OUT_DTYPES = ("bfloat16", "float32")
+#: Largest ``m`` (rows of the flattened ``x``): the generator's size bound (int32 row indices).
+MAX_M = MAX_SIZE
+
+
+@dataclass(frozen=True)
+class SkippedMatmul:
+    """An ``R.matmul`` left to the default lowering: the Relax function's name, the name
+    of the variable the matmul is bound to, and why it was not offloaded."""
+
+    function: str
+    var: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class GemmMatch:  # pylint: disable=too-many-instance-attributes
+    """An ``R.matmul`` the GEMM computes (:func:`match_gemm`).
+
+    ``x``: the left operand, shape ``(*batch, k)``; ``b``: the weight, ``(n, k)``, or
+    ``(k, n)`` when ``transpose_b``; ``batch``: ``x``'s leading extents (PrimExprs,
+    static or symbolic); ``m``: their product; ``n``, ``k``: ints; ``in_dtype``,
+    ``out_dtype``: dtype names.
+    """
+
+    x: relax.Expr
+    b: relax.Expr
+    transpose_b: bool
+    batch: tuple
+    m: tvm.tirx.PrimExpr
+    n: int
+    k: int
+    in_dtype: str
+    out_dtype: str
+
+
+def _static(value) -> int | None:
+    return int(value) if isinstance(value, int | tvm.tirx.IntImm) else None
+
+
+def _weight(rhs: relax.Expr, lookup):
+    """``(b, transpose_b)`` for the matmul's right operand, or the reason it is refused."""
+    bound = lookup(rhs) if isinstance(rhs, relax.Var) else None
+    if isinstance(bound, relax.Call) and bound.op == tvm.ir.Op.get("relax.permute_dims"):
+        axes = bound.attrs.axes
+        if bound.args[0].ty.ndim == 2 and (axes is None or [int(a) for a in axes] == [1, 0]):
+            return bound.args[0], False  # linear: x @ w^T with w (n, k)
+    if rhs.ty.ndim != 2:
+        return f"the weight has {rhs.ty.ndim} axes (a 2-D (k, n) weight is offloaded)"
+    return rhs, True
+
+
+def _check_dtypes(x, w, out_dtype) -> str | None:
+    if str(x.ty.dtype) != str(w.ty.dtype) or str(x.ty.dtype) not in IN_DTYPES:
+        return f"inputs {x.ty.dtype} x {w.ty.dtype} (offloaded: both in {list(IN_DTYPES)})"
+    if out_dtype not in OUT_DTYPES:
+        return f"output {out_dtype} (offloaded: {list(OUT_DTYPES)})"
+    return None
+
+
+def _check_sizes(m, n, k, in_dtype) -> str | None:
+    if n is None:
+        return "n is not a compile-time constant (the GEMM needs a static n)"
+    if k is None:
+        return "k is not a compile-time constant"
+    row = k * tvm.runtime.DataType(in_dtype).bits // 8
+    if row % TMA_STRIDE:
+        return (f"k = {k}: rows of {row} bytes are not a multiple of {TMA_STRIDE} "
+                "(the TMA's stride rule)")
+    m_static = _static(m)
+    if m_static is not None and not 1 <= m_static <= MAX_M:
+        return f"m = {m_static} outside 1 .. {MAX_M}"
+    return None
+
+
+def match_gemm(call: relax.Call, lookup=lambda var: None):
+    """Whether ``call`` is an ``R.matmul`` the GEMM computes, and how.
+
+    Parameters
+    ----------
+    call : tvm.relax.Call
+        A call of ``relax.matmul``, its operands with known types.
+    lookup : callable
+        ``Var -> Expr | None``: the value a variable is bound to (a mutator's
+        ``lookup_binding``); it finds the ``R.permute_dims`` of the linear form.
+
+    Returns
+    -------
+    GemmMatch | str
+        The match, or a sentence saying why the call is left to the default lowering:
+        dtypes outside :data:`IN_DTYPES` / :data:`OUT_DTYPES`, unknown shapes, a 1-D
+        ``x``, a batched weight, a run-time ``n`` or ``k``, rows of ``k *
+        sizeof(dtype)`` bytes not a multiple of 16, a static ``m`` outside ``1 ..``
+        :data:`MAX_M`.  Nothing is raised for an unsupported call.
+    """
+    x, rhs = call.args
+    if x.ty.shape is None or rhs.ty.shape is None:
+        return "an operand's shape is unknown"
+    if x.ty.ndim < 2:
+        return "x has fewer than 2 axes"
+    weight = _weight(rhs, lookup)
+    if isinstance(weight, str):
+        return weight
+    b, transpose_b = weight
+    in_dtype, out_dtype = str(x.ty.dtype), str(call.ty.dtype)
+    reason = _check_dtypes(x, b, out_dtype)
+    if reason:
+        return reason
+    shape = list(x.ty.shape.values)
+    b_shape = [_static(v) for v in b.ty.shape.values]
+    n, k = (b_shape[1], b_shape[0]) if transpose_b else (b_shape[0], b_shape[1])
+    k = k if k is not None and _static(shape[-1]) == k else None
+    m = functools.reduce(operator.mul, shape[:-1])
+    reason = _check_sizes(m, n, k, in_dtype)
+    if reason:
+        return reason
+    return GemmMatch(x, b, transpose_b, tuple(shape[:-1]), m, n, k, in_dtype, out_dtype)
+
+
+def emit_gemm_call(emit, kernel: tvm.ir.GlobalVar, g: GemmMatch, extra: tuple = ()) -> relax.Expr:
+    """``R.call_tir(kernel, (x, b, *extra), (m, n))`` for the match ``g``: ``x`` reshaped
+    to ``(m, k)`` first and the result back to ``(*batch, n)`` when ``x`` has more than
+    one row axis; a ``(k, n)`` weight transposed by ``R.permute_dims`` first."""
+    x = g.x if len(g.batch) == 1 else emit(relax.op.reshape(g.x, [g.m, g.k]))
+    b = emit(relax.op.permute_dims(g.b, [1, 0])) if g.transpose_b else g.b
+    out = relax.call_tir(kernel, [x, b, *extra], relax.TensorType([g.m, g.n], g.out_dtype))
+    if len(g.batch) == 1:
+        return out
+    return relax.op.reshape(emit(out), [*g.batch, g.n])
+
+
+def fusable_options(gemm_options: dict | None) -> dict:
+    """A copy of ``gemm_options``; ValueError if it sets ``bias`` or ``activation`` (the
+    offload chooses those per call site)."""
+    options = dict(gemm_options or {})
+    fused = sorted(set(options) & {"bias", "activation"})
+    if fused:
+        raise ValueError(f"gemm_options: {', '.join(fused)} cannot be given to the Relax offload (it fuses the "
+                         "bias add and activation it finds after a matmul itself)")
+    return options
+
+
+def gemm_offloader(gemm_options: dict | None = None) -> Offloader:
+    """The :class:`~tvm_tirx.ops.relax_rewrite.Offloader` of ``R.matmul`` (:func:`match_gemm`, :func:`gemm_prim_func`
+    with ``gemm_options``)."""
+    options = fusable_options(gemm_options)
+    return Offloader("relax.matmul", match_gemm,
+                     lambda g: gemm_prim_func(g.n, g.k, g.in_dtype, g.out_dtype, **options), emit_gemm_call,
+                     SkippedMatmul)
