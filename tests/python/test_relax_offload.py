@@ -33,8 +33,9 @@ def _check(before, expected, **kernels):
     ``gemm_prim_func(*kernels[name])``; return the skipped matmuls."""
     skipped = []
     after = partition_for_tvm_tirx(before, skipped=skipped)
-    for name, args in kernels.items():
-        expected.update_func(expected.get_global_var(name), gemm_prim_func(*args))
+    for name, args in kernels.items():  # (n, k, ...) or {"n": ..., "k": ..., options}
+        func = gemm_prim_func(**args) if isinstance(args, dict) else gemm_prim_func(*args)
+        expected.update_func(expected.get_global_var(name), func)
     tvm.ir.assert_structural_equal(after, expected)
     return skipped
 
@@ -55,7 +56,7 @@ def test_static_m_with_a_k_by_n_weight_gets_a_transpose():
     @I.ir_module
     class Expected:
         @T.prim_func
-        def tvm_tirx_gemm_n256_k64_bf16_bf16(a: T.handle, b: T.handle, c: T.handle):  # stub: the GEMM replaces it
+        def tvm_tirx_gemm_n256_k64_bf16_bf16_bn64(a: T.handle, b: T.handle, c: T.handle):  # stub: the GEMM replaces it
             T.evaluate(0)
 
         @R.function
@@ -63,11 +64,14 @@ def test_static_m_with_a_k_by_n_weight_gets_a_transpose():
             cls = Expected
             with R.dataflow():
                 wt = R.permute_dims(w, axes=[1, 0])
-                y = R.call_tir(cls.tvm_tirx_gemm_n256_k64_bf16_bf16, (x, wt), out_ty=R.Tensor((128, 256), "bfloat16"))
+                y = R.call_tir(cls.tvm_tirx_gemm_n256_k64_bf16_bf16_bn64, (x, wt),
+                               out_ty=R.Tensor((128, 256), "bfloat16"))
                 R.output(y)
             return y
 
-    assert _check(Before, Expected, tvm_tirx_gemm_n256_k64_bf16_bf16=(256, 64)) == []
+    # a static m: the tile table's width (one 128 x 256 tile would leave 131 SMs idle)
+    assert _check(Before, Expected,
+                  tvm_tirx_gemm_n256_k64_bf16_bf16_bn64=dict(n=256, k=64, block_n=64, stages=8)) == []
 
 
 def test_linear_form_with_symbolic_m_passes_the_weight_as_it_is():
@@ -141,7 +145,7 @@ def test_batch_axes_are_flattened_into_one_symbolic_m_and_one_kernel_serves_both
     assert _check(Before, Expected, **kernels) == []
 
 
-def test_two_calls_with_different_m_share_one_kernel():
+def test_a_static_m_gets_the_tile_tables_width_and_a_symbolic_m_the_default_kernel():
     @I.ir_module
     class Before:
         @R.function
@@ -154,9 +158,12 @@ def test_two_calls_with_different_m_share_one_kernel():
             return (a, b)
 
     after = partition_for_tvm_tirx(Before)
-    kernels = [gv.name_hint for gv, f in after.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
-    assert kernels == ["tvm_tirx_gemm_n256_k64_bf16_bf16"]
-    assert after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(gemm_prim_func(256, 64))
+    kernels = sorted(gv.name_hint for gv, f in after.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+    assert kernels == ["tvm_tirx_gemm_n256_k64_bf16_bf16", "tvm_tirx_gemm_n256_k64_bf16_bf16_bn64"]
+    assert after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(gemm_prim_func(256, 64))  # every m
+    assert after["tvm_tirx_gemm_n256_k64_bf16_bf16_bn64"].same_as(gemm_prim_func(256, 64, block_n=64, stages=8))
+    assert partition_for_tvm_tirx(Before, gemm_options={"block_n": 256})["main"].script().count(
+        "tvm_tirx_gemm_n256_k64_bf16_bf16,") == 2  # a width given in gemm_options: one kernel for both
     calls = [b.value for b in after["main"].body.blocks[0].bindings]
     assert [c.op.name for c in calls] == ["relax.call_tir", "relax.call_tir"]
 

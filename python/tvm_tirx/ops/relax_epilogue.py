@@ -26,7 +26,7 @@ import tvm
 from tvm import relax
 
 from .gemm_kernels import gemm_prim_func
-from .relax_gemm import GemmMatch, SkippedMatmul, emit_gemm_call, fusable_options, match_gemm
+from .relax_gemm import GemmMatch, SkippedMatmul, emit_gemm_call, fusable_options, match_gemm, tile_options
 from .relax_rewrite import Offloader
 
 __all__ = ["ACTIVATION_OPS", "EpilogueMatch", "match_epilogue", "epilogue_offloaders"]
@@ -109,7 +109,7 @@ def epilogue_offloaders(gemm_options: dict | None = None) -> list:
     def kernel(e: EpilogueMatch):
         fused = dict(options, activation=e.activation, bias=e.gemm.out_dtype if e.bias is not None else None)
         return gemm_prim_func(e.gemm.n, e.gemm.k, e.gemm.in_dtype, e.gemm.out_dtype,
-                              **{k: v for k, v in fused.items() if v is not None})
+                              **tile_options(e.gemm, {k: v for k, v in fused.items() if v is not None}))
 
     def emit(emit_fn, kernel_var, e: EpilogueMatch):
         return emit_gemm_call(emit_fn, kernel_var, e.gemm, () if e.bias is None else (e.bias,))

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
+from ..kernels.gemm import BN, choose_tile
 from ..kernels.gemm.config import MAX_SIZE, TMA_STRIDE
 from .gemm_kernels import gemm_prim_func
 from .relax_rewrite import Offloader
 
 __all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "match_gemm", "emit_gemm_call",
-           "fusable_options", "gemm_offloader"]
+           "fusable_options", "tile_options", "gemm_offloader"]
 
 #: Input dtypes offloaded (both operands the same).
 IN_DTYPES = ("bfloat16",)
@@ -163,10 +164,23 @@ def fusable_options(gemm_options: dict | None) -> dict:
     return options
 
 
+def tile_options(g: GemmMatch, options: dict) -> dict:
+    """``options`` with the tile width of :func:`~tvm_tirx.kernels.gemm.choose_tile` for a
+    static ``m`` (and the deepest ring that fits it) unless ``options`` sets ``block_n``; a
+    symbolic ``m`` keeps the default 128 x 256 tiles (the kernel serves every ``m``)."""
+    m = _static(g.m)
+    if m is None or "block_n" in options:
+        return dict(options)
+    tile = choose_tile(m, g.n, g.out_dtype)
+    if tile["block_n"] == BN:
+        return dict(options)
+    return {**options, "block_n": tile["block_n"], "stages": options.get("stages", tile["stages"])}
+
+
 def gemm_offloader(gemm_options: dict | None = None) -> Offloader:
-    """The :class:`~tvm_tirx.ops.relax_rewrite.Offloader` of ``R.matmul`` (:func:`match_gemm`, :func:`gemm_prim_func`
-    with ``gemm_options``)."""
+    """The :class:`~tvm_tirx.ops.relax_rewrite.Offloader` of ``R.matmul`` (:func:`match_gemm`,
+    :func:`gemm_prim_func` with ``gemm_options`` and :func:`tile_options`)."""
     options = fusable_options(gemm_options)
     return Offloader("relax.matmul", match_gemm,
-                     lambda g: gemm_prim_func(g.n, g.k, g.in_dtype, g.out_dtype, **options), emit_gemm_call,
-                     SkippedMatmul)
+                     lambda g: gemm_prim_func(g.n, g.k, g.in_dtype, g.out_dtype, **tile_options(g, options)),
+                     emit_gemm_call, SkippedMatmul)

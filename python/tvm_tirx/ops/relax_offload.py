@@ -19,10 +19,12 @@ The GEMM computes ``C (m, n) = A (m, k) @ B (n, k)^T``.  Two forms are matched:
   ``torch.nn.functional.linear``): ``w`` is passed as it is.
 
 ``x`` is ``(*rows, k)``; with more than one row axis (batch, sequence) it is reshaped
-into ``(prod(rows), k)`` and the result back into ``(*rows, n)``.  One PrimFunc per ``(n, k, dtypes)`` serves
-every call site: its ``m`` is a run-time extent, so static and symbolic batch or sequence
-sizes share it and symbolic ones stay symbolic.  A bias add after the matmul is not part
-of the pattern: it stays an ``R.add`` on the GEMM's (rounded) output, lowered as usual.
+into ``(prod(rows), k)`` and the result back into ``(*rows, n)``.  The kernels have a
+run-time ``m``, so symbolic batch or sequence sizes stay symbolic and share one PrimFunc
+per ``(n, k, dtypes)``; a static ``m`` gets the tile width
+:func:`~tvm_tirx.kernels.gemm.choose_tile` picks for it (a ``_bn64`` / ``_bn128``
+kernel when 128 x 256 tiles would leave SMs idle).  A ``(n,)`` bias add and a ReLU /
+SiLU / tanh-GELU after a matmul are folded into its GEMM (:mod:`.relax_epilogue`).
 """
 
 from __future__ import annotations
