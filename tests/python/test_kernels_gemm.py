@@ -186,6 +186,18 @@ def test_the_fused_epilogue_adds_the_clamped_bias_and_issues_the_activation(opti
         assert params.index("B: ") < params.index("Bias: ") < params.index("C: "), params
 
 
+def test_the_fused_epilogue_follows_the_fp8_scales():
+    kernel = _kernel("fused-fp8", 512, 1024, 1024, in_dtype="float8_e4m3fn", bias="bfloat16", activation="relu",
+                     block_n=128)
+    assert kernel.name == "hopper_gemm_fp8_bias"
+    script = make_gemm(512, 1024, 1024, in_dtype="float8_e4m3fn", bias="bfloat16", activation="relu",
+                       block_n=128).script()
+    params = re.search(r"def \w+\((.*?)\):", script).group(1)
+    assert re.findall(r"(\w+): T.Buffer", params) == ["A", "B", "Bias", "C", "Scales"], params
+    body = _body(kernel)  # C = relu(Scales[0] * Scales[1] * A B^T + Bias): the scale first
+    assert body.index("mul_rn_f32") < body.index("Bias_ptr[")
+
+
 @pytest.mark.parametrize("options,match", [(dict(bias="float16"), r"bias must be one of \[None, 'bfloat16', 'float32'\]"),
                                            (dict(activation="gelu"), r"activation must be one of \[None, 'relu', 'silu', "
                                                                      r"'gelu_tanh'\], found 'gelu'")])
