@@ -161,6 +161,8 @@ def test_the_tile_table_takes_the_deepest_ring_that_fits_and_checks_its_argument
     for bad in (dict(m=0, n=8), dict(m=8, n=True), dict(m=8, n=8, sms=2.0)):
         with pytest.raises(ValueError, match="choose_tile: .* must be a positive int"):
             choose_tile(**bad)
+    with pytest.raises(ValueError, match=r"choose_tile: out_dtype must be one of \['bfloat16', 'float32'\], found 'bf16'"):
+        choose_tile(8, 8, "bf16")
 
 
 FUSED = [dict(bias="bfloat16"), dict(activation="silu"), dict(bias="float32", activation="gelu_tanh"),

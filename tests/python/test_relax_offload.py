@@ -230,6 +230,10 @@ def test_gemm_options_reach_make_gemm_and_its_errors_surface():
         partition_for_tvm_tirx(Before, gemm_options={"cluster": 2})
     with pytest.raises(ValueError, match=r"gemm_options: activation, bias cannot be given to the Relax offload"):
         partition_for_tvm_tirx(Before, gemm_options={"bias": "bfloat16", "activation": "silu"})
+    with pytest.raises(ValueError, match=r"gemm_options: out_dtype cannot be given .* per call site"):
+        partition_for_tvm_tirx(Before, gemm_options={"out_dtype": "float32"})
+    with pytest.raises(ValueError, match=r"gemm_options: unknown option 'foo' \(make_gemm's options: stages, "):
+        partition_for_tvm_tirx(Before, gemm_options={"foo": 1})
 
 
 # -- builds ---------------------------------------------------------------------------------

@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 from dataclasses import dataclass
 
 import tvm
 from tvm import relax
 
-from ..kernels.gemm import BN, choose_tile
+from ..kernels.gemm import BN, choose_tile, make_gemm
 from ..kernels.gemm.config import MAX_SIZE, TMA_STRIDE
 from .gemm_kernels import gemm_prim_func
 from .relax_rewrite import Offloader
@@ -153,14 +154,31 @@ def emit_gemm_call(emit, kernel: tvm.ir.GlobalVar, g: GemmMatch, extra: tuple = 
     return relax.op.reshape(emit(out), [*g.batch, g.n])
 
 
+#: make_gemm parameters the offload sets per call site (the rest are gemm_options)
+PER_CALL = ("m", "n", "k", "out_dtype", "in_dtype", "bias", "activation")
+
+
 def fusable_options(gemm_options: dict | None) -> dict:
-    """A copy of ``gemm_options``; ValueError if it sets ``bias`` or ``activation`` (the
-    offload chooses those per call site)."""
+    """A copy of ``gemm_options`` after checking its names: ``make_gemm`` options other
+    than those the offload sets per call site (:data:`PER_CALL`).
+
+    Raises
+    ------
+    ValueError
+        A name of :data:`PER_CALL` (``bias`` and ``activation``: the offload fuses the
+        bias add and activation it finds after a matmul itself), or one ``make_gemm``
+        does not take.
+    """
     options = dict(gemm_options or {})
-    fused = sorted(set(options) & {"bias", "activation"})
-    if fused:
-        raise ValueError(f"gemm_options: {', '.join(fused)} cannot be given to the Relax offload (it fuses the "
-                         "bias add and activation it finds after a matmul itself)")
+    per_call = sorted(set(options) & set(PER_CALL))
+    if per_call:
+        raise ValueError(f"gemm_options: {', '.join(per_call)} cannot be given to the Relax offload (it sets "
+                         f"{', '.join(PER_CALL)} per call site from the matmul and what follows it)")
+    known = [p for p in inspect.signature(make_gemm).parameters if p not in PER_CALL]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ValueError(f"gemm_options: unknown option {', '.join(map(repr, unknown))} (make_gemm's options: "
+                         f"{', '.join(known)})")
     return options
 
 

@@ -77,8 +77,8 @@ def _gemm(names: Operands, x, w, out_dtype, fallback, bias=None):
     out = torch.empty((*x.shape[:-1], n), dtype=out_dtype, device=x.device)
     if out.numel() == 0:
         return out
-    if k == 0:
-        return out.zero_()
+    if k == 0:  # an empty sum: zeros, plus the bias
+        return out.zero_() if bias is None else out.copy_(bias.to(out_dtype).expand_as(out))
     gemm_kernel(key)(x.view(-1, k), w, *(() if bias is None else (bias,)), out.view(-1, n))
     return out
 
@@ -111,14 +111,23 @@ def _linear_fake(x, weight, out_dtype, fallback):
 @torch.library.custom_op("tvm_tirx::linear_bias", mutates_args=())
 def _linear_bias_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out_dtype: Optional[torch.dtype],
                     fallback: Optional[str]) -> torch.Tensor:
+    _check_bias_type(bias)
     return _gemm(_LINEAR, x, weight, out_dtype, fallback, bias)
 
 
 @_linear_bias_op.register_fake
 def _linear_bias_fake(x, weight, bias, out_dtype, fallback):
+    _check_bias_type(bias)
     if bias.dim() != 1 or bias.shape[0] != weight.shape[0]:
         raise ValueError(f"{_LINEAR.op}: bias must have shape ({weight.shape[0]},) (n), got {tuple(bias.shape)}")
     return _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
+
+
+def _check_bias_type(bias) -> None:
+    """A bias torch's ``linear`` would refuse for its dtype alone (integer, bool, complex)
+    raises a TypeError, with or without the fallback."""
+    if not bias.is_floating_point():
+        raise TypeError(f"{_LINEAR.op}: bias must be floating-point, got {bias.dtype}")
 
 
 def _check_matmul_shapes(a, b) -> None:
@@ -215,6 +224,7 @@ def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
         those rules raises :class:`UnsupportedInput`, or with ``fallback="torch"`` is
         added by torch in float32).  Any other shape that broadcasts to the output's is
         added by torch to the rounded product, the sum rounded again.  ``None``: none.
+        A bias that is not floating-point raises a TypeError, as torch's does.
     out_dtype : torch.dtype | None
         ``torch.bfloat16`` (round to nearest even) or ``torch.float32``; ``None`` for
         ``x.dtype``.  The products accumulate in float32 either way.
@@ -239,7 +249,8 @@ def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
         ``2**31 - 129`` elements (:data:`~tvm_tirx.ops.torch_checks.INT32_ELEMENTS`).  The
         message names the argument and the rule.
     ValueError
-        ``x`` 0-d, ``weight`` not 2-d, different ``k``; ``fallback`` not None or ``"torch"``.
+        ``x`` 0-d, ``weight`` not 2-d, different ``k``; ``fallback`` not None or ``"torch"``;
+        a 1-d ``bias`` of a length other than ``n`` or 1.
     TypeError
         (with or without ``fallback``, as torch refuses them) ``x`` or ``weight`` not
         floating-point (integer, bool, complex), ``x`` and ``weight`` of different dtypes,
@@ -253,7 +264,14 @@ def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
     of ``grad`` over its rows (leading dimensions flattened); only the gradients needed
     are computed.
     """
-    if isinstance(bias, torch.Tensor) and bias.dim() == 1:
+    if isinstance(bias, torch.Tensor):
+        _check_bias_type(bias)
+        n = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None
+        if bias.dim() == 1 and n is not None and bias.shape[0] not in (1, n):
+            raise ValueError(f"{_LINEAR.op}: bias of shape {tuple(bias.shape)} does not broadcast to the output's "
+                             f"(*, {n}): expected ({n},) or (1,)")
+    if (isinstance(bias, torch.Tensor) and bias.dim() == 1 and isinstance(weight, torch.Tensor) and weight.dim() == 2
+            and bias.shape[0] == weight.shape[0]):  # (n,): the kernel's fused bias
         return torch.ops.tvm_tirx.linear_bias(x, weight, bias, out_dtype, fallback)
     out = torch.ops.tvm_tirx.linear(x, weight, out_dtype, fallback)
     return out if bias is None else torch.add(out, bias).to(out.dtype)

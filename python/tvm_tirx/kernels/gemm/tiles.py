@@ -18,7 +18,7 @@ wide one does (491 / 481 / 432).
 
 from __future__ import annotations
 
-from .config import BLOCK_NS, SMEM_LIMIT, BM, gemm_smem_bytes
+from .config import BLOCK_NS, OUTPUTS, SMEM_LIMIT, BM, gemm_smem_bytes
 
 __all__ = ["TILE_RATE", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring"]
 
@@ -61,11 +61,13 @@ def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS) -> 
     Raises
     ------
     ValueError
-        ``m``, ``n`` or ``sms`` not a positive int.
+        ``m``, ``n`` or ``sms`` not a positive int; ``out_dtype`` not one of the above.
     """
     for name, value in (("m", m), ("n", n), ("sms", sms)):
         if type(value) is not int or value < 1:  # noqa: E721  (not bool)
             raise ValueError(f"choose_tile: {name} must be a positive int, found {value!r}")
+    if out_dtype not in OUTPUTS:
+        raise ValueError(f"choose_tile: out_dtype must be one of {list(OUTPUTS)}, found {out_dtype!r}")
 
     def score(block_n: int) -> float:
         tiles_n = -(-n // block_n)
