@@ -37,7 +37,7 @@ class _Offload(PyExprMutator):
         self.skipped = skipped
         self.offloaders = {tvm.ir.Op.get(o.op): o for o in offloaders}
         self.kernels, self.function, self.var, self.changed = {}, "", "", False
-        self.bindings = Bindings(self.lookup_binding, {}, {})
+        self.bindings = None  # the function's Bindings, set by run()
 
     def run(self, mod):
         """The module with every function's matched calls rewritten."""

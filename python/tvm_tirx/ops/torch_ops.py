@@ -264,17 +264,19 @@ def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
     of ``grad`` over its rows (leading dimensions flattened); only the gradients needed
     are computed.
     """
+    if bias is None:
+        return torch.ops.tvm_tirx.linear(x, weight, out_dtype, fallback)
+    n = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None
+    vector = isinstance(bias, torch.Tensor) and bias.dim() == 1 and n is not None
+    if vector and bias.shape[0] == n:  # the kernel's fused bias (the op checks its dtype)
+        return torch.ops.tvm_tirx.linear_bias(x, weight, bias, out_dtype, fallback)
     if isinstance(bias, torch.Tensor):
         _check_bias_type(bias)
-        n = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None
-        if bias.dim() == 1 and n is not None and bias.shape[0] not in (1, n):
-            raise ValueError(f"{_LINEAR.op}: bias of shape {tuple(bias.shape)} does not broadcast to the output's "
-                             f"(*, {n}): expected ({n},) or (1,)")
-    if (isinstance(bias, torch.Tensor) and bias.dim() == 1 and isinstance(weight, torch.Tensor) and weight.dim() == 2
-            and bias.shape[0] == weight.shape[0]):  # (n,): the kernel's fused bias
-        return torch.ops.tvm_tirx.linear_bias(x, weight, bias, out_dtype, fallback)
+    if vector and bias.shape[0] != 1:
+        raise ValueError(f"{_LINEAR.op}: bias of shape {tuple(bias.shape)} does not broadcast to the output's "
+                         f"(*, {n}): expected ({n},) or (1,)")
     out = torch.ops.tvm_tirx.linear(x, weight, out_dtype, fallback)
-    return out if bias is None else torch.add(out, bias).to(out.dtype)
+    return torch.add(out, bias).to(out.dtype)
 
 
 def matmul(a, b, *, out_dtype=None, fallback=None):

@@ -33,7 +33,7 @@ FLOAT32_MAX = 3.4028234663852886e38
 #: caller's rule; the torch operator and the Relax offload check it).
 MAX_ELEMENTS = 2**31 - 1
 #: CTAs a grid may have along z (batch entries) (CUDA's launch limit)
-GRID_YZ = 65535
+GRID_Z = 65535
 
 
 def _is_extent(value) -> bool:
@@ -115,8 +115,8 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
                 raise ValueError(f"{name}: expected an int in 1..65535 (a grid axis), found {value!r}")
-        if isinstance(self.batch, int) and self.batch > GRID_YZ:
-            raise ValueError(f"batch: expected at most {GRID_YZ} (the grid's z axis), found {self.batch}")
+        if isinstance(self.batch, int) and self.batch > GRID_Z:
+            raise ValueError(f"batch: expected at most {GRID_Z} (the grid's z axis), found {self.batch}")
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int) or self.head_dim not in HEAD_DIMS:
             raise ValueError(f"head_dim: expected one of {sorted(HEAD_DIMS)} (an int), found {self.head_dim!r}")
         if self.heads % self.kv_heads:
