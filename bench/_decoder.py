@@ -4,7 +4,8 @@ RMSNorm, Q/K/V projections, rotary embedding, causal grouped-query attention, th
 output projection and a residual add; RMSNorm, the SwiGLU MLP (``down(silu(gate(h)) *
 up(h))``) and a residual add.  Weights are bf16, ``(out, in)`` as ``nn.Linear`` keeps them.
 The torch block computes with torch (``impl="torch"``) or with this package's operators
-(``impl="tvm_tirx"``: ``ops.linear`` and ``ops.attention``); the Relax block is the same
+(``impl="tvm_tirx"``: ``ops.linear``, ``ops.attention``, and ``ops.glu_linear`` for the gate and
+up projections with the SiLU and the product fused, on ``ops.gate_up_weight``); the Relax block is the same
 program written with Relax operators (``R.matmul``, ``R.nn.attention``, ``R.nn.rms_norm``)
 with a symbolic batch and sequence, for apache-tvm's own lowering, its cuBLAS offload, or
 ours (``partition_for_tvm_tirx``).
@@ -76,6 +77,10 @@ class DecoderBlock(torch.nn.Module):
         self.cfg, self.impl = cfg, impl
         for name, w in weights.items():
             self.register_buffer(name, w)
+        if impl == "tvm_tirx":  # the SwiGLU's gate and up weights as one gated GEMM's (made once)
+            from tvm_tirx import ops  # pylint: disable=import-outside-toplevel
+
+            self.register_buffer("w_gate_up", ops.gate_up_weight(weights["w_gate"], weights["w_up"]))
 
     def _linear(self, x, w):
         if self.impl == "tvm_tirx":
@@ -83,6 +88,14 @@ class DecoderBlock(torch.nn.Module):
 
             return ops.linear(x, w)
         return torch.nn.functional.linear(x, w)
+
+    def _swiglu(self, h):
+        """``silu(h @ w_gate^T) * (h @ w_up^T)``: with ``impl="tvm_tirx"`` one gated GEMM."""
+        if self.impl == "tvm_tirx":
+            from tvm_tirx import ops  # pylint: disable=import-outside-toplevel
+
+            return ops.glu_linear(h, self.w_gate_up, "silu")
+        return torch.nn.functional.silu(self._linear(h, self.w_gate)) * self._linear(h, self.w_up)
 
     def _attention(self, q, k, v):
         if self.impl == "tvm_tirx":
@@ -105,8 +118,7 @@ class DecoderBlock(torch.nn.Module):
         a = self._attention(q.contiguous(), k.contiguous(), v).reshape(b, s, cfg.heads * cfg.head_dim)
         x = x + self._linear(a, self.wo)
         h = torch.nn.functional.rms_norm(x, (cfg.hidden,), self.norm2, cfg.eps)
-        return x + self._linear(torch.nn.functional.silu(self._linear(h, self.w_gate)) * self._linear(h, self.w_up),
-                                self.w_down)
+        return x + self._linear(self._swiglu(h), self.w_down)
 
 
 def _linear_r(bb, x, w):

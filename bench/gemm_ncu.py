@@ -7,12 +7,16 @@ launches::
     ncu --clock-control none --profile-from-start off --section SpeedOfLight \\
         --section WarpStateStats --section LaunchStats python bench/gemm_ncu.py 1024x1024x1024
 
+``--option name=value`` (repeatable; the value a Python literal) overrides one of
+:func:`~tvm_tirx.kernels.gemm.make_gemm`'s options, e.g. ``--option persistent=True``.
+
 Without a GPU it says so and exits.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import sys
 
@@ -29,6 +33,7 @@ from bench.gemm import BEST  # noqa: E402
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("shape", help="MxNxK")
+    parser.add_argument("--option", action="append", default=[], help="name=value: a make_gemm option")
     args = parser.parse_args(argv)
     m, n, k = (int(x) for x in args.shape.split("x"))
     if not testing.has_cuda():
@@ -37,6 +42,9 @@ def main(argv=None) -> int:
     import torch
 
     config = dict(BEST["bfloat16"], **choose_tile(m, n))
+    for option in args.option:
+        name, _, value = option.partition("=")
+        config[name] = ast.literal_eval(value)
     kernel = tvm_tirx.compile(make_gemm(m, n, k, **config), target="cuda")
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)

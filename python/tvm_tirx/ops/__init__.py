@@ -1,5 +1,6 @@
 """Where users call tile kernels from other programs: :mod:`.relax` (Relax's ``call_tir``)
-and the torch operators of :mod:`.torch_ops` (:func:`linear`, :func:`matmul`) and
+and the torch operators of :mod:`.torch_ops` (:func:`linear`, :func:`matmul`),
+:mod:`.glu_ops` (:func:`glu_linear`, with :func:`gate_up_weight`) and
 :mod:`.attention_ops` (:func:`attention`).
 
 The torch names load on first use (``tvm_tirx.ops.linear``): importing this package
@@ -22,7 +23,8 @@ _register_pipeline()
 _register_relax_pipeline()
 
 #: name -> the module that defines it (imported on first use: it imports torch)
-_LAZY = {"linear": "torch_ops", "matmul": "torch_ops", "attention": "attention_ops", "UnsupportedInput": "torch_checks"}
+_LAZY = {"linear": "torch_ops", "matmul": "torch_ops", "attention": "attention_ops", "UnsupportedInput": "torch_checks",
+         "glu_linear": "glu_ops", "gate_up_weight": "glu_ops"}
 
 
 def __getattr__(name):

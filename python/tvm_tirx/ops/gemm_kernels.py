@@ -50,6 +50,11 @@ class GemmKey:
         ring is as deep as fits (:func:`~tvm_tirx.kernels.gemm.tiles.deepest_ring`).
     bias : str | None
         The dtype of a fused bias vector (``make_gemm``'s ``bias``), or None.
+    activation : str | None
+        ``make_gemm``'s fused ``activation``, or None.
+    gated : bool
+        ``make_gemm``'s ``gated``: ``n`` is then C's columns and B has ``2 n`` rows
+        (gate and up interleaved by eight).
     """
 
     n: int
@@ -59,6 +64,8 @@ class GemmKey:
     arch: str
     block_n: int = BN
     bias: Optional[str] = None
+    activation: Optional[str] = None
+    gated: bool = False
 
 
 #: make_gemm's options per output dtype: bench/gemm.py's fastest on the H200 (one CTA per
@@ -81,6 +88,7 @@ def _prim_func(n: int, k: int, in_dtype: str, out_dtype: str, options: tuple) ->
     bias, activation = dict(options).get("bias"), dict(options).get("activation")
     name += f"_bias_{_SHORT[bias]}" if bias else ""
     name += f"_{activation}" if activation else ""
+    name += "_glu" if dict(options).get("gated") else ""
     func = make_gemm(tvm.tirx.Var("m", "int32"), n, k, out_dtype=out_dtype, in_dtype=in_dtype, **dict(options))
     return func.with_attr("global_symbol", name)
 
@@ -95,7 +103,8 @@ def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = 
     extent and the options of :data:`CONFIG` for ``out_dtype`` updated by ``options``;
     its ``global_symbol`` is ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``, ``f32``),
     with ``_bn{block_n}`` after it for a ``block_n`` other than 256,
-    ``_bias_{bf16|f32}`` for a fused bias and ``_{activation}`` for a fused activation.
+    ``_bias_{bf16|f32}`` for a fused bias, ``_{activation}`` for a fused activation and
+    ``_glu`` for a gated GEMM.
     Made once per arguments (cached): ``A (m, k)``, ``B (n, k)`` of ``in_dtype``,
     ``C (m, n)`` of ``out_dtype``, row-major, 16-byte aligned; ``C = A @ B^T`` with fp32
     accumulation.
@@ -125,9 +134,11 @@ def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = 
 
 def _compile(key: GemmKey):
     """Compile the run-time-``m`` kernel of ``key`` (the on-disk cache may serve it)."""
-    options = {} if key.block_n == BN else dict(block_n=key.block_n, stages=deepest_ring(key.block_n, key.out_dtype))
-    if key.bias is not None:
-        options["bias"] = key.bias
+    options = {}
+    if key.block_n != BN or key.gated:
+        options.update(block_n=key.block_n, stages=deepest_ring(key.block_n, key.out_dtype, key.gated))
+    fused = dict(bias=key.bias, activation=key.activation, gated=key.gated)
+    options.update({name: value for name, value in fused.items() if value})
     return _tirx_compile(gemm_prim_func(key.n, key.k, key.in_dtype, key.out_dtype, **options), target="cuda",
                          arch=key.arch)
 

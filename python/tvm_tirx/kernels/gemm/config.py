@@ -15,8 +15,8 @@ import tvm
 from tvm.runtime import DataType
 from tvm.script import tirx as T
 
-__all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT",
-           "GemmConfig", "gemm_smem_bytes"]
+__all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "GLU_ROWS",
+           "GATED_BLOCK_NS", "GemmConfig", "gemm_smem_bytes"]
 
 BM, BN = 128, 256  # rows of C per CTA tile; columns by default (``block_n``)
 #: the columns a tile may have (``block_n``): wgmma's N, and a whole number of the bf16
@@ -41,17 +41,25 @@ MAX_ELEMENTS = 2**31 - 1
 #: the Bias vector's dtypes (None: no bias) and the fused activations (:mod:`.fused`)
 BIAS_DTYPES = (None, "bfloat16", "float32")
 ACTIVATIONS = (None, "relu", "silu", "gelu_tanh")
+#: A gated GEMM's B interleaves gate and up rows in groups of this many (one wgmma
+#: fragment column group, ``n8``): rows ``16 q .. 16 q + 7`` are gate rows ``8 q ..`` and
+#: rows ``16 q + 8 .. 16 q + 15`` the matching up rows (:mod:`.fused`)
+GLU_ROWS = 8
+#: the tile widths a gated GEMM may take: whole 64-column output boxes (block_n / 2)
+GATED_BLOCK_NS = (128, 256)
 
 
-def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN) -> int:
+def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN, gated: bool = False) -> int:
     """Dynamic shared memory of :func:`~tvm_tirx.kernels.gemm.make_gemm`, in bytes.
 
     ``stages`` rings of A (128 rows) and B (``block_n`` rows) of 128 bytes each, the bf16
-    epilogue tiles (``128 * block_n * 2`` bytes: 64 KiB for 256 columns; a token 1 KiB for
-    float32 output), the mbarriers and 1 KiB for aligning the swizzled tiles.
+    epilogue tiles (``128 * out_columns * 2`` bytes, ``out_columns`` = ``block_n``, or
+    ``block_n / 2`` when ``gated``: 64 KiB for 256 columns; a token 1 KiB for float32
+    output), the mbarriers and 1 KiB for aligning the swizzled tiles.
     """
     ring = stages * (BM + block_n) * BK_BYTES
-    epilogue = CONSUMERS * WG_M * block_n * 2 if out_dtype == "bfloat16" else 1024
+    out_columns = block_n // 2 if gated else block_n
+    epilogue = CONSUMERS * WG_M * out_columns * 2 if out_dtype == "bfloat16" else 1024
     return ring + epilogue + 16 * stages + 1024
 
 
@@ -90,6 +98,7 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
     block_n: int = BN
     bias: str | None = None  # the Bias vector's dtype, or None
     activation: str | None = None
+    gated: bool = False
 
     def __post_init__(self):
         _check_options(self)
@@ -111,14 +120,26 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
         return BK_BYTES * 8 // DataType(self.in_dtype).bits
 
     @property
+    def out_block_n(self) -> int:
+        """Columns of C per tile: ``block_n``, or ``block_n / 2`` when gated (a tile's
+        accumulators hold a gate and an up column for each output column)."""
+        return self.block_n // 2 if self.gated else self.block_n
+
+    @property
+    def b_rows(self) -> int:
+        """Rows of B: ``n``, or when gated ``2 * ceil(n / 8) * 8`` (gate and up rows
+        interleaved in groups of :data:`GLU_ROWS`, the last group zero-padded)."""
+        return 2 * -(-self.n // GLU_ROWS) * GLU_ROWS if self.gated else self.n
+
+    @property
     def tiles_m(self):
         """Row tiles of C, ``ceil(m / 128)`` (an expression for a run-time ``m``)."""
         return _ceildiv(self.m, BM)
 
     @property
     def tiles_n(self):
-        """Column tiles of C, ``ceil(n / block_n)``."""
-        return _ceildiv(self.n, self.block_n)
+        """Column tiles of C, ``ceil(n / out_block_n)``."""
+        return _ceildiv(self.n, self.out_block_n)
 
     @property
     def k_tiles(self):
@@ -147,7 +168,7 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
         """Whether the tiles cover C exactly (static m, n multiples of the tile): the
         float32 epilogue then needs no bound guards."""
         m, n = _static(self.m), _static(self.n)
-        return m is not None and n is not None and m % BM == 0 and n % self.block_n == 0
+        return m is not None and n is not None and m % BM == 0 and n % self.out_block_n == 0
 
     @property
     def bf16_out(self) -> bool:
@@ -180,7 +201,13 @@ def _check_options(cfg: GemmConfig):
         raise ValueError(f"make_gemm: activation must be one of {list(ACTIVATIONS)}, found {cfg.activation!r}")
     if type(cfg.block_n) is not int or cfg.block_n not in BLOCK_NS:  # noqa: E721  (not bool, not float)
         raise ValueError(f"make_gemm: block_n must be one of {BLOCK_NS}, found {cfg.block_n!r}")
-    smem = gemm_smem_bytes(cfg.stages, cfg.out_dtype, cfg.block_n) if isinstance(cfg.stages, int) else None
+    if type(cfg.gated) is not bool:  # noqa: E721
+        raise ValueError(f"make_gemm: gated must be a bool, found {cfg.gated!r}")
+    if cfg.gated and cfg.block_n not in GATED_BLOCK_NS:
+        raise ValueError(f"make_gemm: a gated GEMM needs block_n in {GATED_BLOCK_NS} (its output tile, block_n / 2 "
+                         f"columns, is stored in 64-column boxes), found {cfg.block_n}")
+    smem = (gemm_smem_bytes(cfg.stages, cfg.out_dtype, cfg.block_n, cfg.gated) if isinstance(cfg.stages, int)
+            else None)
     rules = [
         ("stages", isinstance(cfg.stages, int) and cfg.stages >= 1 and smem <= SMEM_LIMIT,
          f"a positive int whose ring and epilogue fit {SMEM_LIMIT} bytes of shared memory"
@@ -225,7 +252,7 @@ def _check_size(name: str, value, in_dtype: str):
 
 def _check_elements(cfg: GemmConfig):
     """A static A (m, k), B (n, k) and C (m, n) hold at most :data:`MAX_ELEMENTS` elements."""
-    for tensor, a, b in (("A", "m", "k"), ("B", "n", "k"), ("C", "m", "n")):
+    for tensor, a, b in (("A", "m", "k"), ("B", "b_rows", "k"), ("C", "m", "n")):
         x, y = _static(getattr(cfg, a)), _static(getattr(cfg, b))
         if x is not None and y is not None and x * y > MAX_ELEMENTS:
             raise ValueError(f"make_gemm: {tensor} ({a}, {b}) = ({x}, {y}) holds {x * y} elements; at most "

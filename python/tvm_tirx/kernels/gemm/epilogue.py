@@ -55,7 +55,7 @@ def make_epilogue(cfg: GemmConfig):
       ``st.global.v2.f32`` call over the fragment map;
     * otherwise :func:`.guarded.make_store_guarded` (a guard per store).
     """
-    tiles_m, tiles_n, bn_cols = cfg.tiles_m, cfg.tiles_n, cfg.block_n
+    tiles_m, tiles_n, bn_cols = cfg.tiles_m, cfg.tiles_n, cfg.out_block_n
     store_guarded = make_store_guarded(cfg)
 
     @T.macro

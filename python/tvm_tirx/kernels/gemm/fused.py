@@ -8,6 +8,13 @@ consumer thread holds, of its warpgroup's ``(64, block_n)`` accumulators, regist
 read clamped to ``n - 1``: a column past C's edge reads the last bias, and its result is
 never stored.
 
+A **gated** GEMM (``gated=True``: GLU, SwiGLU with ``"silu"``, GeGLU with ``"gelu_tanh"``)
+multiplies by B rows that interleave gate and up rows in groups of eight (``GLU_ROWS``), so
+a thread's registers ``4 j + q`` (``q < 4``) hold a gate column for even ``j`` and its up
+column for ``j + 1``; output register ``4 i + q`` of the ``(64, block_n / 2)`` result is
+``activation(gate) * up`` of registers ``8 i + q`` and ``8 i + 4 + q`` -- the standard
+fragment map of a ``block_n / 2``-column accumulator, which every epilogue stores as is.
+
 Activations (PTX ISA 9.7.4 and 9.7.3, the ``.approx`` forms):
 
 * ``"relu"``: ``max(x, 0)``;
@@ -68,26 +75,35 @@ def _make_activation(name: str | None, regs: int):
 
 
 def make_fused(cfg: GemmConfig):
-    """The macro ``fuse(acc, bias, tmp, bn, tid)`` of ``cfg``, or None when ``cfg`` has
-    neither a bias nor an activation.
+    """The macro ``fuse(acc, out, bias, tmp, bn, tid)`` of ``cfg``, or None when ``cfg`` has
+    neither a bias nor an activation and is not gated.
 
-    ``acc`` is a consumer's ``(64, block_n)`` fp32 accumulator buffer, ``bias`` the
-    ``Bias`` tensor ``(n,)`` (None without one), ``tmp`` ``(block_n / 2,)`` f32 scratch
-    registers, ``bn`` the output tile's column index, ``tid`` the thread index.
+    ``acc`` is a consumer's ``(64, block_n)`` fp32 accumulator buffer, ``out`` the
+    ``(64, out_block_n)`` buffer the epilogue stores (``acc`` itself unless gated),
+    ``bias`` the ``Bias`` tensor (``(b_rows,)``, indexed like B's rows; None without one),
+    ``tmp`` ``(out_block_n / 2,)`` f32 scratch registers, ``bn`` the output tile's column
+    index, ``tid`` the thread index.
     """
-    regs, block_n, n, has_bias = cfg.block_n // 2, cfg.block_n, cfg.n, cfg.bias is not None
-    activate = _make_activation(cfg.activation, regs)
-    if not has_bias and activate is None:
+    regs, block_n, rows, has_bias = cfg.block_n // 2, cfg.block_n, cfg.b_rows, cfg.bias is not None
+    activate = _make_activation(cfg.activation, cfg.out_block_n // 2)
+    gated = cfg.gated
+    if not has_bias and activate is None and not gated:
         return None
 
     @T.macro
-    def fuse(acc, bias, tmp, bn, tid):
-        x = acc.local()
+    def fuse(acc, out, bias, tmp, bn, tid):
+        x, y = acc.local(), out.local()
         if has_bias:
             for r in T.unroll(regs):
                 col = bn * block_n + r // 4 * 8 + tid % 4 * 2 + r % 2
-                x[r] = x[r] + T.Cast("float32", bias[T.min(col, n - 1)])
+                x[r] = x[r] + T.Cast("float32", bias[T.min(col, rows - 1)])
+        if gated:  # output register 4 i + q <- gate 8 i + q; its up register is 8 i + 4 + q
+            for r in T.unroll(regs // 2):
+                y[r] = x[r // 4 * 8 + r % 4]
         if activate is not None:
-            activate(x, tmp)
+            activate(y, tmp)
+        if gated:
+            for r in T.unroll(regs // 2):
+                y[r] = y[r] * x[r // 4 * 8 + 4 + r % 4]
 
     return fuse

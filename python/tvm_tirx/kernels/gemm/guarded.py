@@ -73,7 +73,7 @@ def make_store_guarded(cfg: GemmConfig):
     (converted first into ``words`` (bf16 pairs) or a bf16 register array, by the
     :func:`store_plan`), each store under its guard."""
     plan = store_plan(cfg)
-    bn_cols = cfg.block_n
+    bn_cols = cfg.out_block_n
     pack_pairs = make_pack_pairs("bfloat16", bn_cols // 2)
     packs = plan.convert is not None
     guard = bound_guard  # read when the kernel is made (a test swaps it for a looser one)

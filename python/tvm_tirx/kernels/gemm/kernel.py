@@ -24,18 +24,19 @@ def _make_body(cfg: GemmConfig):
     output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t < n_tiles``."""
     stages, in_dtype, bk, cluster = cfg.stages, cfg.in_dtype, cfg.bk, cfg.cluster
     n_tiles, grid, rounds, k_tiles, bf16_out = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.k_tiles, cfg.bf16_out
-    tma_store, bn = cfg.tma_store, cfg.block_n
+    tma_store, bn, out_bn, gated = cfg.tma_store, cfg.block_n, cfg.out_block_n, cfg.gated
     produce_tile, consume_tile = make_producer(cfg), make_consumer(cfg)
     ring_a = swizzled_layout((stages, BM, bk), in_dtype, 3)
     ring_b = swizzled_layout((stages, bn, bk), in_dtype, 3)
-    # the bf16 epilogue's tiles: per consumer bn / 64 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
-    out_shape = (CONSUMERS, bn // 64, WG_M, 32) if bf16_out else (1, 1, 8, 32)
+    # the bf16 epilogue's tiles: per consumer out_bn / 64 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
+    out_shape = (CONSUMERS, out_bn // 64, WG_M, 32) if bf16_out else (1, 1, 8, 32)
     out_layout = swizzled_layout(out_shape, "uint32", 3)
     # a run-time grid (one CTA per tile of a run-time m) cannot be launched in clusters,
     # not even of one CTA: it is a plain launch then (cluster=2 needs a static m)
     clusters = cluster if isinstance(grid, int) else None
     launch = T.cuda.LaunchConfig(grid=grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
-                                 dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype, bn), cluster=clusters)
+                                 dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype, bn, cfg.gated),
+                                 cluster=clusters)
 
     @T.macro
     def body(A, B, C, scales, bias):
@@ -69,14 +70,16 @@ def _make_body(cfg: GemmConfig):
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
             c = wg - 1
             acc = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
-            words = T.alloc_local((WG_M, bn // 2), "uint32", layout=accumulator_layout(bn, packed=True))
+            # what the epilogue stores: a gated GEMM's act(gate) * up, else acc itself
+            out = T.alloc_local((WG_M, out_bn), "float32", layout=accumulator_layout(out_bn)) if gated else acc
+            words = T.alloc_local((WG_M, out_bn // 2), "uint32", layout=accumulator_layout(out_bn, packed=True))
             factor = T.alloc_local((1,), "float32")
-            tmp = T.alloc_local((bn // 2,), "float32")  # the fused activation's scratch registers
+            tmp = T.alloc_local((out_bn // 2,), "float32")  # the fused activation's scratch registers
             for i in T.serial(rounds):
                 t = bx + i * grid
                 if t < n_tiles:
-                    consume_tile(C, scales, bias, sa, sb, so, full, empty, acc, words, factor, tmp, t, i * k_tiles,
-                                 flag, tid, c)
+                    consume_tile(C, scales, bias, sa, sb, so, full, empty, acc, out, words, factor, tmp, t,
+                                 i * k_tiles, flag, tid, c)
             if tma_store:
                 if tid % 128 == 0:
                     T.ptx["cp.async.bulk.wait_group.read"](0)  # the last store has read its tile
@@ -88,7 +91,8 @@ def _make_body(cfg: GemmConfig):
 
 def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
               wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
-              spin: bool = False, block_n: int = BN, bias: str | None = None, activation: str | None = None):
+              spin: bool = False, block_n: int = BN, bias: str | None = None, activation: str | None = None,
+              gated: bool = False):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
     :func:`tvm_tirx.compile` (``arch="sm_90a"``).
 
@@ -150,6 +154,15 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         Applied after the bias, before C is rounded and stored: ``"relu"``, ``"silu"``
         or ``"gelu_tanh"`` (torch's ``gelu(approximate="tanh")``; :mod:`.fused` gives
         the instructions and their accuracy), or None.
+    gated : bool
+        A gated linear unit (GLU; SwiGLU with ``activation="silu"``, GeGLU with
+        ``"gelu_tanh"``): ``C = activation(A Bg^T [+ bias_g]) * (A Bu^T [+ bias_u])``
+        for gate and up weights ``Bg``, ``Bu`` of ``(n, k)``, in one GEMM whose B
+        (``(b_rows, k)``, ``b_rows = 2 * ceil(n / 8) * 8``) interleaves them in groups of
+        eight rows: B rows ``16 q .. 16 q + 7`` are ``Bg[8 q .. 8 q + 7]``, the next eight
+        ``Bu[8 q ..]`` (zero rows past ``n``; :func:`tvm_tirx.ops.gate_up_weight` builds it);
+        a ``Bias`` is ``(b_rows,)``, interleaved the same way.  Needs ``block_n`` 128 or 256
+        (the output tile is ``block_n / 2`` columns wide).
 
     Returns
     -------
@@ -169,7 +182,7 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         launch (a ``ValueError`` from the kernel call).
     """
     cfg = GemmConfig(m, n, k, out_dtype, in_dtype, stages, wait_depth, persistent, ctas, group_m, cluster, spin,
-                     block_n, bias, activation)
+                     block_n, bias, activation, gated)
     return _prim_func(cfg, _make_body(cfg))
 
 
@@ -178,10 +191,10 @@ def _prim_func(cfg: GemmConfig, body):
     ``cfg.bias`` is set (inputs first, the output after them, as Relax's ``call_tir``
     passes them) and ``Scales`` last for fp8 inputs."""
     m, n, k, in_dtype = cfg.m, cfg.n, cfg.k, cfg.in_dtype
-    a_spec, b_spec = T.Tensor((m, k), in_dtype, align=16), T.Tensor((n, k), in_dtype, align=16)
+    a_spec, b_spec = T.Tensor((m, k), in_dtype, align=16), T.Tensor((cfg.b_rows, k), in_dtype, align=16)
     c_spec = T.Tensor((m, n), cfg.out_dtype, align=16)
     s_spec = T.Tensor((2,), "float32", align=8)
-    v_spec = T.Tensor((n,), cfg.bias, align=0) if cfg.bias else None
+    v_spec = T.Tensor((cfg.b_rows,), cfg.bias, align=0) if cfg.bias else None
     fp8 = in_dtype != "bfloat16"
     if not fp8 and v_spec is None:
 

@@ -18,7 +18,7 @@ wide one does (491 / 481 / 432).
 
 from __future__ import annotations
 
-from .config import BLOCK_NS, OUTPUTS, SMEM_LIMIT, BM, gemm_smem_bytes
+from .config import BLOCK_NS, GATED_BLOCK_NS, OUTPUTS, SMEM_LIMIT, BM, gemm_smem_bytes
 
 __all__ = ["TILE_RATE", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring"]
 
@@ -30,27 +30,32 @@ MAX_STAGES = 8
 SMS = 132
 
 
-def deepest_ring(block_n: int, out_dtype: str) -> int:
+def deepest_ring(block_n: int, out_dtype: str, gated: bool = False) -> int:
     """The most stages (at most :data:`MAX_STAGES`) whose ring and epilogue fit in the
     227 KiB of shared memory a CTA may take (:func:`gemm_smem_bytes`): 3 for ``block_n``
-    256 with bf16 output, 6 for 128, 8 for 64 (4, 7, 8 with float32 output)."""
+    256 with bf16 output, 6 for 128, 8 for 64 (4, 7, 8 with float32 output); a gated
+    GEMM's half-width epilogue tiles leave room for 4 at 256 with bf16 output."""
     stages = MAX_STAGES
-    while stages > 1 and gemm_smem_bytes(stages, out_dtype, block_n) > SMEM_LIMIT:
+    while stages > 1 and gemm_smem_bytes(stages, out_dtype, block_n, gated) > SMEM_LIMIT:
         stages -= 1
     return stages
 
 
-def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS) -> dict:
+def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS, gated: bool = False) -> dict:
     """``make_gemm`` options ``{"block_n", "stages"}`` for ``C (m, n)``.
 
     Parameters
     ----------
     m, n : int
-        Rows and columns of C (elements, positive).
+        Rows and columns of C (elements, positive).  For a gated GEMM, ``n`` is the
+        output's columns; the tiles are scored on B's ``2 n`` rows, among the widths of
+        :data:`~tvm_tirx.kernels.gemm.config.GATED_BLOCK_NS`.
     out_dtype : str
         C's dtype, ``"bfloat16"`` or ``"float32"`` (sets how many stages fit).
     sms : int
         SMs of the GPU (one CTA per SM per wave).
+    gated : bool
+        Whether the GEMM is gated (``make_gemm(gated=True)``).
 
     Returns
     -------
@@ -74,5 +79,7 @@ def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS) -> 
         tiles = -(-m // BM) * tiles_n
         return tiles / (-(-tiles // sms) * sms) * TILE_RATE[block_n] * n / (tiles_n * block_n)
 
-    block_n = max(sorted(BLOCK_NS, reverse=True), key=score)
-    return {"block_n": block_n, "stages": deepest_ring(block_n, out_dtype)}
+    if gated:
+        n *= 2  # the accumulator columns: a gate and an up column per output column
+    block_n = max(sorted(GATED_BLOCK_NS if gated else BLOCK_NS, reverse=True), key=score)
+    return {"block_n": block_n, "stages": deepest_ring(block_n, out_dtype, gated)}
