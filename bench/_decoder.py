@@ -137,7 +137,8 @@ def relax_block(cfg: BlockConfig, dtype: str = "bfloat16") -> tvm.IRModule:
     with symbolic ``b`` and ``s``.  K and V heads are repeated to the query heads before
     ``R.nn.attention``: apache-tvm 0.27's own lowering of ``R.nn.attention`` with fewer K/V
     heads than query heads computes wrong values (99.9% of the block's outputs off, on
-    llvm), so every route gets the repeated form (our offload would take the GQA form).  ``dtype`` of every tensor (float32 checks the program's semantics)."""
+    llvm), so every route gets the repeated form (our offload reads K and V before the repeats:
+    grouped-query attention).  ``dtype`` of every tensor (float32 checks the program's semantics)."""
     b, s = tirx.Var("b", "int64"), tirx.Var("s", "int64")
     bf16 = dtype
     hd, d = cfg.head_dim, cfg.hidden

@@ -1,6 +1,7 @@
 """Relax offload of R.nn.attention to the attention kernel (tvm_tirx.ops.relax_attention).
 
-CPU: the Before/Expected rewrite with a symbolic batch and sequence, the attentions left
+CPU: the Before/Expected rewrite with a symbolic batch and sequence (and with K and V
+heads repeated: read unrepeated as grouped-query attention), the attentions left
 alone with their reasons, and a build of the offloaded module for sm_90a (assembled).
 GPU (marker ``gpu``): the Relax VM against a float32 torch reference at two lengths.
 """
@@ -60,6 +61,65 @@ def test_a_causal_attention_becomes_one_call_of_the_kernel_with_symbolic_sizes()
     tvm.ir.assert_structural_equal(after, Expected)
     # attention=False leaves it alone
     tvm.ir.assert_structural_equal(partition_for_tvm_tirx(Before, attention=False), Before)
+
+
+@I.ir_module
+class Repeated:  # grouped-query attention as Relax models write it: K and V heads repeated
+    @R.function
+    def main(q: R.Tensor(("b", "s", 4, 64), "bfloat16"), k: R.Tensor(("b", "s", 2, 64), "bfloat16"),
+             v: R.Tensor(("b", "s", 2, 64), "bfloat16")):
+        b, s = T.int64(), T.int64()
+        with R.dataflow():
+            kr = R.repeat(k, 2, axis=2)
+            vr = R.repeat(v, 2, axis=-2)
+            y = R.nn.attention(q, kr, vr, causal_mask="TopLeft")
+            R.output(y)
+        return y
+
+
+def test_repeated_k_and_v_heads_are_read_unrepeated_and_the_repeats_drop_out():
+    @I.ir_module
+    class Expected:
+        @T.prim_func
+        def tvm_tirx_attention_h4_kv2_d64_causal_bf16(q: T.handle, k: T.handle, v: T.handle, o: T.handle,
+                                                      lse: T.handle):  # stub: the kernel replaces it
+            T.evaluate(0)
+
+        @R.function
+        def main(q: R.Tensor(("b", "s", 4, 64), "bfloat16"), k: R.Tensor(("b", "s", 2, 64), "bfloat16"),
+                 v: R.Tensor(("b", "s", 2, 64), "bfloat16")):
+            b, s = T.int64(), T.int64()
+            cls = Expected
+            with R.dataflow():
+                outs = R.call_tir(cls.tvm_tirx_attention_h4_kv2_d64_causal_bf16, (q, k, v),
+                                  out_ty=[R.Tensor((b, s, 4, 64), "bfloat16"), R.Tensor((b, 4, s), "float32")])
+                y = outs[0]
+                R.output(y)
+            return y
+
+    after = partition_for_tvm_tirx(Repeated)
+    gv = Expected.get_global_var("tvm_tirx_attention_h4_kv2_d64_causal_bf16")
+    Expected.update_func(gv, attention_prim_func(4, 2, 64, True, "bfloat16", 1 / math.sqrt(64)))
+    tvm.ir.assert_structural_equal(after, Expected)
+
+
+@pytest.mark.parametrize("repeats,axes", [((2, 2), (1, 1)), ((2, 4), (2, 2))], ids=["sequence-axis", "two-counts"])
+def test_repeats_that_are_not_one_head_grouping_stay(repeats, axes):
+    """A repeat along another axis, or K and V repeated differently, is not grouped-query
+    attention: the repeated tensors are the kernel's K and V (or the call is refused)."""
+    bb = relax.BlockBuilder()
+    q = relax.Var("q", relax.TensorType([1, 8, 4, 64], "bfloat16"))
+    k, v = (relax.Var(n, relax.TensorType([1, 8, 4 // r if a == 2 else 4, 64], "bfloat16"))
+            for n, r, a in (("k", repeats[0], axes[0]), ("v", repeats[1], axes[1])))
+    with bb.function("main", [q, k, v]):
+        with bb.dataflow():
+            kr = bb.emit(relax.op.repeat(k, repeats[0], axis=axes[0]))
+            vr = bb.emit(relax.op.repeat(v, repeats[1], axis=axes[1]))
+            y = bb.emit_output(relax.op.nn.attention(q, kr, vr))
+        bb.emit_func_output(y)
+    skipped = []
+    main = partition_for_tvm_tirx(bb.get(), skipped=skipped)["main"].script()
+    assert main.count("R.repeat") == 2, main  # the repeats stay: K and V are read repeated
 
 
 @I.ir_module
@@ -159,12 +219,16 @@ def test_the_offloaded_module_builds_and_assembles_for_sm_90a():
 
 @pytest.mark.gpu
 @testing.requires_cuda
-def test_relax_vm_runs_the_offloaded_attention_at_two_lengths(torch_cuda):
+@pytest.mark.parametrize("module,kv_heads", [(Before, 4), (Repeated, 2)], ids=["mha", "repeated-kv"])
+def test_relax_vm_runs_the_offloaded_attention_at_two_lengths(torch_cuda, module, kv_heads):
     torch = torch_cuda
-    vm = relax.VirtualMachine(_build(partition_for_tvm_tirx(Before)), tvm.cuda(0))
+    vm = relax.VirtualMachine(_build(partition_for_tvm_tirx(module)), tvm.cuda(0))
     for b, s in ((1, 7), (2, 300)):
-        q, k, v = (torch.randn(b, s, 4, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        q = torch.randn(b, s, 4, 64, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(b, s, kv_heads, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         y = torch.from_dlpack(vm["main"](*[tvm.runtime.from_dlpack(t) for t in (q, k, v)]))
+        # query head h on K/V head h // group: what R.repeat (and repeat_interleave) computes
+        k, v = (t.repeat_interleave(4 // kv_heads, dim=2) for t in (k, v))
         ref = torch.nn.functional.scaled_dot_product_attention(*(t.float().transpose(1, 2) for t in (q, k, v)),
                                                                is_causal=True).transpose(1, 2)
         assert y.shape == (b, s, 4, 64) and (y.float() - ref).abs().max().item() <= 2e-2

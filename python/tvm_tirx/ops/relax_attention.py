@@ -7,7 +7,10 @@ log-sum-exp) and the first taken.  Matched: no bias and no window; q, k and v of
 bfloat16 or float16; known 4-d shapes with static heads and head_dim (64, 128 or 256);
 k and v of one shape with q's batch, sequence length (static or symbolic, the same
 expression), head_dim and head count (the op's contract; grouped-query attention goes
-through :func:`tvm_tirx.ops.attention`); ``causal_mask`` None, ``"TopLeft"``
+through :func:`tvm_tirx.ops.attention`, or as Relax models write it: k and v each the
+``R.repeat(t, group, axis=2)`` of fewer heads, which the kernel then reads unrepeated as
+grouped-query attention, query head ``h`` on head ``h // group`` -- what the repeat
+computes -- and the repeats drop out); ``causal_mask`` None, ``"TopLeft"``
 or ``"BottomRight"`` (the same mask when the lengths are equal).  Batch and length stay
 symbolic: one PrimFunc per (heads, kv_heads, head_dim, causal, dtype, scale) serves every
 call site (:func:`tvm_tirx.ops.attention_kernels.attention_prim_func`).
@@ -97,8 +100,25 @@ def _check(qs, ks, dtype, causal_mask) -> str | None:
     return None
 
 
-def match_attention(call: relax.Call, lookup=lambda var: None):  # pylint: disable=unused-argument
+def _unrepeat(k, v, lookup):
+    """``(k, v)`` before an ``R.repeat`` of their heads (axis 2, one static count for both),
+    or themselves when they are not both such repeats."""
+    bound = [lookup(t) if isinstance(t, relax.Var) else None for t in (k, v)]
+    repeat = tvm.ir.Op.get("relax.repeat")
+    if not all(isinstance(b, relax.Call) and b.op == repeat for b in bound):
+        return k, v
+    counts = {int(b.attrs.repeats) for b in bound}
+    axes = {None if b.attrs.axis is None else int(b.attrs.axis) % 4 for b in bound}
+    if len(counts) != 1 or axes != {2} or any(b.args[0].ty.ndim != 4 for b in bound):
+        return k, v
+    return bound[0].args[0], bound[1].args[0]
+
+
+def match_attention(call: relax.Call, lookup=lambda var: None):
     """Whether ``call`` (of ``relax.nn.attention``) is one the kernel computes.
+
+    ``lookup`` maps a variable to the expression bound to it (the offload's bindings): K
+    and V bound to ``R.repeat`` of their heads are read before the repeat.
 
     Returns
     -------
@@ -109,6 +129,7 @@ def match_attention(call: relax.Call, lookup=lambda var: None):  # pylint: disab
     if len(call.args) != 3 or call.attrs.window_size is not None:
         return "a bias or a sliding window (offloaded: plain or causal attention)"
     q, k, v = call.args
+    k_grouped, v_grouped = _unrepeat(k, v, lookup)
     dtypes = {str(t.ty.dtype) for t in (q, k, v)}
     if len(dtypes) != 1:
         return f"dtypes {sorted(dtypes)} (offloaded: one of {list(DTYPES)} for q, k and v)"
@@ -122,8 +143,11 @@ def match_attention(call: relax.Call, lookup=lambda var: None):  # pylint: disab
         return reason
     head_dim = int(qs[3])
     scale = float(call.attrs.scale.value) if call.attrs.scale is not None else 1.0 / math.sqrt(head_dim)
-    found = AttentionMatch(q, k, v, qs[0], qs[1], int(qs[2]), int(ks[2]), head_dim, _CAUSAL[causal_mask], scale,
-                           str(q.ty.dtype))
+    kv_heads = _static(k_grouped.ty.shape.values[2])
+    if kv_heads is None or int(qs[2]) % kv_heads:  # not a grouping the kernel reads: the repeated K and V
+        k_grouped, v_grouped, kv_heads = k, v, int(ks[2])
+    found = AttentionMatch(q, k_grouped, v_grouped, qs[0], qs[1], int(qs[2]), kv_heads, head_dim,
+                           _CAUSAL[causal_mask], scale, str(q.ty.dtype))
     try:  # what the kernel generator refuses (scale, head counts, static sizes over int32 offsets)
         AttentionConfig(*(_static(e) or _ANY for e in (found.batch, found.seq_len)), found.heads, found.kv_heads,
                         head_dim, found.dtype, found.causal, scale)
