@@ -14,7 +14,7 @@ Each result is checked against the torch block in float32 (max |y - ref| / max |
 table prints ms per block, tokens per second and the error; an error over the tolerance
 is marked WRONG (the variant is still timed), a variant that fails prints why.
 ``--profile`` prints, per shape, the GPU time of each kernel of the two ``torch.compile``
-variants (torch.profiler), to show where they differ.
+variants and of the Relax block with our offload (torch.profiler), to show where they differ.
 
     python bench/model.py          # GPU: the table, batch x sequence 1 x 4096 and 8 x 2048
     python bench/model.py --cpu    # no GPU: build the three Relax variants for sm_90a
@@ -117,19 +117,24 @@ def main_gpu(runs):
     print(table(["batch x seq", "variant", "ms / block", "tokens / s", "max rel. err"], rows))
 
 
-def profile_gpu(top: int = 15):
-    """Print, per shape, the ``top`` kernels of ``torch.compile`` and ``torch.compile`` with
-    our ops by total GPU time over 5 calls (torch.profiler; ms per call)."""
+def profile_gpu(top: int = 20):
+    """Print, per shape, the ``top`` kernels of ``torch.compile``, ``torch.compile`` with
+    our ops and the Relax block with our offload by total GPU time over 5 calls
+    (torch.profiler, whose CUPTI trace sees the Relax VM's launches too; ms per call)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     cfg = LLAMA3_8B
-    block = _Block(cfg, make_weights(cfg, device="cuda"))
+    weights = make_weights(cfg, device="cuda")
+    block = _Block(cfg, weights)
     for b, s in SHAPES:
         x = torch.randn(b, s, cfg.hidden, device="cuda", dtype=torch.bfloat16)
         args = (x, *rope_tables(cfg, s, device="cuda"))
-        for way in ("compile", "compile + tvm_tirx ops"):
-            fn = _torch_runner(torch, way, block, args)
+        runners = {f"torch {way}": (lambda way=way: _torch_runner(torch, way, block, args))
+                   for way in ("compile", "compile + tvm_tirx ops")}
+        runners["Relax: tvm_tirx"] = lambda: _relax_runner(torch, "tvm_tirx", [*args, *(weights[n] for n in WEIGHTS)])
+        for way, make in runners.items():
+            fn = make()
             with torch.no_grad():
                 for _ in range(3):
                     fn()
@@ -140,7 +145,7 @@ def profile_gpu(top: int = 15):
                     torch.cuda.synchronize()
             rows = [(e.key, e.device_time_total / 5e3, e.count // 5) for e in prof.key_averages()]
             rows = sorted((r for r in rows if r[1] > 0), key=lambda r: -r[1])
-            print(f"\n{b} x {s}, torch {way}: {sum(r[1] for r in rows):.3f} ms of kernels per call")
+            print(f"\n{b} x {s}, {way}: {sum(r[1] for r in rows):.3f} ms of kernels per call")
             print(table(["kernel", "ms / call", "calls"], [[k[:90], f"{ms:.3f}", n] for k, ms, n in rows[:top]]))
 
 
