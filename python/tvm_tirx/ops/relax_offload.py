@@ -34,6 +34,7 @@ import tvm
 from .gemm_kernels import gemm_prim_func
 from .relax_attention import SkippedAttention, attention_kernel_func, emit_attention, match_attention
 from .relax_epilogue import epilogue_offloaders
+from .relax_glu import glu_offloader
 from .relax_gemm import (IN_DTYPES, MAX_M, OUT_DTYPES, GemmMatch, SkippedMatmul, emit_gemm_call, fusable_options,
                          gemm_offloader, match_gemm)
 from .relax_rewrite import Offloader, offload_pass
@@ -88,7 +89,7 @@ def OffloadGemm(skipped: list | None = None, gemm_options: dict | None = None): 
 
 def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
                            gemm_options: dict | None = None, attention: bool = True,
-                           epilogues: bool = True) -> tvm.IRModule:
+                           epilogues: bool = True, glu: bool = True) -> tvm.IRModule:
     """Offload the supported matmuls (and attentions) of ``mod`` to this package's kernels.
 
     The counterpart of ``partition_for_cublas``: call it on a Relax module before
@@ -114,6 +115,10 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
         First fold a ``(n,)`` bias add and a ReLU / SiLU / tanh-GELU after a matmul into
         the GEMM's fused epilogue (:mod:`tvm_tirx.ops.relax_epilogue`; one rounding
         instead of one per op).
+    glu : bool
+        Before that, rewrite a gated MLP ``activation(x @ Wg) * (x @ Wu)`` into one gated
+        GEMM on the interleaved weight (:mod:`tvm_tirx.ops.relax_glu`; run
+        ``relax.transform.LiftTransformParams`` after it to build that weight once).
 
     Returns
     -------
@@ -126,6 +131,8 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
         From ``make_gemm``, for ``gemm_options`` it refuses; ``gemm_options`` with
         ``bias`` or ``activation`` (the offload chooses those per call site).
     """
+    if glu:
+        mod = offload_pass([glu_offloader(gemm_options)], None, "tvm_tirx.OffloadGatedMLP")(mod)
     if epilogues:
         mod = offload_pass(epilogue_offloaders(gemm_options), None, "tvm_tirx.OffloadGemmEpilogues")(mod)
     offloaders = [gemm_offloader(gemm_options)] + ([attention_offloader()] if attention else [])
