@@ -4,8 +4,9 @@ RMSNorm, Q/K/V projections, rotary embedding, causal grouped-query attention, th
 output projection and a residual add; RMSNorm, the SwiGLU MLP (``down(silu(gate(h)) *
 up(h))``) and a residual add.  Weights are bf16, ``(out, in)`` as ``nn.Linear`` keeps them.
 The torch block computes with torch (``impl="torch"``) or with this package's operators
-(``impl="tvm_tirx"``: ``ops.linear``, ``ops.attention``, and ``ops.glu_linear`` for the gate and
-up projections with the SiLU and the product fused, on ``ops.gate_up_weight``); the Relax block is the same
+(``impl="tvm_tirx"``: ``ops.linear`` with the residual adds fused into the output and down
+projections, ``ops.attention``, and ``ops.glu_linear`` for the gate and up projections with
+the SiLU and the product fused, on ``ops.gate_up_weight``); the Relax block is the same
 program written with Relax operators (``R.matmul``, ``R.nn.attention``, ``R.nn.rms_norm``)
 with a symbolic batch and sequence, for apache-tvm's own lowering, its cuBLAS offload, or
 ours (``partition_for_tvm_tirx``).
@@ -82,12 +83,14 @@ class DecoderBlock(torch.nn.Module):
 
             self.register_buffer("w_gate_up", ops.gate_up_weight(weights["w_gate"], weights["w_up"]))
 
-    def _linear(self, x, w):
+    def _linear(self, x, w, residual=None):
+        """``x @ w^T (+ residual)``: with ``impl="tvm_tirx"`` the residual is added by the GEMM."""
         if self.impl == "tvm_tirx":
             from tvm_tirx import ops  # pylint: disable=import-outside-toplevel
 
-            return ops.linear(x, w)
-        return torch.nn.functional.linear(x, w)
+            return ops.linear(x, w, residual=residual)
+        y = torch.nn.functional.linear(x, w)
+        return y if residual is None else residual + y
 
     def _swiglu(self, h):
         """``silu(h @ w_gate^T) * (h @ w_up^T)``: with ``impl="tvm_tirx"`` one gated GEMM."""
@@ -116,9 +119,9 @@ class DecoderBlock(torch.nn.Module):
         c, sn = cos[None, :, None, :], sin[None, :, None, :]
         q, k = q * c + _rotate_half(q) * sn, k * c + _rotate_half(k) * sn
         a = self._attention(q.contiguous(), k.contiguous(), v).reshape(b, s, cfg.heads * cfg.head_dim)
-        x = x + self._linear(a, self.wo)
+        x = self._linear(a, self.wo, residual=x)
         h = torch.nn.functional.rms_norm(x, (cfg.hidden,), self.norm2, cfg.eps)
-        return x + self._linear(self._swiglu(h), self.w_down)
+        return self._linear(self._swiglu(h), self.w_down, residual=x)
 
 
 def _linear_r(bb, x, w):

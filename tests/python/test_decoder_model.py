@@ -44,13 +44,14 @@ def test_the_offload_takes_every_matmul_and_the_attention():
     # q (n 256), k and v (n 128), o (n 256, k 256), gate and up as one gated GEMM (n 512:
     # the SiLU and the product fused), down (n 256, k 512); the K and V heads repeated for R.nn.attention are read
     # unrepeated (2 heads: grouped-query attention) and the repeats drop out
+    # and the two residual adds fused into the o and down projections
     assert names == ["tvm_tirx_attention_h4_kv2_d64_causal_bf16", "tvm_tirx_gemm_n128_k256_bf16_bf16",
-                     "tvm_tirx_gemm_n256_k256_bf16_bf16", "tvm_tirx_gemm_n256_k512_bf16_bf16",
-                     "tvm_tirx_gemm_n512_k256_bf16_bf16_silu_glu"]
+                     "tvm_tirx_gemm_n256_k256_bf16_bf16", "tvm_tirx_gemm_n256_k256_bf16_bf16_residual",
+                     "tvm_tirx_gemm_n256_k512_bf16_bf16_residual", "tvm_tirx_gemm_n512_k256_bf16_bf16_silu_glu"]
     main = offloaded["main"].script()
     assert main.count("R.call_tir(tvm_tirx_gemm") == 6 and main.count("R.call_tir(tvm_tirx_attention") == 1
     assert "R.matmul" not in main and "R.nn.attention" not in main and "R.nn.silu" not in main
-    assert "R.repeat" not in main
+    assert "R.repeat" not in main and "R.add(x" not in main  # the residual adds: in the GEMMs
 
 
 def test_the_torch_block_on_the_ops_traces_into_one_graph():
@@ -59,8 +60,10 @@ def test_the_torch_block_on_the_ops_traces_into_one_graph():
     explanation = torch._dynamo.explain(block)(x, *rope_tables(SMALL, 10, device="meta"))
     assert explanation.graph_count == 1 and explanation.graph_break_count == 0, explanation
     code = explanation.graphs[0].code
-    # q, k, v, o, down; gate and up as one gated GEMM (SiLU and product fused)
-    assert code.count("torch.ops.tvm_tirx.linear") == 5 and code.count("torch.ops.tvm_tirx.attention") == 1
+    # q, k, v; o and down with their residual adds; gate and up as one gated GEMM (SiLU and
+    # product fused)
+    assert code.count("torch.ops.tvm_tirx.linear(") == 3 and code.count("torch.ops.tvm_tirx.attention") == 1
+    assert code.count("torch.ops.tvm_tirx.linear_residual") == 2
     assert code.count("torch.ops.tvm_tirx.glu_linear") == 1 and "functional.silu" not in code
 
 

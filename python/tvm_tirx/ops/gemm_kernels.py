@@ -55,6 +55,8 @@ class GemmKey:
     gated : bool
         ``make_gemm``'s ``gated``: ``n`` is then C's columns and B has ``2 n`` rows
         (gate and up interleaved by eight).
+    residual : bool
+        ``make_gemm``'s ``residual``: C's ``(m, n)`` residual added last.
     """
 
     n: int
@@ -66,6 +68,7 @@ class GemmKey:
     bias: Optional[str] = None
     activation: Optional[str] = None
     gated: bool = False
+    residual: bool = False
 
 
 #: make_gemm's options per output dtype: bench/gemm.py's fastest on the H200 (one CTA per
@@ -89,6 +92,7 @@ def _prim_func(n: int, k: int, in_dtype: str, out_dtype: str, options: tuple) ->
     name += f"_bias_{_SHORT[bias]}" if bias else ""
     name += f"_{activation}" if activation else ""
     name += "_glu" if dict(options).get("gated") else ""
+    name += "_residual" if dict(options).get("residual") else ""
     func = make_gemm(tvm.tirx.Var("m", "int32"), n, k, out_dtype=out_dtype, in_dtype=in_dtype, **dict(options))
     return func.with_attr("global_symbol", name)
 
@@ -104,7 +108,7 @@ def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = 
     its ``global_symbol`` is ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``, ``f32``),
     with ``_bn{block_n}`` after it for a ``block_n`` other than 256,
     ``_bias_{bf16|f32}`` for a fused bias, ``_{activation}`` for a fused activation and
-    ``_glu`` for a gated GEMM.
+    ``_glu`` for a gated GEMM and ``_residual`` for an added residual.
     Made once per arguments (cached): ``A (m, k)``, ``B (n, k)`` of ``in_dtype``,
     ``C (m, n)`` of ``out_dtype``, row-major, 16-byte aligned; ``C = A @ B^T`` with fp32
     accumulation.
@@ -137,7 +141,7 @@ def _compile(key: GemmKey):
     options = {}
     if key.block_n != BN or key.gated:
         options.update(block_n=key.block_n, stages=deepest_ring(key.block_n, key.out_dtype, key.gated))
-    fused = dict(bias=key.bias, activation=key.activation, gated=key.gated)
+    fused = dict(bias=key.bias, activation=key.activation, gated=key.gated, residual=key.residual)
     options.update({name: value for name, value in fused.items() if value})
     return _tirx_compile(gemm_prim_func(key.n, key.k, key.in_dtype, key.out_dtype, **options), target="cuda",
                          arch=key.arch)

@@ -7,7 +7,9 @@ accepts:
 * ``R.add(y, bias)`` or ``R.add(bias, y)`` with ``y`` the matmul's result and ``bias`` a
   ``(n,)`` tensor of the output dtype (bfloat16 or float32);
 * ``R.nn.relu`` / ``R.nn.silu`` / ``R.nn.gelu_tanh`` of such a sum, or of the matmul's
-  result itself.
+  result itself;
+* ``R.add(y, residual)`` or ``R.add(residual, y)`` with ``y`` the matmul's result and
+  ``residual`` a tensor of its shape and dtype (a skip connection: the GEMM's ``residual``).
 
 Each intermediate value must be read once (by the next step): then the chain becomes one
 ``R.call_tir`` of ``gemm_prim_func(n, k, ..., bias=, activation=)`` with inputs ``(x, w
@@ -39,11 +41,12 @@ _MATMUL = "relax.matmul"
 
 @dataclass(frozen=True)
 class EpilogueMatch:
-    """A matmul with its bias (None for none) and activation (None for none)."""
+    """A matmul with its bias, activation and residual (None for none)."""
 
     gemm: GemmMatch
     bias: relax.Expr | None
     activation: str | None
+    residual: relax.Expr | None = None
 
 
 def _producer(value: relax.Expr, bindings, op: str):
@@ -68,6 +71,16 @@ def _bias_fits(bias: relax.Expr, g: GemmMatch) -> bool:
     return (isinstance(ty, relax.TensorType) and ty.shape is not None and ty.ndim == 1
             and isinstance(ty.shape.values[0], tvm.tirx.IntImm) and int(ty.shape.values[0]) == g.n
             and str(ty.dtype) == g.out_dtype)
+
+
+def _residual_fits(other: relax.Expr, product: relax.Call, g: GemmMatch) -> bool:
+    """Whether ``other`` has the matmul's result's shape and dtype."""
+    ty, out = other.ty, product.ty
+    if not isinstance(ty, relax.TensorType) or ty.shape is None or out.shape is None or ty.ndim != out.ndim:
+        return False
+    analyzer = tvm.sym.Analyzer()
+    return str(ty.dtype) == g.out_dtype and all(analyzer.can_prove_equal(a, b)
+                                                for a, b in zip(ty.shape.values, out.shape.values))
 
 
 def match_epilogue(call: relax.Call, bindings):
@@ -96,7 +109,9 @@ def match_epilogue(call: relax.Call, bindings):
     if isinstance(g, str):
         return g
     if bias is not None and not _bias_fits(bias, g):
-        return f"the bias is not a ({g.n},) {g.out_dtype} tensor"
+        if activation is None and _residual_fits(bias, matmul, g):
+            return EpilogueMatch(g, None, None, bias)
+        return f"the bias is not a ({g.n},) {g.out_dtype} tensor (nor a residual of the product's shape)"
     return EpilogueMatch(g, bias, activation)
 
 
@@ -107,11 +122,15 @@ def epilogue_offloaders(gemm_options: dict | None = None) -> list:
     options = fusable_options(gemm_options)
 
     def kernel(e: EpilogueMatch):
-        fused = dict(options, activation=e.activation, bias=e.gemm.out_dtype if e.bias is not None else None)
+        fused = dict(options, activation=e.activation, bias=e.gemm.out_dtype if e.bias is not None else None,
+                     residual=e.residual is not None or None)
         return gemm_prim_func(e.gemm.n, e.gemm.k, e.gemm.in_dtype, e.gemm.out_dtype,
                               **tile_options(e.gemm, {k: v for k, v in fused.items() if v is not None}))
 
     def emit(emit_fn, kernel_var, e: EpilogueMatch):
-        return emit_gemm_call(emit_fn, kernel_var, e.gemm, () if e.bias is None else (e.bias,))
+        g, extra = e.gemm, [] if e.bias is None else [e.bias]
+        if e.residual is not None:  # (*batch, n) -> (m, n), as x is
+            extra.append(e.residual if len(g.batch) == 1 else emit_fn(relax.op.reshape(e.residual, [g.m, g.n])))
+        return emit_gemm_call(emit_fn, kernel_var, g, tuple(extra))
 
     return [Offloader(op, match_epilogue, kernel, emit, SkippedMatmul) for op in (_ADD, *ACTIVATION_OPS)]

@@ -204,6 +204,27 @@ def bias_dtype(names: Operands, bias, x, n: int) -> str:
     return _BIASES[bias.dtype]
 
 
+def check_residual(names: Operands, residual, x, n: int, out_dtype) -> None:
+    """The rules of a residual the kernel adds in its epilogue: a contiguous tensor of the
+    output's shape ``(*x.shape[:-1], n)`` and dtype, on ``x``'s device.
+
+    Raises
+    ------
+    UnsupportedInput
+        The first rule broken, naming ``residual``.
+    """
+    shape = (*x.shape[:-1], n)
+    if residual.device != x.device:
+        raise UnsupportedInput(f"{names.op}: residual must be on {names.x}'s device {x.device}, got {residual.device}")
+    if tuple(residual.shape) != shape:
+        raise UnsupportedInput(f"{names.op}: residual must have the output's shape {shape}, got "
+                               f"{tuple(residual.shape)}")
+    if residual.dtype != out_dtype:
+        raise UnsupportedInput(f"{names.op}: residual must have the output's dtype {out_dtype}, got {residual.dtype}")
+    if not residual.is_contiguous():
+        raise UnsupportedInput(f"{names.op}: residual must be contiguous, got strides {residual.stride()}")
+
+
 def sm_count(device) -> int:
     """SMs of the CUDA ``device`` (:data:`~tvm_tirx.kernels.gemm.tiles.SMS`, an H200's
     132, for any other device)."""

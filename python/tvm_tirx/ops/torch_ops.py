@@ -30,7 +30,8 @@ from typing import Optional
 import torch
 
 from .gemm_kernels import gemm_kernel
-from .torch_checks import Operands, UnsupportedInput, bias_dtype, check_dtypes, check_shapes, gemm_key
+from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
+                           gemm_key)
 
 __all__ = ["linear", "matmul", "UnsupportedInput", "FALLBACKS"]
 
@@ -55,9 +56,10 @@ def _torch_gemm(x, w, out_dtype):
     return torch.nn.functional.linear(x.to(acc), w.to(acc)).to(out_dtype)
 
 
-def _gemm(names: Operands, x, w, out_dtype, fallback, bias=None):
-    """``x (*, k) @ w (n, k)^T (+ bias (n,))`` on the kernel, or by torch (``fallback="torch"``
-    and an input the kernel does not take); a new tensor (*, n) of ``out_dtype``."""
+def _gemm(names: Operands, x, w, out_dtype, fallback, bias=None, residual=None):
+    """``x (*, k) @ w (n, k)^T (+ bias (n,)) (+ residual (*, n))`` on the kernel, or by torch
+    (``fallback="torch"`` and an input the kernel does not take); a new tensor (*, n) of
+    ``out_dtype``."""
     out_dtype = x.dtype if out_dtype is None else out_dtype
     _check_fallback(names.op, fallback)
     check_shapes(names, x, w)
@@ -66,20 +68,29 @@ def _gemm(names: Operands, x, w, out_dtype, fallback, bias=None):
         key = gemm_key(names, x, w, out_dtype)
         if bias is not None:
             key = dataclasses.replace(key, bias=bias_dtype(names, bias, x, w.shape[0]))
+        if residual is not None:
+            check_residual(names, residual, x, w.shape[0], out_dtype)
+            key = dataclasses.replace(key, residual=True)
     except UnsupportedInput:
         if fallback != "torch":
             raise
-        if bias is None:
+        if bias is None and residual is None:
             return _torch_gemm(x, w, out_dtype)
-        acc = _accumulator(x.dtype, out_dtype, bias.dtype)  # the bias added before the one rounding
-        return (_torch_gemm(x, w, acc) + bias.to(acc)).to(out_dtype)
+        acc = _accumulator(x.dtype, out_dtype, *(t.dtype for t in (bias, residual) if t is not None))
+        y = _torch_gemm(x, w, acc)  # the bias and the residual added before the one rounding
+        return sum((t.to(acc) for t in (bias, residual) if t is not None), y).to(out_dtype)
     n, k = w.shape
     out = torch.empty((*x.shape[:-1], n), dtype=out_dtype, device=x.device)
     if out.numel() == 0:
         return out
-    if k == 0:  # an empty sum: zeros, plus the bias
-        return out.zero_() if bias is None else out.copy_(bias.to(out_dtype).expand_as(out))
-    gemm_kernel(key)(x.view(-1, k), w, *(() if bias is None else (bias,)), out.view(-1, n))
+    if k == 0:  # an empty sum: zeros, plus the bias and the residual
+        out.zero_()
+        for t in (bias, residual):
+            if t is not None:
+                out.add_(t.to(out_dtype))
+        return out
+    extra = ([] if bias is None else [bias]) + ([] if residual is None else [residual.view(-1, n)])
+    gemm_kernel(key)(x.view(-1, k), w, *extra, out.view(-1, n))
     return out
 
 
@@ -121,6 +132,24 @@ def _linear_bias_fake(x, weight, bias, out_dtype, fallback):
     if bias.dim() != 1 or bias.shape[0] != weight.shape[0]:
         raise ValueError(f"{_LINEAR.op}: bias must have shape ({weight.shape[0]},) (n), got {tuple(bias.shape)}")
     return _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
+
+
+@torch.library.custom_op("tvm_tirx::linear_residual", mutates_args=())
+def _linear_residual_op(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], residual: torch.Tensor,
+                        out_dtype: Optional[torch.dtype], fallback: Optional[str]) -> torch.Tensor:
+    for t in (bias, residual):
+        if t is not None:
+            _check_bias_type(t)
+    return _gemm(_LINEAR, x, weight, out_dtype, fallback, bias, residual)
+
+
+@_linear_residual_op.register_fake
+def _linear_residual_fake(x, weight, bias, residual, out_dtype, fallback):
+    out = _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
+    if residual.shape != out.shape:
+        raise ValueError(f"{_LINEAR.op}: residual must have the output's shape {tuple(out.shape)}, got "
+                         f"{tuple(residual.shape)}")
+    return out
 
 
 def _check_bias_type(bias) -> None:
@@ -183,12 +212,14 @@ def _setup_bias_context(ctx, inputs, output):
     ctx.bias_dtype = inputs[2].dtype
 
 
+def _grad_bias(grad, dtype):
+    """The sum of ``grad`` over its rows, accumulated in float32 (float64), cast to ``dtype``."""
+    return grad.reshape(-1, grad.shape[-1]).to(_accumulator(grad.dtype, dtype)).sum(0).to(dtype)
+
+
 def _linear_bias_backward(ctx, grad):
     grad_x, grad_w, _, _ = _linear_backward(ctx, grad)
-    grad_b = None
-    if ctx.needs_input_grad[2]:  # the sum of grad over the rows, accumulated in float32 (float64)
-        grad_b = grad.reshape(-1, grad.shape[-1]).to(_accumulator(grad.dtype, ctx.bias_dtype)).sum(0)
-        grad_b = grad_b.to(ctx.bias_dtype)
+    grad_b = _grad_bias(grad, ctx.bias_dtype) if ctx.needs_input_grad[2] else None
     return grad_x, grad_w, grad_b, None, None
 
 
@@ -201,11 +232,27 @@ def _matmul_backward(ctx, grad):
 
 _linear_op.register_autograd(_linear_backward, setup_context=_setup_context)
 _linear_bias_op.register_autograd(_linear_bias_backward, setup_context=_setup_bias_context)
+
+
+def _setup_residual_context(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+    ctx.bias_dtype = None if inputs[2] is None else inputs[2].dtype
+    ctx.residual_dtype = inputs[3].dtype
+
+
+def _linear_residual_backward(ctx, grad):
+    grad_x, grad_w, _, _ = _linear_backward(ctx, grad)
+    grad_b = _grad_bias(grad, ctx.bias_dtype) if ctx.bias_dtype is not None and ctx.needs_input_grad[2] else None
+    grad_r = grad.to(ctx.residual_dtype) if ctx.needs_input_grad[3] else None
+    return grad_x, grad_w, grad_b, grad_r, None, None
+
+
+_linear_residual_op.register_autograd(_linear_residual_backward, setup_context=_setup_residual_context)
 _matmul_op.register_autograd(_matmul_backward, setup_context=_setup_context)
 
 
-def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
-    """``x @ weight.T + bias``, like ``torch.nn.functional.linear``, on the tvm_tirx Hopper GEMM.
+def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None):
+    """``x @ weight.T + bias (+ residual)``, like ``torch.nn.functional.linear``, on the tvm_tirx Hopper GEMM.
 
     Parameters
     ----------
@@ -225,6 +272,13 @@ def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
         added by torch in float32).  Any other shape that broadcasts to the output's is
         added by torch to the rounded product, the sum rounded again.  ``None``: none.
         A bias that is not floating-point raises a TypeError, as torch's does.
+    residual : torch.Tensor | None
+        Added last: ``x @ weight.T + bias + residual`` (a skip connection).  Of the
+        output's shape ``(*, n)`` and dtype, contiguous, on ``x``'s device: added by the
+        kernel in float32 before the one rounding (op ``torch.ops.tvm_tirx.linear_residual``;
+        breaking one of those rules raises :class:`UnsupportedInput`, or with
+        ``fallback="torch"`` is added by torch in float32).  Any other shape that
+        broadcasts is added by torch to the rounded result.  ``None``: none.
     out_dtype : torch.dtype | None
         ``torch.bfloat16`` (round to nearest even) or ``torch.float32``; ``None`` for
         ``x.dtype``.  The products accumulate in float32 either way.
@@ -261,9 +315,16 @@ def linear(x, weight, bias=None, *, out_dtype=None, fallback=None):
     Differentiable: the backward is computed by torch's matmuls (not the kernel), in
     float32 (float64 if a dtype is), each gradient cast to its input's dtype:
     ``grad_x = grad @ weight``, ``grad_weight = grad^T @ x`` and ``grad_bias`` the sum
-    of ``grad`` over its rows (leading dimensions flattened); only the gradients needed
-    are computed.
+    of ``grad`` over its rows (leading dimensions flattened), ``grad_residual = grad``;
+    only the gradients needed are computed.
     """
+    if residual is not None:
+        n = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None
+        fused = isinstance(residual, torch.Tensor) and n is not None and residual.shape == (*x.shape[:-1], n)
+        if fused and (bias is None or (isinstance(bias, torch.Tensor) and bias.shape == (n,))):
+            return torch.ops.tvm_tirx.linear_residual(x, weight, bias, residual, out_dtype, fallback)
+        out = linear(x, weight, bias, out_dtype=out_dtype, fallback=fallback)
+        return torch.add(out, residual).to(out.dtype)
     if bias is None:
         return torch.ops.tvm_tirx.linear(x, weight, out_dtype, fallback)
     n = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None

@@ -99,6 +99,7 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
     bias: str | None = None  # the Bias vector's dtype, or None
     activation: str | None = None
     gated: bool = False
+    residual: bool = False
 
     def __post_init__(self):
         _check_options(self)
@@ -201,8 +202,11 @@ def _check_options(cfg: GemmConfig):
         raise ValueError(f"make_gemm: activation must be one of {list(ACTIVATIONS)}, found {cfg.activation!r}")
     if type(cfg.block_n) is not int or cfg.block_n not in BLOCK_NS:  # noqa: E721  (not bool, not float)
         raise ValueError(f"make_gemm: block_n must be one of {BLOCK_NS}, found {cfg.block_n!r}")
-    if type(cfg.gated) is not bool:  # noqa: E721
-        raise ValueError(f"make_gemm: gated must be a bool, found {cfg.gated!r}")
+    for name in ("gated", "residual"):
+        if type(getattr(cfg, name)) is not bool:  # noqa: E721
+            raise ValueError(f"make_gemm: {name} must be a bool, found {getattr(cfg, name)!r}")
+    if cfg.residual and cfg.in_dtype != "bfloat16":
+        raise ValueError(f"make_gemm: residual needs in_dtype='bfloat16', found {cfg.in_dtype!r}")
     if cfg.gated and cfg.block_n not in GATED_BLOCK_NS:
         raise ValueError(f"make_gemm: a gated GEMM needs block_n in {GATED_BLOCK_NS} (its output tile, block_n / 2 "
                          f"columns, is stored in 64-column boxes), found {cfg.block_n}")

@@ -14,15 +14,15 @@ __all__ = ["make_consumer"]
 
 
 def make_consumer(cfg: GemmConfig):
-    """The macro ``consume_tile(C, scales, bias, sa, sb, so, full, empty, acc, out, words,
-    factor, tmp, t, g0, flag, tid, c)`` of ``cfg``.
+    """The macro ``consume_tile(C, scales, bias, residual, sa, sb, so, full, empty, acc, out,
+    words, factor, tmp, t, g0, flag, tid, c)`` of ``cfg``.
 
     Consumer warpgroup ``c`` (0 or 1) computes rows ``64 c ..`` of output tile ``t``: per
     K tile (ring iteration ``g0 + kt``) it waits for ``full``, issues the stage's
     ``wgmma.m64n{block_n}k16`` (bf16; k32 for e4m3) batch into the fp32 accumulators ``acc``,
     leaves ``wait_depth`` batches in flight and releases the stage read before them;
     then scales the accumulators (fp8: ``Scales[0] * Scales[1]``), adds the bias and applies
-    the activation (:mod:`.fused`, ``tmp`` its scratch registers; a gated GEMM's result
+    the activation, adds the residual (:mod:`.fused`, ``tmp`` its scratch registers; a gated GEMM's result
     goes to ``out``, ``acc`` itself otherwise) and runs the epilogue (:mod:`.epilogue`) on
     ``out``.
     """
@@ -32,7 +32,8 @@ def make_consumer(cfg: GemmConfig):
     epilogue, fuse = make_epilogue(cfg), make_fused(cfg)
 
     @T.macro
-    def consume_tile(C, scales, bias, sa, sb, so, full, empty, acc, out, words, factor, tmp, t, g0, flag, tid, c):
+    def consume_tile(C, scales, bias, residual, sa, sb, so, full, empty, acc, out, words, factor, tmp, t, g0, flag,
+                     tid, c):
         bm = tile_order(t, tiles_m, tiles_n, group_m)[0]
         bn = tile_order(t, tiles_m, tiles_n, group_m)[1]
         for kt in T.serial(k_tiles):
@@ -57,8 +58,8 @@ def make_consumer(cfg: GemmConfig):
         if scales is not None:  # fp8: C = scale_a * scale_b * (A B^T)
             factor[0] = scales[0] * scales[1]
             T.cuda.tile.apply(T.ptx["mul.rn.f32"], acc.local().view(block_n // 2, 1), acc.local().view(block_n // 2, 1), factor[0])
-        if fuse is not None:  # + bias, activation, gate (.fused)
-            fuse(acc, out, bias, tmp, bn, tid)
+        if fuse is not None:  # + bias, activation, gate, residual (.fused)
+            fuse(acc, out, bias, residual, tmp, bm, bn, tid, c)
         epilogue(C, out, words, so, bm, bn, tid, c)
 
     return consume_tile

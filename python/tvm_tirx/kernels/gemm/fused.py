@@ -15,6 +15,11 @@ column for ``j + 1``; output register ``4 i + q`` of the ``(64, block_n / 2)`` r
 ``activation(gate) * up`` of registers ``8 i + q`` and ``8 i + 4 + q`` -- the standard
 fragment map of a ``block_n / 2``-column accumulator, which every epilogue stores as is.
 
+A **residual** (``residual=True``: ``C = ... + Residual``, a ``(m, n)`` tensor of C's
+dtype) is added last, in float32: output register ``4 i + 2 h + e`` reads ``Residual[row,
+col]`` at the fragment's row ``16 w + 8 h + g`` and column ``8 i + 2 t + e`` of the tile,
+clamped to ``(m - 1, n - 1)`` like the bias (what lies past C's edge is never stored).
+
 Activations (PTX ISA 9.7.4 and 9.7.3, the ``.approx`` forms):
 
 * ``"relu"``: ``max(x, 0)``;
@@ -32,7 +37,7 @@ import math
 
 from tvm.script import tirx as T
 
-from .config import GemmConfig
+from .config import BM, WG_M, GemmConfig
 
 __all__ = ["make_fused"]
 
@@ -75,23 +80,25 @@ def _make_activation(name: str | None, regs: int):
 
 
 def make_fused(cfg: GemmConfig):
-    """The macro ``fuse(acc, out, bias, tmp, bn, tid)`` of ``cfg``, or None when ``cfg`` has
-    neither a bias nor an activation and is not gated.
+    """The macro ``fuse(acc, out, bias, residual, tmp, bm, bn, tid, c)`` of ``cfg``, or None
+    when ``cfg`` has neither a bias, an activation nor a residual and is not gated.
 
     ``acc`` is a consumer's ``(64, block_n)`` fp32 accumulator buffer, ``out`` the
     ``(64, out_block_n)`` buffer the epilogue stores (``acc`` itself unless gated),
     ``bias`` the ``Bias`` tensor (``(b_rows,)``, indexed like B's rows; None without one),
-    ``tmp`` ``(out_block_n / 2,)`` f32 scratch registers, ``bn`` the output tile's column
-    index, ``tid`` the thread index.
+    ``residual`` the ``Residual`` tensor ``(m, n)`` (None without one), ``tmp``
+    ``(out_block_n / 2,)`` f32 scratch registers, ``(bm, bn)`` the output tile, ``tid`` the
+    thread index, ``c`` the consumer warpgroup (its 64 rows of the tile).
     """
     regs, block_n, rows, has_bias = cfg.block_n // 2, cfg.block_n, cfg.b_rows, cfg.bias is not None
     activate = _make_activation(cfg.activation, cfg.out_block_n // 2)
     gated = cfg.gated
-    if not has_bias and activate is None and not gated:
+    add_residual = _make_residual(cfg) if cfg.residual else None
+    if not has_bias and activate is None and not gated and add_residual is None:
         return None
 
     @T.macro
-    def fuse(acc, out, bias, tmp, bn, tid):
+    def fuse(acc, out, bias, residual, tmp, bm, bn, tid, c):
         x, y = acc.local(), out.local()
         if has_bias:
             for r in T.unroll(regs):
@@ -105,5 +112,22 @@ def make_fused(cfg: GemmConfig):
         if gated:
             for r in T.unroll(regs // 2):
                 y[r] = y[r] * x[r // 4 * 8 + 4 + r % 4]
+        if add_residual is not None:
+            add_residual(y, residual, bm, bn, tid, c)
 
     return fuse
+
+
+def _make_residual(cfg: GemmConfig):
+    """The macro ``add_residual(y, residual, bm, bn, tid, c)``: ``y[r] += Residual[row, col]``
+    over a consumer thread's output registers, the indices clamped into C."""
+    regs, out_bn, m, n = cfg.out_block_n // 2, cfg.out_block_n, cfg.m, cfg.n
+
+    @T.macro
+    def add_residual(y, residual, bm, bn, tid, c):
+        for r in T.unroll(regs):
+            row = T.min(bm * BM + c * WG_M + tid % 128 // 32 * 16 + r // 2 % 2 * 8 + tid % 32 // 4, m - 1)
+            col = T.min(bn * out_bn + r // 4 * 8 + tid % 4 * 2 + r % 2, n - 1)
+            y[r] = y[r] + T.Cast("float32", residual[T.Cast("int64", row), col])
+
+    return add_residual

@@ -19,7 +19,7 @@ def _cluster_rank(clusters):
 
 
 def _make_body(cfg: GemmConfig):
-    """The macro ``body(A, B, C, scales, bias)``: the launch, the shared ring and barriers, the
+    """The macro ``body(A, B, C, scales, bias, residual)``: the launch, the shared ring and barriers, the
     producer warpgroup 0 and the consumer warpgroups 1 and 2, each walking this CTA's
     output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t < n_tiles``."""
     stages, in_dtype, bk, cluster = cfg.stages, cfg.in_dtype, cfg.bk, cfg.cluster
@@ -39,7 +39,7 @@ def _make_body(cfg: GemmConfig):
                                  cluster=clusters)
 
     @T.macro
-    def body(A, B, C, scales, bias):
+    def body(A, B, C, scales, bias, residual):
         T.device_entry(launch=launch)
         sa = T.alloc_shared((stages, BM, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_a)
         sb = T.alloc_shared((stages, bn, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_b)
@@ -78,8 +78,8 @@ def _make_body(cfg: GemmConfig):
             for i in T.serial(rounds):
                 t = bx + i * grid
                 if t < n_tiles:
-                    consume_tile(C, scales, bias, sa, sb, so, full, empty, acc, out, words, factor, tmp, t,
-                                 i * k_tiles, flag, tid, c)
+                    consume_tile(C, scales, bias, residual, sa, sb, so, full, empty, acc, out, words, factor,
+                                 tmp, t, i * k_tiles, flag, tid, c)
             if tma_store:
                 if tid % 128 == 0:
                     T.ptx["cp.async.bulk.wait_group.read"](0)  # the last store has read its tile
@@ -92,7 +92,7 @@ def _make_body(cfg: GemmConfig):
 def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
               wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
               spin: bool = False, block_n: int = BN, bias: str | None = None, activation: str | None = None,
-              gated: bool = False):
+              gated: bool = False, residual: bool = False):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
     :func:`tvm_tirx.compile` (``arch="sm_90a"``).
 
@@ -163,13 +163,19 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         ``Bu[8 q ..]`` (zero rows past ``n``; :func:`tvm_tirx.ops.gate_up_weight` builds it);
         a ``Bias`` is ``(b_rows,)``, interleaved the same way.  Needs ``block_n`` 128 or 256
         (the output tile is ``block_n / 2`` columns wide).
+    residual : bool
+        Add a ``Residual`` tensor ``(m, n)`` of ``out_dtype`` last, in float32 before the
+        one rounding: ``C = ... + Residual`` (a transformer's skip connection after its
+        output projection).  The function then takes ``Residual`` after ``Bias`` (or
+        ``B``), before ``C``.  bf16 inputs only.
 
     Returns
     -------
     tvm.tirx.PrimFunc
         ``hopper_gemm(A, B, C)`` (bf16 inputs) or ``hopper_gemm_fp8(A, B, C, Scales)``;
         with ``bias``, ``hopper_gemm_bias(A, B, Bias, C)`` or ``hopper_gemm_fp8_bias(A, B,
-        Bias, C, Scales)``; A, B and C
+        Bias, C, Scales)``; with ``residual``, ``hopper_gemm_residual(A, B, Residual, C)``
+        or ``hopper_gemm_bias_residual(A, B, Bias, Residual, C)``; A, B and C
         16-byte aligned.  It computes ``C = activation(Scales[0] * Scales[1] * A @ B^T
         + Bias)`` (the parts that apply).
 
@@ -182,44 +188,68 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         launch (a ``ValueError`` from the kernel call).
     """
     cfg = GemmConfig(m, n, k, out_dtype, in_dtype, stages, wait_depth, persistent, ctas, group_m, cluster, spin,
-                     block_n, bias, activation, gated)
+                     block_n, bias, activation, gated, residual)
     return _prim_func(cfg, _make_body(cfg))
 
 
 def _prim_func(cfg: GemmConfig, body):
-    """The ``T.function`` around ``body``: ``(A, B, C)``, with ``Bias`` before ``C`` when
-    ``cfg.bias`` is set (inputs first, the output after them, as Relax's ``call_tir``
+    """The ``T.function`` around ``body``: ``(A, B, C)``, with ``Bias`` and then ``Residual``
+    before ``C`` when set (inputs first, the output after them, as Relax's ``call_tir``
     passes them) and ``Scales`` last for fp8 inputs."""
     m, n, k, in_dtype = cfg.m, cfg.n, cfg.k, cfg.in_dtype
     a_spec, b_spec = T.Tensor((m, k), in_dtype, align=16), T.Tensor((cfg.b_rows, k), in_dtype, align=16)
     c_spec = T.Tensor((m, n), cfg.out_dtype, align=16)
-    s_spec = T.Tensor((2,), "float32", align=8)
     v_spec = T.Tensor((cfg.b_rows,), cfg.bias, align=0) if cfg.bias else None
-    fp8 = in_dtype != "bfloat16"
-    if not fp8 and v_spec is None:
+    r_spec = T.Tensor((m, n), cfg.out_dtype, align=0) if cfg.residual else None
+    if in_dtype != "bfloat16":
+        return _fp8_func(body, a_spec, b_spec, v_spec, c_spec)
+    if r_spec is not None:
+        return _residual_func(body, a_spec, b_spec, v_spec, r_spec, c_spec)
+    if v_spec is None:
 
         @T.function
         def hopper_gemm(A: a_spec, B: b_spec, C: c_spec):
-            body(A, B, C, None, None)
+            body(A, B, C, None, None, None)
 
         return hopper_gemm
-    if not fp8:
+
+    @T.function
+    def hopper_gemm_bias(A: a_spec, B: b_spec, Bias: v_spec, C: c_spec):
+        body(A, B, C, None, Bias, None)
+
+    return hopper_gemm_bias
+
+
+def _residual_func(body, a_spec, b_spec, v_spec, r_spec, c_spec):
+    """``(A, B, [Bias,] Residual, C)``."""
+    if v_spec is None:
 
         @T.function
-        def hopper_gemm_bias(A: a_spec, B: b_spec, Bias: v_spec, C: c_spec):
-            body(A, B, C, None, Bias)
+        def hopper_gemm_residual(A: a_spec, B: b_spec, Residual: r_spec, C: c_spec):
+            body(A, B, C, None, None, Residual)
 
-        return hopper_gemm_bias
+        return hopper_gemm_residual
+
+    @T.function
+    def hopper_gemm_bias_residual(A: a_spec, B: b_spec, Bias: v_spec, Residual: r_spec, C: c_spec):
+        body(A, B, C, None, Bias, Residual)
+
+    return hopper_gemm_bias_residual
+
+
+def _fp8_func(body, a_spec, b_spec, v_spec, c_spec):
+    """``(A, B, [Bias,] C, Scales)`` for fp8 inputs."""
+    s_spec = T.Tensor((2,), "float32", align=8)
     if v_spec is None:
 
         @T.function
         def hopper_gemm_fp8(A: a_spec, B: b_spec, C: c_spec, Scales: s_spec):
-            body(A, B, C, Scales, None)
+            body(A, B, C, Scales, None, None)
 
         return hopper_gemm_fp8
 
     @T.function
     def hopper_gemm_fp8_bias(A: a_spec, B: b_spec, Bias: v_spec, C: c_spec, Scales: s_spec):
-        body(A, B, C, Scales, Bias)
+        body(A, B, C, Scales, Bias, None)
 
     return hopper_gemm_fp8_bias
