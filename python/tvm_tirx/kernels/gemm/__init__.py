@@ -16,7 +16,9 @@ shapes with few tiles) with three warpgroups (384 threads):
   written into a 128-byte-swizzled shared tile and stored by one TMA store per 64-column
   box (clipped at C's edge); float32 output, and bf16 output whose rows the TMA cannot
   address, is stored straight from the registers (:mod:`.guarded`: a bound guard per
-  store, unless the tiles cover C exactly).
+  store, unless the tiles cover C exactly); before it, :mod:`.fused` adds a bias, applies an
+  activation, combines a gated GEMM's gate and up columns (``gated=True``) and adds a
+  residual (``residual=True``) in the fp32 registers.
 
 ``persistent=True`` launches ``ctas`` CTAs that walk the output tiles in the grouped
 order of :mod:`.order`; ``cluster=2`` pairs CTAs on vertically adjacent tiles that each
