@@ -19,6 +19,7 @@ variants and of the Relax block with our offload (torch.profiler), to show where
     python bench/model.py          # GPU: the table, batch x sequence 1 x 4096 and 8 x 2048
     python bench/model.py --cpu    # no GPU: build the three Relax variants for sm_90a
     python bench/model.py --profile  # GPU: the torch.compile variants' kernels, by GPU time
+    python bench/model.py --only compile ops tvm_tirx  # GPU: the variants whose name ends so
 """
 
 from __future__ import annotations
@@ -95,7 +96,13 @@ class _Block(DecoderBlock):
         return _Block(self.cfg, {n: getattr(self, n) for n in WEIGHTS}, impl="tvm_tirx")
 
 
-def main_gpu(runs):
+def _wanted(variant: str, only) -> bool:
+    """Whether ``variant`` is timed: every one without ``--only``, else those whose name
+    ends with one of its words."""
+    return not only or any(variant.endswith(word) for word in only)
+
+
+def main_gpu(runs, only=None):
     import torch
 
     cfg, rows = LLAMA3_8B, []
@@ -110,11 +117,15 @@ def main_gpu(runs):
         with torch.no_grad():
             ref = ref_block(x.float(), cos.float(), sin.float())
             for way in ("eager", "compile", "compile + tvm_tirx ops"):
+                if not _wanted(f"torch {way}", only):
+                    continue
                 cells = _measure(torch, lambda: _torch_runner(torch, way, block, args), ref, b * s, runs)
                 rows.append([f"{b} x {s}", f"torch {way}", *cells])
                 print(rows[-1], flush=True)
             rargs = [*args, *(weights[n] for n in WEIGHTS)]
             for way in ("tvm", "cublas", "tvm_tirx"):
+                if not _wanted(f"Relax: {way}", only):
+                    continue
                 cells = _measure(torch, lambda: _relax_runner(torch, way, rargs), ref, b * s, runs)
                 rows.append([f"{b} x {s}", f"Relax: {way}", *cells])
                 print(rows[-1], flush=True)
@@ -160,6 +171,7 @@ def main(argv=None) -> int:
     parser.add_argument("--cpu", action="store_true", help="build the Relax variants for sm_90a only")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--profile", action="store_true", help="the torch.compile variants' kernels by GPU time")
+    parser.add_argument("--only", nargs="*", default=None, help="time the variants whose name ends with one of these")
     args = parser.parse_args(argv)
     if args.profile and testing.has_cuda():
         profile_gpu()
@@ -172,7 +184,7 @@ def main(argv=None) -> int:
             except Exception as e:  # pylint: disable=broad-except
                 print(f"Relax block, {way}: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}")
         return 0
-    main_gpu(args.runs)
+    main_gpu(args.runs, args.only)
     return 0
 
 
