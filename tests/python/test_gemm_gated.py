@@ -125,6 +125,9 @@ def test_the_op_traces_in_one_graph_and_checks_its_arguments(torch_cpu):
     torch.library.opcheck(torch.ops.tvm_tirx.glu_linear.default, (torch.randn(3, 16), w, "silu", None, "torch"))
     with pytest.raises(ValueError, match=r"activation must be one of \['silu', 'gelu_tanh', 'relu'\], got 'tanh'"):
         ops.glu_linear(torch.randn(3, 16), w, "tanh", fallback="torch")
+    for activation in (None, 1):  # a ValueError, not the op schema's RuntimeError
+        with pytest.raises(ValueError, match="activation must be one of"):
+            ops.glu_linear(torch.randn(3, 16), w, activation, fallback="torch")
     with pytest.raises(ValueError, match="weight must have 2 n rows, n a multiple of 8.*got 24 rows"):
         ops.glu_linear(torch.randn(3, 16), w[:24], fallback="torch")
     with pytest.raises(ops.UnsupportedInput, match="x must be a CUDA tensor"):

@@ -70,6 +70,21 @@ def test_the_torch_fallback_gradients_and_opcheck(torch_cpu):
                           (x.detach(), w.detach(), None, r.detach(), None, "torch"))
 
 
+def test_a_non_floating_residual_is_a_type_error_naming_it(torch_cpu):
+    torch = torch_cpu
+    from tvm_tirx import ops
+
+    x, w = torch.randn(2, 16), torch.randn(24, 16)
+    for residual in (torch.ones(2, 24, dtype=torch.int64), torch.ones(24, dtype=torch.int64)):  # fused, broadcast
+        with pytest.raises(TypeError, match="residual must be floating-point, got torch.int64"):
+            ops.linear(x, w, residual=residual, fallback="torch")
+
+
+def test_residual_in_gemm_options_is_refused_by_the_offload():
+    with pytest.raises(ValueError, match="residual"):
+        partition_for_tvm_tirx(Skip, gemm_options={"residual": True})
+
+
 def test_the_residual_rules_name_the_argument(torch_cpu, monkeypatch):
     torch = torch_cpu
     from tvm_tirx.ops import torch_checks, torch_ops

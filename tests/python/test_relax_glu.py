@@ -52,6 +52,13 @@ def test_a_gated_mlp_becomes_one_gated_gemm_on_the_interleaved_weight():
     assert "R.nn.silu" in partition_for_tvm_tirx(Mlp, glu=False, epilogues=False)["main"].script()
 
 
+def test_a_width_the_gated_gemm_cannot_take_is_a_value_error_naming_glu():
+    with pytest.raises(ValueError, match=r"block_n=64: the gated MLP rewrite.*glu=False"):
+        partition_for_tvm_tirx(Mlp, gemm_options={"block_n": 64})
+    after = partition_for_tvm_tirx(Mlp, gemm_options={"block_n": 64}, glu=False)
+    assert "_glu" not in after["main"].script()
+
+
 _ACTS = {"silu": lambda v: v * te.sigmoid(v),
          "gelu_tanh": lambda v: 0.5 * v * (1.0 + te.tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))}
 

@@ -87,7 +87,7 @@ def _torch_glu(x, weight, activation, out_dtype):
 def _check(x, weight, activation, out_dtype, fallback):
     """The rules every call (and the fake) checks, whatever the fallback; the resolved
     ``out_dtype``."""
-    if activation not in ACTIVATIONS:
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
         raise ValueError(f"{_GLU.op}: activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
     if fallback not in (None, "torch"):
         raise ValueError(f"{_GLU.op}: fallback must be None or 'torch', got {fallback!r}")
@@ -191,4 +191,6 @@ def glu_linear(x, weight, activation="silu", *, out_dtype=None, fallback=None):
     Differentiable: the backward recomputes both products with torch in float32 and
     differentiates ``activation(gate) * up`` exactly (not the ``.approx`` forms).
     """
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:  # before the op's schema check
+        raise ValueError(f"{_GLU.op}: activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
     return torch.ops.tvm_tirx.glu_linear(x, weight, activation, out_dtype, fallback)

@@ -155,7 +155,7 @@ def emit_gemm_call(emit, kernel: tvm.ir.GlobalVar, g: GemmMatch, extra: tuple = 
 
 
 #: make_gemm parameters the offload sets per call site (the rest are gemm_options)
-PER_CALL = ("m", "n", "k", "out_dtype", "in_dtype", "bias", "activation", "gated")
+PER_CALL = ("m", "n", "k", "out_dtype", "in_dtype", "bias", "activation", "gated", "residual")
 
 
 def fusable_options(gemm_options: dict | None) -> dict:

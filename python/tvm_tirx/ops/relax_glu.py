@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
-from ..kernels.gemm.config import GLU_ROWS
+from ..kernels.gemm.config import GATED_BLOCK_NS, GLU_ROWS
 from ..kernels.gemm.tiles import choose_tile, deepest_ring
 from .gemm_kernels import gemm_prim_func
 from .relax_epilogue import ACTIVATION_OPS
@@ -100,13 +100,17 @@ def glu_offloader(gemm_options: dict | None = None) -> Offloader:
     run it in a pass before the epilogue and plain offloads (which would take the
     activation and the matmuls first).  The tile width is
     :func:`~tvm_tirx.kernels.gemm.choose_tile`'s (gated) for a static ``m``, 256 for a
-    symbolic one, unless ``gemm_options`` sets ``block_n``; the ring is as deep as fits."""
+    symbolic one, unless ``gemm_options`` sets ``block_n`` (a width the gated GEMM cannot
+    take, 64, is a ValueError when a gated MLP is found); the ring is as deep as fits."""
     options = fusable_options(gemm_options)
 
     def kernel(e: GluMatch):
         g = e.gate
         m = int(g.m) if isinstance(g.m, tvm.tirx.IntImm) else None
         block_n = options.get("block_n") or (choose_tile(m, g.n, g.out_dtype, gated=True)["block_n"] if m else 256)
+        if block_n not in GATED_BLOCK_NS:
+            raise ValueError(f"gemm_options block_n={block_n}: the gated MLP rewrite (relax_glu) needs block_n in "
+                             f"{GATED_BLOCK_NS}; pass glu=False to leave gated MLPs to the plain GEMMs")
         stages = options.get("stages", deepest_ring(block_n, g.out_dtype, gated=True))
         fused = dict(options, block_n=block_n, stages=stages, activation=e.activation, gated=True)
         return gemm_prim_func(g.n, g.k, g.in_dtype, g.out_dtype, **fused)

@@ -137,14 +137,13 @@ def _linear_bias_fake(x, weight, bias, out_dtype, fallback):
 @torch.library.custom_op("tvm_tirx::linear_residual", mutates_args=())
 def _linear_residual_op(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], residual: torch.Tensor,
                         out_dtype: Optional[torch.dtype], fallback: Optional[str]) -> torch.Tensor:
-    for t in (bias, residual):
-        if t is not None:
-            _check_bias_type(t)
+    _check_bias_type(bias, residual)
     return _gemm(_LINEAR, x, weight, out_dtype, fallback, bias, residual)
 
 
 @_linear_residual_op.register_fake
 def _linear_residual_fake(x, weight, bias, residual, out_dtype, fallback):
+    _check_bias_type(bias, residual)
     out = _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
     if residual.shape != out.shape:
         raise ValueError(f"{_LINEAR.op}: residual must have the output's shape {tuple(out.shape)}, got "
@@ -152,11 +151,12 @@ def _linear_residual_fake(x, weight, bias, residual, out_dtype, fallback):
     return out
 
 
-def _check_bias_type(bias) -> None:
-    """A bias torch's ``linear`` would refuse for its dtype alone (integer, bool, complex)
-    raises a TypeError, with or without the fallback."""
-    if not bias.is_floating_point():
-        raise TypeError(f"{_LINEAR.op}: bias must be floating-point, got {bias.dtype}")
+def _check_bias_type(bias, residual=None) -> None:
+    """A bias (or residual) that is not floating-point (integer, bool, complex, as torch's
+    ``linear`` refuses a bias) raises a TypeError naming it, with or without the fallback."""
+    for name, t in (("bias", bias), ("residual", residual)):
+        if isinstance(t, torch.Tensor) and not t.is_floating_point():
+            raise TypeError(f"{_LINEAR.op}: {name} must be floating-point, got {t.dtype}")
 
 
 def _check_matmul_shapes(a, b) -> None:
@@ -319,6 +319,7 @@ def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None
     only the gradients needed are computed.
     """
     if residual is not None:
+        _check_bias_type(None, residual)
         n = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None
         fused = isinstance(residual, torch.Tensor) and n is not None and residual.shape == (*x.shape[:-1], n)
         if fused and (bias is None or (isinstance(bias, torch.Tensor) and bias.shape == (n,))):

@@ -259,9 +259,9 @@ def _check_elements(cfg: GemmConfig):
     for tensor, a, b in (("A", "m", "k"), ("B", "b_rows", "k"), ("C", "m", "n")):
         x, y = _static(getattr(cfg, a)), _static(getattr(cfg, b))
         if x is not None and y is not None and x * y > MAX_ELEMENTS:
+            how = f"give {a} as a run-time extent or split the product" if a == "m" else "split the product"
             raise ValueError(f"make_gemm: {tensor} ({a}, {b}) = ({x}, {y}) holds {x * y} elements; at most "
-                             f"{MAX_ELEMENTS} (apache-tvm sizes a static buffer in int32): give {a} as a "
-                             f"run-time extent or split the product")
+                             f"{MAX_ELEMENTS} (apache-tvm sizes a static buffer in int32): {how}")
 
 
 def _check_sizes(cfg: GemmConfig):

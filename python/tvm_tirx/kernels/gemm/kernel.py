@@ -160,7 +160,8 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         for gate and up weights ``Bg``, ``Bu`` of ``(n, k)``, in one GEMM whose B
         (``(b_rows, k)``, ``b_rows = 2 * ceil(n / 8) * 8``) interleaves them in groups of
         eight rows: B rows ``16 q .. 16 q + 7`` are ``Bg[8 q .. 8 q + 7]``, the next eight
-        ``Bu[8 q ..]`` (zero rows past ``n``; :func:`tvm_tirx.ops.gate_up_weight` builds it);
+        ``Bu[8 q ..]`` (zero rows past ``n``; :func:`tvm_tirx.ops.gate_up_weight` builds it
+        for ``n`` a multiple of 8; bf16 or fp8 inputs);
         a ``Bias`` is ``(b_rows,)``, interleaved the same way.  Needs ``block_n`` 128 or 256
         (the output tile is ``block_n / 2`` columns wide).
     residual : bool
@@ -177,7 +178,8 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         Bias, C, Scales)``; with ``residual``, ``hopper_gemm_residual(A, B, Residual, C)``
         or ``hopper_gemm_bias_residual(A, B, Bias, Residual, C)``; A, B and C
         16-byte aligned.  It computes ``C = activation(Scales[0] * Scales[1] * A @ B^T
-        + Bias)`` (the parts that apply).
+        + Bias) + Residual`` (the parts that apply; gated, ``activation(gate) * up +
+        Residual`` of the two products).
 
     Raises
     ------
