@@ -48,9 +48,12 @@ device = "cuda" if ON_GPU else "meta"  # meta tensors: shapes only, for tracing 
 # %%
 # PyTorch: the block on our operators
 # -----------------------------------
-# ``DecoderBlock(..., impl="tvm_tirx")`` calls ``ops.linear`` for its seven
-# projections and ``ops.attention(q, k, v, causal=True)`` on ``(batch, seq, heads,
-# head_dim)`` tensors with 8 query and 2 key/value heads. ``torch._dynamo.explain``
+# ``DecoderBlock(..., impl="tvm_tirx")`` calls ``ops.linear`` for its Q, K, V, output and
+# down projections (the last two with the residual add fused: ``residual=x``),
+# ``ops.glu_linear`` for the SwiGLU's gate and up projections (one gated GEMM on
+# ``ops.gate_up_weight``, the SiLU and the product in its epilogue) and
+# ``ops.attention(q, k, v, causal=True)`` on ``(batch, seq, heads, head_dim)`` tensors
+# with 8 query and 2 key/value heads. ``torch._dynamo.explain``
 # shows one graph and no break: the compiled graph calls the ops, which launch the
 # kernels (one compiled kernel per weight shape serves every number of tokens).
 
@@ -61,7 +64,9 @@ cos, sin = rope_tables(cfg, 256, device=device)
 explanation = torch._dynamo.explain(block)(x, cos, sin)
 graph = explanation.graphs[0].code
 print(f"graphs: {explanation.graph_count}, breaks: {explanation.graph_break_count}, "
-      f"tvm_tirx.linear calls: {graph.count('torch.ops.tvm_tirx.linear')}, "
+      f"tvm_tirx.linear calls: {graph.count('torch.ops.tvm_tirx.linear')} "
+      f"({graph.count('torch.ops.tvm_tirx.linear_residual')} with a residual), "
+      f"tvm_tirx.glu_linear calls: {graph.count('torch.ops.tvm_tirx.glu_linear')}, "
       f"tvm_tirx.attention calls: {graph.count('torch.ops.tvm_tirx.attention')}")
 
 # %%
@@ -70,10 +75,13 @@ print(f"graphs: {explanation.graph_count}, breaks: {explanation.graph_break_coun
 # ``relax_block`` writes the block with Relax operators and a symbolic batch and
 # sequence; it repeats the 2 K/V heads to 8 before ``R.nn.attention``, because
 # apache-tvm's own lowering of a grouped-query ``R.nn.attention`` computes wrong
-# values (our offload takes either form). ``partition_for_tvm_tirx`` rewrites its matmuls and its attention into
-# ``R.call_tir`` of our kernels -- the SwiGLU's SiLU folded into the gate projection's
-# GEMM (the ``_silu`` kernel) -- (``skipped`` would list anything it left alone, with
-# why); the module then builds with this package's pipelines for ``sm_90a``.
+# values (our offload reads K and V before the repeats, as grouped-query attention).
+# ``partition_for_tvm_tirx`` rewrites its matmuls and its attention into ``R.call_tir`` of
+# our kernels -- the SwiGLU's gate and up projections into one gated GEMM (the
+# ``_silu_glu`` kernel, on a weight the module interleaves from the two), the residual
+# adds into the output and down projections (the ``_residual`` kernels) -- (``skipped``
+# would list anything it left alone, with why); the module then builds with this
+# package's pipelines for ``sm_90a``.
 
 skipped: list = []
 offloaded = partition_for_tvm_tirx(relax_block(cfg), skipped=skipped)
