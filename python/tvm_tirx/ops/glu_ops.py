@@ -24,6 +24,7 @@ from ..kernels.gemm import choose_tile
 from ..kernels.gemm.config import GLU_ROWS
 from .gemm_kernels import gemm_kernel
 from .torch_checks import Operands, UnsupportedInput, check_dtypes, check_shapes, gemm_key, sm_count
+from .torch_ops import _accumulator, _check_fallback
 
 __all__ = ["ACTIVATIONS", "gate_up_weight", "glu_linear"]
 
@@ -78,19 +79,22 @@ def _split(weight):
 def _torch_glu(x, weight, activation, out_dtype):
     """The product by torch, through float32 (float64 if a dtype is): the fallback and
     the backward's recomputation."""
-    acc = torch.float64 if torch.float64 in (x.dtype, out_dtype) else torch.float32
+    acc = _accumulator(x.dtype, out_dtype)
     w_gate, w_up = _split(weight.to(acc))
     xa = x.to(acc)
     return (ACTIVATIONS[activation](xa @ w_gate.t()) * (xa @ w_up.t())).to(out_dtype)
 
 
+def _check_activation(activation) -> None:
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
+        raise ValueError(f"{_GLU.op}: activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
+
+
 def _check(x, weight, activation, out_dtype, fallback):
     """The rules every call (and the fake) checks, whatever the fallback; the resolved
     ``out_dtype``."""
-    if not isinstance(activation, str) or activation not in ACTIVATIONS:
-        raise ValueError(f"{_GLU.op}: activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
-    if fallback not in (None, "torch"):
-        raise ValueError(f"{_GLU.op}: fallback must be None or 'torch', got {fallback!r}")
+    _check_activation(activation)
+    _check_fallback(_GLU.op, fallback)
     out_dtype = x.dtype if out_dtype is None else out_dtype
     check_shapes(_GLU, x, weight)
     check_dtypes(_GLU, x, weight, out_dtype)
@@ -191,6 +195,5 @@ def glu_linear(x, weight, activation="silu", *, out_dtype=None, fallback=None):
     Differentiable: the backward recomputes both products with torch in float32 and
     differentiates ``activation(gate) * up`` exactly (not the ``.approx`` forms).
     """
-    if not isinstance(activation, str) or activation not in ACTIVATIONS:  # before the op's schema check
-        raise ValueError(f"{_GLU.op}: activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
+    _check_activation(activation)  # before the op's schema check (a non-str is its RuntimeError)
     return torch.ops.tvm_tirx.glu_linear(x, weight, activation, out_dtype, fallback)

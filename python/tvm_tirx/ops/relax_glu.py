@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
-from ..kernels.gemm.config import GATED_BLOCK_NS, GLU_ROWS
+from ..kernels.gemm.config import BN, GATED_BLOCK_NS, GLU_ROWS
 from ..kernels.gemm.tiles import choose_tile, deepest_ring
 from .gemm_kernels import gemm_prim_func
 from .relax_epilogue import ACTIVATION_OPS
@@ -107,7 +107,7 @@ def glu_offloader(gemm_options: dict | None = None) -> Offloader:
     def kernel(e: GluMatch):
         g = e.gate
         m = int(g.m) if isinstance(g.m, tvm.tirx.IntImm) else None
-        block_n = options.get("block_n") or (choose_tile(m, g.n, g.out_dtype, gated=True)["block_n"] if m else 256)
+        block_n = options.get("block_n") or (choose_tile(m, g.n, g.out_dtype, gated=True)["block_n"] if m else BN)
         if block_n not in GATED_BLOCK_NS:
             raise ValueError(f"gemm_options block_n={block_n}: the gated MLP rewrite (relax_glu) needs block_n in "
                              f"{GATED_BLOCK_NS}; pass glu=False to leave gated MLPs to the plain GEMMs")
