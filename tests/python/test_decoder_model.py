@@ -36,7 +36,7 @@ def test_the_relax_block_computes_what_the_torch_block_does():
         torch.testing.assert_close(y, ref, atol=1e-4, rtol=1e-4)
 
 
-def test_the_offload_takes_every_matmul_and_the_attention():
+def test_the_offload_takes_every_matmul_the_attention_the_norms_and_the_rotary_embeddings():
     skipped = []
     offloaded = partition_for_tvm_tirx(relax_block(SMALL), skipped=skipped)
     names = sorted(gv.name_hint for gv in offloaded.get_global_vars() if gv.name_hint != "main")
@@ -44,14 +44,19 @@ def test_the_offload_takes_every_matmul_and_the_attention():
     # q (n 256), k and v (n 128), o (n 256, k 256), gate and up as one gated GEMM (n 512:
     # the SiLU and the product fused), down (n 256, k 512); the K and V heads repeated for R.nn.attention are read
     # unrepeated (2 heads: grouped-query attention) and the repeats drop out
-    # and the two residual adds fused into the o and down projections
+    # and the two residual adds fused into the o and down projections; both RMSNorms (one
+    # kernel) and the rotary embeddings of q (4 heads) and k (2 heads)
     assert names == ["tvm_tirx_attention_h4_kv2_d64_causal_bf16", "tvm_tirx_gemm_n128_k256_bf16_bf16",
                      "tvm_tirx_gemm_n256_k256_bf16_bf16", "tvm_tirx_gemm_n256_k256_bf16_bf16_residual",
-                     "tvm_tirx_gemm_n256_k512_bf16_bf16_residual", "tvm_tirx_gemm_n512_k256_bf16_bf16_silu_glu"]
+                     "tvm_tirx_gemm_n256_k512_bf16_bf16_residual", "tvm_tirx_gemm_n512_k256_bf16_bf16_silu_glu",
+                     "tvm_tirx_rms_norm_h256_bf16_e3727c5ac", "tvm_tirx_rotary_h2_d64_bf16",
+                     "tvm_tirx_rotary_h4_d64_bf16"]
     main = offloaded["main"].script()
     assert main.count("R.call_tir(tvm_tirx_gemm") == 6 and main.count("R.call_tir(tvm_tirx_attention") == 1
+    assert main.count("R.call_tir(tvm_tirx_rms_norm") == 2 and main.count("R.call_tir(tvm_tirx_rotary") == 2
     assert "R.matmul" not in main and "R.nn.attention" not in main and "R.nn.silu" not in main
     assert "R.repeat" not in main and "R.add(x" not in main  # the residual adds: in the GEMMs
+    assert "R.nn.rms_norm" not in main and "R.split" not in main and "R.negative" not in main
 
 
 def test_the_torch_block_on_the_ops_traces_into_one_graph():

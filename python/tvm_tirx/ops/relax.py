@@ -27,7 +27,7 @@ import functools
 import tvm
 import tvm.s_tir
 from tvm.relax import pipeline as relax_pipelines
-from tvm.relax.backend.cuda import get_default_pipeline
+from tvm.relax.backend.cuda import pipeline as cuda_pipeline
 
 from ..build.pipeline import PIPELINE_NAME, ROOT_ANNOTATION, UnwrapRelaxRoot, is_s_tir, map_prim_funcs
 
@@ -102,8 +102,11 @@ def relax_pipeline(target=None, offload_gemm: bool = False, gemm_options: dict |
     Returns
     -------
     tvm.transform.Pass
-        (The GEMM offload,) :func:`PrepareTileKernels`, then apache-tvm's default CUDA
-        pipeline (``tvm.relax.backend.cuda.get_default_pipeline``).
+        (The GEMM offload,) :func:`PrepareTileKernels`,
+        then apache-tvm's default CUDA pipeline (``tvm.relax.backend.cuda.pipeline``: its
+        library dispatch, legalization, dataflow lowering and finalization passes) with
+        :func:`~tvm_tirx.ops.relax_views.ViewReshapedOutputs` before the dataflow lowering
+        (a block's output reshapes become views, not copies).
 
     Raises
     ------
@@ -127,7 +130,23 @@ def relax_pipeline(target=None, offload_gemm: bool = False, gemm_options: dict |
 
             mod = OffloadGemm(gemm_options=gemm_options)(mod)
         mod = PrepareTileKernels()(mod)
-        return get_default_pipeline(tgt)(mod)
+        return _default_with_views(tgt)(mod)
+
+    return _pass
+
+
+def _default_with_views(tgt) -> tvm.transform.Pass:
+    """apache-tvm's default CUDA pipeline with :func:`~tvm_tirx.ops.relax_views.ViewReshapedOutputs`
+    right before its ``RewriteDataflowReshape`` (the first of its dataflow lowering passes)."""
+    from .relax_views import ViewReshapedOutputs  # pylint: disable=import-outside-toplevel
+
+    passes = (cuda_pipeline.library_dispatch_passes(tgt) + cuda_pipeline.legalize_passes(tgt) + [ViewReshapedOutputs()]
+              + cuda_pipeline.dataflow_lower_passes(tgt) + cuda_pipeline.finalize_passes(tgt))
+
+    @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.default_cuda_pipeline")
+    def _pass(mod, _ctx):
+        with tgt:
+            return tvm.transform.Sequential(passes)(mod)
 
     return _pass
 

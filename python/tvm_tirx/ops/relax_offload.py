@@ -1,5 +1,6 @@
-"""Offload Relax matmuls to the Hopper GEMM (:func:`tvm_tirx.kernels.gemm.make_gemm`) and
-Relax attention to the attention kernel (:mod:`.relax_attention`).
+"""Offload Relax matmuls to the Hopper GEMM (:func:`tvm_tirx.kernels.gemm.make_gemm`),
+Relax attention to the attention kernel (:mod:`.relax_attention`), and RMSNorm and rotary
+embeddings to their kernels (:mod:`.relax_norm`, :mod:`.relax_rotary`).
 
 :func:`partition_for_tvm_tirx` rewrites every supported ``R.matmul`` of a Relax module
 into an ``R.call_tir`` of the GEMM (and every supported ``R.nn.attention`` into one of the
@@ -35,6 +36,8 @@ from .gemm_kernels import gemm_prim_func
 from .relax_attention import SkippedAttention, attention_kernel_func, emit_attention, match_attention
 from .relax_epilogue import epilogue_offloaders
 from .relax_glu import glu_offloader
+from .relax_norm import norm_offloader
+from .relax_rotary import rotary_offloader
 from .relax_gemm import (IN_DTYPES, MAX_M, OUT_DTYPES, GemmMatch, SkippedMatmul, emit_gemm_call, fusable_options,
                          gemm_offloader, match_gemm)
 from .relax_rewrite import Offloader, offload_pass
@@ -89,7 +92,8 @@ def OffloadGemm(skipped: list | None = None, gemm_options: dict | None = None): 
 
 def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
                            gemm_options: dict | None = None, attention: bool = True,
-                           epilogues: bool = True, glu: bool = True) -> tvm.IRModule:
+                           epilogues: bool = True, glu: bool = True, norm: bool = True,
+                           rotary: bool = True) -> tvm.IRModule:
     """Offload the supported matmuls (and attentions) of ``mod`` to this package's kernels.
 
     The counterpart of ``partition_for_cublas``: call it on a Relax module before
@@ -105,7 +109,8 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
         (:mod:`tvm_tirx.ops.relax_attention` says which).
     skipped : list | None
         If a list, receives a :class:`SkippedMatmul` (or
-        :class:`~tvm_tirx.ops.relax_attention.SkippedAttention`) per call left alone, with why.
+        :class:`~tvm_tirx.ops.relax_attention.SkippedAttention`, or
+        :class:`~tvm_tirx.ops.relax_norm.SkippedNorm`) per call left alone, with why.
     gemm_options : dict | None
         ``make_gemm`` keyword options for every kernel, over the torch operators'
         (:data:`tvm_tirx.ops.gemm_kernels.CONFIG`).
@@ -119,6 +124,12 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
         Before that, rewrite a gated MLP ``activation(x @ Wg) * (x @ Wu)`` into one gated
         GEMM on the interleaved weight (:mod:`tvm_tirx.ops.relax_glu`; run
         ``relax.transform.LiftTransformParams`` after it to build that weight once).
+    norm : bool
+        Offload ``R.nn.rms_norm`` over the last axis to the RMSNorm kernel
+        (:mod:`tvm_tirx.ops.relax_norm`).
+    rotary : bool
+        Offload a rotary embedding in the rotate-half form, ``x * cos + rotate_half(x) *
+        sin``, to the rotary kernel (:mod:`tvm_tirx.ops.relax_rotary`).
 
     Returns
     -------
@@ -133,7 +144,10 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
     """
     if glu:
         mod = offload_pass([glu_offloader(gemm_options)], None, "tvm_tirx.OffloadGatedMLP")(mod)
+    if rotary:
+        mod = offload_pass([rotary_offloader()], None, "tvm_tirx.OffloadRotary")(mod)
     if epilogues:
         mod = offload_pass(epilogue_offloaders(gemm_options), None, "tvm_tirx.OffloadGemmEpilogues")(mod)
     offloaders = [gemm_offloader(gemm_options)] + ([attention_offloader()] if attention else [])
+    offloaders += [norm_offloader()] if norm else []
     return offload_pass(offloaders, skipped, "tvm_tirx.Offload")(mod)
