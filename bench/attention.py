@@ -36,14 +36,16 @@ _KERNELS: dict = {}
 
 
 #: the schedules timed per row (overlap needs a third stage: head_dim 64 and 128 only)
-SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(overlap=True, stages=3)}
+SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(overlap=True, stages=3),
+             "both": dict(pingpong=True, overlap=True, stages=3)}
 
 
-def kernel_for(heads, head_dim, causal, schedule="serial", arch=None):
-    """One compiled kernel per (heads, head_dim, causal, schedule): batch and length at run time."""
-    key = (heads, head_dim, causal, schedule)
+def kernel_for(heads, head_dim, causal, schedule="serial", arch=None, kv_heads=None):
+    """One compiled kernel per (heads, kv_heads, head_dim, causal, schedule): batch and length at run time."""
+    key = (heads, kv_heads, head_dim, causal, schedule)
     if key not in _KERNELS:
-        func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, causal=causal, **SCHEDULES[schedule])
+        func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, kv_heads=kv_heads, causal=causal,
+                              **SCHEDULES[schedule])
         _KERNELS[key] = tvm_tirx.compile(func, target="cuda", **({"arch": arch} if arch else {}))
     return _KERNELS[key]
 
@@ -51,6 +53,8 @@ def kernel_for(heads, head_dim, causal, schedule="serial", arch=None):
 def _reference_error(torch, q, k, v, o, lse, causal):
     """Max |O - ref| and |LSE - ref| against float32, a few heads at a time."""
     scale, err_o, err_lse = 1 / math.sqrt(q.shape[-1]), 0.0, 0.0
+    group = q.shape[2] // k.shape[2]
+    k, v = (x.repeat_interleave(group, dim=2) for x in (k, v))  # query head h reads K/V head h // group
     for b in range(q.shape[0]):
         for h0 in range(0, q.shape[2], 4):
             qf, kf, vf = (x[b, :, h0 : h0 + 4].float().transpose(0, 1) for x in (q, k, v))
@@ -68,7 +72,9 @@ def _reference_error(torch, q, k, v, o, lse, causal):
 def _sdpa_ms(torch, q, k, v, causal, backend, runs):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    group = q.shape[2] // k.shape[2]  # GQA: the peers get K/V repeated to the query heads (before timing)
+    qt, kt, vt = (x.repeat_interleave(group, dim=2).transpose(1, 2) if x is not q else x.transpose(1, 2)
+                  for x in (q, k, v))
     try:
         with sdpa_kernel(getattr(SDPBackend, backend)):
             fn = lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)  # noqa: E731
@@ -89,22 +95,24 @@ def _ours(torch, q, k, v, causal, schedule, runs):
     b, n, h, d = q.shape
     o = torch.full_like(q, float("nan"))
     lse = torch.full((b, h, n), float("nan"), device="cuda")
-    kernel = kernel_for(h, d, causal, schedule)
+    kernel = kernel_for(h, d, causal, schedule, kv_heads=k.shape[2])
     kernel(q, k, v, o, lse)
     err_o, err_lse = _reference_error(torch, q, k, v, o, lse, causal)
     assert err_o <= 2e-2 and err_lse <= 1e-3, f"{tuple(q.shape)} causal={causal}: error O {err_o:.2e}, LSE {err_lse:.2e}"
     return testing.do_bench(lambda: kernel(q, k, v, o, lse), runs=runs).median, err_o, err_lse
 
 
-def row(torch, shape, causal, runs):
+def row(torch, shape, causal, runs, kv_heads=None):
     b, h, n, d = shape
     torch.manual_seed(0)
-    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    results = [_ours(torch, q, k, v, causal, name, runs) for name in SCHEDULES if name != "overlap" or d <= 128]
+    q = torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, n, kv_heads or h, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    results = [_ours(torch, q, k, v, causal, name, runs) for name in SCHEDULES if "stages" not in SCHEDULES[name]
+               or d <= 128]
     peers = {name: _sdpa_ms(torch, q, k, v, causal, name, runs) for name in ("CUDNN_ATTENTION", "FLASH_ATTENTION")}
     best = min(r[0] for r in results)
     ours = [f"{_tflops(shape, causal, r[0]):.0f}" for r in results] + ["-"] * (len(SCHEDULES) - len(results))
-    cells = [",".join(map(str, shape)), "yes" if causal else "no", *ours]
+    cells = [",".join(map(str, shape)) + (f" kv{kv_heads}" if kv_heads else ""), "yes" if causal else "no", *ours]
     for peer_ms in peers.values():
         cells += [f"{_tflops(shape, causal, peer_ms):.0f}", f"{peer_ms / best:.2f}"] if peer_ms else ["-", "-"]
     return cells + [f"{max(r[1] for r in results):.1e}", f"{max(r[2] for r in results):.1e}"]
@@ -114,19 +122,26 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu", action="store_true", help="compile and assemble only")
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--rows", nargs="*", default=None,
+                        help="B,H,L,D[,KV] rows (KV: key/value heads, grouped-query) instead of issue 27's")
+    parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     args = parser.parse_args(argv)
+    wanted = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    rows_in = ROWS if args.rows is None else [((*map(int, r.split(",")[:4]),), c) for r in args.rows for c in (False, True)]
+    kv_of = {} if args.rows is None else {tuple(map(int, r.split(",")[:4])): int(r.split(",")[4])
+                                            for r in args.rows if len(r.split(",")) == 5}
     if args.cpu or not testing.has_cuda():
-        for (b, h, n, d), causal in ROWS:
+        for (b, h, n, d), causal in (r for r in rows_in if r[1] in wanted):
             for schedule in SCHEDULES if d <= 128 else ("serial", "ping-pong"):
-                kernel = kernel_for(h, d, causal, schedule, arch="sm_90a")
+                kernel = kernel_for(h, d, causal, schedule, arch="sm_90a", kv_heads=kv_of.get((b, h, n, d)))
                 print(f"{kernel.name} heads={h} head_dim={d} causal={causal} {schedule}: assembled for "
                       f"sm_90a ({len(testing.assemble(kernel))} bytes)")
         return 0
     import torch
 
     rows = []
-    for shape, causal in ROWS:
-        rows.append(row(torch, shape, causal, args.runs))
+    for shape, causal in (r for r in rows_in if r[1] in wanted):
+        rows.append(row(torch, shape, causal, args.runs, kv_of.get(shape)))
         print(rows[-1], flush=True)
     print(f"attention forward, bf16, median of {args.runs} runs (CUDA events); x = their time / our faster variant")
     print(table(["B,H,L,D", "causal", *(f"{name} TFLOP/s" for name in SCHEDULES), "cuDNN TFLOP/s", "x cuDNN",
