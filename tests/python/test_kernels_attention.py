@@ -186,13 +186,15 @@ def test_head_dims_and_float16_on_gpu(torch_cuda, head_dim, dtype):
             check(torch_cuda, kernel, 1, seq_len, 8, 1, head_dim, causal, dtype, seed=seq_len)
 
 
-@pytest.mark.parametrize("head_dim,causal,overlap", [(64, False, True), (128, False, True), (256, False, False),
-                                                     (64, True, False), (128, True, False), (256, True, False)])
-def test_the_schedule_table_overlaps_full_attention_where_three_stages_fit(head_dim, causal, overlap):
+@pytest.mark.parametrize("head_dim,causal,overlap,pingpong", [
+    (64, False, True, False), (128, False, True, True), (256, False, False, True),
+    (64, True, True, False), (128, True, True, True), (256, True, False, True)])
+def test_the_schedule_table_overlaps_where_three_stages_fit_and_ping_pongs_at_128_and_256(head_dim, causal, overlap,
+                                                                                          pingpong):
     from tvm_tirx.ops.attention_kernels import attention_prim_func
 
     options = choose_schedule(head_dim, causal)
-    assert options["overlap"] is overlap and options["pingpong"] is not overlap
+    assert options["overlap"] is overlap and options["pingpong"] is pingpong
     assert options["stages"] == (3 if overlap else 2)
     make_attention(2, 300, 4, head_dim, causal=causal, **options)  # every choice is a kernel the generator takes
     func = attention_prim_func(4, 4, head_dim, causal, "bfloat16", 1.0 / head_dim**0.5)

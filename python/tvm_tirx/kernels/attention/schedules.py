@@ -4,13 +4,19 @@
 (each consumer's ``Q K^T``, softmax and ``P V`` in turn), ping-pong (the two consumers
 take turns on named barriers, one's softmax under the other's products) and overlapped
 (a consumer issues block ``j + 1``'s ``Q K^T`` before block ``j``'s softmax; it needs a
-third stage, so ``head_dim`` 64 and 128 only).  :func:`choose_schedule` gives the
-fastest on the H200 in ``python bench/attention.py`` (December 2026, bf16, TFLOP/s):
+third stage, so ``head_dim`` 64 and 128 only); ping-pong and overlapped combine.
+:func:`choose_schedule` gives the fastest on the H200 in ``python bench/attention.py``
+(December 2026, bf16, TFLOP/s, one run of every schedule):
 
-* full attention: overlapped, 650 against 574 ping-pong at 4 x 32 x 4096 x 128, 638
-  against 568 at 2 x 16 x 16384 x 128, 425 against 391 at head_dim 64;
-* causal: ping-pong (510 / 517 overlapped at 4096 rows, 594 / 582 at 16384, 345 / 327
-  at 1024); head_dim 256: ping-pong (629 against 629 serial, 555 / 547 causal).
+* head_dim 128: ping-pong and overlapped together (``pingpong=True, overlap=True,
+  stages=3``: FlashAttention-3's two overlaps), full and causal: 655 / 650 overlapped /
+  570 ping-pong at 4 x 32 x 4096 x 128, causal 547 / 512 / 506; 639 / 621 / 548 at 2 x
+  16 x 16384, causal 604 / 565 / 555; 523 / 511 at 16 x 32 x 1024, causal 356 / 326 /
+  342; grouped-query causal (32 query heads, 8 K/V heads) 483 / 455 / 451 at 1 x 4096
+  and 471 / 434 / 441 at 8 x 2048;
+* head_dim 64: overlapped (424 against 409 with ping-pong too at 4 x 32 x 4096, causal
+  356 / 354);
+* head_dim 256 (no third stage fits): ping-pong (627 / 629 serial, causal 556 / 548).
 
 Rerun the benchmark on another GPU and update the table.
 """
@@ -38,6 +44,8 @@ def choose_schedule(head_dim: int, causal: bool) -> dict:
         raise ValueError(f"choose_schedule: head_dim must be one of {sorted(HEAD_DIMS)}, found {head_dim!r}")
     if not isinstance(causal, bool):
         raise ValueError(f"choose_schedule: causal must be a bool, found {causal!r}")
-    if not causal and head_dim in OVERLAP_HEAD_DIMS:
+    if head_dim == 128:
+        return {"pingpong": True, "overlap": True, "stages": 3}
+    if head_dim in OVERLAP_HEAD_DIMS:
         return {"pingpong": False, "overlap": True, "stages": 3}
     return {"pingpong": True, "overlap": False, "stages": 2}
