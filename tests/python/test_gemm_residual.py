@@ -1,7 +1,8 @@
 """The residual epilogue (``make_gemm(residual=True)``), ``ops.linear(..., residual=)`` and its Relax fold.
 
 CPU: the kernel takes ``(A, B, [Bias,] Residual, C)`` and reads one clamped residual
-element per output register; options it refuses; the torch op's fallback, gradients,
+pair per two output registers before its last products retire (one element per register
+for an odd ``n``); options it refuses; the torch op's fallback, gradients,
 opcheck and rules; the Relax offload folds ``R.add(x, matmul)`` of the product's shape into
 the GEMM (and leaves a broadcast add alone), computing the same on the CPU with a
 reference kernel.
@@ -30,17 +31,30 @@ def _params(func):
 
 @testing.requires_nvcc
 @pytest.mark.parametrize("block_n", [128, 256])
-def test_the_kernel_reads_one_clamped_residual_element_per_output_register(block_n):
+def test_the_kernel_reads_one_clamped_residual_pair_per_two_registers_under_the_last_products(block_n):
     func = make_gemm(T.dynamic("m"), 1000, 256, residual=True, bias="bfloat16", block_n=block_n, persistent=False)
     assert _params(func) == ["A", "B", "Bias", "Residual", "C"]
     kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
     assert len(testing.assemble(kernel)) > 0
     body = kernel.cuda_source[kernel.cuda_source.index("__global__"):]
-    loads = re.findall(r"Residual_ptr\[[^;]*", body)
-    assert len(loads) == block_n // 2, len(loads)  # one per accumulator register of the thread
-    # each row clamped to m - 1 and each column to n - 1 before its load
-    assert len(re.findall(r"row_ptr(_\d+)?\[0\] = min\(.*, \(m - 1\)\);", body)) == block_n // 2
-    assert len(re.findall(r"col_ptr_\d+\[0\] = min\(.*, 999\);", body)) == block_n // 2
+    loads = re.findall(r"ld_global_b32\([^;]*Residual_ptr[^;]*", body)
+    assert len(loads) == block_n // 4, len(loads)  # one b32 word per pair of accumulator registers
+    assert "Residual_ptr)[" not in body.replace("((uint*)Residual_ptr)[", "")  # no element loads
+    # each row clamped to m - 1 and each word column to n / 2 - 1 before its load
+    assert len(re.findall(r"row_ptr(_\d+)?\[0\] = min\(.*, \(m - 1\)\);", body)) == block_n // 4
+    assert len(re.findall(r"col_ptr(_\d+)?\[0\] = min\(.*, 499\);", body)) == block_n // 4
+    # issued before the consumer's last wgmma.wait_group 0: their latency hides under the last products
+    assert body.index("ld_global_b32") < body.rindex("wgmma_wait_group_wait_group_sync_aligned_0")
+
+
+@testing.requires_nvcc
+def test_an_odd_n_reads_one_clamped_residual_element_per_output_register():
+    func = make_gemm(T.dynamic("m"), 999, 256, residual=True, block_n=128, persistent=False)
+    kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
+    assert len(testing.assemble(kernel)) > 0
+    body = kernel.cuda_source[kernel.cuda_source.index("__global__"):]
+    assert len(re.findall(r"Residual_ptr\[[^;]*", body)) == 64  # block_n / 2 registers
+    assert "ld_global_b32" not in body
 
 
 @pytest.mark.parametrize("options,match", [(dict(residual=1), "residual must be a bool, found 1"),
@@ -93,7 +107,9 @@ def test_the_residual_rules_name_the_argument(torch_cpu, monkeypatch):
     monkeypatch.setattr(torch_checks, "device_target", lambda op, device: "sm_90a")
     x, w = torch.randn(4, 16).bfloat16(), torch.randn(24, 16).bfloat16()
     for residual, message in ((torch.randn(4, 24), "residual must have the output's dtype torch.bfloat16"),
-                              (torch.randn(24, 4).bfloat16().t(), "residual must be contiguous")):
+                              (torch.randn(24, 4).bfloat16().t(), "residual must be contiguous"),
+                              (torch.randn(97).bfloat16()[1:].view(4, 24),
+                               "residual must start at a 4-byte aligned address")):
         with pytest.raises(torch_checks.UnsupportedInput, match=message):
             torch_ops._gemm(torch_ops._LINEAR, x, w, None, None, residual=residual)
 

@@ -206,7 +206,8 @@ def bias_dtype(names: Operands, bias, x, n: int) -> str:
 
 def check_residual(names: Operands, residual, x, n: int, out_dtype) -> None:
     """The rules of a residual the kernel adds in its epilogue: a contiguous tensor of the
-    output's shape ``(*x.shape[:-1], n)`` and dtype, on ``x``'s device.
+    output's shape ``(*x.shape[:-1], n)`` and dtype, on ``x``'s device, starting at a
+    4-byte aligned address (read as pairs).
 
     Raises
     ------
@@ -223,6 +224,9 @@ def check_residual(names: Operands, residual, x, n: int, out_dtype) -> None:
         raise UnsupportedInput(f"{names.op}: residual must have the output's dtype {out_dtype}, got {residual.dtype}")
     if not residual.is_contiguous():
         raise UnsupportedInput(f"{names.op}: residual must be contiguous, got strides {residual.stride()}")
+    if residual.data_ptr() % 4:  # the kernel reads a bf16 residual as b32 pairs
+        raise UnsupportedInput(f"{names.op}: residual must start at a 4-byte aligned address, got "
+                               f"{residual.data_ptr():#x} (a view at storage offset {residual.storage_offset()})")
 
 
 def sm_count(device) -> int:

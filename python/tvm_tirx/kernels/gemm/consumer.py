@@ -6,7 +6,7 @@ from tvm.script import tirx as T
 
 from .config import WG_M, GemmConfig
 from .epilogue import make_epilogue
-from .fused import make_fused
+from .fused import make_fused, make_residual_prefetch
 from .order import tile_order
 from .sync import release_stage, wait_phase
 
@@ -29,7 +29,7 @@ def make_consumer(cfg: GemmConfig):
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
     stages, bk, kstep, mma = cfg.stages, cfg.bk, cfg.kstep, cfg.mma
     wait_depth, cluster, spin, block_n = cfg.wait_depth, cfg.cluster, cfg.spin, cfg.block_n
-    epilogue, fuse = make_epilogue(cfg), make_fused(cfg)
+    epilogue, fuse, prefetch = make_epilogue(cfg), make_fused(cfg), make_residual_prefetch(cfg)
 
     @T.macro
     def consume_tile(C, scales, bias, residual, sa, sb, so, full, empty, acc, out, words, factor, tmp, t, g0, flag,
@@ -52,6 +52,8 @@ def make_consumer(cfg: GemmConfig):
             T.ptx["wgmma.wait_group.sync.aligned"](wait_depth)
             if wait_depth == 0 or kt > 0:
                 release_stage(empty, (g0 + kt - wait_depth) % stages, tid, cluster)
+        if prefetch is not None:  # the residual's loads under the last products (.fused)
+            prefetch(words, residual, bm, bn, tid, c)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         if wait_depth == 1:
             release_stage(empty, (g0 + k_tiles - 1) % stages, tid, cluster)
@@ -59,7 +61,7 @@ def make_consumer(cfg: GemmConfig):
             factor[0] = scales[0] * scales[1]
             T.cuda.tile.apply(T.ptx["mul.rn.f32"], acc.local().view(block_n // 2, 1), acc.local().view(block_n // 2, 1), factor[0])
         if fuse is not None:  # + bias, activation, gate, residual (.fused)
-            fuse(acc, out, bias, residual, tmp, bm, bn, tid, c)
+            fuse(acc, out, bias, residual, words, tmp, bm, bn, tid, c)
         epilogue(C, out, words, so, bm, bn, tid, c)
 
     return consume_tile

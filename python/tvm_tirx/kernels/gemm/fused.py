@@ -19,6 +19,11 @@ A **residual** (``residual=True``: ``C = ... + Residual``, a ``(m, n)`` tensor o
 dtype) is added last, in float32: output register ``4 i + 2 h + e`` reads ``Residual[row,
 col]`` at the fragment's row ``16 w + 8 h + g`` and column ``8 i + 2 t + e`` of the tile,
 clamped to ``(m - 1, n - 1)`` like the bias (what lies past C's edge is never stored).
+With bf16 output and an even ``n`` the pairs ``(row, 8 i + 2 t + {0, 1})`` are read as one
+b32 word each (``ld.global.b32`` into the packed registers the epilogue packs into later),
+issued before the consumer's last ``wgmma.wait_group`` so that their latency hides under
+the tile's last products (:func:`make_residual_prefetch`), and widened exactly when added;
+otherwise each element is read as it is added.
 
 Activations (PTX ISA 9.7.4 and 9.7.3, the ``.approx`` forms):
 
@@ -37,9 +42,10 @@ import math
 
 from tvm.script import tirx as T
 
+from ..pairs import make_unpack_pairs
 from .config import BM, WG_M, GemmConfig
 
-__all__ = ["make_fused"]
+__all__ = ["make_fused", "make_residual_prefetch"]
 
 LOG2E = 1.0 / math.log(2.0)
 GELU_C0 = math.sqrt(2.0 / math.pi)
@@ -80,13 +86,15 @@ def _make_activation(name: str | None, regs: int):
 
 
 def make_fused(cfg: GemmConfig):
-    """The macro ``fuse(acc, out, bias, residual, tmp, bm, bn, tid, c)`` of ``cfg``, or None
+    """The macro ``fuse(acc, out, bias, residual, words, tmp, bm, bn, tid, c)`` of ``cfg``, or None
     when ``cfg`` has neither a bias, an activation nor a residual and is not gated.
 
     ``acc`` is a consumer's ``(64, block_n)`` fp32 accumulator buffer, ``out`` the
     ``(64, out_block_n)`` buffer the epilogue stores (``acc`` itself unless gated),
     ``bias`` the ``Bias`` tensor (``(b_rows,)``, indexed like B's rows; None without one),
-    ``residual`` the ``Residual`` tensor ``(m, n)`` (None without one), ``tmp``
+    ``residual`` the ``Residual`` tensor ``(m, n)`` (None without one), ``words`` the
+    packed registers ``(64, out_block_n / 2)`` (holding the residual's pairs when
+    :func:`make_residual_prefetch` loaded them), ``tmp``
     ``(out_block_n / 2,)`` f32 scratch registers, ``(bm, bn)`` the output tile, ``tid`` the
     thread index, ``c`` the consumer warpgroup (its 64 rows of the tile).
     """
@@ -98,7 +106,7 @@ def make_fused(cfg: GemmConfig):
         return None
 
     @T.macro
-    def fuse(acc, out, bias, residual, tmp, bm, bn, tid, c):
+    def fuse(acc, out, bias, residual, words, tmp, bm, bn, tid, c):
         x, y = acc.local(), out.local()
         if has_bias:
             for r in T.unroll(regs):
@@ -113,21 +121,57 @@ def make_fused(cfg: GemmConfig):
             for r in T.unroll(regs // 2):
                 y[r] = y[r] * x[r // 4 * 8 + 4 + r % 4]
         if add_residual is not None:
-            add_residual(y, residual, bm, bn, tid, c)
+            add_residual(y, residual, words, tmp, bm, bn, tid, c)
 
     return fuse
 
 
-def _make_residual(cfg: GemmConfig):
-    """The macro ``add_residual(y, residual, bm, bn, tid, c)``: ``y[r] += Residual[row, col]``
-    over a consumer thread's output registers, the indices clamped into C."""
-    regs, out_bn, m, n = cfg.out_block_n // 2, cfg.out_block_n, cfg.m, cfg.n
+def _words_path(cfg: GemmConfig) -> bool:
+    """Whether the residual is read as b32 pairs (bf16 output, an even ``n``)."""
+    return cfg.out_dtype == "bfloat16" and isinstance(cfg.n, int) and cfg.n % 2 == 0
+
+
+def make_residual_prefetch(cfg: GemmConfig):
+    """The macro ``prefetch(words, residual, bm, bn, tid, c)``: consumer ``c``'s residual
+    pairs of output tile ``(bm, bn)`` loaded into its packed registers ``words`` (word ``2 i
+    + h``: row ``16 w + 8 h + g``, columns ``8 i + 2 t`` and ``+ 1``; one ``ld.global.b32``
+    each, the row clamped to ``m - 1`` and the word to ``n / 2 - 1``); None unless the
+    GEMM has a residual read that way (bf16 output, an even ``n``)."""
+    if not cfg.residual or not _words_path(cfg):
+        return None
+    nwords, half_bn, m, half_n = cfg.out_block_n // 4, cfg.out_block_n // 2, cfg.m, cfg.n // 2
 
     @T.macro
-    def add_residual(y, residual, bm, bn, tid, c):
+    def prefetch(words, residual, bm, bn, tid, c):
+        rw = residual.view("uint32")
+        for r in T.unroll(nwords):
+            row = T.min(bm * BM + c * WG_M + tid % 128 // 32 * 16 + r % 2 * 8 + tid % 32 // 4, m - 1)
+            col = T.min(bn * half_bn + r // 2 * 4 + tid % 4, half_n - 1)
+            T.cuda.tile.apply(T.ptx["ld.global.b32"], words.local().view(nwords, 1).sub[r, :],
+                              rw.sub[T.Cast("int64", row), col : col + 1])
+
+    return prefetch
+
+
+def _make_residual(cfg: GemmConfig):
+    """The macro ``add_residual(y, residual, words, tmp, bm, bn, tid, c)``: ``y[r] +=
+    Residual[row, col]`` over a consumer thread's output registers -- from the pairs
+    :func:`make_residual_prefetch` left in ``words`` (widened into ``tmp``), or else read
+    element by element, the indices clamped into C."""
+    regs, out_bn, m, n = cfg.out_block_n // 2, cfg.out_block_n, cfg.m, cfg.n
+    unpack = make_unpack_pairs("bfloat16", regs)
+
+    @T.macro
+    def add_prefetched(y, residual, words, tmp, bm, bn, tid, c):
+        unpack(tmp, words.local().view(regs // 2, 1))
+        for r in T.unroll(regs):
+            y[r] = y[r] + tmp[r]
+
+    @T.macro
+    def add_residual(y, residual, words, tmp, bm, bn, tid, c):
         for r in T.unroll(regs):
             row = T.min(bm * BM + c * WG_M + tid % 128 // 32 * 16 + r // 2 % 2 * 8 + tid % 32 // 4, m - 1)
             col = T.min(bn * out_bn + r // 4 * 8 + tid % 4 * 2 + r % 2, n - 1)
             y[r] = y[r] + T.Cast("float32", residual[T.Cast("int64", row), col])
 
-    return add_residual
+    return add_prefetched if _words_path(cfg) else add_residual

@@ -167,7 +167,8 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
     residual : bool
         Add a ``Residual`` tensor ``(m, n)`` of ``out_dtype`` last, in float32 before the
         one rounding: ``C = ... + Residual`` (a transformer's skip connection after its
-        output projection).  The function then takes ``Residual`` after ``Bias`` (or
+        output projection); a bf16 residual with an even ``n`` must start at a 4-byte
+        aligned address (it is read as pairs; checked at each call).  The function then takes ``Residual`` after ``Bias`` (or
         ``B``), before ``C``.  bf16 inputs only.
 
     Returns
@@ -202,7 +203,9 @@ def _prim_func(cfg: GemmConfig, body):
     a_spec, b_spec = T.Tensor((m, k), in_dtype, align=16), T.Tensor((cfg.b_rows, k), in_dtype, align=16)
     c_spec = T.Tensor((m, n), cfg.out_dtype, align=16)
     v_spec = T.Tensor((cfg.b_rows,), cfg.bias, align=0) if cfg.bias else None
-    r_spec = T.Tensor((m, n), cfg.out_dtype, align=0) if cfg.residual else None
+    # a bf16 residual is read as b32 pairs (.fused): 4-byte aligned, checked at each call
+    r_align = 4 if cfg.out_dtype == "bfloat16" and n % 2 == 0 else 0
+    r_spec = T.Tensor((m, n), cfg.out_dtype, align=r_align) if cfg.residual else None
     if in_dtype != "bfloat16":
         return _fp8_func(body, a_spec, b_spec, v_spec, c_spec)
     if r_spec is not None:
