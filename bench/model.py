@@ -134,6 +134,21 @@ def main_gpu(runs, only=None):
     print(table(["batch x seq", "variant", "ms / block", "tokens / s", "max rel. err"], rows))
 
 
+def _idle(prof, calls: int = 5) -> str:
+    """The GPU's idle time between consecutive kernels of the profiled calls (ms per call)
+    and the three kernels most often started late (the gap before them, ms per call)."""
+    kernels = sorted((e for e in prof.events() if e.device_type.name == "CUDA" and e.time_range.elapsed_us() > 0),
+                     key=lambda e: e.time_range.start)
+    gaps = {}
+    for before, after in zip(kernels, kernels[1:]):
+        gap = max(0.0, after.time_range.start - before.time_range.end) / 1e3 / calls
+        if gap < 0.5:  # between the calls the host synchronizes: not counted
+            gaps[after.name[:40]] = gaps.get(after.name[:40], 0.0) + gap
+    worst = sorted(gaps.items(), key=lambda kv: -kv[1])[:3]
+    return (f"idle between kernels {sum(gaps.values()):.3f} ms per call (before "
+            + ", ".join(f"{k} {v:.3f}" for k, v in worst) + ")")
+
+
 def profile_gpu(top: int = 20):
     """Print, per shape, the ``top`` kernels of ``torch.compile``, ``torch.compile`` with
     our ops and the Relax block with our offload by total GPU time over 5 calls
@@ -162,7 +177,7 @@ def profile_gpu(top: int = 20):
                     torch.cuda.synchronize()
             rows = [(e.key, e.device_time_total / 5e3, e.count // 5) for e in prof.key_averages()]
             rows = sorted((r for r in rows if r[1] > 0), key=lambda r: -r[1])
-            print(f"\n{b} x {s}, {way}: {sum(r[1] for r in rows):.3f} ms of kernels per call")
+            print(f"\n{b} x {s}, {way}: {sum(r[1] for r in rows):.3f} ms of kernels per call; {_idle(prof)}")
             print(table(["kernel", "ms / call", "calls"], [[k[:90], f"{ms:.3f}", n] for k, ms, n in rows[:top]]))
 
 
