@@ -10,7 +10,9 @@ attention, output projection, SwiGLU MLP, two residual adds; bf16 weights) runs 
   apache-tvm), and with ours (``partition_for_tvm_tirx``: every matmul and the attention).
 
 Each result is checked against the torch block in float32 (max |y - ref| / max |ref| <=
-5e-2: a chain of bf16 roundings), then timed (CUDA events, median of ``--runs``).  The
+5e-2: a chain of bf16 roundings), then timed (CUDA events, median of ``--runs`` rounds;
+each round times every variant once, in a rotated order, so that clock drift over the
+run favors none).  The
 table prints ms per block, tokens per second and the error; an error over the tolerance
 is marked WRONG (the variant is still timed), a variant that fails prints why.
 ``--profile`` prints, per shape, the GPU time of each kernel of the two ``torch.compile``
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -79,16 +82,26 @@ def _torch_runner(torch, way, block, args):
     return lambda: fn(*args)
 
 
-def _measure(torch, make, ref, tokens, runs):
-    """(cells) for one variant: checked, then timed; or the error."""
+def _checked(make, ref):
+    """``(fn, error cell)`` of one variant, or ``(None, why it failed)``."""
     try:
         fn = make()
         err = ((fn().float() - ref).abs().max() / ref.abs().max()).item()
-        ms = testing.do_bench(fn, runs=runs).median  # a wrong variant is timed too, and flagged
-        flag = "" if err <= TOLERANCE else f" WRONG (over {TOLERANCE:.0e})"
-        return [f"{ms:.3f}", f"{tokens / ms * 1e3:,.0f}", f"{err:.1e}{flag}"]
+        flag = "" if err <= TOLERANCE else f" WRONG (over {TOLERANCE:.0e})"  # a wrong variant is timed too
+        return fn, f"{err:.1e}{flag}"
     except Exception as e:  # pylint: disable=broad-except  # report, go on
-        return ["-", "-", f"{type(e).__name__}: {str(e).splitlines()[0][:70] if str(e) else ''}"]
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:70] if str(e) else ''}"
+
+
+def _interleaved(fns: dict, runs: int) -> dict:
+    """``{name: median ms}`` over ``runs`` rounds; each round times every variant once
+    (``testing.do_bench``, one run after one warm-up call), in an order rotated from round
+    to round, so that a drift of the GPU's clocks over the benchmark favors none of them."""
+    names, samples = list(fns), {name: [] for name in fns}
+    for r in range(runs):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            samples[name].append(testing.do_bench(fns[name], runs=1, warmup=1).median)
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 class _Block(DecoderBlock):
@@ -116,21 +129,20 @@ def main_gpu(runs, only=None):
         args = (x, cos, sin)
         with torch.no_grad():
             ref = ref_block(x.float(), cos.float(), sin.float())
-            for way in ("eager", "compile", "compile + tvm_tirx ops"):
-                if not _wanted(f"torch {way}", only):
-                    continue
-                cells = _measure(torch, lambda: _torch_runner(torch, way, block, args), ref, b * s, runs)
-                rows.append([f"{b} x {s}", f"torch {way}", *cells])
-                print(rows[-1], flush=True)
+            makers = {f"torch {way}": (lambda way=way: _torch_runner(torch, way, block, args))
+                      for way in ("eager", "compile", "compile + tvm_tirx ops")}
             rargs = [*args, *(weights[n] for n in WEIGHTS)]
-            for way in ("tvm", "cublas", "tvm_tirx"):
-                if not _wanted(f"Relax: {way}", only):
-                    continue
-                cells = _measure(torch, lambda: _relax_runner(torch, way, rargs), ref, b * s, runs)
-                rows.append([f"{b} x {s}", f"Relax: {way}", *cells])
+            makers |= {f"Relax: {way}": (lambda way=way: _relax_runner(torch, way, rargs))
+                       for way in ("tvm", "cublas", "tvm_tirx")}
+            checked = {name: _checked(make, ref) for name, make in makers.items() if _wanted(name, only)}
+            times = _interleaved({name: fn for name, (fn, _) in checked.items() if fn is not None}, runs)
+            for name, (fn, cell) in checked.items():
+                ms = times.get(name)
+                rows.append([f"{b} x {s}", name, f"{ms:.3f}" if ms else "-",
+                             f"{b * s / ms * 1e3:,.0f}" if ms else "-", cell])
                 print(rows[-1], flush=True)
         del x
-    print(f"Llama-3-8B decoder block (bf16), median of {runs} runs (CUDA events)")
+    print(f"Llama-3-8B decoder block (bf16), median of {runs} interleaved rounds (CUDA events)")
     print(table(["batch x seq", "variant", "ms / block", "tokens / s", "max rel. err"], rows))
 
 
