@@ -9,8 +9,9 @@ adds -- reaches this package's kernels two ways, one line each:
 * in PyTorch, by calling ``tvm_tirx.ops.linear`` and ``tvm_tirx.ops.attention``
   (custom ops: ``torch.compile(fullgraph=True)`` traces them);
 * in Relax, by ``partition_for_tvm_tirx`` before ``tvm.compile``: every
-  ``R.matmul`` goes to the Hopper GEMM and ``R.nn.attention`` to the attention
-  kernel, the rest keeps apache-tvm's lowering.
+  ``R.matmul`` goes to the Hopper GEMM, ``R.nn.attention`` to the attention
+  kernel, and the RMSNorms and rotary embeddings to this package's row-wise
+  kernels, so that no operator is left to apache-tvm's default lowering.
 
 The block is ``bench/_decoder.py`` (the one ``bench/model.py`` times at
 Llama-3-8B sizes); here it is small. Run it with ``python
@@ -79,9 +80,11 @@ print(f"graphs: {explanation.graph_count}, breaks: {explanation.graph_break_coun
 # ``partition_for_tvm_tirx`` rewrites its matmuls and its attention into ``R.call_tir`` of
 # our kernels -- the SwiGLU's gate and up projections into one gated GEMM (the
 # ``_silu_glu`` kernel, on a weight the module interleaves from the two), the residual
-# adds into the output and down projections (the ``_residual`` kernels) -- (``skipped``
-# would list anything it left alone, with why); the module then builds with this
-# package's pipelines for ``sm_90a``.
+# adds into the output and down projections (the ``_residual`` kernels), the two
+# RMSNorms into one ``rms_norm`` kernel and the rotary embeddings of q and k into
+# ``rotary`` kernels -- (``skipped`` would list anything it left alone, with why); the
+# module then builds with this package's pipelines for ``sm_90a``, whose last
+# projection's output is returned as a view (no copy kernel for the final reshape).
 
 skipped: list = []
 offloaded = partition_for_tvm_tirx(relax_block(cfg), skipped=skipped)
