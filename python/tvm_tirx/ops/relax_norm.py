@@ -20,20 +20,15 @@ from tvm.script import tirx as T
 
 from ..kernels.attention.config import DTYPES as SHORT_DTYPES
 from ..kernels.norm import check_rms_norm, make_rms_norm
-from .relax_rewrite import Offloader
+from .relax_rewrite import Offloader, SkippedCall
 
 __all__ = ["NormMatch", "SkippedNorm", "match_rms_norm", "rms_norm_prim_func", "norm_offloader"]
 
 _ANY = tvm.tirx.Var("rows", "int32")  # stands for symbolic rows in the generator's checks
 
 
-@dataclass(frozen=True)
-class SkippedNorm:
-    """An ``R.nn.rms_norm`` left to the default lowering: function, variable, why."""
-
-    function: str
-    var: str
-    reason: str
+class SkippedNorm(SkippedCall):
+    """An ``R.nn.rms_norm`` left to the default lowering (see :class:`~tvm_tirx.ops.relax_rewrite.SkippedCall`)."""
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ pass that applies a list of them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import tvm
@@ -12,7 +13,17 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from .relax_bindings import Bindings, call_readers, count_uses
 
-__all__ = ["Offloader", "offload_pass"]
+__all__ = ["Offloader", "SkippedCall", "offload_pass"]
+
+
+@dataclass(frozen=True)
+class SkippedCall:
+    """A call an offloader left to apache-tvm's lowering: the Relax function's name, the
+    variable the call is bound to, and why it was not offloaded."""
+
+    function: str
+    var: str
+    reason: str
 
 
 class Offloader(NamedTuple):

@@ -25,7 +25,7 @@ from tvm.script import tirx as T
 
 from ..kernels.attention.config import DTYPES as SHORT_DTYPES
 from ..kernels.rotary import check_rotary, make_rotary
-from .relax_rewrite import Offloader
+from .relax_rewrite import Offloader, SkippedCall
 
 __all__ = ["RotaryMatch", "SkippedRotary", "match_rotary", "rotary_prim_func", "rotary_offloader"]
 
@@ -33,13 +33,8 @@ _ANY = tvm.tirx.Var("n", "int32")  # stands for a symbolic batch or length in th
 _OPS = {name: tvm.ir.Op.get(f"relax.{name}") for name in ("multiply", "concat", "negative", "split", "strided_slice")}
 
 
-@dataclass(frozen=True)
-class SkippedRotary:
-    """An ``R.add`` the rotary offload left alone: function, variable, why."""
-
-    function: str
-    var: str
-    reason: str
+class SkippedRotary(SkippedCall):
+    """An ``R.add`` the rotary offload left alone (see :class:`~tvm_tirx.ops.relax_rewrite.SkippedCall`)."""
 
 
 @dataclass(frozen=True)
