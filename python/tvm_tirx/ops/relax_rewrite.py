@@ -27,8 +27,11 @@ class SkippedCall:
 
 
 class Offloader(NamedTuple):
-    """How one Relax operator is offloaded: ``match(call, lookup)`` returns a match or the
-    reason the call is left alone (``lookup`` is a :class:`Bindings`); ``kernel(match)`` the PrimFunc (added to the module once
+    """How one Relax operator is offloaded: ``match(call, lookup)`` returns a match, the
+    reason the call is left alone (recorded in ``skipped``), or None when the call is not
+    of the offloaded form at all (nothing recorded: an offloader rooted at a common
+    operator such as ``relax.add`` sees many calls that are not its pattern; ``lookup`` is
+    a :class:`Bindings`); ``kernel(match)`` the PrimFunc (added to the module once
     per global symbol); ``emit(emit_fn, kernel_var, match)`` the replacement expression;
     ``skipped(function, var, reason)`` the record of a call left alone."""
 
@@ -72,6 +75,8 @@ class _Offload(PyExprMutator):
         if offloader is None:
             return call
         found = offloader.match(call, self.bindings)
+        if found is None:
+            return call
         if isinstance(found, str):
             if self.skipped is not None:
                 self.skipped.append(offloader.skipped(self.function, self.var, found))
