@@ -42,7 +42,9 @@ def test_rotary_assembles_with_two_vectors_of_x_and_four_of_the_tables(head_dim)
     (dict(hidden=4097), r"hidden: expected a static multiple of 256"),
     (dict(hidden=8192), r"hidden: .*up to 4096"),
     (dict(dtype="float32"), r"dtype: expected one of \['bfloat16', 'float16'\]"),
-    (dict(eps=-1.0), r"eps: expected a finite number >= 0"),
+    (dict(eps=-1.0), r"eps: expected a number in \[0, 3.402823e\+38\]"),
+    (dict(eps=1e40), r"eps: expected a number in \[0, "),
+    (dict(dtype=["bfloat16"]), r"dtype: expected one of"),
     (dict(eps=True), r"eps: "),
     (dict(rows=0), r"rows: expected a positive int"),
     (dict(rows=T.dynamic("M", "int64")), r"rows: expected .*int32 run-time extent"),
@@ -56,6 +58,7 @@ def test_rms_norm_refusals_name_the_argument(kwargs, match):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(head_dim=96), r"head_dim: expected one of \[64, 128, 256\]"),
+    (dict(head_dim=128.0), r"head_dim: expected one of \[64, 128, 256\] \(an int\), found 128.0"),
     (dict(heads=0), r"heads: expected a positive int"),
     (dict(dtype="float32"), r"dtype: "),
     (dict(batch=-1), r"batch: expected a positive int"),
@@ -65,6 +68,14 @@ def test_rotary_refusals_name_the_argument(kwargs, match):
     args = dict(batch=1, seq_len=16, heads=8, head_dim=128, dtype="bfloat16") | kwargs
     with pytest.raises(ValueError, match=match):
         make_rotary(**args)
+
+
+def test_numpy_scalars_are_taken_as_the_numbers_they_are():
+    import numpy as np
+
+    func = make_rms_norm(np.int64(8), np.int64(256), eps=np.float32(1e-5))
+    assert "T.Buffer((8, 256)" in func.script()
+    assert "T.Buffer((1, 16, 8, 128)" in make_rotary(np.int32(1), 16, np.int64(8), np.int64(128)).script()
 
 
 def _rms_reference(torch, x, w, eps):

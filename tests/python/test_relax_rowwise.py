@@ -80,6 +80,31 @@ def test_a_norm_over_another_axis_is_left_alone_with_the_reason():
     assert match_rms_norm(relax.op.nn.rms_norm(x, w, axes=[0])) == "axes [0] (offloaded: the last axis only)"
 
 
+def test_rotary_near_misses_are_left_alone_with_their_reasons():
+    bb = relax.BlockBuilder()
+    x3 = relax.Var("x3", relax.TensorType([4, 4, 64], "float16"))
+    x4 = relax.Var("x4", relax.TensorType([1, 4, 2, 96], "bfloat16"))
+    t3, t4 = (relax.Var(n, relax.TensorType(s, d)) for n, s, d in (("t3", [1, 4, 1, 64], "float16"),
+                                                                     ("t4", [1, 4, 1, 96], "bfloat16")))
+    with bb.function("main", [x3, t3, x4, t4]):
+        with bb.dataflow():
+            outs = []
+            for x, t in ((x3, t3), (x4, t4)):
+                halves = bb.emit(relax.op.split(x, 2, axis=-1))
+                rot = bb.emit(relax.op.concat([relax.op.negative(relax.TupleGetItem(halves, 1)),
+                                               relax.TupleGetItem(halves, 0)], axis=-1))
+                outs.append(bb.emit(relax.op.add(relax.op.multiply(x, t), relax.op.multiply(rot, t))))
+            out = bb.emit_output(relax.Tuple(outs))
+        bb.emit_func_output(out)
+    skipped = []
+    after = partition_for_tvm_tirx(bb.get(), skipped=skipped)
+    assert "tvm_tirx_rotary" not in after.script()
+    reasons = [s.reason for s in skipped if type(s).__name__ == "SkippedRotary"]
+    assert len(reasons) == 2, skipped
+    assert reasons[0].startswith("x of shape [4, 4, 64] and a sum of shape [1, 4, 4, 64]"), reasons
+    assert "head_dim: expected one of [64, 128, 256]" in reasons[1], reasons
+
+
 def _rms_reference(name, hidden, eps):
     x = te.placeholder((tvm.tirx.Var("m", "int64"), hidden), "bfloat16", "X")
     w = te.placeholder((hidden,), "bfloat16", "W")
@@ -151,8 +176,11 @@ class Before:
             a = R.call_tir(cls.double, (x,), out_ty=R.Tensor((n, 4), "float32"))
             c = R.reshape(a, [n * 4])
             d = R.reshape(x, [n * 4])
-            R.output(c, d)
-        return (c, d)
+            e = R.call_tir(cls.double, (x,), out_ty=R.Tensor((n, 4), "float32"))
+            f = R.reshape(e, [n * 4])
+            g = R.reshape(e, [4, n])
+            R.output(c, d, f, g)
+        return (c, d, f, g)
 
 
 @I.ir_module
@@ -174,11 +202,14 @@ class Expected:
             c_view = R.reshape(a, [n * 4])
             c: R.Tensor((n * 4,), "float32") = c_view
             d = R.reshape(x, [n * 4])  # a parameter's reshape stays a copy: no alias of an input
-            R.output(c, d)
-        return (c, d)
+            e = R.call_tir(cls.double, (x,), out_ty=R.Tensor((n, 4), "float32"))
+            f = R.reshape(e, [n * 4])  # e read twice: views of it would make f and g one buffer
+            g = R.reshape(e, [4, n])
+            R.output(c, d, f, g)
+        return (c, d, f, g)
 
 
-def test_an_output_reshape_of_a_fresh_tensor_is_bound_through_a_dataflow_variable():
+def test_an_output_reshape_of_a_fresh_once_read_tensor_is_bound_through_a_dataflow_variable():
     tvm.ir.assert_structural_equal(ViewReshapedOutputs()(Before), Expected)
 
 

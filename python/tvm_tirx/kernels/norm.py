@@ -16,6 +16,7 @@ unpack), 9.7.10.24 (``cvt``), 9.7.9.x (``shfl.sync``).
 from __future__ import annotations
 
 import math
+import numbers
 
 import tvm
 from tvm.script import tirx as T
@@ -36,22 +37,27 @@ WARPS = 4
 #: elements of X the kernel's int32 offsets index
 MAX_ELEMENTS = 2**31 - 1
 ELEMENTS_MESSAGE = f"make_rms_norm: rows x hidden must be at most {MAX_ELEMENTS} elements (int32 offsets)"
+#: the largest finite float32 (eps is a float32 constant in the kernel)
+F32_MAX = 3.4028234663852886e38
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def check_rms_norm(rows, hidden, dtype: str, eps) -> None:
     """Raise ``ValueError`` naming the argument :func:`make_rms_norm` refuses, if any."""
-    if dtype not in WIDEN_CONVERTS:
+    if not isinstance(dtype, str) or dtype not in WIDEN_CONVERTS:
         raise ValueError(f"dtype: expected one of {sorted(WIDEN_CONVERTS)}, found {dtype!r}")
-    if isinstance(hidden, bool) or not isinstance(hidden, int) or not 0 < hidden <= MAX_HIDDEN or hidden % ROW_STEP:
+    if not _is_int(hidden) or not 0 < hidden <= MAX_HIDDEN or hidden % ROW_STEP:
         raise ValueError(f"hidden: expected a static multiple of {ROW_STEP} (32 lanes x one 16-byte vector) "
                          f"up to {MAX_HIDDEN} (a lane keeps its part of the row in registers), found {hidden!r}")
-    if isinstance(rows, bool) or not (isinstance(rows, int) and rows > 0 or
-                                      isinstance(rows, tvm.tirx.Var) and str(rows.ty.dtype) == "int32"):
+    if not (_is_int(rows) and rows > 0 or isinstance(rows, tvm.tirx.Var) and str(rows.ty.dtype) == "int32"):
         raise ValueError(f"rows: expected a positive int or an int32 run-time extent (T.dynamic), found {rows!r}")
-    if isinstance(rows, int) and rows * hidden > MAX_ELEMENTS:
+    if _is_int(rows) and rows * hidden > MAX_ELEMENTS:
         raise ValueError(f"rows x hidden = {rows * hidden}: {ELEMENTS_MESSAGE}")
-    if isinstance(eps, bool) or not isinstance(eps, float | int) or not (math.isfinite(eps) and eps >= 0):
-        raise ValueError(f"eps: expected a finite number >= 0, found {eps!r}")
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (math.isfinite(eps) and 0 <= eps <= F32_MAX):
+        raise ValueError(f"eps: expected a number in [0, {F32_MAX:.7g}] (a float32 constant), found {eps!r}")
 
 
 def _make_row(hidden: int, dtype: str, eps: float):
@@ -113,6 +119,7 @@ def make_rms_norm(rows, hidden: int, dtype: str = "bfloat16", eps: float = 1e-5)
         A dtype, ``hidden``, ``rows`` or ``eps`` it refuses (:func:`check_rms_norm`).
     """
     check_rms_norm(rows, hidden, dtype, eps)
+    rows, hidden = (int(rows) if _is_int(rows) else rows), int(hidden)
     chunks, normalize = hidden // ROW_STEP, _make_row(hidden, dtype, float(eps))
     launch = T.cuda.LaunchConfig(grid=T.ceildiv(rows, WARPS), block=32 * WARPS)
     elements = T.Cast("int64", rows) * hidden

@@ -5,7 +5,9 @@ bfloat16 or float16; ``x`` of known rank whose last axis is static (a multiple o
 most 4096) and ``w`` of shape ``(hidden,)``.  Leading axes may be symbolic: ``x`` is
 reshaped to ``(rows, hidden)`` (a view), the kernel -- one per ``(hidden, dtype, eps)``,
 with run-time rows -- writes ``(rows, hidden)``, reshaped back.  The kernel computes in
-float32 and rounds once; apache-tvm's lowering of the op does the same arithmetic.
+float32 and rounds once, as apache-tvm's lowering of the op does (it multiplies the sum of
+squares by ``1 / hidden`` where the lowering divides by ``hidden``: the two may differ in
+the last bit of the float32 mean when ``hidden`` is not a power of two).
 """
 
 from __future__ import annotations

@@ -109,8 +109,10 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
         (:mod:`tvm_tirx.ops.relax_attention` says which).
     skipped : list | None
         If a list, receives a :class:`SkippedMatmul` (or
-        :class:`~tvm_tirx.ops.relax_attention.SkippedAttention`, or
-        :class:`~tvm_tirx.ops.relax_norm.SkippedNorm`) per call left alone, with why.
+        :class:`~tvm_tirx.ops.relax_attention.SkippedAttention`,
+        :class:`~tvm_tirx.ops.relax_norm.SkippedNorm`, or
+        :class:`~tvm_tirx.ops.relax_rotary.SkippedRotary` for a sum of the rotate-half form)
+        per call left alone, with why.
     gemm_options : dict | None
         ``make_gemm`` keyword options for every kernel, over the torch operators'
         (:data:`tvm_tirx.ops.gemm_kernels.CONFIG`).
@@ -145,7 +147,7 @@ def partition_for_tvm_tirx(mod: tvm.IRModule, skipped: list | None = None,
     if glu:
         mod = offload_pass([glu_offloader(gemm_options)], None, "tvm_tirx.OffloadGatedMLP")(mod)
     if rotary:
-        mod = offload_pass([rotary_offloader()], None, "tvm_tirx.OffloadRotary")(mod)
+        mod = offload_pass([rotary_offloader()], skipped, "tvm_tirx.OffloadRotary")(mod)
     if epilogues:
         mod = offload_pass(epilogue_offloaders(gemm_options), None, "tvm_tirx.OffloadGemmEpilogues")(mod)
     offloaders = [gemm_offloader(gemm_options)] + ([attention_offloader()] if attention else [])

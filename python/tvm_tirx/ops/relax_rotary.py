@@ -119,11 +119,16 @@ def _table(table, x_shape) -> str | None:
     """Why ``table`` is not a per-position table for ``x``, or None."""
     dims = list(table.ty.shape.values) if table.ty.shape is not None else None
     if dims is None or len(dims) not in (3, 4) or (len(dims) == 4 and not _is_one(dims[0])):
-        return f"a table of shape {dims} (offloaded: (1, seq, 1, head_dim) or (seq, 1, head_dim))"
+        return f"a table of shape {_dims(dims or [])} (offloaded: (1, seq, 1, head_dim) or (seq, 1, head_dim))"
     seq, one, d = dims[-3:]
     if not (_is_one(one) and tvm.sym.Analyzer().can_prove_equal(seq, x_shape[1]) and _same(d, x_shape[3])):
-        return f"a table of shape {dims} for x of shape {x_shape} (offloaded: (1, seq, 1, head_dim))"
+        return f"a table of shape {_dims(dims)} for x of shape {_dims(x_shape)} (offloaded: (1, seq, 1, head_dim))"
     return None
+
+
+def _dims(shape) -> str:
+    """``shape`` (PrimExprs) as a readable list."""
+    return "[" + ", ".join(str(int(e)) if isinstance(e, tvm.tirx.IntImm) else str(e) for e in shape) + "]"
 
 
 def _is_one(e) -> bool:
@@ -137,7 +142,7 @@ def _same(a, b) -> bool:
 def _products(call, lookup):
     """``(x, cos, sin)`` of ``x * cos + rotate_half(x) * sin`` (any operand order), else None."""
     terms = [_call(arg, lookup, "multiply") for arg in call.args]
-    d = call.ty.shape.values[3] if call.ty.ndim == 4 and call.ty.shape is not None else None
+    d = call.ty.shape.values[-1] if call.ty.shape is not None and call.ty.ndim >= 1 else None
     if None in terms or not isinstance(d, tvm.tirx.IntImm):
         return None
     for plain, rot in (terms, terms[::-1]):
@@ -156,14 +161,20 @@ def match_rotary(call: relax.Call, lookup=lambda var: None):
 
     Returns
     -------
-    RotaryMatch | str
-        The match, or a sentence saying why the sum is left alone.  Nothing is raised.
+    RotaryMatch | str | None
+        The match; a sentence saying why a sum of the rotate-half form is left alone; or
+        None for a sum of another form.  Nothing is raised.
     """
     found = _products(call, lookup)
     if found is None:
-        return "not x * cos + rotate_half(x) * sin"
+        return None
     x, cos, sin = found
-    shape = list(x.ty.shape.values)
+    shape = list(x.ty.shape.values) if x.ty.shape is not None else None
+    analyzer = tvm.sym.Analyzer()
+    if shape is None or len(shape) != 4 or not all(analyzer.can_prove_equal(a, b) for a, b in
+                                                    zip(shape, call.ty.shape.values)) or call.ty.ndim != 4:
+        return (f"x of shape {_dims(shape or [])} and a sum of shape {_dims(call.ty.shape.values)} (offloaded: x "
+                "(batch, seq, heads, head_dim), the sum's shape)")
     reason = _table(cos, shape) or _table(sin, shape)
     if reason:
         return reason

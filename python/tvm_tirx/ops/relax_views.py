@@ -22,6 +22,8 @@ import tvm.s_tir
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from .relax_bindings import count_uses
+
 __all__ = ["ViewReshapedOutputs"]
 
 
@@ -37,6 +39,7 @@ class _Rebind(PyExprMutator):
         self.fresh = (self.ops[1], tvm.ir.Op.get("relax.call_dps_packed"))
         self.in_dataflow = False
         self.block_values = {}  # the dataflow variables of the block being visited -> their values
+        self.uses = {}  # variable -> reads in the function being visited
 
     def _is_reshape(self, value) -> bool:
         """``R.reshape(...)``, or ``R.call_tir`` of a PrimFunc that only reshapes (what
@@ -52,9 +55,12 @@ class _Rebind(PyExprMutator):
 
     def _of_fresh_tensor(self, value) -> bool:
         """Whether the reshaped tensor is a dataflow variable a destination-passing call of
-        this block wrote (a new allocation no one else returns, not a parameter or a view)."""
+        this block wrote (a new allocation, not a parameter or a view) and that nothing but
+        this reshape reads (no other output, view or in-place call shares it)."""
         src = value.args[0] if value.op == self.ops[0] else value.args[1].fields[0]
-        made = self.block_values.get(src) if isinstance(src, relax.DataflowVar) else None
+        if not isinstance(src, relax.DataflowVar) or self.uses.get(src, 0) != 1:
+            return False
+        made = self.block_values.get(src)
         return (isinstance(made, relax.Call) and made.op in self.fresh and not self._is_reshape(made))
 
     def visit_dataflow_block_(self, block):  # pylint: disable=arguments-renamed
@@ -80,8 +86,9 @@ def ViewReshapedOutputs():  # pylint: disable=invalid-name
     ``relax.analysis.has_reshape_pattern`` accepts) bound to a dataflow block's output is
     bound to a dataflow variable first (``lv = reshape; out = lv``), so that
     ``RewriteDataflowReshape``, run next, makes it a view instead of a copy kernel.  Only
-    reshapes of a tensor a ``call_tir`` / ``call_dps_packed`` of the same block wrote are
-    rebound: the output then owns that allocation alone, never a view of a parameter.  Functions without
+    reshapes of a tensor that a ``call_tir`` / ``call_dps_packed`` of the same block wrote
+    and that nothing else reads are rebound: the output then owns that allocation alone,
+    never a view of a parameter, of another output, or of a tensor a later call changes.  Functions without
     such a reshape are returned unchanged; semantics are unchanged.
 
     Returns
@@ -95,6 +102,7 @@ def ViewReshapedOutputs():  # pylint: disable=invalid-name
         rebind = _Rebind(mod)
         for gv, func in mod.functions_items():
             if isinstance(func, relax.Function):
+                rebind.uses = count_uses(func)
                 rebind.builder_.update_func(gv, rebind.visit_expr(func))
         return rebind.builder_.get()
 
