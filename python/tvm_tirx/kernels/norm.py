@@ -18,15 +18,13 @@ from __future__ import annotations
 import math
 import numbers
 
-import tvm
 from tvm.script import tirx as T
 
-from .pairs import WIDEN_CONVERTS, make_pack_pairs, make_unpack_pairs
+from .extents import MAX_ELEMENTS, is_extent, is_int
+from .pairs import VECTOR, WIDEN_CONVERTS, make_pack_pairs, make_unpack_pairs
 
-__all__ = ["VECTOR", "ROW_STEP", "MAX_HIDDEN", "WARPS", "MAX_ELEMENTS", "make_rms_norm", "check_rms_norm"]
+__all__ = ["ROW_STEP", "MAX_HIDDEN", "WARPS", "make_rms_norm", "check_rms_norm"]
 
-#: 16-bit elements per 16-byte vector
-VECTOR = 8
 #: elements one warp reads per load (32 lanes x one vector); ``hidden`` is a multiple of it
 ROW_STEP = 32 * VECTOR
 #: the longest row kept in registers, packed: 64 words a lane at 4096 (227 registers with
@@ -34,27 +32,21 @@ ROW_STEP = 32 * VECTOR
 MAX_HIDDEN = 4096
 #: rows (warps) per CTA
 WARPS = 4
-#: elements of X the kernel's int32 offsets index
-MAX_ELEMENTS = 2**31 - 1
 ELEMENTS_MESSAGE = f"make_rms_norm: rows x hidden must be at most {MAX_ELEMENTS} elements (int32 offsets)"
 #: the largest finite float32 (eps is a float32 constant in the kernel)
 F32_MAX = 3.4028234663852886e38
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def check_rms_norm(rows, hidden, dtype: str, eps) -> None:
     """Raise ``ValueError`` naming the argument :func:`make_rms_norm` refuses, if any."""
     if not isinstance(dtype, str) or dtype not in WIDEN_CONVERTS:
         raise ValueError(f"dtype: expected one of {sorted(WIDEN_CONVERTS)}, found {dtype!r}")
-    if not _is_int(hidden) or not 0 < hidden <= MAX_HIDDEN or hidden % ROW_STEP:
+    if not is_int(hidden) or not 0 < hidden <= MAX_HIDDEN or hidden % ROW_STEP:
         raise ValueError(f"hidden: expected a static multiple of {ROW_STEP} (32 lanes x one 16-byte vector) "
                          f"up to {MAX_HIDDEN} (a lane keeps its part of the row in registers), found {hidden!r}")
-    if not (_is_int(rows) and rows > 0 or isinstance(rows, tvm.tirx.Var) and str(rows.ty.dtype) == "int32"):
+    if not is_extent(rows):
         raise ValueError(f"rows: expected a positive int or an int32 run-time extent (T.dynamic), found {rows!r}")
-    if _is_int(rows) and rows * hidden > MAX_ELEMENTS:
+    if is_int(rows) and rows * hidden > MAX_ELEMENTS:
         raise ValueError(f"rows x hidden = {rows * hidden}: {ELEMENTS_MESSAGE}")
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (math.isfinite(eps) and 0 <= eps <= F32_MAX):
         raise ValueError(f"eps: expected a number in [0, {F32_MAX:.7g}] (a float32 constant), found {eps!r}")
@@ -119,11 +111,11 @@ def make_rms_norm(rows, hidden: int, dtype: str = "bfloat16", eps: float = 1e-5)
         A dtype, ``hidden``, ``rows`` or ``eps`` it refuses (:func:`check_rms_norm`).
     """
     check_rms_norm(rows, hidden, dtype, eps)
-    rows, hidden = (int(rows) if _is_int(rows) else rows), int(hidden)
+    rows, hidden = (int(rows) if is_int(rows) else rows), int(hidden)
     chunks, normalize = hidden // ROW_STEP, _make_row(hidden, dtype, float(eps))
     launch = T.cuda.LaunchConfig(grid=T.ceildiv(rows, WARPS), block=32 * WARPS)
     elements = T.Cast("int64", rows) * hidden
-    run_time = not isinstance(rows, int)
+    run_time = not is_int(rows)
 
     @T.function
     def rms_norm(X: T.Tensor((rows, hidden), dtype, align=16), W: T.Tensor((hidden,), dtype, align=16),

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from tvm.script import tirx as T
 
-__all__ = ["PAIR_CONVERTS", "WIDEN_CONVERTS", "make_pack_pairs", "make_unpack_pairs"]
+__all__ = ["VECTOR", "PAIR_CONVERTS", "WIDEN_CONVERTS", "make_pack_pairs", "make_unpack_pairs"]
+
+#: 16-bit elements in one 16-byte vector (``ld`` / ``st`` ``.v4.b32``: four words of pairs)
+VECTOR = 8
 
 #: output dtype -> the instruction rounding two f32 values into one b32 word of two 16-bit
 #: halves (PTX ISA 9.7.9.21, ``cvt`` with ``.bf16x2`` / ``.f16x2``)

@@ -16,46 +16,32 @@ unpack), 9.7.10.24 (``cvt``).
 
 from __future__ import annotations
 
-import numbers
-
-import tvm
 from tvm.script import tirx as T
 
-from .pairs import WIDEN_CONVERTS, make_pack_pairs, make_unpack_pairs
+from .extents import MAX_ELEMENTS, is_extent, is_int
+from .pairs import VECTOR, WIDEN_CONVERTS, make_pack_pairs, make_unpack_pairs
 
-__all__ = ["HEAD_DIMS", "BLOCK", "MAX_ELEMENTS", "make_rotary", "check_rotary"]
+__all__ = ["HEAD_DIMS", "BLOCK", "make_rotary", "check_rotary"]
 
 #: head_dims supported: halves of whole 16-byte vectors
 HEAD_DIMS = (64, 128, 256)
-VECTOR = 8  # 16-bit elements per 16-byte vector
 BLOCK = 128  # threads per CTA
-MAX_ELEMENTS = 2**31 - 1
 ELEMENTS_MESSAGE = f"make_rotary: batch x seq_len x heads x head_dim must be at most {MAX_ELEMENTS} (int32 offsets)"
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_extent(value) -> bool:
-    if _is_int(value):
-        return value > 0
-    return isinstance(value, tvm.tirx.Var) and str(value.ty.dtype) == "int32"
 
 
 def check_rotary(batch, seq_len, heads, head_dim, dtype: str) -> None:
     """Raise ``ValueError`` naming the argument :func:`make_rotary` refuses, if any."""
     if not isinstance(dtype, str) or dtype not in WIDEN_CONVERTS:
         raise ValueError(f"dtype: expected one of {sorted(WIDEN_CONVERTS)}, found {dtype!r}")
-    if not _is_int(head_dim) or head_dim not in HEAD_DIMS:
+    if not is_int(head_dim) or head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim: expected one of {list(HEAD_DIMS)} (an int), found {head_dim!r}")
-    if not _is_int(heads) or heads <= 0:
+    if not is_int(heads) or heads <= 0:
         raise ValueError(f"heads: expected a positive int, found {heads!r}")
     for name, value in (("batch", batch), ("seq_len", seq_len)):
-        if not _is_extent(value):
+        if not is_extent(value):
             raise ValueError(f"{name}: expected a positive int or an int32 run-time extent (T.dynamic), "
                              f"found {value!r}")
-    if _is_int(batch) and _is_int(seq_len) and batch * seq_len * heads * head_dim > MAX_ELEMENTS:
+    if is_int(batch) and is_int(seq_len) and batch * seq_len * heads * head_dim > MAX_ELEMENTS:
         raise ValueError(f"batch x seq_len x heads x head_dim = {batch * seq_len * heads * head_dim}: "
                          f"{ELEMENTS_MESSAGE}")
 
@@ -120,14 +106,14 @@ def make_rotary(batch, seq_len, heads: int, head_dim: int, dtype: str = "bfloat1
         A dtype, head_dim or size it refuses (:func:`check_rotary`).
     """
     check_rotary(batch, seq_len, heads, head_dim, dtype)
-    batch, seq_len = (int(v) if _is_int(v) else v for v in (batch, seq_len))
+    batch, seq_len = (int(v) if is_int(v) else v for v in (batch, seq_len))
     heads, head_dim = int(heads), int(head_dim)
     per_row = head_dim // 2 // VECTOR  # threads per (token, head) row: vectors in a half
     rows = batch * seq_len * heads
     rotate = _make_rotate(dtype)
     launch = T.cuda.LaunchConfig(grid=T.ceildiv(rows * per_row, BLOCK), block=BLOCK)
     elements = T.Cast("int64", batch) * seq_len * heads * head_dim
-    run_time = not (_is_int(batch) and _is_int(seq_len))
+    run_time = not (is_int(batch) and is_int(seq_len))
     x_spec, y_spec = (T.Tensor((batch, seq_len, heads, head_dim), dtype, align=16) for _ in range(2))
     cos_spec, sin_spec = (T.Tensor((seq_len, head_dim), dtype, align=16) for _ in range(2))
 

@@ -24,7 +24,7 @@ from ..kernels.attention import choose_schedule, make_attention
 from ..kernels.attention.config import DTYPES
 from .kernel_table import KernelTable
 
-__all__ = ["AttentionKey", "attention_prim_func", "attention_kernel", "cached_kernels", "clear_kernels"]
+__all__ = ["AttentionKey", "attention_prim_func", "attention_kernel", "cached_kernels", "clear_kernels", "f32_bits"]
 
 @dataclass(frozen=True)
 class AttentionKey:
@@ -73,12 +73,12 @@ def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, 
     func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, kv_heads=kv_heads, causal=causal,
                           scale=scale, dtype=dtype, **choose_schedule(head_dim, causal))
     name = f"tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{'causal' if causal else 'full'}_{DTYPES[dtype]}"
-    if _f32_bits(scale) != _f32_bits(1.0 / math.sqrt(head_dim)):
-        name += f"_s{_f32_bits(scale)}"
+    if f32_bits(scale) != f32_bits(1.0 / math.sqrt(head_dim)):
+        name += f"_s{f32_bits(scale)}"
     return func.with_attr("global_symbol", name)
 
 
-def _f32_bits(value: float) -> str:
+def f32_bits(value: float) -> str:
     """The float32 bit pattern of ``value`` as 8 hex digits (the kernel's scale is float32)."""
     return struct.pack(">f", value).hex()
 

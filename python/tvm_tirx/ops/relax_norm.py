@@ -13,7 +13,6 @@ the last bit of the float32 mean when ``hidden`` is not a power of two).
 from __future__ import annotations
 
 import functools
-import struct
 from dataclasses import dataclass
 
 import tvm
@@ -22,6 +21,7 @@ from tvm.script import tirx as T
 
 from ..kernels.attention.config import DTYPES as SHORT_DTYPES
 from ..kernels.norm import check_rms_norm, make_rms_norm
+from .attention_kernels import f32_bits
 from .relax_rewrite import Offloader, SkippedCall
 
 __all__ = ["NormMatch", "SkippedNorm", "match_rms_norm", "rms_norm_prim_func", "norm_offloader"]
@@ -57,9 +57,8 @@ def rms_norm_prim_func(hidden: int, dtype: str, eps: float) -> tvm.tirx.PrimFunc
     ValueError
         What :func:`~tvm_tirx.kernels.norm.make_rms_norm` refuses.
     """
-    bits = struct.pack(">f", eps).hex()
     func = make_rms_norm(T.dynamic("M"), hidden, dtype, eps)
-    return func.with_attr("global_symbol", f"tvm_tirx_rms_norm_h{hidden}_{SHORT_DTYPES[dtype]}_e{bits}")
+    return func.with_attr("global_symbol", f"tvm_tirx_rms_norm_h{hidden}_{SHORT_DTYPES[dtype]}_e{f32_bits(eps)}")
 
 
 def match_rms_norm(call: relax.Call, _lookup=None):

@@ -45,7 +45,7 @@ from tvm.script import tirx as T
 from ..pairs import make_unpack_pairs
 from .config import BM, WG_M, GemmConfig
 
-__all__ = ["make_fused", "make_residual_prefetch"]
+__all__ = ["make_fused", "make_residual_prefetch", "residual_as_pairs"]
 
 LOG2E = 1.0 / math.log(2.0)
 GELU_C0 = math.sqrt(2.0 / math.pi)
@@ -126,8 +126,9 @@ def make_fused(cfg: GemmConfig):
     return fuse
 
 
-def _words_path(cfg: GemmConfig) -> bool:
-    """Whether the residual is read as b32 pairs (bf16 output, an even ``n``)."""
+def residual_as_pairs(cfg: GemmConfig) -> bool:
+    """Whether the residual is read as b32 pairs (bf16 output, an even ``n``): it must
+    then be 4-byte aligned."""
     return cfg.out_dtype == "bfloat16" and isinstance(cfg.n, int) and cfg.n % 2 == 0
 
 
@@ -137,7 +138,7 @@ def make_residual_prefetch(cfg: GemmConfig):
     + h``: row ``16 w + 8 h + g``, columns ``8 i + 2 t`` and ``+ 1``; one ``ld.global.b32``
     each, the row clamped to ``m - 1`` and the word to ``n / 2 - 1``); None unless the
     GEMM has a residual read that way (bf16 output, an even ``n``)."""
-    if not cfg.residual or not _words_path(cfg):
+    if not cfg.residual or not residual_as_pairs(cfg):
         return None
     nwords, half_bn, m, half_n = cfg.out_block_n // 4, cfg.out_block_n // 2, cfg.m, cfg.n // 2
 
@@ -174,4 +175,4 @@ def _make_residual(cfg: GemmConfig):
             col = T.min(bn * out_bn + r // 4 * 8 + tid % 4 * 2 + r % 2, n - 1)
             y[r] = y[r] + T.Cast("float32", residual[T.Cast("int64", row), col])
 
-    return add_prefetched if _words_path(cfg) else add_residual
+    return add_prefetched if residual_as_pairs(cfg) else add_residual

@@ -8,6 +8,7 @@ from ...tile.families.tma import swizzled_layout
 from ...tile.fragments import accumulator_layout
 from .config import BM, BN, CONSUMERS, WG_M, GemmConfig, gemm_smem_bytes
 from .consumer import make_consumer
+from .fused import residual_as_pairs
 from .producer import make_producer
 
 __all__ = ["make_gemm"]
@@ -203,8 +204,7 @@ def _prim_func(cfg: GemmConfig, body):
     a_spec, b_spec = T.Tensor((m, k), in_dtype, align=16), T.Tensor((cfg.b_rows, k), in_dtype, align=16)
     c_spec = T.Tensor((m, n), cfg.out_dtype, align=16)
     v_spec = T.Tensor((cfg.b_rows,), cfg.bias, align=0) if cfg.bias else None
-    # a bf16 residual is read as b32 pairs (.fused): 4-byte aligned, checked at each call
-    r_align = 4 if cfg.out_dtype == "bfloat16" and n % 2 == 0 else 0
+    r_align = 4 if residual_as_pairs(cfg) else 0  # read as b32 pairs (.fused); checked at each call
     r_spec = T.Tensor((m, n), cfg.out_dtype, align=r_align) if cfg.residual else None
     if in_dtype != "bfloat16":
         return _fp8_func(body, a_spec, b_spec, v_spec, c_spec)
