@@ -127,9 +127,9 @@ def main(argv=None) -> int:
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     args = parser.parse_args(argv)
     wanted = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
-    rows_in = ROWS if args.rows is None else [((*map(int, r.split(",")[:4]),), c) for r in args.rows for c in (False, True)]
-    kv_of = {} if args.rows is None else {tuple(map(int, r.split(",")[:4])): int(r.split(",")[4])
-                                            for r in args.rows if len(r.split(",")) == 5}
+    given = [tuple(map(int, r.split(","))) for r in args.rows or ()]  # (B, H, L, D[, KV])
+    rows_in = [(g[:4], c) for g in given for c in (False, True)] if given else ROWS
+    kv_of = {g[:4]: g[4] for g in given if len(g) == 5}
     if args.cpu or not testing.has_cuda():
         for (b, h, n, d), causal in (r for r in rows_in if r[1] in wanted):
             for schedule in SCHEDULES if d <= 128 else ("serial", "ping-pong"):

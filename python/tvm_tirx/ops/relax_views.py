@@ -37,7 +37,6 @@ class _Rebind(PyExprMutator):
         self.mod = mod
         self.ops = (tvm.ir.Op.get("relax.reshape"), tvm.ir.Op.get("relax.call_tir"))
         self.fresh = (self.ops[1], tvm.ir.Op.get("relax.call_dps_packed"))
-        self.in_dataflow = False
         self.block_values = {}  # the dataflow variables of the block being visited -> their values
         self.uses = {}  # variable -> reads in the function being visited
 
@@ -64,17 +63,15 @@ class _Rebind(PyExprMutator):
         return (isinstance(made, relax.Call) and made.op in self.fresh and not self._is_reshape(made))
 
     def visit_dataflow_block_(self, block):  # pylint: disable=arguments-renamed
-        self.in_dataflow = True
         self.block_values = {b.var: b.value for b in block.bindings if isinstance(b, relax.VarBinding)}
         try:
             return super().visit_dataflow_block_(block)
         finally:
-            self.in_dataflow = False
+            self.block_values = {}  # outside a dataflow block no source is fresh
 
     def visit_var_binding_(self, binding):
         value = binding.value
-        if (self.in_dataflow and not isinstance(binding.var, relax.DataflowVar) and self._is_reshape(value)
-                and self._of_fresh_tensor(value)):
+        if not isinstance(binding.var, relax.DataflowVar) and self._is_reshape(value) and self._of_fresh_tensor(value):
             view = self.builder_.emit(self.visit_expr(value), name_hint=f"{binding.var.name}_view")
             self.builder_.emit_normalized(relax.VarBinding(binding.var, view))
             return
