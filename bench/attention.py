@@ -37,7 +37,9 @@ _KERNELS: dict = {}
 
 #: the schedules timed per row (overlap needs a third stage: head_dim 64 and 128 only)
 SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(overlap=True, stages=3),
-             "both": dict(pingpong=True, overlap=True, stages=3)}
+             "both": dict(pingpong=True, overlap=True, stages=3),
+             "persistent ping-pong": dict(pingpong=True, persistent=True),
+             "persistent both": dict(pingpong=True, overlap=True, stages=3, persistent=True)}
 
 
 def kernel_for(heads, head_dim, causal, schedule="serial", arch=None, kv_heads=None):
@@ -102,16 +104,21 @@ def _ours(torch, q, k, v, causal, schedule, runs):
     return testing.do_bench(lambda: kernel(q, k, v, o, lse), runs=runs).median, err_o, err_lse
 
 
-def row(torch, shape, causal, runs, kv_heads=None):
+def _fits(schedule, head_dim):
+    """Whether ``schedule`` takes ``head_dim``: a third stage fits head_dim 64 and 128 only."""
+    return "stages" not in SCHEDULES[schedule] or head_dim <= 128
+
+
+def row(torch, shape, causal, runs, kv_heads=None, schedules=tuple(SCHEDULES)):
     b, h, n, d = shape
     torch.manual_seed(0)
     q = torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(b, n, kv_heads or h, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    results = [_ours(torch, q, k, v, causal, name, runs) for name in SCHEDULES if "stages" not in SCHEDULES[name]
-               or d <= 128]
+    timed = {name: _ours(torch, q, k, v, causal, name, runs) for name in schedules if _fits(name, d)}
+    results = list(timed.values())
     peers = {name: _sdpa_ms(torch, q, k, v, causal, name, runs) for name in ("CUDNN_ATTENTION", "FLASH_ATTENTION")}
     best = min(r[0] for r in results)
-    ours = [f"{_tflops(shape, causal, r[0]):.0f}" for r in results] + ["-"] * (len(SCHEDULES) - len(results))
+    ours = [f"{_tflops(shape, causal, timed[name][0]):.0f}" if name in timed else "-" for name in schedules]
     cells = [",".join(map(str, shape)) + (f" kv{kv_heads}" if kv_heads else ""), "yes" if causal else "no", *ours]
     for peer_ms in peers.values():
         cells += [f"{_tflops(shape, causal, peer_ms):.0f}", f"{peer_ms / best:.2f}"] if peer_ms else ["-", "-"]
@@ -125,6 +132,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", nargs="*", default=None,
                         help="B,H,L,D[,KV] rows (KV: key/value heads, grouped-query) instead of issue 27's")
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    parser.add_argument("--schedules", nargs="*", choices=tuple(SCHEDULES), default=tuple(SCHEDULES),
+                        help="the schedules to time (default: all)")
     args = parser.parse_args(argv)
     wanted = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     given = [tuple(map(int, r.split(","))) for r in args.rows or ()]  # (B, H, L, D[, KV])
@@ -132,7 +141,7 @@ def main(argv=None) -> int:
     kv_of = {g[:4]: g[4] for g in given if len(g) == 5}
     if args.cpu or not testing.has_cuda():
         for (b, h, n, d), causal in (r for r in rows_in if r[1] in wanted):
-            for schedule in SCHEDULES if d <= 128 else ("serial", "ping-pong"):
+            for schedule in (name for name in args.schedules if _fits(name, d)):
                 kernel = kernel_for(h, d, causal, schedule, arch="sm_90a", kv_heads=kv_of.get((b, h, n, d)))
                 print(f"{kernel.name} heads={h} head_dim={d} causal={causal} {schedule}: assembled for "
                       f"sm_90a ({len(testing.assemble(kernel))} bytes)")
@@ -141,10 +150,10 @@ def main(argv=None) -> int:
 
     rows = []
     for shape, causal in (r for r in rows_in if r[1] in wanted):
-        rows.append(row(torch, shape, causal, args.runs, kv_of.get(shape)))
+        rows.append(row(torch, shape, causal, args.runs, kv_of.get(shape), tuple(args.schedules)))
         print(rows[-1], flush=True)
     print(f"attention forward, bf16, median of {args.runs} runs (CUDA events); x = their time / our faster variant")
-    print(table(["B,H,L,D", "causal", *(f"{name} TFLOP/s" for name in SCHEDULES), "cuDNN TFLOP/s", "x cuDNN",
+    print(table(["B,H,L,D", "causal", *(f"{name} TFLOP/s" for name in args.schedules), "cuDNN TFLOP/s", "x cuDNN",
                  "FA2 TFLOP/s", "x FA2", "err O", "err LSE"], rows))
     return 0
 

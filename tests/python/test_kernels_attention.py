@@ -87,6 +87,23 @@ def test_the_overlapped_schedule_issues_both_products_before_it_waits():
     assert _calls(both, "tvm_builtin_ptx_bar_sync_count_sync") == 2 and _calls(both, "tvm_builtin_ptx_bar_arrive_arrive") == 3
 
 
+def test_the_persistent_grid_walks_the_tiles_and_hands_q_back():
+    kernel = _kernel(128, True, overlap=True, pingpong=True, stages=3, persistent=True)
+    body = kernel.cuda_source[kernel.cuda_source.index("__global__") :]
+    # min(132, tiles) CTAs, each walking its tiles; with B and L at run time both are run-time values
+    lowered = testing.lower(make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, persistent=True, ctas=7)).script()
+    assert "v = T.cta_id([T.min(7, (L + 128 - 1) // 128 * 4 * B)])" in lowered
+    # the producer waits for Q to be released before it loads the next one; each consumer releases it once per tile
+    q_empty = body.index("mbarrier_init_init_shared__cta_b64", body.index("mbarrier_init_init_shared__cta_b64") + 1)
+    assert "(uint)2);" in body[q_empty : body.index("\n", q_empty)]  # q_empty counts the two consumers
+    assert _calls(kernel, "tvm_builtin_cuda_mbarrier_wait") == 2 + 3  # producer: q_empty, empty; consumer: q_full, full x2
+    # the ring's stage runs on across tiles: indexed by the blocks of earlier tiles plus j
+    assert "done_ptr[0] = (done_ptr[0] + n_kv_ptr[0]);" in body
+    # a static grid of fewer tiles than SMs launches one CTA per tile
+    small = testing.lower(make_attention(1, 300, 2, 64, persistent=True)).script()
+    assert "v = T.cta_id([6])" in small  # 3 query blocks x 2 heads
+
+
 def test_the_consumers_take_registers_from_the_producer():
     source = _kernel(128, False).cuda_source
     assert "setmaxnreg.dec.sync.aligned.u32 40;" in source and "setmaxnreg.inc.sync.aligned.u32 232;" in source
@@ -112,10 +129,13 @@ def test_the_consumers_take_registers_from_the_producer():
      ((2, 128, 4, 128.0), {}, r"head_dim: expected one of \[64, 128, 256\] \(an int\), found 128.0"),
      ((2, 128, 4, 64), dict(overlap=True, stages=1), r"stages=1: overlap=True needs at least 2 stages"),
      ((1, 2**20, 64, 128), {}, r"batch x seq_len x heads x head_dim = 8589934592 elements: .* at most 2147483647"),
-     ((65536, 16, 1, 64), {}, r"batch: expected at most 65535 \(the grid's z axis\), found 65536")],
+     ((65536, 16, 1, 64), {}, r"batch: expected at most 65535 \(the grid's z axis; .*\), found 65536"),
+     ((2, 128, 4, 64), dict(persistent=1), r"persistent: expected a bool"),
+     ((2, 128, 4, 64), dict(persistent=True, ctas=0), r"ctas: expected a positive int \(the persistent grid\), found 0"),
+     ((2, 128, 4, 64), dict(persistent=True, ctas=8.0), r"ctas: expected a positive int .*found 8.0")],
     ids=["head-dim", "gqa-ratio", "dtype", "seq-len", "batch-bool", "scale", "smem", "causal", "pingpong", "overlap",
          "kv-heads-0", "scale-bool", "scale-inf", "scale-float32", "stages-bool", "head-dim-float", "overlap-1-stage",
-         "int32-elements", "batch-grid-z"],
+         "int32-elements", "batch-grid-z", "persistent-int", "ctas-0", "ctas-float"],
 )
 def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, match):
     with pytest.raises(ValueError, match=match):
@@ -174,6 +194,21 @@ def test_every_length_from_one_kernel_on_gpu(torch_cuda, causal, schedule):
     kernel = tvm_tirx.compile(func, target="cuda")
     for seq_len in (1, 100, 128, 1000, 4097):
         check(torch_cuda, kernel, 2, seq_len, 4, 2, 128, causal, "bfloat16", seed=seq_len)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("schedule", [dict(overlap=True, pingpong=True, stages=3), dict(pingpong=True)],
+                         ids=["overlap-pingpong", "pingpong"])
+@pytest.mark.parametrize("ctas", [3, 132])
+def test_the_persistent_grid_at_every_length_on_gpu(torch_cuda, schedule, ctas):
+    # 3 CTAs walk many tiles each (the ring's phases and Q's hand-over run on for dozens of
+    # tiles); waits are bounded (detect_hangs), so a broken protocol fails instead of hanging
+    for causal in (False, True):
+        func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, kv_heads=2, causal=causal, persistent=True,
+                              ctas=ctas, **schedule)
+        kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
+        for seq_len in (1, 100, 1000, 4097):
+            check(torch_cuda, kernel, 2, seq_len, 4, 2, 128, causal, "bfloat16", seed=seq_len)
 
 
 @pytest.mark.gpu

@@ -34,6 +34,8 @@ FLOAT32_MAX = 3.4028234663852886e38
 MAX_ELEMENTS = 2**31 - 1
 #: CTAs a grid may have along z (batch entries) (CUDA's launch limit)
 GRID_Z = 65535
+#: SMs of the H100 / H200 SXM: the persistent grid's default size (one CTA per SM)
+SMS = 132
 
 
 def _is_extent(value) -> bool:
@@ -61,10 +63,11 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
     ValueError
         A head_dim other than the ints 64, 128 or 256; a dtype other than bfloat16 /
         float16; ``heads`` not a multiple of ``kv_heads``; a size that is not a positive
-        int or an int32 run-time extent; static sizes of more than :data:`MAX_ELEMENTS`
+        int or an int32 run-time extent; more than 65535 batch entries in a grid of one
+        CTA per tile; static sizes of more than :data:`MAX_ELEMENTS`
         elements in Q; ``stages`` outside 1..4, more shared memory than a CTA has, or 1
         with ``overlap``; a ``scale`` that is not a positive finite number; a flag that
-        is not a bool.
+        is not a bool; ``ctas`` not a positive int.
     """
 
     batch: object
@@ -78,6 +81,8 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
     stages: int = 2
     pingpong: bool = False
     overlap: bool = False
+    persistent: bool = False
+    ctas: int = SMS
 
     def __post_init__(self):
         self._check_sizes()
@@ -89,7 +94,7 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
     def _check_options(self):
         if not isinstance(self.dtype, str) or self.dtype not in DTYPES:
             raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, found {self.dtype!r}")
-        for name in ("causal", "pingpong", "overlap"):
+        for name in ("causal", "pingpong", "overlap", "persistent"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected a bool, found {getattr(self, name)!r}")
         scale = self.scale
@@ -99,6 +104,8 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
                              f"(1 / sqrt(head_dim)), found {scale!r}")
         if isinstance(self.stages, bool) or not isinstance(self.stages, int) or not 1 <= self.stages <= 4:
             raise ValueError(f"stages: expected an int in 1..4, found {self.stages!r}")
+        if isinstance(self.ctas, bool) or not isinstance(self.ctas, int) or not 1 <= self.ctas <= 2**31 - 1:
+            raise ValueError(f"ctas: expected a positive int (the persistent grid), found {self.ctas!r}")
         if self.overlap and self.stages < 2:
             raise ValueError(f"stages={self.stages}: overlap=True needs at least 2 stages (a consumer waits for "
                              "block j before it releases block j - 1; with one stage the producer could never "
@@ -115,8 +122,9 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
                 raise ValueError(f"{name}: expected an int in 1..65535 (a grid axis), found {value!r}")
-        if isinstance(self.batch, int) and self.batch > GRID_Z:
-            raise ValueError(f"batch: expected at most {GRID_Z} (the grid's z axis), found {self.batch}")
+        if isinstance(self.batch, int) and self.batch > GRID_Z and not self.persistent:
+            raise ValueError(f"batch: expected at most {GRID_Z} (the grid's z axis; persistent=True has no such "
+                             f"limit), found {self.batch}")
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int) or self.head_dim not in HEAD_DIMS:
             raise ValueError(f"head_dim: expected one of {sorted(HEAD_DIMS)} (an int), found {self.head_dim!r}")
         if self.heads % self.kv_heads:
@@ -168,12 +176,17 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
     @property
     def smem_bytes(self) -> int:
         """Q, the K/V ring, the mbarriers and 1 KiB for aligning the swizzled tiles."""
-        return self.q_bytes + self.stages * self.kv_bytes + 8 * (1 + 2 * self.stages) + 1024
+        return self.q_bytes + self.stages * self.kv_bytes + 8 * (2 + 2 * self.stages) + 1024
 
     @property
     def q_blocks(self):
         """CTAs along the sequence: ``ceil(seq_len / 128)``."""
         return -(-self.seq_len // BM) if isinstance(self.seq_len, int) else T.ceildiv(self.seq_len, BM)
+
+    @property
+    def tiles(self):
+        """Output tiles, one per (query block, head, batch entry)."""
+        return self.q_blocks * self.heads * self.batch
 
     @property
     def group(self) -> int:

@@ -83,36 +83,43 @@ def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
         pack_pairs(P.local(), S.local())
 
     @T.macro
-    def start(q_full, m, l, c):
-        T.cuda.mbarrier_wait_phase(q_full.sub[0, :], 0)
+    def start(q_full, m, l, c, i):
+        T.cuda.mbarrier_wait_phase(q_full.sub[0, :], i % 2)
         for h in T.unroll(2):
             m[h] = T.float32(NEG_INF)
             l[h] = T.float32(0)
         first_turn(c)
 
+    @T.macro
+    def release_q(q_empty, tid):
+        if cfg.persistent:  # this consumer's Q K^T products have retired: the producer may load the next Q
+            release_stage(q_empty, 0, tid, 1)
+
     return SimpleNamespace(issue_qk=issue_qk, issue_pv=issue_pv, scores=scores, rescale=rescale, pack=pack,
-                           start=start, take_turn=take_turn, give_turn=give_turn)
+                           start=start, release_q=release_q, take_turn=take_turn, give_turn=give_turn)
 
 
 def _serial(cfg: AttentionConfig, st: SimpleNamespace):
     stages = cfg.stages
 
     @T.macro
-    def consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c):
-        st.start(q_full, m, l, c)
+    def consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c,
+                i, done):
+        st.start(q_full, m, l, c, i)
         row = first_row(qb, c, tid)
         for j in T.serial(n_kv):
-            wait_phase(full.sub[j % stages, :], (j // stages) % 2, None, False)
+            wait_phase(full.sub[(done + j) % stages, :], ((done + j) // stages) % 2, None, False)
             st.take_turn(c)
-            st.issue_qk(S, sq, sk, j % stages, c)
+            st.issue_qk(S, sq, sk, (done + j) % stages, c)
             st.give_turn(c, j, n_kv)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
             st.scores(S, m, l, alpha, rmax, j, row, qb, seq_len, tid, c)
             st.rescale(O, alpha)  # at j = 0 O is not yet written: the first P V has scale_d false
             st.pack(S, P)
-            st.issue_pv(O, P, sv, j % stages, j > 0)
+            st.issue_pv(O, P, sv, (done + j) % stages, j > 0)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            release_stage(empty, j % stages, tid, 1)
+            release_stage(empty, (done + j) % stages, tid, 1)
+        st.release_q(q_empty, tid)
 
     return consume
 
@@ -121,40 +128,46 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
     stages = cfg.stages
 
     @T.macro
-    def consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c):
-        st.start(q_full, m, l, c)
+    def consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c,
+                i, done):
+        st.start(q_full, m, l, c, i)
         row = first_row(qb, c, tid)
-        wait_phase(full.sub[0, :], 0, None, False)
+        wait_phase(full.sub[done % stages, :], (done // stages) % 2, None, False)
         st.take_turn(c)
-        st.issue_qk(S, sq, sk, 0, c)
+        st.issue_qk(S, sq, sk, done % stages, c)
         st.give_turn(c, 0, n_kv)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         st.scores(S, m, l, alpha, rmax, 0, row, qb, seq_len, tid, c)
         st.pack(S, P)
         for j in T.serial(1, n_kv):
-            wait_phase(full.sub[j % stages, :], (j // stages) % 2, None, False)
+            wait_phase(full.sub[(done + j) % stages, :], ((done + j) // stages) % 2, None, False)
             st.take_turn(c)
-            st.issue_qk(S, sq, sk, j % stages, c)
-            st.issue_pv(O, P, sv, (j - 1) % stages, j > 1)
+            st.issue_qk(S, sq, sk, (done + j) % stages, c)
+            st.issue_pv(O, P, sv, (done + j - 1) % stages, j > 1)
             st.give_turn(c, j, n_kv)
             T.ptx["wgmma.wait_group.sync.aligned"](1)  # Q K_j^T retired; P_{j-1} V_{j-1} may still run
             st.scores(S, m, l, alpha, rmax, j, row, qb, seq_len, tid, c)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            release_stage(empty, (j - 1) % stages, tid, 1)
+            release_stage(empty, (done + j - 1) % stages, tid, 1)
             st.rescale(O, alpha)
             st.pack(S, P)
-        st.issue_pv(O, P, sv, (n_kv - 1) % stages, n_kv > 1)
+        st.release_q(q_empty, tid)  # every Q K^T of the tile has retired (wait_group 0 above)
+        st.issue_pv(O, P, sv, (done + n_kv - 1) % stages, n_kv > 1)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
-        release_stage(empty, (n_kv - 1) % stages, tid, 1)
+        release_stage(empty, (done + n_kv - 1) % stages, tid, 1)
 
     return consume
 
 
 def make_consumer(cfg: AttentionConfig):
-    """The macro ``consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb,
-    n_kv, seq_len, tid, c)``: consumer ``c`` (0 or 1) computes rows ``64 c ..`` of query
-    block ``qb`` over key/value blocks ``0 .. n_kv - 1``, in the schedule ``cfg.overlap``
-    names (see the module docstring); with ``cfg.pingpong`` the consumers issue their
-    products in turns (:mod:`.turns`)."""
+    """The macro ``consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha,
+    rmax, qb, n_kv, seq_len, tid, c, i, done)``: consumer ``c`` (0 or 1) computes rows ``64
+    c ..`` of query block ``qb`` over key/value blocks ``0 .. n_kv - 1``, in the schedule
+    ``cfg.overlap`` names (see the module docstring); with ``cfg.pingpong`` the consumers
+    issue their products in turns (:mod:`.turns`).  It is the CTA's tile ``i`` (Q's phase
+    ``i % 2``); block ``j`` is in stage ``(done + j) % stages`` of the ring.  With
+    ``cfg.persistent`` each consumer arrives on ``q_empty`` once its last ``Q K^T`` has
+    retired, so the producer loads the next tile's Q during this tile's last ``P V`` and
+    epilogue."""
     steps = _make_steps(cfg)
     return _overlapped(cfg, steps) if cfg.overlap else _serial(cfg, steps)

@@ -7,7 +7,7 @@ from tvm.script import tirx as T
 from ...tile.families.tma import swizzled_layout
 from ...tile.families.wgmma import a_fragment_layout
 from ...tile.fragments import accumulator_layout
-from .config import BM, CHUNK, CONSUMERS, MAX_ELEMENTS, WG_M, AttentionConfig
+from .config import BM, CHUNK, CONSUMERS, MAX_ELEMENTS, SMS, WG_M, AttentionConfig
 from .consumer import make_consumer
 from .epilogue import make_epilogue
 from .producer import make_producer
@@ -26,21 +26,44 @@ def _kv_blocks(cfg: AttentionConfig, qb, seq_len):
     return T.min(every, T.ceildiv(qb * BM + BM, cfg.bn)) if cfg.causal else every
 
 
-def _make_body(cfg: AttentionConfig):
+def _walk(cfg: AttentionConfig):
+    """``(launch grid, rounds, tile)``: a CTA's ``i``-th tile is ``tile(i)``, ``(valid, qb,
+    h, b)``, for ``i < rounds`` (``tile`` reads the CTA ids: call it after the launch).
+
+    One CTA per (query block, head, batch entry), query blocks fastest: the CTAs running
+    together read the same heads' K and V (L2 reuse), each head's longest causal rows
+    first.  (Heads fastest -- every head's longest block first -- measured slower on the
+    H200: 604 against 650 TFLOP/s at 4 x 32 x 4096 x 128, 570 against 594 causal at 2 x
+    16 x 16384: 32 heads' K and V do not stay in L2 together.)  With ``cfg.persistent``
+    ``min(ctas, tiles)`` CTAs walk the same order, CTA ``x`` taking tiles ``x + i * grid``.
+    """
+    q = cfg.q_blocks
+    if not cfg.persistent:
+        return (q, cfg.heads, cfg.batch), 1, lambda i: (True, q - 1 - T.cuda.block_idx("x"), T.cuda.block_idx("y"),
+                                                        T.cuda.block_idx("z"))
+    tiles = cfg.tiles
+    grid = min(cfg.ctas, tiles) if isinstance(tiles, int) else T.min(cfg.ctas, tiles)
+    rounds = -(-tiles // grid) if isinstance(tiles, int) else T.ceildiv(tiles, grid)
+
+    def tile(i):
+        t = T.cuda.block_idx("x") + i * grid
+        return t < tiles, q - 1 - t % q, t // q % cfg.heads, t // (q * cfg.heads)
+
+    return grid, rounds, tile
+
+
+def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
     stages, bn, chunks, dtype = cfg.stages, cfg.bn, cfg.chunks, cfg.dtype
     produce, consume, epilogue = make_producer(cfg), make_consumer(cfg), make_epilogue(cfg)
     q_layout = swizzled_layout((chunks, BM, CHUNK), dtype, 3)
     kv_layout = swizzled_layout((stages, chunks, bn, CHUNK), dtype, 3)
-    # one CTA per (query block, head, batch entry), query blocks fastest: the CTAs running
-    # together read the same heads' K and V (L2 reuse), each head's longest causal rows
-    # first.  (Heads fastest -- every head's longest block first -- measured slower on the
-    # H200: 604 against 650 TFLOP/s at 4 x 32 x 4096 x 128, 570 against 594 causal at
-    # 2 x 16 x 16384: 32 heads' K and V do not stay in L2 together.)
-    launch = T.cuda.LaunchConfig(grid=(cfg.q_blocks, cfg.heads, cfg.batch), block=128 * (1 + CONSUMERS),
-                                 min_blocks_per_sm=1, dynamic_smem_bytes=cfg.smem_bytes)
-
     elements = T.Cast("int64", cfg.batch) * cfg.seq_len * cfg.heads * cfg.head_dim  # of Q and O
     run_time = not isinstance(cfg.batch, int) or not isinstance(cfg.seq_len, int)  # else checked when made
+    grid, rounds, tile = _walk(cfg)
+    launch = T.cuda.LaunchConfig(grid=grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
+                                 dynamic_smem_bytes=cfg.smem_bytes)
+    # the key/value blocks of this CTA's earlier tiles: a register of the persistent walk, else 0
+    before = (lambda done: done[0]) if cfg.persistent else (lambda done: 0)
 
     @T.macro
     def body(Q, K, V, Out, LSE, seq_len):
@@ -51,23 +74,31 @@ def _make_body(cfg: AttentionConfig):
         sk = T.alloc_shared((stages, chunks, bn, CHUNK), dtype, scope="shared.dyn", align=1024, layout=kv_layout)
         sv = T.alloc_shared((stages, chunks, bn, CHUNK), dtype, scope="shared.dyn", align=1024, layout=kv_layout)
         q_full = T.alloc_shared((1, 1), "uint64", scope="shared.dyn", align=8)
+        q_empty = T.alloc_shared((1, 1), "uint64", scope="shared.dyn", align=8)
         full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
         empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        done = T.alloc_local((1,), "int32")  # key/value blocks of this CTA's earlier tiles
         tid = T.cuda.thread_idx("x")
-        qb = cfg.q_blocks - 1 - T.cuda.block_idx("x")  # the longest causal rows first
-        h = T.cuda.block_idx("y")
-        b = T.cuda.block_idx("z")
         wg = T.cuda.warp_id() // 4
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_full, count=T.uint32(1))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_empty, count=T.uint32(CONSUMERS))
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(CONSUMERS))
             T.ptx["fence.mbarrier_init.release.cluster"]()
         T.cuda.cta_sync()
+        if cfg.persistent:
+            done[0] = 0
         if wg == 0:  # the producer warpgroup
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
             if tid == 0:
-                produce(Q, K, V, sq, sk, sv, q_full, full, empty, b, h, qb, _kv_blocks(cfg, qb, seq_len))
+                for i in T.serial(rounds):
+                    valid, qb, h, b = tile(i)
+                    if valid:
+                        n_kv = _kv_blocks(cfg, qb, seq_len)
+                        produce(Q, K, V, sq, sk, sv, q_full, q_empty, full, empty, b, h, qb, n_kv, i, before(done))
+                        if cfg.persistent:
+                            done[0] = done[0] + n_kv
         else:
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
             c = wg - 1
@@ -79,16 +110,22 @@ def _make_body(cfg: AttentionConfig):
             l = T.alloc_local((2,), "float32")
             alpha = T.alloc_local((2,), "float32")
             rmax = T.alloc_local((2, 1), "float32")
-            consume(sq, sk, sv, q_full, full, empty, S, P, O, m, l, alpha, rmax, qb, _kv_blocks(cfg, qb, seq_len),
-                    seq_len, tid, c)
-            epilogue(Out, LSE, O, W, m, l, rmax, b, h, qb, seq_len, tid, c)
+            for i in T.serial(rounds):
+                valid, qb, h, b = tile(i)
+                if valid:
+                    n_kv = _kv_blocks(cfg, qb, seq_len)
+                    consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len,
+                            tid, c, i, before(done))
+                    epilogue(Out, LSE, O, W, m, l, rmax, b, h, qb, seq_len, tid, c)
+                    if cfg.persistent:
+                        done[0] = done[0] + n_kv
 
     return body
 
 
 def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None, causal: bool = False,
                    scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False,
-                   overlap: bool = False):
+                   overlap: bool = False, persistent: bool = False, ctas: int = SMS):
     """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
     log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
     (``arch="sm_90a"``).
@@ -99,8 +136,9 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         Sizes of Q, K, V and O ``(batch, seq_len, heads, head_dim)`` (K and V with
         ``kv_heads``): positive ints, or int32 run-time extents (``T.dynamic("L")``):
         one compiled kernel then serves every length, taken from the tensors at each call.
-        At most 65535 batch entries (the grid's z axis: a static batch past it is
-        refused, a run-time one fails at launch with CUDA's invalid-value error).
+        At most 65535 batch entries unless ``persistent`` (the grid's z axis: a static
+        batch past it is refused, a run-time one fails at launch with CUDA's
+        invalid-value error).
     heads : int
         Query heads (1 .. 65535).
     head_dim : int
@@ -121,6 +159,14 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     overlap : bool
         Each consumer runs the softmax of block ``j`` while its ``P_{j-1} V_{j-1}`` wgmma
         runs (:mod:`.consumer`); wants ``stages=3`` (head_dim 64 and 128).
+    persistent : bool
+        ``min(ctas, tiles)`` CTAs walk the (query block, head, batch entry) tiles instead
+        of one CTA per tile: the key/value ring runs on from one tile to the next, and the
+        producer loads the next tile's Q and first blocks while the consumers finish this
+        tile's last ``P V`` and store its O (``q_empty``: each consumer releases Q once its
+        last ``Q K^T`` retired).
+    ctas : int
+        The persistent grid, default 132 (the H100 / H200 SMs: one CTA per SM).
 
     Returns
     -------
@@ -135,7 +181,8 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         From :class:`.config.AttentionConfig`: a size, dtype or option it refuses.
     """
     kv_heads = heads if kv_heads is None else kv_heads
-    cfg = AttentionConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, pingpong, overlap)
+    cfg = AttentionConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, pingpong, overlap,
+                          persistent, ctas)
     body = _make_body(cfg)
     q_shape, kv_shape = (batch, seq_len, heads, head_dim), (batch, seq_len, cfg.kv_heads, head_dim)
     q_spec, o_spec = T.Tensor(q_shape, dtype, align=16), T.Tensor(q_shape, dtype, align=16)

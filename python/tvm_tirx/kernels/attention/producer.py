@@ -13,28 +13,36 @@ LOAD = "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::by
 
 
 def make_producer(cfg: AttentionConfig):
-    """The macro ``produce(Q, K, V, sq, sk, sv, q_full, full, empty, b, h, qb, n_kv)``.
+    """The macro ``produce(Q, K, V, sq, sk, sv, q_full, q_empty, full, empty, b, h, qb, n_kv, i, done)``.
 
     Q, K and V are ``(batch, seq_len, heads, head_dim)`` tensors, read as 4-d TMA boxes
     ``(1, rows, 1, 64)`` (128-byte swizzle): Q's 128 rows of query block ``qb`` into
     ``sq`` (on ``q_full``), then per key/value block ``j < n_kv`` the 64-column boxes of
-    K and V of key/value head ``h // group`` into stage ``j % stages`` (on ``full``),
-    after the consumers released it (``empty``).  Rows past ``seq_len`` are zero-filled
-    and still count their bytes (PTX ISA 5.5.5), so each stage's ``expect_tx`` is the
-    whole box.
+    K and V of key/value head ``h // group`` into stage ``(done + j) % stages`` (on
+    ``full``), after the consumers released it (``empty``).  Rows past ``seq_len`` are
+    zero-filled and still count their bytes (PTX ISA 5.5.5), so each stage's
+    ``expect_tx`` is the whole box.
+
+    ``i`` is the CTA's tile count so far and ``done`` the key/value blocks it loaded
+    before this tile: the ring runs on across the tiles of a persistent CTA.  With
+    ``cfg.persistent`` the producer first waits until the consumers released ``sq``
+    (``q_empty``'s phase of the previous tile; at ``i = 0`` the fresh barrier's parity 1
+    passes at once: PTX ISA, ``mbarrier.try_wait.parity``).
     """
     stages, bn, chunks = cfg.stages, cfg.bn, cfg.chunks
     q_bytes, kv_bytes, group = cfg.q_bytes, cfg.kv_bytes, cfg.group
 
     @T.macro
-    def produce(Q, K, V, sq, sk, sv, q_full, full, empty, b, h, qb, n_kv):
+    def produce(Q, K, V, sq, sk, sv, q_full, q_empty, full, empty, b, h, qb, n_kv, i, done):
+        if cfg.persistent:
+            wait_phase(q_empty.sub[0, :], (i + 1) % 2, None, False)
         T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], q_full.sub[0, :], tx=T.uint32(q_bytes))
         for c in T.unroll(chunks):
             T.cuda.tile.apply(T.ptx[LOAD], sq.sub[c].view(1, BM, 1, CHUNK), Q, mbar=q_full.sub[0, :],
                               coords=(b, qb * BM, h, c * CHUNK), swizzle=3)
         for j in T.serial(n_kv):
-            s = j % stages
-            wait_phase(empty.sub[s, :], (j // stages + 1) % 2, None, False)
+            s = (done + j) % stages
+            wait_phase(empty.sub[s, :], ((done + j) // stages + 1) % 2, None, False)
             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :], tx=T.uint32(kv_bytes))
             for c in T.unroll(chunks):
                 T.cuda.tile.apply(T.ptx[LOAD], sk.sub[s, c].view(1, bn, 1, CHUNK), K, mbar=full.sub[s, :],
