@@ -39,7 +39,9 @@ _KERNELS: dict = {}
 SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(overlap=True, stages=3),
              "both": dict(pingpong=True, overlap=True, stages=3),
              "persistent ping-pong": dict(pingpong=True, persistent=True),
-             "persistent both": dict(pingpong=True, overlap=True, stages=3, persistent=True)}
+             "persistent both": dict(pingpong=True, overlap=True, stages=3, persistent=True),
+             "persistent both g8": dict(pingpong=True, overlap=True, stages=3, persistent=True, head_group=8),
+             "persistent both g32": dict(pingpong=True, overlap=True, stages=3, persistent=True, head_group=32)}
 
 
 def kernel_for(heads, head_dim, causal, schedule="serial", arch=None, kv_heads=None):
@@ -140,8 +142,12 @@ def main(argv=None) -> int:
     rows_in = [(g[:4], c) for g in given for c in (False, True)] if given else ROWS
     kv_of = {g[:4]: g[4] for g in given if len(g) == 5}
     if args.cpu or not testing.has_cuda():
+        seen = set()  # the code depends on head_dim, causal and the schedule, not on the number of heads
         for (b, h, n, d), causal in (r for r in rows_in if r[1] in wanted):
             for schedule in (name for name in args.schedules if _fits(name, d)):
+                if (d, causal, schedule, kv_of.get((b, h, n, d)) is None) in seen:
+                    continue
+                seen.add((d, causal, schedule, kv_of.get((b, h, n, d)) is None))
                 kernel = kernel_for(h, d, causal, schedule, arch="sm_90a", kv_heads=kv_of.get((b, h, n, d)))
                 print(f"{kernel.name} heads={h} head_dim={d} causal={causal} {schedule}: assembled for "
                       f"sm_90a ({len(testing.assemble(kernel))} bytes)")

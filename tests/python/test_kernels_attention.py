@@ -50,7 +50,7 @@ def test_every_head_dim_compiles_and_assembles_with_its_instructions(head_dim, c
     # P V: one rs call per 64 columns of O, bn / 16 k16 steps each, V transposed (MN-major)
     assert _calls(kernel, f"tvm_builtin_ptx_wgmma_{t}_rs_mma_async_sync_aligned_m64n64k16_f32_{t}_{t}_1_1_1") == chunks * bn // 16
     load = "tvm_builtin_ptx_cp_async_bulk_tensor_g2s_cluster_async_bulk_tensor_4d_shared__cluster_global_mbarrier__complete_tx__bytes"
-    assert _calls(kernel, load) == 3 * chunks  # Q, K and V boxes of 64 columns
+    assert _calls(kernel, load) == 4 * chunks  # boxes of 64 columns: Q's two halves (one per consumer), K and V
     # row maxima (masked and unmasked softmax) and the final row sums: 2 butterfly steps x 2 rows
     assert _calls(kernel, "tvm_builtin_ptx_shfl_sync_bfly_b32_f32_f32_u32_u32_u32") == 3 * 4
     # each score exponentiated by one ex2.approx (masked and unmasked softmax), bn / 2 per thread
@@ -93,15 +93,38 @@ def test_the_persistent_grid_walks_the_tiles_and_hands_q_back():
     # min(132, tiles) CTAs, each walking its tiles; with B and L at run time both are run-time values
     lowered = testing.lower(make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, persistent=True, ctas=7)).script()
     assert "v = T.cta_id([T.min(7, (L + 128 - 1) // 128 * 4 * B)])" in lowered
-    # the producer waits for Q to be released before it loads the next one; each consumer releases it once per tile
-    q_empty = body.index("mbarrier_init_init_shared__cta_b64", body.index("mbarrier_init_init_shared__cta_b64") + 1)
-    assert "(uint)2);" in body[q_empty : body.index("\n", q_empty)]  # q_empty counts the two consumers
-    assert _calls(kernel, "tvm_builtin_cuda_mbarrier_wait") == 2 + 3  # producer: q_empty, empty; consumer: q_full, full x2
+    # the producer waits for each consumer's Q rows to be released (q_empty, two barriers at 28674..) before it
+    # loads the next tile's; each consumer waits for its own rows (q_full[c]) and releases them (q_empty[c])
+    assert "tvm_builtin_cuda_mbarrier_wait((&(((uint64_t*)dyn_smem_ptr)[28674])), ((i + 1) & 1));" in body
+    assert "tvm_builtin_cuda_mbarrier_wait((&(((uint64_t*)dyn_smem_ptr)[28675])), ((i + 1) & 1));" in body
+    assert "tvm_builtin_cuda_mbarrier_wait((&(((uint64_t*)dyn_smem_ptr)[(c_ptr[0] + 28672)])), (i_1 & 1));" in body
+    assert "arrive_shared__cta_b64(tvm_builtin_cuda_cvta_generic_to_shared((&(((uint64_t*)dyn_smem_ptr)[(c_ptr[0] + 28674)]" in body
+    # the ping-pong turns run on across tiles: consumer 1 grants the CTA's first turn only, and skips its hand-over
+    # only after the last block of the CTA's last tile
+    assert "if ((c_ptr[0] == 1) && (i_1 == 0)) {" in body
+    assert "if (((c_ptr[0] == 0) || (1 < n_kv_ptr_1[0])) || !last_ptr[0]) {" in body
     # the ring's stage runs on across tiles: indexed by the blocks of earlier tiles plus j
     assert "done_ptr[0] = (done_ptr[0] + n_kv_ptr[0]);" in body
     # a static grid of fewer tiles than SMs launches one CTA per tile
     small = testing.lower(make_attention(1, 300, 2, 64, persistent=True)).script()
     assert "v = T.cta_id([6])" in small  # 3 query blocks x 2 heads
+
+
+@pytest.mark.parametrize("batch,seq_len,heads,head_group", [(2, 1000, 4, 1), (2, 1000, 4, 3), (3, 300, 5, 4),
+                                                           (1, 4097, 6, 8), (2, 128, 3, 100)])
+def test_the_persistent_walk_visits_every_tile_once_longest_rows_first_in_each_group(batch, seq_len, heads, head_group):
+    import tvm
+    from tvm_tirx.kernels.attention.kernel import _tile_order
+
+    cfg = AttentionConfig(batch, seq_len, heads, heads, 128, persistent=True, head_group=head_group)
+    analyzer = tvm.sym.Analyzer()
+    order = [tuple(int(analyzer.simplify(x)) for x in _tile_order(cfg, T.int32(t))) for t in range(cfg.tiles)]
+    every = [(qb, h, b) for qb in range(cfg.q_blocks) for h in range(heads) for b in range(batch)]
+    assert sorted(order) == every  # each tile once
+    # the first group: its pairs' longest query block first, the pairs fastest
+    size = min(head_group, heads * batch)
+    assert [qb for qb, _, _ in order[:size]] == [cfg.q_blocks - 1] * size
+    assert [b * heads + h for _, h, b in order[:size]] == list(range(size))
 
 
 def test_the_consumers_take_registers_from_the_producer():
@@ -132,10 +155,13 @@ def test_the_consumers_take_registers_from_the_producer():
      ((65536, 16, 1, 64), {}, r"batch: expected at most 65535 \(the grid's z axis; .*\), found 65536"),
      ((2, 128, 4, 64), dict(persistent=1), r"persistent: expected a bool"),
      ((2, 128, 4, 64), dict(persistent=True, ctas=0), r"ctas: expected a positive int \(the persistent grid\), found 0"),
-     ((2, 128, 4, 64), dict(persistent=True, ctas=8.0), r"ctas: expected a positive int .*found 8.0")],
+     ((2, 128, 4, 64), dict(persistent=True, ctas=8.0), r"ctas: expected a positive int .*found 8.0"),
+     ((2, 128, 4, 64), dict(persistent=True, head_group=0), r"head_group: expected an int in 1..65536, found 0"),
+     ((2, 128, 4, 64), dict(head_group=4), r"head_group=4: orders the persistent walk; it needs persistent=True")],
     ids=["head-dim", "gqa-ratio", "dtype", "seq-len", "batch-bool", "scale", "smem", "causal", "pingpong", "overlap",
          "kv-heads-0", "scale-bool", "scale-inf", "scale-float32", "stages-bool", "head-dim-float", "overlap-1-stage",
-         "int32-elements", "batch-grid-z", "persistent-int", "ctas-0", "ctas-float"],
+         "int32-elements", "batch-grid-z", "persistent-int", "ctas-0", "ctas-float", "head-group-0",
+         "head-group-not-persistent"],
 )
 def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, match):
     with pytest.raises(ValueError, match=match):
@@ -199,13 +225,13 @@ def test_every_length_from_one_kernel_on_gpu(torch_cuda, causal, schedule):
 @pytest.mark.gpu
 @pytest.mark.parametrize("schedule", [dict(overlap=True, pingpong=True, stages=3), dict(pingpong=True)],
                          ids=["overlap-pingpong", "pingpong"])
-@pytest.mark.parametrize("ctas", [3, 132])
-def test_the_persistent_grid_at_every_length_on_gpu(torch_cuda, schedule, ctas):
+@pytest.mark.parametrize("ctas,head_group", [(3, 1), (132, 1), (5, 3)])
+def test_the_persistent_grid_at_every_length_on_gpu(torch_cuda, schedule, ctas, head_group):
     # 3 CTAs walk many tiles each (the ring's phases and Q's hand-over run on for dozens of
     # tiles); waits are bounded (detect_hangs), so a broken protocol fails instead of hanging
     for causal in (False, True):
         func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, kv_heads=2, causal=causal, persistent=True,
-                              ctas=ctas, **schedule)
+                              ctas=ctas, head_group=head_group, **schedule)
         kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
         for seq_len in (1, 100, 1000, 4097):
             check(torch_cuda, kernel, 2, seq_len, 4, 2, 128, causal, "bfloat16", seed=seq_len)

@@ -84,16 +84,16 @@ def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
 
     @T.macro
     def start(q_full, m, l, c, i):
-        T.cuda.mbarrier_wait_phase(q_full.sub[0, :], i % 2)
+        T.cuda.mbarrier_wait_phase(q_full.sub[c, :], i % 2)
         for h in T.unroll(2):
             m[h] = T.float32(NEG_INF)
             l[h] = T.float32(0)
-        first_turn(c)
+        first_turn(c, i)
 
     @T.macro
-    def release_q(q_empty, tid):
-        if cfg.persistent:  # this consumer's Q K^T products have retired: the producer may load the next Q
-            release_stage(q_empty, 0, tid, 1)
+    def release_q(q_empty, tid, c):
+        if cfg.persistent:  # this consumer's Q K^T products have retired: the producer may load its next Q rows
+            release_stage(q_empty, c, tid, 1)
 
     return SimpleNamespace(issue_qk=issue_qk, issue_pv=issue_pv, scores=scores, rescale=rescale, pack=pack,
                            start=start, release_q=release_q, take_turn=take_turn, give_turn=give_turn)
@@ -104,14 +104,14 @@ def _serial(cfg: AttentionConfig, st: SimpleNamespace):
 
     @T.macro
     def consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c,
-                i, done):
+                i, done, last):
         st.start(q_full, m, l, c, i)
         row = first_row(qb, c, tid)
         for j in T.serial(n_kv):
             wait_phase(full.sub[(done + j) % stages, :], ((done + j) // stages) % 2, None, False)
             st.take_turn(c)
             st.issue_qk(S, sq, sk, (done + j) % stages, c)
-            st.give_turn(c, j, n_kv)
+            st.give_turn(c, j, n_kv, last)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
             st.scores(S, m, l, alpha, rmax, j, row, qb, seq_len, tid, c)
             st.rescale(O, alpha)  # at j = 0 O is not yet written: the first P V has scale_d false
@@ -119,7 +119,7 @@ def _serial(cfg: AttentionConfig, st: SimpleNamespace):
             st.issue_pv(O, P, sv, (done + j) % stages, j > 0)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
             release_stage(empty, (done + j) % stages, tid, 1)
-        st.release_q(q_empty, tid)
+        st.release_q(q_empty, tid, c)
 
     return consume
 
@@ -129,13 +129,13 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
 
     @T.macro
     def consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c,
-                i, done):
+                i, done, last):
         st.start(q_full, m, l, c, i)
         row = first_row(qb, c, tid)
         wait_phase(full.sub[done % stages, :], (done // stages) % 2, None, False)
         st.take_turn(c)
         st.issue_qk(S, sq, sk, done % stages, c)
-        st.give_turn(c, 0, n_kv)
+        st.give_turn(c, 0, n_kv, last)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         st.scores(S, m, l, alpha, rmax, 0, row, qb, seq_len, tid, c)
         st.pack(S, P)
@@ -144,14 +144,14 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
             st.take_turn(c)
             st.issue_qk(S, sq, sk, (done + j) % stages, c)
             st.issue_pv(O, P, sv, (done + j - 1) % stages, j > 1)
-            st.give_turn(c, j, n_kv)
+            st.give_turn(c, j, n_kv, last)
             T.ptx["wgmma.wait_group.sync.aligned"](1)  # Q K_j^T retired; P_{j-1} V_{j-1} may still run
             st.scores(S, m, l, alpha, rmax, j, row, qb, seq_len, tid, c)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
             release_stage(empty, (done + j - 1) % stages, tid, 1)
             st.rescale(O, alpha)
             st.pack(S, P)
-        st.release_q(q_empty, tid)  # every Q K^T of the tile has retired (wait_group 0 above)
+        st.release_q(q_empty, tid, c)  # every Q K^T of the tile has retired (wait_group 0 above)
         st.issue_pv(O, P, sv, (done + n_kv - 1) % stages, n_kv > 1)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         release_stage(empty, (done + n_kv - 1) % stages, tid, 1)
@@ -161,13 +161,13 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
 
 def make_consumer(cfg: AttentionConfig):
     """The macro ``consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha,
-    rmax, qb, n_kv, seq_len, tid, c, i, done)``: consumer ``c`` (0 or 1) computes rows ``64
-    c ..`` of query block ``qb`` over key/value blocks ``0 .. n_kv - 1``, in the schedule
-    ``cfg.overlap`` names (see the module docstring); with ``cfg.pingpong`` the consumers
-    issue their products in turns (:mod:`.turns`).  It is the CTA's tile ``i`` (Q's phase
-    ``i % 2``); block ``j`` is in stage ``(done + j) % stages`` of the ring.  With
-    ``cfg.persistent`` each consumer arrives on ``q_empty`` once its last ``Q K^T`` has
-    retired, so the producer loads the next tile's Q during this tile's last ``P V`` and
-    epilogue."""
+    rmax, qb, n_kv, seq_len, tid, c, i, done, last)``: consumer ``c`` (0 or 1) computes rows
+    ``64 c ..`` of query block ``qb`` over key/value blocks ``0 .. n_kv - 1``, in the
+    schedule ``cfg.overlap`` names (see the module docstring); with ``cfg.pingpong`` the
+    consumers issue their products in turns (:mod:`.turns`; ``last``: this is the CTA's
+    last tile).  It is the CTA's tile ``i`` (its Q rows' phase ``i % 2`` on ``q_full[c]``);
+    block ``j`` is in stage ``(done + j) % stages`` of the ring.  With ``cfg.persistent``
+    each consumer arrives on ``q_empty[c]`` once its last ``Q K^T`` has retired, so the
+    producer loads its next tile's Q rows during this tile's last ``P V`` and epilogue."""
     steps = _make_steps(cfg)
     return _overlapped(cfg, steps) if cfg.overlap else _serial(cfg, steps)

@@ -13,21 +13,24 @@ LN2 = 0.6931471805599453
 
 
 def make_epilogue(cfg: AttentionConfig):
-    """The macro ``epilogue(Out, LSE, O, W, m, l, rmax, b, h, qb, seq_len, tid, c)``: sums
-    ``l`` over the row's four lanes, divides ``O`` by it, stores the rows ``< seq_len`` of
+    """The macro ``epilogue(Out, LSE, O, W, m, l, rmax, inv, b, h, qb, seq_len, tid, c)``:
+    sums ``l`` over the row's four lanes into ``rmax`` ((2, 1) float32), multiplies ``O`` by
+    its reciprocal (``inv``, (2,) float32), stores the rows ``< seq_len`` of
     ``O`` as bf16/f16 pairs (``st.global.b32``, one per register pair, under ``row <
     seq_len``) and, from lane ``t = 0`` of each row, ``LSE = ln(2) * (m + log2(l))``."""
     chunks, batch = cfg.chunks, cfg.batch
     pack_pairs = make_pack_pairs(cfg.dtype, chunks * 32)
 
     @T.macro
-    def epilogue(Out, LSE, O, W, m, l, rmax, b, h, qb, seq_len, tid, c):
+    def epilogue(Out, LSE, O, W, m, l, rmax, inv, b, h, qb, seq_len, tid, c):
         for hh in T.unroll(2):
             rmax[hh, 0] = l[hh]
         T.cuda.tile.reduce_lanes(T.ptx["add.f32"], rmax, lanes=4)
         ol = O.local()
+        for hh in T.unroll(2):
+            inv[hh] = T.float32(1) / rmax[hh, 0]  # one division per row, then products
         for r in T.unroll(chunks * 32):
-            ol[r] = ol[r] / rmax[r // 2 % 2, 0]
+            ol[r] = ol[r] * inv[r // 2 % 2]
         pack_pairs(W.local(), ol)
         words = Out.view("uint32")
         wl = W.local()

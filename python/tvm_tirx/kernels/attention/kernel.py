@@ -27,29 +27,47 @@ def _kv_blocks(cfg: AttentionConfig, qb, seq_len):
 
 
 def _walk(cfg: AttentionConfig):
-    """``(launch grid, rounds, tile)``: a CTA's ``i``-th tile is ``tile(i)``, ``(valid, qb,
-    h, b)``, for ``i < rounds`` (``tile`` reads the CTA ids: call it after the launch).
+    """``(launch grid, rounds, tile)``: a CTA's ``i``-th tile is ``tile(i)``, ``(valid, last,
+    qb, h, b)`` (``last``: the CTA has no later tile), for ``i < rounds`` (``tile`` reads
+    the CTA ids: call it after the launch).
 
     One CTA per (query block, head, batch entry), query blocks fastest: the CTAs running
     together read the same heads' K and V (L2 reuse), each head's longest causal rows
     first.  (Heads fastest -- every head's longest block first -- measured slower on the
     H200: 604 against 650 TFLOP/s at 4 x 32 x 4096 x 128, 570 against 594 causal at 2 x
     16 x 16384: 32 heads' K and V do not stay in L2 together.)  With ``cfg.persistent``
-    ``min(ctas, tiles)`` CTAs walk the same order, CTA ``x`` taking tiles ``x + i * grid``.
+    ``min(ctas, tiles)`` CTAs walk the tiles in :func:`_tile_order`, CTA ``x`` taking
+    tiles ``x + i * grid``.
     """
     q = cfg.q_blocks
     if not cfg.persistent:
-        return (q, cfg.heads, cfg.batch), 1, lambda i: (True, q - 1 - T.cuda.block_idx("x"), T.cuda.block_idx("y"),
-                                                        T.cuda.block_idx("z"))
+        return (q, cfg.heads, cfg.batch), 1, lambda i: (True, True, q - 1 - T.cuda.block_idx("x"),
+                                                        T.cuda.block_idx("y"), T.cuda.block_idx("z"))
     tiles = cfg.tiles
     grid = min(cfg.ctas, tiles) if isinstance(tiles, int) else T.min(cfg.ctas, tiles)
     rounds = -(-tiles // grid) if isinstance(tiles, int) else T.ceildiv(tiles, grid)
 
     def tile(i):
         t = T.cuda.block_idx("x") + i * grid
-        return t < tiles, q - 1 - t % q, t // q % cfg.heads, t // (q * cfg.heads)
+        qb, h, b = _tile_order(cfg, t)
+        return t < tiles, t + grid >= tiles, qb, h, b
 
     return grid, rounds, tile
+
+
+def _tile_order(cfg: AttentionConfig, t):
+    """``(qb, h, b)`` of the persistent walk's tile ``t``: the (head, batch entry) pairs
+    ``hb = b * heads + h`` in groups of ``cfg.head_group`` (the last group may be
+    smaller), a group's tiles with its query blocks slowest (longest causal rows first)
+    and its heads fastest; ``head_group=1`` is query blocks fastest, one head after the
+    other."""
+    q, g = cfg.q_blocks, cfg.head_group
+    pairs = cfg.heads * cfg.batch
+    first = t // (g * q) * g  # the group's first pair
+    size = T.min(g, pairs - first) if g > 1 else 1
+    r = t - first * q  # the tile within its group
+    hb = first + r % size
+    return q - 1 - r // size, hb % cfg.heads, hb // cfg.heads
 
 
 def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
@@ -73,8 +91,8 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
         sq = T.alloc_shared((chunks, BM, CHUNK), dtype, scope="shared.dyn", align=1024, layout=q_layout)
         sk = T.alloc_shared((stages, chunks, bn, CHUNK), dtype, scope="shared.dyn", align=1024, layout=kv_layout)
         sv = T.alloc_shared((stages, chunks, bn, CHUNK), dtype, scope="shared.dyn", align=1024, layout=kv_layout)
-        q_full = T.alloc_shared((1, 1), "uint64", scope="shared.dyn", align=8)
-        q_empty = T.alloc_shared((1, 1), "uint64", scope="shared.dyn", align=8)
+        q_full = T.alloc_shared((CONSUMERS, 1), "uint64", scope="shared.dyn", align=8)  # per consumer's Q rows
+        q_empty = T.alloc_shared((CONSUMERS, 1), "uint64", scope="shared.dyn", align=8)
         full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
         empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
         done = T.alloc_local((1,), "int32")  # key/value blocks of this CTA's earlier tiles
@@ -82,7 +100,7 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
         wg = T.cuda.warp_id() // 4
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_full, count=T.uint32(1))
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_empty, count=T.uint32(CONSUMERS))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_empty, count=T.uint32(1))
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(CONSUMERS))
             T.ptx["fence.mbarrier_init.release.cluster"]()
@@ -93,7 +111,7 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
             if tid == 0:
                 for i in T.serial(rounds):
-                    valid, qb, h, b = tile(i)
+                    valid, _, qb, h, b = tile(i)
                     if valid:
                         n_kv = _kv_blocks(cfg, qb, seq_len)
                         produce(Q, K, V, sq, sk, sv, q_full, q_empty, full, empty, b, h, qb, n_kv, i, before(done))
@@ -111,12 +129,12 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
             alpha = T.alloc_local((2,), "float32")
             rmax = T.alloc_local((2, 1), "float32")
             for i in T.serial(rounds):
-                valid, qb, h, b = tile(i)
+                valid, last, qb, h, b = tile(i)
                 if valid:
                     n_kv = _kv_blocks(cfg, qb, seq_len)
                     consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len,
-                            tid, c, i, before(done))
-                    epilogue(Out, LSE, O, W, m, l, rmax, b, h, qb, seq_len, tid, c)
+                            tid, c, i, before(done), last)
+                    epilogue(Out, LSE, O, W, m, l, rmax, alpha, b, h, qb, seq_len, tid, c)
                     if cfg.persistent:
                         done[0] = done[0] + n_kv
 
@@ -125,7 +143,7 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
 
 def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None, causal: bool = False,
                    scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False,
-                   overlap: bool = False, persistent: bool = False, ctas: int = SMS):
+                   overlap: bool = False, persistent: bool = False, ctas: int = SMS, head_group: int = 1):
     """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
     log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
     (``arch="sm_90a"``).
@@ -167,6 +185,12 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         last ``Q K^T`` retired).
     ctas : int
         The persistent grid, default 132 (the H100 / H200 SMs: one CTA per SM).
+    head_group : int
+        The persistent walk's order: (head, batch entry) pairs in groups of this many,
+        each group's query blocks slowest (its longest causal rows first, over all its
+        heads), its heads fastest; 1 (the default) walks one head's query blocks after
+        the other.  Larger groups balance causal work over the CTAs better, smaller ones
+        keep the K and V the CTAs read together fewer (L2 reuse).
 
     Returns
     -------
@@ -182,7 +206,7 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     """
     kv_heads = heads if kv_heads is None else kv_heads
     cfg = AttentionConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, pingpong, overlap,
-                          persistent, ctas)
+                          persistent, ctas, head_group)
     body = _make_body(cfg)
     q_shape, kv_shape = (batch, seq_len, heads, head_dim), (batch, seq_len, cfg.kv_heads, head_dim)
     q_spec, o_spec = T.Tensor(q_shape, dtype, align=16), T.Tensor(q_shape, dtype, align=16)

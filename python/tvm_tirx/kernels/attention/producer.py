@@ -5,7 +5,7 @@ from __future__ import annotations
 from tvm.script import tirx as T
 
 from ..gemm.sync import wait_phase
-from .config import BM, CHUNK, AttentionConfig
+from .config import BM, CHUNK, CONSUMERS, WG_M, AttentionConfig
 
 __all__ = ["LOAD", "make_producer"]
 
@@ -17,7 +17,8 @@ def make_producer(cfg: AttentionConfig):
 
     Q, K and V are ``(batch, seq_len, heads, head_dim)`` tensors, read as 4-d TMA boxes
     ``(1, rows, 1, 64)`` (128-byte swizzle): Q's 128 rows of query block ``qb`` into
-    ``sq`` (on ``q_full``), then per key/value block ``j < n_kv`` the 64-column boxes of
+    ``sq``, the 64 rows of consumer ``w`` on ``q_full[w]``, then per key/value block ``j
+    < n_kv`` the 64-column boxes of
     K and V of key/value head ``h // group`` into stage ``(done + j) % stages`` (on
     ``full``), after the consumers released it (``empty``).  Rows past ``seq_len`` are
     zero-filled and still count their bytes (PTX ISA 5.5.5), so each stage's
@@ -25,21 +26,23 @@ def make_producer(cfg: AttentionConfig):
 
     ``i`` is the CTA's tile count so far and ``done`` the key/value blocks it loaded
     before this tile: the ring runs on across the tiles of a persistent CTA.  With
-    ``cfg.persistent`` the producer first waits until the consumers released ``sq``
-    (``q_empty``'s phase of the previous tile; at ``i = 0`` the fresh barrier's parity 1
-    passes at once: PTX ISA, ``mbarrier.try_wait.parity``).
+    ``cfg.persistent`` the producer first waits until consumer ``w`` released its rows of
+    ``sq`` (``q_empty[w]``'s phase of the previous tile; at ``i = 0`` the fresh barrier's
+    parity 1 passes at once: PTX ISA, ``mbarrier.try_wait.parity``).
     """
     stages, bn, chunks = cfg.stages, cfg.bn, cfg.chunks
     q_bytes, kv_bytes, group = cfg.q_bytes, cfg.kv_bytes, cfg.group
 
     @T.macro
     def produce(Q, K, V, sq, sk, sv, q_full, q_empty, full, empty, b, h, qb, n_kv, i, done):
-        if cfg.persistent:
-            wait_phase(q_empty.sub[0, :], (i + 1) % 2, None, False)
-        T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], q_full.sub[0, :], tx=T.uint32(q_bytes))
-        for c in T.unroll(chunks):
-            T.cuda.tile.apply(T.ptx[LOAD], sq.sub[c].view(1, BM, 1, CHUNK), Q, mbar=q_full.sub[0, :],
-                              coords=(b, qb * BM, h, c * CHUNK), swizzle=3)
+        for w in T.unroll(CONSUMERS):  # each consumer's 64 rows of Q on its own barrier
+            if cfg.persistent:
+                wait_phase(q_empty.sub[w, :], (i + 1) % 2, None, False)
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], q_full.sub[w, :],
+                              tx=T.uint32(q_bytes // CONSUMERS))
+            for c in T.unroll(chunks):
+                T.cuda.tile.apply(T.ptx[LOAD], sq.sub[c, w * WG_M : w * WG_M + WG_M, :].view(1, WG_M, 1, CHUNK), Q,
+                                  mbar=q_full.sub[w, :], coords=(b, qb * BM + w * WG_M, h, c * CHUNK), swizzle=3)
         for j in T.serial(n_kv):
             s = (done + j) % stages
             wait_phase(empty.sub[s, :], ((done + j) // stages + 1) % 2, None, False)
