@@ -39,9 +39,7 @@ _KERNELS: dict = {}
 SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(overlap=True, stages=3),
              "both": dict(pingpong=True, overlap=True, stages=3),
              "persistent ping-pong": dict(pingpong=True, persistent=True),
-             "persistent both": dict(pingpong=True, overlap=True, stages=3, persistent=True),
-             "persistent both g8": dict(pingpong=True, overlap=True, stages=3, persistent=True, head_group=8),
-             "persistent both g32": dict(pingpong=True, overlap=True, stages=3, persistent=True, head_group=32)}
+             "persistent both": dict(pingpong=True, overlap=True, stages=3, persistent=True)}
 
 
 def kernel_for(heads, head_dim, causal, schedule="serial", arch=None, kv_heads=None):

@@ -110,21 +110,19 @@ def test_the_persistent_grid_walks_the_tiles_and_hands_q_back():
     assert "v = T.cta_id([6])" in small  # 3 query blocks x 2 heads
 
 
-@pytest.mark.parametrize("batch,seq_len,heads,head_group", [(2, 1000, 4, 1), (2, 1000, 4, 3), (3, 300, 5, 4),
-                                                           (1, 4097, 6, 8), (2, 128, 3, 100)])
-def test_the_persistent_walk_visits_every_tile_once_longest_rows_first_in_each_group(batch, seq_len, heads, head_group):
+@pytest.mark.parametrize("batch,seq_len,heads", [(2, 1000, 4), (3, 300, 5), (1, 4097, 6)])
+def test_the_persistent_walk_visits_every_tile_once_longest_rows_first(batch, seq_len, heads):
     import tvm
     from tvm_tirx.kernels.attention.kernel import _tile_order
 
-    cfg = AttentionConfig(batch, seq_len, heads, heads, 128, persistent=True, head_group=head_group)
+    cfg = AttentionConfig(batch, seq_len, heads, heads, 128, persistent=True)
     analyzer = tvm.sym.Analyzer()
     order = [tuple(int(analyzer.simplify(x)) for x in _tile_order(cfg, T.int32(t))) for t in range(cfg.tiles)]
     every = [(qb, h, b) for qb in range(cfg.q_blocks) for h in range(heads) for b in range(batch)]
     assert sorted(order) == every  # each tile once
-    # the first group: its pairs' longest query block first, the pairs fastest
-    size = min(head_group, heads * batch)
-    assert [qb for qb, _, _ in order[:size]] == [cfg.q_blocks - 1] * size
-    assert [b * heads + h for _, h, b in order[:size]] == list(range(size))
+    # the first head's query blocks, longest causal rows first, then the next head's
+    assert order[: cfg.q_blocks] == [(qb, 0, 0) for qb in reversed(range(cfg.q_blocks))]
+    assert order[cfg.q_blocks] == (cfg.q_blocks - 1, 1 % heads, 1 // heads)
 
 
 def test_the_consumers_take_registers_from_the_producer():
@@ -155,13 +153,10 @@ def test_the_consumers_take_registers_from_the_producer():
      ((65536, 16, 1, 64), {}, r"batch: expected at most 65535 \(the grid's z axis; .*\), found 65536"),
      ((2, 128, 4, 64), dict(persistent=1), r"persistent: expected a bool"),
      ((2, 128, 4, 64), dict(persistent=True, ctas=0), r"ctas: expected a positive int \(the persistent grid\), found 0"),
-     ((2, 128, 4, 64), dict(persistent=True, ctas=8.0), r"ctas: expected a positive int .*found 8.0"),
-     ((2, 128, 4, 64), dict(persistent=True, head_group=0), r"head_group: expected an int in 1..65536, found 0"),
-     ((2, 128, 4, 64), dict(head_group=4), r"head_group=4: orders the persistent walk; it needs persistent=True")],
+     ((2, 128, 4, 64), dict(persistent=True, ctas=8.0), r"ctas: expected a positive int .*found 8.0")],
     ids=["head-dim", "gqa-ratio", "dtype", "seq-len", "batch-bool", "scale", "smem", "causal", "pingpong", "overlap",
          "kv-heads-0", "scale-bool", "scale-inf", "scale-float32", "stages-bool", "head-dim-float", "overlap-1-stage",
-         "int32-elements", "batch-grid-z", "persistent-int", "ctas-0", "ctas-float", "head-group-0",
-         "head-group-not-persistent"],
+         "int32-elements", "batch-grid-z", "persistent-int", "ctas-0", "ctas-float"],
 )
 def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, match):
     with pytest.raises(ValueError, match=match):
@@ -225,13 +220,13 @@ def test_every_length_from_one_kernel_on_gpu(torch_cuda, causal, schedule):
 @pytest.mark.gpu
 @pytest.mark.parametrize("schedule", [dict(overlap=True, pingpong=True, stages=3), dict(pingpong=True)],
                          ids=["overlap-pingpong", "pingpong"])
-@pytest.mark.parametrize("ctas,head_group", [(3, 1), (132, 1), (5, 3)])
-def test_the_persistent_grid_at_every_length_on_gpu(torch_cuda, schedule, ctas, head_group):
+@pytest.mark.parametrize("ctas", [3, 132])
+def test_the_persistent_grid_at_every_length_on_gpu(torch_cuda, schedule, ctas):
     # 3 CTAs walk many tiles each (the ring's phases and Q's hand-over run on for dozens of
     # tiles); waits are bounded (detect_hangs), so a broken protocol fails instead of hanging
     for causal in (False, True):
         func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, kv_heads=2, causal=causal, persistent=True,
-                              ctas=ctas, head_group=head_group, **schedule)
+                              ctas=ctas, **schedule)
         kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
         for seq_len in (1, 100, 1000, 4097):
             check(torch_cuda, kernel, 2, seq_len, 4, 2, 128, causal, "bfloat16", seed=seq_len)

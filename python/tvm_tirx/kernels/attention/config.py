@@ -67,8 +67,7 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
         CTA per tile; static sizes of more than :data:`MAX_ELEMENTS`
         elements in Q; ``stages`` outside 1..4, more shared memory than a CTA has, or 1
         with ``overlap``; a ``scale`` that is not a positive finite number; a flag that
-        is not a bool; ``ctas`` not a positive int; ``head_group`` not an int in 1..65536,
-        or above 1 without ``persistent``.
+        is not a bool; ``ctas`` not a positive int.
     """
 
     batch: object
@@ -84,7 +83,6 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
     overlap: bool = False
     persistent: bool = False
     ctas: int = SMS
-    head_group: int = 1
 
     def __post_init__(self):
         self._check_sizes()
@@ -108,10 +106,6 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
             raise ValueError(f"stages: expected an int in 1..4, found {self.stages!r}")
         if isinstance(self.ctas, bool) or not isinstance(self.ctas, int) or not 1 <= self.ctas <= 2**31 - 1:
             raise ValueError(f"ctas: expected a positive int (the persistent grid), found {self.ctas!r}")
-        if isinstance(self.head_group, bool) or not isinstance(self.head_group, int) or not 1 <= self.head_group <= 2**16:
-            raise ValueError(f"head_group: expected an int in 1..65536, found {self.head_group!r}")
-        if self.head_group > 1 and not self.persistent:
-            raise ValueError(f"head_group={self.head_group}: orders the persistent walk; it needs persistent=True")
         if self.overlap and self.stages < 2:
             raise ValueError(f"stages={self.stages}: overlap=True needs at least 2 stages (a consumer waits for "
                              "block j before it releases block j - 1; with one stage the producer could never "

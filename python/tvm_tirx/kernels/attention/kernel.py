@@ -56,18 +56,11 @@ def _walk(cfg: AttentionConfig):
 
 
 def _tile_order(cfg: AttentionConfig, t):
-    """``(qb, h, b)`` of the persistent walk's tile ``t``: the (head, batch entry) pairs
-    ``hb = b * heads + h`` in groups of ``cfg.head_group`` (the last group may be
-    smaller), a group's tiles with its query blocks slowest (longest causal rows first)
-    and its heads fastest; ``head_group=1`` is query blocks fastest, one head after the
-    other."""
-    q, g = cfg.q_blocks, cfg.head_group
-    pairs = cfg.heads * cfg.batch
-    first = t // (g * q) * g  # the group's first pair
-    size = T.min(g, pairs - first) if g > 1 else 1
-    r = t - first * q  # the tile within its group
-    hb = first + r % size
-    return q - 1 - r // size, hb % cfg.heads, hb // cfg.heads
+    """``(qb, h, b)`` of the persistent walk's tile ``t``: query blocks fastest (each
+    head's longest causal rows first), then heads, then batch entries -- the order of the
+    grid of one CTA per tile."""
+    q = cfg.q_blocks
+    return q - 1 - t % q, t // q % cfg.heads, t // (q * cfg.heads)
 
 
 def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
@@ -143,7 +136,7 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
 
 def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None, causal: bool = False,
                    scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False,
-                   overlap: bool = False, persistent: bool = False, ctas: int = SMS, head_group: int = 1):
+                   overlap: bool = False, persistent: bool = False, ctas: int = SMS):
     """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
     log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
     (``arch="sm_90a"``).
@@ -185,13 +178,6 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         last ``Q K^T`` retired).
     ctas : int
         The persistent grid, default 132 (the H100 / H200 SMs: one CTA per SM).
-    head_group : int
-        The persistent walk's order: (head, batch entry) pairs in groups of this many,
-        each group's query blocks slowest (its longest causal rows first, over all its
-        heads), its heads fastest; 1 (the default) walks one head's query blocks after
-        the other.  Larger groups balance causal work over the CTAs better, smaller ones
-        keep the K and V the CTAs read together fewer (L2 reuse).
-
     Returns
     -------
     tvm.tirx.PrimFunc
@@ -206,7 +192,7 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     """
     kv_heads = heads if kv_heads is None else kv_heads
     cfg = AttentionConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, pingpong, overlap,
-                          persistent, ctas, head_group)
+                          persistent, ctas)
     body = _make_body(cfg)
     q_shape, kv_shape = (batch, seq_len, heads, head_dim), (batch, seq_len, cfg.kv_heads, head_dim)
     q_spec, o_spec = T.Tensor(q_shape, dtype, align=16), T.Tensor(q_shape, dtype, align=16)
