@@ -178,6 +178,7 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         last ``Q K^T`` retired).
     ctas : int
         The persistent grid, default 132 (the H100 / H200 SMs: one CTA per SM).
+
     Returns
     -------
     tvm.tirx.PrimFunc
