@@ -39,6 +39,7 @@ _KERNELS: dict = {}
 SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(overlap=True, stages=3),
              "both": dict(pingpong=True, overlap=True, stages=3),
              "persistent ping-pong": dict(pingpong=True, persistent=True),
+             "persistent overlap": dict(overlap=True, stages=3, persistent=True),
              "persistent both": dict(pingpong=True, overlap=True, stages=3, persistent=True)}
 
 
@@ -116,6 +117,8 @@ def row(torch, shape, causal, runs, kv_heads=None, schedules=tuple(SCHEDULES)):
     k, v = (torch.randn(b, n, kv_heads or h, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     timed = {name: _ours(torch, q, k, v, causal, name, runs) for name in schedules if _fits(name, d)}
     results = list(timed.values())
+    if not results:
+        raise SystemExit(f"head_dim {d}: none of the schedules {schedules} takes it (a third stage does not fit)")
     peers = {name: _sdpa_ms(torch, q, k, v, causal, name, runs) for name in ("CUDNN_ATTENTION", "FLASH_ATTENTION")}
     best = min(r[0] for r in results)
     ours = [f"{_tflops(shape, causal, timed[name][0]):.0f}" if name in timed else "-" for name in schedules]
