@@ -50,7 +50,7 @@ def test_every_head_dim_compiles_and_assembles_with_its_instructions(head_dim, c
     # P V: one rs call per 64 columns of O, bn / 16 k16 steps each, V transposed (MN-major)
     assert _calls(kernel, f"tvm_builtin_ptx_wgmma_{t}_rs_mma_async_sync_aligned_m64n64k16_f32_{t}_{t}_1_1_1") == chunks * bn // 16
     load = "tvm_builtin_ptx_cp_async_bulk_tensor_g2s_cluster_async_bulk_tensor_4d_shared__cluster_global_mbarrier__complete_tx__bytes"
-    assert _calls(kernel, load) == 4 * chunks  # boxes of 64 columns: Q's two halves (one per consumer), K and V
+    assert _calls(kernel, load) == 3 * chunks  # Q, K and V boxes of 64 columns
     # row maxima (masked and unmasked softmax) and the final row sums: 2 butterfly steps x 2 rows
     assert _calls(kernel, "tvm_builtin_ptx_shfl_sync_bfly_b32_f32_f32_u32_u32_u32") == 3 * 4
     # each score exponentiated by one ex2.approx (masked and unmasked softmax), bn / 2 per thread

@@ -84,7 +84,10 @@ def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
 
     @T.macro
     def start(q_full, m, l, c, i):
-        T.cuda.mbarrier_wait_phase(q_full.sub[c, :], i % 2)
+        if cfg.persistent:  # this consumer's Q rows, of the CTA's tile i
+            T.cuda.mbarrier_wait_phase(q_full.sub[c, :], i % 2)
+        else:  # all of Q, on one barrier
+            T.cuda.mbarrier_wait_phase(q_full.sub[0, :], 0)
         for h in T.unroll(2):
             m[h] = T.float32(NEG_INF)
             l[h] = T.float32(0)
@@ -165,7 +168,8 @@ def make_consumer(cfg: AttentionConfig):
     ``64 c ..`` of query block ``qb`` over key/value blocks ``0 .. n_kv - 1``, in the
     schedule ``cfg.overlap`` names (see the module docstring); with ``cfg.pingpong`` the
     consumers issue their products in turns (:mod:`.turns`; ``last``: this is the CTA's
-    last tile).  It is the CTA's tile ``i`` (its Q rows' phase ``i % 2`` on ``q_full[c]``);
+    last tile).  It is the CTA's tile ``i`` (persistent: its Q rows' phase ``i % 2`` on
+    ``q_full[c]``; else Q on ``q_full[0]``);
     block ``j`` is in stage ``(done + j) % stages`` of the ring.  With ``cfg.persistent``
     each consumer arrives on ``q_empty[c]`` once its last ``Q K^T`` has retired, so the
     producer loads its next tile's Q rows during this tile's last ``P V`` and epilogue."""

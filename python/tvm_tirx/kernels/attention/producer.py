@@ -17,8 +17,8 @@ def make_producer(cfg: AttentionConfig):
 
     Q, K and V are ``(batch, seq_len, heads, head_dim)`` tensors, read as 4-d TMA boxes
     ``(1, rows, 1, 64)`` (128-byte swizzle): Q's 128 rows of query block ``qb`` into
-    ``sq``, the 64 rows of consumer ``w`` on ``q_full[w]``, then per key/value block ``j
-    < n_kv`` the 64-column boxes of
+    ``sq`` (on ``q_full[0]``; with ``cfg.persistent`` the 64 rows of consumer ``w`` on
+    ``q_full[w]``), then per key/value block ``j < n_kv`` the 64-column boxes of
     K and V of key/value head ``h // group`` into stage ``(done + j) % stages`` (on
     ``full``), after the consumers released it (``empty``).  Rows past ``seq_len`` are
     zero-filled and still count their bytes (PTX ISA 5.5.5), so each stage's
@@ -35,9 +35,13 @@ def make_producer(cfg: AttentionConfig):
 
     @T.macro
     def produce(Q, K, V, sq, sk, sv, q_full, q_empty, full, empty, b, h, qb, n_kv, i, done):
-        for w in T.unroll(CONSUMERS):  # each consumer's 64 rows of Q on its own barrier
-            if cfg.persistent:
-                wait_phase(q_empty.sub[w, :], (i + 1) % 2, None, False)
+        if not cfg.persistent:  # all 128 rows on q_full[0] (one barrier measured 25% faster for the serial schedules)
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], q_full.sub[0, :], tx=T.uint32(q_bytes))
+            for c in T.unroll(chunks):
+                T.cuda.tile.apply(T.ptx[LOAD], sq.sub[c].view(1, BM, 1, CHUNK), Q, mbar=q_full.sub[0, :],
+                                  coords=(b, qb * BM, h, c * CHUNK), swizzle=3)
+        for w in T.unroll(CONSUMERS if cfg.persistent else 0):  # each consumer's 64 rows on its own barrier
+            wait_phase(q_empty.sub[w, :], (i + 1) % 2, None, False)
             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], q_full.sub[w, :],
                               tx=T.uint32(q_bytes // CONSUMERS))
             for c in T.unroll(chunks):
