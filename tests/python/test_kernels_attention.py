@@ -236,10 +236,11 @@ def test_the_persistent_grid_at_every_length_on_gpu(torch_cuda, schedule, ctas):
 @pytest.mark.parametrize("head_dim,dtype", [(64, "bfloat16"), (256, "bfloat16"), (128, "float16")])
 def test_head_dims_and_float16_on_gpu(torch_cuda, head_dim, dtype):
     for causal in (False, True):
-        kernel = tvm_tirx.compile(make_attention(1, T.dynamic("L"), 8, head_dim, kv_heads=1, causal=causal, dtype=dtype),
-                                  target="cuda")
-        for seq_len in (77, 1000):
-            check(torch_cuda, kernel, 1, seq_len, 8, 1, head_dim, causal, dtype, seed=seq_len)
+        for options in ({}, choose_schedule(head_dim, causal)):  # the default and the table's schedule
+            kernel = tvm_tirx.compile(make_attention(1, T.dynamic("L"), 8, head_dim, kv_heads=1, causal=causal,
+                                                     dtype=dtype, **options), target="cuda")
+            for seq_len in (77, 1000):
+                check(torch_cuda, kernel, 1, seq_len, 8, 1, head_dim, causal, dtype, seed=seq_len)
 
 
 @pytest.mark.parametrize("head_dim,causal,overlap,pingpong", [
