@@ -253,7 +253,6 @@ def test_the_schedule_table_overlaps_where_three_stages_fit_and_ping_pongs_at_12
     options = choose_schedule(head_dim, causal)
     assert options["overlap"] is overlap and options["pingpong"] is pingpong
     assert options["stages"] == (3 if overlap else 2)
-    assert options.get("persistent", False) is (head_dim == 64)  # a persistent grid where it measured faster
     make_attention(2, 300, 4, head_dim, causal=causal, **options)  # every choice is a kernel the generator takes
     func = attention_prim_func(4, 4, head_dim, causal, "bfloat16", 1.0 / head_dim**0.5)
     # the op's kernel takes the table's schedule: its shared memory holds that many stages

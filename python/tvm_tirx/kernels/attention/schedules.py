@@ -14,8 +14,8 @@ third stage, so ``head_dim`` 64 and 128 only); ping-pong and overlapped combine.
   16 x 16384, causal 604 / 565 / 555; 523 / 511 at 16 x 32 x 1024, causal 356 / 326 /
   342; grouped-query causal (32 query heads, 8 K/V heads) 483 / 455 / 451 at 1 x 4096
   and 471 / 434 / 441 at 8 x 2048;
-* head_dim 64: overlapped on a persistent grid (``persistent=True``: 444 against 425
-  one CTA per tile at 4 x 32 x 4096, causal 377 / 358; ping-pong too 452 / 376);
+* head_dim 64: overlapped (424 against 409 with ping-pong too at 4 x 32 x 4096, causal
+  356 / 354);
 * head_dim 256 (no third stage fits): ping-pong (627 / 629 serial, causal 556 / 548).
 
 Rerun the benchmark on another GPU and update the table.
@@ -32,7 +32,7 @@ OVERLAP_HEAD_DIMS = (64, 128)
 
 
 def choose_schedule(head_dim: int, causal: bool) -> dict:
-    """``make_attention`` options ``{"pingpong", "overlap", "stages"[, "persistent"]}`` for ``head_dim``
+    """``make_attention`` options ``{"pingpong", "overlap", "stages"}`` for ``head_dim``
     (64, 128 or 256 elements) and ``causal`` masking.
 
     Raises
@@ -47,5 +47,5 @@ def choose_schedule(head_dim: int, causal: bool) -> dict:
     if head_dim == 128:
         return {"pingpong": True, "overlap": True, "stages": 3}
     if head_dim in OVERLAP_HEAD_DIMS:
-        return {"pingpong": False, "overlap": True, "stages": 3, "persistent": True}
+        return {"pingpong": False, "overlap": True, "stages": 3}
     return {"pingpong": True, "overlap": False, "stages": 2}
