@@ -125,6 +125,27 @@ def test_the_persistent_walk_visits_every_tile_once_longest_rows_first(batch, se
     assert order[cfg.q_blocks] == (cfg.q_blocks - 1, 1 % heads, 1 // heads)
 
 
+@pytest.mark.parametrize("batch,seq_len,heads", [(16, 1024, 32), (8, 2048, 64), (2, 16384, 16)])
+def test_the_persistent_rounds_deal_causal_work_evenly(batch, seq_len, heads):
+    import tvm
+    from tvm_tirx.kernels.attention.kernel import _round_robin, _tile_order
+
+    cfg = AttentionConfig(batch, seq_len, heads, heads, 128, causal=True, persistent=True)
+    analyzer = tvm.sym.Analyzer()
+    grid, q = min(cfg.ctas, cfg.tiles), cfg.q_blocks
+    work, seen = [0] * grid, []
+    for x in range(grid):
+        for i in range(-(-cfg.tiles // grid)):
+            t = int(analyzer.simplify(_round_robin(T.int32(x), T.int32(i), grid)))
+            if t < cfg.tiles:
+                seen.append(t)
+                work[x] += int(analyzer.simplify(_tile_order(cfg, T.int32(t))[0])) + 1  # key/value blocks
+    assert sorted(seen) == list(range(cfg.tiles))  # each tile once
+    # the busiest CTA has at most 4% more key/value blocks than the mean (dealt one way only: 37% and 21% at the
+    # first two shapes)
+    assert max(work) <= 1.04 * sum(work) / grid
+
+
 def test_the_consumers_take_registers_from_the_producer():
     source = _kernel(128, False).cuda_source
     assert "setmaxnreg.dec.sync.aligned.u32 40;" in source and "setmaxnreg.inc.sync.aligned.u32 232;" in source
@@ -236,22 +257,22 @@ def test_the_persistent_grid_at_every_length_on_gpu(torch_cuda, schedule, ctas):
 @pytest.mark.parametrize("head_dim,dtype", [(64, "bfloat16"), (256, "bfloat16"), (128, "float16")])
 def test_head_dims_and_float16_on_gpu(torch_cuda, head_dim, dtype):
     for causal in (False, True):
-        for options in ({}, choose_schedule(head_dim, causal)):  # the default and the table's schedule
+        for options in ({}, choose_schedule(head_dim, causal, 1000)):  # the default and the table's schedule
             kernel = tvm_tirx.compile(make_attention(1, T.dynamic("L"), 8, head_dim, kv_heads=1, causal=causal,
                                                      dtype=dtype, **options), target="cuda")
             for seq_len in (77, 1000):
                 check(torch_cuda, kernel, 1, seq_len, 8, 1, head_dim, causal, dtype, seed=seq_len)
 
 
-@pytest.mark.parametrize("head_dim,causal,overlap,pingpong", [
-    (64, False, True, False), (128, False, True, True), (256, False, False, True),
-    (64, True, True, False), (128, True, True, True), (256, True, False, True)])
+@pytest.mark.parametrize("head_dim,causal,overlap,pingpong,persistent", [
+    (64, False, True, False, True), (128, False, True, True, False), (256, False, False, True, False),
+    (64, True, True, False, True), (128, True, True, True, False), (256, True, False, True, False)])
 def test_the_schedule_table_overlaps_where_three_stages_fit_and_ping_pongs_at_128_and_256(head_dim, causal, overlap,
-                                                                                          pingpong):
+                                                                                          pingpong, persistent):
     from tvm_tirx.ops.attention_kernels import attention_prim_func
 
     options = choose_schedule(head_dim, causal)
-    assert options["overlap"] is overlap and options["pingpong"] is pingpong
+    assert options["overlap"] is overlap and options["pingpong"] is pingpong and options["persistent"] is persistent
     assert options["stages"] == (3 if overlap else 2)
     make_attention(2, 300, 4, head_dim, causal=causal, **options)  # every choice is a kernel the generator takes
     func = attention_prim_func(4, 4, head_dim, causal, "bfloat16", 1.0 / head_dim**0.5)
@@ -260,11 +281,29 @@ def test_the_schedule_table_overlaps_where_three_stages_fit_and_ping_pongs_at_12
     assert f'"tirx.dyn_smem_bytes": {smem}' in func.script()
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_schedule_table_puts_short_rows_of_head_dim_128_on_the_persistent_grid(causal):
+    from tvm_tirx.kernels.attention.schedules import PERSISTENT_ROWS
+    from tvm_tirx.ops.attention_kernels import attention_prim_func
+
+    assert [choose_schedule(128, causal, n)["persistent"] for n in (0, 1000, PERSISTENT_ROWS, PERSISTENT_ROWS + 1)] == [
+        True, True, True, False]
+    assert choose_schedule(64, causal, 10**6)["persistent"] and not choose_schedule(256, causal, 100)["persistent"]
+    # the op's two head_dim 128 kernels: the table's for rows of unknown length, and the persistent one, named apart
+    plain, short = (attention_prim_func(4, 4, 128, causal, "bfloat16", 128**-0.5, p) for p in (None, True))
+    mask = "causal" if causal else "full"
+    assert str(plain.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16"
+    assert str(short.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16_persistent"
+    assert "T.cta_id([T.min(132, " in short.script() and "T.cta_id([T.min(132, " not in plain.script()
+
+
 def test_the_schedule_table_checks_its_arguments():
     with pytest.raises(ValueError, match=r"head_dim must be one of \[64, 128, 256\], found 96"):
         choose_schedule(96, False)
     with pytest.raises(ValueError, match="causal must be a bool, found 1"):
         choose_schedule(64, 1)
+    with pytest.raises(ValueError, match="seq_len must be None or a non-negative int, found -1"):
+        choose_schedule(64, True, -1)
 
 
 def test_run_time_sizes_are_checked_against_int32_offsets_on_the_host_before_the_launch():

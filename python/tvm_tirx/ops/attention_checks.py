@@ -14,7 +14,7 @@ import numbers
 
 import torch
 
-from ..kernels.attention import HEAD_DIMS
+from ..kernels.attention import HEAD_DIMS, choose_schedule
 from .attention_kernels import AttentionKey
 from .torch_checks import INT32_ELEMENTS, UnsupportedInput, device_target
 
@@ -114,7 +114,8 @@ def _check_tensors(tensors, layout: str) -> None:
 
 
 def attention_key(q, k, v, causal: bool, scale: float, layout: str) -> AttentionKey:
-    """The :class:`AttentionKey` of the kernel for this call.
+    """The :class:`AttentionKey` of the kernel for this call (its grid, persistent or not,
+    is :func:`~tvm_tirx.kernels.attention.choose_schedule`'s for ``q``'s length).
 
     The rules, in the order checked: ``q``, ``k`` and ``v`` CUDA tensors on one GPU of
     compute capability 9.0, each ``torch.bfloat16`` or ``torch.float16``, contiguous in
@@ -136,4 +137,6 @@ def attention_key(q, k, v, causal: bool, scale: float, layout: str) -> Attention
         raise UnsupportedInput(f"{OP}: head_dim must be one of {sorted(HEAD_DIMS)}, got {head_dim}")
     if lq != lk:
         raise UnsupportedInput(f"{OP}: q and k must have one sequence length (the kernel has one), got {lq} and {lk}")
-    return AttentionKey(int(heads), int(kv_heads), int(head_dim), bool(causal), _DTYPES[q.dtype], scale, arch)
+    persistent = choose_schedule(int(head_dim), bool(causal), int(lq))["persistent"]
+    return AttentionKey(int(heads), int(kv_heads), int(head_dim), bool(causal), _DTYPES[q.dtype], scale, arch,
+                        persistent)

@@ -1,9 +1,11 @@
 """The compiled attention kernels the torch operator launches, one per :class:`AttentionKey`.
 
 A key names what a compiled kernel depends on: the head counts, head_dim, causal, the
-dtype, the softmax scale and the GPU's arch.  Batch and sequence length are not in the
-key: every kernel is made with both as run-time extents, so one compiled kernel serves
-every (batch, length).  Kernels are compiled on first use (the on-disk compile cache of
+dtype, the softmax scale, the GPU's arch and the launch grid.  Batch and sequence length
+are not in the key: every kernel is made with both as run-time extents, so one compiled
+kernel serves every (batch, length) -- two at head_dim 128, whose schedule table puts rows
+of at most :data:`~tvm_tirx.kernels.attention.schedules.PERSISTENT_ROWS` keys on the
+persistent grid.  Kernels are compiled on first use (the on-disk compile cache of
 :mod:`tvm_tirx.build.cache` may serve them) and kept for the process (:class:`.KernelTable`).
 
 This module does not import torch.
@@ -44,6 +46,9 @@ class AttentionKey:
         The softmax scale.
     arch : str
         The CUDA architecture compiled for, ``"sm_90a"``.
+    persistent : bool
+        One CTA per SM walking the tiles, or one CTA per tile (what
+        :func:`~tvm_tirx.kernels.attention.choose_schedule` gives for the call's length).
     """
 
     heads: int
@@ -53,26 +58,36 @@ class AttentionKey:
     dtype: str
     scale: float
     arch: str
+    persistent: bool
 
 
 @functools.lru_cache(maxsize=None)
 def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, dtype: str,
-                        scale: float) -> tvm.tirx.PrimFunc:
+                        scale: float, persistent: bool | None = None) -> tvm.tirx.PrimFunc:
     """``make_attention`` with a run-time batch and sequence length and the schedule of
-    :func:`~tvm_tirx.kernels.attention.choose_schedule` (the H200's fastest), named
+    :func:`~tvm_tirx.kernels.attention.choose_schedule` (the H200's fastest) for rows of
+    unknown length, on the persistent grid or not as ``persistent`` says (``None``: as
+    the table says), named
     ``tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``, with
-    ``_s{bits}`` (the float32 bits of ``scale``, hex) appended unless ``scale`` is the
-    default ``1 / sqrt(head_dim)``: kernels of different scales never share a name (the
-    Relax offload adds one PrimFunc per name).
+    ``_persistent`` or ``_per_tile`` appended where ``persistent`` overrides the table's
+    grid, and ``_s{bits}`` (the float32 bits of ``scale``, hex) unless ``scale`` is the
+    default ``1 / sqrt(head_dim)``: kernels of different grids or scales never share a
+    name (the Relax offload adds one PrimFunc per name).
 
     Raises
     ------
     ValueError
         What :func:`~tvm_tirx.kernels.attention.make_attention` refuses.
     """
+    options = choose_schedule(head_dim, causal)
+    table_grid = options["persistent"]
+    if persistent is not None:
+        options["persistent"] = persistent
     func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, kv_heads=kv_heads, causal=causal,
-                          scale=scale, dtype=dtype, **choose_schedule(head_dim, causal))
+                          scale=scale, dtype=dtype, **options)
     name = f"tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{'causal' if causal else 'full'}_{DTYPES[dtype]}"
+    if options["persistent"] != table_grid:
+        name += "_persistent" if persistent else "_per_tile"
     if f32_bits(scale) != f32_bits(1.0 / math.sqrt(head_dim)):
         name += f"_s{f32_bits(scale)}"
     return func.with_attr("global_symbol", name)
@@ -84,7 +99,8 @@ def f32_bits(value: float) -> str:
 
 
 def _compile(key: AttentionKey):
-    func = attention_prim_func(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale)
+    func = attention_prim_func(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale,
+                               key.persistent)
     return _tirx_compile(func, target="cuda", arch=key.arch)
 
 

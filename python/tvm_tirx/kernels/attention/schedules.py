@@ -1,4 +1,4 @@
-"""Which of the attention kernel's schedules to use, per head_dim and masking.
+"""Which of the attention kernel's schedules to use, per head_dim, masking and row length.
 
 :func:`~tvm_tirx.kernels.attention.make_attention` has three consumer schedules: serial
 (each consumer's ``Q K^T``, softmax and ``P V`` in turn), ping-pong (the two consumers
@@ -13,10 +13,15 @@ third stage, so ``head_dim`` 64 and 128 only); ping-pong and overlapped combine.
   570 ping-pong at 4 x 32 x 4096 x 128, causal 547 / 512 / 506; 639 / 621 / 548 at 2 x
   16 x 16384, causal 604 / 565 / 555; 523 / 511 at 16 x 32 x 1024, causal 356 / 326 /
   342; grouped-query causal (32 query heads, 8 K/V heads) 483 / 455 / 451 at 1 x 4096
-  and 471 / 434 / 441 at 8 x 2048;
-* head_dim 64: overlapped (424 against 409 with ping-pong too at 4 x 32 x 4096, causal
-  356 / 354);
-* head_dim 256 (no third stage fits): ping-pong (627 / 629 serial, causal 556 / 548).
+  and 471 / 434 / 441 at 8 x 2048.  On the persistent grid when the rows are at most
+  :data:`PERSISTENT_ROWS` long (one CTA per SM walking the tiles: the next tile's Q
+  loads under this tile's epilogue): 541 / 526 at 16 x 32 x 1024, causal 392 / 357; 638
+  / 656 at 4 x 32 x 4096, causal 557 / 546; but not for longer rows (604 / 628 at 2 x
+  16 x 16384, causal 602 / 625);
+* head_dim 64: overlapped on the persistent grid (446 against 407 with ping-pong too on
+  one CTA per tile, and 425 overlapped alone, at 4 x 32 x 4096; causal 415 / 355 / 358);
+* head_dim 256 (no third stage fits): ping-pong on one CTA per tile (642 / 629 serial,
+  causal 560 / 548; 479 / 450 on the persistent grid).
 
 Rerun the benchmark on another GPU and update the table.
 """
@@ -25,27 +30,36 @@ from __future__ import annotations
 
 from .config import HEAD_DIMS
 
-__all__ = ["OVERLAP_HEAD_DIMS", "choose_schedule"]
+__all__ = ["OVERLAP_HEAD_DIMS", "PERSISTENT_ROWS", "choose_schedule"]
 
 #: head_dims whose shared memory holds the overlapped schedule's three stages
 OVERLAP_HEAD_DIMS = (64, 128)
 
+#: the longest rows (keys per query) head_dim 128 runs on the persistent grid
+PERSISTENT_ROWS = 4096
 
-def choose_schedule(head_dim: int, causal: bool) -> dict:
-    """``make_attention`` options ``{"pingpong", "overlap", "stages"}`` for ``head_dim``
-    (64, 128 or 256 elements) and ``causal`` masking.
+
+def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> dict:
+    """``make_attention`` options ``{"pingpong", "overlap", "stages", "persistent"}`` for
+    ``head_dim`` (64, 128 or 256 elements), ``causal`` masking and ``seq_len`` (keys per
+    query; ``None``: not known when the kernel is made, which takes the grid of one CTA per
+    tile at head_dim 128).
 
     Raises
     ------
     ValueError
-        ``head_dim`` not one of 64, 128, 256, or ``causal`` not a bool.
+        ``head_dim`` not one of 64, 128, 256, ``causal`` not a bool, or ``seq_len`` neither
+        ``None`` nor a non-negative int.
     """
     if type(head_dim) is not int or head_dim not in HEAD_DIMS:  # noqa: E721  (not bool, not float)
         raise ValueError(f"choose_schedule: head_dim must be one of {sorted(HEAD_DIMS)}, found {head_dim!r}")
     if not isinstance(causal, bool):
         raise ValueError(f"choose_schedule: causal must be a bool, found {causal!r}")
+    if seq_len is not None and (type(seq_len) is not int or seq_len < 0):  # noqa: E721
+        raise ValueError(f"choose_schedule: seq_len must be None or a non-negative int, found {seq_len!r}")
     if head_dim == 128:
-        return {"pingpong": True, "overlap": True, "stages": 3}
+        short = seq_len is not None and seq_len <= PERSISTENT_ROWS
+        return {"pingpong": True, "overlap": True, "stages": 3, "persistent": short}
     if head_dim in OVERLAP_HEAD_DIMS:
-        return {"pingpong": False, "overlap": True, "stages": 3}
-    return {"pingpong": True, "overlap": False, "stages": 2}
+        return {"pingpong": False, "overlap": True, "stages": 3, "persistent": True}
+    return {"pingpong": True, "overlap": False, "stages": 2, "persistent": False}
