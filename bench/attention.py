@@ -40,7 +40,10 @@ SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(ove
              "both": dict(pingpong=True, overlap=True, stages=3),
              "persistent ping-pong": dict(pingpong=True, persistent=True),
              "persistent overlap": dict(overlap=True, stages=3, persistent=True),
-             "persistent both": dict(pingpong=True, overlap=True, stages=3, persistent=True)}
+             "persistent both": dict(pingpong=True, overlap=True, stages=3, persistent=True),
+             # the persistent kernel's code with a grid of one CTA per tile (every CTA walks one tile)
+             "persistent both, a CTA per tile": dict(pingpong=True, overlap=True, stages=3, persistent=True,
+                                                     ctas=2**31 - 1)}
 
 
 def kernel_for(heads, head_dim, causal, schedule="serial", arch=None, kv_heads=None):

@@ -61,7 +61,6 @@ class AttentionKey:
     persistent: bool
 
 
-@functools.lru_cache(maxsize=None)
 def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, dtype: str,
                         scale: float, persistent: bool | None = None) -> tvm.tirx.PrimFunc:
     """``make_attention`` with a run-time batch and sequence length and the schedule of
@@ -79,10 +78,14 @@ def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, 
     ValueError
         What :func:`~tvm_tirx.kernels.attention.make_attention` refuses.
     """
+    table_grid = choose_schedule(head_dim, causal)["persistent"]
+    return _prim_func(heads, kv_heads, head_dim, causal, dtype, scale, table_grid if persistent is None else persistent)
+
+
+@functools.lru_cache(maxsize=None)
+def _prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, dtype: str, scale: float, persistent: bool):
     options = choose_schedule(head_dim, causal)
-    table_grid = options["persistent"]
-    if persistent is not None:
-        options["persistent"] = persistent
+    table_grid, options["persistent"] = options["persistent"], persistent
     func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, kv_heads=kv_heads, causal=causal,
                           scale=scale, dtype=dtype, **options)
     name = f"tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{'causal' if causal else 'full'}_{DTYPES[dtype]}"

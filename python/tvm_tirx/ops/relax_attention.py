@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
-from ..kernels.attention import HEAD_DIMS, AttentionConfig
+from ..kernels.attention import HEAD_DIMS, AttentionConfig, choose_schedule
 from .attention_kernels import attention_prim_func
 
 __all__ = ["DTYPES", "SkippedAttention", "AttentionMatch", "match_attention", "attention_kernel_func",
@@ -157,8 +157,12 @@ def match_attention(call: relax.Call, lookup=lambda var: None):
 
 
 def attention_kernel_func(a: AttentionMatch) -> tvm.tirx.PrimFunc:
-    """The kernel of a match (run-time batch and length)."""
-    return attention_prim_func(a.heads, a.kv_heads, a.head_dim, a.causal, a.dtype, a.scale)
+    """The kernel of a match (run-time batch and length), on the grid that
+    :func:`~tvm_tirx.kernels.attention.choose_schedule` gives for the match's length when
+    that length is static, else the table's grid for rows of unknown length."""
+    seq_len = _static(a.seq_len)
+    persistent = None if seq_len is None else choose_schedule(a.head_dim, a.causal, seq_len)["persistent"]
+    return attention_prim_func(a.heads, a.kv_heads, a.head_dim, a.causal, a.dtype, a.scale, persistent)
 
 
 def emit_attention(emit, kernel: tvm.ir.GlobalVar, a: AttentionMatch) -> relax.Expr:
