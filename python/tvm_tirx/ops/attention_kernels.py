@@ -85,12 +85,12 @@ def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, 
 @functools.lru_cache(maxsize=None)
 def _prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, dtype: str, scale: float, persistent: bool):
     options = choose_schedule(head_dim, causal)
-    table_grid, options["persistent"] = options["persistent"], persistent
+    name = f"tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{'causal' if causal else 'full'}_{DTYPES[dtype]}"
+    if persistent != options["persistent"]:  # a grid other than the table's for rows of unknown length
+        name += "_persistent" if persistent else "_per_tile"
+    options["persistent"] = persistent
     func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, kv_heads=kv_heads, causal=causal,
                           scale=scale, dtype=dtype, **options)
-    name = f"tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{'causal' if causal else 'full'}_{DTYPES[dtype]}"
-    if options["persistent"] != table_grid:
-        name += "_persistent" if persistent else "_per_tile"
     if f32_bits(scale) != f32_bits(1.0 / math.sqrt(head_dim)):
         name += f"_s{f32_bits(scale)}"
     return func.with_attr("global_symbol", name)
