@@ -43,7 +43,10 @@ SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(ove
              "persistent both": dict(pingpong=True, overlap=True, stages=3, persistent=True),
              # the persistent kernel's code with a grid of one CTA per tile (every CTA walks one tile)
              "persistent both, a CTA per tile": dict(pingpong=True, overlap=True, stages=3, persistent=True,
-                                                     ctas=2**31 - 1)}
+                                                     ctas=2**31 - 1),
+             # the table's kernel for rows of unknown length: persistent up to 4096 keys, chosen at launch
+             "persistent both, rows <= 4096": dict(pingpong=True, overlap=True, stages=3, persistent=True,
+                                                   persistent_rows=4096)}
 
 
 def kernel_for(heads, head_dim, causal, schedule="serial", arch=None, kv_heads=None):

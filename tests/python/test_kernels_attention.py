@@ -16,6 +16,7 @@ import pytest
 import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.kernels.attention import AttentionConfig, choose_schedule, make_attention
+from tvm_tirx.kernels.attention.schedules import PERSISTENT_ROWS
 from tvm_tirx.script import tirx as T
 
 _BUILT = {}
@@ -174,10 +175,13 @@ def test_the_consumers_take_registers_from_the_producer():
      ((65536, 16, 1, 64), {}, r"batch: expected at most 65535 \(the grid's z axis; .*\), found 65536"),
      ((2, 128, 4, 64), dict(persistent=1), r"persistent: expected a bool"),
      ((2, 128, 4, 64), dict(persistent=True, ctas=0), r"ctas: expected a positive int \(the persistent grid\), found 0"),
-     ((2, 128, 4, 64), dict(persistent=True, ctas=8.0), r"ctas: expected a positive int .*found 8.0")],
+     ((2, 128, 4, 64), dict(persistent=True, ctas=8.0), r"ctas: expected a positive int .*found 8.0"),
+     ((2, 128, 4, 64), dict(persistent=True, persistent_rows=-1),
+      r"persistent_rows: expected None or a non-negative int \(keys per query\), found -1"),
+     ((2, 128, 4, 64), dict(persistent_rows=4096), r"persistent_rows=4096: .* needs persistent=True")],
     ids=["head-dim", "gqa-ratio", "dtype", "seq-len", "batch-bool", "scale", "smem", "causal", "pingpong", "overlap",
          "kv-heads-0", "scale-bool", "scale-inf", "scale-float32", "stages-bool", "head-dim-float", "overlap-1-stage",
-         "int32-elements", "batch-grid-z", "persistent-int", "ctas-0", "ctas-float"],
+         "int32-elements", "batch-grid-z", "persistent-int", "ctas-0", "ctas-float", "rows-negative", "rows-without-persistent"],
 )
 def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, match):
     with pytest.raises(ValueError, match=match):
@@ -246,8 +250,10 @@ def test_the_persistent_grid_at_every_length_on_gpu(torch_cuda, schedule, ctas):
     # 3 CTAs walk many tiles each (the ring's phases and Q's hand-over run on for dozens of
     # tiles); waits are bounded (detect_hangs), so a broken protocol fails instead of hanging
     for causal in (False, True):
+        # with 3 CTAs, rows past 1000 keys launch one CTA per tile: the same code on the other grid
+        rows = 1000 if ctas == 3 else None
         func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, kv_heads=2, causal=causal, persistent=True,
-                              ctas=ctas, **schedule)
+                              ctas=ctas, persistent_rows=rows, **schedule)
         kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
         for seq_len in (1, 100, 1000, 4097):
             check(torch_cuda, kernel, 2, seq_len, 4, 2, 128, causal, "bfloat16", seed=seq_len)
@@ -265,8 +271,8 @@ def test_head_dims_and_float16_on_gpu(torch_cuda, head_dim, dtype):
 
 
 @pytest.mark.parametrize("head_dim,causal,overlap,pingpong,persistent", [
-    (64, False, True, False, True), (128, False, True, True, False), (256, False, False, True, False),
-    (64, True, True, False, True), (128, True, True, True, False), (256, True, False, True, False)])
+    (64, False, True, False, True), (128, False, True, True, True), (256, False, False, True, False),
+    (64, True, True, False, True), (128, True, True, True, True), (256, True, False, True, False)])
 def test_the_schedule_table_overlaps_where_three_stages_fit_and_ping_pongs_at_128_and_256(head_dim, causal, overlap,
                                                                                           pingpong, persistent):
     from tvm_tirx.ops.attention_kernels import attention_prim_func
@@ -274,6 +280,8 @@ def test_the_schedule_table_overlaps_where_three_stages_fit_and_ping_pongs_at_12
     options = choose_schedule(head_dim, causal)
     assert options["overlap"] is overlap and options["pingpong"] is pingpong and options["persistent"] is persistent
     assert options["stages"] == (3 if overlap else 2)
+    # rows of unknown length: head_dim 128 picks its grid at launch
+    assert options["persistent_rows"] == (PERSISTENT_ROWS if head_dim == 128 else None)
     make_attention(2, 300, 4, head_dim, causal=causal, **options)  # every choice is a kernel the generator takes
     func = attention_prim_func(4, 4, head_dim, causal, "bfloat16", 1.0 / head_dim**0.5)
     # the op's kernel takes the table's schedule: its shared memory holds that many stages
@@ -283,18 +291,31 @@ def test_the_schedule_table_overlaps_where_three_stages_fit_and_ping_pongs_at_12
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_schedule_table_puts_short_rows_of_head_dim_128_on_the_persistent_grid(causal):
-    from tvm_tirx.kernels.attention.schedules import PERSISTENT_ROWS
     from tvm_tirx.ops.attention_kernels import attention_prim_func
 
     assert [choose_schedule(128, causal, n)["persistent"] for n in (0, 1000, PERSISTENT_ROWS, PERSISTENT_ROWS + 1)] == [
         True, True, True, False]
     assert choose_schedule(64, causal, 10**6)["persistent"] and not choose_schedule(256, causal, 100)["persistent"]
-    # the op's two head_dim 128 kernels: the table's for rows of unknown length, and the persistent one, named apart
-    plain, short = (attention_prim_func(4, 4, 128, causal, "bfloat16", 128**-0.5, p) for p in (None, True))
+    assert all(choose_schedule(128, causal, n)["persistent_rows"] is None for n in (0, PERSISTENT_ROWS + 1))
+    # the op's two head_dim 128 kernels: the table's for rows of unknown length (persistent up to
+    # PERSISTENT_ROWS keys, chosen at launch) serves the short rows; the long ones get one CTA per tile
+    plain, short, long = (attention_prim_func(4, 4, 128, causal, "bfloat16", 128**-0.5, p) for p in (None, True, False))
     mask = "causal" if causal else "full"
-    assert str(plain.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16"
-    assert str(short.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16_persistent"
-    assert "T.cta_id([T.min(132, " in short.script() and "T.cta_id([T.min(132, " not in plain.script()
+    assert short is plain and str(plain.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16"
+    assert str(long.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16_per_tile"
+    assert f"T.cta_id([T.Select(L <= {PERSISTENT_ROWS}, T.min(132, " in plain.script()
+    assert "T.min(132, " not in long.script()
+
+
+@pytest.mark.parametrize("seq_len,rows,persistent", [(4096, 4096, True), (4097, 4096, False), (1, 0, False),
+                                                     (10**5, None, True)])
+def test_persistent_rows_gives_long_rows_one_cta_per_tile(seq_len, rows, persistent):
+    from tvm_tirx.kernels.attention.kernel import _walk
+
+    cfg = AttentionConfig(2, seq_len, 8, 8, 128, persistent=True, persistent_rows=rows)
+    grid, rounds, _ = _walk(cfg)
+    assert grid == (min(132, cfg.tiles) if persistent else cfg.tiles)
+    assert rounds == -(-cfg.tiles // grid)
 
 
 def test_the_schedule_table_checks_its_arguments():

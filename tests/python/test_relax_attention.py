@@ -187,14 +187,15 @@ def test_two_scales_get_two_kernels():
 
 
 def test_a_static_length_takes_the_schedule_tables_grid_for_it():
-    # head_dim 128: rows of at most PERSISTENT_ROWS keys on the persistent grid, longer or symbolic ones not
+    # head_dim 128: rows of at most PERSISTENT_ROWS keys on the persistent grid, longer ones on one CTA per
+    # tile; a symbolic length gets the persistent kernel that picks its grid at launch
     s = tvm.tirx.Var("s", "int64")
-    for seq_len, name in ((1024, "tvm_tirx_attention_h8_kv8_d128_full_bf16_persistent"),
-                          (8192, "tvm_tirx_attention_h8_kv8_d128_full_bf16"), (s, "tvm_tirx_attention_h8_kv8_d128_full_bf16")):
+    plain = "tvm_tirx_attention_h8_kv8_d128_full_bf16"
+    for seq_len, name in ((1024, plain), (8192, plain + "_per_tile"), (s, plain)):
         after = partition_for_tvm_tirx(_attentions([2, seq_len, 8, 128], [2, seq_len, 8, 128], {}))
         assert [gv.name_hint for gv in after.get_global_vars() if gv.name_hint != "main"] == [name]
         assert after[name].same_as(attention_prim_func(8, 8, 128, False, "bfloat16", 1 / math.sqrt(128),
-                                                       True if name.endswith("persistent") else None))
+                                                       name == plain))
 
 
 def test_what_the_kernel_refuses_is_skipped_with_its_reason():

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tvm_tirx import ops, testing  # noqa: E402
-from tvm_tirx.ops import attention_checks, attention_kernels  # noqa: E402
+from tvm_tirx.ops import attention_checks, attention_kernels, attention_ops  # noqa: E402,F401  (registers the op)
 from tvm_tirx.ops.torch_checks import UnsupportedInput  # noqa: E402
 
 BF16 = torch.bfloat16

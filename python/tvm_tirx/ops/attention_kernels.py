@@ -5,7 +5,8 @@ dtype, the softmax scale, the GPU's arch and the launch grid.  Batch and sequenc
 are not in the key: every kernel is made with both as run-time extents, so one compiled
 kernel serves every (batch, length) -- two at head_dim 128, whose schedule table puts rows
 of at most :data:`~tvm_tirx.kernels.attention.schedules.PERSISTENT_ROWS` keys on the
-persistent grid.  Kernels are compiled on first use (the on-disk compile cache of
+persistent grid (that kernel is also the one for rows of unknown length: it launches one
+CTA per tile for longer rows) and longer rows on one CTA per tile.  Kernels are compiled on first use (the on-disk compile cache of
 :mod:`tvm_tirx.build.cache` may serve them) and kept for the process (:class:`.KernelTable`).
 
 This module does not import torch.
@@ -89,6 +90,8 @@ def _prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, dtype: st
     if persistent != options["persistent"]:  # a grid other than the table's for rows of unknown length
         name += "_persistent" if persistent else "_per_tile"
     options["persistent"] = persistent
+    if not persistent:  # the table's launch-time choice applies to the persistent kernel only
+        options["persistent_rows"] = None
     func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, kv_heads=kv_heads, causal=causal,
                           scale=scale, dtype=dtype, **options)
     if f32_bits(scale) != f32_bits(1.0 / math.sqrt(head_dim)):

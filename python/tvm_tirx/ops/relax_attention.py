@@ -159,7 +159,9 @@ def match_attention(call: relax.Call, lookup=lambda var: None):
 def attention_kernel_func(a: AttentionMatch) -> tvm.tirx.PrimFunc:
     """The kernel of a match (run-time batch and length), on the grid that
     :func:`~tvm_tirx.kernels.attention.choose_schedule` gives for the match's length when
-    that length is static, else the table's grid for rows of unknown length."""
+    that length is static, else the table's kernel for rows of unknown length (at head_dim
+    128 the persistent kernel that launches one CTA per tile past
+    :data:`~tvm_tirx.kernels.attention.schedules.PERSISTENT_ROWS` keys)."""
     seq_len = _static(a.seq_len)
     persistent = None if seq_len is None else choose_schedule(a.head_dim, a.causal, seq_len)["persistent"]
     return attention_prim_func(a.heads, a.kv_heads, a.head_dim, a.causal, a.dtype, a.scale, persistent)

@@ -67,7 +67,8 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
         CTA per tile; static sizes of more than :data:`MAX_ELEMENTS`
         elements in Q; ``stages`` outside 1..4, more shared memory than a CTA has, or 1
         with ``overlap``; a ``scale`` that is not a positive finite number; a flag that
-        is not a bool; ``ctas`` not a positive int.
+        is not a bool; ``ctas`` not a positive int; ``persistent_rows`` neither None nor a
+        non-negative int, or set without ``persistent``.
     """
 
     batch: object
@@ -83,6 +84,7 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
     overlap: bool = False
     persistent: bool = False
     ctas: int = SMS
+    persistent_rows: int | None = None
 
     def __post_init__(self):
         self._check_sizes()
@@ -106,6 +108,12 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
             raise ValueError(f"stages: expected an int in 1..4, found {self.stages!r}")
         if isinstance(self.ctas, bool) or not isinstance(self.ctas, int) or not 1 <= self.ctas <= 2**31 - 1:
             raise ValueError(f"ctas: expected a positive int (the persistent grid), found {self.ctas!r}")
+        rows = self.persistent_rows
+        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 0):
+            raise ValueError(f"persistent_rows: expected None or a non-negative int (keys per query), found {rows!r}")
+        if rows is not None and not self.persistent:
+            raise ValueError(f"persistent_rows={rows}: chooses between the persistent grid and one CTA per tile, "
+                             "so it needs persistent=True")
         if self.overlap and self.stages < 2:
             raise ValueError(f"stages={self.stages}: overlap=True needs at least 2 stages (a consumer waits for "
                              "block j before it releases block j - 1; with one stage the producer could never "

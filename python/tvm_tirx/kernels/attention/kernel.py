@@ -43,9 +43,8 @@ def _walk(cfg: AttentionConfig):
     if not cfg.persistent:
         return (q, cfg.heads, cfg.batch), 1, lambda i: (True, True, q - 1 - T.cuda.block_idx("x"),
                                                         T.cuda.block_idx("y"), T.cuda.block_idx("z"))
-    tiles = cfg.tiles
-    grid = min(cfg.ctas, tiles) if isinstance(tiles, int) else T.min(cfg.ctas, tiles)
-    rounds = -(-tiles // grid) if isinstance(tiles, int) else T.ceildiv(tiles, grid)
+    tiles, grid = cfg.tiles, _persistent_grid(cfg)
+    rounds = -(-tiles // grid) if isinstance(grid, int) else T.ceildiv(tiles, grid)
 
     def tile(i):
         t = _round_robin(T.cuda.block_idx("x"), i, grid)
@@ -53,6 +52,21 @@ def _walk(cfg: AttentionConfig):
         return t < tiles, _round_robin(T.cuda.block_idx("x"), i + 1, grid) >= tiles, qb, h, b
 
     return grid, rounds, tile
+
+
+def _persistent_grid(cfg: AttentionConfig):
+    """The persistent kernel's grid: ``min(ctas, tiles)``, or with ``persistent_rows`` one
+    CTA per tile for rows longer than that (chosen at launch for a run-time ``seq_len``:
+    the same code then walks one tile per CTA)."""
+    tiles, rows = cfg.tiles, cfg.persistent_rows
+    if isinstance(tiles, int):
+        return min(cfg.ctas, tiles) if rows is None or cfg.seq_len <= rows else tiles
+    fill = T.min(cfg.ctas, tiles)
+    if rows is None:
+        return fill
+    if isinstance(cfg.seq_len, int):
+        return fill if cfg.seq_len <= rows else tiles
+    return T.Select(cfg.seq_len <= rows, fill, tiles)
 
 
 def _round_robin(x, i, grid):
@@ -151,7 +165,8 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
 
 def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None, causal: bool = False,
                    scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False,
-                   overlap: bool = False, persistent: bool = False, ctas: int = SMS):
+                   overlap: bool = False, persistent: bool = False, ctas: int = SMS,
+                   persistent_rows: int | None = None):
     """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
     log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
     (``arch="sm_90a"``).
@@ -193,6 +208,11 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         last ``Q K^T`` retired).
     ctas : int
         The persistent grid, default 132 (the H100 / H200 SMs: one CTA per SM).
+    persistent_rows : int, optional
+        With ``persistent``: rows (keys per query) longer than this launch one CTA per
+        tile instead, running the same code (chosen when the kernel is launched for a
+        run-time ``seq_len``): the persistent grid gains on short rows and loses on long
+        ones (:mod:`.schedules`).  ``None``: the persistent grid at every length.
 
     Returns
     -------
@@ -208,7 +228,7 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     """
     kv_heads = heads if kv_heads is None else kv_heads
     cfg = AttentionConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, pingpong, overlap,
-                          persistent, ctas)
+                          persistent, ctas, persistent_rows)
     body = _make_body(cfg)
     q_shape, kv_shape = (batch, seq_len, heads, head_dim), (batch, seq_len, cfg.kv_heads, head_dim)
     q_spec, o_spec = T.Tensor(q_shape, dtype, align=16), T.Tensor(q_shape, dtype, align=16)

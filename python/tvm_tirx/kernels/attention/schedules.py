@@ -17,7 +17,9 @@ third stage, so ``head_dim`` 64 and 128 only); ping-pong and overlapped combine.
   :data:`PERSISTENT_ROWS` long (one CTA per SM walking the tiles: the next tile's Q
   loads under this tile's epilogue): 541 / 526 at 16 x 32 x 1024, causal 392 / 357; 638
   / 656 at 4 x 32 x 4096, causal 557 / 546; but not for longer rows (604 / 628 at 2 x
-  16 x 16384, causal 602 / 625);
+  16 x 16384, causal 602 / 625).  For rows whose length is not known when the kernel is
+  made (a run-time ``seq_len``) the persistent kernel picks its grid at launch
+  (``persistent_rows``): one CTA per tile past :data:`PERSISTENT_ROWS` keys;
 * head_dim 64: overlapped on the persistent grid (446 against 407 with ping-pong too on
   one CTA per tile, and 425 overlapped alone, at 4 x 32 x 4096; causal 415 / 355 / 358);
 * head_dim 256 (no third stage fits): ping-pong on one CTA per tile (642 / 629 serial,
@@ -40,10 +42,12 @@ PERSISTENT_ROWS = 4096
 
 
 def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> dict:
-    """``make_attention`` options ``{"pingpong", "overlap", "stages", "persistent"}`` for
-    ``head_dim`` (64, 128 or 256 elements), ``causal`` masking and ``seq_len`` (keys per
-    query; ``None``: not known when the kernel is made, which takes the grid of one CTA per
-    tile at head_dim 128).
+    """``make_attention`` options ``{"pingpong", "overlap", "stages", "persistent",
+    "persistent_rows"}`` for ``head_dim`` (64, 128 or 256 elements), ``causal`` masking and
+    ``seq_len`` (keys per query; ``None``: not known when the kernel is made).  At head_dim
+    128 a known length picks the grid (persistent for at most :data:`PERSISTENT_ROWS`
+    keys); an unknown one gets ``persistent_rows=PERSISTENT_ROWS``, so that the kernel
+    picks it at launch.
 
     Raises
     ------
@@ -58,8 +62,11 @@ def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> 
     if seq_len is not None and (type(seq_len) is not int or seq_len < 0):  # noqa: E721
         raise ValueError(f"choose_schedule: seq_len must be None or a non-negative int, found {seq_len!r}")
     if head_dim == 128:
-        short = seq_len is not None and seq_len <= PERSISTENT_ROWS
-        return {"pingpong": True, "overlap": True, "stages": 3, "persistent": short}
+        if seq_len is None:
+            return {"pingpong": True, "overlap": True, "stages": 3, "persistent": True,
+                    "persistent_rows": PERSISTENT_ROWS}
+        return {"pingpong": True, "overlap": True, "stages": 3, "persistent": seq_len <= PERSISTENT_ROWS,
+                "persistent_rows": None}
     if head_dim in OVERLAP_HEAD_DIMS:
-        return {"pingpong": False, "overlap": True, "stages": 3, "persistent": True}
-    return {"pingpong": True, "overlap": False, "stages": 2, "persistent": False}
+        return {"pingpong": False, "overlap": True, "stages": 3, "persistent": True, "persistent_rows": None}
+    return {"pingpong": True, "overlap": False, "stages": 2, "persistent": False, "persistent_rows": None}
