@@ -12,6 +12,7 @@ median of ``--runs`` runs after a warm-up, random inputs).
     python bench/gemm.py           # GPU: the suite (bf16), torch, Triton, geomean and min
     python bench/gemm.py --fp32    # GPU: also float32 output rows (torch.mm out_dtype)
     python bench/gemm.py --sweep   # GPU: every variant at one size, fastest first
+    python bench/gemm.py --sweep --run-time-m  # the same, kernels made for every m (the ops' kind)
     python bench/gemm.py --tiles   # GPU: every tile variant on every shape, the fastest per shape
     python bench/gemm.py --cpu     # no GPU: compile and assemble, ptxas and SASS counts
     python bench/gemm.py --hang-cost  # GPU: the cost of options={"detect_hangs": True}
@@ -114,13 +115,17 @@ def _torch_product(a, b, out_dtype):
     return lambda: torch.matmul(a, b.t())
 
 
-def _run_one(shape, config, a, b, runs, options=None):
-    """Compile (with ``options``), check and time one configuration: (kernel, ms, error)."""
+def _run_one(shape, config, a, b, runs, options=None, run_time_m=False):
+    """Compile (with ``options``; ``run_time_m``: for every m), check and time one
+    configuration: (kernel, ms, error)."""
     import torch
+
+    from tvm_tirx.script import tirx as T
 
     m, n, k = shape
     out_dtype = config.get("out_dtype", "bfloat16")
-    kernel = tvm_tirx.compile(make_gemm(m, n, k, **config), target="cuda", options=options)
+    kernel = tvm_tirx.compile(make_gemm(T.dynamic("m") if run_time_m else m, n, k, **config), target="cuda",
+                              options=options)
     c = torch.zeros(m, n, device="cuda", dtype=getattr(torch, out_dtype))
     args = (a, b, c)
     kernel(*args)
@@ -187,14 +192,14 @@ def fp8_row(shape, runs):
             f"{_tflops(shape, torch_ms):.0f}", f"{torch_ms / ms:.3f}", "-", "-", f"{err:.1e}"]
 
 
-def main_sweep(shape, runs, only=None):
+def main_sweep(shape, runs, only=None, run_time_m=False):
     a, b = _inputs(shape)
     rows = []
     for name, config in VARIANTS.items():
         if only and not any(o in name for o in only):
             continue
         try:
-            _, ms, err = _run_one(shape, config, a, b, runs)
+            _, ms, err = _run_one(shape, config, a, b, runs, run_time_m=run_time_m)
             rows.append([name, f"{ms:.3f}", f"{_tflops(shape, ms):.0f}", f"{err:.1e}"])
         except (AssertionError, ValueError, tvm_tirx.TileError) as e:  # report, go on
             rows.append([name, "-", "-", str(e)[:60]])
@@ -202,7 +207,8 @@ def main_sweep(shape, runs, only=None):
     for out_dtype in TOLERANCE:
         torch_ms = testing.do_bench(_torch_product(a, b, out_dtype), runs=runs).median
         rows.append([f"torch ({out_dtype} out)", f"{torch_ms:.3f}", f"{_tflops(shape, torch_ms):.0f}", ""])
-    print(f"variants at {'x'.join(map(str, shape))}, median of {runs} runs")
+    kind = "kernels for every m (m at run time)" if run_time_m else "static shapes"
+    print(f"variants at {'x'.join(map(str, shape))}, {kind}, median of {runs} runs")
     print(table(["variant", "ms", "TFLOP/s", "max rel. err"], rows))
 
 
@@ -297,6 +303,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep", action="store_true", help="time every variant at --sweep-size")
     parser.add_argument("--sweep-size", type=int, nargs=3, default=[8192, 8192, 8192])
     parser.add_argument("--only", type=str, nargs="*", default=None, help="variants whose name contains one of these")
+    parser.add_argument("--run-time-m", action="store_true", help="--sweep with kernels made for every m (as the ops)")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--sizes", type=str, nargs="*", default=None, help="MxNxK shapes for the table")
     parser.add_argument("--sass", action="store_true", help="print ptxas register use and SASS counts")
@@ -313,7 +320,7 @@ def main(argv=None) -> int:
         sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SIZES[:2]
         main_hang_cost(sizes, args.runs)
     elif args.sweep:
-        main_sweep(tuple(args.sweep_size), args.runs, args.only)
+        main_sweep(tuple(args.sweep_size), args.runs, args.only, args.run_time_m)
     else:
         sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SUITE
         out_dtypes = ("bfloat16", "float32") if args.fp32 else ("bfloat16",)
