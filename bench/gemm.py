@@ -58,7 +58,6 @@ VARIANTS = {
     "1 tile/CTA, group_m 16, bf16": dict(persistent=False, group_m=16),
     "1 tile/CTA + cluster 2, group_m 16, bf16": dict(persistent=False, cluster=2, group_m=16),
     "persistent, group_m 16, bf16": dict(persistent=True, group_m=16),
-    "persistent, group_m 16, store after the tile, bf16": dict(persistent=True, group_m=16, defer_store=False),
     "persistent, group_m 16, wait 0, bf16": dict(persistent=True, group_m=16, wait_depth=0),
 }
 #: What ``--tiles`` compares on every shape of the suite: the tile's columns and the ring's depth.

@@ -60,8 +60,7 @@ def test_odd_static_shape_float32_stores_one_element_at_a_time_under_guards():
 
 def test_odd_static_shape_bf16_is_stored_by_clipped_tma_boxes():
     kernel = _kernel("odd-bf16", 4097, 4104, 4104)  # n = 4104: 8208-byte rows of C
-    # four 64-column boxes, at both store sites of the persistent kernel (deferred stores)
-    assert len(re.findall(rf"\btvm_builtin_{TMA_STORE}\(", _body(kernel))) == 2 * 4
+    assert len(re.findall(rf"\btvm_builtin_{TMA_STORE}\(", _body(kernel))) == 4
     assert "row_ptr" not in _body(kernel)  # no guards: the TMA clips the boxes at C's edge
 
 
@@ -222,12 +221,11 @@ def test_run_time_m_float32_kernel_has_its_bound_guards():
 def test_run_time_m_bf16_kernel_loops_over_a_run_time_tile_count():
     m = T.dynamic("m")
     kernel = _kernel("rt-m-bf16", m, 4096, 4096)
-    assert len(re.findall(rf"\btvm_builtin_{TMA_STORE}\(", _body(kernel))) == 2 * 4  # two store sites
+    assert len(re.findall(rf"\btvm_builtin_{TMA_STORE}\(", _body(kernel))) == 4
     script = make_gemm(m, 4096, 4096).script()
     # the persistent loops (producer, consumers) run over ceil(ceil(m / 128) * 16 / 132) rounds
     assert script.count("for i in range(((m + 127) // 128 * 16 + 131) // 132):") == 2
-    # the short last group: bm, bn in both loops, and of the deferred stores' tiles (in the loop, after it)
-    assert script.count("T.min((m + 128 - 1) // 128") == 8
+    assert script.count("T.min((m + 128 - 1) // 128") == 4  # the short last group: bm, bn in both loops
 
 
 def test_run_time_m_one_cta_per_tile_and_run_time_k():
@@ -489,23 +487,3 @@ def test_odd_shape_with_cluster_2_on_gpu(torch_cuda):
     # 4000 rows: 32 row tiles (even), the last short; group_m 8
     kernel = tvm_tirx.compile(make_gemm(4000, 4104, 4104, cluster=2), target="cuda")
     _check(torch_cuda, kernel, 4000, 4104, 4104, "bfloat16")
-
-
-def test_a_persistent_bf16_tile_is_stored_under_the_next_tiles_first_wgmma():
-    # 160 tiles on 132 CTAs: tile t's store waits until t + 132's first wgmma batch is issued
-    script = make_gemm(2048, 2560, 320).script()
-    loop = script[script.index("for kt in range(5):", script.index("setmaxnreg.inc")):]
-    first_commit = loop.index('T.ptx.wgmma("commit_group"')
-    deferred = loop.index("if kt == 0 and i > 0:")
-    assert first_commit < deferred < loop.index('T.ptx.wgmma(0, "wait_group"')  # inside the K loop
-    assert "bm_1: T.int32 = (t - 132) // 80 * 8 + (t - 132) % 8" in loop[deferred:]
-    # after the loop: this CTA's last tile, the largest bx + 132 i below 160
-    assert "if bx < 160:" in loop and "(bx + (159 - bx) // 132 * 132) // 80 * 8" in loop
-    for options in (dict(defer_store=False), dict(persistent=False), dict(out_dtype="float32", stages=4)):
-        other = make_gemm(2048, 2560, 320, **options).script()
-        assert "if kt == 0 and i > 0:" not in other and "(159 - bx) // 132" not in other
-
-
-def test_defer_store_must_be_a_bool():
-    with pytest.raises(ValueError, match="make_gemm: defer_store must be a bool, found 1"):
-        make_gemm(2048, 2560, 320, defer_store=1)

@@ -100,7 +100,6 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
     activation: str | None = None
     gated: bool = False
     residual: bool = False
-    defer_store: bool = True
 
     def __post_init__(self):
         _check_options(self)
@@ -184,13 +183,6 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
         return self.bf16_out and n is not None and n * 2 % TMA_STRIDE == 0
 
     @property
-    def deferred_store(self) -> bool:
-        """Whether each tile's TMA store waits for the next tile's first wgmma to be issued
-        (``defer_store`` on a persistent grid with a TMA-store epilogue): the tensor cores then
-        run under the store's shared-memory writes instead of idling."""
-        return self.defer_store and self.persistent and self.tma_store
-
-    @property
     def fp32_vector(self) -> int:
         """float32 columns per store: 2 (``st.global.v2.f32``, 8-byte aligned) when ``n``
         is a static even int, else 1 (``st.global.f32``: an odd or a run-time ``n``)."""
@@ -210,7 +202,7 @@ def _check_options(cfg: GemmConfig):
         raise ValueError(f"make_gemm: activation must be one of {list(ACTIVATIONS)}, found {cfg.activation!r}")
     if type(cfg.block_n) is not int or cfg.block_n not in BLOCK_NS:  # noqa: E721  (not bool, not float)
         raise ValueError(f"make_gemm: block_n must be one of {BLOCK_NS}, found {cfg.block_n!r}")
-    for name in ("gated", "residual", "defer_store"):
+    for name in ("gated", "residual"):
         if type(getattr(cfg, name)) is not bool:  # noqa: E721
             raise ValueError(f"make_gemm: {name} must be a bool, found {getattr(cfg, name)!r}")
     if cfg.residual and cfg.in_dtype != "bfloat16":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tvm.script import tirx as T
 
 from .config import WG_M, GemmConfig
-from .epilogue import make_epilogue, make_tile_store
+from .epilogue import make_epilogue
 from .fused import make_fused, make_residual_prefetch
 from .order import tile_order
 from .sync import release_stage, wait_phase
@@ -15,7 +15,7 @@ __all__ = ["make_consumer"]
 
 def make_consumer(cfg: GemmConfig):
     """The macro ``consume_tile(C, scales, bias, residual, sa, sb, so, full, empty, acc, out,
-    words, factor, tmp, t, g0, flag, tid, c, prev)`` of ``cfg``.
+    words, factor, tmp, t, g0, flag, tid, c)`` of ``cfg``.
 
     Consumer warpgroup ``c`` (0 or 1) computes rows ``64 c ..`` of output tile ``t``: per
     K tile (ring iteration ``g0 + kt``) it waits for ``full``, issues the stage's
@@ -24,19 +24,16 @@ def make_consumer(cfg: GemmConfig):
     then scales the accumulators (fp8: ``Scales[0] * Scales[1]``), adds the bias and applies
     the activation, adds the residual (:mod:`.fused`, ``tmp`` its scratch registers; a gated GEMM's result
     goes to ``out``, ``acc`` itself otherwise) and runs the epilogue (:mod:`.epilogue`) on
-    ``out``.  With ``cfg.deferred_store`` the epilogue only packs ``out`` into ``words``;
-    when ``prev`` holds (an earlier tile of this CTA, ``t - grid``, is packed in ``words``)
-    that tile is stored right after this tile's first wgmma batch is issued, under it.
+    ``out``.
     """
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
     stages, bk, kstep, mma = cfg.stages, cfg.bk, cfg.kstep, cfg.mma
     wait_depth, cluster, spin, block_n = cfg.wait_depth, cfg.cluster, cfg.spin, cfg.block_n
     epilogue, fuse, prefetch = make_epilogue(cfg), make_fused(cfg), make_residual_prefetch(cfg)
-    deferred, tile_store, grid = cfg.deferred_store, make_tile_store(cfg), cfg.grid
 
     @T.macro
     def consume_tile(C, scales, bias, residual, sa, sb, so, full, empty, acc, out, words, factor, tmp, t, g0, flag,
-                     tid, c, prev):
+                     tid, c):
         bm = tile_order(t, tiles_m, tiles_n, group_m)[0]
         bn = tile_order(t, tiles_m, tiles_n, group_m)[1]
         for kt in T.serial(k_tiles):
@@ -55,9 +52,6 @@ def make_consumer(cfg: GemmConfig):
             T.ptx["wgmma.wait_group.sync.aligned"](wait_depth)
             if wait_depth == 0 or kt > 0:
                 release_stage(empty, (g0 + kt - wait_depth) % stages, tid, cluster)
-            if deferred:
-                if kt == 0 and prev:  # the previous tile's store under this tile's first products
-                    tile_store(C, words, so, t - grid, tid, c)
         if prefetch is not None:  # the residual's loads under the last products (.fused)
             prefetch(words, residual, bm, bn, tid, c)
         T.ptx["wgmma.wait_group.sync.aligned"](0)

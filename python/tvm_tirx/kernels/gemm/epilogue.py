@@ -13,31 +13,25 @@ from tvm.script import tirx as T
 from ...tile.fragments import accumulator_registers, accumulator_tile
 from .config import BM, WG_M, GemmConfig
 from .guarded import make_store_guarded
-from .order import tile_order
 
-__all__ = ["STORE", "epilogue_bf16", "pack_bf16", "store_bf16", "make_epilogue", "make_tile_store"]
+__all__ = ["STORE", "epilogue_bf16", "make_epilogue"]
 
 STORE = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
 
 
 @T.macro
-def pack_bf16(acc, words):
-    """Round a consumer's (64, N) fp32 accumulators ``acc`` to bf16 pairs in ``words`` ((64,
-    N / 2) uint32, the packed wgmma fragment map: word ``j`` holds columns ``2 j``, ``2 j + 1``)."""
+def epilogue_bf16(acc, words, out, C, row0, col0, tid, c):
+    """Round a consumer's (64, N) fp32 accumulators to bf16 pairs, write them into its
+    swizzled shared tile ``out`` (N / 64 boxes of 64 x 32 words) and TMA-store the boxes to
+    ``C[row0 : row0 + 64, col0 : col0 + N]`` (the TMA skips what lies past C's edge).
+    The store issued for the previous tile must have read ``out`` first (``wait_group.read
+    0``); named barrier ``1 + c`` joins the warpgroup's 128 threads (the named-barrier
+    family checks, when lowering, that exactly those 128 threads use barrier ``1 + c``).
+    ``accumulator_registers`` / ``accumulator_tile`` view the registers and the tile (as
+    ``(rows, boxes, words)``) by the wgmma fragment map."""
     rows = accumulator_registers(acc, "wgmma")  # (warp, lane, j, h, e): columns 8 j + 2 t + e
     T.cuda.tile.apply(T.ptx["cvt.rn.bf16x2.f32"], accumulator_registers(words, "wgmma"),
                       rows.sub[:, :, :, :, 1:2], rows.sub[:, :, :, :, 0:1], scope="warpgroup")
-
-
-@T.macro
-def store_bf16(words, out, C, row0, col0, tid, c):
-    """Write a consumer's packed bf16 pairs ``words`` into its swizzled shared tile ``out``
-    (N / 64 boxes of 64 x 32 words) and TMA-store the boxes to ``C[row0 : row0 + 64, col0 :
-    col0 + N]`` (the TMA skips what lies past C's edge).  The store issued for the previous
-    tile must have read ``out`` first (``wait_group.read 0``); named barrier ``1 + c`` joins
-    the warpgroup's 128 threads (the named-barrier family checks, when lowering, that
-    exactly those 128 threads use barrier ``1 + c``).  ``accumulator_tile`` views the
-    registers and the tile (as ``(rows, boxes, words)``) by the wgmma fragment map."""
     if tid % 128 == 0:
         T.ptx["cp.async.bulk.wait_group.read"](0)
     T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1 + c), count=T.uint32(128))
@@ -51,14 +45,6 @@ def store_bf16(words, out, C, row0, col0, tid, c):
         T.ptx["cp.async.bulk.commit_group"]()
 
 
-@T.macro
-def epilogue_bf16(acc, words, out, C, row0, col0, tid, c):
-    """:func:`pack_bf16` then :func:`store_bf16`: a consumer's (64, N) fp32 accumulators
-    to ``C[row0 : row0 + 64, col0 : col0 + N]`` in bf16."""
-    pack_bf16(acc, words)
-    store_bf16(words, out, C, row0, col0, tid, c)
-
-
 def make_epilogue(cfg: GemmConfig):
     """The macro ``epilogue(C, acc, words, so, bm, bn, tid, c)`` of ``cfg``: consumer ``c``
     stores its 64 rows of output tile ``(bm, bn)``.
@@ -67,9 +53,7 @@ def make_epilogue(cfg: GemmConfig):
       stores, clipped at C's edge);
     * float32 output on tiles that cover C exactly: one warpgroup-wide
       ``st.global.v2.f32`` call over the fragment map;
-    * otherwise :func:`.guarded.make_store_guarded` (a guard per store);
-    * with ``cfg.deferred_store`` only :func:`pack_bf16`: :func:`make_tile_store` stores
-      the packed tile later, under the next tile's first wgmma.
+    * otherwise :func:`.guarded.make_store_guarded` (a guard per store).
     """
     tiles_m, tiles_n, bn_cols = cfg.tiles_m, cfg.tiles_n, cfg.out_block_n
     store_guarded = make_store_guarded(cfg)
@@ -87,28 +71,6 @@ def make_epilogue(cfg: GemmConfig):
     def guarded(C, acc, words, so, bm, bn, tid, c):
         store_guarded(C, acc, words, bm, bn, tid, c)
 
-    @T.macro
-    def pack(C, acc, words, so, bm, bn, tid, c):
-        pack_bf16(acc, words)
-
-    if cfg.deferred_store:
-        return pack
     if cfg.tma_store:
         return tma_store
     return store_exact if cfg.exact else guarded
-
-
-def make_tile_store(cfg: GemmConfig):
-    """The macro ``tile_store(C, words, so, t, tid, c)`` of a kernel whose stores are
-    deferred (``cfg.deferred_store``): consumer ``c`` TMA-stores the bf16 pairs ``words`` it
-    packed for output tile ``t`` (:func:`store_bf16`); called under the next tile's first
-    wgmma, and after the last tile."""
-    tiles_m, tiles_n, group_m, bn_cols = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.out_block_n
-
-    @T.macro
-    def tile_store(C, words, so, t, tid, c):
-        bm = tile_order(t, tiles_m, tiles_n, group_m)[0]
-        bn = tile_order(t, tiles_m, tiles_n, group_m)[1]
-        store_bf16(words, so.sub[c], C, bm * BM + c * WG_M, bn * bn_cols, tid, c)
-
-    return tile_store

@@ -8,7 +8,6 @@ from ...tile.families.tma import swizzled_layout
 from ...tile.fragments import accumulator_layout
 from .config import BM, BN, CONSUMERS, WG_M, GemmConfig, gemm_smem_bytes
 from .consumer import make_consumer
-from .epilogue import make_tile_store
 from .fused import residual_as_pairs
 from .producer import make_producer
 
@@ -27,7 +26,7 @@ def _make_body(cfg: GemmConfig):
     stages, in_dtype, bk, cluster = cfg.stages, cfg.in_dtype, cfg.bk, cfg.cluster
     n_tiles, grid, rounds, k_tiles, bf16_out = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.k_tiles, cfg.bf16_out
     tma_store, bn, out_bn, gated = cfg.tma_store, cfg.block_n, cfg.out_block_n, cfg.gated
-    produce_tile, consume_tile, tile_store = make_producer(cfg), make_consumer(cfg), make_tile_store(cfg)
+    produce_tile, consume_tile = make_producer(cfg), make_consumer(cfg)
     ring_a = swizzled_layout((stages, BM, bk), in_dtype, 3)
     ring_b = swizzled_layout((stages, bn, bk), in_dtype, 3)
     # the bf16 epilogue's tiles: per consumer out_bn / 64 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
@@ -81,10 +80,7 @@ def _make_body(cfg: GemmConfig):
                 t = bx + i * grid
                 if t < n_tiles:
                     consume_tile(C, scales, bias, residual, sa, sb, so, full, empty, acc, out, words, factor,
-                                 tmp, t, i * k_tiles, flag, tid, c, i > 0)
-            if cfg.deferred_store:  # the last tile's store (this CTA's last t = bx + i * grid < n_tiles)
-                if bx < n_tiles:
-                    tile_store(C, words, so, bx + (n_tiles - 1 - bx) // grid * grid, tid, c)
+                                 tmp, t, i * k_tiles, flag, tid, c)
             if tma_store:
                 if tid % 128 == 0:
                     T.ptx["cp.async.bulk.wait_group.read"](0)  # the last store has read its tile
@@ -97,7 +93,7 @@ def _make_body(cfg: GemmConfig):
 def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
               wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
               spin: bool = False, block_n: int = BN, bias: str | None = None, activation: str | None = None,
-              gated: bool = False, residual: bool = False, defer_store: bool = True):
+              gated: bool = False, residual: bool = False):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
     :func:`tvm_tirx.compile` (``arch="sm_90a"``).
 
@@ -175,11 +171,6 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         output projection); a bf16 residual with an even ``n`` must start at a 4-byte
         aligned address (it is read as pairs; checked at each call).  The function then takes ``Residual`` after ``Bias`` (or
         ``B``), before ``C``.  bf16 inputs only.
-    defer_store : bool
-        On a persistent grid with TMA-stored bf16 output: each consumer packs a tile's bf16
-        pairs in registers and stores them (shared tile, TMA) only after it issued the next
-        tile's first wgmma batch, so the tensor cores work under the store; the CTA's last
-        tile is stored after its loop.  No effect otherwise.
 
     Returns
     -------
@@ -201,7 +192,7 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         launch (a ``ValueError`` from the kernel call).
     """
     cfg = GemmConfig(m, n, k, out_dtype, in_dtype, stages, wait_depth, persistent, ctas, group_m, cluster, spin,
-                     block_n, bias, activation, gated, residual, defer_store)
+                     block_n, bias, activation, gated, residual)
     return _prim_func(cfg, _make_body(cfg))
 
 
