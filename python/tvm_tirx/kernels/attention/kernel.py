@@ -36,8 +36,8 @@ def _walk(cfg: AttentionConfig):
     first.  (Heads fastest -- every head's longest block first -- measured slower on the
     H200: 604 against 650 TFLOP/s at 4 x 32 x 4096 x 128, 570 against 594 causal at 2 x
     16 x 16384: 32 heads' K and V do not stay in L2 together.)  With ``cfg.persistent``
-    ``min(ctas, tiles)`` CTAs walk the tiles of :func:`_tile_order` in rounds of ``grid``
-    tiles, as :func:`_round_robin` deals them.
+    the :func:`_persistent_grid` CTAs walk the tiles of :func:`_tile_order` in rounds of
+    ``grid`` tiles, as :func:`_round_robin` deals them.
     """
     q = cfg.q_blocks
     if not cfg.persistent:
