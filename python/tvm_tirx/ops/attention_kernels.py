@@ -6,8 +6,9 @@ are not in the key: every kernel is made with both as run-time extents, so one c
 kernel serves every (batch, length) -- two at head_dim 128, whose schedule table puts rows
 of at most :data:`~tvm_tirx.kernels.attention.schedules.PERSISTENT_ROWS` keys on the
 persistent grid (that kernel is also the one for rows of unknown length: it launches one
-CTA per tile for longer rows) and longer rows on one CTA per tile.  Kernels are compiled on first use (the on-disk compile cache of
-:mod:`tvm_tirx.build.cache` may serve them) and kept for the process (:class:`.KernelTable`).
+CTA per tile for longer rows) and longer rows on one CTA per tile.  Kernels are compiled
+on first use (the on-disk compile cache of :mod:`tvm_tirx.build.cache` may serve them)
+and kept for the process (:class:`.KernelTable`).
 
 This module does not import torch.
 """
