@@ -37,6 +37,7 @@ from tvm_tirx import testing  # noqa: E402
 from bench._sass import report  # noqa: E402
 from bench._timing import table  # noqa: E402
 from tvm_tirx.kernels.gemm import choose_tile, make_gemm  # noqa: E402
+from tvm_tirx.script import tirx as T  # noqa: E402
 
 SIZES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (6144, 6144, 12288)]
 #: Issue 26's suite: squares, two long-K/short-K shapes, the Llama-3-70B layers (N, K) at
@@ -118,8 +119,6 @@ def _run_one(shape, config, a, b, runs, options=None, run_time_m=False):
     """Compile (with ``options``; ``run_time_m``: for every m), check and time one
     configuration: (kernel, ms, error)."""
     import torch
-
-    from tvm_tirx.script import tirx as T
 
     m, n, k = shape
     out_dtype = config.get("out_dtype", "bfloat16")

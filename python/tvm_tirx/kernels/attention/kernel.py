@@ -59,12 +59,10 @@ def _persistent_grid(cfg: AttentionConfig):
     CTA per tile for rows longer than that (chosen at launch for a run-time ``seq_len``:
     the same code then walks one tile per CTA)."""
     tiles, rows = cfg.tiles, cfg.persistent_rows
-    if isinstance(tiles, int):
-        return min(cfg.ctas, tiles) if rows is None or cfg.seq_len <= rows else tiles
-    fill = T.min(cfg.ctas, tiles)
+    fill = min(cfg.ctas, tiles) if isinstance(tiles, int) else T.min(cfg.ctas, tiles)
     if rows is None:
         return fill
-    if isinstance(cfg.seq_len, int):
+    if isinstance(cfg.seq_len, int):  # known when the kernel is made
         return fill if cfg.seq_len <= rows else tiles
     return T.Select(cfg.seq_len <= rows, fill, tiles)
 

@@ -62,11 +62,9 @@ def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> 
     if seq_len is not None and (type(seq_len) is not int or seq_len < 0):  # noqa: E721
         raise ValueError(f"choose_schedule: seq_len must be None or a non-negative int, found {seq_len!r}")
     if head_dim == 128:
-        if seq_len is None:
-            return {"pingpong": True, "overlap": True, "stages": 3, "persistent": True,
-                    "persistent_rows": PERSISTENT_ROWS}
-        return {"pingpong": True, "overlap": True, "stages": 3, "persistent": seq_len <= PERSISTENT_ROWS,
-                "persistent_rows": None}
+        known = seq_len is not None  # else the kernel picks its grid at launch
+        return {"pingpong": True, "overlap": True, "stages": 3, "persistent": not known or seq_len <= PERSISTENT_ROWS,
+                "persistent_rows": None if known else PERSISTENT_ROWS}
     if head_dim in OVERLAP_HEAD_DIMS:
         return {"pingpong": False, "overlap": True, "stages": 3, "persistent": True, "persistent_rows": None}
     return {"pingpong": True, "overlap": False, "stages": 2, "persistent": False, "persistent_rows": None}
