@@ -15,6 +15,8 @@ import tvm
 from tvm.runtime import DataType
 from tvm.script import tirx as T
 
+from .operands import CHUNK, Operand, check_major
+
 __all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "GLU_ROWS",
            "GATED_BLOCK_NS", "GemmConfig", "gemm_smem_bytes"]
 
@@ -100,6 +102,8 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
     activation: str | None = None
     gated: bool = False
     residual: bool = False
+    a_major: str = "k"  # A's innermost axis: "k" (A (m, k)) or "m" (A (k, m)); .operands
+    b_major: str = "k"  # B's innermost axis: "k" (B (n, k)) or "n" (B (k, n))
 
     def __post_init__(self):
         _check_options(self)
@@ -131,6 +135,21 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
         """Rows of B: ``n``, or when gated ``2 * ceil(n / 8) * 8`` (gate and up rows
         interleaved in groups of :data:`GLU_ROWS`, the last group zero-padded)."""
         return 2 * -(-self.n // GLU_ROWS) * GLU_ROWS if self.gated else self.n
+
+    @property
+    def operand_a(self) -> Operand:
+        """A's place in global memory and in the ring (:mod:`.operands`)."""
+        return Operand("A", self.a_major, BM, self.bk, self.in_dtype)
+
+    @property
+    def operand_b(self) -> Operand:
+        """B's place (``block_n`` rows of N per stage)."""
+        return Operand("B", self.b_major, self.block_n, self.bk, self.in_dtype)
+
+    @property
+    def tma_dtype(self) -> str:
+        """The dtype the TMA moves A and B as: fp8 as bytes (``uint8``), else ``in_dtype``."""
+        return "uint8" if DataType(self.in_dtype).bits == 8 else self.in_dtype
 
     @property
     def tiles_m(self):
@@ -207,6 +226,8 @@ def _check_options(cfg: GemmConfig):
             raise ValueError(f"make_gemm: {name} must be a bool, found {getattr(cfg, name)!r}")
     if cfg.residual and cfg.in_dtype != "bfloat16":
         raise ValueError(f"make_gemm: residual needs in_dtype='bfloat16', found {cfg.in_dtype!r}")
+    check_major("A", cfg.a_major, cfg.in_dtype)
+    check_major("B", cfg.b_major, cfg.in_dtype)
     if cfg.gated and cfg.block_n not in GATED_BLOCK_NS:
         raise ValueError(f"make_gemm: a gated GEMM needs block_n in {GATED_BLOCK_NS} (its output tile, block_n / 2 "
                          f"columns, is stored in 64-column boxes), found {cfg.block_n}")
@@ -273,10 +294,22 @@ def _check_sizes(cfg: GemmConfig):
         # bf16: the TMA store sees C as uint32 pairs, a view a run-time last axis cannot take;
         # float32: the bounds rule cannot prove row * n + col < m * n (non-linear in n)
         raise ValueError(f"make_gemm: n must be an int (a run-time n is not supported), found {cfg.n!r}")
-    if k is not None:  # else checked on the host at each call, by the TMA maps' encoding
-        _check_stride("k: A (m, k) and B (n, k)", k, cfg.in_dtype)
+    _check_strides(cfg)
     if cfg.cluster == 2:
         _check_cluster(cfg)
+
+
+def _check_strides(cfg: GemmConfig):
+    """The row stride of A and of B (their innermost extent) where it is static; a
+    run-time one is checked on the host at each call, by the TMA maps' encoding."""
+    inner = {"m": ("m", "A (k, m)"), "n": ("b_rows", "B (k, n)")}
+    k_major = [name for name, major in (("A (m, k)", cfg.a_major), ("B (n, k)", cfg.b_major)) if major == "k"]
+    if k_major and _static(cfg.k) is not None:
+        _check_stride(f"k: {' and '.join(k_major)}", cfg.k, cfg.in_dtype)
+    for major in (cfg.a_major, cfg.b_major):
+        size, operands = inner.get(major, (None, None))
+        if size is not None and _static(getattr(cfg, size)) is not None:
+            _check_stride(f"{major}: {operands}", getattr(cfg, size), cfg.in_dtype)
 
 
 def _check_cluster(cfg: GemmConfig):
@@ -287,6 +320,9 @@ def _check_cluster(cfg: GemmConfig):
         raise ValueError(f"make_gemm: cluster=2 pairs CTAs on tiles of the same B columns: it needs a static m "
                          f"with an even number of {BM}-row tiles and an even group_m, found m={cfg.m}, "
                          f"group_m={cfg.group_m}")
+    if cfg.b_major != "k" and cfg.block_n // 2 % CHUNK:
+        raise ValueError(f"make_gemm: cluster=2 with b_major='n' loads whole {CHUNK}-column chunks of B in each "
+                         f"CTA: it needs block_n 128 or 256, found {cfg.block_n}")
     if not isinstance(cfg.grid, int) or cfg.grid % 2:
         raise ValueError(f"make_gemm: a 2-CTA cluster needs an even grid (an int: a run-time grid is launched "
                          f"without clusters), found {cfg.grid}")

@@ -27,9 +27,10 @@ def make_consumer(cfg: GemmConfig):
     ``out``.
     """
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
-    stages, bk, kstep, mma = cfg.stages, cfg.bk, cfg.kstep, cfg.mma
+    stages, kstep, mma = cfg.stages, cfg.kstep, cfg.mma
     wait_depth, cluster, spin, block_n = cfg.wait_depth, cfg.cluster, cfg.spin, cfg.block_n
     epilogue, fuse, prefetch = make_epilogue(cfg), make_fused(cfg), make_residual_prefetch(cfg)
+    op_a, op_b = cfg.operand_a, cfg.operand_b
 
     @T.macro
     def consume_tile(C, scales, bias, residual, sa, sb, so, full, empty, acc, out, words, factor, tmp, t, g0, flag,
@@ -43,8 +44,8 @@ def make_consumer(cfg: GemmConfig):
             T.cuda.tile.apply(
                 T.ptx[mma],
                 acc,
-                sa.sub[s, c * WG_M : c * WG_M + WG_M, :].view(1, WG_M, bk // kstep, kstep).permute(0, 2, 1, 3),
-                sb.sub[s].view(block_n, bk // kstep, kstep).permute(1, 0, 2),
+                op_a.mma_view(sa, s, c * WG_M, WG_M, kstep),
+                op_b.mma_view(sb, s, 0, block_n, kstep),
                 scope="warpgroup",
                 scale_d=kt > 0,
             )

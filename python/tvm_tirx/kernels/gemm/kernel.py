@@ -23,12 +23,11 @@ def _make_body(cfg: GemmConfig):
     """The macro ``body(A, B, C, scales, bias, residual)``: the launch, the shared ring and barriers, the
     producer warpgroup 0 and the consumer warpgroups 1 and 2, each walking this CTA's
     output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t < n_tiles``."""
-    stages, in_dtype, bk, cluster = cfg.stages, cfg.in_dtype, cfg.bk, cfg.cluster
+    stages, in_dtype, cluster = cfg.stages, cfg.in_dtype, cfg.cluster
     n_tiles, grid, rounds, k_tiles, bf16_out = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.k_tiles, cfg.bf16_out
     tma_store, bn, out_bn, gated = cfg.tma_store, cfg.block_n, cfg.out_block_n, cfg.gated
     produce_tile, consume_tile = make_producer(cfg), make_consumer(cfg)
-    ring_a = swizzled_layout((stages, BM, bk), in_dtype, 3)
-    ring_b = swizzled_layout((stages, bn, bk), in_dtype, 3)
+    op_a, op_b = cfg.operand_a, cfg.operand_b
     # the bf16 epilogue's tiles: per consumer out_bn / 64 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
     out_shape = (CONSUMERS, out_bn // 64, WG_M, 32) if bf16_out else (1, 1, 8, 32)
     out_layout = swizzled_layout(out_shape, "uint32", 3)
@@ -42,8 +41,10 @@ def _make_body(cfg: GemmConfig):
     @T.macro
     def body(A, B, C, scales, bias, residual):
         T.device_entry(launch=launch)
-        sa = T.alloc_shared((stages, BM, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_a)
-        sb = T.alloc_shared((stages, bn, bk), in_dtype, scope="shared.dyn", align=1024, layout=ring_b)
+        sa = T.alloc_shared(op_a.stage_shape(stages), in_dtype, scope="shared.dyn", align=1024,
+                            layout=op_a.ring_layout(stages))
+        sb = T.alloc_shared(op_b.stage_shape(stages), in_dtype, scope="shared.dyn", align=1024,
+                            layout=op_b.ring_layout(stages))
         so = T.alloc_shared(out_shape, "uint32", scope="shared.dyn", align=1024, layout=out_layout)
         full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
         empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
@@ -93,12 +94,15 @@ def _make_body(cfg: GemmConfig):
 def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
               wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
               spin: bool = False, block_n: int = BN, bias: str | None = None, activation: str | None = None,
-              gated: bool = False, residual: bool = False):
+              gated: bool = False, residual: bool = False, a_major: str = "k", b_major: str = "k"):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
     :func:`tvm_tirx.compile` (``arch="sm_90a"``).
 
-    A and B are row-major (K innermost, "TN", like ``torch.matmul(a, b.t())``), of
-    ``in_dtype``; C is row-major, of ``out_dtype``; products accumulate in fp32.
+    By default A and B are row-major (K innermost, "TN", like ``torch.matmul(a,
+    b.t())``); ``a_major="m"`` takes A stored ``(k, m)`` and ``b_major="n"`` B stored
+    ``(k, n)`` (``torch.matmul(a, b)`` with a row-major ``b`` is ``b_major="n"``).  A and B
+    are of ``in_dtype``; C is row-major ``(m, n)``, of ``out_dtype``; products accumulate
+    in fp32.
 
     Parameters
     ----------
@@ -112,8 +116,8 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         ``st.global.b32`` per bf16 pair (even ``n``) or ``st.global.b16`` per element.
     k : int or tvm.tirx.Var
         The reduction length, a positive int or an int32 run-time extent (bf16 inputs);
-        A's and B's rows (``k * sizeof(in_dtype)`` bytes) must be a multiple of 16
-        bytes (the TMA's stride rule).
+        the rows of a K-major A or B (``k * sizeof(in_dtype)`` bytes) must be a multiple
+        of 16 bytes (the TMA's stride rule).
     out_dtype : str
         ``"bfloat16"`` (rounded to nearest even) or ``"float32"`` (stored from the
         accumulators, ``st.global.v2.f32``, or ``st.global.f32`` for an odd ``n``).  At
@@ -171,6 +175,15 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         output projection); a bf16 residual with an even ``n`` must start at a 4-byte
         aligned address (it is read as pairs; checked at each call).  The function then takes ``Residual`` after ``Bias`` (or
         ``B``), before ``C``.  bf16 inputs only.
+    a_major : str
+        A's innermost axis: ``"k"`` (A is ``(m, k)``) or ``"m"`` (A is ``(k, m)``,
+        its rows ``m * 2`` bytes: a multiple of 16, checked here for a static ``m``
+        and at each call for a run-time one).  bf16 inputs only for ``"m"``: wgmma
+        transposes 16-bit tiles only (PTX ISA 9.7.15.5.1.2).
+    b_major : str
+        B's innermost axis: ``"k"`` (B is ``(n, k)``) or ``"n"`` (B is ``(k, n)``,
+        ``n * 2`` bytes a multiple of 16; bf16 only; with ``cluster=2``, ``block_n``
+        128 or 256).  A gated B is then ``(k, b_rows)``, its columns interleaved.
 
     Returns
     -------
@@ -192,7 +205,7 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         launch (a ``ValueError`` from the kernel call).
     """
     cfg = GemmConfig(m, n, k, out_dtype, in_dtype, stages, wait_depth, persistent, ctas, group_m, cluster, spin,
-                     block_n, bias, activation, gated, residual)
+                     block_n, bias, activation, gated, residual, a_major, b_major)
     return _prim_func(cfg, _make_body(cfg))
 
 
@@ -201,7 +214,8 @@ def _prim_func(cfg: GemmConfig, body):
     before ``C`` when set (inputs first, the output after them, as Relax's ``call_tir``
     passes them) and ``Scales`` last for fp8 inputs."""
     m, n, k, in_dtype = cfg.m, cfg.n, cfg.k, cfg.in_dtype
-    a_spec, b_spec = T.Tensor((m, k), in_dtype, align=16), T.Tensor((cfg.b_rows, k), in_dtype, align=16)
+    a_spec = T.Tensor(cfg.operand_a.global_shape(m, k), in_dtype, align=16)
+    b_spec = T.Tensor(cfg.operand_b.global_shape(cfg.b_rows, k), in_dtype, align=16)
     c_spec = T.Tensor((m, n), cfg.out_dtype, align=16)
     v_spec = T.Tensor((cfg.b_rows,), cfg.bias, align=0) if cfg.bias else None
     r_align = 4 if residual_as_pairs(cfg) else 0  # read as b32 pairs (.fused); checked at each call

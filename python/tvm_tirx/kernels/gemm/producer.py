@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import tvm
-from tvm.runtime import DataType
 from tvm.script import tirx as T
 
 from .config import BM, BK_BYTES, GemmConfig
@@ -33,16 +32,17 @@ def make_producer(cfg: GemmConfig):
     iterations ``g0 ..`` (stage ``g % stages``, phase ``g // stages``): it waits until
     the consumers released the stage (``empty``), arms ``full`` with the stage's bytes
     and issues the TMA loads of A (128 x 128 bytes) and B (``block_n`` x 128 bytes; with
-    ``cluster=2`` half of it, multicast to both CTAs).  Boxes past the edge of A or B
-    (the M, N and K tails) are zero-filled by the TMA and still count all their bytes
-    (PTX ISA 5.5.5), so a K tail contributes zeros to the products.
+    ``cluster=2`` half of it, multicast to both CTAs), one box per stage of a K-major
+    operand and one per 64-element chunk of an MN-major one (:mod:`.operands`).  Boxes
+    past the edge of A or B (the M, N and K tails) are zero-filled by the TMA and still
+    count all their bytes (PTX ISA 5.5.5), so a K tail contributes zeros to the products.
     """
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
-    stages, bk, cluster, spin = cfg.stages, cfg.bk, cfg.cluster, cfg.spin
+    stages, cluster, spin, tma_dtype = cfg.stages, cfg.cluster, cfg.spin, cfg.tma_dtype
     bn_cols = cfg.block_n
     stage_bytes = (BM + bn_cols) * BK_BYTES
     b_rows = bn_cols // cluster  # rows of B each CTA of the cluster loads
-    tma_dtype = "uint8" if DataType(cfg.in_dtype).bits == 8 else cfg.in_dtype  # the TMA moves fp8 as bytes
+    op_a, op_b = cfg.operand_a, cfg.operand_b
 
     @T.macro
     def produce_tile(A, B, sa, sb, full, empty, t, g0, flag, rank):
@@ -52,14 +52,20 @@ def make_producer(cfg: GemmConfig):
             s = (g0 + kt) % stages
             wait_phase(empty.sub[s, :], ((g0 + kt) // stages + 1) % 2, flag, spin)
             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :], tx=T.uint32(stage_bytes))
-            T.cuda.tile.apply(T.ptx[LOAD], sa.sub[s].view(tma_dtype), _as(A, tma_dtype), mbar=full.sub[s, :],
-                              coords=(bm * BM, kt * bk), swizzle=3, l2_promotion=3)
+            for j in T.unroll(op_a.boxes(BM)):
+                T.cuda.tile.apply(T.ptx[LOAD], op_a.box(sa, s, 0, BM, j).view(tma_dtype), _as(A, tma_dtype),
+                                  mbar=full.sub[s, :], coords=op_a.coords(bm * BM, 0, kt, j), swizzle=3,
+                                  l2_promotion=3)
             if cluster == 2:  # half of B from each CTA of the pair, into both
-                T.cuda.tile.apply(T.ptx[LOAD_MC], sb.sub[s, rank * b_rows : rank * b_rows + b_rows, :].view(tma_dtype),
-                                  _as(B, tma_dtype), mbar=full.sub[s, :], coords=(bn * bn_cols + rank * b_rows, kt * bk),
-                                  swizzle=3, l2_promotion=3, cta_mask=T.uint16(3))
+                for j in T.unroll(op_b.boxes(b_rows)):
+                    T.cuda.tile.apply(T.ptx[LOAD_MC], op_b.box(sb, s, rank * b_rows, b_rows, j).view(tma_dtype),
+                                      _as(B, tma_dtype), mbar=full.sub[s, :],
+                                      coords=op_b.coords(bn * bn_cols, rank * b_rows, kt, j), swizzle=3,
+                                      l2_promotion=3, cta_mask=T.uint16(3))
             else:
-                T.cuda.tile.apply(T.ptx[LOAD], sb.sub[s].view(tma_dtype), _as(B, tma_dtype), mbar=full.sub[s, :],
-                                  coords=(bn * bn_cols, kt * bk), swizzle=3, l2_promotion=3)
+                for j in T.unroll(op_b.boxes(bn_cols)):
+                    T.cuda.tile.apply(T.ptx[LOAD], op_b.box(sb, s, 0, bn_cols, j).view(tma_dtype), _as(B, tma_dtype),
+                                      mbar=full.sub[s, :], coords=op_b.coords(bn * bn_cols, 0, kt, j), swizzle=3,
+                                      l2_promotion=3)
 
     return produce_tile
