@@ -43,7 +43,7 @@ def _check(before, expected, **kernels):
 # -- the rewrite ---------------------------------------------------------------------------
 
 
-def test_static_m_with_a_k_by_n_weight_gets_a_transpose():
+def test_static_m_with_a_k_by_n_weight_is_read_n_major_without_a_transpose():
     @I.ir_module
     class Before:
         @R.function
@@ -56,22 +56,50 @@ def test_static_m_with_a_k_by_n_weight_gets_a_transpose():
     @I.ir_module
     class Expected:
         @T.prim_func
-        def tvm_tirx_gemm_n256_k64_bf16_bf16_bn64(a: T.handle, b: T.handle, c: T.handle):  # stub: the GEMM replaces it
+        def tvm_tirx_gemm_n256_k64_bf16_bf16_bn64_b_kn(a: T.handle, b: T.handle, c: T.handle):  # stub: the GEMM
             T.evaluate(0)
 
         @R.function
         def main(x: R.Tensor((128, 64), "bfloat16"), w: R.Tensor((64, 256), "bfloat16")):
             cls = Expected
             with R.dataflow():
-                wt = R.permute_dims(w, axes=[1, 0])
-                y = R.call_tir(cls.tvm_tirx_gemm_n256_k64_bf16_bf16_bn64, (x, wt),
+                y = R.call_tir(cls.tvm_tirx_gemm_n256_k64_bf16_bf16_bn64_b_kn, (x, w),
                                out_ty=R.Tensor((128, 256), "bfloat16"))
                 R.output(y)
             return y
 
     # a static m: the tile table's width (one 128 x 256 tile would leave 131 SMs idle)
-    assert _check(Before, Expected,
-                  tvm_tirx_gemm_n256_k64_bf16_bf16_bn64=dict(n=256, k=64, block_n=64, stages=8)) == []
+    assert _check(Before, Expected, tvm_tirx_gemm_n256_k64_bf16_bf16_bn64_b_kn=dict(
+        n=256, k=64, block_n=64, stages=8, b_major="n")) == []
+
+
+def test_a_k_by_n_weight_whose_rows_the_tma_cannot_read_gets_a_transpose():
+    @I.ir_module
+    class Before:
+        @R.function
+        def main(x: R.Tensor(("m", 64), "bfloat16"), w: R.Tensor((64, 260), "bfloat16")):
+            with R.dataflow():
+                y = R.matmul(x, w)
+                R.output(y)
+            return y
+
+    @I.ir_module
+    class Expected:
+        @T.prim_func
+        def tvm_tirx_gemm_n260_k64_bf16_bf16(a: T.handle, b: T.handle, c: T.handle):
+            T.evaluate(0)
+
+        @R.function
+        def main(x: R.Tensor(("m", 64), "bfloat16"), w: R.Tensor((64, 260), "bfloat16")):
+            m = T.int64()
+            cls = Expected
+            with R.dataflow():
+                wt = R.permute_dims(w, axes=[1, 0])  # rows of 520 bytes: not a multiple of 16
+                y = R.call_tir(cls.tvm_tirx_gemm_n260_k64_bf16_bf16, (x, wt), out_ty=R.Tensor((m, 260), "bfloat16"))
+                R.output(y)
+            return y
+
+    assert _check(Before, Expected, tvm_tirx_gemm_n260_k64_bf16_bf16=(260, 64)) == []
 
 
 def test_linear_form_with_symbolic_m_passes_the_weight_as_it_is():
@@ -221,17 +249,20 @@ def test_gemm_options_reach_make_gemm_and_its_errors_surface():
                 R.output(y)
             return y
 
-    default = partition_for_tvm_tirx(Before)["tvm_tirx_gemm_n256_k64_bf16_bf16"]
-    assert default.same_as(gemm_prim_func(256, 64, **CONFIG["bfloat16"]))  # the torch operators' options
+    name = "tvm_tirx_gemm_n256_k64_bf16_bf16_b_kn"  # w (k, n): read N-major
+    default = partition_for_tvm_tirx(Before)[name]
+    assert default.same_as(gemm_prim_func(256, 64, **CONFIG["bfloat16"], b_major="n"))  # the torch operators' options
     after = partition_for_tvm_tirx(Before, gemm_options={"persistent": True, "ctas": 132})
-    assert not after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(default)
-    assert after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(gemm_prim_func(256, 64, persistent=True, ctas=132))
+    assert not after[name].same_as(default)
+    assert after[name].same_as(gemm_prim_func(256, 64, persistent=True, ctas=132, b_major="n"))
     with pytest.raises(ValueError, match="cluster=2 pairs CTAs"):
         partition_for_tvm_tirx(Before, gemm_options={"cluster": 2})
     with pytest.raises(ValueError, match=r"gemm_options: activation, bias cannot be given to the Relax offload"):
         partition_for_tvm_tirx(Before, gemm_options={"bias": "bfloat16", "activation": "silu"})
     with pytest.raises(ValueError, match=r"gemm_options: out_dtype cannot be given .* per call site"):
         partition_for_tvm_tirx(Before, gemm_options={"out_dtype": "float32"})
+    with pytest.raises(ValueError, match=r"gemm_options: b_major cannot be given .* per call site"):
+        partition_for_tvm_tirx(Before, gemm_options={"b_major": "k"})
     with pytest.raises(ValueError, match=r"gemm_options: unknown option 'foo' \(make_gemm's options: stages, "):
         partition_for_tvm_tirx(Before, gemm_options={"foo": 1})
 
@@ -266,7 +297,7 @@ def test_offloaded_module_builds_for_sm_90a():
     source = testing.relax_cuda_source(_build(partition_for_tvm_tirx(Block, skipped=skipped)))
     assert [s.var for s in skipped] == ["z"]
     kernels = set(re.findall(r"__global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(", source))
-    assert {"tvm_tirx_gemm_n256_k64_bf16_bf16_bias_bf16_kernel", "tvm_tirx_gemm_n128_k256_bf16_f32_kernel"} <= kernels, \
+    assert {"tvm_tirx_gemm_n256_k64_bf16_bf16_bias_bf16_b_kn_kernel", "tvm_tirx_gemm_n128_k256_bf16_f32_kernel"} <= kernels, \
         kernels  # the first matmul's bias add fused into its GEMM
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in source
     assert "matmul_kernel" in kernels  # the float32 matmul, lowered by apache-tvm
@@ -293,7 +324,7 @@ def test_the_tvm_tirx_relax_pipeline_offloads_when_asked():
     pipeline = relax_pipeline(offload_gemm=True)
     executable = tvm.compile(Block, target=tvm.target.Target(TARGET), relax_pipeline=pipeline, tir_pipeline="tvm_tirx")
     source = testing.relax_cuda_source(executable)
-    assert "tvm_tirx_gemm_n256_k64_bf16_bf16_bias_bf16_kernel" in source and "tvm_tirx_gemm_n128_k256_bf16_f32_kernel" in source
+    assert "tvm_tirx_gemm_n256_k64_bf16_bf16_bias_bf16_b_kn_kernel" in source and "tvm_tirx_gemm_n128_k256_bf16_f32_kernel" in source
     # the plain pipeline does not
     assert "tvm_tirx_gemm" not in testing.relax_cuda_source(_build(Block))
 
@@ -320,15 +351,16 @@ _ACTIVATIONS = {None: lambda v: v, "relu": lambda v: te.max(v, tvm.tirx.const(0.
 
 def _reference_gemm(name):
     """A plain TE kernel with the GEMM's signature and semantics (C = act(A @ B^T + Bias),
-    fp32 accumulation, one rounding) for the kernel ``name``, to run the rewritten module
-    on the CPU."""
-    n, k, out, bias, act = re.fullmatch(r"tvm_tirx_gemm_n(\d+)_k(\d+)_bf16_(bf16|f32)(?:_bias_(bf16|f32))?"
-                                        r"(?:_(relu|silu|gelu_tanh))?", name).groups()
+    fp32 accumulation, one rounding; B stored (k, n) for a ``_b_kn`` kernel) for the kernel
+    ``name``, to run the rewritten module on the CPU."""
+    n, k, out, bias, act, kn = re.fullmatch(r"tvm_tirx_gemm_n(\d+)_k(\d+)_bf16_(bf16|f32)(?:_bias_(bf16|f32))?"
+                                            r"(?:_(relu|silu|gelu_tanh))?(_b_kn)?", name).groups()
     a = te.placeholder((tvm.tirx.Var("m", "int64"), int(k)), "bfloat16", "A")
-    b = te.placeholder((int(n), int(k)), "bfloat16", "B")
+    b = te.placeholder((int(k), int(n)) if kn else (int(n), int(k)), "bfloat16", "B")
     v = te.placeholder((int(n),), _DTYPES[bias], "Bias") if bias else None
     r = te.reduce_axis((0, int(k)), "r")
-    acc = te.compute((a.shape[0], int(n)), lambda i, j: te.sum(a[i, r].astype("float32") * b[j, r].astype("float32"), axis=r))
+    b_at = (lambda j: b[r, j]) if kn else (lambda j: b[j, r])
+    acc = te.compute((a.shape[0], int(n)), lambda i, j: te.sum(a[i, r].astype("float32") * b_at(j).astype("float32"), axis=r))
     c = te.compute(acc.shape, lambda i, j: _ACTIVATIONS[act](acc[i, j] + (v[j].astype("float32") if v is not None else 0.0))
                    .astype(_DTYPES[out]))
     return te.create_prim_func([a, b, *([v] if v is not None else []), c]).with_attr("global_symbol", name)

@@ -412,18 +412,26 @@ def test_layout_and_alignment_rules(as_if_on_an_h200):
     x, w = _inputs(6, k=64)
     with pytest.raises(UnsupportedInput, match=r"x must be contiguous .* strides \(1, 6\)"):
         torch_checks.gemm_key(LINEAR, x.t().contiguous().t(), w, BF16)
+    assert torch_checks.gemm_key(LINEAR, x, w, BF16).b_major == "k"
+    assert torch_checks.gemm_key(LINEAR, x, w.t().contiguous().t(), BF16).b_major == "n"  # read (k, n)
+    strided = torch.zeros(w.shape[0], 2 * w.shape[1], dtype=BF16)[:, ::2]  # neither layout
     with pytest.raises(UnsupportedInput, match=r"weight must be contiguous \(n, k\)"):
-        torch_checks.gemm_key(LINEAR, x, w.t().contiguous().t(), BF16)
+        torch_checks.gemm_key(LINEAR, x, strided, BF16)
     flat = torch.zeros(6 * 64 + 4, dtype=BF16)
     with pytest.raises(UnsupportedInput, match=r"x must start at a 16-byte aligned address.*storage offset 4"):
         torch_checks.gemm_key(LINEAR, flat[4:].view(6, 64), w, BF16)
 
 
-def test_a_row_major_b_names_b(as_if_on_an_h200):
+def test_a_b_in_neither_layout_names_b(as_if_on_an_h200):
     x, w = _inputs(6, k=64)
-    with pytest.raises(UnsupportedInput, match=r"matmul: b.t\(\) must be contiguous \(n, k\), i.e. b \(k, n\) "
-                                               r"column-major"):
-        ops.matmul(x, w.t().contiguous())
+    strided = torch.zeros(64, 48, dtype=BF16)[:, ::2]  # (k, n) with strides (48, 2)
+    with pytest.raises(UnsupportedInput, match=r"matmul: b.t\(\) must be contiguous \(b column-major, as "
+                                               r"weight.t\(\) is\), or b itself contiguous \(row-major\)"):
+        ops.matmul(x, strided)
+    # a row-major b (k, n) is read N-major: its rows, n * 2 bytes, must be a multiple of 16
+    with pytest.raises(UnsupportedInput, match=r"n = 12: b.t\(\) is the transpose of a contiguous \(k, n\) "
+                                               r"tensor whose rows take n \* 2 = 24 bytes"):
+        ops.matmul(x, torch.zeros(64, 12, dtype=BF16))
 
 
 @pytest.mark.parametrize("count", ["x (m x k)", "weight (n x k)", "the output (m x n)"])
@@ -465,7 +473,8 @@ class _StandIn:
         assert a.is_contiguous() and b.is_contiguous() and c.is_contiguous()
         assert len(bias) == (self.key.bias is not None)  # the bias kernel, and only it, takes Bias
         self.calls.append((tuple(a.shape), tuple(b.shape), tuple(c.shape), c.dtype))
-        c.copy_(a.float() @ b.float().t() + sum(v.float() for v in bias))
+        w = b if self.key.b_major == "k" else b.t()  # b_major="n": B stored (k, n)
+        c.copy_(a.float() @ w.float().t() + sum(v.float() for v in bias))
 
 
 @pytest.fixture
@@ -506,6 +515,17 @@ def test_the_key_is_n_k_dtypes_and_arch(stand_in_compiler):
     ops.linear(x, _inputs(3, n=48, k=64)[1])
     assert [(k.n, k.k, k.out_dtype) for k in stand_in_compiler] == [
         (40, 64, "bfloat16"), (40, 64, "float32"), (40, 72, "bfloat16"), (48, 64, "bfloat16")]
+
+
+def test_a_row_major_b_takes_the_n_major_kernel_without_a_copy(stand_in_compiler):
+    x, w = _inputs(5, n=40, k=64)
+    b = w.t().contiguous()  # (k, n) row-major
+    torch.testing.assert_close(ops.matmul(x, b, out_dtype=F32), _ref(x, w))
+    torch.testing.assert_close(ops.linear(x, b.t(), out_dtype=F32), _ref(x, w))  # a transposed weight too
+    torch.testing.assert_close(ops.matmul(x, w.t(), out_dtype=F32), _ref(x, w))  # column-major b: the TN kernel
+    assert [key.b_major for key in stand_in_compiler] == ["n", "k"]
+    kernel = gemm_kernels.cached_kernels()[stand_in_compiler[0]]
+    assert [call[1] for call in kernel.calls] == [(64, 40), (64, 40)]  # B passed as the (k, n) storage
 
 
 def test_leading_dims_flatten_into_m_and_empty_sizes_launch_nothing(stand_in_compiler):
@@ -564,9 +584,11 @@ def test_linear_on_gpu_for_every_m_from_one_kernel_per_tile_width(torch_cuda, ou
         x = _inputs(m, n=4096, k=4096, device="cuda", seed=m)[0]
         _close(ops.linear(x, w, out_dtype=out_dtype), _ref(x, w), out_dtype)
         _close(ops.matmul(x, w.t(), out_dtype=out_dtype), _ref(x, w), out_dtype)
+        _close(ops.matmul(x, w.t().contiguous(), out_dtype=out_dtype), _ref(x, w), out_dtype)  # row-major b
     # m = 1 and 127: 16 tiles of 128 x 256 on 132 SMs, so one kernel of 64-column tiles;
     # m = 1000 and 4096: 128 and 512 tiles of 128 x 256, one kernel of those
-    assert sorted(key.block_n for key in gemm_kernels.cached_kernels()) == [64, 256]
+    assert sorted((key.block_n, key.b_major) for key in gemm_kernels.cached_kernels()) == [
+        (64, "k"), (64, "n"), (256, "k"), (256, "n")]
 
 
 @pytest.mark.gpu

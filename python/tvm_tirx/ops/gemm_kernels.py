@@ -26,7 +26,7 @@ from ..kernels.gemm import BN, make_gemm
 from ..kernels.gemm.tiles import deepest_ring
 from .kernel_table import KernelTable
 
-__all__ = ["CONFIG", "GemmKey", "gemm_prim_func", "gemm_kernel", "cached_kernels", "clear_kernels"]
+__all__ = ["CONFIG", "GemmKey", "gemm_prim_func", "gemm_kernel", "b_operand", "cached_kernels", "clear_kernels"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,9 @@ class GemmKey:
         (gate and up interleaved by eight).
     residual : bool
         ``make_gemm``'s ``residual``: C's ``(m, n)`` residual added last.
+    b_major : str
+        ``make_gemm``'s ``b_major``: ``"k"`` (B stored ``(n, k)``) or ``"n"`` (stored
+        ``(k, n)``; :func:`b_operand` gives what to pass).
     """
 
     n: int
@@ -69,6 +72,7 @@ class GemmKey:
     activation: Optional[str] = None
     gated: bool = False
     residual: bool = False
+    b_major: str = "k"
 
 
 #: make_gemm's options per output dtype: bench/gemm.py's fastest on the H200 (one CTA per
@@ -93,6 +97,7 @@ def _prim_func(n: int, k: int, in_dtype: str, out_dtype: str, options: tuple) ->
     name += f"_{activation}" if activation else ""
     name += "_glu" if dict(options).get("gated") else ""
     name += "_residual" if dict(options).get("residual") else ""
+    name += "_b_kn" if dict(options).get("b_major", "k") != "k" else ""
     func = make_gemm(tvm.tirx.Var("m", "int32"), n, k, out_dtype=out_dtype, in_dtype=in_dtype, **dict(options))
     return func.with_attr("global_symbol", name)
 
@@ -108,7 +113,8 @@ def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = 
     its ``global_symbol`` is ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``, ``f32``),
     with ``_bn{block_n}`` after it for a ``block_n`` other than 256,
     ``_bias_{bf16|f32}`` for a fused bias, ``_{activation}`` for a fused activation and
-    ``_glu`` for a gated GEMM and ``_residual`` for an added residual.
+    ``_glu`` for a gated GEMM, ``_residual`` for an added residual and ``_b_kn`` for a B
+    stored ``(k, n)`` (``b_major="n"``).
     Made once per arguments (cached): ``A (m, k)``, ``B (n, k)`` of ``in_dtype``,
     ``C (m, n)`` of ``out_dtype``, row-major, 16-byte aligned; ``C = A @ B^T`` with fp32
     accumulation.
@@ -141,10 +147,18 @@ def _compile(key: GemmKey):
     options = {}
     if key.block_n != BN or key.gated:
         options.update(block_n=key.block_n, stages=deepest_ring(key.block_n, key.out_dtype, key.gated))
-    fused = dict(bias=key.bias, activation=key.activation, gated=key.gated, residual=key.residual)
+    fused = dict(bias=key.bias, activation=key.activation, gated=key.gated, residual=key.residual,
+                 b_major=key.b_major if key.b_major != "k" else None)
     options.update({name: value for name, value in fused.items() if value})
     return _tirx_compile(gemm_prim_func(key.n, key.k, key.in_dtype, key.out_dtype, **options), target="cuda",
                          arch=key.arch)
+
+
+def b_operand(key: GemmKey, w):
+    """B as the kernel of ``key`` takes it: ``w`` ((n, k), as the ops' checks see it)
+    itself, or for ``b_major="n"`` its transpose ``w.t()``, the contiguous ``(k, n)``
+    storage (no copy)."""
+    return w if key.b_major == "k" else w.t()
 
 
 def gemm_kernel(key: GemmKey):

@@ -22,7 +22,7 @@ import torch
 
 from ..kernels.gemm import choose_tile
 from ..kernels.gemm.config import GLU_ROWS
-from .gemm_kernels import gemm_kernel
+from .gemm_kernels import b_operand, gemm_kernel
 from .torch_checks import Operands, UnsupportedInput, check_dtypes, check_shapes, gemm_key, sm_count
 from .torch_ops import _accumulator, _check_fallback
 
@@ -34,7 +34,8 @@ ACTIVATIONS = {
     "gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
     "relu": torch.nn.functional.relu,
 }
-_GLU = Operands("tvm_tirx.ops.glu_linear", "x", "weight", "contiguous (2 n, k), from gate_up_weight")
+_GLU = Operands("tvm_tirx.ops.glu_linear", "x", "weight", "contiguous (2 n, k) as gate_up_weight makes it, or the "
+                "transpose of a contiguous (k, 2 n)")
 
 
 def gate_up_weight(w_gate, w_up):
@@ -121,7 +122,7 @@ def _glu_op(x: torch.Tensor, weight: torch.Tensor, activation: str, out_dtype: O
         return out.zero_()
     block_n = choose_tile(m, n, key.out_dtype, sm_count(x.device), gated=True)["block_n"]
     key = dataclasses.replace(key, n=n, block_n=block_n, activation=activation, gated=True)
-    gemm_kernel(key)(x.view(-1, k), weight, out.view(-1, n))
+    gemm_kernel(key)(x.view(-1, k), b_operand(key, weight), out.view(-1, n))
     return out
 
 

@@ -17,8 +17,8 @@ from ..kernels.gemm.config import MAX_SIZE, TMA_STRIDE
 from .gemm_kernels import gemm_prim_func
 from .relax_rewrite import Offloader
 
-__all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "match_gemm", "emit_gemm_call",
-           "fusable_options", "tile_options", "gemm_offloader"]
+__all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "match_gemm", "b_major",
+           "emit_gemm_call", "fusable_options", "tile_options", "gemm_offloader"]
 
 #: Input dtypes offloaded (both operands the same).
 IN_DTYPES = ("bfloat16",)
@@ -142,12 +142,23 @@ def match_gemm(call: relax.Call, lookup=lambda var: None):
     return GemmMatch(x, b, transpose_b, tuple(shape[:-1]), m, n, k, in_dtype, out_dtype)
 
 
+def b_major(g: GemmMatch) -> str:
+    """The kernel's ``b_major`` for the match ``g``: ``"n"`` for a ``(k, n)`` weight whose
+    rows (``n * sizeof(dtype)`` bytes) are a multiple of 16 (the kernel reads it as it
+    is), else ``"k"`` (an ``(n, k)`` weight, or a ``(k, n)`` one that
+    :func:`emit_gemm_call` transposes first)."""
+    row = g.n * tvm.runtime.DataType(g.in_dtype).bits // 8
+    return "n" if g.transpose_b and row % TMA_STRIDE == 0 else "k"
+
+
 def emit_gemm_call(emit, kernel: tvm.ir.GlobalVar, g: GemmMatch, extra: tuple = ()) -> relax.Expr:
     """``R.call_tir(kernel, (x, b, *extra), (m, n))`` for the match ``g``: ``x`` reshaped
     to ``(m, k)`` first and the result back to ``(*batch, n)`` when ``x`` has more than
-    one row axis; a ``(k, n)`` weight transposed by ``R.permute_dims`` first."""
+    one row axis; a ``(k, n)`` weight passed as it is to the N-major kernel
+    (:func:`b_major`), or when its rows do not suit the TMA transposed by
+    ``R.permute_dims`` first."""
     x = g.x if len(g.batch) == 1 else emit(relax.op.reshape(g.x, [g.m, g.k]))
-    b = emit(relax.op.permute_dims(g.b, [1, 0])) if g.transpose_b else g.b
+    b = emit(relax.op.permute_dims(g.b, [1, 0])) if b_major(g) == "k" and g.transpose_b else g.b
     out = relax.call_tir(kernel, [x, b, *extra], relax.TensorType([g.m, g.n], g.out_dtype))
     if len(g.batch) == 1:
         return out
@@ -155,7 +166,7 @@ def emit_gemm_call(emit, kernel: tvm.ir.GlobalVar, g: GemmMatch, extra: tuple = 
 
 
 #: make_gemm parameters the offload sets per call site (the rest are gemm_options)
-PER_CALL = ("m", "n", "k", "out_dtype", "in_dtype", "bias", "activation", "gated", "residual")
+PER_CALL = ("m", "n", "k", "out_dtype", "in_dtype", "bias", "activation", "gated", "residual", "a_major", "b_major")
 
 
 def fusable_options(gemm_options: dict | None) -> dict:
@@ -183,15 +194,17 @@ def fusable_options(gemm_options: dict | None) -> dict:
 
 
 def tile_options(g: GemmMatch, options: dict) -> dict:
-    """``options`` with the tile width of :func:`~tvm_tirx.kernels.gemm.choose_tile` for a
-    static ``m`` (and the deepest ring that fits it) unless ``options`` sets ``block_n``; a
-    symbolic ``m`` keeps the default 128 x 256 tiles (the kernel serves every ``m``)."""
+    """``options`` with the match's :func:`b_major` (when ``"n"``) and the tile width of
+    :func:`~tvm_tirx.kernels.gemm.choose_tile` for a static ``m`` (and the deepest ring
+    that fits it) unless ``options`` sets ``block_n``; a symbolic ``m`` keeps the default
+    128 x 256 tiles (the kernel serves every ``m``)."""
+    options = {**options, "b_major": "n"} if b_major(g) == "n" else dict(options)
     m = _static(g.m)
     if m is None or "block_n" in options:
-        return dict(options)
+        return options
     tile = choose_tile(m, g.n, g.out_dtype)
     if tile["block_n"] == BN:
-        return dict(options)
+        return options
     return {**options, "block_n": tile["block_n"], "stages": options.get("stages", tile["stages"])}
 
 

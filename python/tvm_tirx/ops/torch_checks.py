@@ -125,24 +125,40 @@ def _check_dtypes(names: Operands, x, w, out_dtype) -> None:
         raise UnsupportedInput(f"{names.op}: out_dtype must be torch.bfloat16 or torch.float32, got {out_dtype}")
 
 
-def _check_layout(names: Operands, x, w) -> None:
-    k = w.shape[1]
+def _b_major(names: Operands, w) -> str:
+    """``"k"`` for a contiguous ``w`` (n, k), ``"n"`` when ``w.t()`` (k, n) is contiguous."""
+    if w.is_contiguous():
+        return "k"
+    if w.t().is_contiguous():
+        return "n"
+    raise UnsupportedInput(f"{names.op}: {names.w} must be {names.w_layout}, got shape {tuple(w.shape)} "
+                           f"and strides {w.stride()}")
+
+
+def _check_layout(names: Operands, x, w) -> str:
+    """The rules of the operands' layouts; returns B's major (:func:`_b_major`)."""
+    n, k = w.shape
     if not x.is_contiguous():
         raise UnsupportedInput(f"{names.op}: {names.x} must be contiguous (rows of k elements back to back, "
                                f"k innermost), got shape {tuple(x.shape)} and strides {x.stride()}; "
                                f"pass {names.x}.contiguous()")
-    if not w.is_contiguous():
-        raise UnsupportedInput(f"{names.op}: {names.w} must be {names.w_layout}, got shape {tuple(w.shape)} "
-                               f"and strides {w.stride()}")
+    b_major = _b_major(names, w)
     size = x.element_size()
     if k * size % _ALIGN:
-        raise UnsupportedInput(f"{names.op}: k = {k}: rows of {names.x} and {names.w} take k * {size} = "
-                               f"{k * size} bytes, and the kernel's TMA loads need a multiple of {_ALIGN} bytes "
-                               f"(k a multiple of {_ALIGN // size}); pad k with zeros")
+        rows = f"rows of {names.x} and {names.w}" if b_major == "k" else f"rows of {names.x}"
+        raise UnsupportedInput(f"{names.op}: k = {k}: {rows} take k * {size} = {k * size} bytes, and the "
+                               f"kernel's TMA loads need a multiple of {_ALIGN} bytes (k a multiple of "
+                               f"{_ALIGN // size}); pad k with zeros")
+    if b_major == "n" and n * size % _ALIGN:
+        raise UnsupportedInput(f"{names.op}: n = {n}: {names.w} is the transpose of a contiguous (k, n) tensor "
+                               f"whose rows take n * {size} = {n * size} bytes, and the kernel's TMA loads need a "
+                               f"multiple of {_ALIGN} bytes (n a multiple of {_ALIGN // size}); pass "
+                               f"{names.w} contiguous (n, k) instead")
     for name, t in ((names.x, x), (names.w, w)):
         if t.data_ptr() % _ALIGN:
             raise UnsupportedInput(f"{names.op}: {name} must start at a {_ALIGN}-byte aligned address, got "
                                    f"{t.data_ptr():#x} (a view at storage offset {t.storage_offset()})")
+    return b_major
 
 
 def _check_sizes(names: Operands, m: int, n: int, k: int) -> None:
@@ -157,8 +173,10 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
 
     The rules, in the order checked: both operands CUDA tensors on one device of compute
     capability 9.0; both ``torch.bfloat16``; ``out_dtype`` ``torch.bfloat16`` or
-    ``torch.float32``; both contiguous; ``k * 2`` bytes a multiple of 16 (the TMA's row
-    stride rule: ``k`` a multiple of 8); both base pointers 16-byte aligned; at most
+    ``torch.float32``; ``x`` contiguous, ``w`` contiguous (the key's ``b_major`` ``"k"``)
+    or its transpose contiguous (``"n"``: the kernel reads ``w.t()``, stored ``(k, n)``);
+    ``k * 2`` bytes a multiple of 16 (the TMA's row stride rule: ``k`` a multiple of 8),
+    and ``n * 2`` too for ``b_major="n"``; both base pointers 16-byte aligned; at most
     :data:`INT32_ELEMENTS` (``2**31 - 129``) elements in each tensor (int32 offsets).
     The key's ``block_n`` is :func:`~tvm_tirx.kernels.gemm.choose_tile`'s for ``m`` (the
     rows of ``x``), ``n`` and the device's SM count.
@@ -171,13 +189,13 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
     _check_device(names, x, w)
     arch = device_target(names.op, x.device)
     _check_dtypes(names, x, w, out_dtype)
-    _check_layout(names, x, w)
+    b_major = _check_layout(names, x, w)
     n, k = w.shape
     m = x.numel() // k if k else 0
     _check_sizes(names, m, n, k)
     block_n = choose_tile(m, int(n), _OUTPUTS[out_dtype], sm_count(x.device))["block_n"] if m and n else BN
     return GemmKey(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch,
-                   block_n=block_n)
+                   block_n=block_n, b_major=b_major)
 
 
 #: bias dtypes the kernel adds in its epilogue (the fused bias, kernels/gemm/fused.py)

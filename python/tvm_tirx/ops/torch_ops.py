@@ -29,7 +29,7 @@ from typing import Optional
 
 import torch
 
-from .gemm_kernels import gemm_kernel
+from .gemm_kernels import b_operand, gemm_kernel
 from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
                            gemm_key)
 
@@ -37,9 +37,10 @@ __all__ = ["linear", "matmul", "UnsupportedInput", "FALLBACKS"]
 
 #: The values ``fallback`` takes: None (raise on an unsupported input) or ``"torch"``.
 FALLBACKS = (None, "torch")
-_LINEAR = Operands("tvm_tirx.ops.linear", "x", "weight", "contiguous (n, k): k innermost, as nn.Linear's weight is")
-_MATMUL = Operands("tvm_tirx.ops.matmul", "a", "b.t()", "contiguous (n, k), i.e. b (k, n) column-major, as "
-                   "weight.t() is; a row-major b needs b.t().contiguous().t() (a copy) or fallback='torch'")
+_LINEAR = Operands("tvm_tirx.ops.linear", "x", "weight", "contiguous (n, k) as nn.Linear's weight is, or the "
+                   "transpose of a contiguous (k, n)")
+_MATMUL = Operands("tvm_tirx.ops.matmul", "a", "b.t()", "contiguous (b column-major, as weight.t() is), or b "
+                   "itself contiguous (row-major)")
 
 
 def _accumulator(*dtypes) -> torch.dtype:
@@ -90,7 +91,7 @@ def _gemm(names: Operands, x, w, out_dtype, fallback, bias=None, residual=None):
                 out.add_(t.to(out_dtype))
         return out
     extra = ([] if bias is None else [bias]) + ([] if residual is None else [residual.view(-1, n)])
-    gemm_kernel(key)(x.view(-1, k), w, *extra, out.view(-1, n))
+    gemm_kernel(key)(x.view(-1, k), b_operand(key, w), *extra, out.view(-1, n))
     return out
 
 
@@ -261,9 +262,11 @@ def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None
         (H100 / H200); the leading dimensions are flattened into the GEMM's ``m`` rows,
         any number of them (one compiled kernel serves every ``m``).
     weight : torch.Tensor
-        ``(n, k)``, ``torch.bfloat16``, contiguous (k innermost, as ``nn.Linear.weight``),
-        on ``x``'s GPU.  ``k`` must be a multiple of 8 (rows of a multiple of 16 bytes);
-        both base pointers 16-byte aligned.
+        ``(n, k)``, ``torch.bfloat16``, on ``x``'s GPU: contiguous (k innermost, as
+        ``nn.Linear.weight``), or the transpose of a contiguous ``(k, n)`` tensor (the
+        kernel then reads it N-major, ``make_gemm(b_major="n")``; ``n`` a multiple of 8).
+        ``k`` must be a multiple of 8 (rows of a multiple of 16 bytes); both base
+        pointers 16-byte aligned.
     bias : torch.Tensor | None
         ``(n,)``, ``torch.bfloat16`` or ``torch.float32``, contiguous, on ``x``'s device:
         added by the kernel to the float32 accumulators before the one rounding to
@@ -344,9 +347,9 @@ def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None
 def matmul(a, b, *, out_dtype=None, fallback=None):
     """``a @ b``, like ``torch.matmul`` for a 2-d ``b``, on the tvm_tirx Hopper GEMM.
 
-    The kernel reads B as (n, k) row-major ("TN"), so ``b`` (k, n) must be
-    **column-major**: ``b.t()`` contiguous, as ``weight.t()`` is (no copy is made).  A
-    row-major ``b`` raises (without ``fallback="torch"``): the kernel has no such layout.
+    ``b`` may be row-major (contiguous: the "NN" GEMM, the kernel of
+    ``make_gemm(b_major="n")``) or column-major (``b.t()`` contiguous, as ``weight.t()``
+    is: the "TN" GEMM); no copy is made in either case.
 
     Parameters
     ----------
@@ -354,8 +357,9 @@ def matmul(a, b, *, out_dtype=None, fallback=None):
         ``(*, k)``, ``torch.bfloat16``, contiguous, on a compute capability 9.0 GPU; the
         leading dimensions are flattened into the GEMM's ``m`` rows.
     b : torch.Tensor
-        ``(k, n)``, ``torch.bfloat16``, column-major (strides ``(1, k)``), on ``a``'s GPU.
-        ``k`` a multiple of 8; both base pointers 16-byte aligned.
+        ``(k, n)``, ``torch.bfloat16``, row-major (strides ``(n, 1)``; ``n`` a multiple of
+        8) or column-major (strides ``(1, k)``), on ``a``'s GPU.  ``k`` a multiple of 8;
+        both base pointers 16-byte aligned.
     out_dtype : torch.dtype | None
         ``torch.bfloat16`` or ``torch.float32``; ``None`` for ``a.dtype``.  The products
         accumulate in float32.
@@ -372,7 +376,8 @@ def matmul(a, b, *, out_dtype=None, fallback=None):
     ------
     UnsupportedInput
         (a ``ValueError``; not with ``fallback="torch"``) the rules of :func:`linear`,
-        with ``b.t()`` in the place of ``weight``: a row-major ``b`` breaks "contiguous".
+        with ``b.t()`` in the place of ``weight``: a ``b`` that is neither row- nor
+        column-major (a strided view) breaks the layout rule.
     ValueError
         ``a`` 0-d, ``b`` not 2-d, ``a``'s last size not ``b``'s first; ``fallback`` not
         None or ``"torch"``.
