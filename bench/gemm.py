@@ -14,6 +14,7 @@ median of ``--runs`` runs after a warm-up, random inputs).
     python bench/gemm.py --sweep   # GPU: every variant at one size, fastest first
     python bench/gemm.py --sweep --run-time-m  # the same, kernels made for every m (the ops' kind)
     python bench/gemm.py --tiles   # GPU: every tile variant on every shape, the fastest per shape
+    python bench/gemm.py --layouts # GPU: A and B K- or MN-major (TN, NN, NT, TT) against torch.matmul
     python bench/gemm.py --cpu     # no GPU: compile and assemble, ptxas and SASS counts
     python bench/gemm.py --hang-cost  # GPU: the cost of options={"detect_hangs": True}
 """
@@ -285,6 +286,43 @@ def main_hang_cost(sizes, runs):
                  "max rel. err"], rows))
 
 
+#: ``--layouts``: (name, a_major, b_major); "TN" is A (m, k) @ B (n, k)^T, "NN" a row-major B (k, n)
+LAYOUTS = [("TN", "k", "k"), ("NN", "k", "n"), ("NT", "m", "k"), ("TT", "m", "n")]
+
+
+def _stored(a, b, a_major, b_major):
+    """The operands as the kernel of these majors takes them, and the same product's
+    (m, k) and (k, n) views for torch.matmul (no copy: cuBLAS picks its own layout)."""
+    a_s = a if a_major == "k" else a.t().contiguous()
+    b_s = b if b_major == "k" else b.t().contiguous()
+    return (a_s, b_s), (a_s if a_major == "k" else a_s.t(), b_s.t() if b_major == "k" else b_s)
+
+
+def main_layouts(sizes, runs):
+    """Each layout of :data:`LAYOUTS` at each size: ours against torch.matmul on the same
+    stored operands, checked against fp32 first."""
+    import torch
+
+    rows = []
+    for shape in sizes:
+        a, b = _inputs(shape)
+        ref = torch.matmul(a.float(), b.float().t())
+        for name, a_major, b_major in LAYOUTS:
+            config = dict(BEST["bfloat16"], **choose_tile(shape[0], shape[1]), a_major=a_major, b_major=b_major)
+            kernel = tvm_tirx.compile(make_gemm(*shape, **config), target="cuda")
+            (a_s, b_s), (a_v, b_v) = _stored(a, b, a_major, b_major)
+            c = torch.zeros(shape[0], shape[1], device="cuda", dtype=torch.bfloat16)
+            kernel(a_s, b_s, c)
+            err = _check(c, ref, "bfloat16")
+            ms = testing.do_bench(lambda: kernel(a_s, b_s, c), runs=runs).median
+            torch_ms = testing.do_bench(lambda: torch.matmul(a_v, b_v), runs=runs).median
+            rows.append(["x".join(map(str, shape)), name, f"{_tflops(shape, ms):.0f}", f"{_tflops(shape, torch_ms):.0f}",
+                         f"{torch_ms / ms:.3f}", f"{err:.1e}"])
+            print(rows[-1], flush=True)
+    print(f"GEMM layouts, bf16 in and out, median of {runs} runs; x = torch's time / ours")
+    print(table(["M x N x K", "layout", "TFLOP/s", "torch TFLOP/s", "x torch", "max rel. err"], rows))
+
+
 def main_cpu(sass):
     m, n, k = SIZES[0]
     for out_dtype, config in [*BEST.items(), ("bfloat16", FP8)]:
@@ -309,6 +347,7 @@ def main(argv=None) -> int:
     parser.add_argument("--fp32", action="store_true", help="float32 output rows as well as bfloat16")
     parser.add_argument("--hang-cost", action="store_true", help="the GEMM with and without detect_hangs")
     parser.add_argument("--tiles", action="store_true", help="every tile variant on every shape (the suite or --sizes)")
+    parser.add_argument("--layouts", action="store_true", help="TN, NN, NT and TT at --sizes (default: 4096^3, 8192^3)")
     args = parser.parse_args(argv)
     if args.cpu or not testing.has_cuda():
         main_cpu(args.sass)
@@ -317,6 +356,8 @@ def main(argv=None) -> int:
     elif args.hang_cost:
         sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SIZES[:2]
         main_hang_cost(sizes, args.runs)
+    elif args.layouts:
+        main_layouts([tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SIZES[:2], args.runs)
     elif args.sweep:
         main_sweep(tuple(args.sweep_size), args.runs, args.only, args.run_time_m)
     else:
