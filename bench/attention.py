@@ -4,8 +4,9 @@ The kernel is :func:`tvm_tirx.kernels.attention.make_attention` (Q, K, V and O i
 ``(batch, seq, heads, head_dim)``, bf16, a run-time sequence length).  The peers are
 ``torch.nn.functional.scaled_dot_product_attention`` with each backend forced
 (``torch.nn.attention.sdpa_kernel``: cuDNN, FlashAttention-2), given the ``(batch, heads,
-seq, head_dim)`` views of the same tensors (no copy).  Each of our results is checked
-against a float32 reference (max |O - ref| <= 2e-2, max |LSE - ref| <= 1e-3) before it
+seq, head_dim)`` views of the same tensors (no copy), and JAX's Mosaic GPU
+FlashAttention-3 on float16 copies when JAX is importable (:mod:`bench._mosaic_attention`).
+Each of our results is checked against a float32 reference (max |O - ref| <= 2e-2, max |LSE - ref| <= 1e-3) before it
 is timed (CUDA events, median of ``--runs`` runs after a warm-up, random inputs).
 
     python bench/attention.py          # GPU: the table of issue 27, each schedule of SCHEDULES
@@ -27,12 +28,15 @@ from tvm_tirx import testing  # noqa: E402
 from tvm_tirx.kernels.attention import make_attention  # noqa: E402
 from tvm_tirx.script import tirx as T  # noqa: E402
 
+from bench._mosaic_attention import mosaic_ms  # noqa: E402
 from bench._timing import table  # noqa: E402
 
 #: (batch, heads, seq_len, head_dim) x causal: the rows of issue 27's table
 ROWS = [(s, c) for s in ((4, 32, 4096, 128), (2, 16, 16384, 128), (4, 32, 4096, 64), (4, 16, 4096, 256),
                          (16, 32, 1024, 128)) for c in (False, True)]
 _KERNELS: dict = {}
+#: why Mosaic GPU has no number: reason -> the rows it applies to
+MOSAIC_REASONS: dict = {}
 
 
 #: the schedules timed per row (overlap needs a third stage: head_dim 64 and 128 only)
@@ -60,7 +64,8 @@ def kernel_for(heads, head_dim, causal, schedule="serial", arch=None, kv_heads=N
 
 
 def _reference_error(torch, q, k, v, o, lse, causal):
-    """Max |O - ref| and |LSE - ref| against float32, a few heads at a time."""
+    """Max |O - ref| and |LSE - ref| against float32, a few heads at a time (``lse`` None:
+    O only, the LSE error 0)."""
     scale, err_o, err_lse = 1 / math.sqrt(q.shape[-1]), 0.0, 0.0
     group = q.shape[2] // k.shape[2]
     k, v = (x.repeat_interleave(group, dim=2) for x in (k, v))  # query head h reads K/V head h // group
@@ -73,7 +78,8 @@ def _reference_error(torch, q, k, v, o, lse, causal):
             ref_lse = torch.logsumexp(s, dim=-1)
             ref_o = torch.softmax(s, dim=-1) @ vf
             err_o = max(err_o, (o[b, :, h0 : h0 + 4].float().transpose(0, 1) - ref_o).abs().max().item())
-            err_lse = max(err_lse, (lse[b, h0 : h0 + 4] - ref_lse).abs().max().item())
+            if lse is not None:
+                err_lse = max(err_lse, (lse[b, h0 : h0 + 4] - ref_lse).abs().max().item())
             del s, ref_o
     return err_o, err_lse
 
@@ -126,6 +132,10 @@ def row(torch, shape, causal, runs, kv_heads=None, schedules=tuple(SCHEDULES)):
     if not results:
         raise SystemExit(f"head_dim {d}: none of the schedules {schedules} takes it (a third stage does not fit)")
     peers = {name: _sdpa_ms(torch, q, k, v, causal, name, runs) for name in ("CUDNN_ATTENTION", "FLASH_ATTENTION")}
+    mosaic, why = mosaic_ms(torch, q, k, v, causal, runs, lambda o: _reference_error(torch, q, k, v, o, None, causal)[0])
+    peers["Mosaic GPU"] = mosaic
+    if mosaic is None:
+        MOSAIC_REASONS.setdefault(why, []).append(",".join(map(str, shape)) + (" causal" if causal else ""))
     best = min(r[0] for r in results)
     ours = [f"{_tflops(shape, causal, timed[name][0]):.0f}" if name in timed else "-" for name in schedules]
     cells = [",".join(map(str, shape)) + (f" kv{kv_heads}" if kv_heads else ""), "yes" if causal else "no", *ours]
@@ -167,7 +177,9 @@ def main(argv=None) -> int:
         print(rows[-1], flush=True)
     print(f"attention forward, bf16, median of {args.runs} runs (CUDA events); x = their time / our faster variant")
     print(table(["B,H,L,D", "causal", *(f"{name} TFLOP/s" for name in args.schedules), "cuDNN TFLOP/s", "x cuDNN",
-                 "FA2 TFLOP/s", "x FA2", "err O", "err LSE"], rows))
+                 "FA2 TFLOP/s", "x FA2", "Mosaic fp16 TFLOP/s", "x Mosaic", "err O", "err LSE"], rows))
+    for why, where in MOSAIC_REASONS.items():
+        print(f"Mosaic GPU: {why}: {'; '.join(where)}")
     return 0
 
 
