@@ -2,7 +2,8 @@
 a peer of ``bench/attention.py``, when JAX with a GPU backend is importable.
 
 It takes float16 only (the issue's table says so: its shared buffers are declared f16), so
-it runs on float16 copies of the same inputs, converted through DLPack; its output is
+it runs on float16 copies of the same inputs, converted through DLPack (Q scaled by
+``1 / sqrt(head_dim)``: the kernel applies no softmax scale of its own); its output is
 checked against the float32 reference of :func:`bench.attention._reference_error` before it
 is timed.  JAX runs on its own stream, so the time is wall-clock over ``runs`` calls
 dispatched back to back and finished by ``block_until_ready`` (after a warm-up), divided by
@@ -46,7 +47,9 @@ def mosaic_ms(torch, q, k, v, causal: bool, runs: int, error):
     block_q, block_kv, stages = CONFIGS.get(q.shape[-1], (64, 128, 2))
     try:
         config = mgpu.TuningConfig(block_q=block_q, block_kv=block_kv, max_concurrent_steps=stages, causal=causal)
-        args = [jax.dlpack.from_dlpack(t.half().contiguous()) for t in (q, k, v)]
+        # the kernel applies no softmax scale: Q is scaled by 1 / sqrt(head_dim) first (untimed)
+        scaled = (q.float() * q.shape[-1] ** -0.5).half()
+        args = [jax.dlpack.from_dlpack(t.half().contiguous()) for t in (scaled, k, v)]
         fn = jax.jit(lambda a, b, c: mgpu.attention(a, b, c, config))
         out = fn(*args).block_until_ready()
     except Exception as err:  # noqa: BLE001  (a shape or config it refuses: no number for this row)

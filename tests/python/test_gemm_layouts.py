@@ -20,22 +20,16 @@ from tvm_tirx import testing
 from tvm_tirx.kernels.gemm import make_gemm
 from tvm_tirx.script import tirx as T
 
+from test_kernels_gemm import _kernel as _built
+
 MAJORS = [("k", "k"), ("k", "n"), ("m", "k"), ("m", "n")]
 IDS = [f"A{a}-B{b}" for a, b in MAJORS]
 LOAD = "ptx_cp_async_bulk_tensor_g2s"
-_BUILT = {}
 
 
 def _kernel(m, n, k, **options):
-    """The kernel compiled for sm_90a and assembled, once per test session."""
-    if not testing.has_nvcc():
-        pytest.skip("compiles for sm_90a: needs nvcc on the PATH")
-    key = (str(m), n, str(k), tuple(sorted(options.items())))
-    if key not in _BUILT:
-        kernel = tvm_tirx.compile(make_gemm(m, n, k, **options), target="cuda", arch="sm_90a")
-        assert len(testing.assemble(kernel)) > 0
-        _BUILT[key] = kernel
-    return _BUILT[key]
+    """The kernel compiled for sm_90a and assembled, once per test session (test_kernels_gemm's cache)."""
+    return _built(f"layouts {m} {n} {k} {sorted(options.items())}", m, n, k, **options)
 
 
 def _params(func):

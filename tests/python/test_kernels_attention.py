@@ -48,8 +48,8 @@ def test_every_head_dim_compiles_and_assembles_with_its_instructions(head_dim, c
     t = "bf16"
     # Q K^T: one ss call per 64 columns of head_dim, 4 k16 steps each
     assert _calls(kernel, f"tvm_builtin_ptx_wgmma_{t}_ss_mma_async_sync_aligned_m64n{bn}k16_f32_{t}_{t}_1_1_0_0") == chunks * 4
-    # P V: one rs call per 64 columns of O, bn / 16 k16 steps each, V transposed (MN-major)
-    assert _calls(kernel, f"tvm_builtin_ptx_wgmma_{t}_rs_mma_async_sync_aligned_m64n64k16_f32_{t}_{t}_1_1_1") == chunks * bn // 16
+    # P V: one rs call of N = head_dim per k16 step (bn / 16), V transposed (MN-major)
+    assert _calls(kernel, f"tvm_builtin_ptx_wgmma_{t}_rs_mma_async_sync_aligned_m64n{head_dim}k16_f32_{t}_{t}_1_1_1") == bn // 16
     load = "tvm_builtin_ptx_cp_async_bulk_tensor_g2s_cluster_async_bulk_tensor_4d_shared__cluster_global_mbarrier__complete_tx__bytes"
     assert _calls(kernel, load) == 3 * chunks  # Q, K and V boxes of 64 columns
     # row maxima (masked and unmasked softmax) and the final row sums: 2 butterfly steps x 2 rows
@@ -60,7 +60,7 @@ def test_every_head_dim_compiles_and_assembles_with_its_instructions(head_dim, c
 
 def test_float16_uses_the_f16_forms():
     kernel = _kernel(128, False, dtype="float16")
-    assert _calls(kernel, "tvm_builtin_ptx_wgmma_f16_rs_mma_async_sync_aligned_m64n64k16_f32_f16_f16_1_1_1") == 16
+    assert _calls(kernel, "tvm_builtin_ptx_wgmma_f16_rs_mma_async_sync_aligned_m64n128k16_f32_f16_f16_1_1_1") == 8
 
 
 def test_the_pingpong_schedule_hands_turns_over_on_named_barriers():
@@ -76,9 +76,9 @@ def test_the_overlapped_schedule_issues_both_products_before_it_waits():
     kernel = _kernel(128, True, overlap=True, stages=3)
     body = kernel.cuda_source[kernel.cuda_source.index("__global__") :]
     qk = "tvm_builtin_ptx_wgmma_bf16_ss_mma_async_sync_aligned_m64n128k16_f32_bf16_bf16_1_1_0_0"
-    pv = "tvm_builtin_ptx_wgmma_bf16_rs_mma_async_sync_aligned_m64n64k16_f32_bf16_bf16_1_1_1"
+    pv = "tvm_builtin_ptx_wgmma_bf16_rs_mma_async_sync_aligned_m64n128k16_f32_bf16_bf16_1_1_1"
     # Q K^T for the first block and in the loop; P V in the loop and for the last block
-    assert _calls(kernel, qk) == 2 * 8 and _calls(kernel, pv) == 2 * 16
+    assert _calls(kernel, qk) == 2 * 8 and _calls(kernel, pv) == 2 * 8
     # in the loop: Q K_j^T, then P_{j-1} V_{j-1}, then wait_group 1 (the softmax of j runs under P V)
     loop = body[body.index("wait_group_sync_aligned_0();") :]
     first_qk, first_pv = loop.index(qk + "("), loop.index(pv + "(")

@@ -168,9 +168,11 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
 
     @property
     def mma_pv(self) -> str:
-        """``O (64, 64) += P V`` per 64 columns of O: A (P) in registers, V in shared memory."""
+        """``O (64, head_dim) += P V`` in one instruction per k16 step: A (P) in registers,
+        V in shared memory (its ``head_dim / 64`` column chunks read through one MN-major
+        descriptor, PTX ISA 9.7.15.5.1.2; N = head_dim <= 256)."""
         t = DTYPES[self.dtype]
-        return f"wgmma.mma_async.sync.aligned.m64n{CHUNK}k16.f32.{t}.{t}"
+        return f"wgmma.mma_async.sync.aligned.m64n{self.head_dim}k16.f32.{t}.{t}"
 
     @property
     def q_bytes(self) -> int:

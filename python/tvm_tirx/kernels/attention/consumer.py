@@ -21,6 +21,7 @@ from types import SimpleNamespace
 
 from tvm.script import tirx as T
 
+from ...tile.fragments import accumulator_layout
 from ..gemm.sync import release_stage, wait_phase
 from ..pairs import make_pack_pairs
 from .config import BM, CHUNK, WG_M, AttentionConfig, first_row
@@ -40,7 +41,7 @@ def _needs_mask(cfg: AttentionConfig, j, row0, seq_len):
 def _make_products(cfg: AttentionConfig):
     """``issue_qk(S, sq, sk, s, c)`` and ``issue_pv(O, P, sv, s, accumulate)``:
     ``wgmma.fence``, the calls of one product, ``commit_group``."""
-    bn, chunks = cfg.bn, cfg.chunks
+    bn, chunks, head_dim = cfg.bn, cfg.chunks, cfg.head_dim
 
     @T.macro
     def issue_qk(S, sq, sk, s, c):
@@ -53,10 +54,12 @@ def _make_products(cfg: AttentionConfig):
 
     @T.macro
     def issue_pv(O, P, sv, s, accumulate):
+        # O's (chunks, 64, 64) registers are those of one (64, head_dim) accumulator, and
+        # V's chunks one MN-major operand (the next chunk at bn * 128 bytes): one wgmma per k16
         T.ptx["wgmma.fence.sync.aligned"]()
-        for cc in T.unroll(chunks):
-            T.cuda.tile.apply(T.ptx[cfg.mma_pv], O.sub[cc], P, sv.sub[s, cc].view(bn // 16, 16, CHUNK).permute(0, 2, 1),
-                              scope="warpgroup", scale_d=accumulate)
+        T.cuda.tile.apply(T.ptx[cfg.mma_pv], O.view(WG_M, head_dim, layout=accumulator_layout(head_dim)), P,
+                          sv.sub[s].view(chunks, bn // 16, 16, CHUNK).permute(1, 0, 3, 2).view(bn // 16, head_dim, 16),
+                          scope="warpgroup", scale_d=accumulate)
         T.ptx["wgmma.commit_group.sync.aligned"]()
 
     return issue_qk, issue_pv
