@@ -4,7 +4,8 @@ Per block ``j`` a consumer computes ``S = Q K_j^T`` (``wgmma`` from shared memor
 call per 64 columns of head_dim), the online softmax (:mod:`.softmax`), packs ``P_j`` to
 bf16/f16 pairs straight into the rs form's A registers (a score accumulator's words are
 the A fragment of the same columns, PTX ISA 9.7.15.5.1.1), rescales ``O`` and adds
-``P_j V_j`` (one rs ``wgmma`` per 64 columns of O; V is the MN-major B).
+``P_j V_j`` (one rs ``wgmma`` of N = head_dim per k16 step; V is the MN-major B, its
+64-column chunks one descriptor apart).
 
 * serial (``overlap=False``): the block's two products one after the other, each
   waited for (``wait_group 0``); the stage is released after ``P_j V_j``;
