@@ -410,8 +410,15 @@ def test_each_rule_names_its_argument(as_if_on_an_h200, inputs, out_dtype, messa
 
 def test_layout_and_alignment_rules(as_if_on_an_h200):
     x, w = _inputs(6, k=64)
-    with pytest.raises(UnsupportedInput, match=r"x must be contiguous .* strides \(1, 6\)"):
+    # a column-major x (m, k) is read M-major, (k, m): its rows, m * 2 bytes, must be a multiple of 16
+    with pytest.raises(UnsupportedInput, match=r"m = 6: x is the transpose of a contiguous \(k, m\) tensor whose "
+                                               r"rows take m \* 2 = 12 bytes.*pass x contiguous \(m, k\) instead"):
         torch_checks.gemm_key(LINEAR, x.t().contiguous().t(), w, BF16)
+    x8 = _inputs(8, k=64)[0]
+    assert torch_checks.gemm_key(LINEAR, x8.t().contiguous().t(), w, BF16).a_major == "m"
+    with pytest.raises(UnsupportedInput, match=r"x must be contiguous .* or, 2-d, the transpose of a contiguous "
+                                               r"\(k, m\) tensor, got shape \(8, 32\) and strides \(128, 4\)"):
+        torch_checks.gemm_key(LINEAR, torch.zeros(8, 128, dtype=BF16)[:, ::4], w[:, :32], BF16)
     assert torch_checks.gemm_key(LINEAR, x, w, BF16).b_major == "k"
     assert torch_checks.gemm_key(LINEAR, x, w.t().contiguous().t(), BF16).b_major == "n"  # read (k, n)
     strided = torch.zeros(w.shape[0], 2 * w.shape[1], dtype=BF16)[:, ::2]  # neither layout
@@ -474,7 +481,8 @@ class _StandIn:
         assert len(bias) == (self.key.bias is not None)  # the bias kernel, and only it, takes Bias
         self.calls.append((tuple(a.shape), tuple(b.shape), tuple(c.shape), c.dtype))
         w = b if self.key.b_major == "k" else b.t()  # b_major="n": B stored (k, n)
-        c.copy_(a.float() @ w.float().t() + sum(v.float() for v in bias))
+        x = a if self.key.a_major == "k" else a.t()  # a_major="m": A stored (k, m)
+        c.copy_(x.float() @ w.float().t() + sum(v.float() for v in bias))
 
 
 @pytest.fixture
@@ -526,6 +534,16 @@ def test_a_row_major_b_takes_the_n_major_kernel_without_a_copy(stand_in_compiler
     assert [key.b_major for key in stand_in_compiler] == ["n", "k"]
     kernel = gemm_kernels.cached_kernels()[stand_in_compiler[0]]
     assert [call[1] for call in kernel.calls] == [(64, 40), (64, 40)]  # B passed as the (k, n) storage
+
+
+def test_a_column_major_a_takes_the_m_major_kernel_without_a_copy(stand_in_compiler):
+    x, w = _inputs(8, n=40, k=64)
+    a = x.t().contiguous().t()  # (m, k) column-major, as x.t() of a (k, m) activation is
+    torch.testing.assert_close(ops.matmul(a, w.t(), out_dtype=F32), _ref(x, w))
+    torch.testing.assert_close(ops.matmul(a, w.t().contiguous(), out_dtype=F32), _ref(x, w))  # both transposed
+    assert [(key.a_major, key.b_major) for key in stand_in_compiler] == [("m", "k"), ("m", "n")]
+    kernel = gemm_kernels.cached_kernels()[stand_in_compiler[0]]
+    assert kernel.calls[0][0] == (64, 8)  # A passed as the (k, m) storage
 
 
 def test_leading_dims_flatten_into_m_and_empty_sizes_launch_nothing(stand_in_compiler):

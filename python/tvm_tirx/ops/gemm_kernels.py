@@ -26,7 +26,7 @@ from ..kernels.gemm import BN, make_gemm
 from ..kernels.gemm.tiles import deepest_ring
 from .kernel_table import KernelTable
 
-__all__ = ["CONFIG", "GemmKey", "gemm_prim_func", "gemm_kernel", "b_operand", "cached_kernels", "clear_kernels"]
+__all__ = ["CONFIG", "GemmKey", "gemm_prim_func", "gemm_kernel", "a_operand", "b_operand", "cached_kernels", "clear_kernels"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,9 @@ class GemmKey:
         (gate and up interleaved by eight).
     residual : bool
         ``make_gemm``'s ``residual``: C's ``(m, n)`` residual added last.
+    a_major : str
+        ``make_gemm``'s ``a_major``: ``"k"`` (A stored ``(m, k)``) or ``"m"`` (stored
+        ``(k, m)``; :func:`a_operand` gives what to pass).
     b_major : str
         ``make_gemm``'s ``b_major``: ``"k"`` (B stored ``(n, k)``) or ``"n"`` (stored
         ``(k, n)``; :func:`b_operand` gives what to pass).
@@ -72,6 +75,7 @@ class GemmKey:
     activation: Optional[str] = None
     gated: bool = False
     residual: bool = False
+    a_major: str = "k"
     b_major: str = "k"
 
 
@@ -97,6 +101,7 @@ def _prim_func(n: int, k: int, in_dtype: str, out_dtype: str, options: tuple) ->
     name += f"_{activation}" if activation else ""
     name += "_glu" if dict(options).get("gated") else ""
     name += "_residual" if dict(options).get("residual") else ""
+    name += "_a_km" if dict(options).get("a_major", "k") != "k" else ""
     name += "_b_kn" if dict(options).get("b_major", "k") != "k" else ""
     func = make_gemm(tvm.tirx.Var("m", "int32"), n, k, out_dtype=out_dtype, in_dtype=in_dtype, **dict(options))
     return func.with_attr("global_symbol", name)
@@ -113,8 +118,9 @@ def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = 
     its ``global_symbol`` is ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``, ``f32``),
     with ``_bn{block_n}`` after it for a ``block_n`` other than 256,
     ``_bias_{bf16|f32}`` for a fused bias, ``_{activation}`` for a fused activation and
-    ``_glu`` for a gated GEMM, ``_residual`` for an added residual and ``_b_kn`` for a B
-    stored ``(k, n)`` (``b_major="n"``).
+    ``_glu`` for a gated GEMM, ``_residual`` for an added residual, ``_a_km`` for an A
+    stored ``(k, m)`` (``a_major="m"``) and ``_b_kn`` for a B stored ``(k, n)``
+    (``b_major="n"``).
     Made once per arguments (cached): ``A (m, k)``, ``B (n, k)`` of ``in_dtype``,
     ``C (m, n)`` of ``out_dtype``, row-major, 16-byte aligned; ``C = A @ B^T`` with fp32
     accumulation.
@@ -148,10 +154,18 @@ def _compile(key: GemmKey):
     if key.block_n != BN or key.gated:
         options.update(block_n=key.block_n, stages=deepest_ring(key.block_n, key.out_dtype, key.gated))
     fused = dict(bias=key.bias, activation=key.activation, gated=key.gated, residual=key.residual,
+                 a_major=key.a_major if key.a_major != "k" else None,
                  b_major=key.b_major if key.b_major != "k" else None)
     options.update({name: value for name, value in fused.items() if value})
     return _tirx_compile(gemm_prim_func(key.n, key.k, key.in_dtype, key.out_dtype, **options), target="cuda",
                          arch=key.arch)
+
+
+def a_operand(key: GemmKey, x):
+    """A as the kernel of ``key`` takes it: ``x`` (any leading dimensions) as ``(m, k)``,
+    or for ``a_major="m"`` (a 2-d ``x``) its transpose ``x.t()``, the contiguous
+    ``(k, m)`` storage (no copy)."""
+    return x.view(-1, x.shape[-1]) if key.a_major == "k" else x.t()
 
 
 def b_operand(key: GemmKey, w):

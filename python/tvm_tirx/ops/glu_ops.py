@@ -22,7 +22,7 @@ import torch
 
 from ..kernels.gemm import choose_tile
 from ..kernels.gemm.config import GLU_ROWS
-from .gemm_kernels import b_operand, gemm_kernel
+from .gemm_kernels import a_operand, b_operand, gemm_kernel
 from .torch_checks import Operands, UnsupportedInput, check_dtypes, check_shapes, gemm_key, sm_count
 from .torch_ops import _accumulator, _check_fallback
 
@@ -122,7 +122,7 @@ def _glu_op(x: torch.Tensor, weight: torch.Tensor, activation: str, out_dtype: O
         return out.zero_()
     block_n = choose_tile(m, n, key.out_dtype, sm_count(x.device), gated=True)["block_n"]
     key = dataclasses.replace(key, n=n, block_n=block_n, activation=activation, gated=True)
-    gemm_kernel(key)(x.view(-1, k), b_operand(key, weight), out.view(-1, n))
+    gemm_kernel(key)(a_operand(key, x), b_operand(key, weight), out.view(-1, n))
     return out
 
 
@@ -162,6 +162,7 @@ def glu_linear(x, weight, activation="silu", *, out_dtype=None, fallback=None):
     x : torch.Tensor
         ``(*, k)``, ``torch.bfloat16``, contiguous, on a compute capability 9.0 GPU; the
         leading dimensions are the GEMM's rows (any number: one kernel per weight shape).
+        A 2-d ``x`` may also be column-major (read M-major; ``m`` a multiple of 8).
     weight : torch.Tensor
         ``(2 n, k)`` from :func:`gate_up_weight` (gate and up rows interleaved by eight),
         ``torch.bfloat16``, contiguous, on ``x``'s GPU; ``k`` a multiple of 8.

@@ -125,40 +125,54 @@ def _check_dtypes(names: Operands, x, w, out_dtype) -> None:
         raise UnsupportedInput(f"{names.op}: out_dtype must be torch.bfloat16 or torch.float32, got {out_dtype}")
 
 
-def _b_major(names: Operands, w) -> str:
-    """``"k"`` for a contiguous ``w`` (n, k), ``"n"`` when ``w.t()`` (k, n) is contiguous."""
-    if w.is_contiguous():
+def _major(t, inner: str) -> str | None:
+    """``"k"`` for a contiguous ``t``, ``inner`` for a 2-d ``t`` whose transpose is
+    contiguous (stored with its other axis innermost), else None."""
+    if t.is_contiguous():
         return "k"
-    if w.t().is_contiguous():
-        return "n"
-    raise UnsupportedInput(f"{names.op}: {names.w} must be {names.w_layout}, got shape {tuple(w.shape)} "
-                           f"and strides {w.stride()}")
+    return inner if t.dim() == 2 and t.t().is_contiguous() else None
 
 
-def _check_layout(names: Operands, x, w) -> str:
-    """The rules of the operands' layouts; returns B's major (:func:`_b_major`)."""
-    n, k = w.shape
-    if not x.is_contiguous():
+def _majors(names: Operands, x, w) -> tuple:
+    """``(a_major, b_major)`` of ``x`` and ``w`` (:func:`_major`), or the layout rule's error."""
+    a_major, b_major = _major(x, "m"), _major(w, "n")
+    if a_major is None:
         raise UnsupportedInput(f"{names.op}: {names.x} must be contiguous (rows of k elements back to back, "
-                               f"k innermost), got shape {tuple(x.shape)} and strides {x.stride()}; "
-                               f"pass {names.x}.contiguous()")
-    b_major = _b_major(names, w)
-    size = x.element_size()
-    if k * size % _ALIGN:
-        rows = f"rows of {names.x} and {names.w}" if b_major == "k" else f"rows of {names.x}"
-        raise UnsupportedInput(f"{names.op}: k = {k}: {rows} take k * {size} = {k * size} bytes, and the "
-                               f"kernel's TMA loads need a multiple of {_ALIGN} bytes (k a multiple of "
-                               f"{_ALIGN // size}); pad k with zeros")
-    if b_major == "n" and n * size % _ALIGN:
-        raise UnsupportedInput(f"{names.op}: n = {n}: {names.w} is the transpose of a contiguous (k, n) tensor "
-                               f"whose rows take n * {size} = {n * size} bytes, and the kernel's TMA loads need a "
-                               f"multiple of {_ALIGN} bytes (n a multiple of {_ALIGN // size}); pass "
-                               f"{names.w} contiguous (n, k) instead")
+                               f"k innermost) or, 2-d, the transpose of a contiguous (k, m) tensor, got shape "
+                               f"{tuple(x.shape)} and strides {x.stride()}; pass {names.x}.contiguous()")
+    if b_major is None:
+        raise UnsupportedInput(f"{names.op}: {names.w} must be {names.w_layout}, got shape {tuple(w.shape)} "
+                               f"and strides {w.stride()}")
+    return a_major, b_major
+
+
+def _check_rows(names: Operands, x, w, a_major: str, b_major: str) -> None:
+    """Each operand's innermost extent (its row) takes a multiple of 16 bytes (the TMA's rule)."""
+    (n, k), size = w.shape, x.element_size()
+    k_major = [name for name, major in ((names.x, a_major), (names.w, b_major)) if major == "k"]
+    if k_major and k * size % _ALIGN:
+        raise UnsupportedInput(f"{names.op}: k = {k}: rows of {' and '.join(k_major)} take k * {size} = "
+                               f"{k * size} bytes, and the kernel's TMA loads need a multiple of {_ALIGN} bytes "
+                               f"(k a multiple of {_ALIGN // size}); pad k with zeros")
+    m = x.shape[0]
+    for name, major, extent, fix in ((names.x, a_major, m, "contiguous (m, k)"), (names.w, b_major, n,
+                                                                                   "contiguous (n, k)")):
+        if major != "k" and extent * size % _ALIGN:
+            raise UnsupportedInput(f"{names.op}: {major} = {extent}: {name} is the transpose of a contiguous "
+                                   f"({'k, ' + major}) tensor whose rows take {major} * {size} = {extent * size} "
+                                   f"bytes, and the kernel's TMA loads need a multiple of {_ALIGN} bytes ({major} "
+                                   f"a multiple of {_ALIGN // size}); pass {name} {fix} instead")
+
+
+def _check_layout(names: Operands, x, w) -> tuple:
+    """The rules of the operands' layouts; returns ``(a_major, b_major)`` (:func:`_majors`)."""
+    a_major, b_major = _majors(names, x, w)
+    _check_rows(names, x, w, a_major, b_major)
     for name, t in ((names.x, x), (names.w, w)):
         if t.data_ptr() % _ALIGN:
             raise UnsupportedInput(f"{names.op}: {name} must start at a {_ALIGN}-byte aligned address, got "
                                    f"{t.data_ptr():#x} (a view at storage offset {t.storage_offset()})")
-    return b_major
+    return a_major, b_major
 
 
 def _check_sizes(names: Operands, m: int, n: int, k: int) -> None:
@@ -173,10 +187,12 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
 
     The rules, in the order checked: both operands CUDA tensors on one device of compute
     capability 9.0; both ``torch.bfloat16``; ``out_dtype`` ``torch.bfloat16`` or
-    ``torch.float32``; ``x`` contiguous, ``w`` contiguous (the key's ``b_major`` ``"k"``)
-    or its transpose contiguous (``"n"``: the kernel reads ``w.t()``, stored ``(k, n)``);
-    ``k * 2`` bytes a multiple of 16 (the TMA's row stride rule: ``k`` a multiple of 8),
-    and ``n * 2`` too for ``b_major="n"``; both base pointers 16-byte aligned; at most
+    ``torch.float32``; ``x`` contiguous (the key's ``a_major`` ``"k"``) or, 2-d, its
+    transpose contiguous (``"m"``: the kernel reads ``x.t()``, stored ``(k, m)``); ``w``
+    contiguous (``b_major`` ``"k"``) or its transpose contiguous (``"n"``: the kernel reads
+    ``w.t()``, stored ``(k, n)``); each operand's rows a multiple of 16 bytes (the TMA's
+    row stride rule: ``k * 2`` for a K-major operand, ``m * 2`` or ``n * 2`` for the
+    others); both base pointers 16-byte aligned; at most
     :data:`INT32_ELEMENTS` (``2**31 - 129``) elements in each tensor (int32 offsets).
     The key's ``block_n`` is :func:`~tvm_tirx.kernels.gemm.choose_tile`'s for ``m`` (the
     rows of ``x``), ``n`` and the device's SM count.
@@ -189,13 +205,13 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
     _check_device(names, x, w)
     arch = device_target(names.op, x.device)
     _check_dtypes(names, x, w, out_dtype)
-    b_major = _check_layout(names, x, w)
+    a_major, b_major = _check_layout(names, x, w)
     n, k = w.shape
     m = x.numel() // k if k else 0
     _check_sizes(names, m, n, k)
     block_n = choose_tile(m, int(n), _OUTPUTS[out_dtype], sm_count(x.device))["block_n"] if m and n else BN
     return GemmKey(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch,
-                   block_n=block_n, b_major=b_major)
+                   block_n=block_n, a_major=a_major, b_major=b_major)
 
 
 #: bias dtypes the kernel adds in its epilogue (the fused bias, kernels/gemm/fused.py)

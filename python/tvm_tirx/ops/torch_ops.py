@@ -29,7 +29,7 @@ from typing import Optional
 
 import torch
 
-from .gemm_kernels import b_operand, gemm_kernel
+from .gemm_kernels import a_operand, b_operand, gemm_kernel
 from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
                            gemm_key)
 
@@ -91,7 +91,7 @@ def _gemm(names: Operands, x, w, out_dtype, fallback, bias=None, residual=None):
                 out.add_(t.to(out_dtype))
         return out
     extra = ([] if bias is None else [bias]) + ([] if residual is None else [residual.view(-1, n)])
-    gemm_kernel(key)(x.view(-1, k), b_operand(key, w), *extra, out.view(-1, n))
+    gemm_kernel(key)(a_operand(key, x), b_operand(key, w), *extra, out.view(-1, n))
     return out
 
 
@@ -260,7 +260,9 @@ def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None
     x : torch.Tensor
         ``(*, k)``, ``torch.bfloat16``, contiguous, on a compute capability 9.0 GPU
         (H100 / H200); the leading dimensions are flattened into the GEMM's ``m`` rows,
-        any number of them (one compiled kernel serves every ``m``).
+        any number of them (one compiled kernel serves every ``m``).  A 2-d ``x`` may
+        also be column-major (``x.t()`` contiguous: the kernel reads it M-major,
+        ``make_gemm(a_major="m")``; ``m`` a multiple of 8).
     weight : torch.Tensor
         ``(n, k)``, ``torch.bfloat16``, on ``x``'s GPU: contiguous (k innermost, as
         ``nn.Linear.weight``), or the transpose of a contiguous ``(k, n)`` tensor (the
@@ -355,7 +357,8 @@ def matmul(a, b, *, out_dtype=None, fallback=None):
     ----------
     a : torch.Tensor
         ``(*, k)``, ``torch.bfloat16``, contiguous, on a compute capability 9.0 GPU; the
-        leading dimensions are flattened into the GEMM's ``m`` rows.
+        leading dimensions are flattened into the GEMM's ``m`` rows.  A 2-d ``a`` may also
+        be column-major (``a.t()`` contiguous, read M-major; ``m`` a multiple of 8).
     b : torch.Tensor
         ``(k, n)``, ``torch.bfloat16``, row-major (strides ``(n, 1)``; ``n`` a multiple of
         8) or column-major (strides ``(1, k)``), on ``a``'s GPU.  ``k`` a multiple of 8;
