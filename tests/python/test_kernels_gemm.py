@@ -247,6 +247,15 @@ def test_a_single_row_of_a_or_b_is_a_legal_tma_tensor(m, n):
     assert lowered.count("T.tensormap_encode_tiled(") >= 2
 
 
+@pytest.mark.parametrize("n, out_dtype", [(24, "float32"), (1001, "bfloat16")], ids=["fp32", "bf16-odd-n"])
+def test_the_guarded_store_keeps_the_output_named_c(n, out_dtype):
+    # a name bound to C itself inside the kernel once renamed the parameter to it: the
+    # call-time argument errors said 'dst'
+    func = make_gemm(T.dynamic("m"), n, 64, out_dtype=out_dtype, stages=4 if out_dtype == "float32" else 3)
+    assert [p.name for p in func.params] == ["A", "B", "C"]
+    assert re.search(r"\bC: T\.Buffer", func.script())
+
+
 def test_exact_shapes_keep_the_unguarded_epilogue():
     kernel = _kernel("exact-fp32", 1024, 1024, 1024, **FP32)
     assert _body(kernel).count(STORE_V2 + "(") == 64 and "row_ptr" not in _body(kernel)

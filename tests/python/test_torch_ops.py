@@ -412,7 +412,7 @@ def test_layout_and_alignment_rules(as_if_on_an_h200):
     x, w = _inputs(6, k=64)
     # a column-major x (m, k) is read M-major, (k, m): its rows, m * 2 bytes, must be a multiple of 16
     with pytest.raises(UnsupportedInput, match=r"m = 6: x is the transpose of a contiguous \(k, m\) tensor whose "
-                                               r"rows take m \* 2 = 12 bytes.*pass x contiguous \(m, k\) instead"):
+                                               r"rows take m \* 2 = 12 bytes.*pass x.contiguous\(\) instead"):
         torch_checks.gemm_key(LINEAR, x.t().contiguous().t(), w, BF16)
     x8 = _inputs(8, k=64)[0]
     assert torch_checks.gemm_key(LINEAR, x8.t().contiguous().t(), w, BF16).a_major == "m"
@@ -433,11 +433,13 @@ def test_a_b_in_neither_layout_names_b(as_if_on_an_h200):
     x, w = _inputs(6, k=64)
     strided = torch.zeros(64, 48, dtype=BF16)[:, ::2]  # (k, n) with strides (48, 2)
     with pytest.raises(UnsupportedInput, match=r"matmul: b.t\(\) must be contiguous \(b column-major, as "
-                                               r"weight.t\(\) is\), or b itself contiguous \(row-major\)"):
+                                               r"weight.t\(\) is\), or b itself contiguous \(row-major\), "
+                                               r"got b.t\(\) of shape \(24, 64\) and strides \(2, 48\)"):
         ops.matmul(x, strided)
     # a row-major b (k, n) is read N-major: its rows, n * 2 bytes, must be a multiple of 16
     with pytest.raises(UnsupportedInput, match=r"n = 12: b.t\(\) is the transpose of a contiguous \(k, n\) "
-                                               r"tensor whose rows take n \* 2 = 24 bytes"):
+                                               r"tensor whose rows take n \* 2 = 24 bytes"
+                                               r".*pass b.t\(\).contiguous\(\).t\(\) instead"):
         ops.matmul(x, torch.zeros(64, 12, dtype=BF16))
 
 

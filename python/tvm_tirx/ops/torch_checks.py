@@ -40,13 +40,15 @@ class Operands(NamedTuple):
 
     ``x`` is A (``(*, k)``); ``w`` is the (n, k) row-major B the kernel reads, as the user
     passed it: ``"weight"`` for ``linear``, ``"b.t()"`` for ``matmul``, whose ``b`` is
-    (k, n); ``w_layout`` says how that operand must be laid out.
+    (k, n); ``w_layout`` says how that operand must be laid out; ``w_copy`` is the
+    expression, in the user's terms, of a K-major copy of it (default ``"{w}.contiguous()"``).
     """
 
     op: str
     x: str
     w: str
     w_layout: str
+    w_copy: str = ""
 
 
 def check_shapes(names: Operands, x, w) -> None:
@@ -141,8 +143,8 @@ def _majors(names: Operands, x, w) -> tuple:
                                f"k innermost) or, 2-d, the transpose of a contiguous (k, m) tensor, got shape "
                                f"{tuple(x.shape)} and strides {x.stride()}; pass {names.x}.contiguous()")
     if b_major is None:
-        raise UnsupportedInput(f"{names.op}: {names.w} must be {names.w_layout}, got shape {tuple(w.shape)} "
-                               f"and strides {w.stride()}")
+        raise UnsupportedInput(f"{names.op}: {names.w} must be {names.w_layout}, got {names.w} of shape "
+                               f"{tuple(w.shape)} and strides {w.stride()}")
     return a_major, b_major
 
 
@@ -154,14 +156,14 @@ def _check_rows(names: Operands, x, w, a_major: str, b_major: str) -> None:
         raise UnsupportedInput(f"{names.op}: k = {k}: rows of {' and '.join(k_major)} take k * {size} = "
                                f"{k * size} bytes, and the kernel's TMA loads need a multiple of {_ALIGN} bytes "
                                f"(k a multiple of {_ALIGN // size}); pad k with zeros")
-    m = x.shape[0]
-    for name, major, extent, fix in ((names.x, a_major, m, "contiguous (m, k)"), (names.w, b_major, n,
-                                                                                   "contiguous (n, k)")):
+    copies = ((names.x, a_major, x.shape[0], f"{names.x}.contiguous()"),
+              (names.w, b_major, n, names.w_copy or f"{names.w}.contiguous()"))
+    for name, major, extent, copy in copies:
         if major != "k" and extent * size % _ALIGN:
             raise UnsupportedInput(f"{names.op}: {major} = {extent}: {name} is the transpose of a contiguous "
                                    f"({'k, ' + major}) tensor whose rows take {major} * {size} = {extent * size} "
                                    f"bytes, and the kernel's TMA loads need a multiple of {_ALIGN} bytes ({major} "
-                                   f"a multiple of {_ALIGN // size}); pass {name} {fix} instead")
+                                   f"a multiple of {_ALIGN // size}); pass {copy} instead (k innermost, a copy)")
 
 
 def _check_layout(names: Operands, x, w) -> tuple:

@@ -40,7 +40,7 @@ FALLBACKS = (None, "torch")
 _LINEAR = Operands("tvm_tirx.ops.linear", "x", "weight", "contiguous (n, k) as nn.Linear's weight is, or the "
                    "transpose of a contiguous (k, n)")
 _MATMUL = Operands("tvm_tirx.ops.matmul", "a", "b.t()", "contiguous (b column-major, as weight.t() is), or b "
-                   "itself contiguous (row-major)")
+                   "itself contiguous (row-major)", "b.t().contiguous().t()")
 
 
 def _accumulator(*dtypes) -> torch.dtype:
@@ -267,8 +267,9 @@ def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None
         ``(n, k)``, ``torch.bfloat16``, on ``x``'s GPU: contiguous (k innermost, as
         ``nn.Linear.weight``), or the transpose of a contiguous ``(k, n)`` tensor (the
         kernel then reads it N-major, ``make_gemm(b_major="n")``; ``n`` a multiple of 8).
-        ``k`` must be a multiple of 8 (rows of a multiple of 16 bytes); both base
-        pointers 16-byte aligned.
+        Each operand's rows, as stored, take a multiple of 16 bytes (``k`` a multiple of
+        8 for an operand stored with k innermost; none when both are stored transposed);
+        both base pointers 16-byte aligned.
     bias : torch.Tensor | None
         ``(n,)``, ``torch.bfloat16`` or ``torch.float32``, contiguous, on ``x``'s device:
         added by the kernel to the float32 accumulators before the one rounding to
@@ -303,8 +304,9 @@ def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None
     UnsupportedInput
         (a ``ValueError``; not with ``fallback="torch"``) ``x`` or ``weight`` not a CUDA
         tensor, not on one device, the GPU not compute capability 9.0, a dtype other than
-        bfloat16, ``out_dtype`` not bfloat16 or float32, an operand not contiguous, ``k``
-        not a multiple of 8, a base pointer not 16-byte aligned, a tensor of more than
+        bfloat16, ``out_dtype`` not bfloat16 or float32, an operand neither contiguous nor
+        the transpose of a contiguous tensor, rows (as stored) not a multiple of 16 bytes,
+        a base pointer not 16-byte aligned, a tensor of more than
         ``2**31 - 129`` elements (:data:`~tvm_tirx.ops.torch_checks.INT32_ELEMENTS`).  The
         message names the argument and the rule.
     ValueError
@@ -361,8 +363,9 @@ def matmul(a, b, *, out_dtype=None, fallback=None):
         be column-major (``a.t()`` contiguous, read M-major; ``m`` a multiple of 8).
     b : torch.Tensor
         ``(k, n)``, ``torch.bfloat16``, row-major (strides ``(n, 1)``; ``n`` a multiple of
-        8) or column-major (strides ``(1, k)``), on ``a``'s GPU.  ``k`` a multiple of 8;
-        both base pointers 16-byte aligned.
+        8) or column-major (strides ``(1, k)``), on ``a``'s GPU.  ``k`` a multiple of 8
+        unless both ``a`` and ``b`` are stored with k outermost; both base pointers
+        16-byte aligned.
     out_dtype : torch.dtype | None
         ``torch.bfloat16`` or ``torch.float32``; ``None`` for ``a.dtype``.  The products
         accumulate in float32.

@@ -87,14 +87,16 @@ def make_store_guarded(cfg: GemmConfig):
             out = _as(words.local(), plan.view_dtype).view(bn_cols // 8, 2, per, atom)  # bf16 4 j + 2 h + e
         else:
             out = acc.local().view(bn_cols // 8, 2, per, atom)
-        dst = _as(C, plan.view_dtype)
         for j in T.unroll(bn_cols // 8):
             for h in T.unroll(2):
                 for e in T.unroll(per):
                     row = bm * BM + c * WG_M + tid % 128 // 32 * 16 + h * 8 + tid % 32 // 4
                     col = bn * (bn_cols // cols) + j * (8 // cols) + tid % 4 * (2 // cols) + e * atom
                     if guard(row, col, m, atom, columns):  # the offset in int64: m * n may pass 2**31
-                        T.cuda.tile.apply(T.ptx[plan.store], dst.sub[T.Cast("int64", row), col : col + atom],
+                        # C seen as plan.view_dtype, written in place: a name bound to C
+                        # itself would rename the kernel's parameter C
+                        T.cuda.tile.apply(T.ptx[plan.store],
+                                          _as(C, plan.view_dtype).sub[T.Cast("int64", row), col : col + atom],
                                           out.sub[j, h, e, :])
 
     return store_guarded
