@@ -5,8 +5,9 @@ kernel is :func:`tvm_tirx.kernels.gemm.make_gemm`: TMA loads into a multi-stage 
 one producer and two consumer warpgroups issuing ``wgmma.m64n{64,128,256}k16`` (the tile
 width per shape from :func:`~tvm_tirx.kernels.gemm.choose_tile`), a persistent grid
 in grouped tile order, optional 2-CTA clusters with B multicast, a TMA-store epilogue for
-bf16.  Each result is checked against an fp32 reference (bf16 out: max error relative to
-the largest reference value <= 1e-2; fp32 out: <= 1e-4) before it is timed (CUDA events,
+bf16.  Each result, written into a NaN-filled C (an element left unwritten fails), is
+checked against an fp32 reference (bf16 out: max error relative to the largest reference
+value <= 1e-2; fp32 out: <= 1e-4) before it is timed (CUDA events,
 median of ``--runs`` runs after a warm-up, random inputs).
 
     python bench/gemm.py           # GPU: the suite (bf16), torch, Triton, geomean and min
@@ -125,7 +126,7 @@ def _run_one(shape, config, a, b, runs, options=None, run_time_m=False):
     out_dtype = config.get("out_dtype", "bfloat16")
     kernel = tvm_tirx.compile(make_gemm(T.dynamic("m") if run_time_m else m, n, k, **config), target="cuda",
                               options=options)
-    c = torch.zeros(m, n, device="cuda", dtype=getattr(torch, out_dtype))
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))  # unwritten: NaN
     args = (a, b, c)
     kernel(*args)
     err = _check(c, torch.matmul(a.float(), b.float().t()), out_dtype)
@@ -179,7 +180,7 @@ def fp8_row(shape, runs):
     scales = torch.tensor([0.5, 0.25], device="cuda", dtype=torch.float32)
     sa, sb = scales[0].clone(), scales[1].clone()  # cuBLAS wants each scale on its own allocation
     kernel = tvm_tirx.compile(make_gemm(m, n, k, **FP8), target="cuda")
-    c = torch.zeros(m, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     args = (a8, b8, c, scales)
     kernel(*args)
     ref = (a8.float() @ b8.float().t()) * 0.125
@@ -311,7 +312,7 @@ def main_layouts(sizes, runs):
             config = dict(BEST["bfloat16"], **choose_tile(shape[0], shape[1]), a_major=a_major, b_major=b_major)
             kernel = tvm_tirx.compile(make_gemm(*shape, **config), target="cuda")
             (a_s, b_s), (a_v, b_v) = _stored(a, b, a_major, b_major)
-            c = torch.zeros(shape[0], shape[1], device="cuda", dtype=torch.bfloat16)
+            c = torch.full(shape[:2], float("nan"), device="cuda", dtype=torch.bfloat16)
             kernel(a_s, b_s, c)
             err = _check(c, ref, "bfloat16")
             ms = testing.do_bench(lambda: kernel(a_s, b_s, c), runs=runs).median
