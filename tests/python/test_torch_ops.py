@@ -613,6 +613,19 @@ def test_linear_on_gpu_for_every_m_from_one_kernel_per_tile_width(torch_cuda, ou
 
 @pytest.mark.gpu
 @testing.requires_arch("sm_90a")
+def test_a_column_major_a_on_gpu(torch_cuda):
+    # the weight gradient's form: a (m, k) column-major, read M-major (m a multiple of 8)
+    w = _inputs(1, n=1024, k=512, device="cuda")[1]
+    for m in (8, 1000, 4096):
+        x = _inputs(m, n=1024, k=512, device="cuda", seed=m)[0]
+        a = x.t().contiguous().t()
+        _close(ops.matmul(a, w.t()), _ref(x, w), BF16)
+        _close(ops.matmul(a, w.t().contiguous(), out_dtype=F32), _ref(x, w), F32)  # both transposed
+    assert {(key.a_major, key.b_major) for key in gemm_kernels.cached_kernels()} >= {("m", "k"), ("m", "n")}
+
+
+@pytest.mark.gpu
+@testing.requires_arch("sm_90a")
 def test_linear_on_gpu_under_torch_compile(torch_cuda):
     torch._dynamo.reset()
     gemm_kernels.clear_kernels()
