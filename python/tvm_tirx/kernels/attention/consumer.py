@@ -23,6 +23,7 @@ from types import SimpleNamespace
 from tvm.script import tirx as T
 
 from ...tile.fragments import accumulator_layout
+from ..gemm.operands import Operand
 from ..gemm.sync import release_stage, wait_phase
 from ..pairs import make_pack_pairs
 from .config import BM, CHUNK, WG_M, AttentionConfig, first_row
@@ -43,6 +44,7 @@ def _make_products(cfg: AttentionConfig):
     """``issue_qk(S, sq, sk, s, c)`` and ``issue_pv(O, P, sv, s, accumulate)``:
     ``wgmma.fence``, the calls of one product, ``commit_group``."""
     bn, chunks, head_dim = cfg.bn, cfg.chunks, cfg.head_dim
+    v_operand = Operand("B", "n", head_dim, bn, cfg.dtype)  # V (keys, head_dim): K = keys, N = head_dim
 
     @T.macro
     def issue_qk(S, sq, sk, s, c):
@@ -56,11 +58,10 @@ def _make_products(cfg: AttentionConfig):
     @T.macro
     def issue_pv(O, P, sv, s, accumulate):
         # O's (chunks, 64, 64) registers are those of one (64, head_dim) accumulator, and
-        # V's chunks one MN-major operand (the next chunk at bn * 128 bytes): one wgmma per k16
+        # V's stage (chunks, bn, 64) is the GEMM's N-major B (.gemm.operands): one wgmma per k16
         T.ptx["wgmma.fence.sync.aligned"]()
         T.cuda.tile.apply(T.ptx[cfg.mma_pv], O.view(WG_M, head_dim, layout=accumulator_layout(head_dim)), P,
-                          sv.sub[s].view(chunks, bn // 16, 16, CHUNK).permute(1, 0, 3, 2).view(bn // 16, head_dim, 16),
-                          scope="warpgroup", scale_d=accumulate)
+                          v_operand.mma_view(sv, s, 0, head_dim, 16), scope="warpgroup", scale_d=accumulate)
         T.ptx["wgmma.commit_group.sync.aligned"]()
 
     return issue_qk, issue_pv

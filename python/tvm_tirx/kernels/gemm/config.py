@@ -302,14 +302,12 @@ def _check_sizes(cfg: GemmConfig):
 def _check_strides(cfg: GemmConfig):
     """The row stride of A and of B (their innermost extent) where it is static; a
     run-time one is checked on the host at each call, by the TMA maps' encoding."""
-    inner = {"m": ("m", "A (k, m)"), "n": ("b_rows", "B (k, n)")}
     k_major = [name for name, major in (("A (m, k)", cfg.a_major), ("B (n, k)", cfg.b_major)) if major == "k"]
     if k_major and _static(cfg.k) is not None:
         _check_stride(f"k: {' and '.join(k_major)}", cfg.k, cfg.in_dtype)
-    for major in (cfg.a_major, cfg.b_major):
-        size, operands = inner.get(major, (None, None))
-        if size is not None and _static(getattr(cfg, size)) is not None:
-            _check_stride(f"{major}: {operands}", getattr(cfg, size), cfg.in_dtype)
+    for major, extent, operand in ((cfg.a_major, cfg.m, "A (k, m)"), (cfg.b_major, cfg.b_rows, "B (k, n)")):
+        if major != "k" and _static(extent) is not None:
+            _check_stride(f"{major}: {operand}", extent, cfg.in_dtype)
 
 
 def _check_cluster(cfg: GemmConfig):

@@ -110,4 +110,3 @@ def check_major(name: str, major, in_dtype: str):
         raise ValueError(f"make_gemm: {option}={major!r} needs in_dtype='bfloat16': wgmma reads MN-major tiles "
                          f"through its transpose immediates, which exist for 16-bit types only (PTX ISA "
                          f"9.7.15.5.1.2), found {in_dtype!r}")
-
