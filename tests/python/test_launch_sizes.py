@@ -349,3 +349,21 @@ def test_sizes_are_computed_like_the_host_computes_them():
         assert y.compute((None, n)) == (n >> 6) + 1
     with pytest.raises(ValueError, match=r"k: grid.x = .* = -161 with n = -640: a CUDA grid has 1 to"):
         sizes((_cuda_like(4), -640))
+
+
+def test_a_select_grid_is_translated_to_python_not_folded_per_call(monkeypatch):
+    # the persistent attention grid is T.Select(L <= bound, T.min(sms, tiles), tiles): it is
+    # computed by translated Python, without apache-tvm's arithmetic on every launch
+    from tvm_tirx.build import launch_sizes
+
+    @T.function
+    def k(A: T.Tensor((N,), "float32", align=4), n: T.int32):
+        T.device_entry(launch=T.cuda.LaunchConfig(
+            grid=T.Select(tvm.tirx.And(n <= 4096, tvm.tirx.Not(n == 7)), T.min(132, n), n + 1), block=32))
+        T.evaluate(0)
+
+    sizes = launch_sizes.LaunchSizes.of(k, "k", ARCH)
+    monkeypatch.setattr(launch_sizes, "fold", lambda *a: pytest.fail("the grid was folded by apache-tvm"))
+    ((_, x),) = sizes.grid
+    for n, want in ((1, 1), (7, 8), (200, 132), (4096, 132), (4097, 4098)):
+        assert x.compute((None, n)) == want

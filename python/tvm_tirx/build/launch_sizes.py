@@ -108,19 +108,30 @@ def _tmod(a: int, b: int) -> int:
     return a - b * _tdiv(a, b)
 
 
+#: integer and boolean PrimExpr nodes of two operands, as Python source
+_BINARY = {tirx.Add: "({} + {})", tirx.Sub: "({} - {})", tirx.Mul: "({} * {})", tirx.FloorDiv: "({} // {})",
+           tirx.FloorMod: "({} % {})", tirx.Div: "_tdiv({}, {})", tirx.Mod: "_tmod({}, {})",
+           tirx.Min: "min({}, {})", tirx.Max: "max({}, {})", tirx.LT: "({} < {})", tirx.LE: "({} <= {})",
+           tirx.GT: "({} > {})", tirx.GE: "({} >= {})", tirx.EQ: "({} == {})", tirx.NE: "({} != {})",
+           tirx.And: "({} and {})", tirx.Or: "({} or {})"}  # fmt: skip
+
+
 def _python(expr, names):
     """Python source computing integer PrimExpr ``expr`` (``names``: Var -> source of
     its value), or None for a node this does not translate."""
-    binary = {tirx.Add: "({} + {})", tirx.Sub: "({} - {})", tirx.Mul: "({} * {})", tirx.FloorDiv: "({} // {})",
-              tirx.FloorMod: "({} % {})", tirx.Div: "_tdiv({}, {})", tirx.Mod: "_tmod({}, {})",
-              tirx.Min: "min({}, {})", tirx.Max: "max({}, {})"}  # fmt: skip
     if isinstance(expr, tirx.IntImm):
         return str(int(expr.value))
     if isinstance(expr, Var):
         return next((src for var, src in names.items() if var.same_as(expr)), None)
-    if isinstance(expr, tirx.Cast) and str(expr.ty.dtype).startswith(("int", "uint")):
+    if isinstance(expr, tirx.Cast) and str(expr.ty.dtype).startswith(("int", "uint", "bool")):
         return _python(expr.value, names)
-    form = binary.get(type(expr))
+    if isinstance(expr, tirx.Select):  # both arms are evaluated, as TIR's Select does
+        parts = [_python(e, names) for e in (expr.true_value, expr.condition, expr.false_value)]
+        return None if None in parts else "({} if {} else {})".format(*parts)
+    if isinstance(expr, tirx.Not):
+        value = _python(expr.a, names)
+        return None if value is None else f"(not {value})"
+    form = _BINARY.get(type(expr))
     if form is None:
         return None
     a, b = _python(expr.a, names), _python(expr.b, names)
