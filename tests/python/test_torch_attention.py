@@ -172,6 +172,10 @@ class _StandIn:
     def __init__(self, key):
         self.key, self.calls = key, []
 
+    def launcher(self, *args):
+        """The unchecked launch function, as Kernel.launcher returns it: the stand-in itself."""
+        return self
+
     def __call__(self, q, k, v, o, lse):
         assert all(t.is_contiguous() for t in (q, k, v, o, lse))
         self.calls.append(tuple(q.shape))

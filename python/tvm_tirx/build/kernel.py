@@ -306,10 +306,41 @@ class Kernel:
             (:mod:`tvm_tirx.build.dynamic_smem_limit`; the first launch of such a
             kernel on a device raises it, outside any CUDA graph capture).
         """
+        self.launcher(*args)(*args)
+
+    def launcher(self, *args):
+        """Check ``args`` as a call does, and return the unchecked launch function.
+
+        For callers that launch the kernel many times on arguments of one *signature*
+        (every tensor of the same shape, strides, dtype, device and base-pointer
+        alignment, every scalar the same value): the checks and the launch sizes are the
+        same for all of them, so they are run once here, and each launch is then
+        ``fn(*args)`` -- apache-tvm's host function (which still encodes the TMA tensor
+        maps and computes the grid from its own arguments) and the launch, nothing else.
+        The torch operators keep one per call signature
+        (:class:`tvm_tirx.ops.eager.Plans`).
+
+        Parameters
+        ----------
+        *args : torch.Tensor | tvm.runtime.Tensor | bool | int | float
+            One per kernel parameter, as for a call.
+
+        Returns
+        -------
+        Callable
+            ``fn(*args)`` launches on torch's current stream without any check: calling
+            it with arguments of another signature is the caller's error (undefined
+            behaviour, as for a raw CUDA launch).
+
+        Raises
+        ------
+        TypeError, ValueError, RuntimeError
+            As :meth:`__call__` does, for these arguments.
+        """
         dyn_bytes = self._check(args)
         if dyn_bytes is not None:
             self._dyn_limit.before(self._function, args, dyn_bytes)
-        self._function(*args)
+        return self._function
 
     def __repr__(self):
         return f"<tvm_tirx.Kernel {self.name} ({self.target.attrs.get('arch', '')})>"

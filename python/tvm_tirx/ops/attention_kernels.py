@@ -28,7 +28,8 @@ from ..kernels.attention import choose_schedule, make_attention
 from ..kernels.attention.config import DTYPES
 from .kernel_table import KernelTable
 
-__all__ = ["AttentionKey", "attention_prim_func", "attention_kernel", "cached_kernels", "clear_kernels", "f32_bits"]
+__all__ = ["AttentionKey", "attention_prim_func", "attention_kernel", "cached_kernels", "clear_kernels",
+           "on_clear_kernels", "f32_bits"]
 
 @dataclass(frozen=True)
 class AttentionKey:
@@ -130,6 +131,12 @@ def attention_kernel(key: AttentionKey):
 def cached_kernels() -> dict:
     """A copy of this process's ``{AttentionKey: Kernel}`` table."""
     return _TABLE.cached()
+
+
+def on_clear_kernels(forget) -> None:
+    """Call ``forget()`` whenever :func:`clear_kernels` runs (the torch operators' launch
+    plans, :class:`tvm_tirx.ops.eager.Plans`, are forgotten with the kernels)."""
+    _TABLE.on_clear(forget)
 
 
 def clear_kernels() -> None:

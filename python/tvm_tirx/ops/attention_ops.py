@@ -20,7 +20,8 @@ from typing import Optional
 import torch
 
 from .attention_checks import as_bshd, attention_key, check_dtypes, check_shapes, resolve_scale
-from .attention_kernels import attention_kernel
+from .attention_kernels import attention_kernel, on_clear_kernels
+from .eager import FastOp, Plans, signature
 from .torch_checks import UnsupportedInput
 
 __all__ = ["attention"]
@@ -60,20 +61,57 @@ def _checked(q, k, v, scale, layout, fallback):
     return resolve_scale(scale, as_bshd(q, layout).shape[3])
 
 
-@torch.library.custom_op("tvm_tirx::attention", mutates_args=())
-def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: Optional[float],
-                  layout: str, fallback: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+class _KernelPlan:
+    """One signature's launch: allocate O ((batch, seq, heads, head_dim) storage) and the
+    LSE, launch without checks (they ran when the plan was made)."""
+
+    __slots__ = ("bhsd", "o_shape", "lse_shape", "launch")
+
+    def __init__(self, key, q, k, v, layout: str):
+        self.bhsd = layout == "bhsd"
+        b, n, h, d = as_bshd(q, layout).shape
+        self.o_shape, self.lse_shape = (b, n, h, d), (b, h, n)
+        o, lse = _empty_outputs(q, layout)
+        self.launch = attention_kernel(key).launcher(*(as_bshd(t, layout) for t in (q, k, v, o)), lse)
+
+    def __call__(self, q, k, v):
+        o = q.new_empty(self.o_shape)
+        lse = q.new_empty(self.lse_shape, dtype=torch.float32)
+        if self.bhsd:
+            self.launch(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse)
+            return o.transpose(1, 2), lse
+        self.launch(q, k, v, o, lse)
+        return o, lse
+
+
+def _make_plan(q, k, v, causal, scale, layout, fallback):
+    """The plan of a call's signature (every check runs here), or raise."""
     scale = _checked(q, k, v, scale, layout, fallback)
     try:
         key = attention_key(q, k, v, causal, scale, layout)
     except UnsupportedInput:
         if fallback == "torch":
-            return _torch_attention(q, k, v, causal, scale, layout)
+            return lambda q, k, v: _torch_attention(q, k, v, causal, scale, layout)
         raise
-    o, lse = _empty_outputs(q, layout)
-    if o.numel():
-        attention_kernel(key)(*(as_bshd(t, layout) for t in (q, k, v, o)), lse)
-    return o, lse
+    if not as_bshd(q, layout).numel():
+        return lambda q, k, v: _empty_outputs(q, layout)
+    return _KernelPlan(key, q, k, v, layout)
+
+
+#: The attention operator's plans (emptied with the kernel table).
+PLANS = Plans(_make_plan)
+on_clear_kernels(PLANS.clear)
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: Optional[float],
+               layout: str, fallback: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    if fallback not in (None, "torch"):  # before it is hashed
+        raise ValueError(f"tvm_tirx.ops.attention: fallback must be None or 'torch', got {fallback!r}")
+    key = (causal, scale, layout, fallback, *signature(q, k, v))
+    return PLANS.get(key, q, k, v, causal, scale, layout, fallback)(q, k, v)
+
+
+_attention_op = torch.library.custom_op("tvm_tirx::attention", mutates_args=())(_attention)
 
 
 @_attention_op.register_fake
@@ -99,6 +137,8 @@ def _backward(ctx, grad_o, grad_lse):
 
 
 _attention_op.register_autograd(_backward, setup_context=_setup_context)
+# a public call runs the implementation directly when nothing needs torch's dispatcher
+_ATTENTION_CALL = FastOp(torch.ops.tvm_tirx.attention, _attention, 3, ((bool,), (float,), (str,), (str,)))
 
 
 def attention(q, k, v, *, causal=False, scale=None, layout="bshd", return_lse=False, fallback=None):
@@ -154,7 +194,7 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bshd", return_lse=Fa
     double backward).
     """
     _check_arguments(causal, scale, layout, return_lse, fallback)
-    o, lse = torch.ops.tvm_tirx.attention(q, k, v, causal, None if scale is None else float(scale), layout, fallback)
+    o, lse = _ATTENTION_CALL(q, k, v, causal, None if scale is None else float(scale), layout, fallback)
     return (o, lse) if return_lse else o
 
 

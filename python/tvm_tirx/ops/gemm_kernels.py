@@ -26,7 +26,8 @@ from ..kernels.gemm import BN, make_gemm
 from ..kernels.gemm.tiles import deepest_ring
 from .kernel_table import KernelTable
 
-__all__ = ["CONFIG", "GemmKey", "gemm_prim_func", "gemm_kernel", "a_operand", "b_operand", "cached_kernels", "clear_kernels"]
+__all__ = ["CONFIG", "GemmKey", "gemm_prim_func", "gemm_kernel", "a_operand", "b_operand", "cached_kernels",
+           "clear_kernels", "on_clear_kernels"]
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,12 @@ def gemm_kernel(key: GemmKey):
 def cached_kernels() -> dict:
     """A copy of this process's ``{GemmKey: Kernel}`` table."""
     return _TABLE.cached()
+
+
+def on_clear_kernels(forget) -> None:
+    """Call ``forget()`` whenever :func:`clear_kernels` runs (the torch operators' launch
+    plans, :class:`tvm_tirx.ops.eager.Plans`, are forgotten with the kernels)."""
+    _TABLE.on_clear(forget)
 
 
 def clear_kernels() -> None:

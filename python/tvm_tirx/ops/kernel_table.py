@@ -28,6 +28,7 @@ class KernelTable:
         self._compile = compile
         self._kernels: dict = {}
         self._lock = threading.Lock()
+        self._on_clear: list = []
 
     def get(self, key):
         """The kernel of ``key``: compiled on the first call for it, the same object after.
@@ -51,7 +52,15 @@ class KernelTable:
         """A copy of the table."""
         return dict(self._kernels)
 
+    def on_clear(self, forget: Callable[[], None]) -> None:
+        """Call ``forget()`` whenever the table is cleared (what was made from its kernels,
+        such as launch plans, is forgotten with them)."""
+        self._on_clear.append(forget)
+
     def clear(self) -> None:
-        """Forget the compiled kernels (the on-disk compile cache is kept)."""
+        """Forget the compiled kernels (the on-disk compile cache is kept), and whatever
+        :meth:`on_clear` asked to forget with them."""
         with self._lock:
             self._kernels.clear()
+        for forget in self._on_clear:
+            forget()

@@ -24,75 +24,20 @@ torch and registers the ops.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional
 
 import torch
 
-from .gemm_kernels import a_operand, b_operand, gemm_kernel
-from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
-                           gemm_key)
+from .eager import FastOp
+from .gemm_plans import FALLBACKS, accumulator as _accumulator, check_fallback as _check_fallback, run_gemm
+from .torch_checks import Operands, UnsupportedInput, check_dtypes, check_shapes
 
 __all__ = ["linear", "matmul", "UnsupportedInput", "FALLBACKS"]
 
-#: The values ``fallback`` takes: None (raise on an unsupported input) or ``"torch"``.
-FALLBACKS = (None, "torch")
 _LINEAR = Operands("tvm_tirx.ops.linear", "x", "weight", "contiguous (n, k) as nn.Linear's weight is, or the "
                    "transpose of a contiguous (k, n)")
 _MATMUL = Operands("tvm_tirx.ops.matmul", "a", "b.t()", "contiguous (b column-major, as weight.t() is), or b "
                    "itself contiguous (row-major)", "b.t().contiguous().t()")
-
-
-def _accumulator(*dtypes) -> torch.dtype:
-    """float64 if one of ``dtypes`` is float64, else float32."""
-    return torch.float64 if torch.float64 in dtypes else torch.float32
-
-
-def _torch_gemm(x, w, out_dtype):
-    """``x (*, k) @ w (n, k)^T`` by torch, in ``out_dtype`` (the fallback; the dtypes are
-    :func:`check_dtypes`'s: floating, ``x.dtype == w.dtype``)."""
-    if x.dtype == out_dtype:
-        return torch.nn.functional.linear(x, w)
-    acc = _accumulator(x.dtype, out_dtype)
-    return torch.nn.functional.linear(x.to(acc), w.to(acc)).to(out_dtype)
-
-
-def _gemm(names: Operands, x, w, out_dtype, fallback, bias=None, residual=None):
-    """``x (*, k) @ w (n, k)^T (+ bias (n,)) (+ residual (*, n))`` on the kernel, or by torch
-    (``fallback="torch"`` and an input the kernel does not take); a new tensor (*, n) of
-    ``out_dtype``."""
-    out_dtype = x.dtype if out_dtype is None else out_dtype
-    _check_fallback(names.op, fallback)
-    check_shapes(names, x, w)
-    check_dtypes(names, x, w, out_dtype)
-    try:
-        key = gemm_key(names, x, w, out_dtype)
-        if bias is not None:
-            key = dataclasses.replace(key, bias=bias_dtype(names, bias, x, w.shape[0]))
-        if residual is not None:
-            check_residual(names, residual, x, w.shape[0], out_dtype)
-            key = dataclasses.replace(key, residual=True)
-    except UnsupportedInput:
-        if fallback != "torch":
-            raise
-        if bias is None and residual is None:
-            return _torch_gemm(x, w, out_dtype)
-        acc = _accumulator(x.dtype, out_dtype, *(t.dtype for t in (bias, residual) if t is not None))
-        y = _torch_gemm(x, w, acc)  # the bias and the residual added before the one rounding
-        return sum((t.to(acc) for t in (bias, residual) if t is not None), y).to(out_dtype)
-    n, k = w.shape
-    out = torch.empty((*x.shape[:-1], n), dtype=out_dtype, device=x.device)
-    if out.numel() == 0:
-        return out
-    if k == 0:  # an empty sum: zeros, plus the bias and the residual
-        out.zero_()
-        for t in (bias, residual):
-            if t is not None:
-                out.add_(t.to(out_dtype))
-        return out
-    extra = ([] if bias is None else [bias]) + ([] if residual is None else [residual.view(-1, n)])
-    gemm_kernel(key)(a_operand(key, x), b_operand(key, w), *extra, out.view(-1, n))
-    return out
 
 
 def _fake_gemm(names: Operands, x, w, out_dtype, fallback):
@@ -104,15 +49,12 @@ def _fake_gemm(names: Operands, x, w, out_dtype, fallback):
     return x.new_empty((*x.shape[:-1], w.shape[0]), dtype=out_dtype)
 
 
-def _check_fallback(op: str, fallback) -> None:
-    if fallback not in FALLBACKS:
-        raise ValueError(f"{op}: fallback must be None or 'torch', got {fallback!r}")
+def _linear(x: torch.Tensor, weight: torch.Tensor, out_dtype: Optional[torch.dtype],
+            fallback: Optional[str]) -> torch.Tensor:
+    return run_gemm(_LINEAR, x, weight, out_dtype, fallback)
 
 
-@torch.library.custom_op("tvm_tirx::linear", mutates_args=())
-def _linear_op(x: torch.Tensor, weight: torch.Tensor, out_dtype: Optional[torch.dtype],
-               fallback: Optional[str]) -> torch.Tensor:
-    return _gemm(_LINEAR, x, weight, out_dtype, fallback)
+_linear_op = torch.library.custom_op("tvm_tirx::linear", mutates_args=())(_linear)
 
 
 @_linear_op.register_fake
@@ -120,11 +62,13 @@ def _linear_fake(x, weight, out_dtype, fallback):
     return _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
 
 
-@torch.library.custom_op("tvm_tirx::linear_bias", mutates_args=())
-def _linear_bias_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out_dtype: Optional[torch.dtype],
-                    fallback: Optional[str]) -> torch.Tensor:
+def _linear_bias(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out_dtype: Optional[torch.dtype],
+                 fallback: Optional[str]) -> torch.Tensor:
     _check_bias_type(bias)
-    return _gemm(_LINEAR, x, weight, out_dtype, fallback, bias)
+    return run_gemm(_LINEAR, x, weight, out_dtype, fallback, bias)
+
+
+_linear_bias_op = torch.library.custom_op("tvm_tirx::linear_bias", mutates_args=())(_linear_bias)
 
 
 @_linear_bias_op.register_fake
@@ -135,11 +79,13 @@ def _linear_bias_fake(x, weight, bias, out_dtype, fallback):
     return _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
 
 
-@torch.library.custom_op("tvm_tirx::linear_residual", mutates_args=())
-def _linear_residual_op(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], residual: torch.Tensor,
-                        out_dtype: Optional[torch.dtype], fallback: Optional[str]) -> torch.Tensor:
+def _linear_residual(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], residual: torch.Tensor,
+                     out_dtype: Optional[torch.dtype], fallback: Optional[str]) -> torch.Tensor:
     _check_bias_type(bias, residual)
-    return _gemm(_LINEAR, x, weight, out_dtype, fallback, bias, residual)
+    return run_gemm(_LINEAR, x, weight, out_dtype, fallback, bias, residual)
+
+
+_linear_residual_op = torch.library.custom_op("tvm_tirx::linear_residual", mutates_args=())(_linear_residual)
 
 
 @_linear_residual_op.register_fake
@@ -169,11 +115,13 @@ def _check_matmul_shapes(a, b) -> None:
                          f"and b {tuple(b.shape)}")
 
 
-@torch.library.custom_op("tvm_tirx::matmul", mutates_args=())
-def _matmul_op(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype],
-               fallback: Optional[str]) -> torch.Tensor:
+def _matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype],
+            fallback: Optional[str]) -> torch.Tensor:
     _check_matmul_shapes(a, b)
-    return _gemm(_MATMUL, a, b.t(), out_dtype, fallback)
+    return run_gemm(_MATMUL, a, b.t(), out_dtype, fallback)
+
+
+_matmul_op = torch.library.custom_op("tvm_tirx::matmul", mutates_args=())(_matmul)
 
 
 @_matmul_op.register_fake
@@ -250,6 +198,13 @@ def _linear_residual_backward(ctx, grad):
 
 _linear_residual_op.register_autograd(_linear_residual_backward, setup_context=_setup_residual_context)
 _matmul_op.register_autograd(_matmul_backward, setup_context=_setup_context)
+
+# each public call runs the implementation directly when nothing needs torch's dispatcher
+_GEMM_ARGS = ((torch.dtype,), (str,))  # out_dtype, fallback: the schema's types (or None)
+_LINEAR_CALL = FastOp(torch.ops.tvm_tirx.linear, _linear, 2, _GEMM_ARGS)
+_LINEAR_BIAS_CALL = FastOp(torch.ops.tvm_tirx.linear_bias, _linear_bias, 3, _GEMM_ARGS)
+_LINEAR_RESIDUAL_CALL = FastOp(torch.ops.tvm_tirx.linear_residual, _linear_residual, 4, _GEMM_ARGS)
+_MATMUL_CALL = FastOp(torch.ops.tvm_tirx.matmul, _matmul, 2, _GEMM_ARGS)
 
 
 def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None):
@@ -330,21 +285,21 @@ def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None
         n = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None
         fused = isinstance(residual, torch.Tensor) and n is not None and residual.shape == (*x.shape[:-1], n)
         if fused and (bias is None or (isinstance(bias, torch.Tensor) and bias.shape == (n,))):
-            return torch.ops.tvm_tirx.linear_residual(x, weight, bias, residual, out_dtype, fallback)
+            return _LINEAR_RESIDUAL_CALL(x, weight, bias, residual, out_dtype, fallback)
         out = linear(x, weight, bias, out_dtype=out_dtype, fallback=fallback)
         return torch.add(out, residual).to(out.dtype)
     if bias is None:
-        return torch.ops.tvm_tirx.linear(x, weight, out_dtype, fallback)
+        return _LINEAR_CALL(x, weight, out_dtype, fallback)
     n = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None
     vector = isinstance(bias, torch.Tensor) and bias.dim() == 1 and n is not None
     if vector and bias.shape[0] == n:  # the kernel's fused bias (the op checks its dtype)
-        return torch.ops.tvm_tirx.linear_bias(x, weight, bias, out_dtype, fallback)
+        return _LINEAR_BIAS_CALL(x, weight, bias, out_dtype, fallback)
     if isinstance(bias, torch.Tensor):
         _check_bias_type(bias)
     if vector and bias.shape[0] != 1:
         raise ValueError(f"{_LINEAR.op}: bias of shape {tuple(bias.shape)} does not broadcast to the output's "
                          f"(*, {n}): expected ({n},) or (1,)")
-    out = torch.ops.tvm_tirx.linear(x, weight, out_dtype, fallback)
+    out = _LINEAR_CALL(x, weight, out_dtype, fallback)
     return torch.add(out, bias).to(out.dtype)
 
 
@@ -395,4 +350,4 @@ def matmul(a, b, *, out_dtype=None, fallback=None):
     Differentiable as :func:`linear` is: ``grad_a = grad @ b^T`` and
     ``grad_b = a^T @ grad``, by torch.
     """
-    return torch.ops.tvm_tirx.matmul(a, b, out_dtype, fallback)
+    return _MATMUL_CALL(a, b, out_dtype, fallback)

@@ -1,0 +1,176 @@
+"""The torch operators' eager fast path: when a call may skip torch's dispatcher, and the
+launch plans such a call reuses.
+
+A call of a ``torch.library.custom_op`` from Python goes through torch's dispatcher and
+its Python autograd and custom-op layers: on the H200's host that costs more than the
+kernel launch itself (tens of microseconds per call).  Each operator here (``linear``,
+``matmul``, ``glu_linear``, ``attention``) therefore calls its implementation directly
+when nothing needs the dispatcher (:func:`direct`), and through the registered op
+otherwise, so ``torch.compile``, autograd, ``opcheck``, FakeTensor and every other
+dispatcher feature see the op exactly as before.
+
+What an implementation needs besides the tensors' data -- the checks, the kernel, its
+launcher, the output's shape -- depends only on the call's *signature*
+(:func:`signature`: shapes, strides, dtypes, devices and the alignment of the base
+pointers, plus the op's non-tensor arguments), so it is computed once per signature and
+kept in a :class:`Plans` table.  A plan holds no pointer: a tensor freed and another
+allocated at the same address has the same signature only if it has the same shape,
+strides, dtype, device and alignment, and then the same plan is right for it.  The
+tensor-map (TMA) descriptors are not part of a plan: apache-tvm's host code encodes them
+from the tensors of each launch.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import torch
+
+__all__ = ["direct", "signature", "FastOp", "Plans", "ALIGN"]
+
+#: Bytes of base-pointer alignment a signature records (the kernels' largest rule: TMA).
+ALIGN = 16
+
+_Tensor = torch.Tensor
+_functorch_active = torch._C._are_functorch_transforms_active  # pylint: disable=protected-access
+_dispatch_modes = torch._C._len_torch_dispatch_stack  # pylint: disable=protected-access
+_function_modes = torch._C._len_torch_function_stack  # pylint: disable=protected-access
+_is_compiling = torch.compiler.is_compiling
+
+
+def direct(*tensors) -> bool:
+    """Whether a call on ``tensors`` may run its implementation without torch's dispatcher.
+
+    True when every argument is ``None`` or a plain ``torch.Tensor`` on a CUDA device (not
+    a subclass: FakeTensor, FunctionalTensor, DTensor, ... go through the dispatcher, and
+    so do meta and CPU tensors, whose calls the fake implementation or the fallback
+    serves), none needs a
+    gradient (grad mode off, or no tensor ``requires_grad``), and no tracing or
+    transform is active: not inside ``torch.compile``/``torch.export`` tracing
+    (``torch.compiler.is_compiling()``), no ``TorchDispatchMode`` or
+    ``TorchFunctionMode`` (FakeTensorMode, ``make_fx``, the profiler's and debug modes),
+    no functorch transform (``vmap``, ``grad``).
+
+    Parameters
+    ----------
+    *tensors : torch.Tensor | None
+        The op's tensor arguments.
+
+    Returns
+    -------
+    bool
+        False also for any argument that is not a tensor (the dispatcher then reports it).
+    """
+    if _is_compiling():  # first: under torch.compile nothing after it is traced
+        return False
+    if _dispatch_modes() or _function_modes() or _functorch_active():
+        return False
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if t is None:
+            continue
+        if t.__class__ is not _Tensor or not _on_device(t) or (grad and t.requires_grad):
+            return False
+    return True
+
+
+def _on_device(t) -> bool:
+    """Whether ``t`` is on a device the fast path serves: CUDA (the tests also make it
+    serve CPU tensors, to run the fast path on a machine without a GPU)."""
+    return t.is_cuda
+
+
+class FastOp:
+    """A registered operator and its implementation, called the cheap way when it may be.
+
+    ``FastOp(op, impl, tensors, types)(*args)`` is ``impl(*args)`` when :func:`direct`
+    holds for the first ``tensors`` arguments and every other argument is ``None`` or of
+    its schema's type, and ``op(*args)`` (torch's dispatcher) otherwise.  Both give the
+    same result and raise the same errors: ``op``'s kernel is ``impl`` (and on the
+    dispatcher's path a wrong argument type is reported by the dispatcher, as before).
+
+    Parameters
+    ----------
+    op : torch._ops.OpOverloadPacket
+        The registered operator (``torch.ops.tvm_tirx.linear``).
+    impl : Callable
+        The function registered as its implementation.
+    tensors : int
+        How many leading arguments are tensors (``None`` for an optional one).
+    types : tuple[tuple[type, ...], ...]
+        The classes each remaining argument may have besides ``None``.
+    """
+
+    __slots__ = ("op", "impl", "tensors", "types")
+
+    def __init__(self, op, impl: Callable, tensors: int, types: tuple):
+        self.op, self.impl, self.tensors, self.types = op, impl, tensors, types
+
+    def __call__(self, *args):
+        n = self.tensors
+        if direct(*args[:n]):
+            for value, classes in zip(args[n:], self.types):
+                if value is not None and value.__class__ not in classes:
+                    return self.op(*args)
+            return self.impl(*args)
+        return self.op(*args)
+
+
+def _tensor_signature(t):
+    if t is None:
+        return None
+    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % ALIGN
+
+
+def signature(*tensors) -> tuple:
+    """What a launch plan may depend on in ``tensors``: per tensor its shape, strides
+    (elements), dtype, device and base-pointer offset modulo :data:`ALIGN` bytes
+    (``None`` stays ``None``).  Two calls of one signature get the same plan."""
+    return tuple(map(_tensor_signature, tensors))
+
+
+class Plans:
+    """``{signature: plan}`` for one operator, each plan made once by ``make``.
+
+    Parameters
+    ----------
+    make : Callable[..., object]
+        Called as ``make(*args)`` on a signature's first call (the arguments of that call);
+        returns the plan, or raises (then nothing is stored and the next call of that
+        signature tries again, so an error is raised every time, not only the first).
+    limit : int
+        Most plans kept; the table is emptied when it would grow past this (a process
+        calling with ever new shapes does not grow without bound).
+    """
+
+    def __init__(self, make: Callable, limit: int = 4096):
+        self._make = make
+        self._plans: dict = {}
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def get(self, key, *args):
+        """The plan of signature ``key`` (made from ``args`` on its first call).
+
+        Raises
+        ------
+        Exception
+            Whatever ``make(*args)`` raises.
+        """
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._make(*args)
+            with self._lock:
+                if len(self._plans) >= self._limit:
+                    self._plans.clear()
+                self._plans[key] = plan
+        return plan
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def clear(self) -> None:
+        """Forget every plan (the compiled kernels are kept)."""
+        with self._lock:
+            self._plans.clear()

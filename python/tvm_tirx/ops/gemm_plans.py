@@ -1,0 +1,166 @@
+"""Launch plans of the GEMM operators: what a call of ``linear`` / ``matmul`` runs, per signature.
+
+:func:`run_gemm` is the operators' implementation (the body of each registered op and
+the eager fast path alike): ``x (*, k) @ w (n, k)^T (+ bias) (+ residual)``.  The checks
+(:mod:`.torch_checks`), the kernel choice (:func:`~.torch_checks.gemm_key`), the kernel's
+argument checks and launch sizes (:meth:`tvm_tirx.Kernel.launcher`) and the output's
+shape depend only on the call's :func:`~.eager.signature`, so they run on a signature's
+first call and make a plan; later calls of that signature allocate the output and launch.
+A signature whose input the kernel does not take makes no plan (the error is raised on
+every call) unless ``fallback="torch"``, whose plan computes with torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from .eager import Plans, signature
+from .gemm_kernels import a_operand, b_operand, gemm_kernel, on_clear_kernels
+from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
+                           gemm_key)
+
+__all__ = ["run_gemm", "accumulator", "check_fallback", "FALLBACKS", "PLANS"]
+
+#: The values ``fallback`` takes: None (raise on an unsupported input) or ``"torch"``.
+FALLBACKS = (None, "torch")
+
+
+def accumulator(*dtypes) -> torch.dtype:
+    """float64 if one of ``dtypes`` is float64, else float32."""
+    return torch.float64 if torch.float64 in dtypes else torch.float32
+
+
+def check_fallback(op: str, fallback) -> None:
+    """Raise ValueError naming ``op`` unless ``fallback`` is one of :data:`FALLBACKS`."""
+    if fallback not in FALLBACKS:
+        raise ValueError(f"{op}: fallback must be None or 'torch', got {fallback!r}")
+
+
+def _torch_gemm(x, w, out_dtype):
+    """``x (*, k) @ w (n, k)^T`` by torch, in ``out_dtype`` (the fallback; the dtypes are
+    :func:`check_dtypes`'s: floating, ``x.dtype == w.dtype``)."""
+    if x.dtype == out_dtype:
+        return torch.nn.functional.linear(x, w)
+    acc = accumulator(x.dtype, out_dtype)
+    return torch.nn.functional.linear(x.to(acc), w.to(acc)).to(out_dtype)
+
+
+def _torch_plan(out_dtype):
+    """The fallback's plan: the product by torch, the bias and residual added in float32
+    (float64) before the one rounding to ``out_dtype``."""
+
+    def run(x, w, bias, residual):
+        if bias is None and residual is None:
+            return _torch_gemm(x, w, out_dtype)
+        acc = accumulator(x.dtype, out_dtype, *(t.dtype for t in (bias, residual) if t is not None))
+        y = _torch_gemm(x, w, acc)
+        return sum((t.to(acc) for t in (bias, residual) if t is not None), y).to(out_dtype)
+
+    return run
+
+
+def _empty_plan(shape, out_dtype):
+    """The plan of an empty output, or of ``k = 0`` (an empty sum: zeros plus the bias and
+    the residual)."""
+
+    def run(x, w, bias, residual):
+        out = torch.empty(shape, dtype=out_dtype, device=x.device)
+        if out.numel():
+            out.zero_()
+            for t in (bias, residual):
+                if t is not None:
+                    out.add_(t.to(out_dtype))
+        return out
+
+    return run
+
+
+class _KernelPlan:
+    """One signature's launch: allocate C, pass A, B (and the bias, the residual) as the
+    kernel takes them, launch without checks (they ran when the plan was made)."""
+
+    __slots__ = ("key", "shape", "dtype", "device", "flat", "launch")
+
+    def __init__(self, key, shape, out_dtype, x, w, bias, residual):
+        self.key, self.shape, self.dtype, self.device = key, shape, out_dtype, x.device
+        # a 2-d, K-major x is A as it is, and C is the output itself: no views to make
+        self.flat = x.dim() == 2 and key.a_major == "k"
+        out = torch.empty(shape, dtype=out_dtype, device=x.device)
+        self.launch = gemm_kernel(key).launcher(*self._arguments(x, w, bias, residual, out))
+
+    def _arguments(self, x, w, bias, residual, out):
+        key = self.key
+        a, c = (x, out) if self.flat else (a_operand(key, x), out.view(-1, key.n))
+        b = w if key.b_major == "k" else b_operand(key, w)
+        if bias is None and residual is None:
+            return a, b, c
+        extra = ([] if bias is None else [bias]) + ([] if residual is None else [residual.view(-1, key.n)])
+        return (a, b, *extra, c)
+
+    def __call__(self, x, w, bias, residual):
+        out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        self.launch(*self._arguments(x, w, bias, residual, out))
+        return out
+
+
+def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):
+    """The plan of a call's signature (every check of the call runs here), or raise."""
+    check_fallback(names.op, fallback)
+    check_shapes(names, x, w)
+    check_dtypes(names, x, w, out_dtype)
+    try:
+        key = gemm_key(names, x, w, out_dtype)
+        if bias is not None:
+            key = dataclasses.replace(key, bias=bias_dtype(names, bias, x, w.shape[0]))
+        if residual is not None:
+            check_residual(names, residual, x, w.shape[0], out_dtype)
+            key = dataclasses.replace(key, residual=True)
+    except UnsupportedInput:
+        if fallback != "torch":
+            raise
+        return _torch_plan(out_dtype)
+    n, k = w.shape
+    shape = (*x.shape[:-1], n)
+    if k == 0 or 0 in shape:
+        return _empty_plan(shape, out_dtype)
+    return _KernelPlan(key, shape, out_dtype, x, w, bias, residual)
+
+
+#: The GEMM operators' plans (emptied with the kernel table: ``gemm_kernels.clear_kernels``).
+PLANS = Plans(_make_plan)
+on_clear_kernels(PLANS.clear)
+
+
+def run_gemm(names: Operands, x, w, out_dtype, fallback, bias=None, residual=None):
+    """``x (*, k) @ w (n, k)^T (+ bias (n,)) (+ residual (*, n))`` on the kernel, or by torch
+    (``fallback="torch"`` and an input the kernel does not take).
+
+    Parameters
+    ----------
+    names : Operands
+        The operator and its operands' names, for messages.
+    x, w : torch.Tensor
+        ``(*, k)`` and ``(n, k)``.
+    out_dtype : torch.dtype | None
+        The output's dtype; ``None`` for ``x.dtype``.
+    fallback : str | None
+        ``None`` or ``"torch"``.
+    bias, residual : torch.Tensor | None
+        A fused ``(n,)`` bias and a fused residual of the output's shape, or None.
+
+    Returns
+    -------
+    torch.Tensor
+        A new ``(*, n)`` tensor of ``out_dtype``.
+
+    Raises
+    ------
+    UnsupportedInput, ValueError, TypeError
+        The rules of :mod:`.torch_checks` (see :func:`tvm_tirx.ops.linear`).
+    """
+    check_fallback(names.op, fallback)  # before it is hashed
+    out_dtype = x.dtype if out_dtype is None else out_dtype
+    key = (names, out_dtype, fallback, *signature(x, w, bias, residual))
+    return PLANS.get(key, names, x, w, out_dtype, fallback, bias, residual)(x, w, bias, residual)
