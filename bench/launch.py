@@ -1,17 +1,20 @@
-"""Launch cost: one call of a small 2-tensor kernel, against torch and Triton.
+"""Launch cost: host time per call of the torch operators and of a raw Kernel, against torch.
 
-Each row is the host time of one call (wall clock over many calls in a loop,
-the GPU synchronised once at the end; median of several such loops), all in
-this process:
+Host time is the wall clock over back-to-back calls with no synchronisation inside
+(``--calls`` per loop, the GPU synchronised between loops; median of ``--repeats``
+loops), all in this process, on the same tensors as the torch call next to it:
 
-* ``tvm_tirx Kernel(a, b)``: every argument check, then the launch;
-* ``executable[name](a, b)``: apache-tvm's lookup of the function, then the
-  launch (no checks) -- what each call cost before the Kernel cached it;
-* ``raw function``: the function fetched once, called directly (no checks);
-* ``torch copy_``: ``b.copy_(a)`` on the same tensors;
-* ``triton``: a trivial Triton copy kernel, when Triton is importable.
+* the operators as users call them -- ``ops.linear`` (plain, with a bias, with a
+  residual), ``ops.matmul``, ``ops.glu_linear``, ``ops.attention`` -- next to
+  ``F.linear``, ``torch.addmm``, ``torch.matmul`` and SDPA;
+* ``ops.linear`` end to end at M = 1, 16, 128: the time per call of many calls in a row
+  (GPU-bound when the kernel is longer than the host's work) against the kernel's GPU
+  time (a CUDA graph of the kernel's launches) plus ``F.linear``'s host time;
+* a small 2-tensor kernel: ``Kernel(a, b)`` (every check, then the launch), the
+  function of ``Kernel.launcher`` (no checks), ``executable[name]`` (apache-tvm's lookup
+  on every call) next to ``torch copy_`` and a trivial Triton kernel.
 
-    python bench/launch.py          # on a GPU: the table
+    python bench/launch.py          # on a GPU: the tables
     python bench/launch.py --cpu    # no GPU: compile, then time the argument
                                     # checks alone on CPU tensors (launch stubbed)
 """
@@ -101,7 +104,8 @@ def cpu_checks(calls: int, repeats: int) -> None:
     ]))
 
 
-def gpu_table(calls: int, repeats: int) -> None:
+def kernel_table(calls: int, repeats: int) -> None:
+    """The raw Kernel rows: a small copy kernel called through each layer."""
     import torch  # pylint: disable=import-outside-toplevel
 
     kernel = tvm_tirx.compile(small_copy, target="cuda")
@@ -110,12 +114,12 @@ def gpu_table(calls: int, repeats: int) -> None:
     kernel(a, b)
     torch.cuda.synchronize()
     assert torch.equal(a, b), "small_copy is wrong"
-    raw = kernel.executable[kernel.name]
+    launch = kernel.launcher(a, b)
     sync = torch.cuda.synchronize
     rows = {
         "tvm_tirx Kernel(a, b)": per_call_us(lambda: kernel(a, b), calls, repeats, sync),
+        "Kernel.launcher(a, b) function": per_call_us(lambda: launch(a, b), calls, repeats, sync),
         "executable[name](a, b)": per_call_us(lambda: kernel.executable[kernel.name](a, b), calls, repeats, sync),
-        "raw function, fetched once": per_call_us(lambda: raw(a, b), calls, repeats, sync),
         "torch copy_": per_call_us(lambda: b.copy_(a), calls, repeats, sync),
     }
     triton_copy = _triton_copy(torch)
@@ -126,16 +130,118 @@ def gpu_table(calls: int, repeats: int) -> None:
     print(table(["call", "us", "x copy_"], [[k, f"{v:.2f}", f"{v / copy:.2f}"] for k, v in rows.items()]))
 
 
+def op_pairs(torch, ops):
+    """``[(row, ours, torch's)]``: each operator call and the torch call it replaces, on the
+    same tensors (bf16, n = k = 4096; attention 1 x 1024 x 32 x 128 causal), each checked
+    against the other first."""
+    F = torch.nn.functional
+    bf16 = dict(device="cuda", dtype=torch.bfloat16)
+    w, w_up = (torch.randn(4096, 4096, **bf16) / 64 for _ in range(2))
+    bias, pairs = torch.randn(4096, **bf16), []
+    for m in (1, 16, 128):
+        x = torch.randn(m, 4096, **bf16)
+        pairs.append((f"linear m={m} vs F.linear", lambda x=x: ops.linear(x, w), lambda x=x: F.linear(x, w)))
+    x = torch.randn(16, 4096, **bf16)
+    r = torch.randn(16, 4096, **bf16)
+    pairs += [
+        ("linear+bias m=16 vs F.linear", lambda: ops.linear(x, w, bias), lambda: F.linear(x, w, bias)),
+        ("linear+residual m=16 vs addmm", lambda: ops.linear(x, w, residual=r), lambda: torch.addmm(r, x, w.t())),
+        ("matmul m=16 vs torch.matmul", lambda: ops.matmul(x, w.t()), lambda: torch.matmul(x, w.t())),
+        ("glu_linear m=16 vs F.linear (2n)", _glu(ops, x, w, w_up), lambda: F.linear(x, torch.cat([w, w_up]))),
+    ]
+    q, k, v = (torch.randn(1, 1024, 32, 128, **bf16) for _ in range(3))
+    sdpa = lambda: F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)), is_causal=True)  # noqa: E731
+    pairs.append(("attention causal vs SDPA", lambda: ops.attention(q, k, v, causal=True), sdpa))
+    return pairs
+
+
+def _glu(ops, x, w_gate, w_up):
+    """``ops.glu_linear`` on the gate and up weights (its SiLU-gated GEMM)."""
+    return lambda: ops.glu_linear(x, w_gate, w_up)
+
+
+def _check(torch, ours, theirs, row: str) -> None:
+    got, want = ours(), theirs()
+    if row.startswith("glu"):
+        want = torch.nn.functional.silu(want[..., :4096].float()) * want[..., 4096:].float()
+    if row.startswith("attention"):
+        want = want.transpose(1, 2)
+    err = (got.float() - want.float()).abs().max().item() / max(want.float().abs().max().item(), 1e-6)
+    assert err < 2e-2, f"{row}: relative error {err}"
+
+
+def ops_table(calls: int, repeats: int) -> None:
+    """Host time per call of each operator next to torch's (same tensors, same loops)."""
+    import torch  # pylint: disable=import-outside-toplevel
+    from tvm_tirx import ops  # pylint: disable=import-outside-toplevel
+
+    sync, rows = torch.cuda.synchronize, []
+    for row, ours, theirs in op_pairs(torch, ops):
+        _check(torch, ours, theirs, row)
+        us, them = (per_call_us(f, calls, repeats, sync) for f in (ours, theirs))
+        rows.append([row, f"{us:.2f}", f"{them:.2f}", f"{us / them:.2f}"])
+    print(f"operators: host time per call, us ({calls} calls per loop, median of {repeats} loops)")
+    print(table(["call", "tvm_tirx", "torch", "x torch"], rows))
+
+
+def end_to_end_table(repeats: int) -> None:
+    """``ops.linear`` per call, back to back, against its kernel's GPU time (a CUDA graph of
+    the launches) plus ``F.linear``'s host time."""
+    import torch  # pylint: disable=import-outside-toplevel
+    from tvm_tirx import ops  # pylint: disable=import-outside-toplevel
+
+    F, rows = torch.nn.functional, []
+    w = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) / 64
+    for m in (1, 16, 128):
+        x = torch.randn(m, 4096, device="cuda", dtype=torch.bfloat16)
+        e2e = per_call_us(lambda: ops.linear(x, w), 2000, repeats, torch.cuda.synchronize)
+        host = per_call_us(lambda: F.linear(x, w), 200, repeats, torch.cuda.synchronize)
+        gpu = _graph_us(torch, lambda: ops.linear(x, w), repeats)
+        torch_gpu = _graph_us(torch, lambda: F.linear(x, w), repeats)
+        rows.append([f"m={m}", f"{e2e:.2f}", f"{gpu:.2f}", f"{host:.2f}", f"{gpu + host:.2f}",
+                     "yes" if e2e <= gpu + host else "no", f"{torch_gpu:.2f}"])
+    print("ops.linear end to end per call (2000 calls back to back), n = k = 4096, us")
+    print(table(["M", "ops.linear", "kernel GPU", "F.linear host", "GPU + torch host", "within", "cuBLAS GPU"],
+                rows))
+
+
+def _graph_us(torch, fn, repeats: int, launches: int = 50) -> float:
+    """GPU time per launch of ``fn``: a CUDA graph of ``launches`` calls, replayed
+    (median of ``repeats`` timings with CUDA events)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()  # warm: plans and kernels made outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(launches):
+            fn()
+    samples = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / launches)
+    return statistics.median(samples)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu", action="store_true", help="compile, and time the checks alone on the CPU")
-    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--calls", type=int, default=3000, help="calls per loop of the Kernel rows")
+    parser.add_argument("--op-calls", type=int, default=200,
+                        help="calls per loop of the operator rows (few enough that the GPU's queue never fills)")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     if args.cpu or not testing.has_cuda():
         cpu_checks(args.calls, args.repeats)
     else:
-        gpu_table(args.calls, args.repeats)
+        kernel_table(args.calls, args.repeats)
+        ops_table(args.op_calls, args.repeats)
+        end_to_end_table(args.repeats)
     return 0
 
 
