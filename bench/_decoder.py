@@ -6,7 +6,7 @@ up(h))``) and a residual add.  Weights are bf16, ``(out, in)`` as ``nn.Linear`` 
 The torch block computes with torch (``impl="torch"``) or with this package's operators
 (``impl="tvm_tirx"``: ``ops.linear`` with the residual adds fused into the output and down
 projections, ``ops.attention``, and ``ops.glu_linear`` for the gate and up projections with
-the SiLU and the product fused, on ``ops.gate_up_weight``); the Relax block is the same
+the SiLU and the product fused); the Relax block is the same
 program written with Relax operators (``R.matmul``, ``R.nn.attention``, ``R.nn.rms_norm``)
 with a symbolic batch and sequence, for apache-tvm's own lowering, its cuBLAS offload, or
 ours (``partition_for_tvm_tirx``).
@@ -78,10 +78,6 @@ class DecoderBlock(torch.nn.Module):
         self.cfg, self.impl = cfg, impl
         for name, w in weights.items():
             self.register_buffer(name, w)
-        if impl == "tvm_tirx":  # the SwiGLU's gate and up weights as one gated GEMM's (made once)
-            from tvm_tirx import ops  # pylint: disable=import-outside-toplevel
-
-            self.register_buffer("w_gate_up", ops.gate_up_weight(weights["w_gate"], weights["w_up"]))
 
     def _linear(self, x, w, residual=None):
         """``x @ w^T (+ residual)``: with ``impl="tvm_tirx"`` the residual is added by the GEMM."""
@@ -97,7 +93,7 @@ class DecoderBlock(torch.nn.Module):
         if self.impl == "tvm_tirx":
             from tvm_tirx import ops  # pylint: disable=import-outside-toplevel
 
-            return ops.glu_linear(h, self.w_gate_up, "silu")
+            return ops.glu_linear(h, self.w_gate, self.w_up, "silu")
         return torch.nn.functional.silu(self._linear(h, self.w_gate)) * self._linear(h, self.w_up)
 
     def _attention(self, q, k, v):

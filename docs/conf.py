@@ -11,6 +11,9 @@ itself, so that they cannot drift from it:
   the message it really produces);
 * ``gen_tutorials.py`` -> ``tutorials/<name>.rst`` (from ``tutorials/*.py``).
 
+``run_paths.py`` runs the code of the readers' path pages (``start/*.rst``) alongside,
+so that a path whose code no longer runs stops the build.
+
 The first two run in parallel subprocesses (they import TVM and are the slow part).
 Both are skipped when their inputs have not changed since the pages were
 written: ``gen_reference.py`` keeps its own key (``reference/.family_pages``),
@@ -65,6 +68,9 @@ def _generate() -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     jobs = {"gen_reference.py": [sys.executable, str(HERE / "gen_reference.py"), str(HERE / "reference")]}
+    # the readers' path pages: their code runs (run_paths.py), a failure stops the build
+    for page in sorted((HERE / "start").glob("*.rst")):
+        jobs[f"run_paths.py start/{page.name}"] = [sys.executable, str(HERE / "run_paths.py"), str(page)]
     errors_key = _errors_key()
     if not _errors_up_to_date(errors_key):
         jobs["gen_errors.py"] = [sys.executable, str(HERE / "gen_errors.py"), str(ERRORS_PAGES[0])]
@@ -78,6 +84,8 @@ def _generate() -> None:
         if proc.returncode != 0:
             failures.append(f"docs/{name} failed (exit {proc.returncode}):\n{out}{err}")
         print(f"tvm_tirx docs: {name} done after {time.time() - started:.1f} s")
+        if name.startswith("run_paths.py") and out.strip():
+            print(out.strip())
     if failures:
         raise RuntimeError("\n\n".join(failures))
     if "gen_errors.py" in jobs:

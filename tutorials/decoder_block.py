@@ -51,8 +51,8 @@ device = "cuda" if ON_GPU else "meta"  # meta tensors: shapes only, for tracing 
 # -----------------------------------
 # ``DecoderBlock(..., impl="tvm_tirx")`` calls ``ops.linear`` for its Q, K, V, output and
 # down projections (the last two with the residual add fused: ``residual=x``),
-# ``ops.glu_linear`` for the SwiGLU's gate and up projections (one gated GEMM on
-# ``ops.gate_up_weight``, the SiLU and the product in its epilogue) and
+# ``ops.glu_linear(h, w_gate, w_up)`` for the SwiGLU's gate and up projections (one gated
+# GEMM, the SiLU and the product in its epilogue) and
 # ``ops.attention(q, k, v, causal=True)`` on ``(batch, seq, heads, head_dim)`` tensors
 # with 8 query and 2 key/value heads. ``torch._dynamo.explain``
 # shows one graph and no break: the compiled graph calls the ops, which launch the

@@ -4,7 +4,8 @@ CPU: the kernel's B is the interleaved ``(2 ceil(n / 8) 8, k)`` weight and its o
 ``(m, n)``; it issues the wide wgmma and one activation per output register (half the
 accumulators); widths it cannot store and a non-bool ``gated`` are ValueErrors; the
 half-width epilogue leaves room for a deeper ring; ``gate_up_weight`` interleaves by
-eight; the op's fallback, fake, autograd and ``torch.compile(fullgraph=True)``; its key
+eight, and the op makes that weight itself from ``w_gate`` and ``w_up`` (cached per pair;
+one merged weight is refused); the op's fallback, fake, autograd and ``torch.compile(fullgraph=True)``; its key
 (output n, gated width, activation) with a stand-in kernel.
 GPU (marker ``gpu``): the kernel against ``act(A Bg^T + bg) * (A Bu^T + bu)`` in fp32 on
 the three store paths, NaN-filled outputs, one run-time-m kernel at several m; the op,
@@ -102,8 +103,7 @@ def test_the_fallback_and_its_gradients_match_the_unfused_form(torch_cpu, activa
     torch.manual_seed(0)
     g, u = torch.randn(16, 8, requires_grad=True), torch.randn(16, 8, requires_grad=True)
     x = torch.randn(2, 3, 8, requires_grad=True)
-    w = ops.gate_up_weight(g, u)  # differentiable: stack and reshape
-    y = ops.glu_linear(x, w, activation, fallback="torch")
+    y = ops.glu_linear(x, g, u, activation, fallback="torch")
     ref = _reference(torch, x, g, u, activation)
     torch.testing.assert_close(y, ref)
     grads = torch.autograd.grad(y.square().sum(), (x, g, u))
@@ -116,22 +116,66 @@ def test_the_op_traces_in_one_graph_and_checks_its_arguments(torch_cpu):
     torch = torch_cpu
     from tvm_tirx import ops
 
-    w = torch.randn(32, 16)
-    explanation = torch._dynamo.explain(lambda x: ops.glu_linear(x, w, fallback="torch"))(torch.randn(5, 16))
+    g, u = torch.randn(16, 16), torch.randn(16, 16)
+    explanation = torch._dynamo.explain(lambda x: ops.glu_linear(x, g, u, fallback="torch"))(torch.randn(5, 16))
     assert explanation.graph_count == 1 and explanation.graph_break_count == 0, explanation
     meta = ops.glu_linear(torch.empty(7, 16, device="meta", dtype=torch.bfloat16),
-                          torch.empty(32, 16, device="meta", dtype=torch.bfloat16), out_dtype=torch.float32)
+                          *(torch.empty(16, 16, device="meta", dtype=torch.bfloat16) for _ in range(2)),
+                          out_dtype=torch.float32)
     assert meta.shape == (7, 16) and meta.dtype == torch.float32
-    torch.library.opcheck(torch.ops.tvm_tirx.glu_linear.default, (torch.randn(3, 16), w, "silu", None, "torch"))
+    torch.library.opcheck(torch.ops.tvm_tirx.glu_linear.default, (torch.randn(3, 16), g, u, "silu", None, "torch"))
     with pytest.raises(ValueError, match=r"activation must be one of \['silu', 'gelu_tanh', 'relu'\], got 'tanh'"):
-        ops.glu_linear(torch.randn(3, 16), w, "tanh", fallback="torch")
+        ops.glu_linear(torch.randn(3, 16), g, u, "tanh", fallback="torch")
     for activation in (None, 1):  # a ValueError, not the op schema's RuntimeError
         with pytest.raises(ValueError, match="activation must be one of"):
-            ops.glu_linear(torch.randn(3, 16), w, activation, fallback="torch")
-    with pytest.raises(ValueError, match="weight must have 2 n rows, n a multiple of 8.*got 24 rows"):
-        ops.glu_linear(torch.randn(3, 16), w[:24], fallback="torch")
+            ops.glu_linear(torch.randn(3, 16), g, u, activation, fallback="torch")
+    with pytest.raises(ValueError, match=r"w_gate and w_up must have one shape \(n, k\).*got \(16, 16\) on cpu "
+                                         r"and \(8, 16\)"):
+        ops.glu_linear(torch.randn(3, 16), g, u[:8], fallback="torch")
     with pytest.raises(ops.UnsupportedInput, match="x must be a CUDA tensor"):
-        ops.glu_linear(torch.randn(3, 16).bfloat16(), w.bfloat16())
+        ops.glu_linear(torch.randn(3, 16).bfloat16(), g.bfloat16(), u.bfloat16())
+    with pytest.raises(ops.UnsupportedInput, match="n = 12 .* must be a multiple of 8"):
+        ops.glu_linear(torch.randn(3, 16).bfloat16(), g[:12].bfloat16(), u[:12].bfloat16())
+    # n not a multiple of 8 is a kernel rule: the fallback computes it
+    x = torch.randn(3, 16)
+    torch.testing.assert_close(ops.glu_linear(x, g[:12], u[:12], fallback="torch"),
+                               _reference(torch, x, g[:12], u[:12], "silu"))
+
+
+@pytest.mark.parametrize("merged", ["cat", "interleaved", "positional activation"])
+def test_one_merged_weight_is_refused_naming_the_two_weight_call(torch_cpu, merged):
+    # torch.cat([w_gate, w_up]) has the shape of the interleaved weight: it ran and was wrong
+    torch = torch_cpu
+    from tvm_tirx import ops
+
+    g, u, x = torch.randn(16, 8), torch.randn(16, 8), torch.randn(3, 8)
+    w = torch.cat([g, u]) if merged == "cat" else ops.gate_up_weight(g, u)
+    args = (x, w, "silu") if merged == "positional activation" else (x, w)
+    with pytest.raises(TypeError, match=r"two \(n, k\) tensors, glu_linear\(x, w_gate, w_up, activation\); got "
+                                        r"one weight \(32, 8\).*torch.cat.*w.chunk\(2\)"):
+        ops.glu_linear(*args, fallback="torch")
+
+
+def test_the_interleaved_weight_is_made_once_per_pair_until_a_weight_changes(torch_cpu):
+    torch = torch_cpu
+    from tvm_tirx.ops import glu_weights
+
+    g, u = torch.randn(16, 8), torch.randn(16, 8)
+    first = glu_weights.interleaved(g, u)
+    assert torch.equal(first, glu_weights.gate_up_weight(g, u))
+    assert glu_weights.interleaved(g, u) is first  # cached
+    merged = torch.cat([g, u])  # halves of one base: new view objects each call, one entry
+    halves = glu_weights.interleaved(*merged.chunk(2))
+    assert glu_weights.interleaved(*merged.chunk(2)) is halves
+    with torch.no_grad():
+        u.mul_(2)  # in place: the version counter moves, the copy is remade
+    again = glu_weights.interleaved(g, u)
+    assert again is not first and torch.equal(again, glu_weights.gate_up_weight(g, u))
+    entries = len(glu_weights._CACHE)
+    del g, u, first, again
+    assert len(glu_weights._CACHE) == entries - 1  # freed with its weights
+    glu_weights.clear_interleaved()
+    assert not glu_weights._CACHE
 
 
 def test_the_key_is_the_output_width_the_gated_tile_and_the_activation(torch_cpu, monkeypatch):
@@ -158,7 +202,7 @@ def test_the_key_is_the_output_width_the_gated_tile_and_the_activation(torch_cpu
     try:
         g, u = torch.randn(40, 64).bfloat16(), torch.randn(40, 64).bfloat16()
         x = torch.randn(2, 9, 64).bfloat16()
-        y = ops.glu_linear(x, ops.gate_up_weight(g, u), "gelu_tanh", out_dtype=torch.float32)
+        y = ops.glu_linear(x, g, u, "gelu_tanh", out_dtype=torch.float32)
         torch.testing.assert_close(y, _reference(torch, x, g, u, "gelu_tanh"))
         (key,) = keys
         assert (key.n, key.k, key.gated, key.activation, key.block_n) == (40, 64, True, "gelu_tanh", 128)
@@ -205,11 +249,10 @@ def test_glu_linear_on_gpu_eager_and_compiled(torch_cuda):
     torch.manual_seed(0)
     g = torch.randn(1024, 512, device="cuda", dtype=torch.bfloat16) / 16
     u = torch.randn(1024, 512, device="cuda", dtype=torch.bfloat16) / 16
-    w = ops.gate_up_weight(g, u)
-    compiled = torch.compile(lambda x: ops.glu_linear(x, w), fullgraph=True, dynamic=True)
+    compiled = torch.compile(lambda x: ops.glu_linear(x, g, u), fullgraph=True, dynamic=True)
     for m in (1, 300, 4096):
         x = torch.randn(m, 512, device="cuda", dtype=torch.bfloat16)
         ref = _reference(torch, x, g, u, "silu")
-        for y in (ops.glu_linear(x, w), compiled(x)):
+        for y in (ops.glu_linear(x, g, u), compiled(x)):
             err = ((y.float() - ref).abs().max() / ref.abs().max()).item()
             assert y.shape == (m, 1024) and err <= 1e-2, f"m={m}: max relative error {err:.2e}"

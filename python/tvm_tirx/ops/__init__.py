@@ -1,6 +1,6 @@
 """Where users call tile kernels from other programs: :mod:`.relax` (Relax's ``call_tir``)
 and the torch operators of :mod:`.torch_ops` (:func:`linear`, :func:`matmul`),
-:mod:`.glu_ops` (:func:`glu_linear`, with :func:`gate_up_weight`) and
+:mod:`.glu_ops` (:func:`glu_linear`; :mod:`.glu_weights` has the gated kernel's weight layout) and
 :mod:`.attention_ops` (:func:`attention`).
 
 The torch names load on first use (``tvm_tirx.ops.linear``): importing this package
@@ -24,7 +24,7 @@ _register_relax_pipeline()
 
 #: name -> the module that defines it (imported on first use: it imports torch)
 _LAZY = {"linear": "torch_ops", "matmul": "torch_ops", "attention": "attention_ops", "UnsupportedInput": "torch_checks",
-         "glu_linear": "glu_ops", "gate_up_weight": "glu_ops"}
+         "glu_linear": "glu_ops", "gate_up_weight": "glu_weights"}
 
 
 def __getattr__(name):
