@@ -21,7 +21,7 @@ from .gemm_kernels import a_operand, b_operand, gemm_kernel, on_clear_kernels
 from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
                            gemm_key)
 
-__all__ = ["run_gemm", "accumulator", "check_fallback", "FALLBACKS", "PLANS"]
+__all__ = ["run_gemm", "accumulator", "check_fallback", "KernelPlan", "FALLBACKS", "PLANS"]
 
 #: The values ``fallback`` takes: None (raise on an unsupported input) or ``"torch"``.
 FALLBACKS = (None, "torch")
@@ -77,9 +77,16 @@ def _empty_plan(shape, out_dtype):
     return run
 
 
-class _KernelPlan:
+class KernelPlan:
     """One signature's launch: allocate C, pass A, B (and the bias, the residual) as the
-    kernel takes them, launch without checks (they ran when the plan was made)."""
+    kernel takes them, launch without checks (they ran when the plan was made).
+
+    Made with the kernel's :class:`~.gemm_kernels.GemmKey`, the output's shape and dtype
+    and one call's tensors (``x (*, k)``, ``w (n, k)`` as the key reads them, the bias and
+    residual or None), whose arguments :meth:`tvm_tirx.Kernel.launcher` checks (raising
+    what a call would); called as ``plan(x, w, bias, residual)`` on tensors of that
+    call's signature, it returns the new output.
+    """
 
     __slots__ = ("key", "shape", "dtype", "device", "flat", "launch")
 
@@ -125,7 +132,7 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):
     shape = (*x.shape[:-1], n)
     if k == 0 or 0 in shape:
         return _empty_plan(shape, out_dtype)
-    return _KernelPlan(key, shape, out_dtype, x, w, bias, residual)
+    return KernelPlan(key, shape, out_dtype, x, w, bias, residual)
 
 
 #: The GEMM operators' plans (emptied with the kernel table: ``gemm_kernels.clear_kernels``).

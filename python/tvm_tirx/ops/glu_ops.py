@@ -25,7 +25,9 @@ import torch
 
 from ..kernels.gemm import choose_tile
 from ..kernels.gemm.config import GLU_ROWS
-from .gemm_kernels import a_operand, b_operand, gemm_kernel
+from .eager import FastOp, Plans, signature
+from .gemm_kernels import on_clear_kernels
+from .gemm_plans import KernelPlan
 from .glu_weights import gate_up_weight, interleaved
 from .torch_checks import Operands, UnsupportedInput, check_dtypes, check_shapes, gemm_key, sm_count
 from .torch_ops import _accumulator, _check_fallback
@@ -86,34 +88,50 @@ def _check(x, w_gate, w_up, activation, out_dtype, fallback):
     return out_dtype
 
 
-def _kernel_glu(x, w_gate, w_up, activation, out_dtype):
-    """The product on the gated kernel (any rule it does not take: :class:`UnsupportedInput`)."""
+def _kernel_plan(x, w_gate, w_up, activation, out_dtype):
+    """The plan of a call on the gated kernel (any rule it does not take:
+    :class:`UnsupportedInput`): the interleaved weight read on each call
+    (:func:`~.glu_weights.interleaved`), then the plain GEMM plan's launch."""
     n, k = w_gate.shape
     if n % GLU_ROWS:
         raise UnsupportedInput(f"{_OP}: n = {n} (rows of w_gate and w_up) must be a multiple of {GLU_ROWS} (the "
                                f"gated kernel's row groups); pad both weights with zero rows and slice the output")
     weight = interleaved(w_gate, w_up)
     key = gemm_key(_GLU, x, weight, out_dtype)
-    m = x.numel() // k if k else 0
-    out = torch.empty((*x.shape[:-1], n), dtype=out_dtype, device=x.device)
-    if out.numel() == 0 or k == 0:  # activation(0) * 0 = 0
-        return out.zero_()
+    shape = (*x.shape[:-1], n)
+    if 0 in shape or k == 0:  # activation(0) * 0 = 0
+        return lambda x, w_gate, w_up: torch.zeros(shape, dtype=out_dtype, device=x.device)
+    m = x.numel() // k
     block_n = choose_tile(m, n, key.out_dtype, sm_count(x.device), gated=True)["block_n"]
     key = dataclasses.replace(key, n=n, block_n=block_n, activation=activation, gated=True)
-    gemm_kernel(key)(a_operand(key, x), b_operand(key, weight), out.view(-1, n))
-    return out
+    plan = KernelPlan(key, shape, out_dtype, x, weight, None, None)
+    return lambda x, w_gate, w_up: plan(x, interleaved(w_gate, w_up), None, None)
 
 
-@torch.library.custom_op("tvm_tirx::glu_linear", mutates_args=())
-def _glu_op(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str,
-            out_dtype: Optional[torch.dtype], fallback: Optional[str]) -> torch.Tensor:
+def _make_plan(x, w_gate, w_up, activation, out_dtype, fallback):
+    """The plan of a call's signature (every check runs here), or raise."""
     out_dtype = _check(x, w_gate, w_up, activation, out_dtype, fallback)
     try:
-        return _kernel_glu(x, w_gate, w_up, activation, out_dtype)
+        return _kernel_plan(x, w_gate, w_up, activation, out_dtype)
     except UnsupportedInput:
         if fallback != "torch":
             raise
-        return _torch_glu(x, w_gate, w_up, activation, out_dtype)
+        return lambda x, w_gate, w_up: _torch_glu(x, w_gate, w_up, activation, out_dtype)
+
+
+#: The gated operator's plans (emptied with the GEMM kernel table).
+PLANS = Plans(_make_plan)
+on_clear_kernels(PLANS.clear)
+
+
+def _glu(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str,
+         out_dtype: Optional[torch.dtype], fallback: Optional[str]) -> torch.Tensor:
+    _check_fallback(_OP, fallback)  # before it is hashed
+    key = (activation, out_dtype, fallback, *signature(x, w_gate, w_up))
+    return PLANS.get(key, x, w_gate, w_up, activation, out_dtype, fallback)(x, w_gate, w_up)
+
+
+_glu_op = torch.library.custom_op("tvm_tirx::glu_linear", mutates_args=())(_glu)
 
 
 @_glu_op.register_fake
@@ -141,6 +159,8 @@ def _backward(ctx, grad):
 
 
 _glu_op.register_autograd(_backward, setup_context=_setup_context)
+# a public call runs the implementation directly when nothing needs torch's dispatcher
+_GLU_CALL = FastOp(torch.ops.tvm_tirx.glu_linear, _glu, 3, ((str,), (torch.dtype,), (str,)))
 
 
 def glu_linear(x, w_gate, w_up=None, activation="silu", *, out_dtype=None, fallback=None):
@@ -194,4 +214,4 @@ def glu_linear(x, w_gate, w_up=None, activation="silu", *, out_dtype=None, fallb
     """
     _check_two_weights(w_gate, w_up)
     _check_activation(activation)  # before the op's schema check (a non-str is its RuntimeError)
-    return torch.ops.tvm_tirx.glu_linear(x, w_gate, w_up, activation, out_dtype, fallback)
+    return _GLU_CALL(x, w_gate, w_up, activation, out_dtype, fallback)
