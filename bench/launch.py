@@ -1,8 +1,8 @@
 """Launch cost: host time per call of the torch operators and of a raw Kernel, against torch.
 
 Host time is the wall clock over back-to-back calls with no synchronisation inside
-(``--calls`` per loop, the GPU synchronised between loops; median of ``--repeats``
-loops), all in this process, on the same tensors as the torch call next to it:
+(``--calls`` per loop, the clock stopped when the last call returns, the GPU synchronised
+between loops; median of ``--repeats`` loops), all in this process, on the same tensors as the torch call next to it:
 
 * the operators as users call them -- ``ops.linear`` (plain, with a bias, with a
   residual), ``ops.matmul``, ``ops.glu_linear``, ``ops.attention`` -- next to
@@ -52,8 +52,13 @@ def small_copy(A: T.Tensor((N,), "float32", align=16), B: T.Tensor((N,), "float3
     T.cuda.tile.apply(T.ptx["st.global.v4.b32"], B.view(N // 4, 4).sub[tid, :], r)
 
 
-def per_call_us(fn, calls: int, repeats: int, sync=None) -> float:
-    """Median over ``repeats`` loops of the wall time per call of ``fn()`` (µs)."""
+def per_call_us(fn, calls: int, repeats: int, sync=None, host_only: bool = True) -> float:
+    """Median over ``repeats`` loops of the wall time per call of ``fn()`` (µs).
+
+    ``host_only``: the clock stops when the last call returns (the host's time; the GPU is
+    synchronised after it, untimed, so each loop starts with an idle GPU); otherwise it
+    stops after the synchronisation (time per call end to end).
+    """
     for _ in range(max(calls // 10, 10)):
         fn()
     if sync:
@@ -63,9 +68,11 @@ def per_call_us(fn, calls: int, repeats: int, sync=None) -> float:
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
-        if sync:
+        if sync and not host_only:
             sync()
         samples.append((time.perf_counter() - t0) / calls * 1e6)
+        if sync and host_only:
+            sync()
     return statistics.median(samples)
 
 
@@ -137,6 +144,7 @@ def op_pairs(torch, ops):
     F = torch.nn.functional
     bf16 = dict(device="cuda", dtype=torch.bfloat16)
     w, w_up = (torch.randn(4096, 4096, **bf16) / 64 for _ in range(2))
+    merged = torch.cat([w, w_up])
     bias, pairs = torch.randn(4096, **bf16), []
     for m in (1, 16, 128):
         x = torch.randn(m, 4096, **bf16)
@@ -147,7 +155,7 @@ def op_pairs(torch, ops):
         ("linear+bias m=16 vs F.linear", lambda: ops.linear(x, w, bias), lambda: F.linear(x, w, bias)),
         ("linear+residual m=16 vs addmm", lambda: ops.linear(x, w, residual=r), lambda: torch.addmm(r, x, w.t())),
         ("matmul m=16 vs torch.matmul", lambda: ops.matmul(x, w.t()), lambda: torch.matmul(x, w.t())),
-        ("glu_linear m=16 vs F.linear (2n)", _glu(ops, x, w, w_up), lambda: F.linear(x, torch.cat([w, w_up]))),
+        ("glu_linear m=16 vs F.linear (2n)", _glu(ops, x, w, w_up), lambda: F.linear(x, merged)),
     ]
     q, k, v = (torch.randn(1, 1024, 32, 128, **bf16) for _ in range(3))
     sdpa = lambda: F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)), is_causal=True)  # noqa: E731
@@ -194,7 +202,7 @@ def end_to_end_table(repeats: int) -> None:
     w = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) / 64
     for m in (1, 16, 128):
         x = torch.randn(m, 4096, device="cuda", dtype=torch.bfloat16)
-        e2e = per_call_us(lambda: ops.linear(x, w), 2000, repeats, torch.cuda.synchronize)
+        e2e = per_call_us(lambda: ops.linear(x, w), 2000, repeats, torch.cuda.synchronize, host_only=False)
         host = per_call_us(lambda: F.linear(x, w), 200, repeats, torch.cuda.synchronize)
         gpu = _graph_us(torch, lambda: ops.linear(x, w), repeats)
         torch_gpu = _graph_us(torch, lambda: F.linear(x, w), repeats)

@@ -177,7 +177,8 @@ def _gpu_calls(torch):
     return [
         lambda: ops.linear(x, w), lambda: ops.linear(x, w, bias), lambda: ops.linear(x, w, residual=r),
         lambda: ops.matmul(x, w.t(), out_dtype=F32), lambda: ops.glu_linear(x, w, w_up),
-        lambda: ops.attention(q, k, v, causal=True), lambda: ops.attention(q, k, v, layout="bhsd"),
+        lambda: ops.attention(q, k, v, causal=True),
+        lambda: ops.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), layout="bhsd"),
     ], (x, w, w_up, bias, r, q, k, v)
 
 

@@ -306,7 +306,10 @@ class Kernel:
             (:mod:`tvm_tirx.build.dynamic_smem_limit`; the first launch of such a
             kernel on a device raises it, outside any CUDA graph capture).
         """
-        self.launcher(*args)(*args)
+        dyn_bytes = self._check(args)
+        if dyn_bytes is not None:
+            self._dyn_limit.before(self._function, args, dyn_bytes)
+        self._function(*args)
 
     def launcher(self, *args):
         """Check ``args`` as a call does, and return the unchecked launch function.
