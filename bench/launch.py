@@ -186,9 +186,11 @@ def ops_table(calls: int, repeats: int) -> None:
     sync, rows = torch.cuda.synchronize, []
     for row, ours, theirs in op_pairs(torch, ops):
         _check(torch, ours, theirs, row)
-        us, them = (per_call_us(f, calls, repeats, sync) for f in (ours, theirs))
+        # rounds interleaved (ours, torch's, ours, ...): a noisy host slows both alike
+        rounds = [[per_call_us(f, calls, 1, sync) for f in (ours, theirs)] for _ in range(repeats)]
+        us, them = (statistics.median(r[i] for r in rounds) for i in (0, 1))
         rows.append([row, f"{us:.2f}", f"{them:.2f}", f"{us / them:.2f}"])
-    print(f"operators: host time per call, us ({calls} calls per loop, median of {repeats} loops)")
+    print(f"operators: host time per call, us ({calls} calls per loop, median of {repeats} interleaved rounds)")
     print(table(["call", "tvm_tirx", "torch", "x torch"], rows))
 
 
@@ -242,7 +244,7 @@ def main(argv=None) -> int:
     parser.add_argument("--calls", type=int, default=3000, help="calls per loop of the Kernel rows")
     parser.add_argument("--op-calls", type=int, default=200,
                         help="calls per loop of the operator rows (few enough that the GPU's queue never fills)")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=9, help="loops (rounds) per median")
     args = parser.parse_args(argv)
     if args.cpu or not testing.has_cuda():
         cpu_checks(args.calls, args.repeats)

@@ -21,7 +21,7 @@ import torch
 
 from .attention_checks import as_bshd, attention_key, check_dtypes, check_shapes, resolve_scale
 from .attention_kernels import attention_kernel, on_clear_kernels
-from .eager import FastOp, Plans, signature
+from .eager import FastOp, Plans, allocator, signature
 from .torch_checks import UnsupportedInput
 
 __all__ = ["attention"]
@@ -65,18 +65,18 @@ class _KernelPlan:
     """One signature's launch: allocate O ((batch, seq, heads, head_dim) storage) and the
     LSE, launch without checks (they ran when the plan was made)."""
 
-    __slots__ = ("bhsd", "o_shape", "lse_shape", "launch")
+    __slots__ = ("bhsd", "new_o", "new_lse", "launch")
 
     def __init__(self, key, q, k, v, layout: str):
         self.bhsd = layout == "bhsd"
         b, n, h, d = as_bshd(q, layout).shape
-        self.o_shape, self.lse_shape = (b, n, h, d), (b, h, n)
-        o, lse = _empty_outputs(q, layout)
-        self.launch = attention_kernel(key).launcher(*(as_bshd(t, layout) for t in (q, k, v, o)), lse)
+        self.new_o = allocator((b, n, h, d), q.dtype, q.device)
+        self.new_lse = allocator((b, h, n), torch.float32, q.device)
+        o, lse = self.new_o(), self.new_lse()
+        self.launch = attention_kernel(key).launcher(*(as_bshd(t, layout) for t in (q, k, v)), o, lse)
 
     def __call__(self, q, k, v):
-        o = q.new_empty(self.o_shape)
-        lse = q.new_empty(self.lse_shape, dtype=torch.float32)
+        o, lse = self.new_o(), self.new_lse()
         if self.bhsd:
             self.launch(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse)
             return o.transpose(1, 2), lse

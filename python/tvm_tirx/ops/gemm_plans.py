@@ -16,7 +16,7 @@ import dataclasses
 
 import torch
 
-from .eager import Plans, signature
+from .eager import Plans, allocator, signature
 from .gemm_kernels import a_operand, b_operand, gemm_kernel, on_clear_kernels
 from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
                            gemm_key)
@@ -88,13 +88,13 @@ class KernelPlan:
     call's signature, it returns the new output.
     """
 
-    __slots__ = ("key", "shape", "dtype", "device", "flat", "launch")
+    __slots__ = ("key", "new_out", "flat", "launch")
 
     def __init__(self, key, shape, out_dtype, x, w, bias, residual):
-        self.key, self.shape, self.dtype, self.device = key, shape, out_dtype, x.device
+        self.key, self.new_out = key, allocator(shape, out_dtype, x.device)
         # a 2-d, K-major x is A as it is, and C is the output itself: no views to make
         self.flat = x.dim() == 2 and key.a_major == "k"
-        out = torch.empty(shape, dtype=out_dtype, device=x.device)
+        out = self.new_out()
         self.launch = gemm_kernel(key).launcher(*self._arguments(x, w, bias, residual, out))
 
     def _arguments(self, x, w, bias, residual, out):
@@ -107,7 +107,7 @@ class KernelPlan:
         return (a, b, *extra, c)
 
     def __call__(self, x, w, bias, residual):
-        out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        out = self.new_out()
         self.launch(*self._arguments(x, w, bias, residual, out))
         return out
 

@@ -24,6 +24,7 @@ torch and registers the ops.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import torch
@@ -201,7 +202,7 @@ _matmul_op.register_autograd(_matmul_backward, setup_context=_setup_context)
 
 # each public call runs the implementation directly when nothing needs torch's dispatcher
 _GEMM_ARGS = ((torch.dtype,), (str,))  # out_dtype, fallback: the schema's types (or None)
-_LINEAR_CALL = FastOp(torch.ops.tvm_tirx.linear, _linear, 2, _GEMM_ARGS)
+_LINEAR_CALL = FastOp(torch.ops.tvm_tirx.linear, functools.partial(run_gemm, _LINEAR), 2, _GEMM_ARGS)
 _LINEAR_BIAS_CALL = FastOp(torch.ops.tvm_tirx.linear_bias, _linear_bias, 3, _GEMM_ARGS)
 _LINEAR_RESIDUAL_CALL = FastOp(torch.ops.tvm_tirx.linear_residual, _linear_residual, 4, _GEMM_ARGS)
 _MATMUL_CALL = FastOp(torch.ops.tvm_tirx.matmul, _matmul, 2, _GEMM_ARGS)
