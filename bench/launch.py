@@ -1,8 +1,10 @@
 """Launch cost: host time per call of the torch operators and of a raw Kernel, against torch.
 
 Host time is the wall clock over back-to-back calls with no synchronisation inside
-(``--calls`` per loop, the clock stopped when the last call returns, the GPU synchronised
-between loops; median of ``--repeats`` loops), all in this process, on the same tensors as the torch call next to it:
+(``--calls`` / ``--op-calls`` per loop, the clock stopped when the last call returns,
+the GPU synchronised between loops; median of ``--repeats`` loops, the operators' and
+torch's loops interleaved), all in this process, on the same tensors as the torch
+call next to it:
 
 * the operators as users call them -- ``ops.linear`` (plain, with a bias, with a
   residual), ``ops.matmul``, ``ops.glu_linear``, ``ops.attention`` -- next to
