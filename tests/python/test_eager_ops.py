@@ -221,3 +221,12 @@ def test_reduce_overhead_compile_runs_the_ops(torch_cuda):
     for seed in range(4):
         x = _bf16(64, 512, seed=seed, device="cuda")
         assert torch.equal(compiled(x), block(x)), seed
+
+
+def test_a_residual_that_does_not_broadcast_names_the_op(fast):
+    x, w = _bf16(5, 32), _bf16(24, 32, seed=1)
+    with pytest.raises(ValueError, match=r"tvm_tirx.ops.linear: residual must have the output's shape \(5, 24\) "
+                                         r".* or broadcast with it .*, got \(5, 23\)"):
+        ops.linear(x, w, residual=_bf16(5, 23))
+    torch.testing.assert_close(ops.linear(x, w, residual=_bf16(1, 24, seed=2), out_dtype=F32),  # broadcasts
+                               x.float() @ w.float().t() + _bf16(1, 24, seed=2).float(), atol=0.1, rtol=0.02)

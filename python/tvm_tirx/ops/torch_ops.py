@@ -107,6 +107,20 @@ def _check_bias_type(bias, residual=None) -> None:
             raise TypeError(f"{_LINEAR.op}: {name} must be floating-point, got {t.dtype}")
 
 
+def _check_broadcast(residual, out) -> None:
+    """A residual that does not broadcast to the output's shape raises a ValueError naming it
+    (not torch's bare broadcasting error)."""
+    shape = tuple(residual.shape) if isinstance(residual, torch.Tensor) else None
+    try:
+        ok = shape is not None and torch.broadcast_shapes(shape, out.shape) is not None
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{_LINEAR.op}: residual must have the output's shape {tuple(out.shape)} (added in the "
+                         f"kernel) or broadcast with it (added by torch), got "
+                         f"{shape if shape is not None else type(residual).__name__}")
+
+
 def _check_matmul_shapes(a, b) -> None:
     """``a (*, k) @ b (k, n)`` in ``b``'s own terms (the rules then see ``b.t()`` (n, k))."""
     if b.dim() != 2:
@@ -267,7 +281,8 @@ def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None
         message names the argument and the rule.
     ValueError
         ``x`` 0-d, ``weight`` not 2-d, different ``k``; ``fallback`` not None or ``"torch"``;
-        a 1-d ``bias`` of a length other than ``n`` or 1.
+        a 1-d ``bias`` of a length other than ``n`` or 1; a ``residual`` that does not
+        broadcast with the output.
     TypeError
         (with or without ``fallback``, as torch refuses them) ``x`` or ``weight`` not
         floating-point (integer, bool, complex), ``x`` and ``weight`` of different dtypes,
@@ -288,6 +303,7 @@ def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None
         if fused and (bias is None or (isinstance(bias, torch.Tensor) and bias.shape == (n,))):
             return _LINEAR_RESIDUAL_CALL(x, weight, bias, residual, out_dtype, fallback)
         out = linear(x, weight, bias, out_dtype=out_dtype, fallback=fallback)
+        _check_broadcast(residual, out)
         return torch.add(out, residual).to(out.dtype)
     if bias is None:
         return _LINEAR_CALL(x, weight, out_dtype, fallback)
