@@ -178,6 +178,25 @@ def test_the_interleaved_weight_is_made_once_per_pair_until_a_weight_changes(tor
     assert not glu_weights._CACHE
 
 
+def test_a_recent_pair_is_served_without_the_cache_key_until_it_changes(torch_cpu):
+    torch = torch_cpu
+    from tvm_tirx.ops import glu_weights
+
+    glu_weights.clear_interleaved()
+    g, u = torch.randn(16, 8), torch.randn(16, 8)
+    first = glu_weights.interleaved(g, u)
+    glu_weights._CACHE.clear()  # the memo alone serves the same two objects
+    assert glu_weights.interleaved(g, u) is first
+    g.data = torch.randn(16, 8)  # new storage, same object and version: remade
+    second = glu_weights.interleaved(g, u)
+    assert second is not first and torch.equal(second, glu_weights.gate_up_weight(g, u))
+    with torch.no_grad():
+        g.add_(1)  # in place: remade
+    assert torch.equal(glu_weights.interleaved(g, u), glu_weights.gate_up_weight(g, u))
+    del g, first, second
+    assert not glu_weights._LAST  # forgotten with its weights
+
+
 def test_the_key_is_the_output_width_the_gated_tile_and_the_activation(torch_cpu, monkeypatch):
     torch = torch_cpu
     from tvm_tirx import ops

@@ -21,7 +21,7 @@ import torch
 
 from .attention_checks import as_bshd, attention_key, check_dtypes, check_shapes, resolve_scale
 from .attention_kernels import attention_kernel, on_clear_kernels
-from .eager import FastOp, Plans, allocator, signature
+from .eager import FastOp, Plans, signature
 from .torch_checks import UnsupportedInput
 
 __all__ = ["attention"]
@@ -65,21 +65,25 @@ class _KernelPlan:
     """One signature's launch: allocate O ((batch, seq, heads, head_dim) storage) and the
     LSE, launch without checks (they ran when the plan was made)."""
 
-    __slots__ = ("bhsd", "new_o", "new_lse", "launch")
+    __slots__ = ("bhsd", "lse_shape", "launch")
 
     def __init__(self, key, q, k, v, layout: str):
         self.bhsd = layout == "bhsd"
-        b, n, h, d = as_bshd(q, layout).shape
-        self.new_o = allocator((b, n, h, d), q.dtype, q.device)
-        self.new_lse = allocator((b, h, n), torch.float32, q.device)
-        o, lse = self.new_o(), self.new_lse()
-        self.launch = attention_kernel(key).launcher(*(as_bshd(t, layout) for t in (q, k, v)), o, lse)
+        b, n, h, _ = as_bshd(q, layout).shape
+        self.lse_shape = (b, h, n)
+        o, lse = self._outputs(q)
+        self.launch = attention_kernel(key).launcher(*(as_bshd(t, layout) for t in (q, k, v, o)), lse)
+
+    def _outputs(self, q):
+        """O laid out as ``q`` (whose storage is (batch, seq, heads, head_dim): the rules
+        hold it dense), and the LSE."""
+        return torch.empty_like(q), q.new_empty(self.lse_shape, dtype=torch.float32)
 
     def __call__(self, q, k, v):
-        o, lse = self.new_o(), self.new_lse()
+        o, lse = self._outputs(q)
         if self.bhsd:
-            self.launch(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o, lse)
-            return o.transpose(1, 2), lse
+            self.launch(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o.transpose(1, 2), lse)
+            return o, lse
         self.launch(q, k, v, o, lse)
         return o, lse
 

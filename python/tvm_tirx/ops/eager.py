@@ -22,13 +22,12 @@ from the tensors of each launch.
 
 from __future__ import annotations
 
-import functools
 import threading
 from typing import Callable
 
 import torch
 
-__all__ = ["direct", "signature", "allocator", "FastOp", "Plans", "ALIGN"]
+__all__ = ["direct", "signature", "FastOp", "Plans", "ALIGN"]
 
 #: Bytes of base-pointer alignment a signature records (the kernels' largest rule: TMA).
 ALIGN = 16
@@ -129,25 +128,6 @@ def signature(*tensors) -> tuple:
     (elements), dtype, device and base-pointer offset modulo :data:`ALIGN` bytes
     (``None`` stays ``None``).  Two calls of one signature get the same plan."""
     return tuple(map(_tensor_signature, tensors))
-
-
-def allocator(shape, dtype, device) -> Callable[[], torch.Tensor]:
-    """A function returning a new, uninitialised, contiguous tensor of ``shape``, ``dtype``
-    and ``device`` on each call.
-
-    It is ``torch.empty_like`` of a one-element tensor expanded to ``shape`` (the template
-    holds one element; ``empty_like`` of a tensor that is not dense allocates it
-    contiguous): on the H200's host that costs about half of
-    ``torch.empty(shape, dtype=..., device=...)``, whose keyword arguments torch parses
-    on every call.
-
-    Raises
-    ------
-    RuntimeError
-        (torch's) ``shape`` has a negative extent.
-    """
-    template = torch.empty((1,), dtype=dtype, device=device).expand(shape)
-    return functools.partial(torch.empty_like, template)
 
 
 class Plans:

@@ -16,7 +16,7 @@ import dataclasses
 
 import torch
 
-from .eager import Plans, allocator, signature
+from .eager import Plans, signature
 from .gemm_kernels import a_operand, b_operand, gemm_kernel, on_clear_kernels
 from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
                            gemm_key)
@@ -88,14 +88,20 @@ class KernelPlan:
     call's signature, it returns the new output.
     """
 
-    __slots__ = ("key", "new_out", "flat", "launch")
+    __slots__ = ("key", "shape", "dtype", "device", "like_x", "flat", "launch")
 
     def __init__(self, key, shape, out_dtype, x, w, bias, residual):
-        self.key, self.new_out = key, allocator(shape, out_dtype, x.device)
+        self.key, self.shape, self.dtype, self.device = key, shape, out_dtype, x.device
+        self.like_x = out_dtype == x.dtype  # x.new_empty: cheaper than torch.empty's keywords
         # a 2-d, K-major x is A as it is, and C is the output itself: no views to make
         self.flat = x.dim() == 2 and key.a_major == "k"
-        out = self.new_out()
+        out = self._new_out(x)
         self.launch = gemm_kernel(key).launcher(*self._arguments(x, w, bias, residual, out))
+
+    def _new_out(self, x):
+        if self.like_x:
+            return x.new_empty(self.shape)
+        return torch.empty(self.shape, dtype=self.dtype, device=self.device)
 
     def _arguments(self, x, w, bias, residual, out):
         key = self.key
@@ -107,7 +113,7 @@ class KernelPlan:
         return (a, b, *extra, c)
 
     def __call__(self, x, w, bias, residual):
-        out = self.new_out()
+        out = self._new_out(x)
         self.launch(*self._arguments(x, w, bias, residual, out))
         return out
 

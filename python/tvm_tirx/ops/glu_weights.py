@@ -56,6 +56,9 @@ def gate_up_weight(w_gate, w_up):
 
 #: (id of each weight's base tensor, each weight's geometry) -> _Entry
 _CACHE: dict = {}
+#: (id(w_gate), id(w_up)) of a recent call -> (weak refs to both, their _state, the weight):
+#: a call with the same two objects, unchanged, skips the geometry of the cache's key
+_LAST: dict = {}
 
 
 class _Entry:
@@ -117,6 +120,29 @@ def interleaved(w_gate, w_up):
     ValueError
         As :func:`gate_up_weight`.
     """
+    pair = (id(w_gate), id(w_up))
+    state = _state(w_gate, w_up)
+    last = _LAST.get(pair)
+    if last is not None and last[0]() is w_gate and last[1]() is w_up and last[2] == state:
+        return last[3]  # the same two tensor objects as a recent call, unchanged since
+    weight = _interleaved(w_gate, w_up)
+    if state is not None:
+        forget = lambda _ref, pair=pair: _LAST.pop(pair, None)  # noqa: E731
+        _LAST[pair] = (weakref.ref(w_gate, forget), weakref.ref(w_up, forget), state, weight)
+    return weight
+
+
+def _state(w_gate, w_up):
+    """What a recent call's result depends on beyond the two objects: their version
+    counters, data pointers and shapes (None for inference tensors: no version counter)."""
+    if w_gate.is_inference() or w_up.is_inference():
+        return None
+    return (w_gate._version, w_up._version, w_gate.data_ptr(), w_up.data_ptr(),  # pylint: disable=protected-access
+            w_gate.shape, w_up.shape)
+
+
+def _interleaved(w_gate, w_up):
+    """:func:`interleaved` without the recent-call memo: the cache keyed by base tensors."""
     if w_gate.is_inference() or w_up.is_inference():
         return gate_up_weight(w_gate, w_up)
     anchors = (_anchor(w_gate), _anchor(w_up))
@@ -136,3 +162,4 @@ def interleaved(w_gate, w_up):
 def clear_interleaved() -> None:
     """Forget every cached interleaved weight (after writing a weight through ``w.data``)."""
     _CACHE.clear()
+    _LAST.clear()
