@@ -126,8 +126,14 @@ napoleon_numpy_docstring = True
 napoleon_use_rtype = False
 
 autodoc_member_order = "bysource"
-# torch is optional: without it the torch operators' pages are built from mocked torch names
+# torch is optional: without it the torch operators' pages are built from mocked torch names.
 if importlib.util.find_spec("torch") is None:
+    # tvm_ffi binds the name ``torch`` once, when it is first imported, and then tests every
+    # argument of every FFI call with ``isinstance(arg, torch.Tensor)``.  Imported for the
+    # first time under autodoc's mock, it would bind the mocked module, whose ``Tensor`` is
+    # no type ("isinstance() arg 2 must be a type"): import it here, before any mock exists.
+    import tvm  # noqa: F401  pylint: disable=unused-import,wrong-import-position
+
     autodoc_mock_imports = ["torch"]
 autodoc_typehints = "description"
 

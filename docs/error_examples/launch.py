@@ -100,4 +100,27 @@ CASES = [
         "the GPU, aligned as declared).",
         error="ValueError",
     ),
+    Case(
+        OTHER,
+        r"uses the run-time size n inside an expression",
+        "Run-time size that only appears inside an expression",
+        example('''
+            n = T.dynamic("n")
+
+            @T.function
+            def kernel(A: T.Tensor((n * 4,), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=T.ceildiv(n, 64), block=64))
+                i = T.cuda.block_idx("x") * 64 + T.cuda.thread_idx("x")
+                r = T.alloc_local((4,), "float32")
+                if i < n:
+                    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A.sub[i * 4:i * 4 + 4])
+        '''),
+        "parse",
+        "The kernel learns a run-time size from its arguments: from a scalar parameter, or "
+        "from a shape extent that is the variable alone. ``(n * 4,)`` is checked against "
+        "the argument's shape but does not say what ``n`` is.",
+        "Give ``n`` as an extent of its own (``T.Tensor((n, 4), ...)``, rows "
+        "``A.sub[i, :]``), or add a scalar parameter ``n: T.int32`` that the caller passes.",
+        error="ValueError",
+    ),
 ]

@@ -310,4 +310,24 @@ CASES = [
         "so one write would silently replace another.",
         "Use a layout whose destination slots are distinct (gaps are fine).",
     ),
+    Case(
+        OPERANDS,
+        r"slice of a view across its layout's blocks",
+        "Slice of a view across the blocks of its layout",
+        example('''
+            @T.function
+            def kernel(A: T.Tensor((64, 8), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((2, 4), "float32")
+                T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r.view(8).sub[2:6], A.sub[tid, 0:4])
+        '''),
+        "parse",
+        "``.view()`` reshapes a tensor but keeps its layout: ``r.view(8)`` of a ``(2, 4)`` "
+        "tensor is still two blocks of four registers, and a slice of it must start and "
+        "end on a block boundary, at numbers known when the kernel is parsed.",
+        "Slice the tensor before viewing it (``A.sub[i, :]`` rather than "
+        "``A.view(n * 4).sub[4 * i:4 * i + 4]``), or allocate it in the shape you slice "
+        "(``T.alloc_local((8,), ...)``, then ``.view(2, 4)`` where you need two axes).",
+    ),
 ]

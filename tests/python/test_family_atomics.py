@@ -569,6 +569,7 @@ def test_the_forms_cover_every_entry_space_and_order():
     assert spaces == {"global", "shared", "shared::cta", "shared::cluster"}
 
 
+@pytest.mark.slow
 @testing.requires_nvcc
 def test_every_form_assembles_for_sm90a(tmp_path):
     selected = atomic_forms.forms()

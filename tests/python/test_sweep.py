@@ -84,6 +84,7 @@ print(result.table())
 """
 
 
+@pytest.mark.slow
 def test_sweep_names_the_main_guard_when_its_workers_break(tmp_path):
     import os
     import subprocess

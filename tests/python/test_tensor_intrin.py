@@ -336,6 +336,7 @@ def _gemm_schedule(names):
     return schedule(matmul(256, 256, 256), names)
 
 
+@pytest.mark.slow  # about 3.5 min on a 2-core machine
 @testing.requires_nvcc
 def test_scheduled_gemm_with_fragment_intrinsics_assembles():
     import tvm_tirx
@@ -373,6 +374,7 @@ def _gemm_variant(variant, size):
     return schedule(matmul(size, size, size, dtype), OURS_BY_DTYPE[dtype]), dtype
 
 
+@pytest.mark.slow  # about 1.5 min on a 2-core machine
 @testing.requires_nvcc
 def test_scheduled_gemm_with_m16n8k16_blocks_assembles():
     import tvm_tirx

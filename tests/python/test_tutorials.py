@@ -53,10 +53,15 @@ def test_the_documented_tutorials_exist():
     assert {p.stem for p in TUTORIALS} >= set(KERNELS)
 
 
-# the Hopper GEMM tutorial runs five step scripts (about a minute): marked slow
+#: tutorials that take over ~13 s on a 2-core machine (the Hopper GEMM's five step scripts,
+#: the decoder block's torch and Relax builds, the many small kernels of arithmetic and
+#: attention): marked slow, run by CI and `-m "slow or not slow"`
+SLOW = {"hopper_gemm", "decoder_block", "arithmetic", "attention"}
+
+
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(p, marks=pytest.mark.slow) if p.stem == "hopper_gemm" else p for p in TUTORIALS],
+    [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p for p in TUTORIALS],
     ids=[p.stem for p in TUTORIALS],
 )
 def test_tutorial_runs(path):

@@ -12,6 +12,7 @@ from tvm.tirx.script.parser import entry
 
 from . import flat_frames
 from .launch import current_dyn_pool
+from .param_shapes import check_parameter_shapes
 from .parse_errors import backtrace_requested, parse_failure
 
 __all__ = ["function", "Tensor", "dynamic", "alloc_local", "alloc_shared"]
@@ -35,17 +36,24 @@ def function(func=None, *, private: bool = False, check_well_formed: bool = True
     tvm_tirx.script.parse_errors.ScriptError
         Any other parse error (a ``tvm.error.DiagnosticError``, with the
         parser's text: ``error: <message>``, `` --> file:line:col``, the excerpt).
+    ValueError
+        A parameter's shape uses a run-time size that no argument gives
+        (``T.Tensor((n * 4,), ...)`` with no bare ``n`` elsewhere:
+        :func:`~tvm_tirx.script.param_shapes.check_parameter_shapes`).
     """
     def decorate(f):
         try:
             # views leave frames open; apache-tvm exits them recursively (crash at ~250 views)
             with flat_frames.flat_frame_exits():
-                return entry.prim_func(f, private=private, check_well_formed=check_well_formed)
+                parsed = entry.prim_func(f, private=private, check_well_formed=check_well_formed)
         except Exception as err:  # pylint: disable=broad-except
             shown = parse_failure(err)
             if shown is None:
                 raise
             raise shown from (err if backtrace_requested() else None)
+        if isinstance(parsed, tirx.PrimFunc):
+            check_parameter_shapes(parsed, f)
+        return parsed
 
     if func is None:
         setattr(decorate, "dispatch_token", "tirx")

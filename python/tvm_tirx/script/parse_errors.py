@@ -72,6 +72,10 @@ def _tile_error_in(err):
             return err
         if isinstance(err, KeyError) and _raised_in_ptx_namespace(err):
             return _spelling_error(str(err.args[0] if err.args else err))
+        if isinstance(err, ValueError) and _raised_in(err, "tirx/_buffer_view.py"):
+            sliced = _view_slice_error(str(err))
+            if sliced is not None:
+                return sliced
         err = err.__cause__ or err.__context__
         seen += 1
     return None
@@ -95,10 +99,49 @@ def _spelling_error(message: str) -> TileError:
 
 
 def _raised_in_ptx_namespace(err) -> bool:
+    return _raised_in(err, "backend/cuda/ptx")
+
+
+def _raised_in(err, path: str) -> bool:
+    """Whether ``err`` was raised in a file of apache-tvm whose path contains ``path``."""
     tb = err.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return tb is not None and "backend/cuda/ptx" in tb.tb_frame.f_code.co_filename.replace("\\", "/")
+    return tb is not None and path in tb.tb_frame.f_code.co_filename.replace("\\", "/")
+
+
+#: apache-tvm's refusals of ``X.sub[a:b]`` on an axis its layout splits in blocks
+_SLICE_MESSAGES = (
+    re.compile(r"sub: dim (?P<dim>\d+) start/length must be multiples of the inner iter block (?P<block>\d+); "
+               r"got start=(?P<start>\S+) length=(?P<length>\S+)"),
+    re.compile(r"sub: dim (?P<dim>\d+) is made of \d+ layout iters; start/length must be concrete multiples of "
+               r"(?P<block>\d+)"),
+)
+
+
+def _view_slice_error(message: str) -> TileError | None:
+    """The TileError of a ``.sub[a:b]`` slice apache-tvm refuses because the view keeps
+    the layout of the tensor it views (``r.view(8)`` of a ``(2, 4)`` tensor: axis 0 is
+    two blocks of 4), or None for another message of that module."""
+    for pattern in _SLICE_MESSAGES:
+        match = pattern.search(message)
+        if match is None:
+            continue
+        fields = match.groupdict()
+        dim, block = fields["dim"], fields["block"]
+        found = (f"start {fields['start']}, length {fields['length']}" if "start" in fields
+                 else "a start or length known only at run time")
+        return TileError(
+            "",
+            "slice of a view across its layout's blocks",
+            operand=f"axis {dim} of a .view()",
+            expected=f"a start and length that are constant multiples of {block} (.view() keeps the layout of "
+            f"the tensor it views, and that layout splits axis {dim} into blocks of {block}); slice the tensor "
+            f"itself before viewing it (X.sub[i, :] rather than X.view(n * 4).sub[4 * i:4 * i + 4]), or allocate it "
+            f"in the shape you slice (T.alloc_local((8,), ...) and .view(2, 4) where 2-d)",
+            found=found,
+        )
+    return None
 
 
 def _diag_location(err) -> str | None:
