@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tvm_tirx import ops, testing  # noqa: E402
-from tvm_tirx.ops import eager, gemm_kernels, gemm_plans, torch_checks, torch_ops  # noqa: E402
+from tvm_tirx.ops import eager, gemm_kernels, gemm_plans, linear_route, torch_checks, torch_ops  # noqa: E402
 from tvm_tirx.ops.torch_checks import UnsupportedInput  # noqa: E402
 
 BF16, F32 = torch.bfloat16, torch.float32
@@ -84,10 +84,9 @@ def fast(cpu_is_served, monkeypatch):
     monkeypatch.setattr(torch_checks, "_check_device", lambda names, x, w: None)
     monkeypatch.setattr(torch_checks, "device_target", lambda op, device: "sm_90a")
     monkeypatch.setattr(gemm_kernels, "_compile", _StandIn)
-    dispatched = []
-    for call in (torch_ops._LINEAR_CALL, torch_ops._LINEAR_BIAS_CALL, torch_ops._LINEAR_RESIDUAL_CALL,
-                 torch_ops._MATMUL_CALL):
-        monkeypatch.setattr(call, "op", lambda *args, op=call.op: dispatched.append(op) or op(*args))
+    dispatched = []  # the registered operators' implementation records its calls
+    monkeypatch.setattr(torch_ops, "run_gemm", lambda names, *args: dispatched.append(names.op) or
+                        gemm_plans.run_gemm(names, *args))
     gemm_kernels.clear_kernels()
     yield dispatched
     gemm_kernels.clear_kernels()
@@ -111,6 +110,19 @@ def test_the_fast_path_skips_the_dispatcher_and_gives_its_result(fast, name):
     y = ours()
     assert fast == []  # no call went through torch's dispatcher
     assert torch.equal(y, dispatched())
+    assert len(fast) == 1  # the registered operator's implementation ran for the second
+
+
+def test_broadcast_bias_and_residual_take_the_fast_path_with_torchs_add(fast):
+    x, w = _bf16(5, 32), _bf16(24, 32, seed=1)
+    bias, residual = _bf16(1, seed=2), _bf16(1, 24, seed=3)
+    y = ops.linear(x, w, bias, residual=residual)
+    assert fast == []
+    x.requires_grad_(True)  # the dispatcher's path, for the reference
+    assert torch.equal(y, ops.linear(x, w, bias, residual=residual).detach())
+    assert fast == [torch_ops.LINEAR.op]
+    with pytest.raises(ValueError, match=r"bias of shape \(3,\) does not broadcast"):
+        ops.linear(x.detach(), w, _bf16(3))
 
 
 _BAD = [

@@ -111,7 +111,7 @@ def test_the_residual_rules_name_the_argument(torch_cpu, monkeypatch):
                               (torch.randn(97).bfloat16()[1:].view(4, 24),
                                "residual must start at a 4-byte aligned address")):
         with pytest.raises(torch_checks.UnsupportedInput, match=message):
-            torch_ops.run_gemm(torch_ops._LINEAR, x, w, None, None, residual=residual)
+            torch_ops.run_gemm(torch_ops.LINEAR, x, w, None, None, residual=residual)
 
 
 @I.ir_module

@@ -21,7 +21,7 @@ from .gemm_kernels import a_operand, b_operand, gemm_kernel, on_clear_kernels
 from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
                            gemm_key)
 
-__all__ = ["run_gemm", "accumulator", "check_fallback", "KernelPlan", "FALLBACKS", "PLANS"]
+__all__ = ["plan", "run_gemm", "accumulator", "check_fallback", "KernelPlan", "FALLBACKS", "PLANS"]
 
 #: The values ``fallback`` takes: None (raise on an unsupported input) or ``"torch"``.
 FALLBACKS = (None, "torch")
@@ -105,12 +105,15 @@ class KernelPlan:
 
     def _arguments(self, x, w, bias, residual, out):
         key = self.key
-        a, c = (x, out) if self.flat else (a_operand(key, x), out.view(-1, key.n))
+        if self.flat:  # x is (m, k), out and a residual (m, n): as they are
+            a, c, r = x, out, residual
+        else:
+            a, c = a_operand(key, x), out.view(-1, key.n)
+            r = None if residual is None else residual.view(-1, key.n)
         b = w if key.b_major == "k" else b_operand(key, w)
-        if bias is None and residual is None:
-            return a, b, c
-        extra = ([] if bias is None else [bias]) + ([] if residual is None else [residual.view(-1, key.n)])
-        return (a, b, *extra, c)
+        if bias is None:
+            return (a, b, c) if r is None else (a, b, r, c)
+        return (a, b, bias, c) if r is None else (a, b, bias, r, c)
 
     def __call__(self, x, w, bias, residual):
         out = self._new_out(x)
@@ -146,9 +149,9 @@ PLANS = Plans(_make_plan)
 on_clear_kernels(PLANS.clear)
 
 
-def run_gemm(names: Operands, x, w, out_dtype, fallback, bias=None, residual=None):
-    """``x (*, k) @ w (n, k)^T (+ bias (n,)) (+ residual (*, n))`` on the kernel, or by torch
-    (``fallback="torch"`` and an input the kernel does not take).
+def plan(names: Operands, x, w, out_dtype, fallback, bias=None, residual=None):
+    """The launch plan of a call ``x (*, k) @ w (n, k)^T (+ bias (n,)) (+ residual (*, n))``:
+    made (every check run) on its signature's first call, the same object after.
 
     Parameters
     ----------
@@ -165,8 +168,10 @@ def run_gemm(names: Operands, x, w, out_dtype, fallback, bias=None, residual=Non
 
     Returns
     -------
-    torch.Tensor
-        A new ``(*, n)`` tensor of ``out_dtype``.
+    Callable
+        ``plan(x, w, bias, residual)`` on tensors of this call's signature: a new
+        ``(*, n)`` tensor of ``out_dtype``, computed by the kernel (or by torch: the
+        fallback).
 
     Raises
     ------
@@ -176,4 +181,9 @@ def run_gemm(names: Operands, x, w, out_dtype, fallback, bias=None, residual=Non
     check_fallback(names.op, fallback)  # before it is hashed
     out_dtype = x.dtype if out_dtype is None else out_dtype
     key = (names, out_dtype, fallback, *signature(x, w, bias, residual))
-    return PLANS.get(key, names, x, w, out_dtype, fallback, bias, residual)(x, w, bias, residual)
+    return PLANS.get(key, names, x, w, out_dtype, fallback, bias, residual)
+
+
+def run_gemm(names: Operands, x, w, out_dtype, fallback, bias=None, residual=None):
+    """The registered operators' implementation: :func:`plan` of the call, run on it."""
+    return plan(names, x, w, out_dtype, fallback, bias, residual)(x, w, bias, residual)

@@ -24,21 +24,15 @@ torch and registers the ops.
 
 from __future__ import annotations
 
-import functools
 from typing import Optional
 
 import torch
 
-from .eager import FastOp
 from .gemm_plans import FALLBACKS, accumulator as _accumulator, check_fallback as _check_fallback, run_gemm
+from .linear_route import LINEAR, MATMUL, call_linear, call_matmul, check_bias_type, check_matmul_shapes
 from .torch_checks import Operands, UnsupportedInput, check_dtypes, check_shapes
 
 __all__ = ["linear", "matmul", "UnsupportedInput", "FALLBACKS"]
-
-_LINEAR = Operands("tvm_tirx.ops.linear", "x", "weight", "contiguous (n, k) as nn.Linear's weight is, or the "
-                   "transpose of a contiguous (k, n)")
-_MATMUL = Operands("tvm_tirx.ops.matmul", "a", "b.t()", "contiguous (b column-major, as weight.t() is), or b "
-                   "itself contiguous (row-major)", "b.t().contiguous().t()")
 
 
 def _fake_gemm(names: Operands, x, w, out_dtype, fallback):
@@ -52,7 +46,7 @@ def _fake_gemm(names: Operands, x, w, out_dtype, fallback):
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, out_dtype: Optional[torch.dtype],
             fallback: Optional[str]) -> torch.Tensor:
-    return run_gemm(_LINEAR, x, weight, out_dtype, fallback)
+    return run_gemm(LINEAR, x, weight, out_dtype, fallback)
 
 
 _linear_op = torch.library.custom_op("tvm_tirx::linear", mutates_args=())(_linear)
@@ -60,13 +54,13 @@ _linear_op = torch.library.custom_op("tvm_tirx::linear", mutates_args=())(_linea
 
 @_linear_op.register_fake
 def _linear_fake(x, weight, out_dtype, fallback):
-    return _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
+    return _fake_gemm(LINEAR, x, weight, out_dtype, fallback)
 
 
 def _linear_bias(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out_dtype: Optional[torch.dtype],
                  fallback: Optional[str]) -> torch.Tensor:
-    _check_bias_type(bias)
-    return run_gemm(_LINEAR, x, weight, out_dtype, fallback, bias)
+    check_bias_type(bias)
+    return run_gemm(LINEAR, x, weight, out_dtype, fallback, bias)
 
 
 _linear_bias_op = torch.library.custom_op("tvm_tirx::linear_bias", mutates_args=())(_linear_bias)
@@ -74,16 +68,16 @@ _linear_bias_op = torch.library.custom_op("tvm_tirx::linear_bias", mutates_args=
 
 @_linear_bias_op.register_fake
 def _linear_bias_fake(x, weight, bias, out_dtype, fallback):
-    _check_bias_type(bias)
+    check_bias_type(bias)
     if bias.dim() != 1 or bias.shape[0] != weight.shape[0]:
-        raise ValueError(f"{_LINEAR.op}: bias must have shape ({weight.shape[0]},) (n), got {tuple(bias.shape)}")
-    return _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
+        raise ValueError(f"{LINEAR.op}: bias must have shape ({weight.shape[0]},) (n), got {tuple(bias.shape)}")
+    return _fake_gemm(LINEAR, x, weight, out_dtype, fallback)
 
 
 def _linear_residual(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], residual: torch.Tensor,
                      out_dtype: Optional[torch.dtype], fallback: Optional[str]) -> torch.Tensor:
-    _check_bias_type(bias, residual)
-    return run_gemm(_LINEAR, x, weight, out_dtype, fallback, bias, residual)
+    check_bias_type(bias, residual)
+    return run_gemm(LINEAR, x, weight, out_dtype, fallback, bias, residual)
 
 
 _linear_residual_op = torch.library.custom_op("tvm_tirx::linear_residual", mutates_args=())(_linear_residual)
@@ -91,49 +85,18 @@ _linear_residual_op = torch.library.custom_op("tvm_tirx::linear_residual", mutat
 
 @_linear_residual_op.register_fake
 def _linear_residual_fake(x, weight, bias, residual, out_dtype, fallback):
-    _check_bias_type(bias, residual)
-    out = _fake_gemm(_LINEAR, x, weight, out_dtype, fallback)
+    check_bias_type(bias, residual)
+    out = _fake_gemm(LINEAR, x, weight, out_dtype, fallback)
     if residual.shape != out.shape:
-        raise ValueError(f"{_LINEAR.op}: residual must have the output's shape {tuple(out.shape)}, got "
+        raise ValueError(f"{LINEAR.op}: residual must have the output's shape {tuple(out.shape)}, got "
                          f"{tuple(residual.shape)}")
     return out
 
 
-def _check_bias_type(bias, residual=None) -> None:
-    """A bias (or residual) that is not floating-point (integer, bool, complex, as torch's
-    ``linear`` refuses a bias) raises a TypeError naming it, with or without the fallback."""
-    for name, t in (("bias", bias), ("residual", residual)):
-        if isinstance(t, torch.Tensor) and not t.is_floating_point():
-            raise TypeError(f"{_LINEAR.op}: {name} must be floating-point, got {t.dtype}")
-
-
-def _check_broadcast(residual, out) -> None:
-    """A residual that does not broadcast to the output's shape raises a ValueError naming it
-    (not torch's bare broadcasting error)."""
-    shape = tuple(residual.shape) if isinstance(residual, torch.Tensor) else None
-    try:
-        ok = shape is not None and torch.broadcast_shapes(shape, out.shape) is not None
-    except RuntimeError:
-        ok = False
-    if not ok:
-        raise ValueError(f"{_LINEAR.op}: residual must have the output's shape {tuple(out.shape)} (added in the "
-                         f"kernel) or broadcast with it (added by torch), got "
-                         f"{shape if shape is not None else type(residual).__name__}")
-
-
-def _check_matmul_shapes(a, b) -> None:
-    """``a (*, k) @ b (k, n)`` in ``b``'s own terms (the rules then see ``b.t()`` (n, k))."""
-    if b.dim() != 2:
-        raise ValueError(f"{_MATMUL.op}: b must be 2-d (k, n), got shape {tuple(b.shape)}")
-    if a.dim() >= 1 and a.shape[-1] != b.shape[0]:
-        raise ValueError(f"{_MATMUL.op}: a (*, k) and b (k, n) must have the same k, got a {tuple(a.shape)} "
-                         f"and b {tuple(b.shape)}")
-
-
 def _matmul(a: torch.Tensor, b: torch.Tensor, out_dtype: Optional[torch.dtype],
             fallback: Optional[str]) -> torch.Tensor:
-    _check_matmul_shapes(a, b)
-    return run_gemm(_MATMUL, a, b.t(), out_dtype, fallback)
+    check_matmul_shapes(a, b)
+    return run_gemm(MATMUL, a, b.t(), out_dtype, fallback)
 
 
 _matmul_op = torch.library.custom_op("tvm_tirx::matmul", mutates_args=())(_matmul)
@@ -141,8 +104,8 @@ _matmul_op = torch.library.custom_op("tvm_tirx::matmul", mutates_args=())(_matmu
 
 @_matmul_op.register_fake
 def _matmul_fake(a, b, out_dtype, fallback):
-    _check_matmul_shapes(a, b)
-    return _fake_gemm(_MATMUL, a, b.t(), out_dtype, fallback)
+    check_matmul_shapes(a, b)
+    return _fake_gemm(MATMUL, a, b.t(), out_dtype, fallback)
 
 
 # -- autograd: the backward is torch's own matmuls -----------------------------------------------
@@ -213,14 +176,6 @@ def _linear_residual_backward(ctx, grad):
 
 _linear_residual_op.register_autograd(_linear_residual_backward, setup_context=_setup_residual_context)
 _matmul_op.register_autograd(_matmul_backward, setup_context=_setup_context)
-
-# each public call runs the implementation directly when nothing needs torch's dispatcher
-_GEMM_ARGS = ((torch.dtype,), (str,))  # out_dtype, fallback: the schema's types (or None)
-_LINEAR_CALL = FastOp(torch.ops.tvm_tirx.linear, functools.partial(run_gemm, _LINEAR), 2, _GEMM_ARGS)
-_LINEAR_BIAS_CALL = FastOp(torch.ops.tvm_tirx.linear_bias, _linear_bias, 3, _GEMM_ARGS)
-_LINEAR_RESIDUAL_CALL = FastOp(torch.ops.tvm_tirx.linear_residual, _linear_residual, 4, _GEMM_ARGS)
-_MATMUL_CALL = FastOp(torch.ops.tvm_tirx.matmul, _matmul, 2, _GEMM_ARGS)
-
 
 def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None):
     """``x @ weight.T + bias (+ residual)``, like ``torch.nn.functional.linear``, on the tvm_tirx Hopper GEMM.
@@ -296,28 +251,7 @@ def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None
     of ``grad`` over its rows (leading dimensions flattened), ``grad_residual = grad``;
     only the gradients needed are computed.
     """
-    if residual is not None:
-        _check_bias_type(None, residual)
-        n = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None
-        fused = isinstance(residual, torch.Tensor) and n is not None and residual.shape == (*x.shape[:-1], n)
-        if fused and (bias is None or (isinstance(bias, torch.Tensor) and bias.shape == (n,))):
-            return _LINEAR_RESIDUAL_CALL(x, weight, bias, residual, out_dtype, fallback)
-        out = linear(x, weight, bias, out_dtype=out_dtype, fallback=fallback)
-        _check_broadcast(residual, out)
-        return torch.add(out, residual).to(out.dtype)
-    if bias is None:
-        return _LINEAR_CALL(x, weight, out_dtype, fallback)
-    n = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() == 2 else None
-    vector = isinstance(bias, torch.Tensor) and bias.dim() == 1 and n is not None
-    if vector and bias.shape[0] == n:  # the kernel's fused bias (the op checks its dtype)
-        return _LINEAR_BIAS_CALL(x, weight, bias, out_dtype, fallback)
-    if isinstance(bias, torch.Tensor):
-        _check_bias_type(bias)
-    if vector and bias.shape[0] != 1:
-        raise ValueError(f"{_LINEAR.op}: bias of shape {tuple(bias.shape)} does not broadcast to the output's "
-                         f"(*, {n}): expected ({n},) or (1,)")
-    out = _LINEAR_CALL(x, weight, out_dtype, fallback)
-    return torch.add(out, bias).to(out.dtype)
+    return call_linear(x, weight, bias, residual, out_dtype, fallback)
 
 
 def matmul(a, b, *, out_dtype=None, fallback=None):
@@ -367,4 +301,4 @@ def matmul(a, b, *, out_dtype=None, fallback=None):
     Differentiable as :func:`linear` is: ``grad_a = grad @ b^T`` and
     ``grad_b = a^T @ grad``, by torch.
     """
-    return _MATMUL_CALL(a, b, out_dtype, fallback)
+    return call_matmul(a, b, out_dtype, fallback)
