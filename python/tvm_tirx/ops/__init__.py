@@ -24,7 +24,7 @@ _register_relax_pipeline()
 
 #: name -> the module that defines it (imported on first use: it imports torch)
 _LAZY = {"linear": "torch_ops", "matmul": "torch_ops", "attention": "attention_ops", "UnsupportedInput": "torch_checks",
-         "glu_linear": "glu_ops", "gate_up_weight": "glu_weights"}
+         "glu_linear": "glu_ops", "gate_up_weight": "glu_weights", "check": "check_mode"}
 
 
 def __getattr__(name):

@@ -27,6 +27,8 @@ from typing import Callable
 
 import torch
 
+from .check_mode import collected
+
 __all__ = ["direct", "signature", "FastOp", "Plans", "ALIGN"]
 
 #: Bytes of base-pointer alignment a signature records (the kernels' largest rule: TMA).
@@ -64,6 +66,8 @@ def direct(*tensors) -> bool:
     """
     if _is_compiling():  # first: under torch.compile nothing after it is traced
         return False
+    if collected() is not None:  # ops.check: every plain tensor, any device, any grad
+        return all(t is None or t.__class__ is _Tensor for t in tensors)
     if _dispatch_modes() or _function_modes() or _functorch_active():
         return False
     grad = torch.is_grad_enabled()
@@ -158,6 +162,8 @@ class Plans:
         Exception
             Whatever ``make(*args)`` raises.
         """
+        if collected() is not None:  # ops.check: planned anew, kept nowhere
+            return self._make(*args)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._make(*args)

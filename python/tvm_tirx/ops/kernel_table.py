@@ -11,7 +11,28 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
+from .check_mode import collected
+
 __all__ = ["KernelTable"]
+
+
+class _Unlaunched:
+    """The kernel of ``key`` inside :func:`~.check_mode.checking`: its launcher records the
+    key and launches nothing."""
+
+    def __init__(self, key, checked: list):
+        self.key, self._checked = key, checked
+
+    def launcher(self, *args):
+        self._checked.append(self.key)
+        return _no_launch
+
+    def __call__(self, *args):
+        self.launcher(*args)
+
+
+def _no_launch(*args) -> None:
+    return None
 
 
 class KernelTable:
@@ -38,6 +59,9 @@ class KernelTable:
         Exception
             Whatever ``compile(key)`` raises (nothing is stored then).
         """
+        checked = collected()
+        if checked is not None:  # ops.check: nothing compiled, nothing launched
+            return _Unlaunched(key, checked)
         kernel = self._kernels.get(key)
         if kernel is not None:
             return kernel
