@@ -44,15 +44,15 @@ _is_compiling = torch.compiler.is_compiling
 def direct(*tensors) -> bool:
     """Whether a call on ``tensors`` may run its implementation without torch's dispatcher.
 
-    True when every argument is ``None`` or a plain ``torch.Tensor`` on a CUDA device (not
-    a subclass: FakeTensor, FunctionalTensor, DTensor, ... go through the dispatcher, and
-    so do meta and CPU tensors, whose calls the fake implementation or the fallback
-    serves), none needs a
-    gradient (grad mode off, or no tensor ``requires_grad``), and no tracing or
-    transform is active: not inside ``torch.compile``/``torch.export`` tracing
-    (``torch.compiler.is_compiling()``), no ``TorchDispatchMode`` or
-    ``TorchFunctionMode`` (FakeTensorMode, ``make_fx``, the profiler's and debug modes),
-    no functorch transform (``vmap``, ``grad``).
+    True when every argument is ``None`` or a plain ``torch.Tensor`` on a CUDA device
+    (not a subclass: FakeTensor, FunctionalTensor, DTensor, ... go through the
+    dispatcher, and so do meta and CPU tensors, whose calls the fake implementation or
+    the fallback serves), none needs a gradient (grad mode off, or no tensor
+    ``requires_grad``), and no tracing or transform is active: not inside
+    ``torch.compile``/``torch.export`` tracing (``torch.compiler.is_compiling()``), no
+    ``TorchDispatchMode`` or ``TorchFunctionMode`` (FakeTensorMode, ``make_fx``, the
+    profiler's and debug modes), no functorch transform (``vmap``, ``grad``).  Inside
+    :func:`~.check_mode.check` every plain tensor qualifies, whatever its device or grad.
 
     Parameters
     ----------
