@@ -11,12 +11,11 @@ import functools
 import tvm
 
 from ..errors import reported_here
-from ..schedule.scheduled import lower_scheduled
+from ..schedule.scheduled import has_tile_calls, lower_scheduled
 from ..script.install import install
-from ..tile.assumptions import check_assumptions
-from ..tile.families._mbarrier_hangs import bound_waits
 from ..tile.lower import lower_tile_apply
 from .arguments import ParamSpec, build_checker
+from .debug import debug_build, instrument, refuse_scheduled
 from .cache import cache_dir, cache_key, has_cuda_loader, load_entry, store_entry
 from .dynamic_smem_limit import DynamicSmemLimit
 from .export import pack_imports_with_device_binary
@@ -118,18 +117,16 @@ def _build(func, name, tgt, opts):
     # the TileError it is (through the pass pipeline's FFI boundary it would
     # arrive as a RuntimeError).  The pipeline's own LowerTileApply then has
     # nothing left to do.
+    debug = opts.debug()
     with tgt:
         if is_s_tir(func):
             # a scheduled PrimFunc that tensorize gave tile calls (tensor_intrin)
+            refuse_scheduled(debug, [name] if has_tile_calls(func) else [])
             mod = lower_scheduled(tvm.IRModule({name: func}))
         else:
-            lowered = lower_tile_apply(func)
-            if opts.check_assumptions:
-                lowered = check_assumptions(lowered)
-            if opts.detect_hangs:
-                lowered = bound_waits(lowered, opts.detect_hangs, source=func)
-            mod = tvm.IRModule({name: lowered})
-    with tvm.transform.PassContext(config=dict(opts.pass_config)), cuda_compiler_flags(opts):
+            mod = tvm.IRModule({name: instrument(lower_tile_apply(func), func, debug)})
+    # the checks are built in already: the pipeline must not add them a second time
+    with tvm.transform.PassContext(config=dict(opts.pass_config)), cuda_compiler_flags(opts), debug_build():
         return tvm.compile(mod, target=tgt, tir_pipeline=pipeline)
 
 
