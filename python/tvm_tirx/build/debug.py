@@ -42,18 +42,17 @@ import contextvars
 import os
 from dataclasses import dataclass
 
-from ..tile.assumptions import check_assumptions as _check_assumptions
-from ..tile.families._mbarrier_hangs import CYCLES_PER_MS, DEFAULT_TIMEOUT_MS, bound_waits
+
+# (the tile modules are imported where they are used: the "tvm_tirx" pipeline imports this
+# module while apache-tvm loads the plugin, which may happen while tvm_tirx.tile is loading)
 
 __all__ = ["DebugOptions", "debug_build", "current_debug", "instrument", "refuse_scheduled", "hang_timeout",
-           "ENV_DETECT_HANGS", "ENV_CHECK_ASSUMPTIONS", "MAX_HANG_TIMEOUT_MS"]
+           "ENV_DETECT_HANGS", "ENV_CHECK_ASSUMPTIONS"]
 
 #: Environment variable: ``detect_hangs`` of every build without a nearer setting.
 ENV_DETECT_HANGS = "TVM_TIRX_DETECT_HANGS"
 #: Environment variable: ``check_assumptions`` of every build without a nearer setting.
 ENV_CHECK_ASSUMPTIONS = "TVM_TIRX_CHECK_ASSUMPTIONS"
-#: The largest ``detect_hangs`` (ms): its cycle count (ms * CYCLES_PER_MS) must fit in an int64.
-MAX_HANG_TIMEOUT_MS = (2**63 - 1) // CYCLES_PER_MS
 
 _ON = ("1", "true", "on", "yes")
 _OFF = ("", "0", "false", "off", "no")
@@ -90,16 +89,20 @@ def hang_timeout(value, where: str = "detect_hangs") -> int:
     TypeError
         ``value`` is neither a bool nor an int.
     ValueError
-        ``value`` is below 0 or above :data:`MAX_HANG_TIMEOUT_MS`.
+        ``value`` is below 0 or above ``tvm_tirx.build.options.MAX_HANG_TIMEOUT_MS``
+        (its cycle count must fit in an int64).
     """
+    from ..tile.families._mbarrier_hangs import CYCLES_PER_MS, DEFAULT_TIMEOUT_MS  # pylint: disable=import-outside-toplevel
+
+    most = (2**63 - 1) // CYCLES_PER_MS
     if isinstance(value, bool):
         return DEFAULT_TIMEOUT_MS if value else 0
     if not isinstance(value, int):
         raise TypeError(f"{where} must be a bool or an int of milliseconds (0: off), got {value!r}")
     if value < 0:
         raise ValueError(f"{where} must be 0 (off) or a positive number of milliseconds, got {value}")
-    if value > MAX_HANG_TIMEOUT_MS:
-        raise ValueError(f"{where} must be at most {MAX_HANG_TIMEOUT_MS} ms (the timeout in SM cycles, "
+    if value > most:
+        raise ValueError(f"{where} must be at most {most} ms (the timeout in SM cycles, "
                          f"ms * {CYCLES_PER_MS}, must fit in an int64), got {value}")
     return value
 
@@ -140,7 +143,7 @@ def _env_hangs() -> int:
     if text in _OFF:
         return 0
     if text in _ON:
-        return DEFAULT_TIMEOUT_MS
+        return hang_timeout(True)
     if text.isdigit():
         return hang_timeout(int(text), ENV_DETECT_HANGS)
     raise ValueError(f"{ENV_DETECT_HANGS}={text!r}: expected 1/true/on (the default timeout), "
@@ -183,8 +186,11 @@ def instrument(lowered, source, options: DebugOptions):
     options : DebugOptions
         What to add; off: ``lowered`` itself.
     """
+    from ..tile.assumptions import check_assumptions  # pylint: disable=import-outside-toplevel
+    from ..tile.families._mbarrier_hangs import bound_waits  # pylint: disable=import-outside-toplevel
+
     if options.check_assumptions:
-        lowered = _check_assumptions(lowered)
+        lowered = check_assumptions(lowered)
     if options.detect_hangs:
         lowered = bound_waits(lowered, options.detect_hangs, source=source)
     return lowered

@@ -45,9 +45,13 @@ from dataclasses import dataclass, field
 import tvm_ffi
 from tvm.support import nvcc
 
-from .debug import MAX_HANG_TIMEOUT_MS, DebugOptions, current_debug, hang_timeout
+from ..tile.families._mbarrier_hangs import CYCLES_PER_MS
+from .debug import DebugOptions, current_debug, hang_timeout
 
 __all__ = ["CompileOptions", "parse_options", "cuda_compiler_flags", "MAX_HANG_TIMEOUT_MS"]
+
+#: The largest ``detect_hangs`` (ms): its cycle count (ms * CYCLES_PER_MS) must fit in an int64.
+MAX_HANG_TIMEOUT_MS = (2**63 - 1) // CYCLES_PER_MS
 
 _OURS = ("flags", "ptxas", "check_assumptions", "detect_hangs")
 
