@@ -50,7 +50,10 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
         ``--use_fast_math``, ``-maxrregcount=N``); ``"ptxas"``: ptxas flags
         (``-v``, ``--register-usage-level=N``); any other key is a
         ``tvm.transform.PassContext`` config entry.  See
-        :mod:`tvm_tirx.build.options`.
+        :mod:`tvm_tirx.build.options`.  ``"detect_hangs"`` and
+        ``"check_assumptions"`` not given here come from the innermost
+        :func:`tvm_tirx.debug_build` block, else the ``TVM_TIRX_DETECT_HANGS`` /
+        ``TVM_TIRX_CHECK_ASSUMPTIONS`` environment variables (:mod:`tvm_tirx.build.debug`).
 
     Returns
     -------
@@ -64,7 +67,9 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
     ValueError
         No arch without a GPU; not exactly one PrimFunc; a module with Relax
         functions (build those with ``tvm.compile``, see :mod:`tvm_tirx.ops.relax`);
-        an unknown key in ``options``.
+        an unknown key in ``options``; a ``TVM_TIRX_*`` debug variable that is
+        neither on, off nor a number of milliseconds; a debug build of a kernel
+        that ``sch.tensorize`` gave tile calls.
     TypeError
         ``options`` is not a dict, or its ``"flags"``/``"ptxas"`` is not a list of str.
     """
