@@ -96,6 +96,14 @@ def _add_of_thread_id(slot, t, tid):
     T.cuda.tile.apply(T.ptx["add.s32"], t, got, T.cast(tid, "int32"))
 
 
+@T.macro
+def _mov_of_a_register_view(slot, t, tid):
+    regs = T.alloc_local((2,), "int32")
+    regs[0] = tid
+    regs[1] = 0
+    T.cuda.tile.apply(T.ptx["mov.b32"], t, regs.sub[0:1])
+
+
 ACCEPTED = {
     "ld.shared tile call": _tile_ld,
     "raw ld.shared call": _raw_ld,
@@ -123,6 +131,8 @@ REFUSED = {
     "raw ld.shared at a per-thread address": (_raw_ld_per_thread, ADDRESS),
     "mov of a per-thread value": (_mov_of_thread_id, r"t = mov.b32\(...\): got = tid: tid differs between the lanes"),
     "add of a per-thread value": (_add_of_thread_id, r"t = add.s32\(...\): tid differs between the lanes"),
+    "mov of a view of a per-thread register array": (_mov_of_a_register_view,
+                                                     r"t is written by a call whose result is per thread"),
 }
 
 

@@ -97,9 +97,12 @@ def _raw_read(call) -> SharedRead | None:
     return SharedRead(loads[0].source, tuple(loads[0].indices), dests)
 
 
-def register_sources(stmt) -> tuple | None:
+def register_sources(stmt, root) -> tuple | None:
     """``(dst, sources, pred)`` of a register-instruction tile call that writes one
-    local scalar ``dst`` from ``sources`` (scalar buffers or expressions), else None."""
+    local scalar ``dst`` from ``sources`` (scalar buffers or expressions), else None.
+
+    ``root(buf)`` gives the allocation a buffer views: a source must be a scalar
+    allocation itself (whose writes the rules see), not a view of a register array."""
     call = stmt.value
     if not is_tile_call(call):
         return None
@@ -107,7 +110,8 @@ def register_sources(stmt) -> tuple | None:
     if tc.opcode.split(".")[0] not in MNEMONICS or not tc.operands:
         return None
     dst, *sources = tc.operands
-    if not tirx.is_buffer_var(dst) or any(tirx.is_buffer_var(s) and not _one_element(s) for s in sources):
+    if not tirx.is_buffer_var(dst) or any(
+            tirx.is_buffer_var(s) and not (_one_element(s) and root(s).same_as(s)) for s in sources):
         return None
     return dst, tuple(sources), tc.pred
 

@@ -240,7 +240,7 @@ class Uniformity:
         read = shared_read(stmt)
         if read is not None and any(buf.same_as(d) for d in read.dests):
             return self._published(buf, read.source, read.where, path) or self._unpublished(buf, read)
-        copy = register_sources(stmt)
+        copy = register_sources(stmt, self.program.root)
         if copy is not None and buf.same_as(copy[0]):
             return self._copied(buf, stmt, *copy)
         if level is None:
