@@ -163,6 +163,36 @@ CASES = [
     ),
     Case(
         SCOPE,
+        r"guard not uniform over the warp: .*ticket is loaded from shared memory slot that no CTA barrier publishes",
+        "Guard on a shared-memory value no barrier publishes",
+        example('''
+            warp_regs = TileLayout(S[(32, 4) : (1 @ Axis.laneid, 1)])
+
+            @T.function
+            def kernel(A: T.Tensor((32, 4), "float32", align=16), Work: T.Tensor((2,), "int32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((32, 4), "float32", layout=warp_regs)
+                slot = T.alloc_shared((1,), "int32", align=4)
+                ticket = T.alloc_local((1,), "int32")
+                if tid == 0:
+                    slot[0] = Work[T.cuda.block_idx("x")]
+                T.cuda.tile.apply(T.ptx["ld.shared.b32"], ticket, slot)
+                if ticket[0] > 0:
+                    T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r, A, scope="warp")
+        '''),
+        "lower",
+        "One thread writes the ticket and every thread reads it back, but nothing "
+        "orders the read after the write: the other lanes may read the slot before "
+        "thread 0 has stored into it, so they may disagree.  A value read from shared "
+        "memory -- as ``slot[0]``, with an ``ld.shared`` tile call or a raw "
+        "``T.ptx`` call, and through ``T.cast``, ``mov``, ``cvt`` or arithmetic on "
+        "it -- is uniform when a CTA barrier publishes it.",
+        "Put ``T.cuda.cta_sync()`` between the store and the read (and another before "
+        "the slot is written again, in a loop).",
+    ),
+    Case(
+        SCOPE,
         r"CTA barrier reached by part of the CTA",
         "CTA barrier under a guard that part of the CTA passes",
         example('''

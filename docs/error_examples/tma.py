@@ -235,4 +235,41 @@ CASES += [
         "other may still write into it or arrive on its barrier.",
         "End the kernel with ``T.cuda.cluster_sync()``: every CTA of the cluster waits for the others.",
     ),
+    Case(
+        PROTOCOL,
+        r"CTA may exit while a peer CTA still writes or signals it.*or in a 2-CTA cluster a remote arrive",
+        "Exit handshake that only one CTA of the cluster waits for",
+        example(f'''
+            @T.function
+            def kernel(A: T.Tensor((8, 32), "float32", align=16), B: T.Tensor((2, 8, 32), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=256, cluster=2, dynamic_smem_bytes=2048))
+                tile = T.alloc_shared((8, 32), "float32", scope="shared.dyn", align=128)
+                bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
+                done = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
+                tid = T.cuda.thread_idx("x")
+                rank = T.cuda.cluster_ctaid("x")
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, count=T.uint32(1))
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], done, count=T.uint32(1))
+                    T.ptx["fence.mbarrier_init.release.cluster"]()
+                T.cuda.cluster_sync()
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bar, tx=T.uint32(1024))
+                    if rank == 0:
+                        T.cuda.tile.apply(T.ptx["{_TMA_LOAD}.multicast::cluster"], tile, A, mbar=bar,
+                                          coords=(0, 0), cta_mask=T.uint16(3))
+                T.cuda.mbarrier_wait_phase(bar, 0)
+                B[rank, tid // 32, tid % 32] = tile[tid // 32, tid % 32]
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"], done,
+                                      remote_cta_id=T.uint32(1) - rank)
+                if rank == 0:
+                    T.cuda.mbarrier_wait_phase(done, 0)
+        '''),
+        "lower",
+        "Each CTA tells its peer it is done with a remote arrive, but only CTA 0 waits for its "
+        "peer's: CTA 1 may leave while CTA 0 still multicasts into it.  The handshake stands for "
+        "a cluster barrier only when every CTA makes both the arrive and the wait.",
+        "Wait on ``done`` in every CTA (no ``rank`` in the guard), or end with ``T.cuda.cluster_sync()``.",
+    ),
 ]

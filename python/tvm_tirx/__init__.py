@@ -21,11 +21,12 @@ _LAZY = {
     "compile": ("build.kernel", "compile"),
     "Kernel": ("build.kernel", "Kernel"),
     "LowerTileApply": ("tile.lower", "LowerTileApply"),
+    "debug_build": ("build.debug", "debug_build"),
 }
 
 _SUBMODULES = ("testing", "script", "tile", "build", "schedule", "ops", "errors", "demo")
 
-__all__ = ["TileError", "compile", "Kernel", "LowerTileApply", "__version__"]
+__all__ = ["TileError", "compile", "Kernel", "LowerTileApply", "debug_build", "__version__"]
 
 
 def __getattr__(name):

@@ -11,12 +11,11 @@ import functools
 import tvm
 
 from ..errors import reported_here
-from ..schedule.scheduled import lower_scheduled
+from ..schedule.scheduled import has_tile_calls, lower_scheduled
 from ..script.install import install
-from ..tile.assumptions import check_assumptions
-from ..tile.families._mbarrier_hangs import bound_waits
 from ..tile.lower import lower_tile_apply
 from .arguments import ParamSpec, build_checker
+from .debug import debug_build, instrument, refuse_scheduled
 from .cache import cache_dir, cache_key, has_cuda_loader, load_entry, store_entry
 from .dynamic_smem_limit import DynamicSmemLimit
 from .export import pack_imports_with_device_binary
@@ -51,7 +50,10 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
         ``--use_fast_math``, ``-maxrregcount=N``); ``"ptxas"``: ptxas flags
         (``-v``, ``--register-usage-level=N``); any other key is a
         ``tvm.transform.PassContext`` config entry.  See
-        :mod:`tvm_tirx.build.options`.
+        :mod:`tvm_tirx.build.options`.  ``"detect_hangs"`` and
+        ``"check_assumptions"`` not given here come from the innermost
+        :func:`tvm_tirx.debug_build` block, else the ``TVM_TIRX_DETECT_HANGS`` /
+        ``TVM_TIRX_CHECK_ASSUMPTIONS`` environment variables (:mod:`tvm_tirx.build.debug`).
 
     Returns
     -------
@@ -65,7 +67,9 @@ def compile(func_or_mod, target="cuda", *, arch: str | None = None, options=None
     ValueError
         No arch without a GPU; not exactly one PrimFunc; a module with Relax
         functions (build those with ``tvm.compile``, see :mod:`tvm_tirx.ops.relax`);
-        an unknown key in ``options``.
+        an unknown key in ``options``; a ``TVM_TIRX_*`` debug variable that is
+        neither on, off nor a number of milliseconds; a debug build of a kernel
+        that ``sch.tensorize`` gave tile calls.
     TypeError
         ``options`` is not a dict, or its ``"flags"``/``"ptxas"`` is not a list of str.
     """
@@ -118,18 +122,16 @@ def _build(func, name, tgt, opts):
     # the TileError it is (through the pass pipeline's FFI boundary it would
     # arrive as a RuntimeError).  The pipeline's own LowerTileApply then has
     # nothing left to do.
+    debug = opts.debug()
     with tgt:
         if is_s_tir(func):
             # a scheduled PrimFunc that tensorize gave tile calls (tensor_intrin)
+            refuse_scheduled(debug, [name] if has_tile_calls(func) else [])
             mod = lower_scheduled(tvm.IRModule({name: func}))
         else:
-            lowered = lower_tile_apply(func)
-            if opts.check_assumptions:
-                lowered = check_assumptions(lowered)
-            if opts.detect_hangs:
-                lowered = bound_waits(lowered, opts.detect_hangs, source=func)
-            mod = tvm.IRModule({name: lowered})
-    with tvm.transform.PassContext(config=dict(opts.pass_config)), cuda_compiler_flags(opts):
+            mod = tvm.IRModule({name: instrument(lower_tile_apply(func), func, debug)})
+    # the checks are built in already: the pipeline must not add them a second time
+    with tvm.transform.PassContext(config=dict(opts.pass_config)), cuda_compiler_flags(opts), debug_build():
         return tvm.compile(mod, target=tgt, tir_pipeline=pipeline)
 
 

@@ -27,6 +27,9 @@
     when ``cond`` is false (:mod:`tvm_tirx.tile.assumptions`); default
     ``False``: assumptions are facts for the checker and cost nothing.
 
+Not given, ``"detect_hangs"`` and ``"check_assumptions"`` come from
+:func:`tvm_tirx.debug_build` or the environment (:mod:`tvm_tirx.build.debug`).
+
 Every other key is a ``tvm.transform.PassContext`` config entry (such as
 ``"tirx.disable_vectorize"``); apache-tvm checks those names.
 """
@@ -42,9 +45,13 @@ from dataclasses import dataclass, field
 import tvm_ffi
 from tvm.support import nvcc
 
-from ..tile.families._mbarrier_hangs import CYCLES_PER_MS, DEFAULT_TIMEOUT_MS
+from ..tile.families._mbarrier_hangs import CYCLES_PER_MS
+from .debug import DebugOptions, current_debug, hang_timeout
 
-__all__ = ["CompileOptions", "parse_options", "cuda_compiler_flags"]
+__all__ = ["CompileOptions", "parse_options", "cuda_compiler_flags", "MAX_HANG_TIMEOUT_MS"]
+
+#: The largest ``detect_hangs`` (ms): its cycle count (ms * CYCLES_PER_MS) must fit in an int64.
+MAX_HANG_TIMEOUT_MS = (2**63 - 1) // CYCLES_PER_MS
 
 _OURS = ("flags", "ptxas", "check_assumptions", "detect_hangs")
 
@@ -81,6 +88,10 @@ class CompileOptions:
     detect_hangs: int = 0
     pass_config: dict = field(default_factory=dict)
 
+    def debug(self) -> DebugOptions:
+        """``detect_hangs`` and ``check_assumptions`` as :class:`~tvm_tirx.build.debug.DebugOptions`."""
+        return DebugOptions(self.detect_hangs, self.check_assumptions)
+
     def compiler_args(self) -> list:
         """Arguments for NVRTC or nvcc: ``flags`` then ``--ptxas-options=<flag>`` per ptxas flag."""
         return [*self.flags, *(f"--ptxas-options={p}" for p in self.ptxas)]
@@ -100,34 +111,12 @@ class CompileOptions:
         )
 
 
-#: The largest ``detect_hangs`` (ms): its cycle count (ms * CYCLES_PER_MS) must fit in an int64.
-MAX_HANG_TIMEOUT_MS = (2**63 - 1) // CYCLES_PER_MS
-
-
-def _hang_timeout(value) -> int:
-    """``detect_hangs`` as milliseconds (0 or False: off; True: the default timeout)."""
-    if isinstance(value, bool):
-        return DEFAULT_TIMEOUT_MS if value else 0
-    if not isinstance(value, int):
-        raise TypeError(
-            "tvm_tirx.compile: options['detect_hangs'] must be a bool or an int of milliseconds "
-            f"(0: off), got {value!r}"
-        )
-    if value < 0:
-        raise ValueError(
-            "tvm_tirx.compile: options['detect_hangs'] must be 0 (off) or a positive number of "
-            f"milliseconds, got {value}"
-        )
-    if value > MAX_HANG_TIMEOUT_MS:
-        raise ValueError(
-            f"tvm_tirx.compile: options['detect_hangs'] must be at most {MAX_HANG_TIMEOUT_MS} ms "
-            f"(the timeout in SM cycles, ms * {CYCLES_PER_MS}, must fit in an int64), got {value}"
-        )
-    return value
-
-
 def parse_options(options) -> CompileOptions:
     """``options`` (None or a dict, see the module docstring) as :class:`CompileOptions`.
+
+    ``"detect_hangs"`` and ``"check_assumptions"`` not given take the current debug
+    setting (:func:`tvm_tirx.build.debug.current_debug`: a ``tvm_tirx.debug_build``
+    block, else the ``TVM_TIRX_*`` environment variables, else off).
 
     Raises
     ------
@@ -140,8 +129,9 @@ def parse_options(options) -> CompileOptions:
         have one: a misspelt key of ours is not passed on), or a
         ``"detect_hangs"`` below 0 or above :data:`MAX_HANG_TIMEOUT_MS`.
     """
+    debug = current_debug()
     if options is None:
-        return CompileOptions()
+        return CompileOptions(check_assumptions=debug.check_assumptions, detect_hangs=debug.detect_hangs)
     if not isinstance(options, dict):
         raise TypeError(f"tvm_tirx.compile: options must be a dict, got {type(options).__name__}")
     for key in options:
@@ -152,14 +142,15 @@ def parse_options(options) -> CompileOptions:
                 "or a PassContext config name "
                 "such as 'tirx.disable_vectorize'"
             )
-    check = options.get("check_assumptions", False)
+    check = options.get("check_assumptions", debug.check_assumptions)
     if not isinstance(check, bool):
         raise TypeError(f"tvm_tirx.compile: options['check_assumptions'] must be a bool, got {check!r}")
     return CompileOptions(
         flags=_flag_list("flags", options.get("flags", ())),
         ptxas=_flag_list("ptxas", options.get("ptxas", ())),
         check_assumptions=check,
-        detect_hangs=_hang_timeout(options.get("detect_hangs", False)),
+        detect_hangs=hang_timeout(options.get("detect_hangs", debug.detect_hangs),
+                                  "tvm_tirx.compile: options['detect_hangs']"),
         pass_config={k: v for k, v in options.items() if k not in _OURS},
     )
 

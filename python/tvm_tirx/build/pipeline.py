@@ -12,6 +12,13 @@ calls (:mod:`tvm_tirx.schedule.tensor_intrin`) has them checked and expanded fir
 :func:`~tvm_tirx.schedule.scheduled.LowerScheduledTileCalls`.  The device functions then go through apache-tvm's device
 finalization and :func:`~tvm_tirx.build.cuda_source.legalize_device_source` (names and
 literals that apache-tvm's CUDA codegen would print as source nvcc rejects).
+
+Debug builds (``detect_hangs``, ``check_assumptions``; :mod:`tvm_tirx.build.debug`)
+are options of this pipeline: the factory reads them when a build starts (a
+``tvm_tirx.debug_build`` block or the ``TVM_TIRX_*`` environment variables; or
+its own ``detect_hangs=`` / ``check_assumptions=`` arguments, through
+``tvm.tirx.get_tir_pipeline("tvm_tirx", ...)``), and :func:`LowerTileApplyDebug`
+builds the checks into the kernels it lowers.
 """
 
 from __future__ import annotations
@@ -22,12 +29,14 @@ import tvm
 import tvm.s_tir
 from tvm.tirx import compilation_pipeline as cp
 
-from ..schedule.scheduled import LowerScheduledTileCalls
-from ..tile.lower import LowerTileApply
+from ..schedule.scheduled import LowerScheduledTileCalls, has_tile_calls
+from ..tile.lower import LowerTileApply, lower_tile_apply
 from .cuda_source import legalize_device_source
+from .debug import DebugOptions, current_debug, hang_timeout, instrument, refuse_scheduled
 from .smem_limits import CheckSharedMemoryLimit
 
-__all__ = ["PIPELINE_NAME", "ROOT_ANNOTATION", "register_pipeline", "is_s_tir", "UnwrapRelaxRoot", "map_prim_funcs"]
+__all__ = ["PIPELINE_NAME", "ROOT_ANNOTATION", "register_pipeline", "is_s_tir", "UnwrapRelaxRoot", "map_prim_funcs",
+           "LowerTileApplyDebug"]
 
 #: Name of the TIR pipeline registered with apache-tvm.
 PIPELINE_NAME = "tvm_tirx"
@@ -81,11 +90,44 @@ def UnwrapRelaxRoot():  # pylint: disable=invalid-name
     return _pass
 
 
-def _pipeline_factory(**kwargs):
+def LowerTileApplyDebug(options: DebugOptions):  # pylint: disable=invalid-name
+    """Module pass: :class:`~tvm_tirx.LowerTileApply`, then the debug checks of ``options``
+    (:func:`tvm_tirx.build.debug.instrument`) on every PrimFunc it lowered.
+
+    Parameters
+    ----------
+    options : DebugOptions
+        The checks to build in; off: plain ``LowerTileApply``.
+
+    Returns
+    -------
+    tvm.transform.Pass
+    """
+    if not options:
+        return LowerTileApply()
+
+    @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.LowerTileApplyDebug")
+    def _pass(mod, _ctx):
+        return map_prim_funcs(mod, lambda f: instrument(lower_tile_apply(f), f, options))
+
+    return _pass
+
+
+def _scheduled_with_tile_calls(mod) -> list:
+    return [gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and has_tile_calls(f)]
+
+
+def _pipeline_factory(detect_hangs=None, check_assumptions=None, **kwargs):
+    """The pipeline; ``detect_hangs`` / ``check_assumptions`` left None take
+    :func:`~tvm_tirx.build.debug.current_debug` (read when the build starts)."""
+    debug = current_debug()
+    debug = DebugOptions(debug.detect_hangs if detect_hangs is None else hang_timeout(detect_hangs),
+                         debug.check_assumptions if check_assumptions is None else bool(check_assumptions))
     tirx_stock, finalize_host, finalize_device = cp.tirx_pipeline(**kwargs)
     tile = tvm.ir.transform.Sequential(
         # T.assume facts served the proofs of LowerTileApply; the CUDA codegen has no use for them
-        [UnwrapRelaxRoot(), CheckSharedMemoryLimit(), LowerTileApply(), tvm.tirx.transform.RemoveAssume(), tirx_stock]
+        [UnwrapRelaxRoot(), CheckSharedMemoryLimit(), LowerTileApplyDebug(debug), tvm.tirx.transform.RemoveAssume(),
+         tirx_stock]
     )
 
     @tvm.transform.module_pass(opt_level=0, name="tvm_tirx.pipeline")
@@ -96,6 +138,7 @@ def _pipeline_factory(**kwargs):
             return tile(mod)
         s_tir_stock = cp.get_tir_pipeline("s_tir")[0]
         rest = {gv: f for gv, f in funcs.items() if gv not in schedulable}
+        refuse_scheduled(debug, _scheduled_with_tile_calls(tvm.IRModule(schedulable)))
         scheduled = LowerScheduledTileCalls()(tvm.IRModule(schedulable, attrs=mod.attrs))
         lowered = dict(s_tir_stock(scheduled).functions.items())
         if rest:

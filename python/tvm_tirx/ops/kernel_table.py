@@ -4,6 +4,10 @@ The torch operators keep one such table per kernel generator (:mod:`.gemm_kernel
 :mod:`.attention_kernels`): the first lookup of a key compiles its kernel (which the
 on-disk compile cache of :mod:`tvm_tirx.build.cache` may serve), later lookups return
 the same :class:`~tvm_tirx.Kernel`.  This module does not import torch.
+
+A debug build (:mod:`tvm_tirx.build.debug`: ``TVM_TIRX_DETECT_HANGS``,
+``TVM_TIRX_CHECK_ASSUMPTIONS`` or a ``tvm_tirx.debug_build`` block around the lookup)
+is a kernel of its own: it is kept under ``(key, DebugOptions)``, beside the plain one.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
+from ..build.debug import current_debug
 from .check_mode import collected
 
 __all__ = ["KernelTable"]
@@ -57,19 +62,22 @@ class KernelTable:
         Raises
         ------
         Exception
-            Whatever ``compile(key)`` raises (nothing is stored then).
+            Whatever ``compile(key)`` raises (nothing is stored then); ``ValueError`` for a
+            ``TVM_TIRX_*`` debug variable that holds something else than documented.
         """
         checked = collected()
         if checked is not None:  # ops.check: nothing compiled, nothing launched
             return _Unlaunched(key, checked)
-        kernel = self._kernels.get(key)
+        debug = current_debug()
+        slot = (key, debug) if debug else key
+        kernel = self._kernels.get(slot)
         if kernel is not None:
             return kernel
         with self._lock:
-            kernel = self._kernels.get(key)
+            kernel = self._kernels.get(slot)
             if kernel is None:
-                kernel = self._compile(key)
-                self._kernels[key] = kernel
+                kernel = self._compile(key)  # tvm_tirx.compile reads the same debug setting
+                self._kernels[slot] = kernel
         return kernel
 
     def cached(self) -> dict:

@@ -24,7 +24,12 @@ Uniform by construction:
   write of that buffer is a plain store in the same statement sequence,
   before the barrier, and a CTA barrier also separates this read from the
   next iteration's writes (the broadcast through shared memory of a tile
-  scheduler: one thread writes, the barrier publishes, everyone reads);
+  scheduler: one thread writes, the barrier publishes, everyone reads).  The
+  read may be spelt ``t = slot[0]``, ``t = T.cast(slot[0], "int64") + 1``, an
+  ``ld.shared`` tile call or a raw ``T.ptx["ld.shared..."]`` call
+  (:mod:`.uniform_sources`; a load from the buffer is not a write of it);
+* a register instruction (``mov``, ``cvt``, ``add`` ...) writing a local scalar
+  from uniform scalars under a uniform predicate (:mod:`.uniform_sources`);
 * a register written only by tile calls whose family says their result is
   uniform (a ``shfl.sync.idx`` from one source lane, ``elect.sync``'s lane):
   families declare it with :attr:`~.contract.Contract.uniform_result`.
@@ -41,8 +46,11 @@ from dataclasses import dataclass
 import tvm_ffi
 from tvm import tirx
 from tvm.ir import TensorLoad, Var
+from tvm.tirx import is_buffer_var
 
+from .op import decode
 from .prover import proves
+from .uniform_sources import DECLARATIONS, SHARED_SCOPES, clear_after, is_cta_barrier, register_sources, shared_read
 from .writes import KernelWrites, is_scalar
 
 __all__ = ["LEVELS", "NOT_WRITTEN", "Uniform", "Uniformity", "level_of_scope", "wider_or_equal"]
@@ -53,8 +61,6 @@ LEVELS = ("thread", "warp", "warpgroup", "cta", "cluster", "grid")
 NOT_WRITTEN = "not written"
 #: Threads in one instance of the scopes below the CTA.
 _WIDTH = {"warp": 32, "warpgroup": 128}
-#: Statement-level ops that are CTA-wide barriers (every thread of the CTA takes part).
-CTA_BARRIER_OPS = ("tirx.cuda.cta_sync",)
 
 
 def wider_or_equal(level: str, than: str) -> bool:
@@ -212,16 +218,10 @@ class Uniformity:
         if where.level != "grid":
             where = Uniform(where.level, f"{buf.name} is written under a guard that {where.why}")
         if value is None:
-            level = self.result_level(write[3], buf)
-            if level == NOT_WRITTEN:
-                return GRID
-            if level is None:
-                return Uniform("thread", f"{buf.name} is written by a call whose result is per thread")
-            return where.narrowed(Uniform(level, f"{buf.name} is the result of a call uniform over a {level}"))
-        if isinstance(value, TensorLoad) and value.source.scope() in ("shared", "shared.dyn"):
-            published = self._published(buf, value, path)
-            if published is not None:
-                return where.narrowed(published)
+            return where.narrowed(self._call_result(buf, write[3], path))
+        published = self._published_in(buf, value, path)
+        if published is not None:  # `t = slot[0]`, `t = T.cast(slot[0], "int64") + 1`
+            return where.narrowed(published)
         verdict = self.of(value)
         if verdict.level != "grid" and not verdict.why.startswith(buf.name):
             verdict = Uniform(verdict.level, f"{buf.name} = {self.facts.display(value)}: {verdict.why}")
@@ -229,9 +229,66 @@ class Uniformity:
 
     # -- the shared-memory broadcast -----------------------------------------------------------
 
-    def _published(self, buf, load, path) -> Uniform | None:
-        """``cta`` when ``buf = S[a]`` reads a value published by a CTA barrier
-        (the module docstring's rule); None when the rule does not apply.
+    def _call_result(self, buf, stmt, path) -> Uniform:
+        """What the call ``stmt`` (at ``path``) makes the scalar ``buf`` it writes:
+        an operand it only reads keeps its value; a published shared slot read by
+        ``ld.shared`` or a register instruction on uniform sources
+        (:mod:`.uniform_sources`) stays uniform; else the family's ``uniform_result``."""
+        level = self.result_level(stmt, buf)
+        if level == NOT_WRITTEN:
+            return GRID
+        read = shared_read(stmt)
+        if read is not None and any(buf.same_as(d) for d in read.dests):
+            return self._published(buf, read.source, read.where, path) or self._unpublished(buf, read)
+        copy = register_sources(stmt, self.program.root)
+        if copy is not None and buf.same_as(copy[0]):
+            return self._copied(buf, stmt, *copy)
+        if level is None:
+            return Uniform("thread", f"{buf.name} is written by a call whose result is per thread")
+        return Uniform(level, f"{buf.name} is the result of a call uniform over a {level}")
+
+    def _unpublished(self, buf, read) -> Uniform:
+        """Why an ``ld.shared`` into ``buf`` that :meth:`_published` refused is per thread."""
+        address = GRID
+        for expr in read.where:
+            address = address.narrowed(self.of(expr))
+        name = self.program.root(read.source).name
+        if not wider_or_equal(address.level, "cta"):
+            return Uniform("thread", f"{buf.name} is loaded from shared memory {name} at an address that {address.why}")
+        return Uniform("thread", f"{buf.name} is loaded from shared memory {name} that no CTA barrier publishes to it "
+                       "(expected only plain stores into it, then T.cuda.cta_sync() before this read, and again "
+                       "before its next write)")
+
+    def _copied(self, buf, stmt, _dst, sources, pred) -> Uniform:
+        """A register instruction's result: as uniform as its sources and predicate."""
+        verdict = GRID
+        for src in (*sources, *((pred,) if pred is not None else ())):
+            verdict = verdict.narrowed(self._scalar(src) if is_buffer_var(src) else self.of(src))
+        if verdict.level == "grid" or verdict.why.startswith(f"{buf.name} "):
+            return verdict
+        return Uniform(verdict.level, f"{buf.name} = {decode(stmt.value).opcode}(...): {verdict.why}")
+
+    def _published_in(self, buf, value, path) -> Uniform | None:
+        """``cta`` (or narrower, from the rest of ``value``) when every shared-memory
+        load of ``value`` reads a published slot; None when ``value`` has none or
+        one is not published."""
+        loads = []
+        tvm_ffi.structural_walk(value, (TensorLoad, lambda l: loads.append(l) if l.source.scope() in SHARED_SCOPES else None))
+        verdict = GRID
+        for load in loads:
+            published = self._published(buf, load.source, tuple(load.indices), path)
+            if published is None:
+                return None
+            verdict = verdict.narrowed(published)
+        if not loads:
+            return None
+        rest = tvm_ffi.structural_map(value, (TensorLoad, lambda l: tirx.const(0, l.ty.dtype) if any(l.same_as(m) for m in loads) else l))
+        return self.of(rest).narrowed(verdict)
+
+    def _published(self, buf, source, where, path) -> Uniform | None:
+        """``cta`` when ``buf = S[a]`` (or an ``ld.shared`` of ``S``) reads a value
+        published by a CTA barrier (the module docstring's rule); None when the
+        rule does not apply.  ``where`` are the address expressions (and predicate).
 
         The store must follow a CTA barrier in its statement sequence, and no
         write of ``S`` may run after it before the next CTA barrier on any path
@@ -243,45 +300,28 @@ class Uniformity:
         if not isinstance(seq, tirx.SeqStmt):
             return None
         before = j - 1
-        while before >= 0 and isinstance(seq.seq[before], _DECLARATIONS):
+        while before >= 0 and isinstance(seq.seq[before], DECLARATIONS):
             before -= 1  # `t = S[0]` declares t right before storing into it
-        if before < 0 or not _is_cta_barrier(seq.seq[before]):
+        if before < 0 or not is_cta_barrier(seq.seq[before]):
             return None
         address = GRID
-        for index in load.indices:
+        for index in where:
             address = address.narrowed(self.of(index))
-        writes = self.program.writes.get(self.program.root(load.source), ())
+        root = self.program.root(source)
+        writes = [w for w in self.program.writes.get(root, ()) if not self._reads_only(w, root)]
         if not wider_or_equal(address.level, "cta") or any(kind != "store" for kind, _, _ in writes):
             return None
         inside = [{hash(node) for node, _ in wpath} | {hash(stmt)} for _, wpath, stmt in writes]
-        if not self._clear_after(path, inside):
+        if not clear_after(path, inside):
             return None
-        return Uniform("cta", f"{buf.name} is published through shared memory {load.source.name} to one CTA")
+        return Uniform("cta", f"{buf.name} is published through shared memory {root.name} to one CTA")
 
-    @staticmethod
-    def _clear_after(path, inside) -> bool:
-        """Whether a CTA barrier runs after the read at ``path`` before any write
-        whose enclosing statements are one of the sets in ``inside``."""
-
-        def scan(stmts):
-            for stmt in stmts:
-                if _is_cta_barrier(stmt):
-                    return True
-                if any(hash(stmt) in ancestors for ancestors in inside):
-                    return False
-            return None
-
-        for level in range(len(path) - 1, -1, -1):
-            node, idx = path[level]
-            if isinstance(node, tirx.SeqStmt):
-                verdict = scan(node.seq[idx + 1 :])
-                if verdict is not None:
-                    return verdict
-            elif isinstance(node, tirx.For | tirx.While) and level + 1 < len(path):
-                body, upto = path[level + 1]  # the next iteration, up to the read
-                if isinstance(body, tirx.SeqStmt) and scan(body.seq[:upto]) is False:
-                    return False
-        return True
+    def _reads_only(self, write, root) -> bool:
+        """Whether the call recorded as a write of ``root`` is a load from it (``ld.shared``)."""
+        kind, _, stmt = write
+        read = shared_read(stmt) if kind == "call" else None
+        return read is not None and self.program.root(read.source).same_as(root) and not any(
+            self.program.root(d).same_as(root) for d in read.dests)
 
     # -- thread ids ----------------------------------------------------------------------------
 
@@ -346,15 +386,6 @@ def _reads_any(expr, vars_) -> bool:
 
 def _is_cta_id(facts, var) -> bool:
     return facts.cuda_names.get(var, "").startswith("blockIdx")
-
-
-#: Statements that declare storage and run no code.
-_DECLARATIONS = (tirx.AllocBuffer, tirx.DeclBuffer)
-
-
-def _is_cta_barrier(stmt) -> bool:
-    op = getattr(getattr(stmt, "value", None), "op", None) if isinstance(stmt, tirx.Evaluate) else None
-    return getattr(op, "name", None) in CTA_BARRIER_OPS
 
 
 def _indices(facts, load) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from tvm import tirx
 
 from .. import ComputedAddress, Param, protocol_of, ptx_call, register_address_form, register_kernel_rule, TileError
+from ._cluster_handshake import handshake_roots, releases
 from ._sync import initialised, synchronises, where
 
 __all__ = [
@@ -121,26 +122,36 @@ def cluster_exit(view) -> list:
     arrives on its barriers.  PTX ISA 9.2, 9.7.13.2 (``barrier.cluster``) and
     5.1.4 (a CTA's shared memory lives as long as the CTA).  A statement no
     family describes may be the barrier (``barrier.cluster.arrive`` / ``wait``
-    written raw): a path through one is not refused.  Followed for the
-    barriers the kernel initialises (the multicast's ``mbar=``, the remote
-    arrive's barrier)."""
+    written raw): a path through one is not refused.  In a cluster of two
+    CTAs, the mbarrier handshake stands for the cluster barrier: a remote
+    arrive on the peer's ``done`` barrier, then a wait on the CTA's own
+    (:mod:`._cluster_handshake`).  Followed for the barriers the kernel
+    initialises (the multicast's ``mbar=``, the remote arrive's barrier)."""
     protocol = protocol_of(view)
     launch = protocol.facts.launch
     if launch is None or launch.cluster_size <= 1:
         return []
     errors, seen = [], set()
+    roots = handshake_roots(protocol)
+
+    def released(leaf):  # a cluster barrier, or the mbarrier handshake (._cluster_handshake)
+        return synchronises(protocol, leaf, "cluster") or releases(protocol, leaf, roots)
+
     for event in protocol.of("arrive", "expect_tx", "complete_tx"):
         if event.scope != "peer" or event.leaf.index in seen or not initialised(protocol, event.element):
             continue
         seen.add(event.leaf.index)
-        paths = protocol.program.forward(event.leaf, lambda leaf: synchronises(protocol, leaf, "cluster"))
+        if releases(protocol, event.leaf, roots):
+            continue
+        paths = protocol.program.forward(event.leaf, released)
         if any(path.stop is None for path in paths):
             errors.append(
                 TileError(
                     event.what,
                     "CTA may exit while a peer CTA still writes or signals it",
                     expected=f"T.cuda.cluster_sync() after the peer operation at {where(event.leaf)}, before the "
-                    "kernel ends, on every path (each CTA of the cluster waits for the others)",
+                    "kernel ends, on every path (each CTA of the cluster waits for the others), or in a 2-CTA "
+                    "cluster a remote arrive on the peer's barrier followed by a wait on the CTA's own",
                     found=f"a path from {where(event.leaf)} to the kernel's end with no cluster barrier",
                     location=where(event.leaf),
                 )

@@ -38,25 +38,8 @@ Architectures
 from __future__ import annotations
 
 from .. import Contract, Instruction, register_family, register_role
+from ..register_mnemonics import MNEMONICS
 
-MNEMONICS = (
-    "mov",
-    "cvt",
-    "add",
-    "sub",
-    "mul",
-    "fma",
-    "min",
-    "max",
-    "div",
-    "rcp",
-    "sqrt",
-    "ex2",
-    "lg2",
-    "tanh",
-    "abs",
-    "neg",
-)
 
 
 def _role_names(instr: Instruction) -> list:
