@@ -86,6 +86,60 @@ CASES = [
     ),
     Case(
         MEMORY,
+        r"view not provably within the tensor's bounds: .* is any int32 in \[-2147483648, 2147483647\]: a uint32 value",
+        "Index cast to a type it may not fit",
+        example('''
+            n = T.dynamic("n")
+
+            @T.function
+            def kernel(A: T.Tensor((n,), "float32"), Idx: T.Tensor((64,), "uint32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((1,), "float32")
+                t = T.cast(Idx[tid], "int32")
+                if t < n:
+                    T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[t : t + 1])
+        '''),
+        "lower",
+        "Integers in the proofs are the kernel's: a ``uint32`` of 2**31 or more cast to "
+        "``int32`` is negative (an ``int64`` narrowed to ``int32`` keeps only its low 32 "
+        "bits), so ``t < n`` holds and ``A[t]`` lies before ``A``. A cast whose source is "
+        "not provably within the target type's range is any value of that type.",
+        "Check the cast's result (``if 0 <= t and t < n:``), bound the value before the "
+        "cast in its own type (``if Idx[tid] < T.cast(n, \"uint32\"):``), or state its "
+        "range with ``T.assume``.",
+    ),
+    Case(
+        MEMORY,
+        r"index arithmetic may overflow int32",
+        "Index arithmetic that may wrap",
+        example('''
+            total = T.dynamic("total")
+            n = T.dynamic("n")
+
+            @T.function
+            def kernel(A: T.Tensor((total,), "float32"), W: T.Tensor((n,), "float32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=4096, block=256))
+                row = T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x")
+                r = T.alloc_local((1,), "float32")
+                for col in T.serial(n):
+                    if row * n + col < total:
+                        T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[row * n + col : row * n + col + 1])
+        '''),
+        "lower",
+        "The view's element offset is ``int32`` arithmetic: with 2**20 rows, "
+        "``row * n`` passes 2**31 - 1 once ``n`` exceeds 2048 and wraps (undefined in "
+        "CUDA C++), and the guard then compares the wrapped value. Every ``+``, ``-`` and "
+        "``*`` of the offset must provably stay within its type. A tensor parameter whose "
+        "run-time extents are ``int32`` is known to hold at most 2**31 - 1 elements (the "
+        "compiled kernel refuses a larger one), so ``A2.sub[row, col]`` of a 2-D tensor "
+        "under ``if row < m:`` needs nothing more.",
+        "Bound the sizes: ``T.assume(n <= 2048)`` before the loop (checked at run time "
+        "with ``check_assumptions``), an ``assert n <= 2048`` before ``T.device_entry`` "
+        "(checked by the host), or index a 2-D tensor ``(rows, n)``.",
+    ),
+    Case(
+        MEMORY,
         r"T\.assume needs a boolean condition",
         "An assumption that is not a condition",
         example('''

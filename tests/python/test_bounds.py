@@ -416,20 +416,51 @@ def _flat_rows(bound):
     return rows
 
 
-def test_index_arithmetic_that_may_overflow_int32_is_refused():
+def test_a_guard_computed_with_wrapping_arithmetic_says_nothing():
     # row * n_rt wraps for n_rt > 2048: the guard compares the wrapped value, which may be
     # negative, and the load reads before A (accepted before issue 44: ideal integers)
     with pytest.raises(
         TileError,
-        match=r"test_bounds.py:\d+: ld.global.f32: src \(operand 2\): index arithmetic may overflow int32: "
-        r"expected \(blockIdx.x \* 256 \+ threadIdx.x\) \* n_rt within the int32 range \[-2147483648, 2147483647\] "
-        r"at every point that reaches the call \(given .*\), found element offset .*: "
-        r"\(blockIdx.x \* 256 \+ threadIdx.x\) \* n_rt <= 2147483647 does not follow \(int32 arithmetic wraps: .*T.assume",
+        match=r"test_bounds.py:\d+: ld.global.f32: src \(operand 2\): view not provably within the tensor's bounds: "
+        r".* does not follow; \(blockIdx.x \* 256 \+ threadIdx.x\) \* n_rt may also overflow int32 \(guard",
     ):
         testing.lower(_flat_rows(None))
     # the positive twins: the size stated with T.assume, or checked by the host before the launch
     assert testing.lower(_flat_rows("assume")).script().count("T.ptx.ld(") == 1
     assert testing.lower(_flat_rows("assert")).script().count("T.ptx.ld(") == 1
+
+
+def _pairs_of_8_gib(wide):
+    """2**23 CTAs of 256 threads read two halves each of a (2**32,) float16 tensor (8 GiB,
+    a static int64 extent): the element offset ``(cta * 256 + tid) * 2`` is inside the
+    tensor, and computed in int32 (``wide``: in int64) it wraps past 2**31 - 1."""
+
+    @T.function
+    def pairs(A: T.Tensor((1 << 32,), "float16", align=4)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1 << 23, block=256))
+        r = T.alloc_local((2,), "float16")
+        if wide:
+            i = T.cast(T.cuda.block_idx("x"), "int64") * 256 + T.cuda.thread_idx("x")
+            T.cuda.tile.apply(T.ptx["ld.global.v2.b16"], r, A.sub[i * 2 : i * 2 + 2])
+        else:
+            i = T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x")
+            T.cuda.tile.apply(T.ptx["ld.global.v2.b16"], r, A.sub[i * 2 : i * 2 + 2])
+
+    return pairs
+
+
+def test_index_arithmetic_that_may_overflow_int32_is_refused():
+    # inside A, but the int32 offset wraps from CTA 2**22 on (accepted before issue 44)
+    with pytest.raises(
+        TileError,
+        match=r"test_bounds.py:\d+: ld.global.v2.b16: src \(operand 2\): index arithmetic may overflow int32: "
+        r"expected \(blockIdx.x \* 256 \+ threadIdx.x\) \* 2 within the int32 range \[-2147483648, 2147483647\] "
+        r"at every point that reaches the call, found element offset .*: "
+        r"\(blockIdx.x \* 256 \+ threadIdx.x\) \* 2 <= 2147483647 does not follow \(int32 arithmetic wraps: .*T.assume",
+    ):
+        testing.lower(_pairs_of_8_gib(False))
+    # the positive twin: the offset computed in int64
+    assert testing.count_ptx(testing.lower(_pairs_of_8_gib(True)), "ld.*") == 1
 
 
 def test_a_tensor_with_int32_extents_holds_fewer_than_2_31_elements():
@@ -455,3 +486,22 @@ def test_a_tensor_with_int32_extents_holds_fewer_than_2_31_elements():
 
 
 m_rt = T.dynamic("m_rt")
+
+
+def test_check_assumptions_computes_the_condition_in_int64():
+    # an assumption is read over mathematical integers: its run-time check must not wrap
+    @T.function
+    def rows(A: T.Tensor((total_rt,), "float32"), W: T.Tensor((n_rt,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1 << 12, block=256))
+        row = T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x")
+        r = T.alloc_local((1,), "float32")
+        T.assume(n_rt <= 2047)
+        for col in T.serial(n_rt):
+            T.assume(row * n_rt + col < total_rt)
+            T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[row * n_rt + col : row * n_rt + col + 1])
+
+    import tvm_tirx
+
+    source = tvm_tirx.compile(rows, arch="sm_90a", options={"check_assumptions": True}).cuda_source
+    assert source.count('tvm_tirx_trap("') == 2, source
+    assert "(int64_t)n_rt" in source and "(int64_t)total_rt" in source, source

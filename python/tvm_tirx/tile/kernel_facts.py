@@ -103,8 +103,9 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         self.roots = {p: _prod(p.shape) for p in self.params}
         self.family_values = {}
         self.parent, self.ranges, self.loops = {}, {}, []
-        #: lo <= var < hi of each var with a symbolic range, and 0 <= extent of
-        #: each symbolic tensor extent: true wherever the var exists
+        #: lo <= var < hi of each var with a symbolic range, 0 <= extent of each
+        #: symbolic tensor extent, the element count of a tensor with int32
+        #: run-time extents, the host's ``assert`` conditions: true wherever the var exists
         self.range_facts = extent_facts(self.params)
         #: root -> byte offset of its first element in its storage (dynamic
         #: shared memory carve-outs; 0 for every other root)
@@ -157,6 +158,8 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
                 self.entry_attrs[str(node.attr_key)] = node.value
             elif is_assume(node):
                 assumed.append(node.value.args[0])
+            elif isinstance(node, tirx.AssertStmt):  # the host checks it before the launch
+                self.range_facts.append(node.condition)
 
         tvm_ffi.structural_walk(body, (object, visit))
         thread_binding_ids(ids)

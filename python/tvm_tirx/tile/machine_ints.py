@@ -33,7 +33,7 @@ from tvm.runtime import DataType
 from ..errors import TileError
 from .prover import proves, show
 
-__all__ = ["MachineInts", "int_range", "is_int", "index_overflow", "wrapped_note", "extent_facts", "INT32_ELEMENTS"]
+__all__ = ["MachineInts", "int_range", "is_int", "index_overflow", "wrapped_note", "extent_facts", "INT32_ELEMENTS", "widened"]
 
 #: Most elements of a tensor parameter with ``int32`` run-time extents.
 INT32_ELEMENTS = 2**31 - 1
@@ -223,7 +223,7 @@ def index_overflow(facts, machine, opcode, label, index, given, conds):
     dtype = _dtype(node)
     lo, hi = int_range(dtype)
     shown = show(conds, facts.display)
-    return TileError(
+    err = TileError(
         opcode,
         f"index arithmetic may overflow {dtype}",
         operand=label,
@@ -237,6 +237,8 @@ def index_overflow(facts, machine, opcode, label, index, given, conds):
             "T.assume(cond), e.g. T.assume(n <= 4096))"
         ),
     )
+    err.wraps = f"{facts.display(node)} may also overflow {dtype}"
+    return err
 
 
 def wrapped_note(facts, machine, expr) -> str:
@@ -271,3 +273,36 @@ def extent_facts(params) -> list:
                 count = count * tirx.Cast("int64", extent)
             counts.append(count <= tirx.IntImm("int64", INT32_ELEMENTS))
     return [v >= 0 for v in found] + counts
+
+
+_COMPARE = (tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.EQ, tirx.NE)
+
+
+def _narrow_int(expr) -> bool:
+    return is_int(_dtype(expr)) and DataType(_dtype(expr)).bits < 64
+
+
+def widened(cond):
+    """Boolean ``cond`` with its integer ``+ - *`` of fewer than 64 bits computed in
+    ``int64`` (their operands cast), so that the run-time check of ``T.assume(cond)``
+    evaluates the mathematical value the proofs read it as; comparisons,
+    ``and``, ``or`` and ``not`` are rebuilt around them, anything else kept."""
+
+    def value(e):
+        if isinstance(e, _ARITH) and _narrow_int(e):
+            return type(e)(value(e.a), value(e.b))
+        return tirx.Cast("int64", e) if _narrow_int(e) else e
+
+    def same_width(a, b):
+        if _dtype(a) == _dtype(b):
+            return a, b
+        return tuple(tirx.Cast("int64", x) if _narrow_int(x) else x for x in (a, b))
+
+    if isinstance(cond, (tirx.And, tirx.Or)):
+        return type(cond)(widened(cond.a), widened(cond.b))
+    if isinstance(cond, tirx.Not):
+        return tirx.Not(widened(cond.a))
+    if isinstance(cond, _COMPARE) and any(isinstance(x, _ARITH) and _narrow_int(x) for x in (cond.a, cond.b)):
+        return type(cond)(*same_width(*(value(x) if isinstance(x, _ARITH) else x for x in (cond.a, cond.b))))
+    return cond
+

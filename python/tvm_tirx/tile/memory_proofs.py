@@ -28,15 +28,16 @@ def alignment_of(role, op) -> int:
     return atom_of(role, op)[-1] * dtype_bytes(op.value.dtype)
 
 
-def _unproven_bound(facts, machine, given, lo_expr, hi_expr, extent):
+def _unproven_bound(facts, machine, given, lo_expr, hi_expr, extent, wrapped=False):
     """Which of ``lo_expr >= 0`` and ``hi_expr < extent`` (byte offsets, compared
     in int64: a 32-bit sum would wrap past 2 GiB) does not follow from the
     ranges and the facts ``given`` (:func:`.prover.proves`), the casts of the
     offsets read as the kernel computes them (:class:`.machine_ints.MachineInts`):
-    ``"lo"``, ``"hi"`` or None."""
+    ``"lo"``, ``"hi"`` or None.  ``wrapped``: integer arithmetic that may wrap
+    read as any value of its type too."""
     from tvm.tirx import Cast  # pylint: disable=import-outside-toplevel
 
-    lo_expr, hi_expr = (machine.rewrite(e, given, arithmetic=False) for e in (lo_expr, hi_expr))
+    lo_expr, hi_expr = (machine.rewrite(e, given, arithmetic=wrapped) for e in (lo_expr, hi_expr))
     lo_expr, hi_expr = (e if str(e.ty.dtype) == "int64" else Cast("int64", e) for e in (lo_expr, hi_expr))
     known = machine.known(given)
     if not proves(facts.analyzer, lo_expr >= 0, known):
@@ -44,6 +45,13 @@ def _unproven_bound(facts, machine, given, lo_expr, hi_expr, extent):
     if not proves(facts.analyzer, hi_expr < extent, known):
         return "hi"
     return None
+
+
+def _unless_inside_anyway(facts, machine, given, overflow, bound):
+    """``overflow`` (a TileError), or None when the view is inside its tensor whatever
+    value the wrapping arithmetic takes (an index modulo a stage count); ``bound`` is
+    ``(lo_expr, hi_expr, extent)`` of :func:`_unproven_bound`."""
+    return overflow if _unproven_bound(facts, machine, given, *bound, wrapped=True) else None
 
 
 def _shown_extent(facts, root, nbytes):
@@ -67,7 +75,6 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred, ind
     Integers are the kernel's (:mod:`.machine_ints`).  Over the points that
     reach the call with a true predicate:
 
-    - ``index`` arithmetic that may wrap its dtype: rejected, naming it;
     - provably inside the allocation (:func:`.prover.proves`, with the loop
       and id ranges, the guards, assumptions and pred as facts, run-time
       extents included): accepted;
@@ -77,19 +84,21 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred, ind
       the prover cannot derive (an index read from memory) is stated with
       ``T.assume(cond)``, which a ``check_assumptions=True`` build checks at
       run time.
+
+    A view provably inside whose ``index`` arithmetic may wrap its dtype is
+    rejected, naming the operation (:func:`.machine_ints.index_overflow`),
+    unless it is inside whatever value the wrapping operations take.
     """
     nbytes = facts.root_bytes(root)
     assumptions = (*conds, *([pred] if pred is not None else []))
     machine = MachineInts(facts.analyzer, facts.range_facts, facts.ranges)
     given = machine.facts(*facts.split_assumed(assumptions))
-    err = index_overflow(facts, machine, opcode, label, index, given, assumptions)
-    if err is not None:
-        return err
+    overflow = index_overflow(facts, machine, opcode, label, index, given, assumptions)
     shown = _shown_extent(facts, root, nbytes)
     within = f"bytes within [0, {shown}) of {root.name} ({facts.roots[root]} x {root.dtype})"
     unproven = _unproven_bound(facts, machine, given, start + first, start + end - 1, nbytes)
     if unproven is None:
-        return None
+        return overflow and _unless_inside_anyway(facts, machine, given, overflow, (start + first, start + end - 1, nbytes))
     exact = exact_range(facts, start, assumptions) if not machine.opaque else None
     n = int_or_none(nbytes)
     if exact == ():
@@ -106,7 +115,7 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred, ind
                 found=f"bytes [{base + first}, {base + end}) at {where or 'every thread'}",
             )
         if n is not None:
-            return None
+            return overflow and _unless_inside_anyway(facts, machine, given, overflow, (start + first, start + end - 1, nbytes))
     simplify = facts.analyzer.simplify
     bound = (
         f"{facts.display(simplify(start + first))} >= 0"
@@ -121,6 +130,7 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred, ind
         expected=f"{within} at every point that reaches the call" + (f" (given {given})" if given else ""),
         found=f"byte offset {facts.display(simplify(start))} + [{first}, {end}): {bound} does not follow"
         + wrapped_note(facts, machine, start)
+        + (f"; {overflow.wraps}" if overflow is not None else "")
         + " (guard the access with if or pred=, or state what the prover cannot derive with T.assume(cond))",
     )
 

@@ -33,9 +33,8 @@ class CallSite:
         reaches the call only where every guard holds.
     facts : tuple[PrimExpr, ...]
         Conditions known to hold when the call runs: the guards and the
-        ``T.assume(cond)`` and ``assert cond`` statements before it in its
-        enclosing statement sequences (a host-side assert before
-        ``T.device_entry`` bounds the run-time sizes of every call), minus those reading memory that a statement in between
+        ``T.assume(cond)`` statements before it in its enclosing statement
+        sequences, minus those reading memory that a statement in between
         (or the body of an enclosing loop) may write.  Facts do not change
         which threads reach the call.
     loops : tuple[tuple, ...]
@@ -146,8 +145,6 @@ class _Collector:  # pylint: disable=too-few-public-methods
                 facts = self._still_true(facts, _buffers_written(s))
                 if is_assume(s):  # a fact for the statements after it
                     facts = facts + (s.value.args[0],)
-                elif isinstance(s, tirx.AssertStmt):  # checked before the statements after it
-                    facts = facts + (s.condition,)
         elif isinstance(stmt, (tirx.IfThenElse, SBlockRealize)):
             self._branches(stmt, guards, facts, loops)
         elif isinstance(stmt, (tirx.While, tirx.For)):
