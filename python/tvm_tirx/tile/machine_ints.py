@@ -117,13 +117,17 @@ class MachineInts:
         """Whether integer ``expr``'s value, computed from its operands' values
         without wrapping, provably lies in the range of its own dtype."""
         lo, hi = int_range(_dtype(expr))
-        bound = self.analyzer.const_int_bound(expr)
-        if lo <= bound.min_value and bound.max_value <= hi:
+        if _within(self.analyzer.const_int_bound(expr), lo, hi):
             return True
-        if DataType(_dtype(expr)).bits >= 64:
-            return False  # no wider type to compute the ideal value in
         wide = _widened(expr)
-        return proves(self.analyzer, tirx.all(lo <= wide, wide <= hi), self._with_ranges(wide, facts))
+        if DataType(_dtype(expr)).bits >= 64:
+            # the analyzer's int64 is ideal, but folds no constant past it: prove a
+            # range half as wide, which no index comes near
+            wide, lo, hi = expr, max(lo, -(2**62)), min(hi, 2**62)
+        try:
+            return proves(self.analyzer, tirx.all(lo <= wide, wide <= hi), self._with_ranges(wide, facts))
+        except Exception:  # pylint: disable=broad-except
+            return False  # apache-tvm refuses a constant folded past int64: not proven
 
     def _value(self, node):
         """The opaque value standing for ``node`` (one per structurally equal node)."""
@@ -143,8 +147,7 @@ class MachineInts:
         def node(e):
             if isinstance(e, tirx.Cast) and is_int(_dtype(e)) and is_int(_dtype(e.value)):
                 lo, hi = int_range(_dtype(e))
-                src = self.analyzer.const_int_bound(e.value)
-                if lo <= src.min_value and src.max_value <= hi:
+                if _within(self.analyzer.const_int_bound(e.value), lo, hi):
                     return e
                 if DataType(_dtype(e.value)).bits < 64 or DataType(_dtype(e)).bits < 64:
                     wide = tirx.Cast("int64", e.value)
@@ -189,9 +192,20 @@ class MachineInts:
         return found
 
 
+def _within(bound, lo, hi) -> bool:
+    """Whether a ``ConstIntBound`` lies in ``[lo, hi]``; its ends at the int64 limits
+    are apache-tvm's infinities (no bound), inside no range."""
+    if bound.min_value <= -(2**63) or bound.max_value >= 2**63 - 1:
+        return False
+    return lo <= bound.min_value and bound.max_value <= hi
+
+
 def _widened(expr):
     """``a op b`` of a narrow integer dtype recomputed in ``int64`` (the operands
-    are values of their dtype; the result is the ideal one)."""
+    are values of their dtype; the result is the ideal one); ``expr`` itself
+    when it is 64 bits wide."""
+    if DataType(_dtype(expr)).bits >= 64:
+        return expr
     wide = [tirx.Cast("int64", x) for x in (expr.a, expr.b)]
     return type(expr)(*wide)
 
@@ -199,11 +213,16 @@ def _widened(expr):
 def _failing_bound(machine, node, facts) -> str:
     """``"node <= hi"`` or ``"node >= lo"``: the side of ``node``'s dtype range that
     does not follow (the upper one first)."""
-    lo, hi = int_range(_dtype(node))
-    wide = _widened(node) if DataType(_dtype(node)).bits < 64 else node
-    if not proves(machine.analyzer, wide <= hi, machine._with_ranges(wide, facts)):  # pylint: disable=protected-access
-        return f"<= {hi}"
-    return f">= {lo}"
+    lo, hi = shown = int_range(_dtype(node))
+    wide = _widened(node)
+    if DataType(_dtype(node)).bits >= 64:
+        lo, hi = max(lo, -(2**62)), min(hi, 2**62)  # as :meth:`MachineInts.fits` proves it
+    try:
+        if not proves(machine.analyzer, wide <= hi, machine._with_ranges(wide, facts)):  # pylint: disable=protected-access
+            return f"<= {shown[1]}"
+    except Exception:  # pylint: disable=broad-except
+        return f"<= {shown[1]}"
+    return f">= {shown[0]}"
 
 
 def index_overflow(facts, machine, opcode, label, index, given, conds):
