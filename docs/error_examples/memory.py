@@ -114,29 +114,24 @@ CASES = [
         r"index arithmetic may overflow int32",
         "Index arithmetic that may wrap",
         example('''
-            total = T.dynamic("total")
-            n = T.dynamic("n")
-
             @T.function
-            def kernel(A: T.Tensor((total,), "float32"), W: T.Tensor((n,), "float32")):
-                T.device_entry(launch=T.cuda.LaunchConfig(grid=4096, block=256))
-                row = T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x")
-                r = T.alloc_local((1,), "float32")
-                for col in T.serial(n):
-                    if row * n + col < total:
-                        T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[row * n + col : row * n + col + 1])
+            def kernel(A: T.Tensor((1 << 32,), "float16", align=4)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1 << 23, block=256))
+                r = T.alloc_local((2,), "float16")
+                i = T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x")
+                T.cuda.tile.apply(T.ptx["ld.global.v2.b16"], r, A.sub[i * 2 : i * 2 + 2])
         '''),
         "lower",
-        "The view's element offset is ``int32`` arithmetic: with 2**20 rows, "
-        "``row * n`` passes 2**31 - 1 once ``n`` exceeds 2048 and wraps (undefined in "
-        "CUDA C++), and the guard then compares the wrapped value. Every ``+``, ``-`` and "
-        "``*`` of the offset must provably stay within its type. A tensor parameter whose "
-        "run-time extents are ``int32`` is known to hold at most 2**31 - 1 elements (the "
-        "compiled kernel refuses a larger one), so ``A2.sub[row, col]`` of a 2-D tensor "
-        "under ``if row < m:`` needs nothing more.",
-        "Bound the sizes: ``T.assume(n <= 2048)`` before the loop (checked at run time "
-        "with ``check_assumptions``), an ``assert n <= 2048`` before ``T.device_entry`` "
-        "(checked by the host), or index a 2-D tensor ``(rows, n)``.",
+        "The view's element offset ``i * 2`` is ``int32`` arithmetic: from thread "
+        "2**30 on it passes 2**31 - 1 and wraps (undefined in CUDA C++), although the "
+        "mathematical offset is inside the 8 GiB tensor. Every ``+``, ``-`` and ``*`` of "
+        "an offset must provably stay within its type, unless the access is inside the "
+        "tensor whatever value it takes (a stage index ``(k + s) % stages``). A tensor "
+        "parameter whose run-time extents are ``int32`` holds at most 2**31 - 1 elements "
+        "(the compiled kernel refuses a larger one), so its own offsets need nothing more.",
+        "Compute the offset in ``int64`` (``i = T.cast(T.cuda.block_idx(\"x\"), \"int64\") * 256 + ...``), "
+        "or bound the sizes: ``T.assume(n <= 2048)`` (checked at run time with "
+        "``check_assumptions``) or an ``assert`` before ``T.device_entry`` (checked by the host).",
     ),
     Case(
         MEMORY,

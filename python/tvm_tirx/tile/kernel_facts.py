@@ -156,10 +156,8 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
                 stores.setdefault(node.buffer, []).append(node.value)
             elif isinstance(node, tirx.AttrStmt):
                 self.entry_attrs[str(node.attr_key)] = node.value
-            elif is_assume(node):
-                assumed.append(node.value.args[0])
-            elif isinstance(node, tirx.AssertStmt):  # the host checks it before the launch
-                self.range_facts.append(node.condition)
+            else:
+                self._fact(node, assumed)
 
         tvm_ffi.structural_walk(body, (object, visit))
         thread_binding_ids(ids)
@@ -180,6 +178,16 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
                 cluster=tuple(cluster[1]) if cluster else (),
                 cluster_vars=tuple(cluster[0]) if cluster else (),
             )
+
+    def _fact(self, node, assumed):
+        """Record a ``T.assume`` condition in ``assumed``, a host ``assert`` (checked
+        before the launch) in :attr:`range_facts`."""
+        from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+        if is_assume(node):
+            assumed.append(node.value.args[0])
+        elif isinstance(node, tirx.AssertStmt):
+            self.range_facts.append(node.condition)
 
     def _scope_ids(self, d, ids):
         """Record the ranges of a ``ScopeIdDef``'s ids, and the thread / cluster-CTA ids."""

@@ -17,10 +17,15 @@ bounds proof so that the analyzer's ideal reasoning is sound for them:
   type: a wrapped guard says nothing about the ideal sum;
 - in the index arithmetic a view's address is computed from,
   :meth:`MachineInts.overflow` finds the first ``+ - *`` whose result does
-  not provably fit its type: the bounds rule refuses the call, naming it.
+  not provably fit its type: the bounds rule refuses the call, naming it,
+  unless the view is inside its tensor whatever value that operation takes.
 
-``T.assume(cond)`` states ``cond`` over mathematical integers (its arithmetic
-does not wrap; :mod:`.assumptions` checks it in 64 bits): it is the way to
+What bounds the sizes: a tensor parameter whose run-time extents are
+``int32`` holds at most :data:`INT32_ELEMENTS` elements (:func:`extent_facts`;
+``Kernel``'s argument check refuses a larger one), a host ``assert`` before
+``T.device_entry`` holds for the whole kernel, and ``T.assume(cond)`` states
+``cond`` over mathematical integers (its arithmetic does not wrap; a
+``check_assumptions`` build evaluates it with :func:`widened`): the way to
 bound run-time sizes the prover cannot bound (``T.assume(n <= 4096)``).
 """
 
@@ -33,7 +38,9 @@ from tvm.runtime import DataType
 from ..errors import TileError
 from .prover import proves, show
 
-__all__ = ["MachineInts", "int_range", "is_int", "index_overflow", "wrapped_note", "extent_facts", "INT32_ELEMENTS", "widened"]
+__all__ = [
+    "MachineInts", "int_range", "is_int", "index_overflow", "wrapped_note", "extent_facts", "INT32_ELEMENTS", "widened",
+]
 
 #: Most elements of a tensor parameter with ``int32`` run-time extents.
 INT32_ELEMENTS = 2**31 - 1
@@ -183,6 +190,14 @@ class MachineInts:
         tvm_ffi.structural_map(self.rewrite(index, facts, arithmetic=False), (_ARITH, node))
         return found[0] if found else None
 
+    def restore(self, expr):
+        """``expr`` with each opaque value replaced by the node it stands for (for messages)."""
+
+        def back(v):
+            return next((node for node, var in self.opaque if var.same_as(v)), v)
+
+        return tvm_ffi.structural_map(expr, (tirx.Var, back))
+
     def wrapped_casts(self, expr) -> list:
         """The casts of ``expr`` that were made opaque (for messages)."""
         found = []
@@ -239,6 +254,7 @@ def index_overflow(facts, machine, opcode, label, index, given, conds):
     node = machine.overflow(index, given)
     if node is None:
         return None
+    failing, node = _failing_bound(machine, node, given), machine.restore(node)
     dtype = _dtype(node)
     lo, hi = int_range(dtype)
     shown = show(conds, facts.display)
@@ -251,7 +267,7 @@ def index_overflow(facts, machine, opcode, label, index, given, conds):
             + (f" (given {shown})" if shown else "")
         ),
         found=(
-            f"element offset {facts.display(index)}: {facts.display(node)} {_failing_bound(machine, node, given)} "
+            f"element offset {facts.display(index)}: {facts.display(node)} {failing} "
             f"does not follow ({dtype} arithmetic wraps: bound the sizes with if, or state them with "
             "T.assume(cond), e.g. T.assume(n <= 4096))"
         ),
@@ -271,7 +287,7 @@ def wrapped_note(facts, machine, expr) -> str:
     lo, hi = int_range(dst)
     return (
         f"; {facts.display(cast)} is any {dst} in [{lo}, {hi}]: a {src} value outside that range "
-        f"does not keep its value (check the cast's result, e.g. 0 <= value, or state its range with T.assume)"
+        "does not keep its value, so check the cast's result (0 <= value) or bound the value before the cast"
     )
 
 

@@ -96,9 +96,10 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred, ind
     overflow = index_overflow(facts, machine, opcode, label, index, given, assumptions)
     shown = _shown_extent(facts, root, nbytes)
     within = f"bytes within [0, {shown}) of {root.name} ({facts.roots[root]} x {root.dtype})"
-    unproven = _unproven_bound(facts, machine, given, start + first, start + end - 1, nbytes)
+    bound = (start + first, start + end - 1, nbytes)
+    unproven = _unproven_bound(facts, machine, given, *bound)
     if unproven is None:
-        return overflow and _unless_inside_anyway(facts, machine, given, overflow, (start + first, start + end - 1, nbytes))
+        return overflow and _unless_inside_anyway(facts, machine, given, overflow, bound)
     exact = exact_range(facts, start, assumptions) if not machine.opaque else None
     n = int_or_none(nbytes)
     if exact == ():
@@ -115,7 +116,15 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred, ind
                 found=f"bytes [{base + first}, {base + end}) at {where or 'every thread'}",
             )
         if n is not None:
-            return overflow and _unless_inside_anyway(facts, machine, given, overflow, (start + first, start + end - 1, nbytes))
+            return overflow and _unless_inside_anyway(facts, machine, given, overflow, bound)
+    return _not_provable(facts, machine, opcode, label, (start, first, end, shown), unproven, within, assumptions, overflow)
+
+
+def _not_provable(facts, machine, opcode, label, view, unproven, within, assumptions, overflow):
+    """The TileError of a view neither provably inside nor provably outside its
+    tensor: ``view`` is ``(start, first, end, shown extent)`` of :func:`check_bounds`,
+    ``unproven`` the side that does not follow (``"lo"`` / ``"hi"``)."""
+    start, first, end, shown = view
     simplify = facts.analyzer.simplify
     bound = (
         f"{facts.display(simplify(start + first))} >= 0"

@@ -99,7 +99,8 @@ def _dtype_ranges(exprs) -> list:
     out = []
     for v in found:
         name = str(v.ty.dtype)
-        bits = int(name.lstrip("uint") or 0) if name.startswith(("int", "uint")) and name.lstrip("uint").isdigit() else 0
+        digits = name[4:] if name.startswith("uint") else name[3:] if name.startswith("int") else ""
+        bits = int(digits) if digits.isdigit() else 0
         if 1 < bits < 64:
             lo, hi = (0, (1 << bits) - 1) if name.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
             out.append(tirx.all(tirx.IntImm(name, lo) <= v, v <= tirx.IntImm(name, hi)))
