@@ -401,6 +401,9 @@ EXTENT_PINNED = {
     "pred=i * 2 < n on row i": ExtentCase("tx", "{i} * 2 < n", "pred", 16, "one"),
     "T.assume(tx < n)": ExtentCase("tx", "tx < n", "assume", 16, "one"),
     "T.assume(i <= n) (off by one)": ExtentCase("tx", "{i} <= n", "assume", 16, "one"),
+    # found by hypothesis under machine integers (issue 44): at n = 2**29 - 1, k = n - 1 the
+    # guard's (k * 2 + tx) * 2 wraps negative and passes, and row k * 2 + tx is past A
+    "if i * 2 < n, i = k * 2 + tx (the guard wraps)": ExtentCase("k * 2 + tx", "{i} * 2 < n", "if", 8, "one"),
 }
 
 
