@@ -86,6 +86,55 @@ CASES = [
     ),
     Case(
         MEMORY,
+        r"view not provably within the tensor's bounds: .* is any int32 in \[-2147483648, 2147483647\]: a uint32 value",
+        "Index cast to a type it may not fit",
+        example('''
+            n = T.dynamic("n")
+
+            @T.function
+            def kernel(A: T.Tensor((n,), "float32"), Idx: T.Tensor((64,), "uint32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+                tid = T.cuda.thread_idx("x")
+                r = T.alloc_local((1,), "float32")
+                t = T.cast(Idx[tid], "int32")
+                if t < n:
+                    T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[t : t + 1])
+        '''),
+        "lower",
+        "Integers in the proofs are the kernel's: a ``uint32`` of 2**31 or more cast to "
+        "``int32`` is negative (an ``int64`` narrowed to ``int32`` keeps only its low 32 "
+        "bits), so ``t < n`` holds and ``A[t]`` lies before ``A``. A cast whose source is "
+        "not provably within the target type's range is any value of that type.",
+        "Check the cast's result (``if 0 <= t and t < n:``), bound the value before the "
+        "cast in its own type (``if Idx[tid] < T.cast(n, \"uint32\"):``), or state its "
+        "range with ``T.assume``.",
+    ),
+    Case(
+        MEMORY,
+        r"index arithmetic may overflow int32",
+        "Index arithmetic that may wrap",
+        example('''
+            @T.function
+            def kernel(A: T.Tensor((1 << 32,), "float16", align=4)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1 << 23, block=256))
+                r = T.alloc_local((2,), "float16")
+                i = T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x")
+                T.cuda.tile.apply(T.ptx["ld.global.v2.b16"], r, A.sub[i * 2 : i * 2 + 2])
+        '''),
+        "lower",
+        "The view's element offset ``i * 2`` is ``int32`` arithmetic: from thread "
+        "2**30 on it passes 2**31 - 1 and wraps (undefined in CUDA C++), although the "
+        "mathematical offset is inside the 8 GiB tensor. Every ``+``, ``-`` and ``*`` of "
+        "an offset must provably stay within its type, unless the access is inside the "
+        "tensor whatever value it takes (a stage index ``(k + s) % stages``). A tensor "
+        "parameter whose run-time extents are ``int32`` holds at most 2**31 - 1 elements "
+        "(the compiled kernel refuses a larger one), so its own offsets need nothing more.",
+        "Compute the offset in ``int64`` (``i = T.cast(T.cuda.block_idx(\"x\"), \"int64\") * 256 + ...``), "
+        "or bound the sizes: ``T.assume(n <= 2048)`` (checked at run time with "
+        "``check_assumptions``) or an ``assert`` before ``T.device_entry`` (checked by the host).",
+    ),
+    Case(
+        MEMORY,
         r"T\.assume needs a boolean condition",
         "An assumption that is not a condition",
         example('''

@@ -54,7 +54,8 @@ def copy_tiles(A: T.Tensor((TILES, 16, 8), "int32", align=16), B: T.Tensor((TILE
     T.cuda.cta_sync()
     t = slot[0]
     T.cuda.cta_sync()
-    while T.Cast("int32", t) < TILES:
+    # compared as uint32: a ticket of 2**31 or more would be negative as an int32 (issue 44)
+    while t < T.Cast("uint32", TILES):
         _copy_tile(A, B, stage, words, r, T.Cast("int32", t), lane)
         n[0] = n[0] + T.uint32(1)
         if lane == 0:

@@ -330,3 +330,191 @@ def test_check_assumptions_traps_with_its_line_on_the_gpu(torch_cuda):
     assert "out of range: no trap" not in text, text
     assert out.returncode != 0, text
     assert "thread (7,0,0): " in text and "T.assume(0 <= j and j < n_rt) does not hold" in text, text
+
+
+# -- machine integers (issue 44 item 2): casts that change the value, int32 index overflow ------
+
+
+def _cast_gather(src_dtype, guard):
+    """Each thread reads ``A[t]`` with ``t`` a ``src_dtype`` index from memory cast to
+    ``int32``, under the if-condition ``guard``: ``"t < n"``, ``"0 <= t < n"`` (the cast's
+    result checked), ``"j < n"`` (the loaded value bounded before the cast, in its own
+    type), ``"0 <= j, t < n"`` (the loaded value's sign, then the cast's result)."""
+
+    @T.function
+    def gather(A: T.Tensor((n_rt,), "float32"), Idx: T.Tensor((256,), src_dtype), C: T.Tensor((256,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+        tid = T.cuda.thread_idx("x")
+        r = T.alloc_local((1,), "float32")
+        j = T.alloc_local((1,), src_dtype)
+        if src_dtype == "int64":
+            T.cuda.tile.apply(T.ptx["ld.global.b64"], j, Idx.sub[tid : tid + 1])
+        else:
+            T.cuda.tile.apply(T.ptx["ld.global.b32"], j, Idx.sub[tid : tid + 1])
+        t = T.cast(j[0], "int32")
+        if guard == "t < n":
+            if t < n_rt:
+                T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[t : t + 1])
+        elif guard == "0 <= t < n":
+            if 0 <= t and t < n_rt:
+                T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[t : t + 1])
+        elif guard == "j < n":
+            if 0 <= j[0] and j[0] < T.cast(n_rt, src_dtype):
+                T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[t : t + 1])
+        else:
+            if 0 <= j[0] and t < n_rt:
+                T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[t : t + 1])
+        T.cuda.tile.apply(T.ptx["st.global.f32"], C.sub[tid : tid + 1], r)
+
+    return gather
+
+
+def test_uint32_index_cast_to_int32_is_not_known_to_be_non_negative():
+    # a uint32 of 2**31 or more is negative as an int32: `t < n_rt` holds and A[t] is read
+    # before A (accepted before issue 44: the prover took the cast for the uint32 value)
+    with pytest.raises(
+        TileError,
+        match=r"test_bounds.py:\d+: ld.global.f32: src \(operand 2\): view not provably within the tensor's bounds: "
+        r".*T.Cast\(\"int32\", j\) \* 4 >= 0 does not follow; T.Cast\(\"int32\", j\) is any int32 in "
+        r"\[-2147483648, 2147483647\]: a uint32 value outside that range does not keep its value",
+    ):
+        testing.lower(_cast_gather("uint32", "t < n"))
+    # the positive twins: the cast's result checked, or the loaded value bounded before the cast
+    assert testing.count_ptx(testing.lower(_cast_gather("uint32", "0 <= t < n")), "ld.*") == 2
+    assert testing.count_ptx(testing.lower(_cast_gather("uint32", "j < n")), "ld.*") == 2
+
+
+def test_int64_index_narrowed_to_int32_loses_its_high_bits():
+    # j = 2**31 passes `0 <= j`, and its int32 cast is negative
+    with pytest.raises(TileError, match=r"does not follow; T.Cast\(\"int32\", j\) is any int32 .* a int64 value"):
+        testing.lower(_cast_gather("int64", "0 <= j, t < n"))
+    # the positive twin: 0 <= j < n_rt in int64 proves that the cast keeps j's value
+    assert testing.count_ptx(testing.lower(_cast_gather("int64", "j < n")), "ld.*") == 2
+
+
+total_rt = T.dynamic("total_rt")
+
+
+def _flat_rows(bound):
+    """2**20 rows of ``n_rt`` columns in a flat tensor, one row per thread, read column
+    by column: the element offset ``row * n_rt + col`` is int32 arithmetic, and so is
+    the guard that compares it with the tensor's size."""
+
+    @T.function
+    def rows(A: T.Tensor((total_rt,), "float32"), W: T.Tensor((n_rt,), "float32")):
+        if bound == "assert":
+            assert n_rt <= 2048, "rows of at most 2048 columns"
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1 << 12, block=256))
+        row = T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x")
+        r = T.alloc_local((1,), "float32")
+        if bound == "assume":
+            T.assume(n_rt <= 2048)
+        for col in T.serial(n_rt):
+            if row * n_rt + col < total_rt:
+                T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[row * n_rt + col : row * n_rt + col + 1])
+
+    return rows
+
+
+def test_a_guard_computed_with_wrapping_arithmetic_says_nothing():
+    # row * n_rt wraps for n_rt > 2048: the guard compares the wrapped value, which may be
+    # negative, and the load reads before A (accepted before issue 44: ideal integers)
+    with pytest.raises(
+        TileError,
+        match=r"test_bounds.py:\d+: ld.global.f32: src \(operand 2\): view not provably within the tensor's bounds: "
+        r".* does not follow; \(blockIdx.x \* 256 \+ threadIdx.x\) \* n_rt may also overflow int32 \(guard",
+    ):
+        testing.lower(_flat_rows(None))
+    # the positive twins: the size stated with T.assume, or checked by the host before the launch
+    assert testing.lower(_flat_rows("assume")).script().count("T.ptx.ld(") == 1
+    assert testing.lower(_flat_rows("assert")).script().count("T.ptx.ld(") == 1
+
+
+def _pairs_of_8_gib(wide):
+    """2**23 CTAs of 256 threads read two halves each of a (2**32,) float16 tensor (8 GiB,
+    a static int64 extent): the element offset ``(cta * 256 + tid) * 2`` is inside the
+    tensor, and computed in int32 (``wide``: in int64) it wraps past 2**31 - 1."""
+
+    @T.function
+    def pairs(A: T.Tensor((1 << 32,), "float16", align=4)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1 << 23, block=256))
+        r = T.alloc_local((2,), "float16")
+        if wide:
+            i = T.cast(T.cuda.block_idx("x"), "int64") * 256 + T.cuda.thread_idx("x")
+            T.cuda.tile.apply(T.ptx["ld.global.v2.b16"], r, A.sub[i * 2 : i * 2 + 2])
+        else:
+            i = T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x")
+            T.cuda.tile.apply(T.ptx["ld.global.v2.b16"], r, A.sub[i * 2 : i * 2 + 2])
+
+    return pairs
+
+
+def test_index_arithmetic_that_may_overflow_int32_is_refused():
+    # inside A, but the int32 offset wraps from CTA 2**22 on (accepted before issue 44)
+    with pytest.raises(
+        TileError,
+        match=r"test_bounds.py:\d+: ld.global.v2.b16: src \(operand 2\): index arithmetic may overflow int32: "
+        r"expected \(blockIdx.x \* 256 \+ threadIdx.x\) \* 2 within the int32 range \[-2147483648, 2147483647\] "
+        r"at every point that reaches the call, found element offset .*: "
+        r"\(blockIdx.x \* 256 \+ threadIdx.x\) \* 2 <= 2147483647 does not follow \(int32 arithmetic wraps: .*T.assume",
+    ):
+        testing.lower(_pairs_of_8_gib(False))
+    # the positive twin: the offset computed in int64
+    assert testing.count_ptx(testing.lower(_pairs_of_8_gib(True)), "ld.*") == 1
+
+
+def test_a_tensor_with_int32_extents_holds_fewer_than_2_31_elements():
+    # the fact that bounds A.sub[row, col] of a (m_rt, n_rt) tensor under row < m_rt: the
+    # kernel's argument check refuses a larger tensor before the launch
+    from tvm_tirx.build.arguments import ParamSpec
+
+    @T.function
+    def rows(A: T.Tensor((m_rt, n_rt), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1 << 12, block=256))
+        row = T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x")
+        r = T.alloc_local((1,), "float32")
+        for col in T.serial(n_rt):
+            if row < m_rt:
+                T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[row, col : col + 1])
+
+    assert testing.lower(rows).script().count("T.ptx.ld(") == 1
+    spec = ParamSpec.of(rows.params[0])
+    assert spec.bind_shape((1 << 20, 2047), {}) is None
+    assert spec.bind_shape((1 << 20, 2049), {}) == ("*", (1 << 20) * 2049)
+    with pytest.raises(ValueError, match=r"argument 'A': expected at most 2147483647 elements \(the kernel computes its offsets in int32\), got shape \(1048576, 2049\)"):
+        spec._require_shape("rows", (1 << 20, 2049), {})  # pylint: disable=protected-access
+
+
+m_rt = T.dynamic("m_rt")
+
+
+def test_check_assumptions_computes_the_condition_in_int64():
+    # an assumption is read over mathematical integers: its run-time check must not wrap
+    @T.function
+    def rows(A: T.Tensor((total_rt,), "float32"), W: T.Tensor((n_rt,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1 << 12, block=256))
+        row = T.cuda.block_idx("x") * 256 + T.cuda.thread_idx("x")
+        r = T.alloc_local((1,), "float32")
+        T.assume(n_rt <= 2047)
+        for col in T.serial(n_rt):
+            T.assume(row * n_rt + col < total_rt)
+            T.cuda.tile.apply(T.ptx["ld.global.f32"], r, A.sub[row * n_rt + col : row * n_rt + col + 1])
+
+    import tvm_tirx
+
+    source = tvm_tirx.compile(rows, arch="sm_90a", options={"check_assumptions": True}).cuda_source
+    assert source.count('tvm_tirx_trap("') == 2, source
+    assert "(int64_t)n_rt" in source and "(int64_t)total_rt" in source, source
+
+
+def test_a_proof_keeps_the_type_range_of_its_vars_query_after_query():
+    # apache-tvm's Z3 back end states an int32 var's range only in the first query that
+    # meets it: the same proof then failed from the second query on
+    from tvm import tirx
+
+    from tvm_tirx.tile.prover import make_analyzer, proves
+
+    analyzer = make_analyzer()
+    j, n = tirx.Var("j", "int64"), tirx.Var("n", "int32")
+    facts = [tirx.IntImm("int64", 0) <= j, j < tirx.Cast("int64", n)]
+    assert [proves(analyzer, j <= 2**31 - 1, facts) for _ in range(3)] == [True, True, True]

@@ -20,8 +20,10 @@ from hypothesis import HealthCheck, event, given, note, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import extent_model  # noqa: E402
+import int_model  # noqa: E402
 import tile_model  # noqa: E402
 from extent_model import ExtentCase  # noqa: E402
+from int_model import IntCase  # noqa: E402
 from tile_model import Call  # noqa: E402
 from tvm_tirx import TileError, testing  # noqa: E402
 
@@ -399,9 +401,81 @@ EXTENT_PINNED = {
     "pred=i * 2 < n on row i": ExtentCase("tx", "{i} * 2 < n", "pred", 16, "one"),
     "T.assume(tx < n)": ExtentCase("tx", "tx < n", "assume", 16, "one"),
     "T.assume(i <= n) (off by one)": ExtentCase("tx", "{i} <= n", "assume", 16, "one"),
+    # found by hypothesis under machine integers (issue 44): at n = 2**29 - 1, k = n - 1 the
+    # guard's (k * 2 + tx) * 2 wraps negative and passes, and row k * 2 + tx is past A
+    "if i * 2 < n, i = k * 2 + tx (the guard wraps)": ExtentCase("k * 2 + tx", "{i} * 2 < n", "if", 8, "one"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(EXTENT_PINNED))
 def test_run_time_extent_cases(name, tmp_path):
     check_extent_case(EXTENT_PINNED[name], tmp_path)
+
+
+# -- machine integers (issue 44 item 2): indices loaded from memory, cast, guarded, against
+# the model of int_model.py (casts keep low bits, int32 arithmetic wraps, n up to 2**31 - 1)
+
+
+@st.composite
+def int_cases(draw):
+    """A read of ``A[i]`` with ``i`` computed from a loaded, cast index (int_model.py)."""
+    return IntCase(
+        src=draw(st.sampled_from(sorted(int_model.SOURCES))),
+        dst=draw(st.sampled_from(int_model.TARGETS)),
+        index=draw(st.sampled_from(int_model.INDICES)),
+        guard=draw(st.sampled_from(int_model.GUARDS)),
+    )
+
+
+def check_int_case(case: IntCase, tmp_dir):
+    """The property: TileError exactly when the model finds a loaded value that reads
+    outside ``A`` or wraps the index arithmetic."""
+    name = f"i{next(_COUNTER)}"
+    path = tmp_dir / f"{name}.py"
+    path.write_text(case.source(name))
+    violation = case.violation()
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[name]
+    try:
+        lowered = testing.lower(getattr(module, name)).script()
+    except TileError as err:
+        assert violation, f"legal read refused: {err}"
+        assert "bounds" in str(err) or "may overflow" in str(err), str(err)
+        return
+    assert not violation, f"read out of bounds (or wrapped) at (n, j) = {violation} accepted"
+    assert lowered.count("T.ptx.ld(") == 2
+
+
+@pytest.mark.slow
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], deadline=None)
+@given(case=int_cases())
+def test_machine_integers_match_the_reference_model(case, tmp_path):
+    violation = case.violation()
+    note(case.source("kernel"))
+    note(f"model: out of bounds at (n, j) = {violation}" if violation else "model: in bounds")
+    event("illegal" if violation else "legal")
+    check_int_case(case, tmp_path)
+
+
+# One case of each kind, whatever hypothesis draws: the three accepted before issue 44 (a
+# uint32 cast negative under `t < n`, an int64 narrowed under `0 <= j`, an int32 product
+# that wraps under its guard) and their positive twins.
+INT_PINNED = {
+    "uint32 -> int32, t < n": IntCase("uint32", "int32", "t", "t < {n_dst}"),
+    "uint32 -> int32, 0 <= t < n": IntCase("uint32", "int32", "t", "0 <= t and t < {n_dst}"),
+    "uint32 -> int64, t < n": IntCase("uint32", "int64", "t", "t < {n_dst}"),
+    "int64 -> int32, 0 <= j, t < n": IntCase("int64", "int32", "t", "0 <= j and t < {n_dst}"),
+    "int64 -> int32, 0 <= j < n": IntCase("int64", "int32", "t", "0 <= j and j < {n_src}"),
+    "int32 t * 2 under 0 <= t, t * 2 < n": IntCase("int32", "int32", "t * 2", "0 <= t and t * 2 < {n_dst}"),
+    "int32 t + 1 under 0 <= t, t < n - 1": IntCase("int32", "int32", "t + 1", "0 <= t and t < {n_dst} - 1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INT_PINNED))
+def test_machine_integer_cases(name, tmp_path):
+    check_int_case(INT_PINNED[name], tmp_path)

@@ -15,12 +15,14 @@ builds its message only when it raises.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import sys
 
 from tvm import tirx
 from tvm.runtime import DataType
 
+from ..tile.machine_ints import INT32_ELEMENTS
 from ..tile.views import int_or_none
 
 __all__ = ["ParamSpec", "build_checker", "arity_error"]
@@ -82,12 +84,15 @@ class ParamSpec:
         Whether the parameter is a ``T.Tensor`` (else a scalar).
     """
 
-    def __init__(self, name, shape, dtype, align, is_tensor):
+    def __init__(self, name, shape, dtype, align, is_tensor, int32_offsets=False):
         self.name = name
         self.shape = shape
         self.dtype = dtype
         self.align = align
         self.is_tensor = is_tensor
+        #: whether the kernel computes this tensor's element offsets in int32 (its
+        #: run-time extents are int32): it takes at most INT32_ELEMENTS elements
+        self.int32_offsets = int32_offsets
 
     @classmethod
     def of(cls, param):
@@ -96,7 +101,8 @@ class ParamSpec:
             # a symbolic extent (``n = T.int32()``; ``T.Tensor((n, 4), ...)``) is kept
             # by name: any extent fits, the same one wherever the name appears
             shape = tuple(_static_or_name(s) for s in param.shape)
-            return cls(param.name, shape, param.dtype, int(param.data_alignment), True)
+            int32 = not all(d.__class__ is int for d in shape) and all(str(s.ty.dtype) == "int32" for s in param.shape)
+            return cls(param.name, shape, param.dtype, int(param.data_alignment), True, int32)
         return cls(param.name, None, str(param.ty.dtype), 1, False)
 
     @functools.cached_property
@@ -148,8 +154,10 @@ class ParamSpec:
         Returns None when it fits (``sizes`` then holds this argument's
         bindings too); ``(name, size)`` when the symbolic extent ``name`` is
         already bound to another ``size`` (by an earlier argument or
-        dimension); ``()`` for a rank or static-extent mismatch.  ``sizes`` is
-        left unchanged on failure.
+        dimension); ``()`` for a rank or static-extent mismatch; ``("*",
+        count)`` for more than :data:`INT32_ELEMENTS` elements where the
+        kernel's offsets are int32 (the bounds proofs take that as a fact:
+        :mod:`tvm_tirx.tile.machine_ints`).  ``sizes`` is left unchanged on failure.
         """
         if len(shape) != len(self.shape):
             return ()
@@ -163,6 +171,8 @@ class ParamSpec:
             if seen is not None and seen != got:
                 return (want, seen)
             bound[want] = got
+        if self.int32_offsets and math.prod(shape) > INT32_ELEMENTS:
+            return ("*", math.prod(shape))
         sizes.update(bound)
         return None
 
@@ -171,6 +181,11 @@ class ParamSpec:
         if problem is None:
             return
         expected = "(" + ", ".join(str(d) for d in self.shape) + ("," if len(self.shape) == 1 else "") + ")"
+        if problem and problem[0] == "*":
+            raise ValueError(
+                f"{self._where(kernel)}: expected at most {INT32_ELEMENTS} elements (the kernel computes its "
+                f"offsets in int32), got shape {tuple(shape)} ({problem[1]} elements)"
+            )
         if problem:
             raise ValueError(
                 f"{self._where(kernel)}: expected shape {expected} with {problem[0]} = {problem[1]} "

@@ -9,7 +9,9 @@ costs nothing (apache-tvm's ``RemoveAssume`` deletes it after lowering);
 built with ``tvm_tirx.compile(..., options={"check_assumptions": True})``
 each one becomes a check that, when ``cond`` is false, prints the source
 line, the condition, the CTA and the thread, then traps (the launch fails
-with ``cudaErrorLaunchFailure``, "unspecified launch failure").
+with ``cudaErrorLaunchFailure``, "unspecified launch failure").  ``cond`` is
+read over mathematical integers (:mod:`.machine_ints`): the check computes its
+``int32`` arithmetic in ``int64``.
 
 ``T.assume`` is :func:`assume`: apache-tvm's, refusing a condition that is
 not boolean (``T.assume(A[i])`` states nothing the prover can use).
@@ -22,6 +24,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..errors import TileError
+from .machine_ints import widened
 from .sites import expansion_of, is_assume, location_of
 
 __all__ = ["assume", "check_assumptions", "device_trap"]
@@ -124,7 +127,7 @@ def _check(stmt):
     span = stmt.value.span if location_of(stmt.value.span) else stmt.span
     where = (location_of(span) or "<unknown line>") + (expansion_of(span) or "")
     message = f"{where}: T.assume({cond}) does not hold"
-    return tirx.IfThenElse(tirx.Not(cond), device_trap(message), None)
+    return tirx.IfThenElse(tirx.Not(widened(cond)), device_trap(message), None)
 
 
 def check_assumptions(func):

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 
 from .launch_ids import CUDA_ID_NAMES, binding, scope_pairs, thread_binding_ids, thread_tag
+from .machine_ints import extent_facts
 from .prover import make_analyzer
 from .scope import LaunchFacts
-from .sites import collect_sites
+from .sites import collect_sites, is_assume
 from .views import dtype_bytes, int_or_none
 
 __all__ = ["KernelFacts"]
@@ -102,9 +103,10 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         self.roots = {p: _prod(p.shape) for p in self.params}
         self.family_values = {}
         self.parent, self.ranges, self.loops = {}, {}, []
-        #: lo <= var < hi of each var with a symbolic range, and 0 <= extent of
-        #: each symbolic tensor extent: true wherever the var exists
-        self.range_facts = _extent_facts(self.params)
+        #: lo <= var < hi of each var with a symbolic range, 0 <= extent of each
+        #: symbolic tensor extent, the element count of a tensor with int32
+        #: run-time extents, the host's ``assert`` conditions: true wherever the var exists
+        self.range_facts = extent_facts(self.params)
         #: root -> byte offset of its first element in its storage (dynamic
         #: shared memory carve-outs; 0 for every other root)
         self.base_bytes = {}
@@ -124,7 +126,7 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
 
         from tvm.s_tir import SBlock  # pylint: disable=import-outside-toplevel
 
-        ids, stores = {}, {}
+        ids, stores, assumed = {}, {}, []
 
         def visit(node):
             if isinstance(node, tirx.AllocBuffer):
@@ -154,6 +156,8 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
                 stores.setdefault(node.buffer, []).append(node.value)
             elif isinstance(node, tirx.AttrStmt):
                 self.entry_attrs[str(node.attr_key)] = node.value
+            else:
+                self._fact(node, assumed)
 
         tvm_ffi.structural_walk(body, (object, visit))
         thread_binding_ids(ids)
@@ -164,6 +168,8 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
             for buf, values in stores.items()
             if len(values) == 1 and _prod(buf.shape) == 1 and buf.scope() == "local"
         }
+        #: the ``T.assume`` conditions of the body, scalars expanded
+        self.assumed = [self.expand_scalars(c) for c in assumed]
         block, cluster = ids.get("block"), ids.get("cluster")
         if block is not None:
             self.launch = LaunchFacts(
@@ -172,6 +178,16 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
                 cluster=tuple(cluster[1]) if cluster else (),
                 cluster_vars=tuple(cluster[0]) if cluster else (),
             )
+
+    def _fact(self, node, assumed):
+        """Record a ``T.assume`` condition in ``assumed``, a host ``assert`` (checked
+        before the launch) in :attr:`range_facts`."""
+        from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+        if is_assume(node):
+            assumed.append(node.value.args[0])
+        elif isinstance(node, tirx.AssertStmt):
+            self.range_facts.append(node.condition)
 
     def _scope_ids(self, d, ids):
         """Record the ranges of a ``ScopeIdDef``'s ids, and the thread / cluster-CTA ids."""
@@ -255,6 +271,16 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         """``conds`` with the kernel-wide facts (:attr:`range_facts`) before them:
         what the proofs of a call take as given (:func:`.prover.proves`)."""
         return (*self.range_facts, *conds)
+
+    def split_assumed(self, conds) -> tuple:
+        """``(guards, assumptions)``: ``conds`` split into those the kernel
+        computes (if-conditions, predicates) and ``T.assume`` conditions."""
+        import tvm_ffi  # pylint: disable=import-outside-toplevel
+
+        def assumed(c):
+            return any(tvm_ffi.structural_equal(c, a) for a in self.assumed)
+
+        return tuple(c for c in conds if not assumed(c)), tuple(c for c in conds if assumed(c))
 
     def name_of(self, var) -> str:
         """``var``'s name in messages: the user's, or the CUDA name of a launch id
@@ -349,19 +375,6 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         while buf not in self.roots and buf in self.parent and seen < 64:
             buf, seen = self.parent[buf], seen + 1
         return buf if buf in self.roots else None
-
-
-def _extent_facts(params) -> list:
-    """``0 <= n`` for each symbolic extent ``n`` of the tensor parameters (a
-    DLPack tensor's shape is never negative)."""
-    import tvm_ffi  # pylint: disable=import-outside-toplevel
-    from tvm.ir import Var  # pylint: disable=import-outside-toplevel
-
-    found = []
-    for param in params:
-        for extent in param.shape:
-            tvm_ffi.structural_walk(extent, (Var, lambda v: None if any(v.same_as(f) for f in found) else found.append(v)))
-    return [v >= 0 for v in found]
 
 
 def _target_arch(func=None) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..errors import TileError, operand_label
 from .points import NOT_ENUMERATED, exact_range, exact_values
+from .machine_ints import MachineInts, index_overflow, wrapped_note
 from .prover import proves, show
 from .views import ViewMap, atom_of, dtype_bytes, int_or_none, offset_summary
 
@@ -27,18 +28,30 @@ def alignment_of(role, op) -> int:
     return atom_of(role, op)[-1] * dtype_bytes(op.value.dtype)
 
 
-def _unproven_bound(facts, assumptions, lo_expr, hi_expr, extent):
+def _unproven_bound(facts, machine, given, lo_expr, hi_expr, extent, wrapped=False):
     """Which of ``lo_expr >= 0`` and ``hi_expr < extent`` (byte offsets, compared
     in int64: a 32-bit sum would wrap past 2 GiB) does not follow from the
-    ranges and ``assumptions`` (:func:`.prover.proves`): ``"lo"``, ``"hi"`` or None."""
+    ranges and the facts ``given`` (:func:`.prover.proves`), the casts of the
+    offsets read as the kernel computes them (:class:`.machine_ints.MachineInts`):
+    ``"lo"``, ``"hi"`` or None.  ``wrapped``: integer arithmetic that may wrap
+    read as any value of its type too."""
     from tvm.tirx import Cast  # pylint: disable=import-outside-toplevel
 
+    lo_expr, hi_expr = (machine.rewrite(e, given, arithmetic=wrapped) for e in (lo_expr, hi_expr))
     lo_expr, hi_expr = (e if str(e.ty.dtype) == "int64" else Cast("int64", e) for e in (lo_expr, hi_expr))
-    if not proves(facts.analyzer, lo_expr >= 0, assumptions):
+    known = machine.known(given)
+    if not proves(facts.analyzer, lo_expr >= 0, known):
         return "lo"
-    if not proves(facts.analyzer, hi_expr < extent, assumptions):
+    if not proves(facts.analyzer, hi_expr < extent, known):
         return "hi"
     return None
+
+
+def _unless_inside_anyway(facts, machine, given, overflow, bound):
+    """``overflow`` (a TileError), or None when the view is inside its tensor whatever
+    value the wrapping arithmetic takes (an index modulo a stage count); ``bound`` is
+    ``(lo_expr, hi_expr, extent)`` of :func:`_unproven_bound`."""
+    return overflow if _unproven_bound(facts, machine, given, *bound, wrapped=True) else None
 
 
 def _shown_extent(facts, root, nbytes):
@@ -47,7 +60,7 @@ def _shown_extent(facts, root, nbytes):
     return facts.analyzer.simplify(facts.roots[root] * dtype_bytes(root.dtype)) if shown is None else shown
 
 
-def check_bounds(facts, opcode, label, root, start, first, end, conds, pred):
+def check_bounds(facts, opcode, label, root, start, first, end, conds, pred, index=None):
     """The bounds rule for one memory view, in bytes of its root allocation: the
     view touches bytes ``start + first .. start + end - 1``, where ``start`` is
     the byte offset of the view's storage origin from the root's first byte (an
@@ -57,8 +70,10 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred):
     many bytes as it says, whatever the root's element type.  ``conds`` are the
     facts of the call's site (enclosing if-conditions, ``T.assume`` facts);
     ``pred`` is the call's predicate when a false predicate leaves this
-    operand untouched (else None).  Over the points that reach the call with a
-    true predicate:
+    operand untouched (else None); ``index`` is the element offset the kernel
+    computes the view's address from (its integer arithmetic must not wrap).
+    Integers are the kernel's (:mod:`.machine_ints`).  Over the points that
+    reach the call with a true predicate:
 
     - provably inside the allocation (:func:`.prover.proves`, with the loop
       and id ranges, the guards, assumptions and pred as facts, run-time
@@ -69,16 +84,23 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred):
       the prover cannot derive (an index read from memory) is stated with
       ``T.assume(cond)``, which a ``check_assumptions=True`` build checks at
       run time.
+
+    A view provably inside whose ``index`` arithmetic may wrap its dtype is
+    rejected, naming the operation (:func:`.machine_ints.index_overflow`),
+    unless it is inside whatever value the wrapping operations take.
     """
     nbytes = facts.root_bytes(root)
     assumptions = (*conds, *([pred] if pred is not None else []))
-    given = facts.known(assumptions)
+    machine = MachineInts(facts.analyzer, facts.range_facts, facts.ranges)
+    given = machine.facts(*facts.split_assumed(assumptions))
+    overflow = index_overflow(facts, machine, opcode, label, index, given, assumptions)
     shown = _shown_extent(facts, root, nbytes)
     within = f"bytes within [0, {shown}) of {root.name} ({facts.roots[root]} x {root.dtype})"
-    unproven = _unproven_bound(facts, given, start + first, start + end - 1, nbytes)
+    bound = (start + first, start + end - 1, nbytes)
+    unproven = _unproven_bound(facts, machine, given, *bound)
     if unproven is None:
-        return None
-    exact = exact_range(facts, start, assumptions)
+        return overflow and _unless_inside_anyway(facts, machine, given, overflow, bound)
+    exact = exact_range(facts, start, assumptions) if not machine.opaque else None
     n = int_or_none(nbytes)
     if exact == ():
         return None  # no thread reaches the call
@@ -94,7 +116,15 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred):
                 found=f"bytes [{base + first}, {base + end}) at {where or 'every thread'}",
             )
         if n is not None:
-            return None
+            return overflow and _unless_inside_anyway(facts, machine, given, overflow, bound)
+    return _not_provable(facts, machine, opcode, label, (start, first, end, shown), unproven, within, assumptions, overflow)
+
+
+def _not_provable(facts, machine, opcode, label, view, unproven, within, assumptions, overflow):
+    """The TileError of a view neither provably inside nor provably outside its
+    tensor: ``view`` is ``(start, first, end, shown extent)`` of :func:`check_bounds`,
+    ``unproven`` the side that does not follow (``"lo"`` / ``"hi"``)."""
+    start, first, end, shown = view
     simplify = facts.analyzer.simplify
     bound = (
         f"{facts.display(simplify(start + first))} >= 0"
@@ -107,8 +137,10 @@ def check_bounds(facts, opcode, label, root, start, first, end, conds, pred):
         "view not provably within the tensor's bounds",
         operand=label,
         expected=f"{within} at every point that reaches the call" + (f" (given {given})" if given else ""),
-        found=f"byte offset {facts.display(simplify(start))} + [{first}, {end}): {bound} does not follow "
-        "(guard the access with if or pred=, or state what the prover cannot derive with T.assume(cond))",
+        found=f"byte offset {facts.display(simplify(start))} + [{first}, {end}): {bound} does not follow"
+        + wrapped_note(facts, machine, start)
+        + (f"; {overflow.wraps}" if overflow is not None else "")
+        + " (guard the access with if or pred=, or state what the prover cannot derive with T.assume(cond))",
     )
 
 
@@ -239,4 +271,4 @@ def check_memory(facts, opcode, role, op, group, repeat, pred=None, conds=()):
     # carve-out starts at a multiple of its align).
     start = elem_offset * elem_bytes - facts.base_bytes.get(root, 0)
     span = (first * elem_bytes, (last + 1) * elem_bytes)
-    return err or check_bounds(facts, opcode, label, root, start, *span, conds, pred)
+    return err or check_bounds(facts, opcode, label, root, start, *span, conds, pred, index=elem_offset)

@@ -73,6 +73,7 @@ def proves(analyzer, cond, facts=()) -> bool:
     """
     loads = _Loads()
     cond, facts = loads(cond), [loads(f) for f in facts]
+    facts += _dtype_ranges([cond, *facts])
     with contextlib.ExitStack() as stack:
         for fact in facts:
             try:
@@ -82,6 +83,28 @@ def proves(analyzer, cond, facts=()) -> bool:
         if analyzer.can_prove(cond):
             return True
         return bool(analyzer.can_prove(cond, ProofStrength.SYMBOLIC_BOUND))
+
+
+def _dtype_ranges(exprs) -> list:
+    """``lo <= v <= hi`` for each narrow integer Var of ``exprs`` (``int32``,
+    ``uint32``, ...): apache-tvm 0.27's Z3 back end states a var's type range
+    only the first time it meets the var, inside the constraint scope of that
+    query, so later queries lose it; stated with every query instead."""
+    import tvm_ffi  # pylint: disable=import-outside-toplevel
+    from tvm import tirx  # pylint: disable=import-outside-toplevel
+
+    found = []
+    for e in exprs:
+        tvm_ffi.structural_walk(e, (tirx.Var, lambda v: None if any(v.same_as(f) for f in found) else found.append(v)))
+    out = []
+    for v in found:
+        name = str(v.ty.dtype)
+        digits = name[4:] if name.startswith("uint") else name[3:] if name.startswith("int") else ""
+        bits = int(digits) if digits.isdigit() else 0
+        if 1 < bits < 64:
+            lo, hi = (0, (1 << bits) - 1) if name.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+            out.append(tirx.all(tirx.IntImm(name, lo) <= v, v <= tirx.IntImm(name, hi)))
+    return out
 
 
 def show(facts, display) -> str:
