@@ -141,7 +141,10 @@ on_clear_kernels(LINEAR_PLANS.clear)
 
 def call_linear(x, weight, bias, residual, out_dtype, fallback):
     """:func:`tvm_tirx.ops.linear` (its arguments in this order): the fast path when
-    :func:`~.eager.direct` holds, else through the registered operators."""
+    :func:`~.eager.direct` holds, else through the registered operators.
+
+    Returns the output ``(*, n)``; raises what :func:`tvm_tirx.ops.linear` documents
+    (the same errors on both paths)."""
     if direct(x, weight, bias, residual) and _typed(out_dtype, fallback):
         key = (out_dtype, fallback, *signature(x, weight, bias, residual))
         return LINEAR_PLANS.get(key, x, weight, bias, residual, out_dtype, fallback, True)(x, weight, bias, residual)
@@ -162,7 +165,9 @@ on_clear_kernels(MATMUL_PLANS.clear)
 
 def call_matmul(a, b, out_dtype, fallback):
     """:func:`tvm_tirx.ops.matmul`: the fast path when :func:`~.eager.direct` holds, else
-    the registered operator."""
+    the registered operator.
+
+    Returns ``a @ b`` (``(*, n)``); raises what :func:`tvm_tirx.ops.matmul` documents."""
     if direct(a, b) and _typed(out_dtype, fallback):
         key = (out_dtype, fallback, *signature(a, b))
         return MATMUL_PLANS.get(key, a, b, out_dtype, fallback)(a, b)
