@@ -29,7 +29,7 @@ import torch
 
 from .check_mode import collected
 
-__all__ = ["direct", "signature", "FastOp", "Plans", "ALIGN"]
+__all__ = ["direct", "typed", "signature", "FastOp", "Plans", "ALIGN"]
 
 #: Bytes of base-pointer alignment a signature records (the kernels' largest rule: TMA).
 ALIGN = 16
@@ -85,6 +85,16 @@ def _on_device(t) -> bool:
     return t.is_cuda
 
 
+def typed(values, types) -> bool:
+    """Whether each of ``values`` is ``None`` or has one of the classes its entry of
+    ``types`` lists (a registered operator's schema types for its non-tensor arguments):
+    a call whose arguments are not is left to the dispatcher, which reports them."""
+    for value, classes in zip(values, types):
+        if value is not None and value.__class__ not in classes:
+            return False
+    return True
+
+
 class FastOp:
     """A registered operator and its implementation, called the cheap way when it may be.
 
@@ -113,10 +123,7 @@ class FastOp:
 
     def __call__(self, *args):
         n = self.tensors
-        if direct(*args[:n]):
-            for value, classes in zip(args[n:], self.types):
-                if value is not None and value.__class__ not in classes:
-                    return self.op(*args)
+        if direct(*args[:n]) and typed(args[n:], self.types):
             return self.impl(*args)
         return self.op(*args)
 

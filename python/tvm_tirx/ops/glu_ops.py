@@ -30,7 +30,7 @@ from .gemm_kernels import on_clear_kernels
 from .gemm_plans import KernelPlan
 from .glu_weights import gate_up_weight, interleaved
 from .torch_checks import Operands, UnsupportedInput, check_dtypes, check_shapes, gemm_key, sm_count
-from .torch_ops import _accumulator, _check_fallback
+from .gemm_plans import accumulator as _accumulator, check_fallback as _check_fallback
 
 __all__ = ["ACTIVATIONS", "gate_up_weight", "glu_linear"]
 

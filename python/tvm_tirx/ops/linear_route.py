@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from .eager import Plans, direct, signature
+from .eager import Plans, direct, signature, typed
 from .gemm_kernels import on_clear_kernels
 from .gemm_plans import plan as gemm_plan
 from .torch_checks import Operands
@@ -128,10 +128,8 @@ def _add_residual(out, residual):
     return _add(out, residual)
 
 
-def _typed(out_dtype, fallback) -> bool:
-    """The non-tensor arguments have the registered operators' types (else the dispatcher
-    reports them)."""
-    return (out_dtype is None or out_dtype.__class__ is torch.dtype) and (fallback is None or fallback.__class__ is str)
+#: the registered GEMM operators' types of ``out_dtype`` and ``fallback``
+_ARG_TYPES = ((torch.dtype,), (str,))
 
 
 #: the fast path's routes of linear, per call signature (emptied with the GEMM kernels)
@@ -145,7 +143,7 @@ def call_linear(x, weight, bias, residual, out_dtype, fallback):
 
     Returns the output ``(*, n)``; raises what :func:`tvm_tirx.ops.linear` documents
     (the same errors on both paths)."""
-    if direct(x, weight, bias, residual) and _typed(out_dtype, fallback):
+    if direct(x, weight, bias, residual) and typed((out_dtype, fallback), _ARG_TYPES):
         key = (out_dtype, fallback, *signature(x, weight, bias, residual))
         return LINEAR_PLANS.get(key, x, weight, bias, residual, out_dtype, fallback, True)(x, weight, bias, residual)
     return route(x, weight, bias, residual, out_dtype, fallback, False)(x, weight, bias, residual)
@@ -168,7 +166,7 @@ def call_matmul(a, b, out_dtype, fallback):
     the registered operator.
 
     Returns ``a @ b`` (``(*, n)``); raises what :func:`tvm_tirx.ops.matmul` documents."""
-    if direct(a, b) and _typed(out_dtype, fallback):
+    if direct(a, b) and typed((out_dtype, fallback), _ARG_TYPES):
         key = (out_dtype, fallback, *signature(a, b))
         return MATMUL_PLANS.get(key, a, b, out_dtype, fallback)(a, b)
     return torch.ops.tvm_tirx.matmul(a, b, out_dtype, fallback)
