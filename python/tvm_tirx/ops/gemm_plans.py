@@ -110,7 +110,7 @@ class KernelPlan:
         else:
             a, c = a_operand(key, x), out.view(-1, key.n)
             r = None if residual is None else residual.view(-1, key.n)
-        b = w if key.b_major == "k" else b_operand(key, w)
+        b = b_operand(key, w)
         if bias is None:
             return (a, b, c) if r is None else (a, b, r, c)
         return (a, b, bias, c) if r is None else (a, b, bias, r, c)
