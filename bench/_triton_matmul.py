@@ -15,6 +15,9 @@ _CONFIGS = [
     triton.Config({"BM": 128, "BN": 128, "BK": 64, "GROUP": 8}, num_stages=4, num_warps=4),
     triton.Config({"BM": 128, "BN": 128, "BK": 64, "GROUP": 8}, num_stages=4, num_warps=8),
     triton.Config({"BM": 256, "BN": 128, "BK": 64, "GROUP": 8}, num_stages=3, num_warps=8),
+    # small-M (decode) candidates: tl.dot's smallest M tile, and a 64-row one
+    triton.Config({"BM": 16, "BN": 64, "BK": 128, "GROUP": 8}, num_stages=4, num_warps=4),
+    triton.Config({"BM": 64, "BN": 64, "BK": 64, "GROUP": 8}, num_stages=4, num_warps=4),
 ]
 
 

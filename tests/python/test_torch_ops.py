@@ -21,6 +21,8 @@ torch = pytest.importorskip("torch")
 
 from tvm_tirx import ops, testing  # noqa: E402
 from tvm_tirx.kernels.gemm import choose_tile  # noqa: E402
+from tvm_tirx.kernels.gemm import planner  # noqa: E402
+from tvm_tirx.kernels.gemm.planner import SMALL_M  # noqa: E402
 from tvm_tirx.ops import gemm_kernels, torch_checks  # noqa: E402
 from tvm_tirx.ops.torch_checks import UnsupportedInput  # noqa: E402
 
@@ -484,6 +486,12 @@ class _StandIn:
     def __call__(self, a, b, *rest):
         *bias, c = rest  # (A, B, C), or (A, B, Bias, C) for a fused bias
         assert a.is_contiguous() and b.is_contiguous() and c.is_contiguous()
+        if isinstance(self.key, gemm_kernels.SmallMKey):  # (X, W, C) or (X, W, Partial, Counters, C)
+            assert len(bias) == (0 if self.key.splits == 1 else 2)
+            assert all(not t.any() for t in bias)  # the workspaces are zero before each launch
+            self.calls.append((tuple(a.shape), tuple(b.shape), tuple(c.shape), c.dtype))
+            c.copy_(a.float() @ b.float().t())
+            return
         assert len(bias) == (self.key.bias is not None)  # the bias kernel, and only it, takes Bias
         self.calls.append((tuple(a.shape), tuple(b.shape), tuple(c.shape), c.dtype))
         w = b if self.key.b_major == "k" else b.t()  # b_major="n": B stored (k, n)
@@ -506,33 +514,41 @@ def stand_in_compiler(monkeypatch, as_if_on_an_h200):
     gemm_kernels.clear_kernels()  # no stand-in outlives the test
 
 
-def test_one_kernel_serves_every_m(stand_in_compiler):
+def test_one_kernel_serves_every_m(stand_in_compiler, monkeypatch):
+    monkeypatch.setattr(planner, "SMALL_M_ROUTE", True)
     w = _inputs(1, n=40, k=64)[1]
     for m in MS:
         x = _inputs(m, n=40, k=64, seed=m)[0]
         y = ops.linear(x, w, out_dtype=F32)
         torch.testing.assert_close(y, _ref(x, w))
-    # n = 40 fills 40 of a tile's columns: the 64-column tile (choose_tile), for every m
-    assert stand_in_compiler == [gemm_kernels.GemmKey(40, 64, "bfloat16", "float32", "sm_90a", block_n=64)]
-    (kernel,) = gemm_kernels.cached_kernels().values()
-    assert [call[0] for call in kernel.calls] == [(m, 64) for m in MS]
+    # m = 1 takes the small-M kernel (planner.choose_gemm); n = 40 fills 40 of a tile's
+    # columns: the 64-column tile (choose_tile), for every m past SMALL_M
+    small = gemm_kernels.SmallMKey(40, 64, "float32", "sm_90a", block_m=8, splits=1, stages=8)
+    tiles = gemm_kernels.GemmKey(40, 64, "bfloat16", "float32", "sm_90a", block_n=64)
+    assert stand_in_compiler == [small, tiles]
+    kernel = gemm_kernels.cached_kernels()[tiles]
+    assert [call[0] for call in kernel.calls] == [(m, 64) for m in MS if m > SMALL_M]
+    monkeypatch.setattr(planner, "SMALL_M_ROUTE", False)  # off (the default until run on an H200)
+    gemm_kernels.clear_kernels()
+    ops.linear(_inputs(1, n=40, k=64)[0], w, out_dtype=F32)
+    assert stand_in_compiler[-1] == tiles
 
 
 def test_the_key_is_n_k_dtypes_and_arch(stand_in_compiler):
-    x, w = _inputs(3, n=40, k=64)
+    x, w = _inputs(65, n=40, k=64)  # past SMALL_M: the tile kernel
     first = gemm_kernels.gemm_kernel(torch_checks.gemm_key(LINEAR, x, w, BF16))
     assert gemm_kernels.gemm_kernel(torch_checks.gemm_key(LINEAR, _inputs(999, n=40, k=64)[0], w, BF16)) is first
     ops.linear(x, w)
-    ops.matmul(x.view(1, 3, 64), w.t())  # b = w.t() reads the same (n, k) weight
+    ops.matmul(x.view(1, 65, 64), w.t())  # b = w.t() reads the same (n, k) weight
     ops.linear(x, w, out_dtype=F32)
-    ops.linear(_inputs(3, n=40, k=72)[0], _inputs(3, n=40, k=72)[1])
+    ops.linear(_inputs(65, n=40, k=72)[0], _inputs(65, n=40, k=72)[1])
     ops.linear(x, _inputs(3, n=48, k=64)[1])
     assert [(k.n, k.k, k.out_dtype) for k in stand_in_compiler] == [
         (40, 64, "bfloat16"), (40, 64, "float32"), (40, 72, "bfloat16"), (48, 64, "bfloat16")]
 
 
 def test_a_row_major_b_takes_the_n_major_kernel_without_a_copy(stand_in_compiler):
-    x, w = _inputs(5, n=40, k=64)
+    x, w = _inputs(65, n=40, k=64)  # past SMALL_M: the tile kernel
     b = w.t().contiguous()  # (k, n) row-major
     torch.testing.assert_close(ops.matmul(x, b, out_dtype=F32), _ref(x, w))
     torch.testing.assert_close(ops.linear(x, b.t(), out_dtype=F32), _ref(x, w))  # a transposed weight too
@@ -668,12 +684,12 @@ def test_unsupported_gpu_inputs_raise_or_fall_back(torch_cuda):
 
 
 def test_a_vector_bias_goes_into_the_kernel_and_a_broadcast_one_is_added_after(stand_in_compiler):
-    x, w = _inputs(5, n=40, k=64)
+    x, w = _inputs(65, n=40, k=64)  # past SMALL_M: the tile kernel
     for dtype in (BF16, F32):
         bias = torch.randn(40).to(dtype)
         y = ops.linear(x, w, bias, out_dtype=F32)
         torch.testing.assert_close(y, _ref(x, w) + bias.float())
-    bias2d = torch.randn(5, 40).to(BF16)
+    bias2d = torch.randn(65, 40).to(BF16)
     torch.testing.assert_close(ops.linear(x, w, bias2d, out_dtype=F32), _ref(x, w) + bias2d.float())
     assert [k.bias for k in stand_in_compiler] == ["bfloat16", "float32", None]
     assert gemm_kernels.gemm_prim_func(40, 64, bias="float32").attrs["global_symbol"] == (

@@ -23,10 +23,11 @@ import tvm
 
 from ..build.kernel import compile as _tirx_compile
 from ..kernels.gemm import BN, make_gemm
+from ..kernels.gemm.small_m import make_small_m_gemm
 from ..kernels.gemm.tiles import deepest_ring
 from .kernel_table import KernelTable
 
-__all__ = ["CONFIG", "GemmKey", "gemm_prim_func", "gemm_kernel", "a_operand", "b_operand", "cached_kernels",
+__all__ = ["CONFIG", "GemmKey", "SmallMKey", "small_m_prim_func", "gemm_prim_func", "gemm_kernel", "a_operand", "b_operand", "cached_kernels",
            "clear_kernels", "on_clear_kernels"]
 
 
@@ -78,6 +79,22 @@ class GemmKey:
     residual: bool = False
     a_major: str = "k"
     b_major: str = "k"
+
+
+@dataclass(frozen=True)
+class SmallMKey:
+    """What one compiled small-M kernel (:mod:`tvm_tirx.kernels.gemm.small_m`) depends on:
+    ``n``, ``k`` (elements), ``out_dtype`` (``"bfloat16"`` / ``"float32"``), ``arch``, and
+    the plan's ``block_m``, ``splits`` and ``stages``
+    (:class:`~tvm_tirx.kernels.gemm.planner.SmallMPlan`).  Inputs are bf16, K-major."""
+
+    n: int
+    k: int
+    out_dtype: str
+    arch: str
+    block_m: int
+    splits: int
+    stages: int
 
 
 #: make_gemm's options per output dtype: bench/gemm.py's fastest on the H200 (one CTA per
@@ -149,8 +166,27 @@ def gemm_prim_func(n: int, k: int, in_dtype: str = "bfloat16", out_dtype: str = 
     return _prim_func(int(n), int(k), in_dtype, out_dtype, tuple(sorted(options.items())))
 
 
-def _compile(key: GemmKey):
-    """Compile the run-time-``m`` kernel of ``key`` (the on-disk cache may serve it)."""
+@functools.lru_cache(maxsize=None)
+def small_m_prim_func(key: SmallMKey) -> tvm.tirx.PrimFunc:
+    """The run-time-``m`` small-M PrimFunc of ``key``, named
+    ``tvm_tirx_gemm_small_m_n{n}_k{k}_bm{block_m}_s{splits}_{bf16|f32}`` (made once per key).
+
+    Raises
+    ------
+    ValueError
+        What :func:`~tvm_tirx.kernels.gemm.small_m.make_small_m_gemm` refuses.
+    """
+    func = make_small_m_gemm(tvm.tirx.Var("m", "int32"), key.n, key.k, block_m=key.block_m, splits=key.splits,
+                             stages=key.stages, out_dtype=key.out_dtype)
+    name = f"tvm_tirx_gemm_small_m_n{key.n}_k{key.k}_bm{key.block_m}_s{key.splits}_{_SHORT[key.out_dtype]}"
+    return func.with_attr("global_symbol", name)
+
+
+def _compile(key):
+    """Compile the run-time-``m`` kernel of ``key`` (a :class:`GemmKey` or a
+    :class:`SmallMKey`; the on-disk cache may serve it)."""
+    if isinstance(key, SmallMKey):
+        return _tirx_compile(small_m_prim_func(key), target="cuda", arch=key.arch)
     options = {}
     if key.block_n != BN or key.gated:
         options.update(block_n=key.block_n, stages=deepest_ring(key.block_n, key.out_dtype, key.gated))

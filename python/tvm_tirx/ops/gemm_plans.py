@@ -16,10 +16,12 @@ import dataclasses
 
 import torch
 
+from ..kernels.gemm.planner import SmallMPlan, choose_gemm
 from .eager import Plans, signature
-from .gemm_kernels import a_operand, b_operand, gemm_kernel, on_clear_kernels
+from .gemm_kernels import SmallMKey, a_operand, b_operand, gemm_kernel, on_clear_kernels
+from .small_m_plan import SmallMLaunch
 from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
-                           gemm_key)
+                           gemm_key, sm_count)
 
 __all__ = ["plan", "run_gemm", "accumulator", "check_fallback", "KernelPlan", "FALLBACKS", "PLANS"]
 
@@ -141,7 +143,22 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):
     shape = (*x.shape[:-1], n)
     if k == 0 or 0 in shape:
         return _empty_plan(shape, out_dtype)
+    small = _small_m_key(key, x.numel() // k, x.device)
+    if small is not None:
+        return SmallMLaunch(small, shape, out_dtype, x, w)
     return KernelPlan(key, shape, out_dtype, x, w, bias, residual)
+
+
+def _small_m_key(key, m: int, device):
+    """The :class:`SmallMKey` of the call when :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm`
+    gives it to the small-M kernel (a plain product of K-major operands), else None."""
+    plain = key.bias is None and not key.residual and key.a_major == "k" and key.b_major == "k"
+    if not plain or key.in_dtype != "bfloat16":
+        return None
+    choice = choose_gemm(m, key.n, key.k, key.out_dtype, sm_count(device), torch.are_deterministic_algorithms_enabled())
+    if not isinstance(choice, SmallMPlan):
+        return None
+    return SmallMKey(key.n, key.k, key.out_dtype, key.arch, choice.block_m, choice.splits, choice.stages)
 
 
 #: The GEMM operators' plans (emptied with the kernel table: ``gemm_kernels.clear_kernels``).
@@ -180,7 +197,8 @@ def plan(names: Operands, x, w, out_dtype, fallback, bias=None, residual=None):
     """
     check_fallback(names.op, fallback)  # before it is hashed
     out_dtype = x.dtype if out_dtype is None else out_dtype
-    key = (names, out_dtype, fallback, *signature(x, w, bias, residual))
+    # deterministic mode takes no split-K reduction (its partial sums add in varying order)
+    key = (names, out_dtype, fallback, torch.are_deterministic_algorithms_enabled(), *signature(x, w, bias, residual))
     return PLANS.get(key, names, x, w, out_dtype, fallback, bias, residual)
 
 

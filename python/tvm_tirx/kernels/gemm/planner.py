@@ -1,0 +1,125 @@
+"""Which GEMM kernel a shape gets: the 128-row tile kernel or the small-M (decode) kernel.
+
+:func:`choose_gemm` is the one decision the torch operators take (:mod:`tvm_tirx.ops`):
+for ``m <= SMALL_M`` rows the small-M kernel (:mod:`.small_m`: the weight on wgmma's M
+side, split-K over the SMs), else the tile kernel with :func:`~.tiles.choose_tile`'s
+width.  The split count is a wave model: with ``tiles`` output tiles of 128 columns and
+``t`` K tiles, ``s`` splits take ``ceil(tiles * s / sms)`` waves of ``ceil(t / s)`` K tiles
+each, plus :data:`CTA_OVERHEAD_TILES` per CTA (filling the ring, the reduction); the
+fewest splits among those of least cost, keeping at least :data:`MIN_SPLIT_TILES` K tiles
+per split.  The model is not yet calibrated on the H200 (``bench/gemm_decode.py --sweep``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .config import SMEM_LIMIT
+from .small_m import BLOCK_MS, ROWS_W, small_m_smem_bytes
+from .tiles import SMS, choose_tile
+
+__all__ = ["SMALL_M", "SMALL_M_ROUTE", "MIN_SPLIT_TILES", "MAX_SPLITS", "SmallMPlan", "choose_small_m",
+           "choose_gemm"]
+
+#: Whether :func:`choose_gemm` gives shapes of at most :data:`SMALL_M` rows to the small-M
+#: kernel by default.  Off until the kernel has run on an H200
+#: (``tests/python/test_gemm_small_m.py -m gpu``, ``bench/gemm_decode.py``): it is built and
+#: assembled, not yet run.  ``TVM_TIRX_SMALL_M=1`` in the environment turns it on.
+SMALL_M_ROUTE = os.environ.get("TVM_TIRX_SMALL_M", "0") == "1"
+
+#: rows of C up to which the small-M kernel is taken (its widest tile, wgmma's N = 64)
+SMALL_M = max(BLOCK_MS)
+#: the fewest K tiles (64 elements each) a split keeps
+MIN_SPLIT_TILES = 4
+#: a CTA's fixed cost in K tiles' time: its ring filling, its share of the reduction
+CTA_OVERHEAD_TILES = 4
+#: the most splits tried
+MAX_SPLITS = 32
+#: the deepest ring the small-M kernel takes
+MAX_STAGES = 8
+
+
+@dataclass(frozen=True)
+class SmallMPlan:
+    """The small-M kernel's options for one shape: :func:`~.small_m.make_small_m_gemm`'s
+    ``block_m``, ``splits`` and ``stages``."""
+
+    block_m: int
+    splits: int
+    stages: int
+
+    def options(self) -> dict:
+        """The plan as keyword arguments of ``make_small_m_gemm``."""
+        return {"block_m": self.block_m, "splits": self.splits, "stages": self.stages}
+
+
+def _check_positive(**values):
+    for name, value in values.items():
+        if type(value) is not int or value < 1:  # noqa: E721  (not bool)
+            raise ValueError(f"choose_gemm: {name} must be a positive int, found {value!r}")
+
+
+def _splits(tiles: int, k_tiles: int, sms: int, deterministic: bool) -> int:
+    """The split count of least modelled cost (module docstring)."""
+    if deterministic:
+        return 1
+    most = max(1, min(MAX_SPLITS, k_tiles // MIN_SPLIT_TILES))
+    cost = {s: -(-tiles * s // sms) * (-(-k_tiles // s) + CTA_OVERHEAD_TILES) for s in range(1, most + 1)}
+    return min(cost, key=lambda s: (cost[s], s))
+
+
+def choose_small_m(m: int, n: int, k: int, sms: int = SMS, deterministic: bool = False) -> SmallMPlan:
+    """The small-M kernel's plan for ``C (m, n) = X (m, k) @ W (n, k)^T``, ``m <= SMALL_M``.
+
+    ``block_m`` is the narrowest of :data:`~.small_m.BLOCK_MS` holding ``m`` rows; the
+    splits come from the wave model of the module docstring (1 when ``deterministic``:
+    the split-K reduction adds partials in a varying order); the ring is as deep as fits,
+    at most :data:`MAX_STAGES`.
+
+    Raises
+    ------
+    ValueError
+        ``m``, ``n``, ``k`` or ``sms`` not a positive int, or ``m > SMALL_M``.
+    """
+    _check_positive(m=m, n=n, k=k, sms=sms)
+    if m > SMALL_M:
+        raise ValueError(f"choose_small_m: m must be at most {SMALL_M}, found {m}")
+    block_m = min(b for b in BLOCK_MS if b >= m)
+    k_tiles = -(-k // 64)
+    splits = _splits(-(-n // ROWS_W), k_tiles, sms, deterministic)
+    stages = MAX_STAGES
+    while small_m_smem_bytes(stages, block_m) > SMEM_LIMIT:
+        stages -= 1
+    return SmallMPlan(block_m, splits, stages)
+
+
+def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = SMS,
+                deterministic: bool = False, small_m: bool | None = None):
+    """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T`` with bf16 K-major operands and no
+    fused epilogue: a :class:`SmallMPlan` for ``m <= SMALL_M`` (when ``small_m``), else
+    :func:`~.tiles.choose_tile`'s options (a dict with ``block_n`` and ``stages``) for the
+    tile kernel.
+
+    Parameters
+    ----------
+    m, n, k : int
+        The GEMM's sizes, elements (positive).
+    out_dtype : str
+        ``"bfloat16"`` or ``"float32"``.
+    sms : int
+        SMs of the GPU.
+    deterministic : bool
+        Whether the result must not vary between runs (no split-K reduction).
+    small_m : bool | None
+        Whether the small-M kernel may be taken; None: :data:`SMALL_M_ROUTE`.
+
+    Raises
+    ------
+    ValueError
+        A size not a positive int; ``out_dtype`` unknown.
+    """
+    _check_positive(m=m, n=n, k=k, sms=sms)
+    if m <= SMALL_M and (SMALL_M_ROUTE if small_m is None else small_m):
+        return choose_small_m(m, n, k, sms, deterministic)
+    return choose_tile(m, n, out_dtype, sms)

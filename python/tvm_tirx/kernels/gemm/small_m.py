@@ -1,0 +1,408 @@
+"""The small-M GEMM (decode): ``C (m, n) = X (m, k) @ W (n, k)^T`` for a few rows ``m``.
+
+With ``m`` of 1 to 64 the 128-row tiles of :func:`~tvm_tirx.kernels.gemm.make_gemm` are
+almost empty and there are few of them (``n / 256``): the GPU waits on a handful of SMs.
+This kernel swaps the operands, as cuBLAS and DeepGEMM do for decode: the weight ``W``
+fills wgmma's M side (128 of its rows per CTA, 64 per consumer warpgroup) and the rows of
+``X`` its N side (``block_m`` = 8, 16, 32 or 64: ``wgmma.m64n{block_m}k16``, PTX ISA
+9.7.15.5), so each CTA computes ``C^T`` for 128 columns of C and ``block_m`` of its rows.
+``splits`` CTAs share one such tile, each over a contiguous ``1 / splits`` of K, so that
+``ceil(n / 128) * splits`` CTAs stream the weight from every SM (split-K).
+
+Split-K reduction, in the one launch: every CTA adds its fp32 partial tile into the
+workspace ``Partial (m, n)`` (``red.global.add.f32``), makes it visible
+(``fence.acq_rel.gpu``, PTX ISA 8: the release pattern), and one thread counts the CTA in
+``Counters[row0, tile]`` (``atom.global.add.u32``).  The CTA that brings the count to
+``splits`` is the last: it reads the sums back (``ld.relaxed.gpu``), writes C, and sets
+its part of ``Partial`` and its counter back to zero, so both are zero again after every
+launch (the caller allocates them zeroed once: :func:`small_m_workspace`).  The order in
+which the partials are added varies between launches: results may differ in the last bit
+of fp32 from run to run (pass ``splits=1`` for bitwise-reproducible results).
+
+The producer warpgroup streams W (128 x 64 per stage) and X (``block_m`` x 64) by TMA into
+a ring of ``stages`` buffers (128-byte swizzle), as in :mod:`.producer`; rows of X past
+``m`` and K past ``k`` are zero-filled by the TMA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+from tvm.script import tirx as T
+
+from ...tile.fragments import accumulator_layout
+from ..pairs import make_pack_pairs
+from .config import BK_BYTES, CONSUMERS, SMEM_LIMIT, WG_M, _ceildiv, _check_size, _check_stride
+from .operands import Operand
+from .producer import LOAD
+from .sync import release_stage, wait_phase
+
+__all__ = ["BLOCK_MS", "SmallMConfig", "make_small_m_gemm", "small_m_smem_bytes"]
+
+#: the rows of X per CTA tile: wgmma's N (a multiple of 8, PTX ISA 9.7.15.5)
+BLOCK_MS = (8, 16, 32, 64)
+ROWS_W = CONSUMERS * WG_M  # rows of W per CTA tile: 64 per consumer warpgroup
+#: the element stores of C per output dtype (C^T's elements are not contiguous in C)
+_STORE = {"bfloat16": "st.global.b16", "float32": "st.global.f32"}
+
+
+def small_m_smem_bytes(stages: int, block_m: int) -> int:
+    """Dynamic shared memory of :func:`make_small_m_gemm`, bytes: ``stages`` buffers of
+    ``(128 + block_m) * 128`` bytes, the mbarriers, a 16-byte slot for the split count,
+    and 1 KiB for aligning the swizzled tiles."""
+    return stages * (ROWS_W + block_m) * BK_BYTES + 16 * stages + 16 + 1024
+
+
+@dataclass(frozen=True)
+class SmallMConfig:
+    """One small-M kernel's sizes and options (:func:`make_small_m_gemm`'s parameters),
+    checked when made.
+
+    Raises
+    ------
+    ValueError
+        An option out of range, a ``k`` whose rows break the TMA's 16-byte stride rule,
+        a ring that does not fit in shared memory.
+    """
+
+    m: object  # int, or an int32 run-time extent
+    n: int
+    k: int
+    block_m: int = 8
+    splits: int = 1
+    stages: int = 8
+    out_dtype: str = "bfloat16"
+    in_dtype: str = "bfloat16"
+
+    def __post_init__(self):
+        _check_size("m", self.m, self.in_dtype)
+        for name in ("n", "k"):
+            value = getattr(self, name)
+            if type(value) is not int:  # noqa: E721
+                raise ValueError(f"make_small_m_gemm: {name} must be a Python int, found {value!r}")
+            _check_size(name, value, self.in_dtype)
+        _check_stride("k: X (m, k) and W (n, k)", self.k, self.in_dtype)
+        rules = [
+            ("block_m", self.block_m in BLOCK_MS, f"one of {BLOCK_MS}"),
+            ("splits", type(self.splits) is int and 1 <= self.splits <= self.k_tiles,  # noqa: E721
+             f"an int in 1 .. {self.k_tiles} (the 64-element K tiles)"),
+            ("stages", type(self.stages) is int and self.stages >= 1  # noqa: E721
+             and small_m_smem_bytes(self.stages, self.block_m) <= SMEM_LIMIT,
+             f"a positive int whose ring fits {SMEM_LIMIT} bytes of shared memory"),
+            ("out_dtype", self.out_dtype in _STORE, f"one of {list(_STORE)}"),
+            ("in_dtype", self.in_dtype == "bfloat16", "'bfloat16'"),
+        ]
+        for name, ok, want in rules:
+            if not ok:
+                raise ValueError(f"make_small_m_gemm: {name} must be {want}, found {getattr(self, name)!r}")
+
+    @property
+    def bk(self) -> int:
+        """K elements per stage (one 128-byte swizzle row of bf16)."""
+        return BK_BYTES // 2
+
+    @property
+    def k_tiles(self) -> int:
+        """K tiles of the whole reduction, ``ceil(k / 64)``."""
+        return -(-self.k // self.bk)
+
+    @property
+    def split_tiles(self) -> int:
+        """K tiles per split, ``ceil(k_tiles / splits)`` (the last split's tail past K
+        is zero-filled by the TMA)."""
+        return -(-self.k_tiles // self.splits)
+
+    @property
+    def tiles_n(self) -> int:
+        """Column tiles of C (128 rows of W each)."""
+        return -(-self.n // ROWS_W)
+
+    @property
+    def tiles_m(self):
+        """Row tiles of C, ``ceil(m / block_m)`` (an expression of a run-time ``m``)."""
+        return _ceildiv(self.m, self.block_m)
+
+    @property
+    def grid(self):
+        """CTAs: one per (row tile, column tile, split)."""
+        return self.tiles_m * self.tiles_n * self.splits
+
+    @property
+    def operand_w(self) -> Operand:
+        """W in the ring: wgmma's A, 128 rows of K-major bf16."""
+        return Operand("A", "k", ROWS_W, self.bk, self.in_dtype)
+
+    @property
+    def operand_x(self) -> Operand:
+        """X in the ring: wgmma's B, ``block_m`` rows of K-major bf16."""
+        return Operand("B", "k", self.block_m, self.bk, self.in_dtype)
+
+    @property
+    def mma(self) -> str:
+        """The wgmma opcode: m64 x ``block_m``, bf16 inputs, fp32 accumulators."""
+        return f"wgmma.mma_async.sync.aligned.m64n{self.block_m}k16.f32.bf16.bf16"
+
+
+def _make_producer(cfg: SmallMConfig):
+    """The macro ``produce(X, W, sw, sx, full, empty, flag, tm, tn, split)``: thread 0 of the
+    producer warpgroup loads this CTA's K tiles (``split * split_tiles ..``) of W (128
+    rows from ``128 tn``) and X (``block_m`` rows from ``block_m tm``) into the ring."""
+    stages, tiles, bm = cfg.stages, cfg.split_tiles, cfg.block_m
+    op_w, op_x = cfg.operand_w, cfg.operand_x
+    stage_bytes = (ROWS_W + bm) * BK_BYTES
+
+    @T.macro
+    def produce(X, W, sw, sx, full, empty, flag, tm, tn, split):
+        for kt in T.serial(tiles):
+            s = kt % stages
+            wait_phase(empty.sub[s, :], (kt // stages + 1) % 2, flag, False)
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :],
+                              tx=T.uint32(stage_bytes))
+            T.cuda.tile.apply(T.ptx[LOAD], op_w.box(sw, s, 0, ROWS_W, 0), W, mbar=full.sub[s, :],
+                              coords=op_w.coords(tn * ROWS_W, 0, split * tiles + kt, 0), swizzle=3, l2_promotion=3)
+            T.cuda.tile.apply(T.ptx[LOAD], op_x.box(sx, s, 0, bm, 0), X, mbar=full.sub[s, :],
+                              coords=op_x.coords(tm * bm, 0, split * tiles + kt, 0), swizzle=3, l2_promotion=3)
+
+    return produce
+
+
+def _make_mainloop(cfg: SmallMConfig):
+    """The macro ``mainloop(sw, sx, full, empty, acc, flag, tid, c)``: consumer warpgroup
+    ``c`` multiplies its 64 rows of W by the ``block_m`` rows of X over the CTA's K tiles
+    into ``acc`` (64 x ``block_m`` fp32, the wgmma fragment map), one wgmma batch in flight,
+    and releases each stage once the batch after it is issued."""
+    stages, tiles, bm, mma = cfg.stages, cfg.split_tiles, cfg.block_m, cfg.mma
+    op_w, op_x = cfg.operand_w, cfg.operand_x
+
+    @T.macro
+    def mainloop(sw, sx, full, empty, acc, flag, tid, c):
+        for kt in T.serial(tiles):
+            s = kt % stages
+            wait_phase(full.sub[s, :], (kt // stages) % 2, flag, False)
+            T.ptx["wgmma.fence.sync.aligned"]()
+            T.cuda.tile.apply(T.ptx[mma], acc, op_w.mma_view(sw, s, c * WG_M, WG_M, 16),
+                              op_x.mma_view(sx, s, 0, bm, 16), scope="warpgroup", scale_d=kt > 0)
+            T.ptx["wgmma.commit_group.sync.aligned"]()
+            T.ptx["wgmma.wait_group.sync.aligned"](1)
+            if kt > 0:
+                release_stage(empty, (kt - 1) % stages, tid, 1)
+        T.ptx["wgmma.wait_group.sync.aligned"](0)
+        release_stage(empty, (tiles - 1) % stages, tid, 1)
+
+    return mainloop
+
+
+def _element(cfg: SmallMConfig, b, h, e, tm, tn, tid, c):
+    """Where register ``4 b + 2 h + e`` of consumer ``c``'s accumulators lies in C: the
+    wgmma fragment map (PTX ISA 9.7.15.5.1.1) gives its row of W (C's column) and its
+    column of the tile (C's row).  Returns ``(row, col)`` of C, int32."""
+    lane = tid % 32
+    col = tn * ROWS_W + c * WG_M + tid % 128 // 32 * 16 + h * 8 + lane // 4
+    row = tm * cfg.block_m + b * 8 + lane % 4 * 2 + e
+    return row, col
+
+
+def _make_store(cfg: SmallMConfig):
+    """The macro ``store(C, acc, words, tm, tn, tid, c)``: each thread stores its
+    accumulators into C one element at a time (C^T's elements are not contiguous), each
+    under ``row < m and col < n``; bf16 output is rounded in pairs first
+    (``cvt.rn.bf16x2.f32``, as :mod:`.guarded` does)."""
+    bm, m, n, out = cfg.block_m, cfg.m, cfg.n, cfg.out_dtype
+    pack_pairs = make_pack_pairs("bfloat16", bm // 2)
+    packs = out == "bfloat16"
+
+    @T.macro
+    def store(C, acc, words, tm, tn, tid, c):
+        if packs:
+            pack_pairs(words.local(), acc.local())
+            values = words.local().view("bfloat16").view(bm // 8, 2, 2, 1)
+        else:
+            values = acc.local().view(bm // 8, 2, 2, 1)
+        for b in T.unroll(bm // 8):
+            for h in T.unroll(2):
+                for e in T.unroll(2):
+                    row, col = _element(cfg, b, h, e, tm, tn, tid, c)
+                    if T.And(row < m, col < n):
+                        T.cuda.tile.apply(T.ptx[_STORE[out]], C.sub[T.Cast("int64", row), col : col + 1],
+                                          values.sub[b, h, e, :])
+
+    return store
+
+
+def _make_partials(cfg: SmallMConfig):
+    """The macros ``add_partial(Partial, acc, tm, tn, tid, c)`` (each accumulator added into
+    ``Partial`` by ``red.global.add.f32``) and ``take_sum(Partial, acc, tm, tn, tid, c)``
+    (each element of the finished sum read back into ``acc`` with ``ld.relaxed.gpu``, the
+    workspace element set back to zero)."""
+    bm, m, n = cfg.block_m, cfg.m, cfg.n
+
+    @T.macro
+    def add_partial(Partial, acc, tm, tn, tid, c):
+        values = acc.local().view(bm // 8, 2, 2, 1)
+        for b in T.unroll(bm // 8):
+            for h in T.unroll(2):
+                for e in T.unroll(2):
+                    row, col = _element(cfg, b, h, e, tm, tn, tid, c)
+                    if T.And(row < m, col < n):
+                        T.cuda.tile.apply(T.ptx["red.global.add.f32"], Partial.sub[T.Cast("int64", row), col : col + 1],
+                                          values.sub[b, h, e, :])
+
+    @T.macro
+    def take_sum(Partial, acc, tm, tn, tid, c):
+        values = acc.local().view(bm // 8, 2, 2, 1)
+        for b in T.unroll(bm // 8):
+            for h in T.unroll(2):
+                for e in T.unroll(2):
+                    row, col = _element(cfg, b, h, e, tm, tn, tid, c)
+                    if T.And(row < m, col < n):
+                        T.cuda.tile.apply(T.ptx["ld.relaxed.gpu.global.f32"], values.sub[b, h, e, :],
+                                          Partial.sub[T.Cast("int64", row), col : col + 1])
+                        T.cuda.tile.apply(T.ptx["st.global.f32"], Partial.sub[T.Cast("int64", row), col : col + 1],
+                                          T.float32(0))
+
+    return add_partial, take_sum
+
+
+def _make_reduce(cfg: SmallMConfig):
+    """The macro ``reduce(Partial, Counters, C, acc, words, slot, got, tm, tn, tid, c)``:
+    the split-K reduction of the module docstring.  Named barrier 1 joins the two consumer
+    warpgroups (256 threads); thread 128 counts the CTA and publishes the count it found
+    in the shared ``slot``."""
+    splits, bm, m = cfg.splits, cfg.block_m, cfg.m
+    add_partial, take_sum = _make_partials(cfg)
+    store = _make_store(cfg)
+    consumers = CONSUMERS * 128
+
+    @T.macro
+    def reduce(Partial, Counters, C, acc, words, slot, got, tm, tn, tid, c):
+        add_partial(Partial, acc, tm, tn, tid, c)
+        T.ptx["fence.acq_rel.gpu"]()  # this thread's additions before the count (release)
+        T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
+        if tid == 128:
+            if tm * bm < m:  # always: tm < ceil(m / block_m)
+                T.cuda.tile.apply(T.ptx["atom.global.add.u32"], got, Counters.sub[tm * bm, tn : tn + 1],
+                                  T.uint32(1))
+                slot[0] = got[0]
+        T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
+        if slot[0] == T.uint32(splits - 1):  # the last CTA of the tile: every partial is in
+            T.ptx["fence.acq_rel.gpu"]()  # (acquire)
+            take_sum(Partial, acc, tm, tn, tid, c)
+            if tid == 128:
+                if tm * bm < m:
+                    T.cuda.tile.apply(T.ptx["st.global.u32"], Counters.sub[tm * bm, tn : tn + 1], T.uint32(0))
+            store(C, acc, words, tm, tn, tid, c)
+
+    return reduce
+
+
+def _make_body(cfg: SmallMConfig):
+    """The macro ``body(X, W, Partial, Counters, C)`` (``Partial`` and ``Counters`` None
+    with one split): the launch, the ring, the producer warpgroup 0 and the consumer
+    warpgroups 1 and 2.  CTA ``bx`` takes split ``bx % splits`` of column tile
+    ``bx / splits % tiles_n`` of row tile ``bx / (splits * tiles_n)``."""
+    stages, bm, splits, tiles_n = cfg.stages, cfg.block_m, cfg.splits, cfg.tiles_n
+    op_w, op_x = cfg.operand_w, cfg.operand_x
+    produce, mainloop, store = _make_producer(cfg), _make_mainloop(cfg), _make_store(cfg)
+    reduce = _make_reduce(cfg) if splits > 1 else None
+    launch = T.cuda.LaunchConfig(grid=cfg.grid, block=128 * (1 + CONSUMERS),
+                                 dynamic_smem_bytes=small_m_smem_bytes(stages, bm))
+
+    @T.macro
+    def body(X, W, Partial, Counters, C):
+        T.device_entry(launch=launch)
+        sw = T.alloc_shared(op_w.stage_shape(stages), "bfloat16", scope="shared.dyn", align=1024,
+                            layout=op_w.ring_layout(stages))
+        sx = T.alloc_shared(op_x.stage_shape(stages), "bfloat16", scope="shared.dyn", align=1024,
+                            layout=op_x.ring_layout(stages))
+        full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        slot = T.alloc_shared((1,), "uint32", scope="shared.dyn", align=4)
+        tid = T.cuda.thread_idx("x")
+        bx = T.cuda.block_idx("x")
+        wg = T.cuda.warp_id() // 4
+        flag = T.alloc_local((1,), "uint32")
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(CONSUMERS))
+            T.ptx["fence.mbarrier_init.release.cluster"]()
+        T.cuda.cta_sync()
+        if wg == 0:  # the producer warpgroup
+            if tid == 0:
+                produce(X, W, sw, sx, full, empty, flag, bx // (splits * tiles_n), bx // splits % tiles_n,
+                        bx % splits)
+        else:  # two consumer warpgroups, 64 rows of W each
+            c = wg - 1
+            acc = T.alloc_local((WG_M, bm), "float32", layout=accumulator_layout(bm))
+            words = T.alloc_local((WG_M, bm // 2), "uint32", layout=accumulator_layout(bm, packed=True))
+            got = T.alloc_local((1,), "uint32")
+            mainloop(sw, sx, full, empty, acc, flag, tid, c)
+            if reduce is None:
+                store(C, acc, words, bx // tiles_n, bx % tiles_n, tid, c)
+            else:
+                reduce(Partial, Counters, C, acc, words, slot, got, bx // (splits * tiles_n),
+                       bx // splits % tiles_n, tid, c)
+
+    return body
+
+
+def make_small_m_gemm(m, n: int, k: int, block_m: int = 8, splits: int = 1, stages: int = 8,
+                      out_dtype: str = "bfloat16", in_dtype: str = "bfloat16"):
+    """The small-M (decode) kernel for ``C (m, n) = X (m, k) @ W (n, k)^T`` (module
+    docstring): a ``T.function`` to pass to :func:`tvm_tirx.compile` (``arch="sm_90a"``).
+
+    Parameters
+    ----------
+    m : int or tvm.tirx.Var
+        Rows of X and C: a positive int or an int32 run-time extent (``T.dynamic("m")``).
+        Any ``m`` is computed correctly; the kernel is fast while ``m <= block_m``.
+    n, k : int
+        Rows of W (columns of C) and the reduction length, elements; ``k * 2`` bytes a
+        multiple of 16 (the TMA's stride rule).
+    block_m : int
+        Rows of X per CTA tile, 8, 16, 32 or 64 (wgmma's N).
+    splits : int
+        CTAs that share one output tile, each over ``1 / splits`` of K (1 .. ``ceil(k /
+        64)``); more than 1 adds the ``Partial`` and ``Counters`` workspaces.
+    stages : int
+        Buffers of the ring, ``(128 + block_m) * 128`` bytes each.
+    out_dtype : str
+        ``"bfloat16"`` or ``"float32"`` (C).
+    in_dtype : str
+        ``"bfloat16"`` (X and W).
+
+    Returns
+    -------
+    tvm.tirx.PrimFunc
+        ``small_m_gemm(X, W, C)``, or with ``splits > 1`` ``small_m_gemm_split(X, W,
+        Partial, Counters, C)``: X ``(m, k)``, W ``(n, k)`` bf16 and C ``(m, n)``,
+        16-byte aligned and row-major; ``Partial`` ``(m, n)`` float32 and ``Counters``
+        ``(m, ceil(n / 128))`` uint32, both all zero before the call and left all zero by
+        it (:func:`small_m_workspace` says how to make them; only the rows ``i * block_m``
+        of ``Counters`` are used).
+
+    Raises
+    ------
+    ValueError
+        A size or option outside those above (the message names it and what was found).
+    """
+    cfg = SmallMConfig(m, n, k, block_m, splits, stages, out_dtype, in_dtype)
+    body = _make_body(cfg)
+    x_spec = T.Tensor((m, k), in_dtype, align=16)
+    w_spec = T.Tensor((n, k), in_dtype, align=16)
+    c_spec = T.Tensor((m, n), out_dtype, align=16)
+    if splits == 1:
+
+        @T.function
+        def small_m_gemm(X: x_spec, W: w_spec, C: c_spec):
+            body(X, W, None, None, C)
+
+        return small_m_gemm
+    p_spec = T.Tensor((m, n), "float32", align=4)
+    n_spec = T.Tensor((m, cfg.tiles_n), "uint32", align=4)
+
+    @T.function
+    def small_m_gemm_split(X: x_spec, W: w_spec, Partial: p_spec, Counters: n_spec, C: c_spec):
+        body(X, W, Partial, Counters, C)
+
+    return small_m_gemm_split

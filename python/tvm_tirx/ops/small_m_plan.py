@@ -1,0 +1,74 @@
+"""The launch plan of a GEMM call that the small-M (decode) kernel computes.
+
+:class:`SmallMLaunch` is :class:`~.gemm_plans.KernelPlan`'s sibling for
+:mod:`tvm_tirx.kernels.gemm.small_m`: it allocates C and launches.  With more than one
+split the kernel also takes two workspaces (``Partial (m, n)`` float32 and ``Counters``
+uint32), zero before each launch and left zero by it; the plan allocates them zeroed the
+first time a CUDA stream calls it and keeps them for that stream (two streams never share
+one, so concurrent calls do not mix their partial sums).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .gemm_kernels import SmallMKey, gemm_kernel
+
+__all__ = ["SmallMLaunch"]
+
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # pylint: disable=protected-access
+
+
+def _stream_id(device) -> int:
+    """The current CUDA stream of ``device``, as its handle."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if _RAW_STREAM is not None:
+        return _RAW_STREAM(index)
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+class SmallMLaunch:
+    """One signature's launch of the small-M kernel of ``key`` (:class:`SmallMKey`).
+
+    Made with the key, the output's shape and dtype and one call's ``x (*, k)`` and
+    ``w (n, k)`` (contiguous bf16), whose arguments :meth:`tvm_tirx.Kernel.launcher` checks;
+    called as ``plan(x, w, bias, residual)`` (``bias`` and ``residual`` None) on tensors of
+    that signature, it returns the new ``(*, n)`` output.
+    """
+
+    __slots__ = ("key", "shape", "dtype", "device", "like_x", "m", "workspaces", "launch")
+
+    def __init__(self, key: SmallMKey, shape, out_dtype, x, w):
+        self.key, self.shape, self.dtype, self.device = key, shape, out_dtype, x.device
+        self.like_x = out_dtype == x.dtype  # x.new_empty: cheaper than torch.empty's keywords
+        self.m = x.numel() // key.k
+        self.workspaces = {}
+        out = self._new_out(x)
+        self.launch = gemm_kernel(key).launcher(*self._arguments(x, w, out))
+
+    def _workspace(self) -> tuple:
+        """This stream's ``(Partial, Counters)``, allocated zeroed on its first call."""
+        stream = _stream_id(self.device)
+        found = self.workspaces.get(stream)
+        if found is None:
+            tiles_n = -(-self.key.n // 128)
+            found = (torch.zeros((self.m, self.key.n), dtype=torch.float32, device=self.device),
+                     torch.zeros((self.m, tiles_n), dtype=torch.uint32, device=self.device))
+            self.workspaces[stream] = found
+        return found
+
+    def _new_out(self, x):
+        if self.like_x:
+            return x.new_empty(self.shape)
+        return torch.empty(self.shape, dtype=self.dtype, device=self.device)
+
+    def _arguments(self, x, w, out) -> tuple:
+        a, c = x.view(self.m, self.key.k), out.view(self.m, self.key.n)
+        if self.key.splits == 1:
+            return (a, w, c)
+        return (a, w, *self._workspace(), c)
+
+    def __call__(self, x, w, bias, residual):
+        out = self._new_out(x)
+        self.launch(*self._arguments(x, w, out))
+        return out

@@ -1,0 +1,171 @@
+"""The small-M (decode) GEMM (``kernels/gemm/small_m.py``) and the planner that picks it.
+
+CPU: the planner's choice per shape (small-M up to 64 rows, split counts from the wave
+model, no split in deterministic mode, the tile kernel past 64 rows); the options the
+kernel refuses; the fragment map of the epilogue covers each element of a tile once; the
+kernel compiles and assembles for every block_m, with and without splits, and issues the
+split-K reduction only with splits (one ``red`` and one read-back per accumulator).
+GPU (marker ``gpu``): against torch in fp32 for decode shapes, ragged n and k, m past
+block_m, both output dtypes, NaN-filled outputs, the workspaces zero after each launch,
+repeated launches; ``ops.linear`` on the planner's path against ``F.linear``.
+"""
+
+import re
+
+import pytest
+
+import tvm_tirx
+from tvm_tirx import testing
+from tvm_tirx.kernels.gemm import planner
+from tvm_tirx.kernels.gemm.planner import SmallMPlan, choose_gemm, choose_small_m
+from tvm_tirx.kernels.gemm.small_m import BLOCK_MS, SmallMConfig, _element, make_small_m_gemm
+from tvm_tirx.script import tirx as T
+
+# -- CPU: the planner ----------------------------------------------------------------------------
+
+
+def test_decode_shapes_take_the_small_m_kernel_with_k_split_over_the_sms():
+    # 32 column tiles of 128 rows of W; 64 K tiles: 4 splits make 128 CTAs of 16 K tiles
+    assert choose_small_m(1, 4096, 4096) == SmallMPlan(block_m=8, splits=4, stages=8)
+    assert choose_small_m(16, 4096, 4096).block_m == 16
+    assert choose_small_m(17, 4096, 4096).block_m == 32
+    assert choose_small_m(64, 4096, 4096).block_m == 64
+    # 112 column tiles fill 85% of a wave: one wave of 64 K tiles (+ 4 of overhead) beats
+    # 2 splits' two waves of 32 (+ 4 each)
+    assert choose_small_m(1, 14336, 4096).splits == 1
+    # 224 tiles are 1.7 waves: 4 splits make 7 waves of 32 + 4 (252) against 2 of 128 + 4 (264)
+    assert choose_small_m(1, 28672, 8192).splits == 4
+    # a narrow N takes more splits, each keeping at least MIN_SPLIT_TILES K tiles
+    narrow = choose_small_m(1, 1024, 4096)
+    assert narrow.splits == 16 and -(-64 // narrow.splits) >= planner.MIN_SPLIT_TILES
+    assert choose_small_m(1, 1024, 128).splits == 1  # two K tiles: nothing to split
+    assert choose_small_m(1, 4096, 4096, deterministic=True).splits == 1
+    assert choose_small_m(1, 4096, 4096, sms=64).splits == 2
+
+
+def test_choose_gemm_takes_the_tile_kernel_past_small_m():
+    assert isinstance(choose_gemm(planner.SMALL_M, 4096, 4096, small_m=True), SmallMPlan)
+    assert isinstance(choose_gemm(1, 4096, 4096, small_m=False), dict)  # the route switched off
+    past = choose_gemm(planner.SMALL_M + 1, 4096, 4096, small_m=True)
+    assert isinstance(past, dict) and set(past) == {"block_n", "stages"}
+    with pytest.raises(ValueError, match="m must be a positive int, found 0"):
+        choose_gemm(0, 8, 8)
+    with pytest.raises(ValueError, match="m must be at most 64, found 65"):
+        choose_small_m(65, 8, 8)
+
+
+# -- CPU: the kernel -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("options,message", [
+    (dict(block_m=12), "block_m must be one of"),
+    (dict(splits=5), r"splits must be an int in 1 \.\. 4"),
+    (dict(stages=40), "stages must be a positive int whose ring fits"),
+    (dict(out_dtype="float16"), "out_dtype must be one of"),
+])
+def test_the_kernel_refuses_options_out_of_range(options, message):
+    with pytest.raises(ValueError, match=message):
+        make_small_m_gemm(T.dynamic("m"), 256, 256, **options)
+
+
+def test_the_kernel_refuses_rows_the_tma_cannot_address():
+    with pytest.raises(ValueError, match="TMA row stride not a multiple of 16 bytes"):
+        make_small_m_gemm(T.dynamic("m"), 256, 260)
+
+
+@pytest.mark.parametrize("block_m", BLOCK_MS)
+def test_the_epilogue_places_each_element_of_a_tile_once(block_m):
+    cfg = SmallMConfig(64, 256, 256, block_m=block_m)
+    seen = []
+    for tid in range(128, 384):  # the consumer warpgroups
+        for b in range(block_m // 8):
+            for h in range(2):
+                for e in range(2):
+                    seen.append(_element(cfg, b, h, e, 0, 1, tid, tid // 128 - 1))
+    assert sorted(seen) == [(row, 128 + col) for row in range(block_m) for col in range(128)]
+
+
+def _calls(source: str, name: str) -> int:
+    body = source[source.index("__global__"):]
+    return len(re.findall(rf"\b\w*{name}\w*\(", body))
+
+
+@pytest.mark.parametrize("block_m,splits,out_dtype", [(8, 1, "bfloat16"), (8, 4, "bfloat16"), (16, 3, "float32"),
+                                                      (32, 2, "bfloat16"), (64, 4, "float32")])
+def test_the_kernel_assembles_and_reduces_only_with_splits(block_m, splits, out_dtype):
+    if not testing.has_nvcc():
+        pytest.skip("compiles for sm_90a: needs nvcc on the PATH")
+    func = make_small_m_gemm(T.dynamic("m"), 1000, 200, block_m=block_m, splits=splits, out_dtype=out_dtype)
+    kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
+    assert len(testing.assemble(kernel)) > 0
+    source = kernel.cuda_source
+    assert f"m64n{block_m}k16" in source
+    per_thread = block_m // 2  # accumulators of a consumer thread
+    reductions = 1 if splits > 1 else 0
+    assert _calls(source, "red_global_add_f32") == per_thread * reductions
+    assert _calls(source, "ld_relaxed_gpu_global_f32") == per_thread * reductions
+    assert _calls(source, "atom_global_add_u32") == reductions
+    # the stores of C: one per accumulator, on one path (the last split's, with splits)
+    store = "st_global_b16" if out_dtype == "bfloat16" else "st_global_f32"
+    zeroing = per_thread * reductions if out_dtype == "float32" else 0  # Partial set back to 0 (st.global.f32)
+    assert _calls(source, store) == per_thread + zeroing
+
+
+# -- GPU -----------------------------------------------------------------------------------------
+
+GPU_CASES = [  # (n, k, block_m, splits, out_dtype, rows tried)
+    (4096, 4096, 8, 4, "bfloat16", (1, 5, 8)),
+    (1000, 200, 16, 3, "float32", (1, 16, 40)),  # ragged n and k; 40 rows: three row tiles
+    (2048, 1024, 64, 1, "bfloat16", (33, 64, 130)),
+    (512, 4096, 32, 16, "float32", (7, 32)),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k,block_m,splits,out_dtype,rows", GPU_CASES)
+def test_the_small_m_kernel_on_gpu(torch_cuda, n, k, block_m, splits, out_dtype, rows):
+    torch = torch_cuda
+    kernel = tvm_tirx.compile(make_small_m_gemm(T.dynamic("m"), n, k, block_m=block_m, splits=splits,
+                                                out_dtype=out_dtype), target="cuda")
+    dtype = getattr(torch, out_dtype)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    for m in rows:
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        ref = x.float() @ w.float().t()
+        work = ([torch.zeros(m, n, device="cuda"), torch.zeros(m, -(-n // 128), device="cuda", dtype=torch.uint32)]
+                if splits > 1 else [])
+        for _ in range(2):  # a second launch on the same workspaces: they were left zero
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+            kernel(x, w, *work, c)
+            torch.cuda.synchronize()
+            err = ((c.float() - ref).abs().max() / ref.abs().max()).item()  # NaN (unwritten) fails too
+            assert err < (1e-2 if out_dtype == "bfloat16" else 1e-5), (m, err)
+        assert all(not t.any() for t in work)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 5, 16, 64])
+def test_linear_takes_the_small_m_kernel_on_gpu(torch_cuda, m, monkeypatch):
+    torch = torch_cuda
+    from tvm_tirx import ops
+    from tvm_tirx.ops import gemm_kernels
+
+    monkeypatch.setattr(planner, "SMALL_M_ROUTE", True)
+    gemm_kernels.clear_kernels()  # no plan made with the route off
+
+    x = torch.randn(m, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) / 64
+    for _ in range(3):
+        y = ops.linear(x, w)
+        torch.testing.assert_close(y.float(), torch.nn.functional.linear(x, w).float(), rtol=2e-2, atol=2e-2)
+    assert any(isinstance(key, gemm_kernels.SmallMKey) and key.n == 4096 for key in gemm_kernels.cached_kernels())
+    graph_out = None
+    graph = torch.cuda.CUDAGraph()
+    ops.linear(x, w)  # warm (plan made outside the capture)
+    with torch.cuda.graph(graph):
+        graph_out = ops.linear(x, w)
+    for _ in range(2):
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(graph_out.float(), torch.nn.functional.linear(x, w).float(), rtol=2e-2,
+                                   atol=2e-2)
