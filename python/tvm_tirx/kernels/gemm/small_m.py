@@ -10,9 +10,11 @@ fills wgmma's M side (128 of its rows per CTA, 64 per consumer warpgroup) and th
 ``ceil(n / 128) * splits`` CTAs stream the weight from every SM (split-K).
 
 Split-K reduction, in the one launch: every CTA adds its fp32 partial tile into the
-workspace ``Partial (m, n)`` (``red.global.add.f32``), makes it visible
-(``fence.acq_rel.gpu``, PTX ISA 8: the release pattern), and one thread counts the CTA in
-``Counters[row0, tile]`` (``atom.global.add.u32``).  The CTA that brings the count to
+workspace ``Partial (m, n)`` (``red.global.add.f32``); after a barrier of its consumer
+threads one thread counts the CTA in ``Counters[row0, tile]`` (``atom.global.add.u32``)
+between two ``fence.acq_rel.gpu`` (PTX ISA 8.8: the release and acquire patterns; each
+thread also fences its own additions before the barrier, as CUDA's threadfence reduction
+does).  The CTA that brings the count to
 ``splits`` is the last: it reads the sums back (``ld.relaxed.gpu``), writes C, and sets
 its part of ``Partial`` and its counter back to zero, so both are zero again after every
 launch (the caller allocates them zeroed once: :func:`small_m_workspace`).  The order in
@@ -277,16 +279,18 @@ def _make_reduce(cfg: SmallMConfig):
     @T.macro
     def reduce(Partial, Counters, C, acc, words, slot, got, tm, tn, tid, c):
         add_partial(Partial, acc, tm, tn, tid, c)
-        T.ptx["fence.acq_rel.gpu"]()  # this thread's additions before the count (release)
+        T.ptx["fence.acq_rel.gpu"]()  # this thread's additions, visible at GPU scope
         T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
         if tid == 128:
             if tm * bm < m:  # always: tm < ceil(m / block_m)
+                T.ptx["fence.acq_rel.gpu"]()  # release: the CTA's additions (the barrier's) before the count
                 T.cuda.tile.apply(T.ptx["atom.global.add.u32"], got, Counters.sub[tm * bm, tn : tn + 1],
                                   T.uint32(1))
+                T.ptx["fence.acq_rel.gpu"]()  # acquire: the counted CTAs' additions before the reads
                 slot[0] = got[0]
         T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
         if slot[0] == T.uint32(splits - 1):  # the last CTA of the tile: every partial is in
-            T.ptx["fence.acq_rel.gpu"]()  # (acquire)
+            T.ptx["fence.acq_rel.gpu"]()
             take_sum(Partial, acc, tm, tn, tid, c)
             if tid == 128:
                 if tm * bm < m:
