@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
-from ..kernels.gemm import BN, choose_tile, make_gemm
+from ..kernels.gemm import BN, make_gemm
+from ..kernels.gemm.planner import choose_gemm
 from ..kernels.gemm.config import MAX_SIZE, TMA_STRIDE
 from .gemm_kernels import gemm_prim_func
 from .relax_rewrite import Offloader
@@ -195,15 +196,16 @@ def fusable_options(gemm_options: dict | None) -> dict:
 
 def tile_options(g: GemmMatch, options: dict) -> dict:
     """``options`` with the match's :func:`b_major` (when ``"n"``) and the tile width of
-    :func:`~tvm_tirx.kernels.gemm.choose_tile` for a static ``m`` (and the deepest ring
+    :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm` (the torch operators' planner, its
+    tile kernel: the offload has no small-M form yet) for a static ``m`` (and the deepest ring
     that fits it) unless ``options`` sets ``block_n``; a symbolic ``m`` keeps the default
     128 x 256 tiles (the kernel serves every ``m``)."""
     options = {**options, "b_major": "n"} if b_major(g) == "n" else dict(options)
     m = _static(g.m)
     if m is None or "block_n" in options:
         return options
-    tile = choose_tile(m, g.n, g.out_dtype)
-    if tile["block_n"] == BN:
+    tile = choose_gemm(m, g.n, g.k, g.out_dtype, small_m=False)
+    if not isinstance(tile, dict) or tile["block_n"] == BN:
         return options
     return {**options, "block_n": tile["block_n"], "stages": options.get("stages", tile["stages"])}
 

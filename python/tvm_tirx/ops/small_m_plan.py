@@ -20,7 +20,10 @@ _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # pylint: di
 
 
 def _stream_id(device) -> int:
-    """The current CUDA stream of ``device``, as its handle."""
+    """The current CUDA stream of ``device``, as its handle (0 for a device that is not
+    CUDA: :func:`tvm_tirx.ops.check`'s meta or CPU tensors, which launch nothing)."""
+    if device.type != "cuda":
+        return 0
     index = device.index if device.index is not None else torch.cuda.current_device()
     if _RAW_STREAM is not None:
         return _RAW_STREAM(index)

@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 import torch
 
-from ..kernels.gemm import BN, choose_tile
+from ..kernels.gemm import BN
+from ..kernels.gemm.planner import choose_gemm
 from ..kernels.gemm.tiles import SMS
 from .check_mode import ARCH, collected
 from .gemm_kernels import GemmKey
@@ -199,7 +200,7 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
     row stride rule: ``k * 2`` for a K-major operand, ``m * 2`` or ``n * 2`` for the
     others); both base pointers 16-byte aligned; at most
     :data:`INT32_ELEMENTS` (``2**31 - 129``) elements in each tensor (int32 offsets).
-    The key's ``block_n`` is :func:`~tvm_tirx.kernels.gemm.choose_tile`'s for ``m`` (the
+    The key's ``block_n`` is :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm`'s tile for ``m`` (the
     rows of ``x``), ``n`` and the device's SM count.
 
     Raises
@@ -214,7 +215,8 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
     n, k = w.shape
     m = x.numel() // k if k else 0
     _check_sizes(names, m, n, k)
-    block_n = choose_tile(m, int(n), _OUTPUTS[out_dtype], sm_count(x.device))["block_n"] if m and n else BN
+    choice = choose_gemm(m, int(n), int(k), _OUTPUTS[out_dtype], sm_count(x.device), small_m=False) if m and n and k else None
+    block_n = choice["block_n"] if isinstance(choice, dict) else BN  # a SmallMPlan: gemm_plans takes it
     return GemmKey(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch,
                    block_n=block_n, a_major=a_major, b_major=b_major)
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .config import SMEM_LIMIT
+from .config import BLOCK_NS, SMEM_LIMIT
 from .small_m import BLOCK_MS, ROWS_W, small_m_smem_bytes
-from .tiles import SMS, choose_tile
+from .tiles import SMS, choose_tile, deepest_ring
 
 __all__ = ["SMALL_M", "SMALL_M_ROUTE", "MIN_SPLIT_TILES", "MAX_SPLITS", "SmallMPlan", "choose_small_m",
-           "choose_gemm"]
+           "choose_gemm", "override", "clear_overrides"]
 
 #: Whether :func:`choose_gemm` gives shapes of at most :data:`SMALL_M` rows to the small-M
 #: kernel by default.  Off until the kernel has run on an H200
@@ -94,12 +94,53 @@ def choose_small_m(m: int, n: int, k: int, sms: int = SMS, deterministic: bool =
     return SmallMPlan(block_m, splits, stages)
 
 
+#: (n, k, m or None) -> the plan given by :func:`override`
+_OVERRIDES: dict = {}
+
+
+def override(n: int, k: int, plan, m: int | None = None) -> None:
+    """Take ``plan`` for GEMMs of ``n`` columns and reduction ``k`` (with ``m`` rows only, or
+    every ``m`` when None) instead of the model's choice, in :func:`choose_gemm`.
+
+    Launch plans the torch operators already made keep their kernel: call
+    :func:`tvm_tirx.ops.gemm_kernels.clear_kernels` after overriding.
+
+    Parameters
+    ----------
+    n, k : int
+        The GEMM's columns and reduction length, elements.
+    plan : SmallMPlan | dict
+        A :class:`SmallMPlan` (the small-M kernel, taken even while :data:`SMALL_M_ROUTE`
+        is off: any ``m`` is computed correctly, fast up to its ``block_m``) or the tile kernel's options ``{"block_n": 64 | 128 | 256}``.
+    m : int | None
+        The rows the override is for; None: every ``m``.
+
+    Raises
+    ------
+    ValueError
+        ``plan`` of another type, or a tile ``block_n`` the tile kernel does not have.
+    """
+    if isinstance(plan, dict):
+        if set(plan) - {"block_n", "stages"} or plan.get("block_n") not in BLOCK_NS:
+            raise ValueError(f"override: a tile plan is {{'block_n': one of {BLOCK_NS}}}, found {plan!r}")
+        plan = {"block_n": plan["block_n"], "stages": plan.get("stages", deepest_ring(plan["block_n"], "bfloat16"))}
+    elif not isinstance(plan, SmallMPlan):
+        raise ValueError(f"override: plan must be a SmallMPlan or a dict of tile options, found {plan!r}")
+    _OVERRIDES[(n, k, m)] = plan
+
+
+def clear_overrides() -> None:
+    """Forget every :func:`override` (plans already made keep theirs)."""
+    _OVERRIDES.clear()
+
+
 def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = SMS,
                 deterministic: bool = False, small_m: bool | None = None):
-    """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T`` with bf16 K-major operands and no
-    fused epilogue: a :class:`SmallMPlan` for ``m <= SMALL_M`` (when ``small_m``), else
+    """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: an :func:`override` of the
+    shape if there is one, else a :class:`SmallMPlan` for ``m <= SMALL_M`` (when
+    ``small_m``; bf16 K-major operands, no fused epilogue), else
     :func:`~.tiles.choose_tile`'s options (a dict with ``block_n`` and ``stages``) for the
-    tile kernel.
+    tile kernel.  The torch operators and the Relax offload both take their tile here.
 
     Parameters
     ----------
@@ -120,6 +161,9 @@ def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = 
         A size not a positive int; ``out_dtype`` unknown.
     """
     _check_positive(m=m, n=n, k=k, sms=sms)
+    found = _OVERRIDES.get((n, k, m), _OVERRIDES.get((n, k, None)))
+    if found is not None:
+        return found
     if m <= SMALL_M and (SMALL_M_ROUTE if small_m is None else small_m):
         return choose_small_m(m, n, k, sms, deterministic)
     return choose_tile(m, n, out_dtype, sms)

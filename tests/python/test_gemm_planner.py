@@ -1,0 +1,63 @@
+"""The GEMM planner (``kernels/gemm/planner.py``) is the one decision of the torch operators
+and the Relax offload: an override shows in both, and ``ops.check`` shows the plan."""
+
+import pytest
+
+from tvm_tirx.kernels.gemm import choose_tile, planner
+from tvm_tirx.kernels.gemm.planner import SmallMPlan, choose_gemm
+
+
+@pytest.fixture
+def overrides():
+    planner.clear_overrides()
+    yield planner
+    planner.clear_overrides()
+
+
+def test_an_override_replaces_the_model_for_its_shape_only(overrides):
+    assert choose_gemm(128, 8192, 8192) == choose_tile(128, 8192)
+    overrides.override(8192, 8192, {"block_n": 256})
+    assert choose_gemm(128, 8192, 8192)["block_n"] == 256 and choose_gemm(9999, 8192, 8192)["block_n"] == 256
+    assert choose_gemm(128, 8192, 4096) == choose_tile(128, 8192)  # another k: the model
+    overrides.override(8192, 8192, SmallMPlan(16, 2, 6), m=16)  # one m only, before the (n, k) one
+    assert choose_gemm(16, 8192, 8192) == SmallMPlan(16, 2, 6)
+    assert choose_gemm(15, 8192, 8192)["block_n"] == 256
+    overrides.clear_overrides()
+    assert choose_gemm(128, 8192, 8192) == choose_tile(128, 8192)
+
+
+@pytest.mark.parametrize("plan", [{"block_n": 96}, {"block_n": 64, "splits": 2}, (8, 1, 8)])
+def test_an_override_the_kernels_cannot_take_is_refused(overrides, plan):
+    with pytest.raises(ValueError, match="override: "):
+        overrides.override(64, 64, plan)
+
+
+def test_the_torch_ops_and_the_relax_offload_take_the_same_plan(overrides, torch_cpu):
+    torch = torch_cpu
+    from tvm_tirx import ops
+    from tvm_tirx.ops import gemm_kernels, relax_gemm
+
+    x = torch.empty(128, 512, dtype=torch.bfloat16, device="meta")
+    w = torch.empty(8192, 512, dtype=torch.bfloat16, device="meta")
+    match = relax_gemm.GemmMatch(None, None, False, (128,), 128, 8192, 512, "bfloat16", "bfloat16")
+    model = choose_tile(128, 8192)["block_n"]
+    assert [key.block_n for key in ops.check(ops.linear, x, w)] == [model]
+    assert relax_gemm.tile_options(match, {}).get("block_n", 256) == model
+    forced = 128 if model != 128 else 64
+    overrides.override(8192, 512, {"block_n": forced})
+    gemm_kernels.clear_kernels()  # plans made before the override keep theirs
+    assert [key.block_n for key in ops.check(ops.linear, x, w)] == [forced]
+    assert relax_gemm.tile_options(match, {})["block_n"] == forced
+
+
+def test_check_shows_the_small_m_plan(overrides, torch_cpu):
+    torch = torch_cpu
+    from tvm_tirx import ops
+    from tvm_tirx.ops import gemm_kernels
+    from tvm_tirx.ops.gemm_kernels import SmallMKey
+
+    x = torch.empty(4, 4096, dtype=torch.bfloat16, device="meta")
+    w = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")
+    overrides.override(4096, 4096, SmallMPlan(8, 4, 8))
+    gemm_kernels.clear_kernels()
+    assert ops.check(ops.linear, x, w) == [SmallMKey(4096, 4096, "bfloat16", "sm_90a", 8, 4, 8)]
