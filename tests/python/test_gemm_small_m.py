@@ -169,3 +169,23 @@ def test_linear_takes_the_small_m_kernel_on_gpu(torch_cuda, m, monkeypatch):
         torch.cuda.synchronize()
         torch.testing.assert_close(graph_out.float(), torch.nn.functional.linear(x, w).float(), rtol=2e-2,
                                    atol=2e-2)
+
+
+@pytest.mark.parametrize("block_m,splits,out_dtype,reader", [(8, 1, "bfloat16", "F2FP"), (16, 1, "float32", "STG"),
+                                                             (8, 4, "bfloat16", "REDG"), (64, 2, "float32", "REDG")])
+def test_the_epilogue_reads_the_accumulators_after_the_last_wgmma_wait_in_sass(block_m, splits, out_dtype, reader):
+    # as for the tile kernel (test_kernels_gemm.py): ptxas once scheduled an epilogue's
+    # first read of the accumulators above the WARPGROUP.DEPBAR of wgmma.wait_group 0
+    from tvm_tirx import cli
+
+    if not testing.has_nvcc():
+        pytest.skip("compiles for sm_90a: needs nvcc on the PATH")
+    kernel = tvm_tirx.compile(make_small_m_gemm(T.dynamic("m"), 4096, 4096, block_m=block_m, splits=splits,
+                                                out_dtype=out_dtype), target="cuda", arch="sm_90a")
+    try:
+        sass = cli.disassemble(testing.assemble(kernel)).splitlines()
+    except cli.CliError as err:
+        pytest.skip(f"needs a disassembler (the test extra's nvidia-cuda-nvdisasm): {err}")
+    wait = next(i for i, line in enumerate(sass) if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line)
+    first = next(i for i, line in enumerate(sass) if re.search(rf"\b{reader}\b", line))
+    assert first > wait, f"{sass[first].strip()} at line {first}, before the wait at line {wait}"
