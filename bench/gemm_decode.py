@@ -118,9 +118,7 @@ def main_table(repeats: int, triton: bool) -> None:
 def main_sweep(repeats: int) -> None:
     import torch
     from tvm_tirx.kernels.gemm.planner import choose_small_m
-    from tvm_tirx.kernels.gemm.small_m import make_small_m_gemm
     from tvm_tirx.ops import gemm_kernels
-    from tvm_tirx.script import tirx as T
 
     rows = []
     for n, k in NKS:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import tvm
 from tvm.script import tirx as T
 
+from ..parts.ring import Ring
+
 __all__ = ["first_row", "BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "AttentionConfig"]
 
 BM = 128  # query rows per CTA: 64 per consumer warpgroup
@@ -143,6 +145,12 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
             if elements > MAX_ELEMENTS:
                 raise ValueError(f"batch x seq_len x heads x head_dim = {elements} elements: the kernel indexes Q "
                                  f"and O with int32 offsets, so at most {MAX_ELEMENTS}")
+
+    @property
+    def ring(self) -> Ring:
+        """The key/value ring (:class:`~tvm_tirx.kernels.parts.Ring`): ``stages`` buffers
+        released by each consumer warpgroup."""
+        return Ring(self.stages, CONSUMERS)
 
     @property
     def bn(self) -> int:

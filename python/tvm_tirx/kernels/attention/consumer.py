@@ -24,7 +24,7 @@ from tvm.script import tirx as T
 
 from ...tile.fragments import accumulator_layout
 from ..gemm.operands import Operand
-from ..gemm.sync import release_stage, wait_phase
+from ..parts.ring import release_stage
 from ..pairs import make_pack_pairs
 from .config import BM, CHUNK, WG_M, AttentionConfig, first_row
 from .softmax import NEG_INF, make_softmax
@@ -108,7 +108,7 @@ def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
 
 
 def _serial(cfg: AttentionConfig, st: SimpleNamespace):
-    stages = cfg.stages
+    ring = cfg.ring
 
     @T.macro
     def consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c,
@@ -116,53 +116,53 @@ def _serial(cfg: AttentionConfig, st: SimpleNamespace):
         st.start(q_full, m, l, c, i)
         row = first_row(qb, c, tid)
         for j in T.serial(n_kv):
-            wait_phase(full.sub[(done + j) % stages, :], ((done + j) // stages) % 2, None, False)
+            ring.wait(full, ring.slot(done + j), done + j, None)
             st.take_turn(c)
-            st.issue_qk(S, sq, sk, (done + j) % stages, c)
+            st.issue_qk(S, sq, sk, ring.slot(done + j), c)
             st.give_turn(c, j, n_kv, last)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
             st.scores(S, m, l, alpha, rmax, j, row, qb, seq_len, tid, c)
             st.rescale(O, alpha)  # at j = 0 O is not yet written: the first P V has scale_d false
             st.pack(S, P)
-            st.issue_pv(O, P, sv, (done + j) % stages, j > 0)
+            st.issue_pv(O, P, sv, ring.slot(done + j), j > 0)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            release_stage(empty, (done + j) % stages, tid, 1)
+            ring.release(empty, ring.slot(done + j), tid)
         st.release_q(q_empty, tid, c)
 
     return consume
 
 
 def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
-    stages = cfg.stages
+    ring = cfg.ring
 
     @T.macro
     def consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c,
                 i, done, last):
         st.start(q_full, m, l, c, i)
         row = first_row(qb, c, tid)
-        wait_phase(full.sub[done % stages, :], (done // stages) % 2, None, False)
+        ring.wait(full, ring.slot(done), done, None)
         st.take_turn(c)
-        st.issue_qk(S, sq, sk, done % stages, c)
+        st.issue_qk(S, sq, sk, ring.slot(done), c)
         st.give_turn(c, 0, n_kv, last)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         st.scores(S, m, l, alpha, rmax, 0, row, qb, seq_len, tid, c)
         st.pack(S, P)
         for j in T.serial(1, n_kv):
-            wait_phase(full.sub[(done + j) % stages, :], ((done + j) // stages) % 2, None, False)
+            ring.wait(full, ring.slot(done + j), done + j, None)
             st.take_turn(c)
-            st.issue_qk(S, sq, sk, (done + j) % stages, c)
-            st.issue_pv(O, P, sv, (done + j - 1) % stages, j > 1)
+            st.issue_qk(S, sq, sk, ring.slot(done + j), c)
+            st.issue_pv(O, P, sv, ring.slot(done + j - 1), j > 1)
             st.give_turn(c, j, n_kv, last)
             T.ptx["wgmma.wait_group.sync.aligned"](1)  # Q K_j^T retired; P_{j-1} V_{j-1} may still run
             st.scores(S, m, l, alpha, rmax, j, row, qb, seq_len, tid, c)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            release_stage(empty, (done + j - 1) % stages, tid, 1)
+            ring.release(empty, ring.slot(done + j - 1), tid)
             st.rescale(O, alpha)
             st.pack(S, P)
         st.release_q(q_empty, tid, c)  # every Q K^T of the tile has retired (wait_group 0 above)
-        st.issue_pv(O, P, sv, (done + n_kv - 1) % stages, n_kv > 1)
+        st.issue_pv(O, P, sv, ring.slot(done + n_kv - 1), n_kv > 1)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
-        release_stage(empty, (done + n_kv - 1) % stages, tid, 1)
+        ring.release(empty, ring.slot(done + n_kv - 1), tid)
 
     return consume
 

@@ -113,8 +113,7 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
         if tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_full, count=T.uint32(1))
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_empty, count=T.uint32(1))
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(CONSUMERS))
+            cfg.ring.init(full, empty)
             T.ptx["fence.mbarrier_init.release.cluster"]()
         T.cuda.cta_sync()
         if cfg.persistent:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tvm.script import tirx as T
 
-from ..gemm.sync import wait_phase
+from ..parts.ring import wait_phase
 from .config import BM, CHUNK, CONSUMERS, WG_M, AttentionConfig
 
 __all__ = ["LOAD", "make_producer"]
@@ -30,7 +30,7 @@ def make_producer(cfg: AttentionConfig):
     ``sq`` (``q_empty[w]``'s phase of the previous tile; at ``i = 0`` the fresh barrier's
     parity 1 passes at once: PTX ISA, ``mbarrier.try_wait.parity``).
     """
-    stages, bn, chunks = cfg.stages, cfg.bn, cfg.chunks
+    ring, bn, chunks = cfg.ring, cfg.bn, cfg.chunks
     q_bytes, kv_bytes, group = cfg.q_bytes, cfg.kv_bytes, cfg.group
 
     @T.macro
@@ -48,9 +48,9 @@ def make_producer(cfg: AttentionConfig):
                 T.cuda.tile.apply(T.ptx[LOAD], sq.sub[c, w * WG_M : w * WG_M + WG_M, :].view(1, WG_M, 1, CHUNK), Q,
                                   mbar=q_full.sub[w, :], coords=(b, qb * BM + w * WG_M, h, c * CHUNK), swizzle=3)
         for j in T.serial(n_kv):
-            s = (done + j) % stages
-            wait_phase(empty.sub[s, :], ((done + j) // stages + 1) % 2, None, False)
-            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :], tx=T.uint32(kv_bytes))
+            s = ring.slot(done + j)
+            ring.acquire(empty, s, done + j, None)
+            ring.arm(full, s, kv_bytes)
             for c in T.unroll(chunks):
                 T.cuda.tile.apply(T.ptx[LOAD], sk.sub[s, c].view(1, bn, 1, CHUNK), K, mbar=full.sub[s, :],
                                   coords=(b, j * bn, h // group, c * CHUNK), swizzle=3, l2_promotion=3)

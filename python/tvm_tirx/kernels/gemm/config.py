@@ -15,6 +15,7 @@ import tvm
 from tvm.runtime import DataType
 from tvm.script import tirx as T
 
+from ..parts.ring import Ring
 from .operands import CHUNK, Operand, check_major
 
 __all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "GLU_ROWS",
@@ -113,6 +114,12 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
     def mma(self) -> str:
         """The wgmma opcode of ``in_dtype`` (m64 x ``block_n``, fp32 accumulators)."""
         return INPUTS[self.in_dtype][0].format(n=self.block_n)
+
+    @property
+    def ring(self) -> Ring:
+        """The shared ring (:class:`~tvm_tirx.kernels.parts.Ring`): ``stages`` buffers,
+        released by each consumer warpgroup of each CTA of the cluster."""
+        return Ring(self.stages, CONSUMERS * self.cluster, self.cluster, self.spin)
 
     @property
     def kstep(self) -> int:

@@ -8,7 +8,6 @@ from .config import WG_M, GemmConfig
 from .epilogue import make_epilogue
 from .fused import make_fused, make_residual_prefetch
 from .order import tile_order
-from .sync import release_stage, wait_phase
 
 __all__ = ["make_consumer"]
 
@@ -27,8 +26,8 @@ def make_consumer(cfg: GemmConfig):
     ``out``.
     """
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
-    stages, kstep, mma = cfg.stages, cfg.kstep, cfg.mma
-    wait_depth, cluster, spin, block_n = cfg.wait_depth, cfg.cluster, cfg.spin, cfg.block_n
+    ring, kstep, mma = cfg.ring, cfg.kstep, cfg.mma
+    wait_depth, block_n = cfg.wait_depth, cfg.block_n
     epilogue, fuse, prefetch = make_epilogue(cfg), make_fused(cfg), make_residual_prefetch(cfg)
     op_a, op_b = cfg.operand_a, cfg.operand_b
 
@@ -38,8 +37,8 @@ def make_consumer(cfg: GemmConfig):
         bm = tile_order(t, tiles_m, tiles_n, group_m)[0]
         bn = tile_order(t, tiles_m, tiles_n, group_m)[1]
         for kt in T.serial(k_tiles):
-            s = (g0 + kt) % stages
-            wait_phase(full.sub[s, :], ((g0 + kt) // stages) % 2, flag, spin)
+            s = ring.slot(g0 + kt)
+            ring.wait(full, s, g0 + kt, flag)
             T.ptx["wgmma.fence.sync.aligned"]()
             T.cuda.tile.apply(
                 T.ptx[mma],
@@ -52,12 +51,12 @@ def make_consumer(cfg: GemmConfig):
             T.ptx["wgmma.commit_group.sync.aligned"]()
             T.ptx["wgmma.wait_group.sync.aligned"](wait_depth)
             if wait_depth == 0 or kt > 0:
-                release_stage(empty, (g0 + kt - wait_depth) % stages, tid, cluster)
+                ring.release(empty, ring.slot(g0 + kt - wait_depth), tid)
         if prefetch is not None:  # the residual's loads under the last products (.fused)
             prefetch(words, residual, bm, bn, tid, c)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         if wait_depth == 1:
-            release_stage(empty, (g0 + k_tiles - 1) % stages, tid, cluster)
+            ring.release(empty, ring.slot(g0 + k_tiles - 1), tid)
         if scales is not None:  # fp8: C = scale_a * scale_b * (A B^T)
             factor[0] = scales[0] * scales[1]
             T.cuda.tile.apply(T.ptx["mul.rn.f32"], acc.local().view(block_n // 2, 1), acc.local().view(block_n // 2, 1), factor[0])

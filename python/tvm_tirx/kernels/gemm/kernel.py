@@ -26,7 +26,7 @@ def _make_body(cfg: GemmConfig):
     stages, in_dtype, cluster = cfg.stages, cfg.in_dtype, cfg.cluster
     n_tiles, grid, rounds, k_tiles, bf16_out = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.k_tiles, cfg.bf16_out
     tma_store, bn, out_bn, gated = cfg.tma_store, cfg.block_n, cfg.out_block_n, cfg.gated
-    produce_tile, consume_tile = make_producer(cfg), make_consumer(cfg)
+    produce_tile, consume_tile, ring = make_producer(cfg), make_consumer(cfg), cfg.ring
     op_a, op_b = cfg.operand_a, cfg.operand_b
     # the bf16 epilogue's tiles: per consumer out_bn / 64 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
     out_shape = (CONSUMERS, out_bn // 64, WG_M, 32) if bf16_out else (1, 1, 8, 32)
@@ -54,8 +54,7 @@ def _make_body(cfg: GemmConfig):
         rank = _cluster_rank(clusters)
         flag = T.alloc_local((1,), "uint32")
         if tid == 0:
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(CONSUMERS * cluster))
+            ring.init(full, empty)
             T.ptx["fence.mbarrier_init.release.cluster"]()
         if cluster == 2:
             T.cuda.cluster_sync()

@@ -7,7 +7,6 @@ from tvm.script import tirx as T
 
 from .config import BM, BK_BYTES, GemmConfig
 from .order import tile_order
-from .sync import wait_phase
 
 __all__ = ["LOAD", "LOAD_MC", "make_producer"]
 
@@ -38,7 +37,7 @@ def make_producer(cfg: GemmConfig):
     count all their bytes (PTX ISA 5.5.5), so a K tail contributes zeros to the products.
     """
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
-    stages, cluster, spin, tma_dtype = cfg.stages, cfg.cluster, cfg.spin, cfg.tma_dtype
+    ring, cluster, tma_dtype = cfg.ring, cfg.cluster, cfg.tma_dtype
     bn_cols = cfg.block_n
     stage_bytes = (BM + bn_cols) * BK_BYTES
     b_rows = bn_cols // cluster  # rows of B each CTA of the cluster loads
@@ -49,9 +48,9 @@ def make_producer(cfg: GemmConfig):
         bm = tile_order(t, tiles_m, tiles_n, group_m)[0]
         bn = tile_order(t, tiles_m, tiles_n, group_m)[1]
         for kt in T.serial(k_tiles):
-            s = (g0 + kt) % stages
-            wait_phase(empty.sub[s, :], ((g0 + kt) // stages + 1) % 2, flag, spin)
-            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :], tx=T.uint32(stage_bytes))
+            s = ring.slot(g0 + kt)
+            ring.acquire(empty, s, g0 + kt, flag)
+            ring.arm(full, s, stage_bytes)
             for j in T.unroll(op_a.boxes(BM)):
                 T.cuda.tile.apply(T.ptx[LOAD], op_a.box(sa, s, 0, BM, j).view(tma_dtype), _as(A, tma_dtype),
                                   mbar=full.sub[s, :], coords=op_a.coords(bm * BM, 0, kt, j), swizzle=3,

@@ -30,23 +30,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import tvm
 from tvm.script import tirx as T
 
 from ...tile.fragments import accumulator_layout
-from ..pairs import make_pack_pairs
+from ..parts.ring import Ring
 from .config import BK_BYTES, CONSUMERS, SMEM_LIMIT, WG_M, _ceildiv, _check_size, _check_stride
 from .operands import Operand
 from .producer import LOAD
-from .sync import release_stage, wait_phase
+from .small_m_epilogue import ROWS_W, make_reduce, make_store
 
 __all__ = ["BLOCK_MS", "SmallMConfig", "make_small_m_gemm", "small_m_smem_bytes"]
 
 #: the rows of X per CTA tile: wgmma's N (a multiple of 8, PTX ISA 9.7.15.5)
 BLOCK_MS = (8, 16, 32, 64)
-ROWS_W = CONSUMERS * WG_M  # rows of W per CTA tile: 64 per consumer warpgroup
-#: the element stores of C per output dtype (C^T's elements are not contiguous in C)
-_STORE = {"bfloat16": "st.global.b16", "float32": "st.global.f32"}
+#: the output dtypes (C is stored one element at a time: C^T's elements are not contiguous in C)
+OUT_DTYPES = ("bfloat16", "float32")
 
 
 def small_m_smem_bytes(stages: int, block_m: int) -> int:
@@ -92,7 +90,7 @@ class SmallMConfig:
             ("stages", type(self.stages) is int and self.stages >= 1  # noqa: E721
              and small_m_smem_bytes(self.stages, self.block_m) <= SMEM_LIMIT,
              f"a positive int whose ring fits {SMEM_LIMIT} bytes of shared memory"),
-            ("out_dtype", self.out_dtype in _STORE, f"one of {list(_STORE)}"),
+            ("out_dtype", self.out_dtype in OUT_DTYPES, f"one of {list(OUT_DTYPES)}"),
             ("in_dtype", self.in_dtype == "bfloat16", "'bfloat16'"),
         ]
         for name, ok, want in rules:
@@ -141,6 +139,11 @@ class SmallMConfig:
         return Operand("B", "k", self.block_m, self.bk, self.in_dtype)
 
     @property
+    def ring(self) -> Ring:
+        """The shared ring: ``stages`` buffers released by the two consumer warpgroups."""
+        return Ring(self.stages, CONSUMERS)
+
+    @property
     def mma(self) -> str:
         """The wgmma opcode: m64 x ``block_m``, bf16 inputs, fp32 accumulators."""
         return f"wgmma.mma_async.sync.aligned.m64n{self.block_m}k16.f32.bf16.bf16"
@@ -150,17 +153,16 @@ def _make_producer(cfg: SmallMConfig):
     """The macro ``produce(X, W, sw, sx, full, empty, flag, tm, tn, split)``: thread 0 of the
     producer warpgroup loads this CTA's K tiles (``split * split_tiles ..``) of W (128
     rows from ``128 tn``) and X (``block_m`` rows from ``block_m tm``) into the ring."""
-    stages, tiles, bm = cfg.stages, cfg.split_tiles, cfg.block_m
+    ring, tiles, bm = cfg.ring, cfg.split_tiles, cfg.block_m
     op_w, op_x = cfg.operand_w, cfg.operand_x
     stage_bytes = (ROWS_W + bm) * BK_BYTES
 
     @T.macro
     def produce(X, W, sw, sx, full, empty, flag, tm, tn, split):
         for kt in T.serial(tiles):
-            s = kt % stages
-            wait_phase(empty.sub[s, :], (kt // stages + 1) % 2, flag, False)
-            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], full.sub[s, :],
-                              tx=T.uint32(stage_bytes))
+            s = ring.slot(kt)
+            ring.acquire(empty, s, kt, flag)
+            ring.arm(full, s, stage_bytes)
             T.cuda.tile.apply(T.ptx[LOAD], op_w.box(sw, s, 0, ROWS_W, 0), W, mbar=full.sub[s, :],
                               coords=op_w.coords(tn * ROWS_W, 0, split * tiles + kt, 0), swizzle=3, l2_promotion=3)
             T.cuda.tile.apply(T.ptx[LOAD], op_x.box(sx, s, 0, bm, 0), X, mbar=full.sub[s, :],
@@ -174,130 +176,25 @@ def _make_mainloop(cfg: SmallMConfig):
     ``c`` multiplies its 64 rows of W by the ``block_m`` rows of X over the CTA's K tiles
     into ``acc`` (64 x ``block_m`` fp32, the wgmma fragment map), one wgmma batch in flight,
     and releases each stage once the batch after it is issued."""
-    stages, tiles, bm, mma = cfg.stages, cfg.split_tiles, cfg.block_m, cfg.mma
+    ring, tiles, bm, mma = cfg.ring, cfg.split_tiles, cfg.block_m, cfg.mma
     op_w, op_x = cfg.operand_w, cfg.operand_x
 
     @T.macro
     def mainloop(sw, sx, full, empty, acc, flag, tid, c):
         for kt in T.serial(tiles):
-            s = kt % stages
-            wait_phase(full.sub[s, :], (kt // stages) % 2, flag, False)
+            s = ring.slot(kt)
+            ring.wait(full, s, kt, flag)
             T.ptx["wgmma.fence.sync.aligned"]()
             T.cuda.tile.apply(T.ptx[mma], acc, op_w.mma_view(sw, s, c * WG_M, WG_M, 16),
                               op_x.mma_view(sx, s, 0, bm, 16), scope="warpgroup", scale_d=kt > 0)
             T.ptx["wgmma.commit_group.sync.aligned"]()
             T.ptx["wgmma.wait_group.sync.aligned"](1)
             if kt > 0:
-                release_stage(empty, (kt - 1) % stages, tid, 1)
+                ring.release(empty, ring.slot(kt - 1), tid)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
-        release_stage(empty, (tiles - 1) % stages, tid, 1)
+        ring.release(empty, ring.slot(tiles - 1), tid)
 
     return mainloop
-
-
-def _element(cfg: SmallMConfig, b, h, e, tm, tn, tid, c):
-    """Where register ``4 b + 2 h + e`` of consumer ``c``'s accumulators lies in C: the
-    wgmma fragment map (PTX ISA 9.7.15.5.1.1) gives its row of W (C's column) and its
-    column of the tile (C's row).  Returns ``(row, col)`` of C, int32."""
-    lane = tid % 32
-    col = tn * ROWS_W + c * WG_M + tid % 128 // 32 * 16 + h * 8 + lane // 4
-    row = tm * cfg.block_m + b * 8 + lane % 4 * 2 + e
-    return row, col
-
-
-def _make_store(cfg: SmallMConfig):
-    """The macro ``store(C, acc, words, tm, tn, tid, c)``: each thread stores its
-    accumulators into C one element at a time (C^T's elements are not contiguous), each
-    under ``row < m and col < n``; bf16 output is rounded in pairs first
-    (``cvt.rn.bf16x2.f32``, as :mod:`.guarded` does)."""
-    bm, m, n, out = cfg.block_m, cfg.m, cfg.n, cfg.out_dtype
-    pack_pairs = make_pack_pairs("bfloat16", bm // 2)
-    packs = out == "bfloat16"
-
-    @T.macro
-    def store(C, acc, words, tm, tn, tid, c):
-        if packs:
-            pack_pairs(words.local(), acc.local())
-            values = words.local().view("bfloat16").view(bm // 8, 2, 2, 1)
-        else:
-            values = acc.local().view(bm // 8, 2, 2, 1)
-        for b in T.unroll(bm // 8):
-            for h in T.unroll(2):
-                for e in T.unroll(2):
-                    row, col = _element(cfg, b, h, e, tm, tn, tid, c)
-                    if T.And(row < m, col < n):
-                        T.cuda.tile.apply(T.ptx[_STORE[out]], C.sub[T.Cast("int64", row), col : col + 1],
-                                          values.sub[b, h, e, :])
-
-    return store
-
-
-def _make_partials(cfg: SmallMConfig):
-    """The macros ``add_partial(Partial, acc, tm, tn, tid, c)`` (each accumulator added into
-    ``Partial`` by ``red.global.add.f32``) and ``take_sum(Partial, acc, tm, tn, tid, c)``
-    (each element of the finished sum read back into ``acc`` with ``ld.relaxed.gpu``, the
-    workspace element set back to zero)."""
-    bm, m, n = cfg.block_m, cfg.m, cfg.n
-
-    @T.macro
-    def add_partial(Partial, acc, tm, tn, tid, c):
-        values = acc.local().view(bm // 8, 2, 2, 1)
-        for b in T.unroll(bm // 8):
-            for h in T.unroll(2):
-                for e in T.unroll(2):
-                    row, col = _element(cfg, b, h, e, tm, tn, tid, c)
-                    if T.And(row < m, col < n):
-                        T.cuda.tile.apply(T.ptx["red.global.add.f32"], Partial.sub[T.Cast("int64", row), col : col + 1],
-                                          values.sub[b, h, e, :])
-
-    @T.macro
-    def take_sum(Partial, acc, tm, tn, tid, c):
-        values = acc.local().view(bm // 8, 2, 2, 1)
-        for b in T.unroll(bm // 8):
-            for h in T.unroll(2):
-                for e in T.unroll(2):
-                    row, col = _element(cfg, b, h, e, tm, tn, tid, c)
-                    if T.And(row < m, col < n):
-                        T.cuda.tile.apply(T.ptx["ld.relaxed.gpu.global.f32"], values.sub[b, h, e, :],
-                                          Partial.sub[T.Cast("int64", row), col : col + 1])
-                        T.cuda.tile.apply(T.ptx["st.global.f32"], Partial.sub[T.Cast("int64", row), col : col + 1],
-                                          T.float32(0))
-
-    return add_partial, take_sum
-
-
-def _make_reduce(cfg: SmallMConfig):
-    """The macro ``reduce(Partial, Counters, C, acc, words, slot, got, tm, tn, tid, c)``:
-    the split-K reduction of the module docstring.  Named barrier 1 joins the two consumer
-    warpgroups (256 threads); thread 128 counts the CTA and publishes the count it found
-    in the shared ``slot``."""
-    splits, bm, m = cfg.splits, cfg.block_m, cfg.m
-    add_partial, take_sum = _make_partials(cfg)
-    store = _make_store(cfg)
-    consumers = CONSUMERS * 128
-
-    @T.macro
-    def reduce(Partial, Counters, C, acc, words, slot, got, tm, tn, tid, c):
-        add_partial(Partial, acc, tm, tn, tid, c)
-        T.ptx["fence.acq_rel.gpu"]()  # this thread's additions, visible at GPU scope
-        T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
-        if tid == 128:
-            if tm * bm < m:  # always: tm < ceil(m / block_m)
-                T.ptx["fence.acq_rel.gpu"]()  # release: the CTA's additions (the barrier's) before the count
-                T.cuda.tile.apply(T.ptx["atom.global.add.u32"], got, Counters.sub[tm * bm, tn : tn + 1],
-                                  T.uint32(1))
-                T.ptx["fence.acq_rel.gpu"]()  # acquire: the counted CTAs' additions before the reads
-                slot[0] = got[0]
-        T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
-        if slot[0] == T.uint32(splits - 1):  # the last CTA of the tile: every partial is in
-            T.ptx["fence.acq_rel.gpu"]()
-            take_sum(Partial, acc, tm, tn, tid, c)
-            if tid == 128:
-                if tm * bm < m:
-                    T.cuda.tile.apply(T.ptx["st.global.u32"], Counters.sub[tm * bm, tn : tn + 1], T.uint32(0))
-            store(C, acc, words, tm, tn, tid, c)
-
-    return reduce
 
 
 def _make_body(cfg: SmallMConfig):
@@ -307,8 +204,8 @@ def _make_body(cfg: SmallMConfig):
     ``bx / splits % tiles_n`` of row tile ``bx / (splits * tiles_n)``."""
     stages, bm, splits, tiles_n = cfg.stages, cfg.block_m, cfg.splits, cfg.tiles_n
     op_w, op_x = cfg.operand_w, cfg.operand_x
-    produce, mainloop, store = _make_producer(cfg), _make_mainloop(cfg), _make_store(cfg)
-    reduce = _make_reduce(cfg) if splits > 1 else None
+    produce, mainloop, store = _make_producer(cfg), _make_mainloop(cfg), make_store(cfg)
+    reduce = make_reduce(cfg) if splits > 1 else None
     launch = T.cuda.LaunchConfig(grid=cfg.grid, block=128 * (1 + CONSUMERS),
                                  dynamic_smem_bytes=small_m_smem_bytes(stages, bm))
 
@@ -327,8 +224,7 @@ def _make_body(cfg: SmallMConfig):
         wg = T.cuda.warp_id() // 4
         flag = T.alloc_local((1,), "uint32")
         if tid == 0:
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(1))
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(CONSUMERS))
+            cfg.ring.init(full, empty)
             T.ptx["fence.mbarrier_init.release.cluster"]()
         T.cuda.cta_sync()
         if wg == 0:  # the producer warpgroup

@@ -1,0 +1,129 @@
+"""The small-M kernel's epilogues (:mod:`.small_m`): each consumer thread's accumulators into C,
+directly (one split) or through the split-K reduction of the CTAs that share a tile.
+
+A consumer thread's accumulator register ``4 b + 2 h + e`` holds, by the wgmma fragment map
+(PTX ISA 9.7.15.5.1.1), one element of ``C^T``: :func:`element` gives where it lies in C.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tvm.script import tirx as T
+
+from ..pairs import make_pack_pairs
+from .config import CONSUMERS, WG_M
+
+if TYPE_CHECKING:  # the config's module imports this one
+    from .small_m import SmallMConfig
+
+__all__ = ["element", "make_store", "make_reduce"]
+
+ROWS_W = CONSUMERS * WG_M  # rows of W (columns of C) per CTA tile
+#: the element stores of C per output dtype (C^T's elements are not contiguous in C)
+_STORE = {"bfloat16": "st.global.b16", "float32": "st.global.f32"}
+
+
+def element(cfg: SmallMConfig, b, h, e, tm, tn, tid, c):
+    """Where register ``4 b + 2 h + e`` of consumer ``c``'s accumulators lies in C: the
+    wgmma fragment map (PTX ISA 9.7.15.5.1.1) gives its row of W (C's column) and its
+    column of the tile (C's row).  Returns ``(row, col)`` of C, int32."""
+    lane = tid % 32
+    col = tn * ROWS_W + c * WG_M + tid % 128 // 32 * 16 + h * 8 + lane // 4
+    row = tm * cfg.block_m + b * 8 + lane % 4 * 2 + e
+    return row, col
+
+
+def make_store(cfg: SmallMConfig):
+    """The macro ``store(C, acc, words, tm, tn, tid, c)``: each thread stores its
+    accumulators into C one element at a time (C^T's elements are not contiguous), each
+    under ``row < m and col < n``; bf16 output is rounded in pairs first
+    (``cvt.rn.bf16x2.f32``, as :mod:`.guarded` does)."""
+    bm, m, n, out = cfg.block_m, cfg.m, cfg.n, cfg.out_dtype
+    pack_pairs = make_pack_pairs("bfloat16", bm // 2)
+    packs = out == "bfloat16"
+
+    @T.macro
+    def store(C, acc, words, tm, tn, tid, c):
+        if packs:
+            pack_pairs(words.local(), acc.local())
+            values = words.local().view("bfloat16").view(bm // 8, 2, 2, 1)
+        else:
+            values = acc.local().view(bm // 8, 2, 2, 1)
+        for b in T.unroll(bm // 8):
+            for h in T.unroll(2):
+                for e in T.unroll(2):
+                    row, col = element(cfg, b, h, e, tm, tn, tid, c)
+                    if T.And(row < m, col < n):
+                        T.cuda.tile.apply(T.ptx[_STORE[out]], C.sub[T.Cast("int64", row), col : col + 1],
+                                          values.sub[b, h, e, :])
+
+    return store
+
+
+def _make_partials(cfg: SmallMConfig):
+    """The macros ``add_partial(Partial, acc, tm, tn, tid, c)`` (each accumulator added into
+    ``Partial`` by ``red.global.add.f32``) and ``take_sum(Partial, acc, tm, tn, tid, c)``
+    (each element of the finished sum read back into ``acc`` with ``ld.relaxed.gpu``, the
+    workspace element set back to zero)."""
+    bm, m, n = cfg.block_m, cfg.m, cfg.n
+
+    @T.macro
+    def add_partial(Partial, acc, tm, tn, tid, c):
+        values = acc.local().view(bm // 8, 2, 2, 1)
+        for b in T.unroll(bm // 8):
+            for h in T.unroll(2):
+                for e in T.unroll(2):
+                    row, col = element(cfg, b, h, e, tm, tn, tid, c)
+                    if T.And(row < m, col < n):
+                        T.cuda.tile.apply(T.ptx["red.global.add.f32"], Partial.sub[T.Cast("int64", row), col : col + 1],
+                                          values.sub[b, h, e, :])
+
+    @T.macro
+    def take_sum(Partial, acc, tm, tn, tid, c):
+        values = acc.local().view(bm // 8, 2, 2, 1)
+        for b in T.unroll(bm // 8):
+            for h in T.unroll(2):
+                for e in T.unroll(2):
+                    row, col = element(cfg, b, h, e, tm, tn, tid, c)
+                    if T.And(row < m, col < n):
+                        T.cuda.tile.apply(T.ptx["ld.relaxed.gpu.global.f32"], values.sub[b, h, e, :],
+                                          Partial.sub[T.Cast("int64", row), col : col + 1])
+                        T.cuda.tile.apply(T.ptx["st.global.f32"], Partial.sub[T.Cast("int64", row), col : col + 1],
+                                          T.float32(0))
+
+    return add_partial, take_sum
+
+
+def make_reduce(cfg: SmallMConfig):
+    """The macro ``reduce(Partial, Counters, C, acc, words, slot, got, tm, tn, tid, c)``:
+    the split-K reduction of the module docstring.  Named barrier 1 joins the two consumer
+    warpgroups (256 threads); thread 128 counts the CTA and publishes the count it found
+    in the shared ``slot``."""
+    splits, bm, m = cfg.splits, cfg.block_m, cfg.m
+    add_partial, take_sum = _make_partials(cfg)
+    store = make_store(cfg)
+    consumers = CONSUMERS * 128
+
+    @T.macro
+    def reduce(Partial, Counters, C, acc, words, slot, got, tm, tn, tid, c):
+        add_partial(Partial, acc, tm, tn, tid, c)
+        T.ptx["fence.acq_rel.gpu"]()  # this thread's additions, visible at GPU scope
+        T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
+        if tid == 128:
+            if tm * bm < m:  # always: tm < ceil(m / block_m)
+                T.ptx["fence.acq_rel.gpu"]()  # release: the CTA's additions (the barrier's) before the count
+                T.cuda.tile.apply(T.ptx["atom.global.add.u32"], got, Counters.sub[tm * bm, tn : tn + 1],
+                                  T.uint32(1))
+                T.ptx["fence.acq_rel.gpu"]()  # acquire: the counted CTAs' additions before the reads
+                slot[0] = got[0]
+        T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
+        if slot[0] == T.uint32(splits - 1):  # the last CTA of the tile: every partial is in
+            T.ptx["fence.acq_rel.gpu"]()
+            take_sum(Partial, acc, tm, tn, tid, c)
+            if tid == 128:
+                if tm * bm < m:
+                    T.cuda.tile.apply(T.ptx["st.global.u32"], Counters.sub[tm * bm, tn : tn + 1], T.uint32(0))
+            store(C, acc, words, tm, tn, tid, c)
+
+    return reduce
