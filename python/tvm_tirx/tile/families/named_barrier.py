@@ -67,6 +67,7 @@ from .. import (
     Contract,
     Event,
     Instruction,
+    RawSpelling,
     TileError,
     exact_values,
     fold,
@@ -220,7 +221,11 @@ def _cluster_check(call):
                      found=f"{len(threads)} threads under if {guards}")  # fmt: skip
 
 
-@register_family(entries=NAMED + CLUSTER, isa={"bar": "9.7.13.1", "barrier": "9.7.13.1, 9.7.13.3"})
+@register_family(
+    entries=NAMED + CLUSTER,
+    isa={"bar": "9.7.13.1", "barrier": "9.7.13.1, 9.7.13.3"},
+    raw=RawSpelling(NAMED + CLUSTER),  # T.ptx["bar.sync"](a, b): a is id=, b is count=
+)
 def contract(instr: Instruction) -> Contract:
     """The tile contract of a named-barrier or cluster-barrier form (every claimed form is one)."""
     return Contract(

@@ -60,6 +60,7 @@ from ._member_mask import (
     mask_of,
     member_mask_rule,
     full_mask,
+    raw_spelling,
     u32,
     u32_param,
 )
@@ -135,7 +136,12 @@ def _uniform_result(mode: str):
     return result
 
 
-@register_family(entries=("shfl_sync", "shfl_sync_p"), isa={"shfl.sync": "9.7.10.6"})
+@register_family(
+    entries=("shfl_sync", "shfl_sync_p"),
+    isa={"shfl.sync": "9.7.10.6"},
+    # T.ptx["shfl_sync.bfly.b32"](d, a, b, c, membermask): the operands the form derives, by keyword
+    raw=raw_spelling(("shfl_sync", "shfl_sync_p"), {"b": "b", "c": "c"}),
+)
 def contract(instr: Instruction) -> Contract:
     """The tile contract of a shfl.sync form (every form is one)."""
     mode = instr.modifiers["mode"]
