@@ -26,6 +26,10 @@ So the mask must be exactly the lanes that reach the call.  The rules:
   call, which must then be the same lanes in every warp;
 * ``pred=`` has one value over the warp (a lane whose predicate is false does
   not execute the instruction).
+
+The families that use it check raw ``T.ptx[...]`` calls of their
+instructions by the same rules, the ``membermask`` operand read as
+``membermask=`` (:func:`raw_spelling`).
 """
 
 from __future__ import annotations

@@ -49,6 +49,11 @@ Legality
     group its own id.  ``id`` and ``count`` must be computable when compiling.
     ``barrier.cluster``: a cluster launch, every thread of the cluster reaches
     the call.  That arrivals and waits alternate is the author's.
+Raw calls
+    ``T.ptx["bar.sync"](id, count)`` and every other claimed form written as
+    apache-tvm's raw intrinsic are checked by the same rules, ``a`` read as
+    ``id=`` and ``b`` as ``count=`` (:mod:`tvm_tirx.tile.raw_calls`), and left
+    as written; the kernel rule counts raw and tile calls of one id together.
 Lowering emits
     One instruction per thread that reaches the call, ``id`` and ``count`` as written.
 Architectures
