@@ -82,8 +82,8 @@ def is_raw_checked(call) -> bool:
     return _entry(call) is not None and opcode_of_call(call) is not None
 
 
-def _contract(call, entry: str, opcode: str):
-    """The contract of the form raw ``call`` issues (its table entry's among the opcode's)."""
+def _contract(entry: str, opcode: str):
+    """The contract of the form a raw call of table ``entry`` issues (the entry's among ``opcode``'s)."""
     from .registry import candidates  # pylint: disable=import-outside-toplevel
 
     return next(c for c in candidates(opcode) if c.instruction.entry_name == entry)
@@ -130,16 +130,22 @@ def _is_register(value) -> bool:
     return isinstance(value, TensorLoad) and value.source.scope() == "local"
 
 
-def _register(contract, spelling, role, values, position):
-    """``(Operand, None)`` of register role ``role`` given its raw ``values`` (an
-    element of a ``T.alloc_local`` tensor per register written; any scalar
-    expression for a read), or ``(None, the TileError)`` (:func:`_unreadable`)."""
+def _register(contract, spelling, role, values, position) -> Operand:
+    """The :class:`~.operands.Operand` of register role ``role`` given its raw
+    ``values``: an element of a ``T.alloc_local`` tensor per register written,
+    any scalar expression for a read (kind ``"element"`` when all are elements).
+
+    Raises
+    ------
+    TileError
+        A value is neither (:func:`_unreadable`).
+    """
     for value in values:
         if not (_is_register(value) or (not role.writes and tvm.ir.is_prim_expr(value))):
-            return None, _unreadable(contract, spelling, f"{role.role} (operand {position})",
-                                     f"{value} (not an element of a T.alloc_local tensor)")  # fmt: skip
+            raise _unreadable(contract, spelling, f"{role.role} (operand {position})",
+                              f"{value} (not an element of a T.alloc_local tensor)")  # fmt: skip
     kind = "element" if all(_is_register(v) for v in values) else "scalar"
-    return Operand(values[0] if len(values) == 1 else tuple(values), kind, position), None
+    return Operand(values[0] if len(values) == 1 else tuple(values), kind, position)
 
 
 def _read(contract, spelling, args):
@@ -159,9 +165,7 @@ def _read(contract, spelling, args):
             role = contract.roles[key]
             if role.kind != "register":
                 raise _unreadable(contract, spelling, f"{role.role} (operand {position})", f"{role.kind} operand {values}")
-            operands[key], err = _register(contract, spelling, role, values, position)
-            if err:
-                raise err
+            operands[key] = _register(contract, spelling, role, values, position)
         elif kind == "param":
             params[key] = values[0]
         elif name in spelling.params:
@@ -186,7 +190,7 @@ def decode_raw(call, facts=None, site=EMPTY_SITE):
     opcode = opcode_of_call(call) if entry is not None else None
     if opcode is None:
         return None
-    contract, spelling = _contract(call, entry, opcode), _spellings()[entry]
+    contract, spelling = _contract(entry, opcode), _spellings()[entry]
     args, pred, flags = _split(call, contract)
     sunk = [f for f in flags if f.startswith("s") and f != "sink"]
     if sunk:
