@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import re
 
-from ..errors import TileError
 from .launch_ids import CUDA_ID_NAMES, binding, scope_pairs, thread_binding_ids, thread_tag
 from .machine_ints import extent_facts
-from .operands import Operand
 from .prover import make_analyzer
 from .scope import LaunchFacts
 from .sites import collect_sites, is_assume
@@ -238,52 +236,11 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
     def uniformity(self):
         """The kernel's :class:`~.uniformity.Uniformity` (built on first use)."""
         if self._uniformity is None:
+            from .call_results import result_level  # pylint: disable=import-outside-toplevel
             from .uniformity import Uniformity  # pylint: disable=import-outside-toplevel
 
-            self._uniformity = Uniformity(self, self.body, self._result_level)
+            self._uniformity = Uniformity(self, self.body, lambda stmt, buf: result_level(self, stmt, buf))
         return self._uniformity
-
-    def _result_level(self, stmt, buf):
-        """The scope a statement-level call makes the registers of its operand
-        ``buf`` uniform over: for a tile call or a raw call a family checks
-        (:mod:`.raw_calls`), ``NOT_WRITTEN`` when its form only reads ``buf``,
-        else the form's ``uniform_result``; otherwise None."""
-        from .uniformity import NOT_WRITTEN  # pylint: disable=import-outside-toplevel
-
-        view = self._result_view(stmt)
-        if view is None:
-            return None
-        index = next((i for i, op in enumerate(view.operands) if _names_buffer(op, buf)), None)
-        form = view.contract
-        if index is None or index >= len(form.roles):
-            return None
-        if not form.roles[index].writes:
-            return NOT_WRITTEN
-        if form.uniform_result is None:
-            return None
-        return form.uniform_result(view, index)
-
-    def _result_view(self, stmt):
-        """The :class:`~.call_view.CallView` ``uniform_result`` reads of call
-        statement ``stmt``: a tile call's (operands as written, the form they
-        name), a checked raw call's (:func:`.raw_calls.decode_raw`); else None."""
-        from .call_view import CallView  # pylint: disable=import-outside-toplevel
-        from .op import decode, is_tile_call  # pylint: disable=import-outside-toplevel
-        from .raw_calls import decode_raw  # pylint: disable=import-outside-toplevel
-        from .registry import candidates  # pylint: disable=import-outside-toplevel
-        from .sites import EMPTY_SITE, call_key  # pylint: disable=import-outside-toplevel
-
-        site = self.sites.get(call_key(stmt), EMPTY_SITE)
-        if not is_tile_call(stmt.value):
-            try:
-                return decode_raw(stmt.value, self, site)
-            except TileError:  # unreadable: refused where it is checked; per thread here
-                return None
-        tc = decode(stmt.value)
-        forms = candidates(tc.opcode)
-        # the form the operands name (shfl.sync with or without its `p` result)
-        form = next((f for f in forms if sum(r.keyword is None for r in f.roles) == len(tc.operands)), forms[0])
-        return CallView(tc.operands, tc.pred, dict(tc.params), form, tc.scope, site, facts=self)
 
     def known(self, conds=()) -> tuple:
         """``conds`` with the kernel-wide facts (:attr:`range_facts`) before them:
@@ -393,18 +350,6 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         while buf not in self.roots and buf in self.parent and seen < 64:
             buf, seen = self.parent[buf], seen + 1
         return buf if buf in self.roots else None
-
-
-def _names_buffer(op, buf) -> bool:
-    """Whether call operand ``op`` is ``buf``: a tile call's operand as written (a
-    buffer), or a raw call's register (:class:`~.operands.Operand` of kind
-    ``"element"``: an element load of ``buf``, or a group of them)."""
-    if not isinstance(op, Operand):
-        return op.same_as(buf)
-    if op.kind != "element":
-        return False
-    loads = op.value if isinstance(op.value, tuple) else (op.value,)
-    return any(load.source.same_as(buf) for load in loads)
 
 
 def _checked_call(stmt) -> bool:

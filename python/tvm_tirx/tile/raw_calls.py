@@ -32,7 +32,6 @@ from ..errors import TileError
 from .call_view import CallView
 from .operands import Operand
 from .ptx_table import namespace_text, opcode_of_call
-from .sites import EMPTY_SITE
 
 __all__ = ["RawSpelling", "is_raw_checked", "decode_raw", "check_raw", "raw_targets", "tile_form_text"]
 
@@ -177,9 +176,10 @@ def _read(contract, spelling, args):
     return tuple(operands), params
 
 
-def decode_raw(call, facts=None, site=EMPTY_SITE):
+def decode_raw(call, facts=None, site=None):
     """The :class:`~.call_view.CallView` of raw ``T.ptx`` Call ``call`` in its tile
-    form (``raw=True``, scope ``"thread"``), or None when no family checks it.
+    form (``raw=True``, scope ``"thread"``, at ``site``: its
+    :class:`~.sites.CallSite` in ``facts``' kernel), or None when no family checks it.
 
     Raises
     ------
@@ -216,7 +216,7 @@ def raw_targets(call) -> list | None:
     return out
 
 
-def check_raw(call, facts, site=EMPTY_SITE):
+def check_raw(call, facts, site):
     """Check raw ``T.ptx`` Call ``call`` at ``site`` by its tile form's rules: its
     parameters, the family's ``bind``, the target-arch rule and ``kernel_check``.
 

@@ -49,13 +49,9 @@ Legality
     group its own id.  ``id`` and ``count`` must be computable when compiling.
     ``barrier.cluster``: a cluster launch, every thread of the cluster reaches
     the call.  That arrivals and waits alternate is the author's.
-Raw calls
-    ``T.ptx["bar.sync"](id, count)`` and every other claimed form written as
-    apache-tvm's raw intrinsic are checked by the same rules, ``a`` read as
-    ``id=`` and ``b`` as ``count=`` (:mod:`tvm_tirx.tile.raw_calls`), and left
-    as written; the kernel rule counts raw and tile calls of one id together.
 Lowering emits
-    One instruction per thread that reaches the call, ``id`` and ``count`` as written.
+    One instruction per thread that reaches the call, ``id`` and ``count`` as written;
+    a raw ``T.ptx["bar.sync"](id, count)`` is checked by the same rules, left as written.
 Architectures
     ``bar`` / ``barrier``: sm_75, every target of ptxas 13.0;
     ``barrier.cluster``: sm_90 (measured with ptxas 13.0
@@ -226,11 +222,8 @@ def _cluster_check(call):
                      found=f"{len(threads)} threads under if {guards}")  # fmt: skip
 
 
-@register_family(
-    entries=NAMED + CLUSTER,
-    isa={"bar": "9.7.13.1", "barrier": "9.7.13.1, 9.7.13.3"},
-    raw=RawSpelling(NAMED + CLUSTER),  # T.ptx["bar.sync"](a, b): a is id=, b is count=
-)
+@register_family(entries=NAMED + CLUSTER, isa={"bar": "9.7.13.1", "barrier": "9.7.13.1, 9.7.13.3"},
+                 raw=RawSpelling(NAMED + CLUSTER))  # fmt: skip
 def contract(instr: Instruction) -> Contract:
     """The tile contract of a named-barrier or cluster-barrier form (every claimed form is one)."""
     return Contract(
