@@ -11,7 +11,9 @@ import re
 
 from .launch_ids import CUDA_ID_NAMES, binding, scope_pairs, thread_binding_ids, thread_tag
 from .machine_ints import extent_facts
+from .op import is_tile_call
 from .prover import make_analyzer
+from .raw_calls import is_raw_checked
 from .scope import LaunchFacts
 from .sites import collect_sites, is_assume
 from .views import dtype_bytes, int_or_none
@@ -354,9 +356,6 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
 
 def _checked_call(stmt) -> bool:
     """Whether ``stmt`` (an ``Evaluate``) is a tile call or a raw call a family checks."""
-    from .op import is_tile_call  # pylint: disable=import-outside-toplevel
-    from .raw_calls import is_raw_checked  # pylint: disable=import-outside-toplevel
-
     return is_tile_call(stmt.value) or is_raw_checked(stmt.value)
 
 

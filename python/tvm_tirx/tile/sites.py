@@ -17,6 +17,7 @@ from tvm.ir import Call, TensorLoad
 from tvm.s_tir import SBlockRealize
 
 from .op import decode, is_tile_call
+from .raw_calls import raw_targets
 
 __all__ = ["CallSite", "collect_sites", "call_key", "location_of", "expansion_of", "is_assume", "EMPTY_SITE"]
 
@@ -90,8 +91,6 @@ def call_targets(stmt) -> list:
     tile call's tensor operands; a raw call a family checks, the registers its
     form writes (:func:`.raw_calls.raw_targets`); another raw call's
     :func:`raw_call_targets`."""
-    from .raw_calls import raw_targets  # pylint: disable=import-outside-toplevel  (it imports this module)
-
     if is_assume(stmt):
         return []
     if is_tile_call(stmt.value):
