@@ -211,4 +211,22 @@ CASES = [
         "arrived; threads that skip the arrive leave the others waiting.",
         "Arrive with every thread (no guard around ``barrier.cluster.arrive``).",
     ),
+    Case(
+        COLLECTIVE,
+        r"barrier 1: count 256 but 128 threads use it",
+        "Raw bar.sync reached by fewer threads than its count",
+        example('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+                if T.cuda.warp_id() < 4:
+                    T.ptx["bar.sync"](T.uint32(1), T.uint32(256))
+        '''),
+        "lower",
+        "A raw ``T.ptx[\"bar.sync\"](id, count)`` call is checked as the tile form "
+        "``T.cuda.tile.apply(T.ptx[\"bar.sync\"], id=..., count=...)``: the same rules count "
+        "the threads that reach each barrier id.  Here warpgroup 0 waits for 256 threads "
+        "and only its 128 ever arrive: the kernel hangs.",
+        "State the threads that take part (``T.uint32(128)``), or let every warp reach the barrier.",
+    ),
 ]

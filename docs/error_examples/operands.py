@@ -330,4 +330,25 @@ CASES = [
         "``A.view(n * 4).sub[4 * i:4 * i + 4]``), or allocate it in the shape you slice "
         "(``T.alloc_local((8,), ...)``, then ``.view(2, 4)`` where you need two axes).",
     ),
+    Case(
+        OPERANDS,
+        r"raw call whose operands the checker cannot read",
+        "Raw call whose operands the checker cannot read",
+        example('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                s = T.alloc_shared((32,), "float32")
+                x = T.alloc_local((1,), "float32")
+                T.ptx["shfl_sync.bfly.b32"](s[0], x[0], T.uint32(1), T.uint32(31), T.uint32(0xFFFFFFFF))
+        '''),
+        "lower",
+        "A raw ``T.ptx[...]`` call of an instruction whose family checks raw calls (named "
+        "barriers, ``shfl.sync``, ``vote.sync``, ``match.sync``, ``redux.sync``, "
+        "``elect.sync``) is read back into its tile form and checked by the same rules. "
+        "The checker reads a register an instruction writes only as an element of a "
+        "``T.alloc_local`` tensor; here the shuffle writes a shared-memory element.",
+        "Write the tile form the message names (its operands are views the checker "
+        "reads), or shuffle into a register and store it with ``st.shared``.",
+    ),
 ]

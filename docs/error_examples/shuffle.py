@@ -178,4 +178,23 @@ CASES = [
         "shuffles reach only the lanes of one warp. Its rows (axis 1) lie on four lanes.",
         "Reduce rows with ``across=(acc, 1)``; a column sum over warps goes through shared memory.",
     ),
+    Case(
+        COLLECTIVE,
+        r"member mask differs from the lanes that reach the call.*found 0xffffffff",
+        "Raw shfl.sync with a full-warp mask under a lane guard",
+        example('''
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                x = T.alloc_local((1,), "float32")
+                if T.cuda.lane_id() < 16:
+                    T.ptx["shfl_sync.bfly.b32"](x[0], x[0], T.uint32(1), T.uint32(31), T.uint32(0xFFFFFFFF))
+        '''),
+        "lower",
+        "A raw ``T.ptx[\"shfl_sync...\"](d, a, b, c, membermask)`` call is checked as the "
+        "tile form: its ``membermask`` operand is the tile form's ``membermask=``, held "
+        "against the lanes that reach the call.  Lanes 16-31 never execute the shuffle "
+        "that lanes 0-15 wait for.",
+        "Pass the mask of the lanes that reach it (``T.uint32(0xFFFF)``).",
+    ),
 ]

@@ -317,6 +317,98 @@ def test_bar_warp_sync_and_reductions_are_not_claimed():
                 T.cuda.tile.apply(T.ptx[opcode], id=T.uint32(0))
 
 
+# -- raw T.ptx calls: checked as the tile form, left as written ------------------------------
+
+
+def _raw(block, warps, count, opcode=SYNC):
+    """A raw ``T.ptx[opcode](1, count)`` (``(1)`` when ``count`` is None) under ``warp_id() < warps``."""
+
+    @T.function
+    def kernel():
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=block))
+        if T.cuda.warp_id() < warps:
+            if count is None:
+                T.ptx[opcode](T.uint32(1))
+            else:
+                T.ptx[opcode](T.uint32(1), T.uint32(count))
+
+    return kernel
+
+
+def test_a_raw_bar_sync_reached_by_fewer_threads_than_its_count_is_refused():
+    msg = _rejected(_raw(256, 4, 256), r"bar.sync: parameter count: barrier 1: count 256 but 128 threads use it")
+    assert msg.startswith(f"{__file__}:") and "sync at " in msg and "by warpgroup 0" in msg
+
+
+def test_a_raw_bar_sync_counting_the_threads_that_reach_it_is_accepted_as_written():
+    kernel = _raw(256, 4, 128)
+    testing.assert_lowers_to(kernel, kernel)  # checked, not rewritten
+
+
+def test_a_raw_count_less_barrier_sync_counts_the_whole_cta():
+    _rejected(_raw(256, 4, None, "barrier.sync"), r"barrier.sync: parameter count: barrier 1: count 256 but 128 threads")
+    testing.lower(_raw(256, 8, None, "barrier.sync"))
+
+
+def test_a_raw_count_not_a_multiple_of_32_is_refused():
+    _rejected(_raw(256, 4, 100), r"parameter count: thread count not a positive multiple of 32.*found 100")
+    testing.lower(_raw(256, 3, 96))
+
+
+def test_a_raw_bar_arrive_counts_with_the_tile_sync_it_pairs_with():
+    def ping_pong(arrive_count):
+        @T.function
+        def kernel():
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+            if T.cuda.warp_id() < 4:
+                T.cuda.tile.apply(T.ptx[SYNC], id=T.uint32(2), count=T.uint32(256))
+            else:
+                T.ptx[ARRIVE](T.uint32(2), T.uint32(arrive_count))
+
+        return kernel
+
+    _rejected(ping_pong(128), r"barrier 2: calls state different counts.*count 128 \(arrive at .*count 256 \(sync at ")
+    testing.lower(ping_pong(256))
+
+
+def test_a_raw_aligned_barrier_reached_by_part_of_a_warp_is_refused():
+    def kernel_with(limit):
+        @T.function
+        def kernel():
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+            if T.cuda.thread_idx("x") < limit:
+                T.ptx["barrier.sync.aligned"](T.uint32(1), T.uint32(64))
+
+        return kernel
+
+    _rejected(kernel_with(48), r"barrier.sync.aligned: barrier reached by part of a warp.*16 of the 32 threads of warp 1")
+    testing.lower(kernel_with(64))
+
+
+def test_a_raw_barrier_with_pred_is_refused():
+    @T.function
+    def kernel():
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+        T.ptx[SYNC](T.uint32(1), T.uint32(128), pred=T.cuda.warp_id() < 4)
+
+    _rejected(kernel, r"bar.sync: pred: pred on a barrier: expected a guard")
+
+
+def test_a_raw_cluster_barrier_is_reached_by_the_whole_cluster():
+    def kernel_with(limit):
+        @T.function
+        def kernel():
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=128, cluster=2))
+            if T.cuda.thread_idx("x") < limit:
+                T.ptx["barrier.cluster.arrive.release.aligned"]()
+            T.ptx["barrier.cluster.wait.acquire.aligned"]()
+
+        return kernel
+
+    _rejected(kernel_with(64), r"barrier.cluster reached by part of the cluster.*found 128")
+    testing.lower(kernel_with(128))
+
+
 # -- every form assembles --------------------------------------------------------------------
 
 #: One CTA pair of a 2-CTA cluster: every call uses barrier 1 with the CTA's 128 threads.

@@ -344,6 +344,85 @@ def test_a_butterfly_result_may_not():
         testing.lower(_broadcast_guards_ldmatrix("shfl.sync.bfly.b32"))
 
 
+# -- raw T.ptx calls: checked as the tile form, left as written ------------------------------
+
+
+def _raw_under_lane_guard(mask, b=1, bound=16):
+    """A raw ``T.ptx["shfl_sync.bfly.b32"](x, x, b, 31, mask)`` under ``lane_id() < bound``."""
+
+    @T.function
+    def k():
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        x = T.alloc_local((1,), "float32")
+        if T.cuda.lane_id() < bound:
+            T.ptx["shfl_sync.bfly.b32"](x[0], x[0], T.uint32(b), T.uint32(31), T.uint32(mask))
+
+    return k
+
+
+def test_a_raw_shuffle_with_a_full_mask_under_a_lane_guard_is_refused():
+    with pytest.raises(TileError, match=r"shfl.sync.bfly.b32: parameter membermask: member mask differs from the "
+                       r"lanes that reach the call: expected 0x0000ffff .*found 0xffffffff") as info:
+        testing.lower(_raw_under_lane_guard(0xFFFFFFFF))
+    assert str(info.value).startswith(f"{__file__}:")
+
+
+def test_a_raw_shuffle_with_the_mask_of_the_lanes_that_reach_it_is_accepted_as_written():
+    k = _raw_under_lane_guard(0xFFFF)
+    testing.assert_lowers_to(k, k)  # checked, not rewritten
+
+
+def test_a_raw_shuffle_reading_a_lane_outside_its_mask_is_refused():
+    with pytest.raises(TileError, match=r"parameter b: source lane outside the member mask: .*"
+                       r"found lane 0 reads lane 16 \(b=16, c=0x1f\)"):
+        testing.lower(_raw_under_lane_guard(0xFFFF, b=16))
+    testing.lower(_raw_under_lane_guard(0xFFFF, b=8))
+
+
+def _raw_mask_from(ballot: bool):
+    """A raw shuffle among the lanes with data, its mask a raw ballot (or the lane's own datum)."""
+
+    @T.function
+    def k(A: T.Tensor((64,), "float32"), M: T.Tensor((64,), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        tid = T.cuda.thread_idx("x")
+        x = T.alloc_local((1,), "float32")
+        m = T.alloc_local((1,), "uint32")
+        x[0] = A[tid]
+        if ballot:
+            T.ptx["vote_sync.ballot.b32"](m[0], x[0] > T.float32(0), T.uint32(0xFFFFFFFF))
+        else:
+            m[0] = M[tid]
+        if x[0] > T.float32(0):
+            T.ptx["shfl_sync.idx.b32"](x[0], x[0], T.uint32(0), T.uint32(31), m[0])
+
+    return k
+
+
+def test_a_raw_shuffle_with_a_per_lane_run_time_mask_is_refused():
+    with pytest.raises(TileError, match=r"parameter membermask: member mask not uniform over the warp: .*"
+                       r"found membermask=m: m = M\[tid\]"):
+        testing.lower(_raw_mask_from(ballot=False))
+    testing.lower(_raw_mask_from(ballot=True))  # a raw ballot: one value over the warp
+
+
+def test_a_raw_shuffle_with_its_p_result_is_decoded():
+    def k_with(mask):
+        @T.function
+        def k():
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+            x = T.alloc_local((1,), "float32")
+            ok = T.alloc_local((1,), "uint32")
+            if T.cuda.lane_id() < 8:
+                T.ptx["shfl_sync.idx.b32"](x[0], ok[0], x[0], T.uint32(3), T.uint32(0x1F), T.uint32(mask))
+
+        return k
+
+    with pytest.raises(TileError, match=r"member mask differs from the lanes that reach the call"):
+        testing.lower(k_with(0xFFFFFFFF))
+    testing.lower(k_with(0xFF))
+
+
 # -- every form assembles ------------------------------------------------------------------
 
 

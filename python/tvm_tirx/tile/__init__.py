@@ -7,7 +7,8 @@ This package is also the one facade an instruction family imports from
 Describing a form
     :class:`Contract`, :class:`OperandRole`, :class:`Param`, :class:`Collective`
     (:data:`THREAD`, :data:`WARP`, :data:`WARPGROUP`), :func:`register_role`,
-    :func:`memory_role`, :func:`replace`; :func:`register_family`;
+    :func:`memory_role`, :func:`replace`; :func:`register_family` (with
+    :class:`RawSpelling`: the raw ``T.ptx`` calls it checks);
     :class:`Instruction` (a resolved PTX form), :func:`ptx_call`, :func:`cert_arch`,
     :func:`bits_of_ptx_type`.
 The one argument of every hook
@@ -64,6 +65,7 @@ from .prover import fold, proves
 from .protocol import SHARED, Event, describe, protocol_of, raw_operands, register_event_reader
 from .ptx_table import Instruction, cert_arch, ptx_call
 from .ptx_types import bits_of_ptx_type
+from .raw_calls import RawSpelling
 from .registry import register_family
 from .threads import reaching
 from .view_tables import axis_table
@@ -74,7 +76,7 @@ __all__ = [
     "memory_role", "register_role", "replace", "ComputedAddress", "operand_repeat",
     "register_address_form", "register_kind", "KernelView", "register_kernel_rule", "check_bounds",
     "root_or_error", "exact_values", "fold", "proves", "Instruction", "bits_of_ptx_type", "cert_arch",
-    "ptx_call", "register_family", "reaching", "axis_table", "ViewMap", "int_or_none",
+    "ptx_call", "register_family", "RawSpelling", "reaching", "axis_table", "ViewMap", "int_or_none",
     "repeat_shape", "TileError", "operand_label", "device_trap",
     "evaluate", "Branch", "Leaf", "Loop", "Path", "Seq", "address_target", "byte_range",
     "element_of", "overlaps", "same_element", "SHARED", "Event", "describe", "protocol_of", "raw_operands",

@@ -47,6 +47,12 @@ class CallView:
     values : dict
         While emitting: operand index -> the value its kind's ``setup`` gave it
         (:func:`.emit.register_kind`); see :meth:`value`.
+    raw : bool
+        The call is a raw ``T.ptx[...]`` call decoded into this view
+        (:mod:`.raw_calls`): checked by the form's rules, never expanded.
+        Its register operands are then of kind ``"element"`` (an element of a
+        ``T.alloc_local`` tensor, a tuple of them for a register group) or
+        ``"scalar"``.
     """
 
     operands: tuple
@@ -60,6 +66,7 @@ class CallView:
     group_coord: tuple = ()
     repeat: tuple = ()
     values: dict = field(default_factory=dict)
+    raw: bool = False
 
     def value(self, index: int):
         """Operand ``index``'s value: the one its kind's ``setup`` gave it, else its own."""

@@ -11,7 +11,9 @@ import re
 
 from .launch_ids import CUDA_ID_NAMES, binding, scope_pairs, thread_binding_ids, thread_tag
 from .machine_ints import extent_facts
+from .op import is_tile_call
 from .prover import make_analyzer
+from .raw_calls import is_raw_checked
 from .scope import LaunchFacts
 from .sites import collect_sites, is_assume
 from .views import dtype_bytes, int_or_none
@@ -80,7 +82,8 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
     scalars : dict
         Single-assignment local scalar buffer -> its value (``w = T.cuda.warp_id()``).
     sites : dict
-        :func:`.sites.call_key` of each tile-call ``Evaluate`` -> its
+        :func:`.sites.call_key` of each tile-call ``Evaluate`` (and of each raw
+        ``T.ptx`` call a family checks, :mod:`.raw_calls`) -> its
         :class:`~.sites.CallSite` (guards, assumptions, enclosing loops).
     params : tuple
         The kernel's tensor parameters (buffers), in order.
@@ -115,7 +118,7 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         self.launch = None
         self.entry_attrs = {}
         self._walk(func.body)
-        self.sites = collect_sites(func.body, self.root_of)
+        self.sites = collect_sites(func.body, self.root_of, _checked_call)
         self.body = func.body
         self._uniformity = None
 
@@ -235,37 +238,11 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
     def uniformity(self):
         """The kernel's :class:`~.uniformity.Uniformity` (built on first use)."""
         if self._uniformity is None:
+            from .call_results import result_level  # pylint: disable=import-outside-toplevel
             from .uniformity import Uniformity  # pylint: disable=import-outside-toplevel
 
-            self._uniformity = Uniformity(self, self.body, self._result_level)
+            self._uniformity = Uniformity(self, self.body, lambda stmt, buf: result_level(self, stmt, buf))
         return self._uniformity
-
-    def _result_level(self, stmt, buf):
-        """The scope a statement-level call makes the registers of its operand
-        ``buf`` uniform over: for a tile call, ``NOT_WRITTEN`` when its form only
-        reads ``buf``, else the form's ``uniform_result``; otherwise None."""
-        from .call_view import CallView  # pylint: disable=import-outside-toplevel
-        from .op import decode, is_tile_call  # pylint: disable=import-outside-toplevel
-        from .registry import candidates  # pylint: disable=import-outside-toplevel
-        from .sites import EMPTY_SITE, call_key  # pylint: disable=import-outside-toplevel
-        from .uniformity import NOT_WRITTEN  # pylint: disable=import-outside-toplevel
-
-        if not is_tile_call(stmt.value):
-            return None
-        tc = decode(stmt.value)
-        index = next((i for i, op in enumerate(tc.operands) if op.same_as(buf)), None)
-        forms = candidates(tc.opcode)
-        # the form the operands name (shfl.sync with or without its `p` result)
-        form = next((f for f in forms if sum(r.keyword is None for r in f.roles) == len(tc.operands)), forms[0])
-        if index is None or index >= len(form.roles):
-            return None
-        if not form.roles[index].writes:
-            return NOT_WRITTEN
-        if form.uniform_result is None:
-            return None
-        site = self.sites.get(call_key(stmt), EMPTY_SITE)
-        view = CallView(tc.operands, tc.pred, dict(tc.params), form, tc.scope, site, facts=self)
-        return form.uniform_result(view, index)
 
     def known(self, conds=()) -> tuple:
         """``conds`` with the kernel-wide facts (:attr:`range_facts`) before them:
@@ -375,6 +352,11 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         while buf not in self.roots and buf in self.parent and seen < 64:
             buf, seen = self.parent[buf], seen + 1
         return buf if buf in self.roots else None
+
+
+def _checked_call(stmt) -> bool:
+    """Whether ``stmt`` (an ``Evaluate``) is a tile call or a raw call a family checks."""
+    return is_tile_call(stmt.value) or is_raw_checked(stmt.value)
 
 
 def _target_arch(func=None) -> str | None:

@@ -31,7 +31,9 @@ class KernelView:
     calls : dict
         :func:`.sites.call_key` of each tile-call ``Evaluate`` of ``body`` ->
         its :class:`~.contract.CallView` (operands, parameters, contract, site),
-        for the calls that passed their own checks.
+        for the calls that passed their own checks; the raw ``T.ptx`` calls a
+        family checks are there too, decoded into their tile form's view
+        (``CallView.raw``, :mod:`.raw_calls`).
     """
 
     facts: object

@@ -10,6 +10,10 @@ For every ``T.cuda.tile.apply`` Call the pass
    exactly one ``T.ptx[...]`` call (:mod:`.emit`), and runs the form's host
    set-up hook, if any, around the kernel's device entry.
 
+A raw ``T.ptx[...]`` call of an instruction whose family checks raw calls is
+decoded into its tile form's view and checked by the same rules
+(:mod:`.raw_calls`), then left as written.
+
 It never chooses an instruction: the opcode is the user's.
 """
 
@@ -27,6 +31,7 @@ from .kernel_rules import KernelView, run_kernel_rules
 from .memory_proofs import check_dtype_views, check_memory
 from .op import decode, is_tile_call
 from .ownership import check_ownership
+from .raw_calls import check_raw, is_raw_checked
 from .registry import candidates
 from .scope import group_exprs, scope_rank
 from .scope import require_collective_scope
@@ -165,10 +170,15 @@ def lower_tile_apply(func):
     errors, hooks, calls = [], [], {}
 
     def rewrite(node):
-        if not is_tile_call(node.value):
-            return node
+        site = facts.sites.get(call_key(node), EMPTY_SITE)
         try:
-            stmt, hook, call = expand(node.value, facts, facts.sites.get(call_key(node), EMPTY_SITE))
+            if not is_tile_call(node.value):
+                # a raw T.ptx call a family checks: checked as its tile form, left as written
+                raw = check_raw(node.value, facts, site)
+                if raw is not None:
+                    calls[call_key(node)] = raw
+                return node
+            stmt, hook, call = expand(node.value, facts, site)
         except (TileError, TileInternalError) as err:
             # An exception would cross the FFI boundary as a RuntimeError;
             # keep it and raise it from here, as what it is.
@@ -188,9 +198,10 @@ def lower_tile_apply(func):
 
 
 def _is_checked(stmt) -> bool:
-    """Whether statement ``stmt`` is one the lowering checks (a tile call, a CTA barrier)."""
+    """Whether statement ``stmt`` is one the lowering checks (a tile call, a CTA
+    barrier, a raw ``T.ptx`` call a family checks)."""
     op = getattr(getattr(stmt.value, "op", None), "name", None)
-    return is_tile_call(stmt.value) or op in BARRIERS
+    return is_tile_call(stmt.value) or op in BARRIERS or is_raw_checked(stmt.value)
 
 
 def LowerTileApply():  # pylint: disable=invalid-name

@@ -20,9 +20,11 @@ class Operand:
     Attributes
     ----------
     value : object
-        The buffer view (``kind == "tensor"``) or scalar ``PrimExpr``.
+        The buffer view (``kind == "tensor"``) or scalar ``PrimExpr``; for a
+        raw ``T.ptx`` call's register (:mod:`.raw_calls`), the element load
+        ``regs[i]`` (a tuple of them for a register group).
     kind : str
-        ``"tensor"`` or ``"scalar"``.
+        ``"tensor"``, ``"scalar"``, or ``"element"`` (a raw call's register).
     index : int | str
         1-based position among the call's operands (the instruction is not
         counted), or the keyword of an operand passed by keyword (``mbar``).

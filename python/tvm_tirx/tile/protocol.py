@@ -269,6 +269,8 @@ def _classify(protocol, leaf, calls) -> list:
     if op in BARRIERS:
         return [Event("barrier", leaf, BARRIERS[op][0], scope=BARRIERS[op][1])]
     call = calls.get(call_key(stmt))
+    if call is not None and call.raw:  # a raw call a family checks: read as written
+        call = None
     derived = _tile_events(protocol, leaf, call) if call is not None else []
     for reader in _READERS:
         got = reader(leaf, call, protocol, derived)

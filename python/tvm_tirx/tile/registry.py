@@ -42,6 +42,10 @@ class Family:
         ``fn(TableEntry) -> bool``: entries claimed by a predicate.
     isa : dict[str, str]
         PTX ISA section per mnemonic (key ``"*"``: the rest), for the reference.
+    raw : RawSpelling | None
+        The raw ``T.ptx[...]`` calls of its entries the family checks, and how
+        their PTX operands map to its keywords (:mod:`.raw_calls`); None: its
+        raw calls are left alone.
     """
 
     name: str
@@ -50,6 +54,7 @@ class Family:
     entries: frozenset
     claims: Callable[[TableEntry], bool] | None
     isa: dict
+    raw: object = None
 
     def owns(self, entry: TableEntry) -> bool:
         """Whether the family claims table ``entry``."""
@@ -67,7 +72,7 @@ class Family:
 _FAMILIES: list = []
 
 
-def register_family(*, entries=(), claims=None, isa=None):
+def register_family(*, entries=(), claims=None, isa=None, raw=None):
     """Decorator: register the decorated ``contract(instr)`` function as a family.
 
     Parameters
@@ -79,11 +84,16 @@ def register_family(*, entries=(), claims=None, isa=None):
         entry of a mnemonic no other family shares).
     isa : dict[str, str] | None
         PTX ISA section per mnemonic (``"*"``: default).
+    raw : RawSpelling | None
+        The raw ``T.ptx[...]`` calls of claimed entries that are decoded into
+        the tile form's :class:`~.call_view.CallView` and checked by its rules
+        (:class:`~.raw_calls.RawSpelling`); None: raw calls are not checked.
 
     Raises
     ------
     ValueError
-        The module registers twice, or claims nothing.
+        The module registers twice, claims nothing, or declares raw entries
+        it does not claim.
     """
 
     def decorate(fn):
@@ -93,7 +103,10 @@ def register_family(*, entries=(), claims=None, isa=None):
             raise ValueError(f"tvm_tirx: family module {module} registered twice")
         if not entries and claims is None:
             raise ValueError(f"tvm_tirx: family {name} claims no PTX table entry")
-        _FAMILIES.append(Family(name, module, fn, frozenset(entries), claims, dict(isa or {})))
+        if raw is not None and not raw.entries <= frozenset(entries):
+            extra = ", ".join(sorted(raw.entries - frozenset(entries)))
+            raise ValueError(f"tvm_tirx: family {name} declares raw entries it does not claim by name: {extra}")
+        _FAMILIES.append(Family(name, module, fn, frozenset(entries), claims, dict(isa or {}), raw))
         _owners.cache_clear()
         return fn
 

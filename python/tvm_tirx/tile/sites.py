@@ -17,6 +17,7 @@ from tvm.ir import Call, TensorLoad
 from tvm.s_tir import SBlockRealize
 
 from .op import decode, is_tile_call
+from .raw_calls import raw_targets
 
 __all__ = ["CallSite", "collect_sites", "call_key", "location_of", "expansion_of", "is_assume", "EMPTY_SITE"]
 
@@ -87,11 +88,16 @@ def raw_call_targets(arg) -> list:
 
 def call_targets(stmt) -> list:
     """The buffers statement-level call ``stmt`` (an ``Evaluate``) may write: a
-    tile call's tensor operands; a raw call's :func:`raw_call_targets`."""
+    tile call's tensor operands; a raw call a family checks, the registers its
+    form writes (:func:`.raw_calls.raw_targets`); another raw call's
+    :func:`raw_call_targets`."""
     if is_assume(stmt):
         return []
     if is_tile_call(stmt.value):
         return [op for op in decode(stmt.value).operands if tirx.is_buffer_var(op)]
+    written = raw_targets(stmt.value)
+    if written is not None:
+        return written
     return [b for arg in getattr(stmt.value, "args", ()) for b in raw_call_targets(arg)]
 
 

@@ -32,7 +32,9 @@ Uniform by construction:
   from uniform scalars under a uniform predicate (:mod:`.uniform_sources`);
 * a register written only by tile calls whose family says their result is
   uniform (a ``shfl.sync.idx`` from one source lane, ``elect.sync``'s lane):
-  families declare it with :attr:`~.contract.Contract.uniform_result`.
+  families declare it with :attr:`~.contract.Contract.uniform_result`; the
+  raw ``T.ptx`` calls a family checks (:mod:`.raw_calls`) are read as their
+  tile form.
 
 Anything else -- a value loaded per thread from global memory, a shared
 load with no barrier before it -- is uniform over nothing wider than a

@@ -26,17 +26,21 @@ So the mask must be exactly the lanes that reach the call.  The rules:
   call, which must then be the same lanes in every warp;
 * ``pred=`` has one value over the warp (a lane whose predicate is false does
   not execute the instruction).
+
+The families that use it check raw ``T.ptx[...]`` calls of their
+instructions by the same rules, the ``membermask`` operand read as
+``membermask=`` (:func:`raw_spelling`).
 """
 
 from __future__ import annotations
 
 from tvm import tirx
 
-from .. import Param, TileError, int_or_none, reaching
+from .. import Param, RawSpelling, TileError, int_or_none, reaching
 
 __all__ = [
     "FULL", "MEMBERMASK", "check_u32", "u32", "constant", "lanes_text", "mask_of", "member_mask_rule",
-    "full_mask", "warp_uniform_result", "u32_param",
+    "full_mask", "warp_uniform_result", "u32_param", "raw_spelling",
 ]  # fmt: skip
 
 #: Every lane of a warp.
@@ -70,6 +74,13 @@ MEMBERMASK = u32_param(
     "the lanes that execute the instruction together, one bit per lane id (default: the lanes that reach the call)",
     required=False,
 )
+
+
+def raw_spelling(entries, params=None) -> RawSpelling:
+    """The :class:`~tvm_tirx.tile.RawSpelling` of a warp-synchronous family: raw
+    calls of ``entries`` are checked by its rules, their ``membermask`` operand
+    read as ``membermask=`` (and each PTX operand of ``params`` as its keyword)."""
+    return RawSpelling(entries, {"membermask": "membermask", **(params or {})})
 
 
 def constant(value) -> int | None:

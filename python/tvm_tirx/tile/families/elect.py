@@ -33,12 +33,12 @@ Architectures
 from __future__ import annotations
 
 from .. import Contract, Instruction, register_family, register_role
-from ._member_mask import MEMBERMASK, mask_of, member_mask_rule, warp_uniform_result
+from ._member_mask import MEMBERMASK, mask_of, member_mask_rule, raw_spelling, warp_uniform_result
 
 __all__ = ["contract"]
 
 
-@register_family(entries=("elect_sync",), isa={"elect.sync": "9.7.15.15"})
+@register_family(entries=("elect_sync",), isa={"elect.sync": "9.7.15.15"}, raw=raw_spelling(("elect_sync",)))
 def contract(instr: Instruction) -> Contract:
     """The tile contract of elect.sync."""
     ops = {op.name: op for op in instr.operands}

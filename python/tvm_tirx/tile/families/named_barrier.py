@@ -50,7 +50,8 @@ Legality
     ``barrier.cluster``: a cluster launch, every thread of the cluster reaches
     the call.  That arrivals and waits alternate is the author's.
 Lowering emits
-    One instruction per thread that reaches the call, ``id`` and ``count`` as written.
+    One instruction per thread that reaches the call, ``id`` and ``count`` as written;
+    a raw ``T.ptx["bar.sync"](id, count)`` is checked by the same rules, left as written.
 Architectures
     ``bar`` / ``barrier``: sm_75, every target of ptxas 13.0;
     ``barrier.cluster``: sm_90 (measured with ptxas 13.0
@@ -67,6 +68,7 @@ from .. import (
     Contract,
     Event,
     Instruction,
+    RawSpelling,
     TileError,
     exact_values,
     fold,
@@ -220,7 +222,8 @@ def _cluster_check(call):
                      found=f"{len(threads)} threads under if {guards}")  # fmt: skip
 
 
-@register_family(entries=NAMED + CLUSTER, isa={"bar": "9.7.13.1", "barrier": "9.7.13.1, 9.7.13.3"})
+@register_family(entries=NAMED + CLUSTER, isa={"bar": "9.7.13.1", "barrier": "9.7.13.1, 9.7.13.3"},
+                 raw=RawSpelling(NAMED + CLUSTER))  # fmt: skip
 def contract(instr: Instruction) -> Contract:
     """The tile contract of a named-barrier or cluster-barrier form (every claimed form is one)."""
     return Contract(

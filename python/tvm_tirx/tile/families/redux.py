@@ -35,12 +35,15 @@ Architectures
 from __future__ import annotations
 
 from .. import Contract, Instruction, register_family, register_role
-from ._member_mask import MEMBERMASK, mask_of, member_mask_rule, warp_uniform_result
+from ._member_mask import MEMBERMASK, mask_of, member_mask_rule, raw_spelling, warp_uniform_result
 
 __all__ = ["contract"]
 
 
-@register_family(entries=("redux_sync", "redux_sync_bitwise", "redux_sync_f32"), isa={"redux.sync": "9.7.15.13"})
+_ENTRIES = ("redux_sync", "redux_sync_bitwise", "redux_sync_f32")
+
+
+@register_family(entries=_ENTRIES, isa={"redux.sync": "9.7.15.13"}, raw=raw_spelling(_ENTRIES))
 def contract(instr: Instruction) -> Contract:
     """The tile contract of a redux.sync form (every form is one)."""
     ops = {op.name: op for op in instr.operands}

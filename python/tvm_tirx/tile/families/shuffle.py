@@ -42,6 +42,11 @@ Legality
     Row reductions over the lanes that share a row of a fragment are
     ``T.cuda.tile.reduce_lanes`` (:mod:`tvm_tirx.script.lane_reduce`):
     butterfly shuffles and the combining instruction, each a checked tile call.
+Raw calls
+    ``T.ptx["shfl_sync.bfly.b32"](d, a, b, c, membermask)`` (and the ``d|p``
+    shape) is checked by the same rules, its ``b``, ``c`` and ``membermask``
+    operands read as the keywords (:mod:`tvm_tirx.tile.raw_calls`), and left
+    as written; ``d`` (and ``p``) must be elements of ``T.alloc_local`` tensors.
 Lowering emits
     One ``shfl.sync`` per repeat coordinate per thread, the member mask a
     constant (the default's value) or the given expression.
@@ -60,6 +65,7 @@ from ._member_mask import (
     mask_of,
     member_mask_rule,
     full_mask,
+    raw_spelling,
     u32,
     u32_param,
 )
@@ -135,7 +141,12 @@ def _uniform_result(mode: str):
     return result
 
 
-@register_family(entries=("shfl_sync", "shfl_sync_p"), isa={"shfl.sync": "9.7.10.6"})
+@register_family(
+    entries=("shfl_sync", "shfl_sync_p"),
+    isa={"shfl.sync": "9.7.10.6"},
+    # T.ptx["shfl_sync.bfly.b32"](d, a, b, c, membermask): the operands the form derives, by keyword
+    raw=raw_spelling(("shfl_sync", "shfl_sync_p"), {"b": "b", "c": "c"}),
+)
 def contract(instr: Instruction) -> Contract:
     """The tile contract of a shfl.sync form (every form is one)."""
     mode = instr.modifiers["mode"]

@@ -46,7 +46,7 @@ Architectures
 from __future__ import annotations
 
 from .. import Contract, Instruction, register_family, register_role
-from ._member_mask import MEMBERMASK, mask_of, member_mask_rule, warp_uniform_result
+from ._member_mask import MEMBERMASK, mask_of, member_mask_rule, raw_spelling, warp_uniform_result
 
 __all__ = ["contract"]
 
@@ -66,6 +66,7 @@ def _roles(instr: Instruction) -> tuple:
 @register_family(
     entries=_ENTRIES,
     isa={"vote.sync": "9.7.15.10", "match": "9.7.15.11", "activemask": "9.7.15.12"},
+    raw=raw_spelling(_ENTRIES),  # T.ptx["vote_sync.ballot.b32"](d, a, membermask)
 )
 def contract(instr: Instruction) -> Contract:
     """The tile contract of a vote.sync, match.sync or activemask form (every form is one)."""
