@@ -162,3 +162,20 @@ def _parse_error(body):
 ])  # fmt: skip
 def test_mismatches_are_value_errors(body, words):
     assert words in _parse_error(body)
+
+
+# -- the fragment map's coordinates (tile/fragments.py), as the kernels' epilogues use them ------
+
+
+@pytest.mark.parametrize("n", [8, 64])
+def test_accumulator_row_and_col_invert_the_wgmma_fragment_layout(n):
+    from tvm_tirx.tile.fragments import accumulator_col, accumulator_layout, accumulator_row
+
+    layout = accumulator_layout(n)
+    for tid in range(128, 256):  # a second warpgroup: only the thread's place in its own counts
+        for b in range(n // 8):
+            for h in range(2):
+                for e in range(2):
+                    row, col = accumulator_row(0, tid, h), accumulator_col(0, tid, b, e)
+                    got = layout.apply(row, col, shape=(64, n))
+                    assert (int(got["m"]), int(got["tid_in_wg"])) == (4 * b + 2 * h + e, tid - 128), (tid, b, h, e)

@@ -102,3 +102,4 @@ def test_a_cluster_ring_releases_both_ctas_and_spins():
 def test_iteration_g_uses_stage_g_mod_stages_in_phase_g_div_stages(g, stage, full_parity, empty_parity):
     assert RING.slot(g) == stage
     assert (g // RING.stages) % 2 == full_parity and (g // RING.stages + 1) % 2 == empty_parity
+

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import tvm
 from tvm.script import tirx as T
 
+from ...tile.fragments import accumulator_row
 from ..parts.ring import Ring
 
 __all__ = ["first_row", "BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "AttentionConfig"]
@@ -52,7 +53,7 @@ def first_row(qb, c, tid):
     """The first of the two query rows thread ``tid`` holds in consumer ``c`` of query
     block ``qb``: ``128 qb + 64 c + 16 w + g`` (warp ``w`` of the warpgroup, lane ``4 g +
     t``; the other row is 8 below it, PTX ISA 9.7.15.5.1.1)."""
-    return qb * BM + c * WG_M + tid % 128 // 32 * 16 + tid % 32 // 4
+    return accumulator_row(qb * BM + c * WG_M, tid)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ import math
 
 from tvm.script import tirx as T
 
+from ...tile.fragments import accumulator_col, accumulator_row
 from ..pairs import make_unpack_pairs
 from .config import BM, WG_M, GemmConfig
 
@@ -110,7 +111,7 @@ def make_fused(cfg: GemmConfig):
         x, y = acc.local(), out.local()
         if has_bias:
             for r in T.unroll(regs):
-                col = bn * block_n + r // 4 * 8 + tid % 4 * 2 + r % 2
+                col = accumulator_col(bn * block_n, tid, r // 4, r % 2)
                 x[r] = x[r] + T.Cast("float32", bias[T.min(col, rows - 1)])
         if gated:  # output register 4 i + q <- gate 8 i + q; its up register is 8 i + 4 + q
             for r in T.unroll(regs // 2):
@@ -146,7 +147,7 @@ def make_residual_prefetch(cfg: GemmConfig):
     def prefetch(words, residual, bm, bn, tid, c):
         rw = residual.view("uint32")
         for r in T.unroll(nwords):
-            row = T.min(bm * BM + c * WG_M + tid % 128 // 32 * 16 + r % 2 * 8 + tid % 32 // 4, m - 1)
+            row = T.min(accumulator_row(bm * BM + c * WG_M, tid, r % 2), m - 1)
             col = T.min(bn * half_bn + r // 2 * 4 + tid % 4, half_n - 1)
             T.cuda.tile.apply(T.ptx["ld.global.b32"], words.local().view(nwords, 1).sub[r, :],
                               rw.sub[T.Cast("int64", row), col : col + 1])
@@ -171,8 +172,8 @@ def _make_residual(cfg: GemmConfig):
     @T.macro
     def add_residual(y, residual, words, tmp, bm, bn, tid, c):
         for r in T.unroll(regs):
-            row = T.min(bm * BM + c * WG_M + tid % 128 // 32 * 16 + r // 2 % 2 * 8 + tid % 32 // 4, m - 1)
-            col = T.min(bn * out_bn + r // 4 * 8 + tid % 4 * 2 + r % 2, n - 1)
+            row = T.min(accumulator_row(bm * BM + c * WG_M, tid, r // 2 % 2), m - 1)
+            col = T.min(accumulator_col(bn * out_bn, tid, r // 4, r % 2), n - 1)
             y[r] = y[r] + T.Cast("float32", residual[T.Cast("int64", row), col])
 
     return add_prefetched if residual_as_pairs(cfg) else add_residual

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from tvm.script import tirx as T
 
+from ...tile.fragments import accumulator_row
 from ..pairs import PAIR_CONVERTS, make_pack_pairs
 from .config import BM, WG_M, GemmConfig
 
@@ -90,7 +91,7 @@ def make_store_guarded(cfg: GemmConfig):
         for j in T.unroll(bn_cols // 8):
             for h in T.unroll(2):
                 for e in T.unroll(per):
-                    row = bm * BM + c * WG_M + tid % 128 // 32 * 16 + h * 8 + tid % 32 // 4
+                    row = accumulator_row(bm * BM + c * WG_M, tid, h)
                     col = bn * (bn_cols // cols) + j * (8 // cols) + tid % 4 * (2 // cols) + e * atom
                     if guard(row, col, m, atom, columns):  # the offset in int64: m * n may pass 2**31
                         # C seen as plan.view_dtype, written in place: a name bound to C

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from tvm.script import tirx as T
 
+from ...tile.fragments import accumulator_col, accumulator_row
 from ..pairs import make_pack_pairs
 from .config import CONSUMERS, WG_M
 
@@ -28,9 +29,8 @@ def element(cfg: SmallMConfig, b, h, e, tm, tn, tid, c):
     """Where register ``4 b + 2 h + e`` of consumer ``c``'s accumulators lies in C: the
     wgmma fragment map (PTX ISA 9.7.15.5.1.1) gives its row of W (C's column) and its
     column of the tile (C's row).  Returns ``(row, col)`` of C, int32."""
-    lane = tid % 32
-    col = tn * ROWS_W + c * WG_M + tid % 128 // 32 * 16 + h * 8 + lane // 4
-    row = tm * cfg.block_m + b * 8 + lane % 4 * 2 + e
+    col = accumulator_row(tn * ROWS_W + c * WG_M, tid, h)
+    row = accumulator_col(tm * cfg.block_m, tid, b, e)
     return row, col
 
 
