@@ -94,13 +94,59 @@ def accumulator_coords(n: int, packed: bool):
     """
 
     def coords(position):
-        w, lane = position // 32, position % 32
-        g, t = lane // 4, lane % 4
         if packed:
-            return [(16 * w + g + 8 * (j % 2), 4 * (j // 2) + t) for j in range(n // 4)]
-        return [(16 * w + g + 8 * ((r >> 1) & 1), 8 * (r >> 2) + 2 * t + (r & 1)) for r in range(n // 2)]
+            return [(accumulator_row(0, position, j % 2), 4 * (j // 2) + position % 4) for j in range(n // 4)]
+        return [(accumulator_row(0, position, (r >> 1) & 1), accumulator_col(0, position, r >> 2, r & 1))
+                for r in range(n // 2)]
 
     return coords
+
+
+def accumulator_row(row0, tid, h=0):
+    """The row of the wgmma accumulator elements that thread ``tid`` holds in row half ``h``:
+    ``row0 + 16 w + 8 h + g`` for warp ``w = tid % 128 / 32`` of the warpgroup and ``g =
+    lane / 4`` (PTX ISA 9.7.15.5.1.1; :mod:`.fragments`).  For kernels that address the
+    memory of one accumulator element at a time (guarded stores, bias or residual loads).
+
+    Parameters
+    ----------
+    row0 : int or PrimExpr
+        The first row of the warpgroup's 64-row tile.
+    tid : int or PrimExpr
+        The thread's index in the CTA (its warpgroup is ``tid / 128``).
+    h : int or PrimExpr
+        The row half, 0 or 1 (register ``4 b + 2 h + e``).
+
+    Returns
+    -------
+    int or PrimExpr
+        ``row0 + tid % 128 // 32 * 16 [+ h * 8] + tid % 32 // 4``, evaluated left to right.
+    """
+    row = row0 + tid % 128 // 32 * 16
+    if not (isinstance(h, int) and h == 0):
+        row = row + h * 8
+    return row + tid % 32 // 4
+
+
+def accumulator_col(col0, tid, b, e):
+    """The column of wgmma (or mma.sync) accumulator register ``4 b + 2 h + e`` of thread
+    ``tid``: ``col0 + 8 b + 2 t + e`` with ``t = lane % 4`` (PTX ISA 9.7.15.5.1.1, 9.7.14.5.8).
+
+    Parameters
+    ----------
+    col0 : int or PrimExpr
+        The tile's first column.
+    tid : int or PrimExpr
+        The thread's index (only ``tid % 4`` matters).
+    b, e : int or PrimExpr
+        The 8-column block and the element of the pair (0 or 1).
+
+    Returns
+    -------
+    int or PrimExpr
+        ``col0 + b * 8 + tid % 4 * 2 + e``, evaluated left to right.
+    """
+    return col0 + b * 8 + tid % 4 * 2 + e
 
 
 def a_fragment_coords(position):
