@@ -23,7 +23,7 @@ from tvm_tirx import ops, testing  # noqa: E402
 from tvm_tirx.kernels.gemm import choose_tile  # noqa: E402
 from tvm_tirx.kernels.gemm import planner  # noqa: E402
 from tvm_tirx.kernels.gemm.planner import SMALL_M  # noqa: E402
-from tvm_tirx.ops import gemm_kernels, torch_checks  # noqa: E402
+from tvm_tirx.ops import gemm_kernels, gemm_plans, torch_checks  # noqa: E402
 from tvm_tirx.ops.torch_checks import UnsupportedInput  # noqa: E402
 
 BF16, F32 = torch.bfloat16, torch.float32
@@ -747,3 +747,38 @@ def test_bias_edge_cases_follow_torch(stand_in_compiler):
             ops.linear(x, w, bad, fallback="torch")
     with pytest.raises(ValueError, match=r"bias of shape \(41,\) does not broadcast to the output's \(\*, 40\)"):
         ops.linear(x, w, torch.zeros(41), fallback="torch")
+
+
+# -- the small-M route (kernels/gemm/planner.py, ops/small_m_plan.py) ----------------------------
+
+
+def test_the_small_m_route_gives_each_stream_its_zeroed_workspaces(stand_in_compiler, monkeypatch):
+    from tvm_tirx.ops import small_m_plan
+
+    monkeypatch.setattr(planner, "SMALL_M_ROUTE", True)
+    x, w = _inputs(3, n=128, k=512)
+    stream = [1]
+    monkeypatch.setattr(small_m_plan, "_stream_id", lambda device: stream[0])
+    torch.testing.assert_close(ops.linear(x, w, out_dtype=F32), _ref(x, w))
+    # one column tile, 8 K tiles: two splits of 4 (cost 1 wave x (4 + 4) against 1 x (8 + 4))
+    (key,) = stand_in_compiler
+    assert isinstance(key, gemm_kernels.SmallMKey) and (key.block_m, key.splits) == (8, 2)
+    stream[0] = 2  # another stream: its own workspaces
+    torch.testing.assert_close(ops.linear(x, w, out_dtype=F32), _ref(x, w))
+    (plan,) = [p for p in gemm_plans.PLANS._plans.values() if isinstance(p, small_m_plan.SmallMLaunch)]
+    assert sorted(plan.workspaces) == [1, 2]
+    partial, counters = plan.workspaces[1]
+    assert (partial.shape, partial.dtype, counters.shape, counters.dtype) == ((3, 128), F32, (3, 1), torch.uint32)
+    assert plan.workspaces[2][0].data_ptr() != partial.data_ptr()
+
+
+def test_deterministic_mode_takes_one_split(stand_in_compiler, monkeypatch):
+    monkeypatch.setattr(planner, "SMALL_M_ROUTE", True)
+    x, w = _inputs(3, n=128, k=512)
+    torch.use_deterministic_algorithms(True)
+    try:
+        torch.testing.assert_close(ops.linear(x, w, out_dtype=F32), _ref(x, w))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    torch.testing.assert_close(ops.linear(x, w, out_dtype=F32), _ref(x, w))
+    assert [key.splits for key in stand_in_compiler] == [1, 2]
