@@ -34,65 +34,62 @@ def element(cfg: SmallMConfig, b, h, e, tm, tn, tid, c):
     return row, col
 
 
+def _make_walk(cfg: SmallMConfig, step):
+    """The macro ``walk(tensor, values, tm, tn, tid, c)``: ``step(tensor, value, row, col)``
+    for each of the thread's accumulators inside C (``row < m and col < n``), ``value`` its
+    register of ``values`` (a ``(block_m / 8, 2, 2, 1)`` view: register ``4 b + 2 h + e``)
+    and ``row`` an int64 index."""
+    bm, m, n = cfg.block_m, cfg.m, cfg.n
+
+    @T.macro
+    def walk(tensor, values, tm, tn, tid, c):
+        for b in T.unroll(bm // 8):
+            for h in T.unroll(2):
+                for e in T.unroll(2):
+                    row, col = element(cfg, b, h, e, tm, tn, tid, c)
+                    if T.And(row < m, col < n):
+                        step(tensor, values.sub[b, h, e, :], T.Cast("int64", row), col)
+
+    return walk
+
+
 def make_store(cfg: SmallMConfig):
     """The macro ``store(C, acc, words, tm, tn, tid, c)``: each thread stores its
     accumulators into C one element at a time (C^T's elements are not contiguous), each
     under ``row < m and col < n``; bf16 output is rounded in pairs first
     (``cvt.rn.bf16x2.f32``, as :mod:`.guarded` does)."""
-    bm, m, n, out = cfg.block_m, cfg.m, cfg.n, cfg.out_dtype
+    bm, out = cfg.block_m, cfg.out_dtype
     pack_pairs = make_pack_pairs("bfloat16", bm // 2)
     packs = out == "bfloat16"
+
+    @T.macro
+    def store_one(C, value, row, col):
+        T.cuda.tile.apply(T.ptx[_STORE[out]], C.sub[row, col : col + 1], value)
+
+    walk = _make_walk(cfg, store_one)
 
     @T.macro
     def store(C, acc, words, tm, tn, tid, c):
         if packs:
             pack_pairs(words.local(), acc.local())
-            values = words.local().view("bfloat16").view(bm // 8, 2, 2, 1)
+            walk(C, words.local().view("bfloat16").view(bm // 8, 2, 2, 1), tm, tn, tid, c)
         else:
-            values = acc.local().view(bm // 8, 2, 2, 1)
-        for b in T.unroll(bm // 8):
-            for h in T.unroll(2):
-                for e in T.unroll(2):
-                    row, col = element(cfg, b, h, e, tm, tn, tid, c)
-                    if T.And(row < m, col < n):
-                        T.cuda.tile.apply(T.ptx[_STORE[out]], C.sub[T.Cast("int64", row), col : col + 1],
-                                          values.sub[b, h, e, :])
+            walk(C, acc.local().view(bm // 8, 2, 2, 1), tm, tn, tid, c)
 
     return store
 
 
-def _make_partials(cfg: SmallMConfig):
-    """The macros ``add_partial(Partial, acc, tm, tn, tid, c)`` (each accumulator added into
-    ``Partial`` by ``red.global.add.f32``) and ``take_sum(Partial, acc, tm, tn, tid, c)``
-    (each element of the finished sum read back into ``acc`` with ``ld.relaxed.gpu``, the
-    workspace element set back to zero)."""
-    bm, m, n = cfg.block_m, cfg.m, cfg.n
+@T.macro
+def _add_one(partial, value, row, col):
+    """``Partial[row, col] += value`` (``red.global.add.f32``)."""
+    T.cuda.tile.apply(T.ptx["red.global.add.f32"], partial.sub[row, col : col + 1], value)
 
-    @T.macro
-    def add_partial(Partial, acc, tm, tn, tid, c):
-        values = acc.local().view(bm // 8, 2, 2, 1)
-        for b in T.unroll(bm // 8):
-            for h in T.unroll(2):
-                for e in T.unroll(2):
-                    row, col = element(cfg, b, h, e, tm, tn, tid, c)
-                    if T.And(row < m, col < n):
-                        T.cuda.tile.apply(T.ptx["red.global.add.f32"], Partial.sub[T.Cast("int64", row), col : col + 1],
-                                          values.sub[b, h, e, :])
 
-    @T.macro
-    def take_sum(Partial, acc, tm, tn, tid, c):
-        values = acc.local().view(bm // 8, 2, 2, 1)
-        for b in T.unroll(bm // 8):
-            for h in T.unroll(2):
-                for e in T.unroll(2):
-                    row, col = element(cfg, b, h, e, tm, tn, tid, c)
-                    if T.And(row < m, col < n):
-                        T.cuda.tile.apply(T.ptx["ld.relaxed.gpu.global.f32"], values.sub[b, h, e, :],
-                                          Partial.sub[T.Cast("int64", row), col : col + 1])
-                        T.cuda.tile.apply(T.ptx["st.global.f32"], Partial.sub[T.Cast("int64", row), col : col + 1],
-                                          T.float32(0))
-
-    return add_partial, take_sum
+@T.macro
+def _take_one(partial, value, row, col):
+    """``value = Partial[row, col]`` (``ld.relaxed.gpu``), then ``Partial[row, col] = 0``."""
+    T.cuda.tile.apply(T.ptx["ld.relaxed.gpu.global.f32"], value, partial.sub[row, col : col + 1])
+    T.cuda.tile.apply(T.ptx["st.global.f32"], partial.sub[row, col : col + 1], T.float32(0))
 
 
 def make_reduce(cfg: SmallMConfig):
@@ -101,13 +98,13 @@ def make_reduce(cfg: SmallMConfig):
     warpgroups (256 threads); thread 128 counts the CTA and publishes the count it found
     in the shared ``slot``."""
     splits, bm, m = cfg.splits, cfg.block_m, cfg.m
-    add_partial, take_sum = _make_partials(cfg)
+    add_partial, take_sum = _make_walk(cfg, _add_one), _make_walk(cfg, _take_one)
     store = make_store(cfg)
     consumers = CONSUMERS * 128
 
     @T.macro
     def reduce(Partial, Counters, C, acc, words, slot, got, tm, tn, tid, c):
-        add_partial(Partial, acc, tm, tn, tid, c)
+        add_partial(Partial, acc.local().view(bm // 8, 2, 2, 1), tm, tn, tid, c)
         T.ptx["fence.acq_rel.gpu"]()  # this thread's additions, visible at GPU scope
         T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
         if tid == 128:
@@ -120,7 +117,7 @@ def make_reduce(cfg: SmallMConfig):
         T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
         if slot[0] == T.uint32(splits - 1):  # the last CTA of the tile: every partial is in
             T.ptx["fence.acq_rel.gpu"]()
-            take_sum(Partial, acc, tm, tn, tid, c)
+            take_sum(Partial, acc.local().view(bm // 8, 2, 2, 1), tm, tn, tid, c)
             if tid == 128:
                 if tm * bm < m:
                     T.cuda.tile.apply(T.ptx["st.global.u32"], Counters.sub[tm * bm, tn : tn + 1], T.uint32(0))
