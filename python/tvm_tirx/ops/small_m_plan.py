@@ -39,12 +39,13 @@ class SmallMLaunch:
     that signature, it returns the new ``(*, n)`` output.
     """
 
-    __slots__ = ("key", "shape", "dtype", "device", "like_x", "m", "workspaces", "launch")
+    __slots__ = ("key", "shape", "dtype", "device", "like_x", "flat", "m", "workspaces", "launch")
 
     def __init__(self, key: SmallMKey, shape, out_dtype, x, w):
         self.key, self.shape, self.dtype, self.device = key, shape, out_dtype, x.device
         self.like_x = out_dtype == x.dtype  # x.new_empty: cheaper than torch.empty's keywords
         self.m = x.numel() // key.k
+        self.flat = x.dim() == 2  # x is (m, k) and the output (m, n): no views to make
         self.workspaces = {}
         out = self._new_out(x)
         self.launch = gemm_kernel(key).launcher(*self._arguments(x, w, out))
@@ -66,7 +67,7 @@ class SmallMLaunch:
         return torch.empty(self.shape, dtype=self.dtype, device=self.device)
 
     def _arguments(self, x, w, out) -> tuple:
-        a, c = x.view(self.m, self.key.k), out.view(self.m, self.key.n)
+        a, c = (x, out) if self.flat else (x.view(self.m, self.key.k), out.view(self.m, self.key.n))
         if self.key.splits == 1:
             return (a, w, c)
         return (a, w, *self._workspace(), c)
