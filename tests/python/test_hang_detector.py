@@ -28,14 +28,15 @@ def test_off_by_default_and_on_with_the_option():
 
 
 def test_a_wait_inside_a_macro_names_its_line_and_the_call_sites():
-    # each wait of the GEMM sits in the macro wait_phase (sync.py), called from the producer
-    # and the consumer macros: the message names the wait's line and how it was expanded
+    # each wait of the GEMM sits in the macro wait_phase (kernels/parts/ring.py), called from
+    # the ring's acquire and wait, called from the producer and the consumer macros: the
+    # message names the wait's line and how it was expanded
     import re
 
     from tvm_tirx.kernels.gemm import make_gemm
 
     source = _source(make_gemm(1024, 1024, 1024), detect_hangs=True)
-    messages = set(re.findall(r"(\S*sync\.py:\d+ \(expanded from [^)]*\)): mbarrier wait timed out", source))
+    messages = set(re.findall(r"(\S*ring\.py:\d+ \(expanded from [^)]*\)): mbarrier wait timed out", source))
     assert len(messages) == 2, messages  # the producer's wait on empty, the consumer's on full
     assert any("producer.py:" in m for m in messages) and any("consumer.py:" in m for m in messages)
     assert "<unknown line>" not in source
