@@ -61,7 +61,7 @@ from tvm.tirx.layout import Axis, S, TileLayout
 
 from .. import WARPGROUP, Contract, Instruction, Param, register_family, register_role
 from ._descriptor_kind import check_layouts, shared_role, transpose
-from . import _wgmma_groups, _wgmma_stages  # noqa: F401  (register their kernel rules)
+from . import _wgmma_fence, _wgmma_groups, _wgmma_stages  # noqa: F401  (register their kernel rules)
 
 #: Input PTX type -> the tensor dtype of a shared operand holding it.
 ELEMENT_DTYPES = {
