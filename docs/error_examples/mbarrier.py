@@ -192,6 +192,38 @@ CASES += [
     ),
     Case(
         PROTOCOL,
+        r"expect_tx bytes differ from the copies of the phase",
+        "expect_tx of a symmetric multicast counting only the CTA's own bytes",
+        example(f'''
+            @T.function
+            def kernel(A: T.Tensor((8, 32), "float32", align=16), B: T.Tensor((2, 8, 32), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=256, cluster=2, dynamic_smem_bytes=2048))
+                tile = T.alloc_shared((8, 32), "float32", scope="shared.dyn", align=128)
+                bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
+                tid = T.cuda.thread_idx("x")
+                rank = T.cuda.cluster_ctaid("x")
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, count=T.uint32(1))
+                    T.ptx["fence.mbarrier_init.release.cluster"]()
+                T.cuda.cluster_sync()
+                if tid == 0:  # each CTA multicasts its 512-byte half into both
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bar, tx=T.uint32(512))
+                    T.cuda.tile.apply(T.ptx["{_LOAD}.multicast::cluster"], tile.view(2, 4, 32).sub[rank], A,
+                                      mbar=bar, coords=(rank * 4, 0), cta_mask=T.uint16(3))
+                T.cuda.mbarrier_wait_phase(bar, 0)
+                B[rank, tid // 32, tid % 32] = tile[tid // 32, tid % 32]
+                T.cuda.cluster_sync()
+        '''),
+        "lower",
+        "Each CTA multicasts its half of the tile into both CTAs of the pair: every CTA's barrier "
+        "receives its own 512 bytes and its peer's 512. A multicast signals the barrier of each CTA "
+        "of ``cta_mask`` at the same offset, so the phase waits for 1024 bytes -- announcing 512 "
+        "completes it before the peer's half lands (or, the other way round, hangs).",
+        "Announce the bytes every CTA of the cluster multicasts into this one: "
+        "``tx=T.uint32(2 * 512)``.",
+    ),
+    Case(
+        PROTOCOL,
         r"arrivals never reach the mbarrier's init count",
         "Arrivals never reach the init count",
         example('''

@@ -8,7 +8,7 @@ from tvm.tirx.layout import ComposeLayout, S, TileLayout
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.families.wgmma import accumulator_layout
 
-from protocol_kernels import EXPECT, FENCE_INIT, INIT, LOAD2D
+from protocol_kernels import EXPECT, FENCE_INIT, INIT, LOAD2D, MULTICAST2D
 
 MMA64 = "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"
 SW128 = ComposeLayout(3, 3, 3, TileLayout(S[(64, 64)]))
@@ -65,3 +65,30 @@ def zero_then_fence(fence_first=False):
         T.ptx["wgmma.wait_group.sync.aligned"](0)
 
     return zero_then_fence
+
+
+def symmetric_multicast(tx=1024):
+    """A 2-CTA cluster, symmetric: each CTA loads its half of an 8 x 32 float32 tile (512
+    bytes) and multicasts it into both CTAs, so each CTA's barrier receives 1024 bytes;
+    ``tx``: the bytes each CTA's ``arrive.expect_tx`` announces (512: its own half only)."""
+
+    @T.function
+    def symmetric_multicast(A: T.Tensor((8, 32), "float32", align=16), B: T.Tensor((2, 8, 32), "float32", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=256, cluster=2, dynamic_smem_bytes=2048))
+        tile = T.alloc_shared((8, 32), "float32", scope="shared.dyn", align=128)
+        bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
+        tid = T.cuda.thread_idx("x")
+        rank = T.cuda.cluster_ctaid("x")
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx[INIT], bar, count=T.uint32(1))
+            T.ptx[FENCE_INIT]()
+        T.cuda.cluster_sync()
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx[EXPECT], bar, tx=T.uint32(tx))
+            T.cuda.tile.apply(T.ptx[MULTICAST2D], tile.view(2, 4, 32).sub[rank], A, mbar=bar,
+                              coords=(rank * 4, 0), cta_mask=T.uint16(3))
+        T.cuda.mbarrier_wait_phase(bar, 0)
+        B[rank, tid // 32, tid % 32] = tile[tid // 32, tid % 32]
+        T.cuda.cluster_sync()
+
+    return symmetric_multicast

@@ -80,3 +80,16 @@ def test_accumulators_zeroed_after_wgmma_fence_are_refused():
 
 def test_accumulators_zeroed_before_wgmma_fence_are_accepted():
     testing.lower(plk.zero_then_fence(fence_first=False))
+
+
+# -- (e) a cluster-symmetric multicast: each CTA's barrier receives its peer's bytes too --------
+
+
+def test_a_symmetric_multicast_announcing_only_the_ctas_own_half_is_refused():
+    message = _refused(plk.symmetric_multicast(tx=512), "expect_tx bytes differ from the copies of the phase")
+    assert "expect_tx of 512 bytes" in message and "the 1024 bytes the copies completing on mbarrier bar" in message
+    assert "(multicast)" in message and "from CTA 1" in message
+
+
+def test_a_symmetric_multicast_announcing_both_halves_is_accepted():
+    testing.lower(plk.symmetric_multicast(tx=1024))
