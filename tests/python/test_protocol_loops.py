@@ -61,7 +61,8 @@ def test_a_ring_that_never_reuses_a_stage_may_wait_on_parity_0():
 
 
 def test_an_empty_barrier_of_count_1_that_128_consumers_arrive_on_is_refused():
-    message = _refused(pk.ring(consumers=128, empty_count=1), "more arrivals in one iteration than the mbarrier's init count")
+    rule = "more arrivals in one iteration than the mbarrier's init count"
+    message = _refused(pk.ring(consumers=128, empty_count=1), rule)
     assert "mbarrier empty[" in message and "init count 1" in message and "128 arrival(s)" in message
 
 

@@ -31,7 +31,7 @@ unchecked.
 from __future__ import annotations
 
 from .. import TileError
-from ._sync import element_name, waits_on, where
+from ._sync import element_name, tally, waits_on, where
 
 __all__ = ["parity_reuse", "arrivals_per_iteration"]
 
@@ -98,9 +98,7 @@ def _per_iteration(protocol, root, events) -> dict:
             return None
         for run in runs:
             for _, rank in run.threads:
-                entry = out.setdefault((rank, run.values[0], fors[-1], run.iteration), [0, {}])
-                entry[0] += event.value
-                entry[1][event] = entry[1].get(event, 0) + event.value
+                tally(out, (rank, run.values[0], fors[-1], run.iteration), event)
     return out
 
 

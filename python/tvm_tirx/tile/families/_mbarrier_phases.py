@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 from .. import TileError, protocol_of
 from ._mbarrier_loops import arrivals_per_iteration, parity_reuse
-from ._sync import element_name, foreign_use, on_root, where
+from ._sync import element_name, foreign_use, on_root, tally, where
 
 __all__ = ["arrivals_and_parity", "Wait"]
 
@@ -76,9 +76,7 @@ def _arrivals(protocol, events):
             return None
         for run in runs:
             for _, rank in run.threads:
-                entry = out.setdefault((rank, run.values[0]), [0, {}])
-                entry[0] += event.value
-                entry[1][event] = entry[1].get(event, 0) + event.value
+                tally(out, (rank, run.values[0]), event)
     return out
 
 
