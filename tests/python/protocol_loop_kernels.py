@@ -43,6 +43,39 @@ def read_across_barrier(wait=True):
     return read_across_barrier
 
 
+def wgmma_across_barrier(wait=True):
+    """Thread 0 loads the A and B tiles of one wgmma by TMA; ``wait``: it waits on their
+    barrier before the CTA barrier; then the warpgroup multiplies them (the wgmma reads
+    both through the async proxy)."""
+
+    @T.function
+    def wgmma_across_barrier(A: T.Tensor((64, 64), "bfloat16", align=16), B: T.Tensor((64, 64), "bfloat16", align=16)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128, dynamic_smem_bytes=16384 + 2048))
+        sa = T.alloc_shared((64, 64), "bfloat16", scope="shared.dyn", align=1024, layout=SW128)
+        sb = T.alloc_shared((64, 64), "bfloat16", scope="shared.dyn", align=1024, layout=SW128)
+        bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
+        acc = T.alloc_local((1, 64, 64), "float32", layout=accumulator_layout(64, 1))
+        tid = T.cuda.thread_idx("x")
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx[INIT], bar, count=T.uint32(1))
+            T.ptx[FENCE_INIT]()
+        T.cuda.cta_sync()
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx[EXPECT], bar, tx=T.uint32(16384))
+            T.cuda.tile.apply(T.ptx[LOAD2D], sa, A, mbar=bar, coords=(0, 0), swizzle=3)
+            T.cuda.tile.apply(T.ptx[LOAD2D], sb, B, mbar=bar, coords=(0, 0), swizzle=3)
+            if wait:
+                T.cuda.mbarrier_wait_phase(bar, 0)
+        T.cuda.cta_sync()
+        T.ptx["wgmma.fence.sync.aligned"]()
+        T.cuda.tile.apply(T.ptx[MMA64], acc, sa.view(1, 64, 4, 16).permute(0, 2, 1, 3),
+                          sb.view(64, 4, 16).permute(1, 0, 2), scope="warpgroup", scale_d=False)
+        T.ptx["wgmma.commit_group.sync.aligned"]()
+        T.ptx["wgmma.wait_group.sync.aligned"](0)
+
+    return wgmma_across_barrier
+
+
 def zero_then_fence(fence_first=False):
     """A warpgroup clears its accumulators with ``mov`` and accumulates one product into
     them; ``fence_first``: ``wgmma.fence`` before the ``mov`` (the ISA wants it after

@@ -27,16 +27,21 @@ def _lines(message, module) -> list:
 # -- (a) a copied tile read across a CTA barrier, no wait on its mbarrier --------------------------
 
 
-def test_a_tile_read_after_a_cta_barrier_with_no_wait_on_its_copy_is_refused():
-    message = _refused(plk.read_across_barrier(wait=False), "tile read before the wait on its copy's mbarrier")
-    assert message.split(": ")[1].startswith("ld.shared.f32")
+ACROSS = {"ld.shared.f32": plk.read_across_barrier, "wgmma.mma_async": plk.wgmma_across_barrier}
+
+
+@pytest.mark.parametrize("reader", sorted(ACROSS))
+def test_a_tile_read_after_a_cta_barrier_with_no_wait_on_its_copy_is_refused(reader):
+    message = _refused(ACROSS[reader](wait=False), "tile read before the wait on its copy's mbarrier")
+    assert message.split(": ")[1].startswith(reader) or message.splitlines()[1].split(": ")[1].startswith(reader)
     assert "a wait on mbarrier bar" in message and "no wait on mbarrier bar" in message
     read_line, copy_line = _lines(message, plk)[0], _lines(message, plk)[1]
     assert copy_line < read_line
 
 
-def test_a_tile_read_after_a_cta_barrier_that_follows_the_wait_is_accepted():
-    testing.lower(plk.read_across_barrier(wait=True))
+@pytest.mark.parametrize("reader", sorted(ACROSS))
+def test_a_tile_read_after_a_cta_barrier_that_follows_the_wait_is_accepted(reader):
+    testing.lower(ACROSS[reader](wait=True))
 
 
 # -- (b) a ring stage waited on with a parity that does not flip per reuse --------------------------

@@ -26,11 +26,15 @@ the phase complete, by a wait on the barrier).
 Tiles are followed when their copies complete on a barrier the kernel
 initialises.  Paths are those of :class:`tvm_tirx.tile.Path` (both arms of a branch, loops
 wrapping); a statement no family describes may be a barrier and ends the
-question.  Regions must provably overlap (:func:`tvm_tirx.tile.overlaps`)
+question (for a read, only one with an operand that is not a constant: it
+may be a wait written as inline asm; ``wgmma.fence`` is not).  Regions must provably overlap (:func:`tvm_tirx.tile.overlaps`)
 and not change with a loop the path wrapped; thread sets must be known.
 """
 
 from __future__ import annotations
+
+from tvm import tirx
+from tvm.ir import StringImm
 
 from .. import TileError, overlaps, protocol_of, same_element
 from ._sync import (
@@ -143,10 +147,14 @@ def _unguarded_read(protocol, read, fill_roots):
 
 
 def _may_wait(protocol, leaf) -> bool:
-    """Whether ``leaf`` is an instruction no family describes that may order memory
-    (it may be a wait written as inline asm).  A CTA barrier is not one: it orders the
-    threads, not the copy's writes, which only a wait on its mbarrier makes visible."""
-    return any(e.scope == "orders" for e in protocol.at(leaf, "opaque"))
+    """Whether ``leaf`` is an instruction no family describes that may order memory and
+    may name a barrier (it may be a wait written as inline asm): one whose operands are
+    all constants (``wgmma.fence``, ``wgmma.wait_group 0``) names none.  A CTA barrier is
+    not one either: it orders the threads, not the copy's writes, which only a wait on
+    its mbarrier makes visible."""
+    if not any(e.scope == "orders" for e in protocol.at(leaf, "opaque")):
+        return False
+    return not all(isinstance(a, tirx.IntImm | tirx.FloatImm | StringImm) for a in leaf.stmt.value.args)
 
 
 def _refill_over_read(protocol, copy):
