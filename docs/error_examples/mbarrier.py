@@ -142,8 +142,10 @@ def _box_kernel(tx: int, wait: bool = True, fence: bool = True) -> str:
     ''')
 
 
-def _ring(stages: int = 3, empty_count: int = 32, consumer_parity: int = 0) -> str:
-    """A producer thread and 32 consumer lanes around a ring of ``stages`` 1 KiB tiles."""
+def _ring(stages: int = 3, empty_count: int = 32, consumer_parity: int = 0, parity: str | None = None) -> str:
+    """A producer thread and 32 consumer lanes around a ring of ``stages`` 1 KiB tiles;
+    the consumers wait on ``full`` with ``parity`` (default ``(k // stages + consumer_parity) % 2``)."""
+    parity = parity or f"(k // {stages} + {consumer_parity}) % 2"
     return example(f'''
         @T.function
         def kernel(A: T.Tensor((96, 32), "float32", align=16), B: T.Tensor((96, 32), "float32", align=16)):
@@ -167,7 +169,7 @@ def _ring(stages: int = 3, empty_count: int = 32, consumer_parity: int = 0) -> s
             if tid >= 32:  # 32 consumer lanes
                 for k in T.serial(12):
                     s = k % {stages}
-                    T.cuda.mbarrier_wait_phase(full.sub[s, :], (k // {stages} + {consumer_parity}) % 2)
+                    T.cuda.mbarrier_wait_phase(full.sub[s, :], {parity})
                     for r in T.unroll(8):
                         B[k * 8 + r, tid - 32] = buf[s, r, tid - 32] * T.float32(2)
                     T.cuda.tile.apply(T.ptx["mbarrier.arrive.shared::cta.b64"], empty.sub[s, :])
@@ -187,6 +189,38 @@ CASES += [
         "announced, never), and the waiters read a half-written tile or hang.",
         "Announce the bytes every copy of the phase brings: ``tx=T.uint32(64 * 64 * 4)`` "
         "(the box's bytes, every repeat coordinate, out-of-bounds elements included).",
+    ),
+    Case(
+        PROTOCOL,
+        r"expect_tx bytes differ from the copies of the phase",
+        "expect_tx of a symmetric multicast counting only the CTA's own bytes",
+        example(f'''
+            @T.function
+            def kernel(A: T.Tensor((8, 32), "float32", align=16), B: T.Tensor((2, 8, 32), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=256, cluster=2, dynamic_smem_bytes=2048))
+                tile = T.alloc_shared((8, 32), "float32", scope="shared.dyn", align=128)
+                bar = T.alloc_shared((1,), "uint64", scope="shared.dyn", align=8)
+                tid = T.cuda.thread_idx("x")
+                rank = T.cuda.cluster_ctaid("x")
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, count=T.uint32(1))
+                    T.ptx["fence.mbarrier_init.release.cluster"]()
+                T.cuda.cluster_sync()
+                if tid == 0:  # each CTA multicasts its 512-byte half into both
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bar, tx=T.uint32(512))
+                    T.cuda.tile.apply(T.ptx["{_LOAD}.multicast::cluster"], tile.view(2, 4, 32).sub[rank], A,
+                                      mbar=bar, coords=(rank * 4, 0), cta_mask=T.uint16(3))
+                T.cuda.mbarrier_wait_phase(bar, 0)
+                B[rank, tid // 32, tid % 32] = tile[tid // 32, tid % 32]
+                T.cuda.cluster_sync()
+        '''),
+        "lower",
+        "Each CTA multicasts its half of the tile into both CTAs of the pair: every CTA's barrier "
+        "receives its own 512 bytes and its peer's 512. A multicast signals the barrier of each CTA "
+        "of ``cta_mask`` at the same offset, so the phase waits for 1024 bytes -- announcing 512 "
+        "completes it before the peer's half lands (or, the other way round, hangs).",
+        "Announce the bytes every CTA of the cluster multicasts into this one: "
+        "``tx=T.uint32(2 * 512)``.",
     ),
     Case(
         PROTOCOL,
@@ -227,6 +261,32 @@ CASES += [
     ),
     Case(
         PROTOCOL,
+        r"wait parity does not flip between uses of the mbarrier",
+        "Wait parity that does not flip per reuse of a stage",
+        _ring(parity="0"),
+        "lower",
+        "The consumers wait on parity 0 at every use of a stage. The first wait on ``full[s]`` "
+        "returns when phase 0 completes; at the stage's next use the barrier is in phase 1, of parity "
+        "1, and a wait on parity 0 returns at once: the consumers read the stage before the refill "
+        "lands. The rule enumerates each thread's waits over loops of constant trip count.",
+        "Flip the parity per reuse: ``(k // stages) % 2``, or a register flipped with "
+        "``phase ^= 1`` each time the ring wraps.",
+    ),
+    Case(
+        PROTOCOL,
+        r"more arrivals in one iteration than the mbarrier's init count",
+        "More arrivals in one iteration than the init count",
+        _ring(empty_count=1),
+        "lower",
+        "``empty`` is initialised with count 1, but the 32 consumer lanes each arrive on "
+        "``empty[s]`` once per iteration. The first arrival completes the phase and the producer "
+        "refills the stage while the other lanes still read it; their arrivals complete the next "
+        "phases early.",
+        "Initialise the barrier with the arrivals one use really makes "
+        "(``count=T.uint32(32)``), or arrive from one lane per warp with a matching count.",
+    ),
+    Case(
+        PROTOCOL,
         r"mbarrier used before its init is visible",
         "mbarrier used before its init is visible",
         example('''
@@ -256,6 +316,35 @@ CASES += [
         "The threads read the tile right after thread 0 issued the TMA load into it: the copy is "
         "asynchronous, and only a wait on the barrier it completes on makes its data visible.",
         "Wait first: ``T.cuda.mbarrier_wait_phase(bar, 0)`` before reading the tile.",
+    ),
+    Case(
+        PROTOCOL,
+        r"tile read before the wait on its copy's mbarrier",
+        "Tile read after a CTA barrier, with no wait on its copy",
+        example(f'''
+            @T.function
+            def kernel(A: T.Tensor((8, 32), "float32", align=16), B: T.Tensor((8, 32), "float32", align=16)):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+                tile = T.alloc_shared((8, 32), "float32", align=128)
+                bar = T.alloc_shared((1,), "uint64", align=8)
+                one = T.alloc_local((1,), "float32")
+                tid = T.cuda.thread_idx("x")
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bar, count=T.uint32(1))
+                    T.ptx["fence.mbarrier_init.release.cluster"]()
+                T.cuda.cta_sync()
+                if tid == 0:
+                    T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bar, tx=T.uint32(1024))
+                    T.cuda.tile.apply(T.ptx["{_LOAD}"], tile, A, mbar=bar, coords=(0, 0))
+                T.cuda.cta_sync()
+                T.cuda.tile.apply(T.ptx["ld.shared.f32"], one, tile.sub[tid // 32, tid % 32 : tid % 32 + 1])
+                B[tid // 32, tid % 32] = one[0]
+        '''),
+        "lower",
+        "A CTA barrier orders the threads, not the TMA: no thread waited on ``bar``, so when they "
+        "pass the barrier the copy may still be writing the tile.",
+        "Wait on the copy's barrier before the read -- every reader, or one thread before the CTA "
+        "barrier (``T.cuda.mbarrier_wait_phase(bar, 0)`` under ``if tid == 0:``).",
     ),
     Case(
         PROTOCOL,

@@ -95,6 +95,37 @@ CASES = [
     ),
     Case(
         COLLECTIVE,
+        r"registers written between wgmma.fence and the wgmma",
+        "wgmma: accumulators zeroed after wgmma.fence",
+        example('''
+            from tvm_tirx.tile.families.wgmma import accumulator_layout
+
+            SW128 = ComposeLayout(3, 3, 3, TileLayout(S[(64, 64)]))
+
+            @T.function
+            def kernel():
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+                a = T.alloc_shared((64, 64), "bfloat16", align=1024, layout=SW128)
+                b = T.alloc_shared((64, 64), "bfloat16", align=1024, layout=SW128)
+                acc = T.alloc_local((64, 64), "float32", layout=accumulator_layout(64))
+                T.ptx["wgmma.fence.sync.aligned"]()
+                T.cuda.tile.apply(T.ptx["mov.b32"], acc.local().view(32, 1), T.float32(0))
+                T.cuda.tile.apply(T.ptx["wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"],
+                                  acc, a.view(1, 64, 4, 16).permute(0, 2, 1, 3),
+                                  b.view(64, 4, 16).permute(1, 0, 2), scope="warpgroup", scale_d=True)
+                T.ptx["wgmma.commit_group.sync.aligned"]()
+                T.ptx["wgmma.wait_group.sync.aligned"](0)
+        '''),
+        "lower",
+        "``wgmma.fence`` orders the warpgroup's earlier register accesses before the wgmma that "
+        "follow it; the ``mov`` that clears the accumulators comes after the fence, so the "
+        "asynchronous wgmma may read them before they are zero (the ISA requires the fence between "
+        "any register write and the wgmma using those registers).",
+        "Clear first, then fence: the ``mov``, ``T.ptx[\"wgmma.fence.sync.aligned\"]()``, the "
+        "wgmma (or drop the ``mov`` and pass ``scale_d=False``).",
+    ),
+    Case(
+        COLLECTIVE,
         r"ring stage released while the wgmma may still read it",
         "wgmma: a ring stage released before wait_group",
         example('''

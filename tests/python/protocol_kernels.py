@@ -67,19 +67,24 @@ def raw_bulk(tx=4096):
     return raw_bulk
 
 
-def ring(stages=3, tiles=12, empty_count=32, stage_tx=1024, consumer_parity=0, multicast=False):
+def ring(stages=3, tiles=12, empty_count=32, stage_tx=1024, consumer_parity=0, consumers=32, phase="counter"):
     """The tutorial's three-stage pipeline: a producer thread fills ``stages`` buffers
-    (``full`` barriers, ``stage_tx`` bytes announced), 32 consumer lanes double each
-    tile and release it (``empty``, init count ``empty_count``).  The producer's first
-    wait on each ``empty`` is on parity 1 (returns at once: the ring starts empty);
-    the consumer's on ``full`` is on parity ``consumer_parity``."""
+    (``full`` barriers, ``stage_tx`` bytes announced), ``consumers`` lanes (a multiple of
+    32) double each tile and release it (``empty``, init count ``empty_count``).  The
+    producer's first wait on each ``empty`` is on parity 1 (returns at once: the ring
+    starts empty).  The consumers wait on ``full`` with parity ``phase``:
+    ``"counter"``: ``(k // stages + consumer_parity) % 2``; ``"constant"``:
+    ``consumer_parity`` at every use; ``"register"``: a register flipped
+    (``phase ^= 1``) when the ring wraps."""
+    rows = 8 * 32 // consumers  # the rows of a tile each consumer warp doubles
 
     @T.function
     def ring(A: T.Tensor((tiles * 8, 32), "float32", align=16), B: T.Tensor((tiles * 8, 32), "float32", align=16)):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64, dynamic_smem_bytes=stages * 1024 + 64))
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32 + consumers, dynamic_smem_bytes=stages * 1024 + 64))
         buf = T.alloc_shared((stages, 8, 32), "float32", scope="shared.dyn", align=128)
         full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
         empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        bit = T.alloc_local((1,), "int32")
         tid = T.cuda.thread_idx("x")
         if tid == 0:
             T.cuda.tile.apply(T.ptx[INIT], full, count=T.uint32(1))
@@ -94,11 +99,20 @@ def ring(stages=3, tiles=12, empty_count=32, stage_tx=1024, consumer_parity=0, m
                 T.cuda.tile.apply(T.ptx[LOAD2D], buf.sub[s], A, mbar=full.sub[s, :], coords=(k * 8, 0))
         if tid >= 32:
             lane = tid - 32
+            bit[0] = consumer_parity
             for k in T.serial(tiles):
                 s = k % stages
-                T.cuda.mbarrier_wait_phase(full.sub[s, :], (k // stages + consumer_parity) % 2)
-                for r in T.unroll(8):
-                    B[k * 8 + r, lane] = buf[s, r, lane] * T.float32(2)
+                if phase == "counter":  # (Python conditions: decided while parsing)
+                    T.cuda.mbarrier_wait_phase(full.sub[s, :], (k // stages + consumer_parity) % 2)
+                if phase == "constant":
+                    T.cuda.mbarrier_wait_phase(full.sub[s, :], consumer_parity)
+                if phase == "register":
+                    T.cuda.mbarrier_wait_phase(full.sub[s, :], bit[0])
+                    if s == stages - 1:
+                        bit[0] = bit[0] ^ 1
+                for r in T.unroll(rows):
+                    row = lane // 32 * rows + r
+                    B[k * 8 + row, lane % 32] = buf[s, row, lane % 32] * T.float32(2)
                 T.cuda.tile.apply(T.ptx[ARRIVE], empty.sub[s, :])
 
     return ring

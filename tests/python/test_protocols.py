@@ -54,8 +54,8 @@ def test_a_ring_stage_announcing_too_few_bytes_is_refused():
     assert "expect_tx of 512 bytes" in message and "1024 bytes" in message and "mbarrier full[" in message
 
 
-def test_a_multicast_is_not_counted():
-    # each CTA receives the box from CTA 0: the bytes landing here are not the call's own
+def test_a_multicast_counts_on_the_barrier_of_every_cta_of_its_mask():
+    # CTA 0 multicasts the box into both CTAs: each barrier receives its 1024 bytes and expects them
     testing.lower(pk.multicast_pair())
 
 

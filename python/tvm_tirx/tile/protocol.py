@@ -92,6 +92,9 @@ class Event:
         barrier; ``wait``: ``"blocking"`` for a wait that loops until the phase
         completes; ``opaque``: ``"orders"`` when it may order memory (a barrier, a
         fence: apache-tvm's table says so, or it is not a PTX instruction).
+    targets : frozenset | None
+        ``complete_tx`` of a multicast: the cluster ranks whose barrier (at the
+        same offset) it signals, from a constant ``cta_mask``; None otherwise.
     """
 
     kind: str
@@ -104,6 +107,7 @@ class Event:
     value: object = None
     detail: str = ""
     scope: str = ""
+    targets: frozenset | None = None
 
 
 def register_event_reader(fn):

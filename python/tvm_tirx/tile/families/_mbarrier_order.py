@@ -17,18 +17,24 @@ the phase complete, by a wait on the barrier).
   barrier; by a peer CTA (a multicast, a remote arrive), the fence and a
   cluster barrier.
 * **read before the wait**: a read of a tile, with the copy that fills it
-  before it on some path and no wait (nor barrier) in between.
+  before it on some path and no wait in between.  A CTA barrier alone does not
+  count: it publishes a wait made before it by another thread, but without any
+  wait on the path the copy's writes are ordered with nothing.
 * **refill while read**: a copy into a tile, with a read of it by other
   threads before it on some path and no wait (nor barrier) in between.
 
 Tiles are followed when their copies complete on a barrier the kernel
 initialises.  Paths are those of :class:`tvm_tirx.tile.Path` (both arms of a branch, loops
 wrapping); a statement no family describes may be a barrier and ends the
-question.  Regions must provably overlap (:func:`tvm_tirx.tile.overlaps`)
+question (for a read, only one with an operand that is not a constant: it
+may be a wait written as inline asm; ``wgmma.fence`` is not).  Regions must provably overlap (:func:`tvm_tirx.tile.overlaps`)
 and not change with a loop the path wrapped; thread sets must be known.
 """
 
 from __future__ import annotations
+
+from tvm import tirx
+from tvm.ir import StringImm
 
 from .. import TileError, overlaps, protocol_of, same_element
 from ._sync import (
@@ -134,10 +140,21 @@ def _unguarded_read(protocol, read, fill_roots):
         copy = next((e for e in protocol.at(path.stop, "async_write") if touches_root(protocol, e, root)), None)
         if copy is None or not _same_data(protocol, copy, read, path):
             continue
-        if any(waits_on(protocol, leaf) or synchronises(protocol, leaf) for leaf in path.between):
+        if any(waits_on(protocol, leaf) or _may_wait(protocol, leaf) for leaf in path.between):
             continue
-        return copy
+        return copy, any(synchronises(protocol, leaf) for leaf in path.between)
     return None
+
+
+def _may_wait(protocol, leaf) -> bool:
+    """Whether ``leaf`` is an instruction no family describes that may order memory and
+    may name a barrier (it may be a wait written as inline asm): one whose operands are
+    all constants (``wgmma.fence``, ``wgmma.wait_group 0``) names none.  A CTA barrier is
+    not one either: it orders the threads, not the copy's writes, which only a wait on
+    its mbarrier makes visible."""
+    if not any(e.scope == "orders" for e in protocol.at(leaf, "opaque")):
+        return False
+    return not all(isinstance(a, tirx.IntImm | tirx.FloatImm | StringImm) for a in leaf.stmt.value.args)
 
 
 def _refill_over_read(protocol, copy):
@@ -174,9 +191,9 @@ def copies_and_reads(view) -> list:
             fill_roots.append(protocol.root(copy.buffer))
     errors = []
     for read in protocol.of(*READS):
-        copy = _unguarded_read(protocol, read, fill_roots)
-        if copy is not None:
-            errors.append(_read_error(protocol, read, copy))
+        found = _unguarded_read(protocol, read, fill_roots)
+        if found is not None:
+            errors.append(_read_error(protocol, read, *found))
     for copy in copies:
         read = _refill_over_read(protocol, copy)
         if read is not None:
@@ -184,13 +201,18 @@ def copies_and_reads(view) -> list:
     return errors
 
 
-def _read_error(protocol, read, copy) -> TileError:
+def _read_error(protocol, read, copy, barrier) -> TileError:
     name = element_name(protocol, copy.element)
+    between = (
+        f"no wait on mbarrier {name} between, only a CTA barrier (it orders the threads, not the copy's writes)"
+        if barrier else "no wait between"
+    )
     return TileError(
         read.what,
         "tile read before the wait on its copy's mbarrier",
-        expected=f"a wait on mbarrier {name} (the copy at {where(copy.leaf)} completes on it) before this read",
-        found=f"the copy at {where(copy.leaf)}, then this read at {where(read.leaf)} with no wait between",
+        expected=f"a wait on mbarrier {name} (the copy at {where(copy.leaf)} completes on it) before this read, "
+        "by this thread or by another one before a barrier",
+        found=f"the copy at {where(copy.leaf)}, then this read at {where(read.leaf)} with {between}",
         location=where(read.leaf),
     )
 

@@ -20,15 +20,30 @@ of constant bounds, guards over thread ids and loop counters
 (:mod:`tvm_tirx.tile.instances`); remote arrivals, ``arrive_drop`` and
 barriers an unknown instruction touches leave it unchecked.  A first wait on
 parity 1 is refused only on a barrier copies complete on (its phases carry
-data) when no thread waits on parity 0 first.
+data) when no thread waits on parity 0 first.  The same counts feed the loop
+rules of :mod:`._mbarrier_loops` (a parity that does not flip per reuse, more
+arrivals in one iteration than the init count).
 """
 
 from __future__ import annotations
 
-from .. import TileError, protocol_of
-from ._sync import element_name, foreign_use, on_root, where
+from typing import NamedTuple
 
-__all__ = ["arrivals_and_parity"]
+from .. import TileError, protocol_of
+from ._mbarrier_loops import arrivals_per_iteration, parity_reuse
+from ._sync import element_name, foreign_use, on_root, tally, where
+
+__all__ = ["arrivals_and_parity", "Wait"]
+
+
+class Wait(NamedTuple):
+    """One thread's execution of a blocking wait: its program-order key, the parity
+    (0 or 1), the wait's event and the ``for`` counter values it ran at."""
+
+    order: tuple
+    parity: int
+    event: object
+    iteration: tuple
 
 
 def _executions(protocol, event, exprs):
@@ -61,14 +76,12 @@ def _arrivals(protocol, events):
             return None
         for run in runs:
             for _, rank in run.threads:
-                entry = out.setdefault((rank, run.values[0]), [0, {}])
-                entry[0] += event.value
-                entry[1][event] = entry[1].get(event, 0) + event.value
+                tally(out, (rank, run.values[0]), event)
     return out
 
 
 def _waits(protocol, events):
-    """``{(t, rank, offset): [(order, parity, event)]}`` in program order, or None."""
+    """``{(t, rank, offset): [Wait]}`` in program order, or None."""
     out = {}
     for event in events:
         runs = _executions(protocol, event, [event.value])
@@ -77,9 +90,9 @@ def _waits(protocol, events):
         for run in runs:
             key = protocol.program.order_key(event.leaf, run.iteration)
             for t, rank in run.threads:
-                out.setdefault((t, rank, run.values[0]), []).append((key, run.values[1] % 2, event))
+                out.setdefault((t, rank, run.values[0]), []).append(Wait(key, run.values[1] % 2, event, run.iteration))
     for seq in out.values():
-        seq.sort(key=lambda item: item[0])
+        seq.sort(key=lambda item: item.order)
     return out
 
 
@@ -103,9 +116,9 @@ def _needed(seq):
     """``(phases, parity, event)``: the completed phases one thread's waits need,
     and the wait needing the last of them (None when none is needed)."""
     previous, phases, last = 1, 0, None
-    for _, parity, event in seq:
-        if parity != previous:
-            phases, last, previous = phases + 1, (parity, event), parity
+    for wait in seq:
+        if wait.parity != previous:
+            phases, last, previous = phases + 1, (wait.parity, wait.event), wait.parity
     return (phases, *last) if last else None
 
 
@@ -115,12 +128,12 @@ def _parity_errors(protocol, root, waits, copies) -> list:
     firsts = {}
     for (_, rank, offset), seq in waits.items():
         firsts.setdefault((rank, offset), []).append(seq[0])
-    bad = [(offset, heads) for (rank, offset), heads in firsts.items() if not rank and all(p == 1 for _, p, _ in heads)]
+    bad = [(offset, heads) for (rank, offset), heads in firsts.items() if not rank and all(w.parity == 1 for w in heads)]
     if not bad:
         return []
     offset, heads = bad[0]
     name = element_name(protocol, (root, offset)) + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
-    event = heads[0][2]
+    event = heads[0].event
     return [
         TileError(
             event.what,
@@ -144,6 +157,8 @@ def _check_root(protocol, root) -> list:
         return []
     copies = [e for e in on("complete_tx") if e.scope != "peer"]
     errors = _parity_errors(protocol, root, waits, copies) if copies else []
+    errors += parity_reuse(protocol, root, inits, arrivals, waits)
+    errors += arrivals_per_iteration(protocol, root, inits, on("arrive"))
     worst = {}
     for (_, rank, offset), seq in waits.items():
         need = _needed(seq)

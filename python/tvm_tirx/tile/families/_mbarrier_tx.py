@@ -16,7 +16,12 @@ one statement sequence, with the branches on thread ids (``if tid == 0:``)
 taken together; the body of a loop, and each arm of an if on anything else,
 is a phase of its own.  A phase is checked when every byte count in it is a
 constant, every event's threads are known (guards over thread ids) and its
-barrier elements can be told apart; a multicast (bytes from other CTAs), a
+barrier elements can be told apart.  A TMA multicast with a constant
+``cta_mask`` counts its box on the barrier of every CTA the mask names (the
+ISA signals each at the same offset), issued by whichever CTA of the cluster
+runs it: in a cluster-symmetric kernel each CTA's ``expect_tx`` must count
+the bytes its peers multicast into it.  A multicast of a run-time mask or
+issued under a guard that cannot be evaluated, a raw or bulk multicast, a
 peer CTA's barrier, a barrier an instruction no family describes touches, a
 barrier the kernel never initialises, or a copy whose barrier is a computed
 address leave the barrier unchecked.  A
@@ -121,17 +126,29 @@ def _const(var, values):
     return var
 
 
+def _receivers(event, rank):
+    """The cluster ranks whose barrier an event issued by CTA ``rank`` changes: its own,
+    or a multicast's ``targets``; None for another peer event (not followed)."""
+    if event.scope != "peer":
+        return (rank,)
+    return tuple(sorted(event.targets)) if event.kind == "complete_tx" and event.targets is not None else None
+
+
 def _balance(protocol, group):
     """``{(rank, key): [announced, completed, offset, events]}`` of a phase, or None when unknown."""
     sums = {}
     for event in group:
         threads = protocol.threads(event.leaf)
-        if event.value is None or event.scope == "peer" or threads is None:
+        if event.value is None or threads is None:
             return None
-        for rank, at, n in _instances(protocol, event, threads):
-            entry = sums.setdefault((rank, str(at)), [0, 0, at, []])
-            entry[0 if event.kind == "expect_tx" else 1] += n * int(event.value)
-            entry[3].append((event, n))
+        for issuer, at, n in _instances(protocol, event, threads):
+            ranks = _receivers(event, issuer)
+            if ranks is None:
+                return None
+            for rank in ranks:
+                entry = sums.setdefault((rank, str(at)), [0, 0, at, []])
+                entry[0 if event.kind == "expect_tx" else 1] += n * int(event.value)
+                entry[3].append((event, n, issuer))
     offsets = {(k[0], k[1]): v[2] for k, v in sums.items()}
     items = list(offsets.items())
     for i, (ka, a) in enumerate(items):
@@ -143,9 +160,13 @@ def _balance(protocol, group):
 
 def _error(protocol, root, announced, completed, offset, events) -> TileError:
     name = element_name(protocol, (root, offset))
-    expects = [(e, n) for e, n in events if e.kind == "expect_tx"]
-    copies = [(e, n) for e, n in events if e.kind == "complete_tx"]
-    shown = "; ".join(f"{e.detail or e.what} at {where(e.leaf)}" + (f" by {n} threads" if n > 1 else "") for e, n in copies)
+    expects = [(e, n) for e, n, _ in events if e.kind == "expect_tx"]
+    copies = [(e, n, i) for e, n, i in events if e.kind == "complete_tx"]
+    shown = "; ".join(
+        f"{e.detail or e.what} at {where(e.leaf)}" + (f" by {n} threads" if n > 1 else "")
+        + (f" from CTA {i}" if e.scope == "peer" else "")
+        for e, n, i in copies
+    )
     found = " + ".join(f"{e.value}" for e, _ in expects)
     return TileError(
         expects[0][0].what,
@@ -185,6 +206,6 @@ def expect_tx_bytes(view) -> list:
             continue
         group, sums, key = bad[0]
         announced, completed, offset, events = sums[key]
-        if any(e.kind == "expect_tx" for e, _ in events) and initialised(protocol, (root, offset)):
+        if any(e.kind == "expect_tx" for e, _, _ in events) and initialised(protocol, (root, offset)):
             errors.append(_error(protocol, root, announced, completed, offset, events))
     return errors

@@ -17,7 +17,7 @@ from .. import byte_range, int_or_none, same_element
 
 __all__ = [
     "where", "element_name", "synchronises", "waits_on", "subset", "region", "varies", "over_threads",
-    "on_root", "touches_root", "foreign_use", "BARRIER_KINDS", "initialised",
+    "on_root", "touches_root", "foreign_use", "BARRIER_KINDS", "initialised", "tally",
 ]  # fmt: skip
 
 
@@ -154,3 +154,11 @@ def initialised(protocol, element) -> bool:
         on_root(e, element[0]) and same_element(protocol.facts, e.element, element) is not False
         for e in protocol.of("init")
     )
+
+
+def tally(out: dict, key, event) -> None:
+    """Count ``event``'s arrivals (its ``value``) under ``key`` of ``out``:
+    ``out[key] = [total, {event: count}]``, created on first use."""
+    entry = out.setdefault(key, [0, {}])
+    entry[0] += event.value
+    entry[1][event] = entry[1].get(event, 0) + event.value

@@ -266,16 +266,24 @@ def _tile_events(leaf, call, protocol):
         return [Event("async_read", leaf, contract.opcode, buffer=image.value, scope="bulk_group")]
     multicast = _multicast(contract.instruction)
     element = element_of(protocol.facts, call.operands[-1].value)
-    bytes_ = contract.completes_tx(call) if contract.completes_tx is not None else None
+    bytes_ = _image_bytes(call) if multicast or contract.completes_tx is not None else None
     detail = f"TMA load: {describe(image.value)}" + (" (multicast)" if multicast else "")
     out = [
         Event("async_write", leaf, contract.opcode, element=element, buffer=image.value, detail=detail),
         Event("complete_tx", leaf, contract.opcode, element=element, value=bytes_, detail=detail,
-              scope="peer" if multicast else ""),
+              scope="peer" if multicast else "", targets=_mask_ranks(call, protocol) if multicast else None),
     ]  # fmt: skip
     if multicast:
         out.append(Event("peer", leaf, contract.opcode, detail="writes and signals the CTAs of cta_mask"))
     return out
+
+
+def _mask_ranks(call, protocol):
+    """The cluster ranks a multicast's constant ``cta_mask`` names (a frozenset), or None."""
+    mask, launch = getattr(call.params.get("cta_mask"), "value", None), protocol.facts.launch
+    if mask is None or launch is None:
+        return None
+    return frozenset(r for r in range(launch.cluster_size) if int(mask) >> r & 1)
 
 
 def _memory(protocol, arg):

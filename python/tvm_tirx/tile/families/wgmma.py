@@ -43,7 +43,9 @@ Legality
     accumulators are not read or written, and a ring stage the call reads is
     not released (an ``mbarrier.arrive`` on the stage's barrier), until a
     ``wgmma.wait_group`` retires the call's group (:mod:`._wgmma_groups`,
-    :mod:`._wgmma_stages`; PTX ISA 9.7.15.7).
+    :mod:`._wgmma_stages`; PTX ISA 9.7.15.7); no register operand is written
+    between the ``wgmma.fence`` before the call and the call
+    (:mod:`._wgmma_fence`; PTX ISA 9.7.15.7.1).
 Lowering emits
     Per thread: one matrix descriptor per shared operand, encoded once before
     the loops (``T.cuda.wgmma.encode_matrix_descriptor``); then one
@@ -61,7 +63,7 @@ from tvm.tirx.layout import Axis, S, TileLayout
 
 from .. import WARPGROUP, Contract, Instruction, Param, register_family, register_role
 from ._descriptor_kind import check_layouts, shared_role, transpose
-from . import _wgmma_groups, _wgmma_stages  # noqa: F401  (register their kernel rules)
+from . import _wgmma_fence, _wgmma_groups, _wgmma_stages  # noqa: F401  (register their kernel rules)
 
 #: Input PTX type -> the tensor dtype of a shared operand holding it.
 ELEMENT_DTYPES = {
