@@ -18,6 +18,9 @@ median of ``--runs`` runs after a warm-up, random inputs).
     python bench/gemm.py --layouts # GPU: A and B K- or MN-major (TN, NN, NT, TT) against torch.matmul
     python bench/gemm.py --cpu     # no GPU: compile and assemble, ptxas and SASS counts
     python bench/gemm.py --hang-cost  # GPU: the cost of options={"detect_hangs": True}
+    python bench/gemm.py --ops     # GPU: ops.linear against F.linear on the suite and the classes
+    python bench/gemm.py --ops --classes decode square  # ... on some classes only (bench/_ops_table.py)
+    python bench/gemm.py --plans   # no GPU: the planner's kernel per shape of the suite and the classes
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import statistics  # noqa: E402
 import tvm_tirx  # noqa: E402
 from tvm_tirx import testing  # noqa: E402
 
+from bench._ops_table import CLASSES, main_ops, plans  # noqa: E402
 from bench._sass import report  # noqa: E402
 from bench._timing import table  # noqa: E402
 from tvm_tirx.kernels.gemm import choose_tile, make_gemm  # noqa: E402
@@ -334,6 +338,15 @@ def main_cpu(sass):
             print(report(kernel))
 
 
+def _ops_shapes(classes):
+    """The shapes of ``classes`` (None: the suite and every class of bench/_ops_table.py)."""
+    chosen = classes or ["suite", *CLASSES]
+    unknown = sorted(set(chosen) - {"suite", *CLASSES})
+    if unknown:
+        raise SystemExit(f"--classes: unknown {unknown}; known: suite, {', '.join(CLASSES)}")
+    return [s for c in chosen for s in (SUITE if c == "suite" else CLASSES[c])]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu", action="store_true", help="compile and assemble only")
@@ -349,8 +362,18 @@ def main(argv=None) -> int:
     parser.add_argument("--hang-cost", action="store_true", help="the GEMM with and without detect_hangs")
     parser.add_argument("--tiles", action="store_true", help="every tile variant on every shape (the suite or --sizes)")
     parser.add_argument("--layouts", action="store_true", help="TN, NN, NT and TT at --sizes (default: 4096^3, 8192^3)")
+    parser.add_argument("--ops", action="store_true", help="ops.linear against F.linear on the suite and the classes")
+    parser.add_argument("--plans", action="store_true", help="the planner's kernel per shape (no GPU)")
+    parser.add_argument("--classes", type=str, nargs="*", default=None, help="--ops / --plans: these classes only "
+                        f"(of {', '.join(['suite', *CLASSES])})")
     args = parser.parse_args(argv)
-    if args.cpu or not testing.has_cuda():
+    if args.ops or args.plans:
+        shapes = _ops_shapes(args.classes)
+        if args.plans or not testing.has_cuda():
+            plans(shapes)
+        else:
+            main_ops(shapes, args.runs)
+    elif args.cpu or not testing.has_cuda():
         main_cpu(args.sass)
     elif args.tiles:
         main_tiles([tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SUITE, args.runs)

@@ -19,3 +19,5 @@ echo "== split counts (calibrates planner.choose_small_m)"
 python3 bench/gemm_decode.py --sweep --repeats 10 2>&1 | tail -25
 echo "== decode table through ops.linear"
 python3 bench/gemm_decode.py --repeats 10 2>&1 | tail -30
+echo "== ops.linear against F.linear, decode and square classes"
+python3 bench/gemm.py --ops --classes decode square --runs 10 2>&1 | tail -20

@@ -1,0 +1,93 @@
+"""``ops.linear`` against ``F.linear`` on the suite and the shape classes users call (bench/gemm.py --ops).
+
+Each row is checked against an fp32 product first, then timed as users call it: the GPU
+time per call of a CUDA graph of 50 calls (host cost removed) and the wall time per call
+of eager calls back to back (host cost included), each next to ``F.linear`` on the same
+tensors.  The ``plan`` column is the kernel the planner
+(:func:`tvm_tirx.kernels.gemm.planner.choose_gemm`) gave the call, as
+:func:`tvm_tirx.ops.check` reports it; ``--plans`` prints that column alone, on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from bench._timing import table
+
+#: shape classes (M x N x K) beside bench/gemm.py's suite
+CLASSES = {
+    "decode": [(m, 4096, 4096) for m in (1, 8, 16, 64)] + [(1, 14336, 4096), (16, 4096, 14336)],
+    "square": [(s, s, s) for s in (512, 1000, 1536, 2048, 3072, 4096, 5000, 5120)],
+    "ragged-m": [(m, 4096, 4096) for m in (100, 1000, 3000, 4095)],
+    "narrow-n": [(8192, 1024, 4096), (4096, 512, 4096), (2048, 256, 8192), (16384, 1024, 1024)],
+    "llama3-8b": [(m, n, k) for n, k in ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336))
+                  for m in (512, 2048, 16384)],
+    "llama3-70b": [(m, n, k) for n, k in ((10240, 8192), (57344, 8192), (8192, 28672)) for m in (512, 4096, 16384)],
+}
+
+
+def plan_name(key) -> str:
+    """A kernel key (:mod:`tvm_tirx.ops.gemm_kernels`) as a short plan."""
+    if hasattr(key, "splits"):
+        return f"small-M bm{key.block_m} s{key.splits}"
+    return f"tile 128x{key.block_n}"
+
+
+def _plan(x, w) -> str:
+    from tvm_tirx import ops
+
+    keys = ops.check(ops.linear, x, w)
+    return plan_name(keys[0]) if keys else "torch"
+
+
+def plans(shapes) -> None:
+    """Print the planner's kernel per shape (no GPU: ``meta`` tensors through ``ops.check``)."""
+    import torch
+
+    rows = []
+    for m, n, k in shapes:
+        x = torch.empty(m, k, dtype=torch.bfloat16, device="meta")
+        w = torch.empty(n, k, dtype=torch.bfloat16, device="meta")
+        rows.append([f"{m}x{n}x{k}", _plan(x, w)])
+    print("the planner's kernel per shape (ops.check, as on an H200)")
+    print(table(["M x N x K", "plan"], rows))
+
+
+def _row(torch, ops, shape, repeats):
+    from bench.launch import _graph_us, per_call_us
+
+    m, n, k = shape
+    torch.manual_seed(m + n + k)
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)
+    F = torch.nn.functional
+    ref = x.float() @ w.float().t()
+    err = ((ops.linear(x, w).float() - ref).abs().max() / ref.abs().max()).item()
+    assert err < 1e-2, (shape, err)
+    ours, theirs = _graph_us(torch, lambda: ops.linear(x, w), repeats), _graph_us(torch, lambda: F.linear(x, w), repeats)
+    calls = max(20, min(500, int(2e5 / max(theirs, 1.0))))
+    eager = per_call_us(lambda: ops.linear(x, w), calls, repeats, torch.cuda.synchronize, host_only=False)
+    eager_t = per_call_us(lambda: F.linear(x, w), calls, repeats, torch.cuda.synchronize, host_only=False)
+    tflops = 2 * m * n * k / ours / 1e6
+    return [f"{m}x{n}x{k}", _plan(x, w), f"{ours:.1f}", f"{theirs:.1f}", f"{theirs / ours:.2f}", f"{tflops:.0f}",
+            f"{eager:.1f}", f"{eager_t:.1f}", f"{eager_t / eager:.2f}"], theirs / ours, eager_t / eager
+
+
+def main_ops(shapes, repeats: int) -> None:
+    """The GPU table (module docstring) with the geometric means and minima last."""
+    import torch
+    from tvm_tirx import ops
+
+    rows, graph, eager = [], [], []
+    for shape in shapes:
+        row, g, e = _row(torch, ops, shape, repeats)
+        rows.append(row)
+        graph.append(g)
+        eager.append(e)
+    print("ops.linear against F.linear, bf16: GPU us per call (CUDA graph of 50) and eager us per call")
+    print(table(["M x N x K", "plan", "ops (graph)", "F.linear (graph)", "x F.linear", "TFLOP/s", "ops (eager)",
+                 "F.linear (eager)", "x F.linear"], rows))
+    geo = lambda v: math.exp(statistics.fmean(math.log(r) for r in v))  # noqa: E731
+    print(f"graph: geomean {geo(graph):.3f}, min {min(graph):.3f}; eager: geomean {geo(eager):.3f}, "
+          f"min {min(eager):.3f} ({len(shapes)} shapes)")
