@@ -132,8 +132,8 @@ def main_sweep(repeats: int) -> None:
                 key = gemm_kernels.SmallMKey(n, k, "bfloat16", "sm_90a", pick.block_m, splits, pick.stages)
                 kernel = gemm_kernels.gemm_kernel(key)
                 c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-                work = ([torch.zeros(m, n, device="cuda"), torch.zeros(m, -(-n // 128), device="cuda",
-                                                                        dtype=torch.uint32)] if splits > 1 else [])
+                counters = torch.zeros(m, -(-n // 128), device="cuda", dtype=torch.int32).view(torch.uint32)
+                work = [torch.zeros(m, n, device="cuda"), counters] if splits > 1 else []
                 kernel(x, w, *work, c)
                 assert _error(torch, c, x, w) < 1e-2
                 times[splits] = _graph_us(torch, lambda: kernel(x, w, *work, c), repeats)

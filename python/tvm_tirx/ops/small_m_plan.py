@@ -2,10 +2,14 @@
 
 :class:`SmallMLaunch` is :class:`~.gemm_plans.KernelPlan`'s sibling for
 :mod:`tvm_tirx.kernels.gemm.small_m`: it allocates C and launches.  With more than one
-split the kernel also takes two workspaces (``Partial (m, n)`` float32 and ``Counters``
-uint32), zero before each launch and left zero by it; the plan allocates them zeroed the
-first time a CUDA stream calls it and keeps them for that stream (two streams never share
-one, so concurrent calls do not mix their partial sums).
+split the kernel also takes two workspaces (``Partial (m, n)`` float32 and ``Counters
+(m, ceil(n / 128))`` uint32), zero before each launch and left zero by it.
+:func:`workspace` keeps them per (device, CUDA stream, n) for the whole process, never
+freed: two streams never share one (concurrent calls do not mix their partial sums), and a
+CUDA graph that captured a launch keeps valid addresses after the plan is forgotten
+(``clear_kernels``, an override).  Calls of one stream with different ``m`` share the
+stream's buffer (their launches are ordered).  Two graphs that captured the same shape on
+one stream must not be replayed concurrently.
 """
 
 from __future__ import annotations
@@ -14,7 +18,12 @@ import torch
 
 from .gemm_kernels import SmallMKey, gemm_kernel
 
-__all__ = ["SmallMLaunch"]
+__all__ = ["SmallMLaunch", "workspace"]
+
+#: (device, stream, n) -> [(Partial, Counters), ...]: every buffer made, the last the largest
+_BUFFERS: dict = {}
+#: the rows a workspace buffer has at least (the small-M kernel's widest row tile)
+MIN_ROWS = 64
 
 _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # pylint: disable=protected-access
 
@@ -28,6 +37,19 @@ def _stream_id(device) -> int:
     if _RAW_STREAM is not None:
         return _RAW_STREAM(index)
     return torch.cuda.current_stream(device).cuda_stream
+
+
+def workspace(device, stream: int, m: int, n: int) -> tuple:
+    """``(Partial (m, n) float32, Counters (m, ceil(n / 128)) uint32)``, both zero: views of
+    the first ``m`` rows of this (device, stream, n)'s buffers, made zeroed on first use (at
+    least :data:`MIN_ROWS` rows; a larger ``m`` adds a larger buffer, the old one is kept)."""
+    buffers = _BUFFERS.setdefault((str(device), stream, n), [])
+    if not buffers or buffers[-1][0].shape[0] < m:
+        rows, tiles_n = max(m, MIN_ROWS), -(-n // 128)
+        counters = torch.zeros((rows, tiles_n), dtype=torch.int32, device=device).view(torch.uint32)
+        buffers.append((torch.zeros((rows, n), dtype=torch.float32, device=device), counters))
+    partial, counters = buffers[-1]
+    return partial[:m], counters[:m]
 
 
 class SmallMLaunch:
@@ -51,14 +73,11 @@ class SmallMLaunch:
         self.launch = gemm_kernel(key).launcher(*self._arguments(x, w, out))
 
     def _workspace(self) -> tuple:
-        """This stream's ``(Partial, Counters)``, allocated zeroed on its first call."""
+        """This stream's ``(Partial, Counters)`` views (:func:`workspace`), kept per stream."""
         stream = _stream_id(self.device)
         found = self.workspaces.get(stream)
         if found is None:
-            tiles_n = -(-self.key.n // 128)
-            found = (torch.zeros((self.m, self.key.n), dtype=torch.float32, device=self.device),
-                     torch.zeros((self.m, tiles_n), dtype=torch.uint32, device=self.device))
-            self.workspaces[stream] = found
+            found = self.workspaces[stream] = workspace(self.device, stream, self.m, self.key.n)
         return found
 
     def _new_out(self, x):

@@ -65,7 +65,9 @@ def _splits(tiles: int, k_tiles: int, sms: int, deterministic: bool) -> int:
     if deterministic:
         return 1
     most = max(1, min(MAX_SPLITS, k_tiles // MIN_SPLIT_TILES))
-    cost = {s: -(-tiles * s // sms) * (-(-k_tiles // s) + CTA_OVERHEAD_TILES) for s in range(1, most + 1)}
+    # splits of ceil(k_tiles / s) tiles: only the counts that leave no split empty
+    counts = {-(-k_tiles // -(-k_tiles // s)) for s in range(1, most + 1)}
+    cost = {s: -(-tiles * s // sms) * (-(-k_tiles // s) + CTA_OVERHEAD_TILES) for s in counts}
     return min(cost, key=lambda s: (cost[s], s))
 
 

@@ -11,13 +11,13 @@ fills wgmma's M side (128 of its rows per CTA, 64 per consumer warpgroup) and th
 
 Split-K reduction, in the one launch: every CTA adds its fp32 partial tile into the
 workspace ``Partial (m, n)`` (``red.global.add.f32``); after a barrier of its consumer
-threads one thread counts the CTA in ``Counters[row0, tile]`` (``atom.global.add.u32``)
-between two ``fence.acq_rel.gpu`` (PTX ISA 8.8: the release and acquire patterns; each
-thread also fences its own additions before the barrier, as CUDA's threadfence reduction
-does).  The CTA that brings the count to
-``splits`` is the last: it reads the sums back (``ld.relaxed.gpu``), writes C, and sets
-its part of ``Partial`` and its counter back to zero, so both are zero again after every
-launch (the caller allocates them zeroed once: :func:`small_m_workspace`).  The order in
+threads one thread counts the CTA in ``Counters[row0, tile]`` between two
+``fence.acq_rel.gpu`` (PTX ISA 8.8: the release and acquire patterns; each thread also
+fences its own additions before the barrier, as CUDA's threadfence reduction does), with
+``atom.global.inc.u32`` bounded by ``splits - 1``: the CTA that finds ``splits - 1`` is the
+last, and its increment wraps the counter back to 0.  The last CTA reads the sums back
+(``ld.relaxed.gpu``), sets its part of ``Partial`` back to zero and writes C, so both
+workspaces are zero again after every launch (the caller allocates them zeroed once).  The order in
 which the partials are added varies between launches: results may differ in the last bit
 of fp32 from run to run (pass ``splits=1`` for bitwise-reproducible results).
 
@@ -85,8 +85,10 @@ class SmallMConfig:
         _check_stride("k: X (m, k) and W (n, k)", self.k, self.in_dtype)
         rules = [
             ("block_m", self.block_m in BLOCK_MS, f"one of {BLOCK_MS}"),
-            ("splits", type(self.splits) is int and 1 <= self.splits <= self.k_tiles,  # noqa: E721
-             f"an int in 1 .. {self.k_tiles} (the 64-element K tiles)"),
+            ("splits", type(self.splits) is int and 1 <= self.splits <= self.k_tiles  # noqa: E721
+             and (self.splits - 1) * self.split_tiles < self.k_tiles,
+             f"an int in 1 .. {self.k_tiles} (the 64-element K tiles) that leaves no split without a K tile "
+             f"(splits of ceil(k_tiles / splits) tiles)"),
             ("stages", type(self.stages) is int and self.stages >= 1  # noqa: E721
              and small_m_smem_bytes(self.stages, self.block_m) <= SMEM_LIMIT,
              f"a positive int whose ring fits {SMEM_LIMIT} bytes of shared memory"),

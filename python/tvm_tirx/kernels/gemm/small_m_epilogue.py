@@ -110,17 +110,16 @@ def make_reduce(cfg: SmallMConfig):
         if tid == 128:
             if tm * bm < m:  # always: tm < ceil(m / block_m)
                 T.ptx["fence.acq_rel.gpu"]()  # release: the CTA's additions (the barrier's) before the count
-                T.cuda.tile.apply(T.ptx["atom.global.add.u32"], got, Counters.sub[tm * bm, tn : tn + 1],
-                                  T.uint32(1))
+                # atom.inc wraps: the last count (splits - 1) sets the counter back to 0 (PTX ISA,
+                # atom: .inc gives old >= b ? 0 : old + 1), for the next launch
+                T.cuda.tile.apply(T.ptx["atom.global.inc.u32"], got,
+                                  Counters.sub[T.Cast("int64", tm * bm), tn : tn + 1], T.uint32(splits - 1))
                 T.ptx["fence.acq_rel.gpu"]()  # acquire: the counted CTAs' additions before the reads
                 slot[0] = got[0]
         T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
         if slot[0] == T.uint32(splits - 1):  # the last CTA of the tile: every partial is in
             T.ptx["fence.acq_rel.gpu"]()
             take_sum(Partial, acc.local().view(bm // 8, 2, 2, 1), tm, tn, tid, c)
-            if tid == 128:
-                if tm * bm < m:
-                    T.cuda.tile.apply(T.ptx["st.global.u32"], Counters.sub[tm * bm, tn : tn + 1], T.uint32(0))
             store(C, acc, words, tm, tn, tid, c)
 
     return reduce
