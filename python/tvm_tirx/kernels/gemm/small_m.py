@@ -280,8 +280,8 @@ def make_small_m_gemm(m, n: int, k: int, block_m: int = 8, splits: int = 1, stag
         Partial, Counters, C)``: X ``(m, k)``, W ``(n, k)`` bf16 and C ``(m, n)``,
         16-byte aligned and row-major; ``Partial`` ``(m, n)`` float32 and ``Counters``
         ``(m, ceil(n / 128))`` uint32, both all zero before the call and left all zero by
-        it (:func:`small_m_workspace` says how to make them; only the rows ``i * block_m``
-        of ``Counters`` are used).
+        it (the torch operators keep them: :func:`tvm_tirx.ops.small_m_plan.workspace`;
+        only the rows ``i * block_m`` of ``Counters`` are used).
 
     Raises
     ------
