@@ -19,7 +19,7 @@ from tvm_tirx import testing
 from tvm_tirx.kernels.gemm import planner
 from tvm_tirx.kernels.gemm.planner import SmallMPlan, choose_gemm, choose_small_m
 from tvm_tirx.kernels.gemm.small_m import BLOCK_MS, SmallMConfig, make_small_m_gemm
-from tvm_tirx.kernels.gemm.small_m_epilogue import element
+from tvm_tirx.kernels.gemm.small_m_epilogue import Place, element
 from tvm_tirx.script import tirx as T
 
 # -- CPU: the planner ----------------------------------------------------------------------------
@@ -96,7 +96,7 @@ def test_the_epilogue_places_each_element_of_a_tile_once(block_m):
         for b in range(block_m // 8):
             for h in range(2):
                 for e in range(2):
-                    seen.append(element(cfg, b, h, e, 0, 1, tid, tid // 128 - 1))
+                    seen.append(element(cfg, b, h, e, Place(0, 1, tid, tid // 128 - 1)))
     assert sorted(seen) == [(row, 128 + col) for row in range(block_m) for col in range(128)]
 
 

@@ -29,6 +29,7 @@ a ring of ``stages`` buffers (128-byte swizzle), as in :mod:`.producer`; rows of
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tvm.script import tirx as T
 
@@ -37,7 +38,7 @@ from ..parts.ring import Ring
 from .config import BK_BYTES, CONSUMERS, SMEM_LIMIT, WG_M, _ceildiv, _check_size, _check_stride
 from .operands import Operand
 from .producer import LOAD
-from .small_m_epilogue import ROWS_W, make_reduce, make_store
+from .small_m_epilogue import ROWS_W, Place, Workspace, make_reduce, make_store
 
 __all__ = ["BLOCK_MS", "SmallMConfig", "make_small_m_gemm", "small_m_smem_bytes"]
 
@@ -151,8 +152,19 @@ class SmallMConfig:
         return f"wgmma.mma_async.sync.aligned.m64n{self.block_m}k16.f32.bf16.bf16"
 
 
+class RingBuffers(NamedTuple):
+    """The ring's shared memory: W's stages ``sw``, X's stages ``sx``, and the ``full`` and
+    ``empty`` mbarriers of each stage."""
+
+    sw: object
+    sx: object
+    full: object
+    empty: object
+
+
 def _make_producer(cfg: SmallMConfig):
-    """The macro ``produce(X, W, sw, sx, full, empty, flag, tm, tn, split)``: thread 0 of the
+    """The macro ``produce(X, W, bufs, flag, tm, tn, split)`` (``bufs`` the
+    :class:`RingBuffers`): thread 0 of the
     producer warpgroup loads this CTA's K tiles (``split * split_tiles ..``) of W (128
     rows from ``128 tn``) and X (``block_m`` rows from ``block_m tm``) into the ring."""
     ring, tiles, bm = cfg.ring, cfg.split_tiles, cfg.block_m
@@ -160,21 +172,22 @@ def _make_producer(cfg: SmallMConfig):
     stage_bytes = (ROWS_W + bm) * BK_BYTES
 
     @T.macro
-    def produce(X, W, sw, sx, full, empty, flag, tm, tn, split):
+    def produce(X, W, bufs, flag, tm, tn, split):
         for kt in T.serial(tiles):
             s = ring.slot(kt)
-            ring.acquire(empty, s, kt, flag)
-            ring.arm(full, s, stage_bytes)
-            T.cuda.tile.apply(T.ptx[LOAD], op_w.box(sw, s, 0, ROWS_W, 0), W, mbar=full.sub[s, :],
+            ring.acquire(bufs.empty, s, kt, flag)
+            ring.arm(bufs.full, s, stage_bytes)
+            T.cuda.tile.apply(T.ptx[LOAD], op_w.box(bufs.sw, s, 0, ROWS_W, 0), W, mbar=bufs.full.sub[s, :],
                               coords=op_w.coords(tn * ROWS_W, 0, split * tiles + kt, 0), swizzle=3, l2_promotion=3)
-            T.cuda.tile.apply(T.ptx[LOAD], op_x.box(sx, s, 0, bm, 0), X, mbar=full.sub[s, :],
+            T.cuda.tile.apply(T.ptx[LOAD], op_x.box(bufs.sx, s, 0, bm, 0), X, mbar=bufs.full.sub[s, :],
                               coords=op_x.coords(tm * bm, 0, split * tiles + kt, 0), swizzle=3, l2_promotion=3)
 
     return produce
 
 
 def _make_mainloop(cfg: SmallMConfig):
-    """The macro ``mainloop(sw, sx, full, empty, acc, flag, tid, c)``: consumer warpgroup
+    """The macro ``mainloop(bufs, acc, flag, tid, c)`` (``bufs`` the :class:`RingBuffers`):
+    consumer warpgroup
     ``c`` multiplies its 64 rows of W by the ``block_m`` rows of X over the CTA's K tiles
     into ``acc`` (64 x ``block_m`` fp32, the wgmma fragment map), one wgmma batch in flight,
     and releases each stage once the batch after it is issued."""
@@ -182,19 +195,19 @@ def _make_mainloop(cfg: SmallMConfig):
     op_w, op_x = cfg.operand_w, cfg.operand_x
 
     @T.macro
-    def mainloop(sw, sx, full, empty, acc, flag, tid, c):
+    def mainloop(bufs, acc, flag, tid, c):
         for kt in T.serial(tiles):
             s = ring.slot(kt)
-            ring.wait(full, s, kt, flag)
+            ring.wait(bufs.full, s, kt, flag)
             T.ptx["wgmma.fence.sync.aligned"]()
-            T.cuda.tile.apply(T.ptx[mma], acc, op_w.mma_view(sw, s, c * WG_M, WG_M, 16),
-                              op_x.mma_view(sx, s, 0, bm, 16), scope="warpgroup", scale_d=kt > 0)
+            T.cuda.tile.apply(T.ptx[mma], acc, op_w.mma_view(bufs.sw, s, c * WG_M, WG_M, 16),
+                              op_x.mma_view(bufs.sx, s, 0, bm, 16), scope="warpgroup", scale_d=kt > 0)
             T.ptx["wgmma.commit_group.sync.aligned"]()
             T.ptx["wgmma.wait_group.sync.aligned"](1)
             if kt > 0:
-                ring.release(empty, ring.slot(kt - 1), tid)
+                ring.release(bufs.empty, ring.slot(kt - 1), tid)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
-        ring.release(empty, ring.slot(tiles - 1), tid)
+        ring.release(bufs.empty, ring.slot(tiles - 1), tid)
 
     return mainloop
 
@@ -231,19 +244,19 @@ def _make_body(cfg: SmallMConfig):
         T.cuda.cta_sync()
         if wg == 0:  # the producer warpgroup
             if tid == 0:
-                produce(X, W, sw, sx, full, empty, flag, bx // (splits * tiles_n), bx // splits % tiles_n,
-                        bx % splits)
+                produce(X, W, RingBuffers(sw, sx, full, empty), flag, bx // (splits * tiles_n),
+                        bx // splits % tiles_n, bx % splits)
         else:  # two consumer warpgroups, 64 rows of W each
             c = wg - 1
             acc = T.alloc_local((WG_M, bm), "float32", layout=accumulator_layout(bm))
             words = T.alloc_local((WG_M, bm // 2), "uint32", layout=accumulator_layout(bm, packed=True))
             got = T.alloc_local((1,), "uint32")
-            mainloop(sw, sx, full, empty, acc, flag, tid, c)
+            mainloop(RingBuffers(sw, sx, full, empty), acc, flag, tid, c)
             if reduce is None:
-                store(C, acc, words, bx // tiles_n, bx % tiles_n, tid, c)
+                store(C, acc, words, Place(bx // tiles_n, bx % tiles_n, tid, c))
             else:
-                reduce(Partial, Counters, C, acc, words, slot, got, bx // (splits * tiles_n),
-                       bx // splits % tiles_n, tid, c)
+                reduce(Workspace(Partial, Counters, slot), C, acc, words, got,
+                       Place(bx // (splits * tiles_n), bx // splits % tiles_n, tid, c))
 
     return body
 

@@ -7,7 +7,7 @@ A consumer thread's accumulator register ``4 b + 2 h + e`` holds, by the wgmma f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tvm.script import tirx as T
 
@@ -18,35 +18,55 @@ from .config import CONSUMERS, WG_M
 if TYPE_CHECKING:  # the config's module imports this one
     from .small_m import SmallMConfig
 
-__all__ = ["element", "make_store", "make_reduce"]
+__all__ = ["Place", "Workspace", "element", "make_store", "make_reduce"]
 
 ROWS_W = CONSUMERS * WG_M  # rows of W (columns of C) per CTA tile
 #: the element stores of C per output dtype (C^T's elements are not contiguous in C)
 _STORE = {"bfloat16": "st.global.b16", "float32": "st.global.f32"}
 
 
-def element(cfg: SmallMConfig, b, h, e, tm, tn, tid, c):
+class Place(NamedTuple):
+    """Where a consumer thread works: its CTA's row tile ``tm`` and column tile ``tn`` of C
+    (int32 expressions), its thread index ``tid`` and its consumer warpgroup ``c``."""
+
+    tm: object
+    tn: object
+    tid: object
+    c: object
+
+
+class Workspace(NamedTuple):
+    """The split-K reduction's memory: ``partial`` (``Partial (m, n)`` float32, global),
+    ``counters`` (``Counters``, uint32, global) and ``slot`` (a ``(1,)`` uint32 shared
+    buffer that publishes the count to the CTA's consumer threads)."""
+
+    partial: object
+    counters: object
+    slot: object
+
+
+def element(cfg: SmallMConfig, b, h, e, at: Place):
     """Where register ``4 b + 2 h + e`` of consumer ``c``'s accumulators lies in C: the
     wgmma fragment map (PTX ISA 9.7.15.5.1.1) gives its row of W (C's column) and its
     column of the tile (C's row).  Returns ``(row, col)`` of C, int32."""
-    col = accumulator_row(tn * ROWS_W + c * WG_M, tid, h)
-    row = accumulator_col(tm * cfg.block_m, tid, b, e)
+    col = accumulator_row(at.tn * ROWS_W + at.c * WG_M, at.tid, h)
+    row = accumulator_col(at.tm * cfg.block_m, at.tid, b, e)
     return row, col
 
 
 def _make_walk(cfg: SmallMConfig, step):
-    """The macro ``walk(tensor, values, tm, tn, tid, c)``: ``step(tensor, value, row, col)``
+    """The macro ``walk(tensor, values, at)`` (``at`` a :class:`Place`): ``step(tensor, value, row, col)``
     for each of the thread's accumulators inside C (``row < m and col < n``), ``value`` its
     register of ``values`` (a ``(block_m / 8, 2, 2, 1)`` view: register ``4 b + 2 h + e``)
     and ``row`` an int64 index."""
     bm, m, n = cfg.block_m, cfg.m, cfg.n
 
     @T.macro
-    def walk(tensor, values, tm, tn, tid, c):
+    def walk(tensor, values, at):
         for b in T.unroll(bm // 8):
             for h in T.unroll(2):
                 for e in T.unroll(2):
-                    row, col = element(cfg, b, h, e, tm, tn, tid, c)
+                    row, col = element(cfg, b, h, e, at)
                     if T.And(row < m, col < n):
                         step(tensor, values.sub[b, h, e, :], T.Cast("int64", row), col)
 
@@ -54,7 +74,7 @@ def _make_walk(cfg: SmallMConfig, step):
 
 
 def make_store(cfg: SmallMConfig):
-    """The macro ``store(C, acc, words, tm, tn, tid, c)``: each thread stores its
+    """The macro ``store(C, acc, words, at)`` (``at`` a :class:`Place`): each thread stores its
     accumulators into C one element at a time (C^T's elements are not contiguous), each
     under ``row < m and col < n``; bf16 output is rounded in pairs first
     (``cvt.rn.bf16x2.f32``, as :mod:`.guarded` does)."""
@@ -69,12 +89,12 @@ def make_store(cfg: SmallMConfig):
     walk = _make_walk(cfg, store_one)
 
     @T.macro
-    def store(C, acc, words, tm, tn, tid, c):
+    def store(C, acc, words, at):
         if packs:
             pack_pairs(words.local(), acc.local())
-            walk(C, words.local().view("bfloat16").view(bm // 8, 2, 2, 1), tm, tn, tid, c)
+            walk(C, words.local().view("bfloat16").view(bm // 8, 2, 2, 1), at)
         else:
-            walk(C, acc.local().view(bm // 8, 2, 2, 1), tm, tn, tid, c)
+            walk(C, acc.local().view(bm // 8, 2, 2, 1), at)
 
     return store
 
@@ -93,8 +113,9 @@ def _take_one(partial, value, row, col):
 
 
 def make_reduce(cfg: SmallMConfig):
-    """The macro ``reduce(Partial, Counters, C, acc, words, slot, got, tm, tn, tid, c)``:
-    the split-K reduction of the module docstring.  Named barrier 1 joins the two consumer
+    """The macro ``reduce(work, C, acc, words, got, at)`` (``work`` a :class:`Workspace`,
+    ``at`` a :class:`Place`, ``got`` a ``(1,)`` uint32 register array): the split-K
+    reduction of the module docstring.  Named barrier 1 joins the two consumer
     warpgroups (256 threads); thread 128 counts the CTA and publishes the count it found
     in the shared ``slot``."""
     splits, bm, m = cfg.splits, cfg.block_m, cfg.m
@@ -103,23 +124,24 @@ def make_reduce(cfg: SmallMConfig):
     consumers = CONSUMERS * 128
 
     @T.macro
-    def reduce(Partial, Counters, C, acc, words, slot, got, tm, tn, tid, c):
-        add_partial(Partial, acc.local().view(bm // 8, 2, 2, 1), tm, tn, tid, c)
+    def reduce(work, C, acc, words, got, at):
+        add_partial(work.partial, acc.local().view(bm // 8, 2, 2, 1), at)
         T.ptx["fence.acq_rel.gpu"]()  # this thread's additions, visible at GPU scope
         T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
-        if tid == 128:
-            if tm * bm < m:  # always: tm < ceil(m / block_m)
+        if at.tid == 128:
+            if at.tm * bm < m:  # always: tm < ceil(m / block_m)
                 T.ptx["fence.acq_rel.gpu"]()  # release: the CTA's additions (the barrier's) before the count
                 # atom.inc wraps: the last count (splits - 1) sets the counter back to 0 (PTX ISA,
                 # atom: .inc gives old >= b ? 0 : old + 1), for the next launch
                 T.cuda.tile.apply(T.ptx["atom.global.inc.u32"], got,
-                                  Counters.sub[T.Cast("int64", tm * bm), tn : tn + 1], T.uint32(splits - 1))
+                                  work.counters.sub[T.Cast("int64", at.tm * bm), at.tn : at.tn + 1],
+                                  T.uint32(splits - 1))
                 T.ptx["fence.acq_rel.gpu"]()  # acquire: the counted CTAs' additions before the reads
-                slot[0] = got[0]
+                work.slot[0] = got[0]
         T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
-        if slot[0] == T.uint32(splits - 1):  # the last CTA of the tile: every partial is in
+        if work.slot[0] == T.uint32(splits - 1):  # the last CTA of the tile: every partial is in
             T.ptx["fence.acq_rel.gpu"]()
-            take_sum(Partial, acc.local().view(bm // 8, 2, 2, 1), tm, tn, tid, c)
-            store(C, acc, words, tm, tn, tid, c)
+            take_sum(work.partial, acc.local().view(bm // 8, 2, 2, 1), at)
+            store(C, acc, words, at)
 
     return reduce
