@@ -35,7 +35,7 @@ from tvm.script import tirx as T
 
 from ...tile.fragments import accumulator_layout
 from ..parts.ring import Ring
-from .config import BK_BYTES, CONSUMERS, SMEM_LIMIT, WG_M, _ceildiv, _check_size, _check_stride
+from .config import BK_BYTES, CONSUMERS, INPUTS, SMEM_LIMIT, WG_M, _ceildiv, _check_size, _check_stride
 from .operands import Operand
 from .producer import LOAD
 from .small_m_epilogue import ROWS_W, Place, Workspace, make_reduce, make_store
@@ -148,8 +148,13 @@ class SmallMConfig:
 
     @property
     def mma(self) -> str:
-        """The wgmma opcode: m64 x ``block_m``, bf16 inputs, fp32 accumulators."""
-        return f"wgmma.mma_async.sync.aligned.m64n{self.block_m}k16.f32.bf16.bf16"
+        """The wgmma opcode of ``in_dtype`` (:data:`~.config.INPUTS`), m64 x ``block_m``."""
+        return INPUTS[self.in_dtype][0].format(n=self.block_m)
+
+    @property
+    def kstep(self) -> int:
+        """K elements per wgmma instruction (:data:`~.config.INPUTS`)."""
+        return INPUTS[self.in_dtype][1]
 
 
 class RingBuffers(NamedTuple):
@@ -191,7 +196,7 @@ def _make_mainloop(cfg: SmallMConfig):
     ``c`` multiplies its 64 rows of W by the ``block_m`` rows of X over the CTA's K tiles
     into ``acc`` (64 x ``block_m`` fp32, the wgmma fragment map), one wgmma batch in flight,
     and releases each stage once the batch after it is issued."""
-    ring, tiles, bm, mma = cfg.ring, cfg.split_tiles, cfg.block_m, cfg.mma
+    ring, tiles, bm, mma, kstep = cfg.ring, cfg.split_tiles, cfg.block_m, cfg.mma, cfg.kstep
     op_w, op_x = cfg.operand_w, cfg.operand_x
 
     @T.macro
@@ -200,8 +205,8 @@ def _make_mainloop(cfg: SmallMConfig):
             s = ring.slot(kt)
             ring.wait(bufs.full, s, kt, flag)
             T.ptx["wgmma.fence.sync.aligned"]()
-            T.cuda.tile.apply(T.ptx[mma], acc, op_w.mma_view(bufs.sw, s, c * WG_M, WG_M, 16),
-                              op_x.mma_view(bufs.sx, s, 0, bm, 16), scope="warpgroup", scale_d=kt > 0)
+            T.cuda.tile.apply(T.ptx[mma], acc, op_w.mma_view(bufs.sw, s, c * WG_M, WG_M, kstep),
+                              op_x.mma_view(bufs.sx, s, 0, bm, kstep), scope="warpgroup", scale_d=kt > 0)
             T.ptx["wgmma.commit_group.sync.aligned"]()
             T.ptx["wgmma.wait_group.sync.aligned"](1)
             if kt > 0:
