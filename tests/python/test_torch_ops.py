@@ -23,7 +23,7 @@ from tvm_tirx import ops, testing  # noqa: E402
 from tvm_tirx.kernels.gemm import choose_tile  # noqa: E402
 from tvm_tirx.kernels.gemm import planner  # noqa: E402
 from tvm_tirx.kernels.gemm.planner import SMALL_M  # noqa: E402
-from tvm_tirx.ops import gemm_kernels, gemm_plans, torch_checks  # noqa: E402
+from tvm_tirx.ops import gemm_kernels, torch_checks  # noqa: E402
 from tvm_tirx.ops.torch_checks import UnsupportedInput  # noqa: E402
 
 BF16, F32 = torch.bfloat16, torch.float32
@@ -489,7 +489,8 @@ class _StandIn:
         if isinstance(self.key, gemm_kernels.SmallMKey):  # (X, W, C) or (X, W, Partial, Counters, C)
             assert len(bias) == (0 if self.key.splits == 1 else 2)
             assert all(not t.view(torch.int32).any() for t in bias)  # the workspaces are zero before each launch
-            self.calls.append((tuple(a.shape), tuple(b.shape), tuple(c.shape), c.dtype))
+            self.calls.append((tuple(a.shape), tuple(b.shape), tuple(c.shape), c.dtype,
+                               tuple((tuple(t.shape), t.dtype, t.data_ptr()) for t in bias)))
             c.copy_(a.float() @ b.float().t())
             return
         assert len(bias) == (self.key.bias is not None)  # the bias kernel, and only it, takes Bias
@@ -759,24 +760,24 @@ def test_the_small_m_route_gives_each_stream_its_zeroed_workspaces(stand_in_comp
     x, w = _inputs(3, n=128, k=512)
     stream = [1]
     monkeypatch.setattr(small_m_plan, "_stream_id", lambda device: stream[0])
-    torch.testing.assert_close(ops.linear(x, w, out_dtype=F32), _ref(x, w))
+
+    def launched():  # the workspaces the last launch of the small-M kernel took
+        torch.testing.assert_close(ops.linear(x, w, out_dtype=F32), _ref(x, w))
+        (key,) = [k for k in gemm_kernels.cached_kernels() if isinstance(k, gemm_kernels.SmallMKey)]
+        return key, gemm_kernels.cached_kernels()[key].calls[-1][4]
+
+    key, first = launched()
     # one column tile, 8 K tiles: two splits of 4 (cost 1 wave x (4 + 4) against 1 x (8 + 4))
-    (key,) = stand_in_compiler
-    assert isinstance(key, gemm_kernels.SmallMKey) and (key.block_m, key.splits) == (8, 2)
+    assert (key.block_m, key.splits) == (8, 2)
+    assert [(shape, dtype) for shape, dtype, _ in first] == [((3, 128), F32), ((3, 1), torch.uint32)]
+    assert launched()[1] == first  # the same stream: the same memory
     stream[0] = 2  # another stream: its own workspaces
-    torch.testing.assert_close(ops.linear(x, w, out_dtype=F32), _ref(x, w))
-    (plan,) = [p for p in gemm_plans.PLANS._plans.values() if isinstance(p, small_m_plan.SmallMLaunch)]
-    assert sorted(plan.workspaces) == [1, 2]
-    partial, counters = plan.workspaces[1]
-    assert (partial.shape, partial.dtype, counters.shape, counters.dtype) == ((3, 128), F32, (3, 1), torch.uint32)
-    assert plan.workspaces[2][0].data_ptr() != partial.data_ptr()
-    # the buffers outlive the plans (a CUDA graph may hold their addresses): a new plan of the
-    # stream, after the kernels and plans are forgotten, gets the same memory
+    assert {ptr for *_, ptr in launched()[1]}.isdisjoint(ptr for *_, ptr in first)
+    # the buffers outlive the plans (a CUDA graph may hold their addresses): after the
+    # kernels and plans are forgotten, the stream's launches take the same memory
     gemm_kernels.clear_kernels()
     stream[0] = 1
-    ops.linear(x, w, out_dtype=F32)
-    (plan,) = [p for p in gemm_plans.PLANS._plans.values() if isinstance(p, small_m_plan.SmallMLaunch)]
-    assert plan.workspaces[1][0].data_ptr() == partial.data_ptr()
+    assert launched()[1] == first
 
 
 def test_deterministic_mode_takes_one_split(stand_in_compiler, monkeypatch):

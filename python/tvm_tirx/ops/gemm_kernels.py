@@ -96,6 +96,11 @@ class SmallMKey:
     splits: int
     stages: int
 
+    @property
+    def a_major(self) -> str:
+        """X's innermost axis: ``"k"`` (the small-M kernel reads ``X (m, k)`` row-major)."""
+        return "k"
+
 
 #: make_gemm's options per output dtype: bench/gemm.py's fastest on the H200 (one CTA per
 #: output tile, so the grid follows the run-time m and no SM count enters the key)

@@ -19,11 +19,11 @@ import torch
 from ..kernels.gemm.planner import SmallMPlan, choose_gemm
 from .eager import Plans, signature
 from .gemm_kernels import SmallMKey, a_operand, b_operand, gemm_kernel, on_clear_kernels
-from .small_m_plan import SmallMLaunch
+from .small_m_plan import workspace
 from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
                            gemm_key, sm_count)
 
-__all__ = ["plan", "run_gemm", "accumulator", "check_fallback", "KernelPlan", "FALLBACKS", "PLANS"]
+__all__ = ["plan", "run_gemm", "accumulator", "check_fallback", "KernelPlan", "SmallMLaunch", "FALLBACKS", "PLANS"]
 
 #: The values ``fallback`` takes: None (raise on an unsupported input) or ``"torch"``.
 FALLBACKS = (None, "torch")
@@ -121,6 +121,25 @@ class KernelPlan:
         out = self._new_out(x)
         self.launch(*self._arguments(x, w, bias, residual, out))
         return out
+
+
+class SmallMLaunch(KernelPlan):
+    """A :class:`KernelPlan` of the small-M kernel (:class:`~.gemm_kernels.SmallMKey`): it
+    passes ``x`` as ``X (m, k)``, ``w`` as ``W (n, k)`` and, with more than one split, the
+    zeroed workspaces of the current stream (:func:`~.small_m_plan.workspace`) before C.
+    Made as ``SmallMLaunch(key, shape, out_dtype, x, w)``; called as ``plan(x, w, None, None)``."""
+
+    __slots__ = ("m",)
+
+    def __init__(self, key: SmallMKey, shape, out_dtype, x, w):
+        self.m = x.numel() // key.k
+        super().__init__(key, shape, out_dtype, x, w, None, None)
+
+    def _arguments(self, x, w, bias, residual, out):
+        a, c = (x, out) if self.flat else (x.view(self.m, self.key.k), out.view(self.m, self.key.n))
+        if self.key.splits == 1:
+            return (a, w, c)
+        return (a, w, *workspace(self.device, self.m, self.key.n), c)
 
 
 def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):

@@ -1,9 +1,8 @@
-"""The launch plan of a GEMM call that the small-M (decode) kernel computes.
+"""The workspaces of the small-M (decode) kernel's launches (:class:`~.gemm_plans.SmallMLaunch`).
 
-:class:`SmallMLaunch` is :class:`~.gemm_plans.KernelPlan`'s sibling for
-:mod:`tvm_tirx.kernels.gemm.small_m`: it allocates C and launches.  With more than one
-split the kernel also takes two workspaces (``Partial (m, n)`` float32 and ``Counters
-(m, ceil(n / 128))`` uint32), zero before each launch and left zero by it.
+With more than one split :mod:`tvm_tirx.kernels.gemm.small_m` takes two workspaces
+(``Partial (m, n)`` float32 and ``Counters (m, ceil(n / 128))`` uint32), zero before each
+launch and left zero by it.
 :func:`workspace` keeps them per (device, CUDA stream, n) for the whole process, never
 freed: two streams never share one (concurrent calls do not mix their partial sums), and a
 CUDA graph that captured a launch keeps valid addresses after the plan is forgotten
@@ -16,12 +15,12 @@ from __future__ import annotations
 
 import torch
 
-from .gemm_kernels import SmallMKey, gemm_kernel
-
-__all__ = ["SmallMLaunch", "workspace"]
+__all__ = ["workspace"]
 
 #: (device, stream, n) -> [(Partial, Counters), ...]: every buffer made, the last the largest
 _BUFFERS: dict = {}
+#: (device, stream, n, m) -> the views :func:`workspace` gave
+_VIEWS: dict = {}
 #: the rows a workspace buffer has at least (the small-M kernel's widest row tile)
 MIN_ROWS = 64
 
@@ -39,59 +38,21 @@ def _stream_id(device) -> int:
     return torch.cuda.current_stream(device).cuda_stream
 
 
-def workspace(device, stream: int, m: int, n: int) -> tuple:
-    """``(Partial (m, n) float32, Counters (m, ceil(n / 128)) uint32)``, both zero: views of
-    the first ``m`` rows of this (device, stream, n)'s buffers, made zeroed on first use (at
-    least :data:`MIN_ROWS` rows; a larger ``m`` adds a larger buffer, the old one is kept)."""
+def workspace(device, m: int, n: int) -> tuple:
+    """``(Partial (m, n) float32, Counters (m, ceil(n / 128)) uint32)``, both zero, for a
+    launch on ``device``'s current CUDA stream: views of the first ``m`` rows of this
+    (device, stream, n)'s buffers, made zeroed on first use (at least :data:`MIN_ROWS`
+    rows; a larger ``m`` adds a larger buffer, the old one is kept), the same views for
+    every call of one (device, stream, n, m)."""
+    stream = _stream_id(device)
+    found = _VIEWS.get((str(device), stream, n, m))
+    if found is not None:
+        return found
     buffers = _BUFFERS.setdefault((str(device), stream, n), [])
     if not buffers or buffers[-1][0].shape[0] < m:
         rows, tiles_n = max(m, MIN_ROWS), -(-n // 128)
         counters = torch.zeros((rows, tiles_n), dtype=torch.int32, device=device).view(torch.uint32)
         buffers.append((torch.zeros((rows, n), dtype=torch.float32, device=device), counters))
     partial, counters = buffers[-1]
-    return partial[:m], counters[:m]
-
-
-class SmallMLaunch:
-    """One signature's launch of the small-M kernel of ``key`` (:class:`SmallMKey`).
-
-    Made with the key, the output's shape and dtype and one call's ``x (*, k)`` and
-    ``w (n, k)`` (contiguous bf16), whose arguments :meth:`tvm_tirx.Kernel.launcher` checks;
-    called as ``plan(x, w, bias, residual)`` (``bias`` and ``residual`` None) on tensors of
-    that signature, it returns the new ``(*, n)`` output.
-    """
-
-    __slots__ = ("key", "shape", "dtype", "device", "like_x", "flat", "m", "workspaces", "launch")
-
-    def __init__(self, key: SmallMKey, shape, out_dtype, x, w):
-        self.key, self.shape, self.dtype, self.device = key, shape, out_dtype, x.device
-        self.like_x = out_dtype == x.dtype  # x.new_empty: cheaper than torch.empty's keywords
-        self.m = x.numel() // key.k
-        self.flat = x.dim() == 2  # x is (m, k) and the output (m, n): no views to make
-        self.workspaces = {}
-        out = self._new_out(x)
-        self.launch = gemm_kernel(key).launcher(*self._arguments(x, w, out))
-
-    def _workspace(self) -> tuple:
-        """This stream's ``(Partial, Counters)`` views (:func:`workspace`), kept per stream."""
-        stream = _stream_id(self.device)
-        found = self.workspaces.get(stream)
-        if found is None:
-            found = self.workspaces[stream] = workspace(self.device, stream, self.m, self.key.n)
-        return found
-
-    def _new_out(self, x):
-        if self.like_x:
-            return x.new_empty(self.shape)
-        return torch.empty(self.shape, dtype=self.dtype, device=self.device)
-
-    def _arguments(self, x, w, out) -> tuple:
-        a, c = (x, out) if self.flat else (x.view(self.m, self.key.k), out.view(self.m, self.key.n))
-        if self.key.splits == 1:
-            return (a, w, c)
-        return (a, w, *self._workspace(), c)
-
-    def __call__(self, x, w, bias, residual):
-        out = self._new_out(x)
-        self.launch(*self._arguments(x, w, out))
-        return out
+    found = _VIEWS[(str(device), stream, n, m)] = (partial[:m], counters[:m])
+    return found
