@@ -3,7 +3,8 @@
 Each row is checked against an fp32 product first, then timed as users call it: the GPU
 time per call of a CUDA graph of 50 calls (host cost removed) and the wall time per call
 of eager calls back to back (host cost included), each next to ``F.linear`` on the same
-tensors.  The ``plan`` column is the kernel the planner
+tensors, and with ``triton`` the Triton GEMM of bench/_triton_matmul.py (autotuned per
+shape) by the same graph timing.  The ``plan`` column is the kernel the planner
 (:func:`tvm_tirx.kernels.gemm.planner.choose_gemm`) gave the call, as
 :func:`tvm_tirx.ops.check` reports it; ``--plans`` prints that column alone, on the CPU.
 """
@@ -54,7 +55,18 @@ def plans(shapes) -> None:
     print(table(["M x N x K", "plan"], rows))
 
 
-def _row(torch, ops, shape, repeats):
+def _triton_us(torch, x, w, ref, repeats) -> str:
+    """Triton's GPU time per call (bench/_triton_matmul.py), checked against ``ref`` first."""
+    from bench._triton_matmul import matmul_tn
+    from bench.launch import _graph_us
+
+    c = torch.empty(x.shape[0], w.shape[0], device="cuda", dtype=torch.bfloat16)
+    matmul_tn(x, w, c)  # autotunes this shape
+    assert ((c.float() - ref).abs().max() / ref.abs().max()).item() < 1e-2
+    return f"{_graph_us(torch, lambda: matmul_tn(x, w, c), repeats):.1f}"
+
+
+def _row(torch, ops, shape, repeats, triton):
     from bench.launch import _graph_us, per_call_us
 
     m, n, k = shape
@@ -66,28 +78,29 @@ def _row(torch, ops, shape, repeats):
     err = ((ops.linear(x, w).float() - ref).abs().max() / ref.abs().max()).item()
     assert err < 1e-2, (shape, err)
     ours, theirs = _graph_us(torch, lambda: ops.linear(x, w), repeats), _graph_us(torch, lambda: F.linear(x, w), repeats)
+    tri = _triton_us(torch, x, w, ref, repeats) if triton and k % 64 == 0 else "-"
     calls = max(20, min(500, int(2e5 / max(theirs, 1.0))))
     eager = per_call_us(lambda: ops.linear(x, w), calls, repeats, torch.cuda.synchronize, host_only=False)
     eager_t = per_call_us(lambda: F.linear(x, w), calls, repeats, torch.cuda.synchronize, host_only=False)
     tflops = 2 * m * n * k / ours / 1e6
-    return [f"{m}x{n}x{k}", _plan(x, w), f"{ours:.1f}", f"{theirs:.1f}", f"{theirs / ours:.2f}", f"{tflops:.0f}",
+    return [f"{m}x{n}x{k}", _plan(x, w), f"{ours:.1f}", f"{theirs:.1f}", f"{theirs / ours:.2f}", tri, f"{tflops:.0f}",
             f"{eager:.1f}", f"{eager_t:.1f}", f"{eager_t / eager:.2f}"], theirs / ours, eager_t / eager
 
 
-def main_ops(shapes, repeats: int) -> None:
+def main_ops(shapes, repeats: int, triton: bool = False) -> None:
     """The GPU table (module docstring) with the geometric means and minima last."""
     import torch
     from tvm_tirx import ops
 
     rows, graph, eager = [], [], []
     for shape in shapes:
-        row, g, e = _row(torch, ops, shape, repeats)
+        row, g, e = _row(torch, ops, shape, repeats, triton)
         rows.append(row)
         graph.append(g)
         eager.append(e)
     print("ops.linear against F.linear, bf16: GPU us per call (CUDA graph of 50) and eager us per call")
-    print(table(["M x N x K", "plan", "ops (graph)", "F.linear (graph)", "x F.linear", "TFLOP/s", "ops (eager)",
-                 "F.linear (eager)", "x F.linear"], rows))
+    print(table(["M x N x K", "plan", "ops (graph)", "F.linear (graph)", "x F.linear", "Triton (graph)", "TFLOP/s",
+                 "ops (eager)", "F.linear (eager)", "x F.linear"], rows))
     geo = lambda v: math.exp(statistics.fmean(math.log(r) for r in v))  # noqa: E731
     print(f"graph: geomean {geo(graph):.3f}, min {min(graph):.3f}; eager: geomean {geo(eager):.3f}, "
           f"min {min(eager):.3f} ({len(shapes)} shapes)")

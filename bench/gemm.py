@@ -20,6 +20,7 @@ median of ``--runs`` runs after a warm-up, random inputs).
     python bench/gemm.py --hang-cost  # GPU: the cost of options={"detect_hangs": True}
     python bench/gemm.py --ops     # GPU: ops.linear against F.linear on the suite and the classes
     python bench/gemm.py --ops --classes decode square  # ... on some classes only (bench/_ops_table.py)
+    python bench/gemm.py --ops --classes decode --triton  # ... with Triton in the same run
     python bench/gemm.py --plans   # no GPU: the planner's kernel per shape of the suite and the classes
 """
 
@@ -364,6 +365,7 @@ def main(argv=None) -> int:
     parser.add_argument("--layouts", action="store_true", help="TN, NN, NT and TT at --sizes (default: 4096^3, 8192^3)")
     parser.add_argument("--ops", action="store_true", help="ops.linear against F.linear on the suite and the classes")
     parser.add_argument("--plans", action="store_true", help="the planner's kernel per shape (no GPU)")
+    parser.add_argument("--triton", action="store_true", help="--ops: a Triton column (autotuned per shape)")
     parser.add_argument("--classes", type=str, nargs="*", default=None, help="--ops / --plans: these classes only "
                         f"(of {', '.join(['suite', *CLASSES])})")
     args = parser.parse_args(argv)
@@ -372,7 +374,7 @@ def main(argv=None) -> int:
         if args.plans or not testing.has_cuda():
             plans(shapes)
         else:
-            main_ops(shapes, args.runs)
+            main_ops(shapes, args.runs, args.triton)
     elif args.cpu or not testing.has_cuda():
         main_cpu(args.sass)
     elif args.tiles:
