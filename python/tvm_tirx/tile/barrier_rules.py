@@ -39,7 +39,7 @@ def whole_cta_barriers(view):
     facts = view.facts
     if facts.launch is None:
         return []
-    sites = collect_sites(view.body, facts.root_of, lambda s: isinstance(s, tirx.Evaluate) and _op_name(s) in BARRIERS)
+    sites = collect_sites(view.body, facts.calls.targets, facts.root_of, lambda s: isinstance(s, tirx.Evaluate) and _op_name(s) in BARRIERS)
     errors = []
     for site in sites.values():
         if not site.guards:

@@ -10,13 +10,7 @@ written; a written one is as uniform as the form's ``uniform_result`` says
 
 from __future__ import annotations
 
-from ..errors import TileError
-from .call_view import CallView
-from .op import decode, is_tile_call
 from .operands import Operand
-from .raw_calls import decode_raw
-from .registry import candidates
-from .sites import EMPTY_SITE, call_key
 
 __all__ = ["result_level"]
 
@@ -34,7 +28,7 @@ def result_level(facts, stmt, buf):
     """
     from .uniformity import NOT_WRITTEN  # pylint: disable=import-outside-toplevel  (it calls this module)
 
-    view = _view_of(facts, stmt)
+    view = facts.calls.view(stmt)
     if view is None:
         return None
     index = next((i for i, op in enumerate(view.operands) if _names_buffer(op, buf)), None)
@@ -46,23 +40,6 @@ def result_level(facts, stmt, buf):
     if form.uniform_result is None:
         return None
     return form.uniform_result(view, index)
-
-
-def _view_of(facts, stmt):
-    """The :class:`~.call_view.CallView` ``uniform_result`` reads of call statement
-    ``stmt``: a tile call's (operands as written, the form they name), a checked
-    raw call's (:func:`.raw_calls.decode_raw`); else None."""
-    site = facts.sites.get(call_key(stmt), EMPTY_SITE)
-    if not is_tile_call(stmt.value):
-        try:
-            return decode_raw(stmt.value, facts, site)
-        except TileError:  # unreadable: refused where it is checked; per thread here
-            return None
-    tc = decode(stmt.value)
-    forms = candidates(tc.opcode)
-    # the form the operands name (shfl.sync with or without its `p` result)
-    form = next((f for f in forms if sum(r.keyword is None for r in f.roles) == len(tc.operands)), forms[0])
-    return CallView(tc.operands, tc.pred, dict(tc.params), form, tc.scope, site, facts=facts)
 
 
 def _names_buffer(op, buf) -> bool:

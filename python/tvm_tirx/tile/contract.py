@@ -290,6 +290,11 @@ class Contract:
         :func:`.threads.reaching`) and ``facts`` (``facts.uniformity`` judges
         a parameter); read by :mod:`.uniformity`, for the operands the form
         writes.
+    register_function : bool
+        The registers the form writes are a function of the operands it reads
+        and nothing else (no memory, no other thread, no clock): ``mov``, ``cvt``
+        and the arithmetic.  A value computed so from uniform sources under a
+        uniform predicate is uniform (:mod:`.uniform_sources`).
     """
 
     instruction: Instruction
@@ -309,6 +314,7 @@ class Contract:
     error_priority: int = 0
     completes_tx: Callable[[CallView], int | None] | None = None
     uniform_result: UniformResult | None = None
+    register_function: bool = False
 
     @property
     def opcode(self) -> str:

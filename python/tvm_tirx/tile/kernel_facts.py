@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from .kernel_calls import KernelCalls
 from .launch_ids import CUDA_ID_NAMES, binding, scope_pairs, thread_binding_ids, thread_tag
 from .machine_ints import extent_facts
 from .op import is_tile_call
@@ -85,6 +86,10 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         :func:`.sites.call_key` of each tile-call ``Evaluate`` (and of each raw
         ``T.ptx`` call a family checks, :mod:`.raw_calls`) -> its
         :class:`~.sites.CallSite` (guards, assumptions, enclosing loops).
+    calls : KernelCalls
+        The same calls, each decoded once on first use: ``calls.tile_call(stmt)``
+        (:class:`~.op.TileCall`) and ``calls.view(stmt)`` (the as-written
+        :class:`~.call_view.CallView`), for every reader of the kernel.
     params : tuple
         The kernel's tensor parameters (buffers), in order.
     family_values : dict
@@ -118,7 +123,9 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         self.launch = None
         self.entry_attrs = {}
         self._walk(func.body)
-        self.sites = collect_sites(func.body, self.root_of, _checked_call)
+        #: the kernel's tile calls and checked raw calls, each decoded once (:mod:`.kernel_calls`)
+        self.calls = KernelCalls(self)
+        self.sites = collect_sites(func.body, self.calls.targets, self.root_of, _checked_call)
         self.body = func.body
         self._uniformity = None
 

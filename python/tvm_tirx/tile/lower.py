@@ -29,7 +29,7 @@ from .groups import check_uniform_pred, group_box
 from .kernel_facts import KernelFacts
 from .kernel_rules import KernelView, run_kernel_rules
 from .memory_proofs import check_dtype_views, check_memory
-from .op import decode, is_tile_call
+from .op import is_tile_call
 from .ownership import check_ownership
 from .raw_calls import check_raw, is_raw_checked
 from .registry import candidates
@@ -111,8 +111,9 @@ def _coordinates(call, facts, origin):
     return tuple(e - o for e, o in zip(exprs, origin)), position
 
 
-def expand(call, facts, site=EMPTY_SITE):
-    """Check one tile Call at its :class:`~.sites.CallSite`; return
+def expand(stmt, facts, site=EMPTY_SITE):
+    """Check the tile call of statement ``stmt`` (an ``Evaluate`` of ``facts``' kernel,
+    decoded once there: ``facts.calls``) at its :class:`~.sites.CallSite`; return
     ``(expansion Stmt, host hook or None, CallView)``.
 
     Raises
@@ -120,8 +121,8 @@ def expand(call, facts, site=EMPTY_SITE):
     TileError
         Any contract violation, pointing at the call's source line when known.
     """
-    tc = decode(call)
-    span = site.span if site.span is not None else call.span
+    tc = facts.calls.tile_call(stmt)
+    span = site.span if site.span is not None else stmt.value.span
     try:
         view, box = _select(tc, facts, site)
         _prove(view, box)
@@ -178,7 +179,7 @@ def lower_tile_apply(func):
                 if raw is not None:
                     calls[call_key(node)] = raw
                 return node
-            stmt, hook, call = expand(node.value, facts, site)
+            stmt, hook, call = expand(node, facts, site)
         except (TileError, TileInternalError) as err:
             # An exception would cross the FFI boundary as a RuntimeError;
             # keep it and raise it from here, as what it is.

@@ -38,7 +38,7 @@ from .barrier_rules import BARRIERS
 from .instances import Executions, evaluate
 from .order import Program, element_of, loads_of
 from .ptx_table import opcode_of_call, orders_memory, resolve
-from .sites import call_key, call_targets
+from .sites import call_key
 from .threads import conjuncts
 
 __all__ = [
@@ -284,7 +284,7 @@ def _classify(protocol, leaf, calls) -> list:
         return derived
     what = opcode_of_call(stmt.value) or op
     scope = "" if orders_memory(stmt.value) is False else "orders"
-    return [Event("opaque", leaf, what, buffer=tuple(call_targets(stmt)), scope=scope)] + _reads(protocol, leaf)
+    return [Event("opaque", leaf, what, buffer=tuple(protocol.facts.calls.targets(stmt)), scope=scope)] + _reads(protocol, leaf)
 
 
 def protocol_of(view) -> Protocol:

@@ -33,7 +33,7 @@ from .call_view import CallView
 from .operands import Operand
 from .ptx_table import namespace_text, opcode_of_call
 
-__all__ = ["RawSpelling", "is_raw_checked", "decode_raw", "check_raw", "raw_targets", "tile_form_text"]
+__all__ = ["RawSpelling", "is_raw_checked", "decode_raw", "check_raw", "tile_form_text"]
 
 _PREFIX = "tirx.ptx."
 
@@ -197,23 +197,6 @@ def decode_raw(call, facts=None, site=None):
         raise _unreadable(contract, spelling, "operands", f"sunk register lanes ({', '.join(sunk)})")
     operands, params = _read(contract, spelling, args)
     return CallView(operands, pred, params, contract, "thread", site, facts, raw=True)
-
-
-def raw_targets(call) -> list | None:
-    """The buffers raw ``T.ptx`` Call ``call`` writes, read from its tile form (the
-    registers of the roles it writes), or None when no family reads it (or its
-    operands cannot be read: any buffer it names may then be written)."""
-    try:
-        view = decode_raw(call)
-    except TileError:
-        return None
-    if view is None:
-        return None
-    out = []
-    for role, op in zip(view.contract.roles, view.operands):
-        if role.writes and op.kind == "element":
-            out += [load.source for load in (op.value if isinstance(op.value, tuple) else (op.value,))]
-    return out
 
 
 def check_raw(call, facts, site):

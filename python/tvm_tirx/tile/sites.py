@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 from tvm import tirx
 import tvm_ffi
-from tvm.ir import Call, TensorLoad
+from tvm.ir import TensorLoad
 from tvm.s_tir import SBlockRealize
 
-from .op import decode, is_tile_call
-from .raw_calls import raw_targets
+from .op import is_tile_call
 
 __all__ = ["CallSite", "collect_sites", "call_key", "location_of", "expansion_of", "is_assume", "EMPTY_SITE"]
 
@@ -75,42 +74,16 @@ def _buffers_loaded(expr) -> list:
     return found
 
 
-def raw_call_targets(arg) -> list:
-    """The buffers a raw call argument may write: a destination passed as an
-    element load (``j[0]``) or an address (``T.address_of(buf[i])``, possibly
-    converted, ``tvm_access_ptr``); loads inside index arithmetic are reads."""
-    if isinstance(arg, TensorLoad):
-        return [arg.source]
-    if isinstance(arg, Call):
-        return [b for a in arg.args for b in raw_call_targets(a)]
-    return []
-
-
-def call_targets(stmt) -> list:
-    """The buffers statement-level call ``stmt`` (an ``Evaluate``) may write: a
-    tile call's tensor operands; a raw call a family checks, the registers its
-    form writes (:func:`.raw_calls.raw_targets`); another raw call's
-    :func:`raw_call_targets`."""
-    if is_assume(stmt):
-        return []
-    if is_tile_call(stmt.value):
-        return [op for op in decode(stmt.value).operands if tirx.is_buffer_var(op)]
-    written = raw_targets(stmt.value)
-    if written is not None:
-        return written
-    return [b for arg in getattr(stmt.value, "args", ()) for b in raw_call_targets(arg)]
-
-
-def _buffers_written(stmt) -> list:
+def _buffers_written(stmt, targets) -> list:
     """The buffers ``stmt`` may write, conservatively: every ``BufferStore``
-    target and every :func:`call_targets` of its statement-level calls."""
+    target and every ``targets(Evaluate)`` of its statement-level calls."""
     found = []
 
     def visit(node):
         if isinstance(node, tirx.BufferStore):
             found.append(node.buffer)
         elif isinstance(node, tirx.Evaluate):
-            found.extend(call_targets(node))
+            found.extend(targets(node))
 
     tvm_ffi.structural_walk(stmt, ((tirx.BufferStore, tirx.Evaluate), visit))
     return found
@@ -124,8 +97,8 @@ class _Collector:  # pylint: disable=too-few-public-methods
     that may write that buffer, and at the top of a loop whose body may.
     """
 
-    def __init__(self, root_of, want):
-        self.out, self.root_of, self.want = {}, root_of, want
+    def __init__(self, root_of, want, targets):
+        self.out, self.root_of, self.want, self.targets = {}, root_of, want, targets
 
     def _roots(self, bufs) -> set:
         roots = set()
@@ -148,14 +121,14 @@ class _Collector:  # pylint: disable=too-few-public-methods
         elif isinstance(stmt, tirx.SeqStmt):
             for s in stmt.seq:
                 self.visit(s, guards, facts, loops)
-                facts = self._still_true(facts, _buffers_written(s))
+                facts = self._still_true(facts, _buffers_written(s, self.targets))
                 if is_assume(s):  # a fact for the statements after it
                     facts = facts + (s.value.args[0],)
         elif isinstance(stmt, (tirx.IfThenElse, SBlockRealize)):
             self._branches(stmt, guards, facts, loops)
         elif isinstance(stmt, (tirx.While, tirx.For)):
             # a loop's body runs again after its own writes
-            facts = self._still_true(facts, _buffers_written(stmt.body))
+            facts = self._still_true(facts, _buffers_written(stmt.body, self.targets))
             if isinstance(stmt, tirx.While):
                 # the body runs while the condition holds: a thread-dependent
                 # condition splits the threads of a collective as an if does
@@ -184,14 +157,17 @@ class _Collector:  # pylint: disable=too-few-public-methods
             self.visit(stmt.else_case, guards + (tirx.Not(cond),), facts + (tirx.Not(cond),), loops)
 
 
-def collect_sites(body, root_of=lambda buf: None, want=None) -> dict:
+def collect_sites(body, targets, root_of=lambda buf: None, want=None) -> dict:
     """``{call_key(Evaluate): CallSite}`` for every tile call in ``body`` (or
     every ``Evaluate`` statement for which ``want(stmt)`` holds).
 
-    ``root_of(buffer)`` names the allocation a view belongs to (a write to a
-    view is a write to every view of its allocation); None: the buffer itself.
+    ``targets(Evaluate)`` gives the buffers a statement-level call may write (the
+    kernel's :meth:`.kernel_calls.KernelCalls.targets`): a guard that loads from
+    one of them stops being a fact after the call.  ``root_of(buffer)`` names the
+    allocation a view belongs to (a write to a view is a write to every view of
+    its allocation); None: the buffer itself.
     """
-    collector = _Collector(root_of, want or (lambda stmt: is_tile_call(stmt.value)))
+    collector = _Collector(root_of, want or (lambda stmt: is_tile_call(stmt.value)), targets)
     collector.visit(body, (), (), ())
     return collector.out
 

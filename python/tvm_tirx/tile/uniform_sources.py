@@ -8,8 +8,8 @@ it computes from is:
   call (``T.ptx["ld.shared.b32"](t[0], slot.ptr_to([0]))``) -- at a CTA-uniform
   address, of a slot published by a CTA barrier (:func:`shared_read`; the rule
   is :meth:`.uniformity.Uniformity._published`, as for ``t = slot[0]``);
-* a register instruction (``mov``, ``cvt``, the arithmetic of
-  :mod:`.families.register_ops`) on uniform scalar sources, unpredicated or
+* a register instruction (a form whose contract says ``register_function``:
+  ``mov``, ``cvt``, the arithmetic of :mod:`.families.register_ops`) on uniform scalar sources, unpredicated or
   under a uniform predicate (:func:`register_sources`): its result is a
   function of its sources only.
 """
@@ -22,8 +22,6 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir import Call, TensorLoad
 
-from .op import decode, is_tile_call
-from .register_mnemonics import MNEMONICS
 from .views import ViewMap, int_or_none
 
 __all__ = ["SharedRead", "shared_read", "register_sources", "SHARED_SCOPES", "CTA_BARRIER_OPS", "DECLARATIONS",
@@ -56,31 +54,41 @@ class SharedRead(NamedTuple):
     dests: tuple
 
 
-def shared_read(stmt) -> SharedRead | None:
+def shared_read(calls, stmt) -> SharedRead | None:
     """``stmt`` (an ``Evaluate``) as a :class:`SharedRead`, or None when it is not a
-    load from shared memory whose address can be read."""
-    call = stmt.value
-    if is_tile_call(call):
-        return _tile_read(call)
-    if getattr(getattr(call, "op", None), "name", None) in _RAW_LOADS:
-        return _raw_read(call)
+    load from shared memory whose address can be read.  ``calls`` is the kernel's
+    :class:`~.kernel_calls.KernelCalls` (the tile call, decoded once)."""
+    view = calls.view(stmt)
+    if view is not None and not view.raw:
+        return _tile_read(view)
+    if getattr(getattr(stmt.value, "op", None), "name", None) in _RAW_LOADS:
+        return _raw_read(stmt.value)
     return None
 
 
-def _tile_read(call) -> SharedRead | None:
-    tc = decode(call)
-    if not tc.opcode.startswith("ld.shared") or len(tc.operands) != 2:
+def _loads_shared(form) -> bool:
+    """Whether ``form`` loads registers from shared memory through the generic proxy and
+    does nothing else: a written register operand, then a read shared-memory operand."""
+    if len(form.roles) != 2:
+        return False
+    dst, src = form.roles
+    return (dst.kind == "register" and dst.writes and src.kind == "memory" and not src.writes
+            and not src.async_proxy and set(src.scopes) <= set(SHARED_SCOPES))
+
+
+def _tile_read(view) -> SharedRead | None:
+    if not _loads_shared(view.contract) or len(view.operands) != 2:
         return None
-    dst, src = tc.operands
+    dst, src = view.operands
     if not (tirx.is_buffer_var(dst) and tirx.is_buffer_var(src)) or src.scope() not in SHARED_SCOPES:
         return None
-    view = ViewMap(src)
+    layout = ViewMap(src)
     shape = [int_or_none(n) for n in src.shape]
-    if None in shape or 0 in shape or view.has_thread_axes():
+    if None in shape or 0 in shape or layout.has_thread_axes():
         return None  # a per-thread address (thread axes) or one the proofs cannot name
     corners = {tuple(0 for _ in shape), tuple(n - 1 for n in shape)}
-    where = tuple(src.elem_offset + view.apply(c)["m"] for c in sorted(corners))
-    return SharedRead(src, where + ((tc.pred,) if tc.pred is not None else ()), (dst,))
+    where = tuple(src.elem_offset + layout.apply(c)["m"] for c in sorted(corners))
+    return SharedRead(src, where + ((view.pred,) if view.pred is not None else ()), (dst,))
 
 
 def _raw_read(call) -> SharedRead | None:
@@ -97,23 +105,22 @@ def _raw_read(call) -> SharedRead | None:
     return SharedRead(loads[0].source, tuple(loads[0].indices), dests)
 
 
-def register_sources(stmt, root) -> tuple | None:
+def register_sources(calls, stmt, root) -> tuple | None:
     """``(dst, sources, pred)`` of a register-instruction tile call that writes one
     local scalar ``dst`` from ``sources`` (scalar buffers or expressions), else None.
 
+    ``calls`` is the kernel's :class:`~.kernel_calls.KernelCalls`; the call's form
+    must compute its result from its sources only (``Contract.register_function``).
     ``root(buf)`` gives the allocation a buffer views: a source must be a scalar
     allocation itself (whose writes the rules see), not a view of a register array."""
-    call = stmt.value
-    if not is_tile_call(call):
+    view = calls.view(stmt)
+    if view is None or view.raw or not view.contract.register_function or not view.operands:
         return None
-    tc = decode(call)
-    if tc.opcode.split(".")[0] not in MNEMONICS or not tc.operands:
-        return None
-    dst, *sources = tc.operands
+    dst, *sources = view.operands
     if not tirx.is_buffer_var(dst) or any(
             tirx.is_buffer_var(s) and not (_one_element(s) and root(s).same_as(s)) for s in sources):
         return None
-    return dst, tuple(sources), tc.pred
+    return dst, tuple(sources), view.pred
 
 
 def _one_element(buf) -> bool:

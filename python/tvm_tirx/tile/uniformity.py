@@ -50,7 +50,6 @@ from tvm import tirx
 from tvm.ir import TensorLoad, Var
 from tvm.tirx import is_buffer_var
 
-from .op import decode
 from .prover import proves
 from .uniform_sources import DECLARATIONS, SHARED_SCOPES, clear_after, is_cta_barrier, register_sources, shared_read
 from .writes import KernelWrites, is_scalar
@@ -117,7 +116,7 @@ class Uniformity:
 
     def __init__(self, facts, body, result_level=None):
         self.facts = facts
-        self.program = KernelWrites(body, facts.root_of)
+        self.program = KernelWrites(body, facts.root_of, facts.calls.targets)
         self.result_level = result_level or (lambda stmt, buf: None)
         self._memo = {}
         self._busy = set()
@@ -239,10 +238,10 @@ class Uniformity:
         level = self.result_level(stmt, buf)
         if level == NOT_WRITTEN:
             return GRID
-        read = shared_read(stmt)
+        read = shared_read(self.facts.calls, stmt)
         if read is not None and any(buf.same_as(d) for d in read.dests):
             return self._published(buf, read.source, read.where, path) or self._unpublished(buf, read)
-        copy = register_sources(stmt, self.program.root)
+        copy = register_sources(self.facts.calls, stmt, self.program.root)
         if copy is not None and buf.same_as(copy[0]):
             return self._copied(buf, stmt, *copy)
         if level is None:
@@ -268,7 +267,7 @@ class Uniformity:
             verdict = verdict.narrowed(self._scalar(src) if is_buffer_var(src) else self.of(src))
         if verdict.level == "grid" or verdict.why.startswith(f"{buf.name} "):
             return verdict
-        return Uniform(verdict.level, f"{buf.name} = {decode(stmt.value).opcode}(...): {verdict.why}")
+        return Uniform(verdict.level, f"{buf.name} = {self.facts.calls.tile_call(stmt).opcode}(...): {verdict.why}")
 
     def _published_in(self, buf, value, path) -> Uniform | None:
         """``cta`` (or narrower, from the rest of ``value``) when every shared-memory
@@ -321,7 +320,7 @@ class Uniformity:
     def _reads_only(self, write, root) -> bool:
         """Whether the call recorded as a write of ``root`` is a load from it (``ld.shared``)."""
         kind, _, stmt = write
-        read = shared_read(stmt) if kind == "call" else None
+        read = shared_read(self.facts.calls, stmt) if kind == "call" else None
         return read is not None and self.program.root(read.source).same_as(root) and not any(
             self.program.root(d).same_as(root) for d in read.dests)
 

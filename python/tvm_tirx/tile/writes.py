@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .sites import call_targets
-
 __all__ = ["KernelWrites", "is_scalar"]
 
 
@@ -17,8 +15,8 @@ class KernelWrites:  # pylint: disable=too-few-public-methods
     scalar and shared buffer (with the guards around it and its statement
     path), loop bounds, and which roots the kernel writes."""
 
-    def __init__(self, body, root_of):
-        self.root_of = root_of
+    def __init__(self, body, root_of, targets):
+        self.root_of, self.targets = root_of, targets
         self.stores = {}  # local scalar buffer -> [(value | None, guards, path)]
         self.writes = {}  # root -> [(kind, path, stmt)], kind "store" or "call"
         self.loops = {}  # loop var -> (min, extent, guards)
@@ -59,7 +57,7 @@ class KernelWrites:  # pylint: disable=too-few-public-methods
         """Every buffer a statement-level call takes may be written by it: a tile
         call's tensor operands; any buffer a raw call loads from or takes the
         address of (its destinations are written as element loads)."""
-        for buf in call_targets(stmt):
+        for buf in self.targets(stmt):
             if is_scalar(buf):
                 self.stores.setdefault(buf, []).append((None, guards, path, stmt))
             self.writes.setdefault(self.root(buf), []).append(("call", path, stmt))

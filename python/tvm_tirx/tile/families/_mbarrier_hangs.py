@@ -26,7 +26,6 @@ from tvm.ir import TensorLoad
 
 from .. import device_trap, ptx_call
 from ..kernel_facts import KernelFacts
-from ..op import decode, is_tile_call
 from ..sites import expansion_of, location_of
 
 __all__ = ["bound_waits", "CYCLES_PER_MS", "DEFAULT_TIMEOUT_MS"]
@@ -55,10 +54,8 @@ def _barrier_facts(func) -> dict:
     out = {}
 
     def visit(stmt):
-        if not is_tile_call(stmt.value):
-            return
-        tc = decode(stmt.value)
-        if not tc.opcode.startswith("mbarrier.") or not tc.operands or not tirx.is_buffer_var(tc.operands[0]):
+        tc = facts.calls.tile_call(stmt)
+        if tc is None or not tc.opcode.startswith("mbarrier.") or not tc.operands or not tirx.is_buffer_var(tc.operands[0]):
             return
         root = facts.root_of(tc.operands[0])
         counts, txs = out.setdefault(getattr(root, "name", "?"), (set(), set()))

@@ -25,9 +25,10 @@ from __future__ import annotations
 from tvm import tirx
 
 from .. import TileError, protocol_of, raw_operands, register_kernel_rule
-from ..op import decode, is_tile_call
 from ..ptx_table import opcode_of_call
-from ..sites import call_key, raw_call_targets
+from ..kernel_calls import raw_call_targets
+from ..sites import call_key
+from ._wgmma_groups import is_mma
 
 __all__ = ["registers_written_after_fence"]
 
@@ -46,7 +47,7 @@ def _written(view, leaf) -> list:
     call = view.calls.get(call_key(stmt))
     if call is not None:
         return [op.value for role, op in zip(call.contract.roles, call.operands) if role.writes and op.kind == "tensor"]
-    if is_tile_call(stmt.value):
+    if view.facts.calls.tile_call(stmt) is not None:
         return []  # a call that failed its own checks: reported there
     raw = raw_operands(stmt.value)
     if raw is None:
@@ -55,9 +56,8 @@ def _written(view, leaf) -> list:
     return [b for op in form.operands if op.writes for arg in args[op.name] for b in raw_call_targets(arg)]
 
 
-def _is_wgmma(leaf) -> bool:
-    value = getattr(leaf.stmt, "value", None)
-    return value is not None and is_tile_call(value) and decode(value).opcode.startswith("wgmma.mma_async")
+def _is_wgmma(facts, leaf) -> bool:
+    return isinstance(leaf.stmt, tirx.Evaluate) and is_mma(facts.calls.tile_call(leaf.stmt))
 
 
 def _register_roots(facts, call) -> dict:
@@ -79,7 +79,7 @@ def _first_write(view, roots, leaf):
         if path.stop is None:
             continue
         for writer in path.between:
-            if _is_wgmma(writer):
+            if _is_wgmma(facts, writer):
                 continue
             for buf in _written(view, writer):
                 root = facts.root_of(buf)
@@ -97,7 +97,7 @@ def registers_written_after_fence(view):
     leaves = {call_key(leaf.stmt): leaf for leaf in program.leaves if isinstance(leaf.stmt, tirx.Evaluate)}
     for key, call in view.calls.items():
         leaf = leaves.get(key)
-        if leaf is None or not call.opcode.startswith("wgmma.mma_async"):
+        if leaf is None or not is_mma(call):
             continue
         found = _first_write(view, _register_roots(facts, call), leaf)
         if found is not None:
@@ -105,13 +105,14 @@ def registers_written_after_fence(view):
     return errors
 
 
-def _what(leaf) -> str:
+def _what(facts, leaf) -> str:
     """The instruction or statement of ``leaf``, for messages."""
     stmt = leaf.stmt
     if isinstance(stmt, tirx.BufferStore):
         return f"store to {stmt.buffer.name}"
-    if is_tile_call(stmt.value):
-        return decode(stmt.value).opcode
+    tile = facts.calls.tile_call(stmt)
+    if tile is not None:
+        return tile.opcode
     return opcode_of_call(stmt.value) or str(stmt.value.op.name)
 
 
@@ -123,6 +124,6 @@ def _fence_error(call, leaf, writer, fence, operand) -> TileError:
         operand=call.label(index),
         expected=f"wgmma.fence after the last write of {name} before this wgmma (the fence at "
         f"{fence.location or '?'} comes before the write; PTX ISA wgmma.fence)",
-        found=f"{_what(writer)} writing {name} at {writer.location or '?'}, after the fence at "
+        found=f"{_what(call.facts, writer)} writing {name} at {writer.location or '?'}, after the fence at "
         f"{fence.location or '?'} and before this wgmma at {leaf.location or '?'}",
     ).at(leaf.location)

@@ -26,12 +26,22 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 
 from .. import TileError, register_kernel_rule
-from ..op import decode, is_tile_call
-from ..sites import call_targets, location_of
+from ..sites import location_of
 
-__all__ = ["accumulators_in_flight", "Scan", "follow", "paths"]
+__all__ = ["accumulators_in_flight", "Scan", "follow", "paths", "is_mma"]
 
 _COMMIT, _WAIT = "tirx.ptx.wgmma_commit_group", "tirx.ptx.wgmma_wait_group"
+
+
+#: The opcode text every ``wgmma.mma_async`` form of the family starts with (PTX ISA 9.7.15.5.2).
+MMA_PREFIX = "wgmma.mma_async"
+
+
+def is_mma(call) -> bool:
+    """Whether ``call`` (a decoded :class:`~..op.TileCall` or a
+    :class:`~..call_view.CallView`; None for a statement that is no tile call) is a
+    ``wgmma.mma_async``."""
+    return call is not None and call.opcode.startswith(MMA_PREFIX)
 
 
 def _op(stmt) -> str:
@@ -59,7 +69,7 @@ class Scan:  # pylint: disable=too-few-public-methods
         if isinstance(leaf, tirx.BufferStore):
             bufs.append(leaf.buffer)
         if isinstance(leaf, tirx.Evaluate):
-            bufs.extend(call_targets(leaf))
+            bufs.extend(self.facts.calls.targets(leaf))
         tvm_ffi.structural_walk(leaf, (TensorLoad, lambda load: bufs.append(load.source)))
         roots = [self.facts.root_of(b) for b in bufs]
         return any(r is not None and hash(r) in self.roots for r in roots)
@@ -75,9 +85,8 @@ class Scan:  # pylint: disable=too-few-public-methods
             if n is None:
                 return state, True  # a run-time depth: unchecked
             return state, True if committed and newer >= int(n) else None
-        if isinstance(leaf, tirx.Evaluate) and is_tile_call(leaf.value):
-            if decode(leaf.value).opcode.startswith("wgmma.mma_async"):
-                return state, None
+        if isinstance(leaf, tirx.Evaluate) and is_mma(self.facts.calls.tile_call(leaf)):
+            return state, None
         return state, (leaf if self.touches(leaf) else None)
 
     def run(self, leaves, state):
@@ -132,7 +141,7 @@ def accumulators_in_flight(view):
     """Every wgmma's accumulators are left alone until a wait_group retires its group."""
     facts, errors = view.facts, []
     for key, call in view.calls.items():
-        if not call.opcode.startswith("wgmma.mma_async"):
+        if not is_mma(call):
             continue
         site = facts.sites.get(key)
         acc = call.operands[0]

@@ -25,11 +25,10 @@ import math
 from tvm import tirx
 
 from .. import TileError, register_kernel_rule
-from ..op import decode, is_tile_call
 from ..order import element_of
 from ..prover import proves
 from ..views import dtype_bytes, int_or_none
-from ._wgmma_groups import Scan, follow, paths
+from ._wgmma_groups import Scan, follow, is_mma, paths
 
 __all__ = ["stages_released_in_flight"]
 
@@ -49,6 +48,12 @@ def _stage(facts, buf):
     return shape[0], tirx.floordiv(found[1] - start[1], stage_bytes)
 
 
+def _arrives(instr) -> bool:
+    """Whether PTX form ``instr`` arrives on an mbarrier (``mbarrier.arrive``,
+    ``mbarrier.arrive_drop``; PTX ISA 9.7.15.16.12), read from its table modifiers."""
+    return instr.mnemonic == "mbarrier" and instr.modifiers.get("action") in ("arrive", "arrive_drop")
+
+
 class _ReleaseScan(Scan):  # pylint: disable=too-few-public-methods
     """The forward walk from one wgmma call, stopping at an arrive on one of its stages."""
 
@@ -57,12 +62,12 @@ class _ReleaseScan(Scan):  # pylint: disable=too-few-public-methods
         self.stages, self.known = stages, known  # [(stages, index)] of the call's shared operands; its facts
 
     def touches(self, leaf) -> bool:
-        if not (isinstance(leaf, tirx.Evaluate) and is_tile_call(leaf.value)):
+        call = self.facts.calls.view(leaf) if isinstance(leaf, tirx.Evaluate) else None
+        if call is None or call.raw or not _arrives(call.contract.instruction):
             return False
-        tc = decode(leaf.value)
-        if not tc.opcode.startswith("mbarrier.arrive") or not tc.operands or not tirx.is_buffer_var(tc.operands[0]):
+        if not call.operands or not tirx.is_buffer_var(call.operands[0]):
             return False
-        barrier = _stage(self.facts, tc.operands[0])
+        barrier = _stage(self.facts, call.operands[0])
         if barrier is None:
             return False
         return any(
@@ -76,7 +81,7 @@ def stages_released_in_flight(view):
     facts, errors = view.facts, []
     for key, call in view.calls.items():
         site = facts.sites.get(key)
-        if not call.opcode.startswith("wgmma.mma_async") or site is None or site.stmt is None:
+        if not is_mma(call) or site is None or site.stmt is None:
             continue
         shared = [op.value for op in call.operands[1:3] if op.kind == "tensor" and "shared" in op.value.scope()]
         stages = [s for s in (_stage(facts, buf) for buf in shared) if s is not None]

@@ -38,8 +38,27 @@ Architectures
 from __future__ import annotations
 
 from .. import Contract, Instruction, register_family, register_role
-from ..register_mnemonics import MNEMONICS
 
+#: The mnemonics the family claims: each form's result is a function of its source
+#: registers only (its contracts say so: ``Contract.register_function``).
+MNEMONICS = (
+    "mov",
+    "cvt",
+    "add",
+    "sub",
+    "mul",
+    "fma",
+    "min",
+    "max",
+    "div",
+    "rcp",
+    "sqrt",
+    "ex2",
+    "lg2",
+    "tanh",
+    "abs",
+    "neg",
+)
 
 
 def _role_names(instr: Instruction) -> list:
@@ -70,4 +89,4 @@ def contract(instr: Instruction) -> Contract | str:
     # The form named after the mnemonic (the scalar one) is what a user most
     # likely meant when no form fits: its error is reported.
     priority = 1 if instr.entry_name == instr.mnemonic else 0
-    return Contract(instruction=instr, roles=roles, error_priority=priority)
+    return Contract(instruction=instr, roles=roles, error_priority=priority, register_function=True)
