@@ -2,6 +2,7 @@
 under guards, nreg's range, sm_90a only, and ptxas applying it."""
 
 import os
+import re
 import subprocess
 
 import pytest
@@ -87,10 +88,10 @@ def test_targets_other_than_sm90a_are_rejected(arch):
         tvm_tirx.compile(_roles(), target="cuda", arch=arch)
 
 
-def _ptxas_info(kernel, tmp_path):
-    """``nvcc -Xptxas -v`` output for ``kernel``'s CUDA source (sm_90a)."""
+def _ptxas_info(source: str, tmp_path):
+    """``nvcc -Xptxas -v`` output for the CUDA ``source`` (sm_90a)."""
     src = tmp_path / "k.cu"
-    src.write_text(kernel.cuda_source)
+    src.write_text(source)
     out = subprocess.run(
         ["nvcc", "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", os.fspath(tmp_path / "k.cubin"), os.fspath(src)],
         capture_output=True, text=True, check=True,
@@ -100,17 +101,38 @@ def _ptxas_info(kernel, tmp_path):
 
 @testing.requires_nvcc
 def test_ptxas_ignores_it_without_the_cap_and_applies_it_with_it(tmp_path):
+    capped = tvm_tirx.compile(_roles(), target="cuda", arch="sm_90a").cuda_source
+    # the same kernel with the cap taken out of its launch bounds: what the rule prevents
+    uncapped, n = re.subn(r"__launch_bounds__\((\d+), *\d+\)", r"__launch_bounds__(\1)", capped)
+    assert n >= 1
+    info = _ptxas_info(uncapped, tmp_path)
+    assert "C7508" in info and "'setmaxnreg' ignored" in info
+    assert "C7508" not in _ptxas_info(capped, tmp_path)
+
+
+def test_a_raw_setmaxnreg_is_checked_as_its_tile_form():
+    """Written raw, setmaxnreg meets the tile form's rules: the cap, then the count."""
+
     @T.function
-    def raw_uncapped():  # raw T.ptx: what the tile form's rule prevents
+    def raw_uncapped():
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=384))
         if T.cuda.warp_id() < 4:
             T.ptx[DEC](40)
         else:
             T.ptx[INC](232)
 
-    uncapped = _ptxas_info(tvm_tirx.compile(raw_uncapped, target="cuda", arch="sm_90a"), tmp_path)
-    assert "C7508" in uncapped and "'setmaxnreg' ignored" in uncapped
-    assert "C7508" not in _ptxas_info(tvm_tirx.compile(_roles(), target="cuda", arch="sm_90a"), tmp_path)
+    @T.function
+    def raw_capped():
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=384, min_blocks_per_sm=1))
+        if T.cuda.warp_id() < 4:
+            T.ptx[DEC](40)
+        else:
+            T.ptx[INC](232)
+
+    with pytest.raises(TileError, match=r"test_family_setmaxnreg.py:\d+: setmaxnreg.dec.sync.aligned.u32: "
+                       r"setmaxnreg without a register cap at the kernel's entry"):
+        testing.lower(raw_uncapped)
+    assert testing.count_ptx(testing.lower(raw_capped), "setmaxnreg.*") == 2
 
 
 @testing.requires_arch("sm_90a")

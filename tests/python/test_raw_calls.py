@@ -18,7 +18,7 @@ FULL = 0xFFFFFFFF
 
 def test_the_families_that_check_raw_calls():
     raw = {f.name: sorted(f.raw.entries) for f in families() if f.raw is not None}
-    assert set(raw) == {"named_barrier", "shuffle", "warp_vote", "redux", "elect"}
+    assert set(raw) == {"named_barrier", "shuffle", "warp_vote", "redux", "elect", "fence", "setmaxnreg"}
     assert "bar_sync_count" in raw["named_barrier"] and "shfl_sync_p" in raw["shuffle"]
 
 

@@ -37,7 +37,7 @@ Architectures
 from __future__ import annotations
 
 from .. import Contract, Event, Instruction, TileError, protocol_of, raw_operands, register_event_reader
-from .. import overlaps, register_family, register_kernel_rule
+from .. import RawSpelling, overlaps, register_family, register_kernel_rule
 from ._sync import region, subset, synchronises, touches_root, varies, where
 
 __all__ = ["contract", "proxy_fenced", "SHARED_FENCES"]
@@ -47,7 +47,9 @@ ENTRIES = ("fence_proxy", "fence_mbarrier_init")
 SHARED_FENCES = ("", "shared::cta", "shared::cluster")
 
 
-@register_family(entries=ENTRIES, isa={"fence": "9.7.13.4"})
+#: A raw fence (``T.ptx["fence.proxy.async.shared::cta"]()``) is checked as its tile form
+#: (the target-arch rule); the protocol rules read it either way.
+@register_family(entries=ENTRIES, isa={"fence": "9.7.13.4"}, raw=RawSpelling(ENTRIES))
 def contract(instr: Instruction) -> Contract:
     """The tile contract of a fence form (every claimed form is one: no operands)."""
     return Contract(instruction=instr, roles=())

@@ -37,7 +37,7 @@ Architectures
 
 from __future__ import annotations
 
-from .. import WARPGROUP, Contract, Instruction, Param, TileError, reaching, register_family, register_kernel_rule
+from .. import WARPGROUP, Contract, Instruction, Param, RawSpelling, TileError, reaching, register_family, register_kernel_rule
 
 #: Register counts the ISA allows (PTX ISA 9.7.19.5): 24 to 256 in steps of 8.
 NREG_RANGE = range(24, 257, 8)
@@ -74,7 +74,9 @@ def _register_cap(opcode):
     return check
 
 
-@register_family(entries=("setmaxnreg",), isa={"setmaxnreg": "9.7.19.5"})
+#: A raw ``T.ptx["setmaxnreg.inc.sync.aligned.u32"](232)`` is checked as its tile form
+#: (``nreg=232``): the count, the register cap, the warpgroups' total.
+@register_family(entries=("setmaxnreg",), isa={"setmaxnreg": "9.7.19.5"}, raw=RawSpelling(("setmaxnreg",), {"nreg": "nreg"}))
 def contract(instr: Instruction) -> Contract:
     """The tile contract of a setmaxnreg form (every form is one)."""
     return Contract(
