@@ -226,3 +226,9 @@ def test_a_role_registered_by_two_families_is_an_error():
     assert _register(address_forms=dict(_family("mbarrier").address_forms))
     with pytest.raises(ValueError, match="not a function"):
         _register(events=("reader",))
+
+    def rule(view):  # pragma: no cover - never run
+        return []
+
+    with pytest.raises(ValueError, match=r"kernel rule .*rule \(given twice\)"):
+        _register(kernel_rules=(rule, rule))

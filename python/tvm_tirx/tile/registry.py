@@ -186,15 +186,24 @@ def _roles(name, kernel_rules, events, kinds, address_forms, instrument) -> tupl
     hooks += [(f"operand kind {k!r}", getattr(v, "args", None)) for k, v in kinds.items()]
     hooks += [("instrument hook", instrument)] if instrument is not None else []
     bad = [what for what, fn in hooks if not callable(fn)]
-    bad += [f"{what} {fn.__qualname__} (given twice)" for what, fn in hooks[: len(kernel_rules) + len(events)]
-            if [id(g) for _, g in hooks].count(id(fn)) > 1]
+    ids = [id(fn) for _, fn in hooks]
+    bad += [f"{what} {getattr(fn, '__qualname__', fn)} (given twice)"
+            for what, fn in hooks[: len(kernel_rules) + len(events)] if ids.count(id(fn)) > 1]
     if bad:
-        raise ValueError(f"tvm_tirx: family {name}: not a function, or a function given twice: {', '.join(bad)}")
+        listing = ", ".join(dict.fromkeys(bad))
+        raise ValueError(f"tvm_tirx: family {name}: not a function, or a function given twice: {listing}")
     return kernel_rules, events, kinds, forms, instrument
 
 
 def families() -> tuple:
-    """Every registered family, in registration order."""
+    """Every registered family, in registration order (the modules of :mod:`.families`
+    are imported, and so register themselves, on the first call).
+
+    Raises
+    ------
+    ValueError
+        Two families claim one PTX table entry or share a role (:func:`_check_roles`).
+    """
     # The family modules register themselves with this module, so it loads them on
     # first use rather than at its own import.
     from . import families as _load  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
