@@ -105,3 +105,130 @@ def test_error_messages_name_no_internal_file():
         assert "tvm_tirx/tile/" not in message, (case.title, message)
         others = [f for f in re.findall(r"[\w./-]+\.py\b", message) if not f.endswith("example.py")]
         assert not others, (case.title, message)
+
+
+# -- a family is one object: every role it plays is a field of its registry.Family --------------
+
+REMOVED = ("register_kernel_rule", "register_event_reader", "register_kind", "register_address_form")
+
+
+def _family(name):
+    return next(f for f in FAMILIES if f.name == name)
+
+
+def test_the_mbarrier_familys_roles_are_fields_of_its_family():
+    from tvm_tirx.tile.families import _cluster, _mbarrier_hangs, mbarrier  # pylint: disable=import-outside-toplevel
+
+    family = _family("mbarrier")
+    assert [r.__name__ for r in family.kernel_rules] == [
+        "expect_tx_bytes", "arrivals_and_parity", "init_visible", "copies_and_reads"]
+    assert family.events == (mbarrier.protocol_events,)
+    assert family.instrument is _mbarrier_hangs.detect_hangs
+    assert family.address_forms == {_cluster.PEER_ADDRESS: _cluster.peer_address}
+    assert family.kinds == {}
+
+
+def test_every_role_of_the_shared_modules_is_a_familys():
+    from tvm_tirx.tile import emit, kernel_rules, protocol  # pylint: disable=import-outside-toplevel
+
+    rules = [r for f in FAMILIES for r in f.kernel_rules]
+    assert kernel_rules.kernel_rules() == kernel_rules.SHARED_RULES + tuple(rules)
+    assert protocol.event_readers() == tuple(r for f in FAMILIES for r in f.events)
+    assert {f.name for f in FAMILIES if f.events} == {"cp_async_bulk", "fence", "mbarrier", "named_barrier", "tma"}
+    assert {k: f.name for f in FAMILIES for k in f.kinds} == {"descriptor": "wgmma", "tensor_map": "tma"}
+    forms = {k: v for f in FAMILIES for k, v in f.address_forms.items()}
+    assert emit.address_forms() == {**emit.BUILTIN_ADDRESS_FORMS, **forms}
+    assert {f.name for f in FAMILIES if "peer_shared" in f.address_forms} == {"atomics", "cp_async_bulk", "mbarrier"}
+    assert [f.name for f in FAMILIES if f.instrument is not None] == ["mbarrier"]
+
+
+def test_kernel_rules_keep_their_order():
+    # the combined errors of a kernel list the rules' errors in this order
+    from tvm_tirx.tile import kernel_rules  # pylint: disable=import-outside-toplevel
+
+    assert [r.__name__ for r in kernel_rules.kernel_rules()] == [
+        "whole_cta_barriers", "cluster_exit", "bulk_store_read", "proxy_fenced", "expect_tx_bytes",
+        "arrivals_and_parity", "init_visible", "copies_and_reads", "named_barrier_counts", "register_total",
+        "registers_written_after_fence", "accumulators_in_flight", "stages_released_in_flight",
+    ]  # fmt: skip
+
+
+def _imports(path):
+    """``(module, names)`` of every import of the file at ``path`` (relative ones resolved)."""
+    inside = (ROOT / "python") in path.parents
+    here = ".".join(path.relative_to(ROOT / "python").with_suffix("").parts[:-1]) if inside else ""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, ()) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = here.split(".")[: len(here.split(".")) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            names = tuple(alias.name for alias in node.names)
+            yield module, names
+            yield from ((f"{module}.{n}", ()) for n in names)
+
+
+def test_no_module_outside_the_families_imports_a_private_family_module():
+    # build/debug.py runs the families' `instrument` hooks through the registry
+    package = ROOT / "python" / "tvm_tirx"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if (package / "tile" / "families") in path.parents:
+            continue
+        for module, _ in _imports(path):
+            if re.match(r"tvm_tirx\.tile\.families\._", module):
+                found.append((str(path.relative_to(ROOT)), module))
+    assert not found
+    assert "tvm_tirx.tile.registry" in {m for m, _ in _imports(package / "build" / "debug.py")}
+
+
+def test_the_separate_registrations_are_gone():
+    import tvm_tirx.tile as tile  # pylint: disable=import-outside-toplevel
+
+    assert not set(REMOVED) & (set(tile.__all__) | set(dir(tile)))
+    used = []
+    for top in ("python", "tests", "docs", "tools", "bench", "tutorials"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if path == pathlib.Path(__file__).resolve():
+                continue
+            names = {n for _, ns in _imports(path) for n in ns}
+            calls = {n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", None)
+                     for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Call)}
+            used += [(str(path.relative_to(ROOT)), name) for name in REMOVED if name in names | calls]
+    assert not used
+
+
+def _register(**roles):
+    def contract(instr):  # pragma: no cover - never called
+        return "unused"
+
+    contract.__module__ = "fake_family"
+    before = list(registry._FAMILIES)  # pylint: disable=protected-access
+    try:
+        registry.register_family(entries=("cp_async_ca",), **roles)(contract)
+        registry._FAMILIES[:] = [f for f in registry._FAMILIES if f.name != "cp_async"]  # pylint: disable=protected-access
+        registry._owners.cache_clear()  # pylint: disable=protected-access
+        return registry.families()
+    finally:
+        registry._FAMILIES[:] = before  # pylint: disable=protected-access
+        registry._owners.cache_clear()  # pylint: disable=protected-access
+
+
+def test_a_role_registered_by_two_families_is_an_error():
+    rule = _family("fence").kernel_rules[0]
+    with pytest.raises(ValueError, match="kernel rule proxy_fenced is registered by families fence, fake_family"):
+        _register(kernel_rules=(rule,))
+    with pytest.raises(ValueError, match="operand kind 'descriptor' is registered by families"):
+        _register(kinds={"descriptor": _family("wgmma").kinds["descriptor"]})
+    with pytest.raises(ValueError, match="address form 'peer_shared' is registered by families"):
+        _register(address_forms={"peer_shared": lambda call, buf, coord: None})
+    # one name, one function: the families addressing a peer CTA share the mapa form
+    assert _register(address_forms=dict(_family("mbarrier").address_forms))
+    with pytest.raises(ValueError, match="not a function"):
+        _register(events=("reader",))
+
+    def rule(view):  # pragma: no cover - never run
+        return []
+
+    with pytest.raises(ValueError, match=r"kernel rule .*rule \(given twice\)"):
+        _register(kernel_rules=(rule, rule))

@@ -5,7 +5,8 @@ the GPU instead of hanging or reading out of bounds:
 
 ``detect_hangs``
     every mbarrier wait is bounded; one that times out prints its source line
-    and traps (:mod:`tvm_tirx.tile.families._mbarrier_hangs`).
+    and traps (the mbarrier family's ``instrument`` hook: :func:`instrument`
+    runs every registered family's, :class:`tvm_tirx.tile.registry.Family`).
 ``check_assumptions``
     every ``T.assume(cond)`` becomes a run-time check that prints its source
     line and traps when ``cond`` is false (:mod:`tvm_tirx.tile.assumptions`).
@@ -47,12 +48,15 @@ from dataclasses import dataclass
 # module while apache-tvm loads the plugin, which may happen while tvm_tirx.tile is loading)
 
 __all__ = ["DebugOptions", "debug_build", "current_debug", "instrument", "refuse_scheduled", "hang_timeout",
-           "ENV_DETECT_HANGS", "ENV_CHECK_ASSUMPTIONS"]
+           "ENV_DETECT_HANGS", "ENV_CHECK_ASSUMPTIONS", "DEFAULT_TIMEOUT_MS"]
 
 #: Environment variable: ``detect_hangs`` of every build without a nearer setting.
 ENV_DETECT_HANGS = "TVM_TIRX_DETECT_HANGS"
 #: Environment variable: ``check_assumptions`` of every build without a nearer setting.
 ENV_CHECK_ASSUMPTIONS = "TVM_TIRX_CHECK_ASSUMPTIONS"
+
+#: The timeout (ms) of ``detect_hangs=True``.
+DEFAULT_TIMEOUT_MS = 2000
 
 _ON = ("1", "true", "on", "yes")
 _OFF = ("", "0", "false", "off", "no")
@@ -92,7 +96,7 @@ def hang_timeout(value, where: str = "detect_hangs") -> int:
         ``value`` is below 0 or above ``tvm_tirx.build.options.MAX_HANG_TIMEOUT_MS``
         (its cycle count must fit in an int64).
     """
-    from ..tile.families._mbarrier_hangs import CYCLES_PER_MS, DEFAULT_TIMEOUT_MS  # pylint: disable=import-outside-toplevel
+    from ..tile.hooks import CYCLES_PER_MS  # pylint: disable=import-outside-toplevel
 
     most = (2**63 - 1) // CYCLES_PER_MS
     if isinstance(value, bool):
@@ -175,7 +179,10 @@ def current_debug() -> DebugOptions:
 
 
 def instrument(lowered, source, options: DebugOptions):
-    """PrimFunc ``lowered`` (after ``LowerTileApply``) with the checks ``options`` ask for.
+    """PrimFunc ``lowered`` (after ``LowerTileApply``) with the checks ``options`` ask for:
+    the ``T.assume`` checks, then each registered family's ``instrument`` hook, in
+    family registration order (:class:`tvm_tirx.tile.registry.Family`; the mbarrier
+    family's bounds the waits for ``detect_hangs``).
 
     Parameters
     ----------
@@ -185,14 +192,22 @@ def instrument(lowered, source, options: DebugOptions):
         The same kernel before lowering (the hang messages quote its barrier counts).
     options : DebugOptions
         What to add; off: ``lowered`` itself.
+
+    Returns
+    -------
+    PrimFunc
+        The instrumented kernel.
     """
     from ..tile.assumptions import check_assumptions  # pylint: disable=import-outside-toplevel
-    from ..tile.families._mbarrier_hangs import bound_waits  # pylint: disable=import-outside-toplevel
+    from ..tile.registry import families  # pylint: disable=import-outside-toplevel
 
+    if not options:
+        return lowered
     if options.check_assumptions:
         lowered = check_assumptions(lowered)
-    if options.detect_hangs:
-        lowered = bound_waits(lowered, options.detect_hangs, source=source)
+    for family in families():
+        if family.instrument is not None:
+            lowered = family.instrument(lowered, source, options)
     return lowered
 
 

@@ -19,7 +19,7 @@
     off; at most :data:`MAX_HANG_TIMEOUT_MS`): every mbarrier
     wait of the kernel is bounded; one that times out prints its source line,
     the barrier, the parity and the counts the kernel states, and traps
-    (:mod:`tvm_tirx.tile.families._mbarrier_hangs`).  Default off: waits cost
+    (the mbarrier family's ``instrument`` hook, :func:`tvm_tirx.build.debug.instrument`).  Default off: waits cost
     a little more with it (one ``clock64`` per poll).
 ``"check_assumptions"``
     ``True``: every ``T.assume(cond)`` of the kernel becomes a run-time check
@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import tvm_ffi
 from tvm.support import nvcc
 
-from ..tile.families._mbarrier_hangs import CYCLES_PER_MS
+from ..tile.hooks import CYCLES_PER_MS
 from .debug import DebugOptions, current_debug, hang_timeout
 
 __all__ = ["CompileOptions", "parse_options", "cuda_compiler_flags", "MAX_HANG_TIMEOUT_MS"]

@@ -7,26 +7,27 @@ This package is also the one facade an instruction family imports from
 Describing a form
     :class:`Contract`, :class:`OperandRole`, :class:`Param`, :class:`Collective`
     (:data:`THREAD`, :data:`WARP`, :data:`WARPGROUP`), :func:`register_role`,
-    :func:`memory_role`, :func:`replace`; :func:`register_family` (with
-    :class:`RawSpelling`: the raw ``T.ptx`` calls it checks);
+    :func:`memory_role`, :func:`replace`; :func:`register_family`, the one
+    registration of a family with every role it plays (:class:`RawSpelling`:
+    the raw ``T.ptx`` calls it checks; ``kernel_rules``, ``events``,
+    ``kinds``, ``address_forms``, ``instrument``: the signatures are in
+    :mod:`.hooks`);
     :class:`Instruction` (a resolved PTX form), :func:`ptx_call`, :func:`cert_arch`,
     :func:`bits_of_ptx_type`.
 The one argument of every hook
     :class:`CallView` (operands, parameters, contract, scope, site, kernel
     facts, group, repeat coordinate); :func:`reaching` (the threads that reach
     a call).
-Operand kinds and address forms
-    :func:`register_kind`, :func:`register_address_form`,
-    :class:`ComputedAddress`, :func:`operand_repeat`.
+Operand kinds and address forms (``register_family(kinds=, address_forms=)``)
+    :class:`OperandKind`, :class:`ComputedAddress`, :func:`operand_repeat`.
 Proof helpers
     :func:`check_bounds`, :func:`root_or_error`, :func:`proves`,
     :func:`exact_values`, :func:`fold` (an expression at given thread ids);
     views: :class:`ViewMap`, :func:`repeat_shape`,
     :func:`int_or_none`, :func:`axis_table`.
-Kernel rules
-    :func:`register_kernel_rule`, :class:`KernelView`; the protocol events
-    rules pair (:mod:`.protocol`): :func:`protocol_of`, :class:`Event`,
-    :func:`register_event_reader`, :func:`raw_operands`, :func:`describe`;
+Kernel rules and event readers (``register_family(kernel_rules=, events=)``)
+    :class:`KernelView`; the protocol events rules pair (:mod:`.protocol`):
+    :func:`protocol_of`, :class:`Event`, :func:`raw_operands`, :func:`describe`;
     program order and memory (:mod:`.order`): :class:`Path`, :class:`Leaf`,
     :class:`Seq`, :class:`Branch`, :class:`Loop`,
     :func:`element_of`, :func:`same_element`, :func:`byte_range`,
@@ -55,14 +56,14 @@ from .contract import (
     register_role,
     replace,
 )
-from .emit import ComputedAddress, operand_repeat, register_address_form, register_kind
-from .kernel_rules import KernelView, register_kernel_rule
+from .emit import ComputedAddress, OperandKind, operand_repeat
+from .kernel_rules import KernelView
 from .instances import evaluate
 from .memory_proofs import check_bounds, root_or_error
 from .order import Branch, Leaf, Loop, Path, Seq, address_target, byte_range, element_of, overlaps, same_element
 from .points import exact_values
 from .prover import fold, proves
-from .protocol import SHARED, Event, describe, protocol_of, raw_operands, register_event_reader
+from .protocol import SHARED, Event, describe, protocol_of, raw_operands
 from .ptx_table import Instruction, cert_arch, ptx_call
 from .ptx_types import bits_of_ptx_type
 from .raw_calls import RawSpelling
@@ -73,12 +74,11 @@ from .views import ViewMap, int_or_none, repeat_shape
 
 __all__ = [
     "THREAD", "WARP", "WARPGROUP", "CallView", "Collective", "Contract", "OperandRole", "Param",
-    "memory_role", "register_role", "replace", "ComputedAddress", "operand_repeat",
-    "register_address_form", "register_kind", "KernelView", "register_kernel_rule", "check_bounds",
+    "memory_role", "register_role", "replace", "ComputedAddress", "OperandKind", "operand_repeat",
+    "KernelView", "check_bounds",
     "root_or_error", "exact_values", "fold", "proves", "Instruction", "bits_of_ptx_type", "cert_arch",
     "ptx_call", "register_family", "RawSpelling", "reaching", "axis_table", "ViewMap", "int_or_none",
     "repeat_shape", "TileError", "operand_label", "device_trap",
     "evaluate", "Branch", "Leaf", "Loop", "Path", "Seq", "address_target", "byte_range",
     "element_of", "overlaps", "same_element", "SHARED", "Event", "describe", "protocol_of", "raw_operands",
-    "register_event_reader",
 ]  # fmt: skip

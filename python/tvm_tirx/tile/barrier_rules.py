@@ -16,11 +16,10 @@ from __future__ import annotations
 from tvm import tirx
 
 from ..errors import TileError
-from .kernel_rules import register_kernel_rule
 from .sites import collect_sites
 from .threads import active_threads
 
-__all__ = ["BARRIERS"]
+__all__ = ["BARRIERS", "whole_cta_barriers"]
 
 #: Op name -> (how the user writes it, the scope every thread of which must reach it).
 BARRIERS = {
@@ -33,9 +32,21 @@ def _op_name(stmt):
     return getattr(getattr(getattr(stmt, "value", None), "op", None), "name", None)
 
 
-@register_kernel_rule
 def whole_cta_barriers(view):
-    """Each CTA (cluster) barrier of the kernel is reached by all of the CTA's (cluster's) threads."""
+    """Kernel rule (:data:`.kernel_rules.SHARED_RULES`): each CTA (cluster) barrier of the
+    kernel is reached by all of the CTA's (cluster's) threads.
+
+    Parameters
+    ----------
+    view : KernelView
+        The kernel (:class:`~.kernel_rules.KernelView`).
+
+    Returns
+    -------
+    list[TileError]
+        One error per barrier that part of its CTA (cluster) reaches, or whose
+        guard is not understood.
+    """
     facts = view.facts
     if facts.launch is None:
         return []

@@ -46,7 +46,7 @@ class CallView:
         variable per call repeat axis); ``()`` otherwise.
     values : dict
         While emitting: operand index -> the value its kind's ``setup`` gave it
-        (:func:`.emit.register_kind`); see :meth:`value`.
+        (:class:`~.emit.OperandKind`, ``Family.kinds``); see :meth:`value`.
     raw : bool
         The call is a raw ``T.ptx[...]`` call decoded into this view
         (:mod:`.raw_calls`): checked by the form's rules, never expanded.

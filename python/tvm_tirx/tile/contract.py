@@ -86,8 +86,8 @@ WARPGROUP = Collective(128, "warpgroup", "thread", ("tid_in_wg", "tx"))
 #: one-register read).  ``memory``: a global/shared/local tensor view whose
 #: atom address the role's ``address`` form gives.  ``descriptor``: a 64-bit
 #: matrix descriptor value (wgmma), ``tensor_map``: a ``CUtensorMap`` (TMA);
-#: both pass one value per instruction, which the emitter registered for the
-#: kind builds (:func:`.emit.register_kind`).
+#: both pass one value per instruction, which the kind's emitter builds (an
+#: :class:`~.emit.OperandKind` of a family's ``Family.kinds``).
 KINDS = ("register", "memory", "descriptor", "tensor_map")
 
 
@@ -130,8 +130,8 @@ class OperandRole:
         vector accesses are naturally aligned).  A bulk copy sets 16, an mbarrier 8.
     address : str
         Memory roles: how the address operand is formed from the view, a name
-        of :func:`.emit.register_address_form` (``"generic"``: ``ptr_to``; a
-        family registers others, such as the ``.local`` window address).
+        of :func:`.emit.address_forms` (``"generic"``: ``ptr_to``; a family's
+        ``Family.address_forms`` give others, such as the ``.local`` window address).
     pred_skips : bool
         Whether a false ``pred`` leaves this operand untouched, so the bounds
         rule holds only where the predicate is true.  cp.async's destination

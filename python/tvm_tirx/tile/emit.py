@@ -3,25 +3,31 @@
 Each operand supplies its PTX arguments at a group and repeat coordinate: a
 register operand its registers (the slots its layout gives), a memory operand
 its atom address in the role's address form, a scalar itself.  Address forms
-and the arguments of operand kinds beyond register and memory are extension
-points a family registers (:func:`register_address_form`, :func:`register_kind`).
-Nothing is chosen here: the opcode is the contract's.
+and the operand kinds beyond register and memory are roles of a family: its
+:class:`~.registry.Family` record lists them (``register_family(...,
+kinds={name: OperandKind(...)}, address_forms={name: fn})``), and this module
+looks them up there (:func:`operand_kinds`, :func:`address_forms`; two
+address forms are built in, :data:`BUILTIN_ADDRESS_FORMS`).  Nothing is
+chosen here: the opcode is the contract's.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from ..errors import TileInternalError
 from .hooks import AddressForm, KindArgs, KindProof, KindSetup
 from .ptx_table import ptx_call
 from .ptx_types import binding_dtype, is_pred_read, pred_argument
+from .registry import families
 from .views import ViewMap, repeat_shape, role_axes
 
 __all__ = [
     "operand_repeat",
-    "register_address_form",
-    "register_kind",
+    "operand_kinds",
+    "address_forms",
+    "BUILTIN_ADDRESS_FORMS",
     "kind_proof",
     "kind_takes_scalar",
     "OperandKind",
@@ -29,10 +35,6 @@ __all__ = [
     "Emission",
     "ComputedAddress",
 ]
-
-_ADDRESS_FORMS = {}
-_KINDS = {}
-
 
 @dataclass(frozen=True)
 class ComputedAddress:
@@ -56,31 +58,11 @@ class ComputedAddress:
     scratch: tuple = ()
 
 
-def register_address_form(name: str, fn: AddressForm) -> None:
-    """Register address form ``name``: ``fn(call, buf, coord) -> PrimExpr``, the
-    address operand of view ``buf`` at coordinate ``coord`` (a list of index
-    expressions) in call ``call`` (:class:`~.contract.CallView`: its
-    parameters, site and kernel facts); it may return a :class:`ComputedAddress`.
-
-    Built in: ``"generic"`` (``buf.ptr_to(coord)``, a generic pointer) and
-    ``"shared::cta"`` (the 32-bit ``.shared::cta`` window address, PTX ISA
-    6.4.1.1, CUDA ``__cvta_generic_to_shared``).  A family registers its own
-    (ld/st: the ``.local`` window address); a name registered twice must be
-    the same function.
-
-    Raises
-    ------
-    ValueError
-        ``name`` is registered with another function.
-    """
-    if _ADDRESS_FORMS.get(name, fn) != fn:
-        raise ValueError(f"tvm_tirx: address form {name!r} registered twice")
-    _ADDRESS_FORMS[name] = fn
-
-
 @dataclass(frozen=True)
 class OperandKind:
-    """How operands of one kind beyond register and memory are emitted and proven.
+    """How operands of one kind beyond register and memory are emitted and proven:
+    the values of ``Family.kinds`` (``register_family(..., kinds={"descriptor":
+    OperandKind(args, setup=...)})``).
 
     Attributes
     ----------
@@ -111,30 +93,61 @@ class OperandKind:
     scalar: bool = False
 
 
-def register_kind(kind: str, fn: KindArgs, *, setup=None, prove=None, scalar=False) -> None:
-    """Register operand kind ``kind`` (``"descriptor"``, ``"tensor_map"`` ...):
-    ``fn(call, index) -> [PrimExpr, ...]`` gives its PTX arguments; ``setup``,
-    ``prove`` and ``scalar`` are as in :class:`OperandKind`.
+def operand_kinds() -> dict:
+    """``kind name -> OperandKind`` of every registered family (``Family.kinds``).
 
     Raises
     ------
     ValueError
-        ``kind`` is already registered.
+        Two families register one kind (:func:`.registry.families`).
     """
-    if kind in _KINDS:
-        raise ValueError(f"tvm_tirx: operand kind {kind!r} registered twice")
-    _KINDS[kind] = OperandKind(fn, setup, prove, scalar)
+    return _kinds_of(families())
+
+
+@functools.cache
+def _kinds_of(registered) -> dict:
+    return {name: kind for family in registered for name, kind in family.kinds.items()}
+
+
+def address_forms() -> dict:
+    """``address form name -> fn(call, view, coord)``: :data:`BUILTIN_ADDRESS_FORMS` and
+    every registered family's ``address_forms``.
+
+    ``fn`` returns the address operand of view ``view`` at coordinate
+    ``coord`` (a list of index expressions) in call ``call``
+    (:class:`~.contract.CallView`: its parameters, site and kernel facts), a
+    PrimExpr or a :class:`ComputedAddress`.  Families may give one name only
+    with one function (the ``mapa`` form ``"peer_shared"`` is given by each
+    family that addresses a peer CTA).
+
+    Raises
+    ------
+    ValueError
+        A family gives a built-in name another function (two families giving
+        one name different functions: :func:`.registry.families`).
+    """
+    return _forms_of(families())
+
+
+@functools.cache
+def _forms_of(registered) -> dict:
+    out = dict(BUILTIN_ADDRESS_FORMS)
+    for family in registered:
+        for name, fn in family.address_forms.items():
+            if out.setdefault(name, fn) is not fn:
+                raise ValueError(f"tvm_tirx: family {family.name} gives address form {name!r} another function")
+    return out
 
 
 def kind_takes_scalar(kind: str) -> bool:
     """Whether a scalar expression may stand for an operand of registered kind ``kind``."""
-    entry = _KINDS.get(kind)
+    entry = operand_kinds().get(kind)
     return entry is not None and entry.scalar
 
 
 def kind_proof(kind: str):
     """The ``prove`` hook of operand kind ``kind`` (None: none, or not a registered kind)."""
-    entry = _KINDS.get(kind)
+    entry = operand_kinds().get(kind)
     return entry.prove if entry is not None else None
 
 
@@ -157,8 +170,10 @@ def _shared_cta_address(call, buf, coord):  # pylint: disable=unused-argument
     return Cast("uint32", call_pure_extern("uint64", "__cvta_generic_to_shared", buf.ptr_to(coord)))
 
 
-register_address_form("generic", _generic_address)
-register_address_form("shared::cta", _shared_cta_address)
+#: The address forms of no family: ``"generic"`` (``buf.ptr_to(coord)``, a generic
+#: pointer) and ``"shared::cta"`` (the 32-bit ``.shared::cta`` window address, PTX ISA
+#: 6.4.1.1, CUDA ``__cvta_generic_to_shared``).
+BUILTIN_ADDRESS_FORMS: dict[str, AddressForm] = {"generic": _generic_address, "shared::cta": _shared_cta_address}
 
 
 class Emission:  # pylint: disable=too-few-public-methods
@@ -183,6 +198,8 @@ class Emission:  # pylint: disable=too-few-public-methods
         The thread's position inside its collective (collective forms).
     locals_ : dict
         Register buffer with thread axes -> the thread's flat local view.
+    address_forms : dict
+        Every address form (:func:`address_forms`).
     """
 
     def __init__(self, call, preserve_dst, coordinates):
@@ -193,14 +210,15 @@ class Emission:  # pylint: disable=too-few-public-methods
         self.locals_, self.decls, self._retyped_views = {}, [], {}
         #: set-up of computed addresses: once before the loops / in the loop body
         self.outer_setup, self.inner_setup = [], []
-        values = {}
+        values, kinds = {}, operand_kinds()
+        self.address_forms = address_forms()
         for index, (role, op) in enumerate(zip(self.contract.roles, self.ops)):
             if op.kind == "tensor" and role.kind == "register" and op.value not in self.locals_:
                 if ViewMap(op.value).has_thread_axes():
                     decl, flat = _thread_local_view(op.value)
                     self.decls.append(decl)
                     self.locals_[op.value] = flat
-            kind = _KINDS.get(role.kind)
+            kind = kinds.get(role.kind)
             if op.kind == "tensor" and kind is not None and kind.setup is not None:
                 stmts, values[index] = kind.setup(self.call, index)
                 self.decls.extend(stmts)
@@ -208,10 +226,10 @@ class Emission:  # pylint: disable=too-few-public-methods
 
     def _memory_args(self, role, op, rep):
         inner = list(role.lane_coords(self.position)[0]) if role.lane_coords is not None else [0] * len(role.atom)
-        if role.address not in _ADDRESS_FORMS:
+        if role.address not in self.address_forms:
             raise TileInternalError(f"{self.contract.opcode}: no address form {role.address!r} is registered")
         coord = [*self.group_coord, *rep, *inner]
-        value = _ADDRESS_FORMS[role.address](self.call, op.value, coord)
+        value = self.address_forms[role.address](self.call, op.value, coord)
         if not isinstance(value, ComputedAddress):
             return [value]
         self.decls += [_allocate(buf) for buf in value.scratch]
@@ -266,9 +284,10 @@ class Emission:  # pylint: disable=too-few-public-methods
 
     def _kind_args(self, index, role, loop_vars):
         """The PTX arguments of an operand of a registered kind (a scalar passes itself)."""
-        if role.kind not in _KINDS:
+        kinds = operand_kinds()
+        if role.kind not in kinds:
             raise TileInternalError(f"{self.contract.opcode}: no emitter for operand kind {role.kind!r}")
-        return list(_KINDS[role.kind].args(replace(self.kind_call, repeat=tuple(loop_vars)), index))
+        return list(kinds[role.kind].args(replace(self.kind_call, repeat=tuple(loop_vars)), index))
 
     def operand_args(self, index, loop_vars):
         """The PTX arguments operand ``index`` supplies at repeat coordinate ``loop_vars``."""

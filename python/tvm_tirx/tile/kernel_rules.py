@@ -4,18 +4,25 @@ was checked and expanded.
 Some rules pair statements: an mbarrier's arrivals with its waits, a fence
 with the stores before it, a CTA barrier with the threads that reach it.  A
 rule is a function of a :class:`KernelView` returning the ``TileError``\\ s it
-finds (several, each pointing at its source line); it is registered with
-:func:`register_kernel_rule`.  :func:`run_kernel_rules` runs every rule, in
-registration order, and returns all their errors.
+finds (several, each pointing at its source line).  A family lists its rules
+in its :class:`~.registry.Family` record (``register_family(...,
+kernel_rules=(...))``); the rules of no family -- a CTA barrier reached by the
+whole CTA (:mod:`.barrier_rules`) -- are :data:`SHARED_RULES`.
+:func:`run_kernel_rules` runs every rule, the shared ones first, then each
+family's in family registration order, and returns all their errors.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["KernelView", "register_kernel_rule", "kernel_rules", "run_kernel_rules"]
+from .barrier_rules import whole_cta_barriers
+from .registry import families
 
-_RULES = []
+__all__ = ["KernelView", "SHARED_RULES", "kernel_rules", "run_kernel_rules"]
+
+#: The kernel rules of no family, run before the families' rules.
+SHARED_RULES = (whole_cta_barriers,)
 
 
 @dataclass(frozen=True)
@@ -41,30 +48,32 @@ class KernelView:
     calls: dict
 
 
-def register_kernel_rule(fn):
-    """Decorator: run ``fn(KernelView) -> iterable of TileError`` once per kernel.
+def kernel_rules() -> tuple:
+    """Every kernel rule: :data:`SHARED_RULES`, then each registered family's
+    ``kernel_rules`` (:func:`.registry.families`, in registration order, each
+    family's in the order it lists them).
 
     Raises
     ------
     ValueError
-        ``fn`` is registered twice.
+        Two families register one rule (:func:`.registry.families`).
     """
-    if fn in _RULES:
-        raise ValueError(f"tvm_tirx: kernel rule {fn.__qualname__} registered twice")
-    _RULES.append(fn)
-    return fn
-
-
-def kernel_rules() -> tuple:
-    """Every registered kernel rule, in registration order (the families' are
-    registered when :mod:`.families` is imported)."""
-    from . import families  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-
-    return tuple(_RULES)
+    return SHARED_RULES + tuple(rule for family in families() for rule in family.kernel_rules)
 
 
 def run_kernel_rules(view: KernelView) -> list:
-    """Every rule's errors for the kernel ``view`` describes, in rule order."""
+    """Every rule's errors for the kernel ``view`` describes, in rule order (:func:`kernel_rules`).
+
+    Parameters
+    ----------
+    view : KernelView
+        The kernel.
+
+    Returns
+    -------
+    list[TileError]
+        Each rule's errors, in rule order.
+    """
     errors = []
     for rule in kernel_rules():
         errors.extend(rule(view) or ())

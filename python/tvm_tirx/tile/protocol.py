@@ -13,8 +13,10 @@ how they meet read the kernel as a sequence of :class:`Event`\\ s:
   ``async_write``), a plain store or load of shared memory, a CTA or cluster
   barrier (``T.cuda.cta_sync()`` / ``cluster_sync()``);
 * what an instruction family says of its own instructions, tile calls and raw
-  ``T.ptx[...]`` calls alike, through a reader it registers with
-  :func:`register_event_reader`: barrier ``init`` / ``arrive`` /
+  ``T.ptx[...]`` calls alike, through the readers its
+  :class:`~.registry.Family` lists (``register_family(..., events=reader)``,
+  :data:`~.hooks.EventReader`; asked in family registration order, the first
+  that answers describes the statement): barrier ``init`` / ``arrive`` /
   ``expect_tx`` / ``complete_tx`` / ``wait``, fences (``init_fence``,
   ``proxy_fence``), bulk groups (``bulk_commit`` / ``bulk_wait``), operations
   on a peer CTA (``peer``);
@@ -38,11 +40,12 @@ from .barrier_rules import BARRIERS
 from .instances import Executions, evaluate
 from .order import Program, element_of, loads_of
 from .ptx_table import opcode_of_call, orders_memory, resolve
+from .registry import families
 from .sites import call_key
 from .threads import conjuncts
 
 __all__ = [
-    "KINDS", "Event", "Protocol", "register_event_reader", "protocol_of", "SHARED", "describe", "raw_operands",
+    "KINDS", "Event", "Protocol", "event_readers", "protocol_of", "SHARED", "describe", "raw_operands",
 ]
 
 #: The kinds of :class:`Event`.
@@ -53,8 +56,6 @@ KINDS = (
 )  # fmt: skip
 #: Storage scopes of shared memory.
 SHARED = ("shared", "shared.dyn")
-
-_READERS = []
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,25 +111,23 @@ class Event:
     targets: frozenset | None = None
 
 
-def register_event_reader(fn):
-    """Decorator: ``fn(leaf, call, protocol, derived) -> list[Event] | None`` describes
-    the statements of the instructions a family owns.
+def event_readers() -> tuple:
+    """Every family's event readers (``Family.events``), in family registration order.
 
-    ``call`` is the tile call's :class:`~.call_view.CallView` (None for a raw
-    statement: ``leaf.stmt.value`` is then the call), ``derived`` the events
-    the shared code read from the call's contract (``[]`` for a raw call).
-    The reader returns the statement's events (``derived`` kept, changed or
-    extended), or None when the statement is not its family's.
+    A reader is ``fn(leaf, call, protocol, derived) -> list[Event] | None``
+    (:data:`~.hooks.EventReader`): ``call`` is the tile call's
+    :class:`~.call_view.CallView` (None for a raw statement: ``leaf.stmt.value``
+    is then the call), ``derived`` the events the shared code read from the
+    call's contract (``[]`` for a raw call).  The reader returns the
+    statement's events (``derived`` kept, changed or extended), or None when
+    the statement is not its family's.
 
     Raises
     ------
     ValueError
-        ``fn`` is registered twice.
+        Two families register one reader (:func:`.registry.families`).
     """
-    if fn in _READERS:
-        raise ValueError(f"tvm_tirx: event reader {fn.__qualname__} registered twice")
-    _READERS.append(fn)
-    return fn
+    return tuple(reader for family in families() for reader in family.events)
 
 
 def describe(buf) -> str:
@@ -261,7 +260,7 @@ def _tile_events(protocol, leaf, call) -> list:
     return out
 
 
-def _classify(protocol, leaf, calls) -> list:
+def _classify(protocol, leaf, calls, readers) -> list:
     stmt = leaf.stmt
     if isinstance(stmt, tirx.BufferStore):
         out = _reads(protocol, leaf)
@@ -276,7 +275,7 @@ def _classify(protocol, leaf, calls) -> list:
     if call is not None and call.raw:  # a raw call a family checks: read as written
         call = None
     derived = _tile_events(protocol, leaf, call) if call is not None else []
-    for reader in _READERS:
+    for reader in readers:
         got = reader(leaf, call, protocol, derived)
         if got is not None:
             return list(got) + (_reads(protocol, leaf) if call is None else [])
@@ -290,13 +289,12 @@ def _classify(protocol, leaf, calls) -> list:
 def protocol_of(view) -> Protocol:
     """The :class:`Protocol` of the kernel a :class:`~.kernel_rules.KernelView` shows
     (built on first use, then shared by every rule of the kernel)."""
-    from . import families  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-
     cache = view.facts.family_values
     if "protocol" not in cache:
         protocol = Protocol(view.facts, Program(view.body), executions=Executions(view.facts))
+        readers = event_readers()
         for leaf in protocol.program.leaves:
-            protocol.events[leaf.index] = _classify(protocol, leaf, view.calls)
+            protocol.events[leaf.index] = _classify(protocol, leaf, view.calls, readers)
         cache["protocol"] = protocol
     return cache["protocol"]
 

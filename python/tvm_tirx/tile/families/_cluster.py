@@ -4,7 +4,11 @@ launch rules of the forms that use them.
 
 Used by the families whose forms address ``.shared::cluster`` memory
 (``mbarrier``, ``cp_async_bulk``, ``atomics``); not a family itself (the leading ``_``
-keeps it out of the registry's module scan).
+keeps it out of the registry's module scan): those families list its roles in
+their :func:`~tvm_tirx.tile.register_family` -- each of them the address form
+(:data:`ADDRESS_FORMS`), ``cp_async_bulk`` the kernel rule :func:`cluster_exit`
+(first of its rules: a kernel's multicasts and remote arrives are checked
+before its bulk groups).
 
 PTX ISA 9.2, 9.7.10.26 (``mapa``): ``mapa.shared::cluster.u32 d, a, rank``
 maps the ``.shared::cta`` window address ``a`` of a variable in this CTA to
@@ -17,13 +21,13 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .. import ComputedAddress, Param, protocol_of, ptx_call, register_address_form, register_kernel_rule, TileError
+from .. import ComputedAddress, Param, protocol_of, ptx_call, TileError
 from ._cluster_handshake import handshake_roots, releases
 from ._sync import initialised, synchronises, where
 
 __all__ = [
     "PEER_ADDRESS", "REMOTE_CTA_ID", "MAPA", "peer_address", "needs_cluster", "check_cluster_rank", "remote_rule",
-    "cluster_exit",
+    "cluster_exit", "ADDRESS_FORMS",
 ]
 
 #: Address form of an operand that ``remote_cta_id=`` may place in a peer CTA.
@@ -64,7 +68,9 @@ def peer_address(call, buf, coord):
     return ComputedAddress(scratch[0], (setup,), (scratch,))
 
 
-register_address_form(PEER_ADDRESS, peer_address)
+#: ``register_family(address_forms=...)`` of each family whose roles may address a peer CTA
+#: (``atomics``, ``cp_async_bulk``, ``mbarrier``: one name, one function).
+ADDRESS_FORMS = {PEER_ADDRESS: peer_address}
 
 
 def _cluster_size(launch) -> int:
@@ -158,5 +164,3 @@ def cluster_exit(view) -> list:
             )
     return errors
 
-
-register_kernel_rule(cluster_exit)

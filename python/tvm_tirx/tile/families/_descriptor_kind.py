@@ -28,18 +28,18 @@ from .. import (
     exact_values,
     operand_label,
     operand_repeat,
+    OperandKind,
     OperandRole,
     proves,
-    register_kind,
     repeat_shape,
     root_or_error,
     TileError,
 )
 from . import _matrix_descriptor as md
 
-__all__ = ["KIND", "shared_role", "check_layouts", "transpose", "element_bytes"]
+__all__ = ["KIND", "KINDS", "shared_role", "check_layouts", "transpose", "element_bytes"]
 
-#: The operand kind this module registers.
+#: The operand kind this module defines (:data:`KINDS`: the wgmma family's ``kinds``).
 KIND = "descriptor"
 
 
@@ -134,7 +134,8 @@ def _descriptor_args(call, index):
     return [desc[0] + tirx.Cast("uint64", total)]
 
 
-register_kind(KIND, _descriptor_args, setup=_descriptor_setup, prove=_descriptor_prove)
+#: ``register_family(kinds=...)`` of the wgmma family: how a descriptor operand is emitted and proven.
+KINDS = {KIND: OperandKind(_descriptor_args, setup=_descriptor_setup, prove=_descriptor_prove)}
 
 
 def transpose(index, role):

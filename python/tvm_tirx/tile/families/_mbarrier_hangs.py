@@ -1,4 +1,6 @@
-"""The hang detector of the mbarrier family (``tvm_tirx.compile(..., options={"detect_hangs": True})``).
+"""The hang detector of the mbarrier family (``tvm_tirx.compile(..., options={"detect_hangs": True})``):
+its ``instrument`` hook, :func:`detect_hangs` (``register_family(..., instrument=)``;
+``tvm_tirx.build.debug.instrument`` runs every family's).
 
 A wrong protocol -- an ``expect_tx`` byte count the copies never bring, an
 init count the arrivals never reach, a wait on the wrong parity -- makes an
@@ -13,7 +15,7 @@ the same check.  The launch then fails with ``cudaErrorLaunchFailure``
 instead of hanging.
 
 Time is measured with ``clock64()`` (SM cycles), converted at
-:data:`CYCLES_PER_MS` (the H100/H200 boost clock, about 2 GHz): the timeout
+:data:`~tvm_tirx.tile.hooks.CYCLES_PER_MS` (the H100/H200 boost clock, about 2 GHz): the timeout
 is approximate.  ``bar.sync`` and ``barrier.cluster.wait`` block in hardware
 and cannot be bounded; the detector does not cover them.
 """
@@ -25,15 +27,12 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 
 from .. import device_trap, ptx_call
+from ..hooks import CYCLES_PER_MS
 from ..kernel_facts import KernelFacts
 from ..sites import expansion_of, location_of
 
-__all__ = ["bound_waits", "CYCLES_PER_MS", "DEFAULT_TIMEOUT_MS"]
+__all__ = ["detect_hangs", "bound_waits", "CYCLES_PER_MS"]
 
-#: SM cycles per millisecond assumed for the timeout (about 2 GHz on the H100 / H200).
-CYCLES_PER_MS = 2_000_000
-#: The timeout of ``detect_hangs=True``.
-DEFAULT_TIMEOUT_MS = 2000
 #: apache-tvm's spin-wait intrinsics (``T.cuda.mbarrier_wait_phase``) -> the instruction they loop on.
 _SPIN_WAITS = {
     "tirx.cuda.mbarrier_wait": "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64",
@@ -137,7 +136,7 @@ def bound_waits(lowered, timeout_ms: int, source=None):
     lowered : PrimFunc
         The kernel after lowering.
     timeout_ms : int
-        Milliseconds (approximate: :data:`CYCLES_PER_MS`) a wait may spin.
+        Milliseconds (approximate: :data:`~tvm_tirx.tile.hooks.CYCLES_PER_MS`) a wait may spin.
     source : PrimFunc | None
         The kernel before lowering, whose mbarrier tile calls give the counts
         and bytes the messages quote.
@@ -156,3 +155,26 @@ def bound_waits(lowered, timeout_ms: int, source=None):
     body = tvm_ffi.structural_map(body, (tirx.Evaluate, spin))
     return lowered.with_body(body)
 
+
+def detect_hangs(lowered, source, options):
+    """The mbarrier family's ``instrument`` hook (:data:`~tvm_tirx.tile.hooks.Instrument`):
+    :func:`bound_waits` when ``options.detect_hangs`` asks for it.
+
+    Parameters
+    ----------
+    lowered : PrimFunc
+        The kernel after ``LowerTileApply``.
+    source : PrimFunc
+        The same kernel before lowering (the messages quote its barrier counts).
+    options : DebugOptions
+        The build's debug options; ``detect_hangs``: milliseconds a wait may
+        spin (0: off, ``lowered`` is returned as is).
+
+    Returns
+    -------
+    PrimFunc
+        ``lowered``, with every mbarrier wait bounded when asked.
+    """
+    if not options.detect_hangs:
+        return lowered
+    return bound_waits(lowered, options.detect_hangs, source=source)

@@ -14,10 +14,10 @@ from tvm.tirx import IntImm
 from tvm.tirx.op import address_of, tensormap_encode_tiled, tvm_stack_alloca
 from tvm.tirx.script.builder.ir import TensorMap
 
-from .. import int_or_none, register_kind
+from .. import OperandKind, int_or_none
 from ._tma_rules import DESCRIPTOR_DTYPE, TmaCall, element_bytes, global_strides, run_time_requirements
 
-__all__ = ["TensorMapEncoding", "host_setup"]
+__all__ = ["TensorMapEncoding", "host_setup", "KINDS"]
 
 
 def _imm(value):
@@ -107,7 +107,9 @@ def _tensor_map_args(call, index):
     return [call.value(index)]
 
 
-register_kind("tensor_map", _tensor_map_args, setup=_tensor_map_setup, scalar=True)
+#: ``register_family(kinds=...)`` of the tma family: the ``tensorMap`` operand (a host-encoded
+#: map, or a caller's map address: ``scalar``).
+KINDS = {"tensor_map": OperandKind(_tensor_map_args, setup=_tensor_map_setup, scalar=True)}
 
 
 def host_setup(call, stmt):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .. import TileError, protocol_of, raw_operands, register_kernel_rule
+from .. import TileError, protocol_of, raw_operands
 from ..ptx_table import opcode_of_call
 from ..kernel_calls import raw_call_targets
 from ..sites import call_key
@@ -88,7 +88,6 @@ def _first_write(view, roots, leaf):
     return None
 
 
-@register_kernel_rule
 def registers_written_after_fence(view):
     """No register operand of a wgmma is written between the ``wgmma.fence`` before it
     and the call (see the module)."""

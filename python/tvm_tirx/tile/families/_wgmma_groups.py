@@ -25,7 +25,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir import TensorLoad
 
-from .. import TileError, register_kernel_rule
+from .. import TileError
 from ..sites import location_of
 
 __all__ = ["accumulators_in_flight", "Scan", "follow", "paths", "is_mma"]
@@ -136,7 +136,6 @@ def follow(scan, path, wrap: bool = True) -> object:
     return None
 
 
-@register_kernel_rule
 def accumulators_in_flight(view):
     """Every wgmma's accumulators are left alone until a wait_group retires its group."""
     facts, errors = view.facts, []

@@ -24,7 +24,7 @@ import math
 
 from tvm import tirx
 
-from .. import TileError, register_kernel_rule
+from .. import TileError
 from ..order import element_of
 from ..prover import proves
 from ..views import dtype_bytes, int_or_none
@@ -75,7 +75,6 @@ class _ReleaseScan(Scan):  # pylint: disable=too-few-public-methods
         )
 
 
-@register_kernel_rule
 def stages_released_in_flight(view):
     """No arrive on a ring stage's barrier while a wgmma reading that stage is pending (see the module)."""
     facts, errors = view.facts, []

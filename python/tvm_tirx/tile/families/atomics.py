@@ -88,7 +88,7 @@ Architectures
 from __future__ import annotations
 
 from .. import Contract, Instruction, OperandRole, memory_role, register_family, register_role
-from ._cluster import PEER_ADDRESS, REMOTE_CTA_ID, needs_cluster, remote_rule
+from ._cluster import ADDRESS_FORMS, PEER_ADDRESS, REMOTE_CTA_ID, needs_cluster, remote_rule
 
 #: State spaces of the tile forms (``.shared::cluster``: a CTA of the cluster).
 SPACES = ("global", "shared", "shared::cta", "shared::cluster")
@@ -146,6 +146,7 @@ def _cluster_rule(opcode: str):
 @register_family(
     claims=lambda entry: entry.mnemonic in ("atom", "red"),
     isa={"atom": "9.7.15.5", "red": "9.7.15.6"},
+    address_forms=ADDRESS_FORMS,
 )
 def contract(instr: Instruction) -> Contract | str:
     """The tile contract of an ``atom`` / ``red`` form, or the reason it has none.

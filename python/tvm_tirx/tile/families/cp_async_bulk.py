@@ -71,13 +71,11 @@ from .. import (
     element_of,
     int_or_none,
     raw_operands,
-    register_event_reader,
     register_family,
-    register_kernel_rule,
     TileError,
 )
 from ._bulk_groups import bulk_store_read
-from ._cluster import PEER_ADDRESS, REMOTE_CTA_ID, needs_cluster, remote_rule
+from ._cluster import ADDRESS_FORMS, PEER_ADDRESS, REMOTE_CTA_ID, cluster_exit, needs_cluster, remote_rule
 
 #: The copy size unit and the alignment of both runs (PTX ISA 9.7.10.28.4.1).
 RUN_BYTES = 16
@@ -180,13 +178,6 @@ def _multicast_rule(opcode):
     return check
 
 
-@register_family(
-    entries=(
-        "cp_async_bulk_g2s_cta", "cp_async_bulk_g2s_cluster", "cp_async_bulk_s2c", "cp_async_bulk_s2g",
-        "cp_async_bulk_prefetch", *NOT_TILE,
-    ),
-    isa={"cp": "9.7.10.28.4.1 (cp.async.bulk) and 9.7.10.28.4.3 (cp.async.bulk.prefetch)"},
-)  # fmt: skip
 def contract(instr: Instruction) -> Contract | str:
     """The tile contract of a non-tensor ``cp.async.bulk`` form, or the reason it has none."""
     if instr.entry_name in NOT_TILE:
@@ -275,7 +266,6 @@ def _raw(leaf, call, protocol):
     return _copy_events(leaf, instr, shared("dst_mem"), shared("src_mem"), element, size)
 
 
-@register_event_reader
 def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-argument
     """What a bulk copy or a bulk async-group instruction does (tile or raw
     ``T.ptx`` call); None for other statements."""
@@ -288,4 +278,14 @@ def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-ar
     return None
 
 
-register_kernel_rule(bulk_store_read)
+# The family: its contract and every role it plays (one registry.Family).
+register_family(
+    entries=(
+        "cp_async_bulk_g2s_cta", "cp_async_bulk_g2s_cluster", "cp_async_bulk_s2c", "cp_async_bulk_s2g",
+        "cp_async_bulk_prefetch", *NOT_TILE,
+    ),
+    isa={"cp": "9.7.10.28.4.1 (cp.async.bulk) and 9.7.10.28.4.3 (cp.async.bulk.prefetch)"},
+    kernel_rules=(cluster_exit, bulk_store_read),  # cluster_exit: ._cluster's, first as before
+    events=protocol_events,
+    address_forms=ADDRESS_FORMS,
+)(contract)  # fmt: skip

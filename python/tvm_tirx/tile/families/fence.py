@@ -36,8 +36,8 @@ Architectures
 
 from __future__ import annotations
 
-from .. import Contract, Event, Instruction, TileError, protocol_of, raw_operands, register_event_reader
-from .. import RawSpelling, overlaps, register_family, register_kernel_rule
+from .. import Contract, Event, Instruction, TileError, protocol_of, raw_operands
+from .. import RawSpelling, overlaps, register_family
 from ._sync import region, subset, synchronises, touches_root, varies, where
 
 __all__ = ["contract", "proxy_fenced", "SHARED_FENCES"]
@@ -47,9 +47,6 @@ ENTRIES = ("fence_proxy", "fence_mbarrier_init")
 SHARED_FENCES = ("", "shared::cta", "shared::cluster")
 
 
-#: A raw fence (``T.ptx["fence.proxy.async.shared::cta"]()``) is checked as its tile form
-#: (the target-arch rule); the protocol rules read it either way.
-@register_family(entries=ENTRIES, isa={"fence": "9.7.13.4"}, raw=RawSpelling(ENTRIES))
 def contract(instr: Instruction) -> Contract:
     """The tile contract of a fence form (every claimed form is one: no operands)."""
     return Contract(instruction=instr, roles=())
@@ -65,7 +62,6 @@ def _kind(instr) -> str | None:
     return None
 
 
-@register_event_reader
 def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-argument
     """What a fence (tile or raw ``T.ptx`` call) orders; None for other statements."""
     if call is not None:
@@ -140,4 +136,13 @@ def _error(read, write, found) -> TileError:
     )
 
 
-register_kernel_rule(proxy_fenced)
+# The family: its contract and every role it plays (one registry.Family).
+register_family(
+    entries=ENTRIES,
+    isa={"fence": "9.7.13.4"},
+    kernel_rules=(proxy_fenced,),
+    events=protocol_events,
+    # a raw fence (T.ptx["fence.proxy.async.shared::cta"]()) is checked as its tile form
+    # (the target-arch rule); the protocol rules read it either way
+    raw=RawSpelling(ENTRIES),
+)(contract)

@@ -47,7 +47,6 @@ from .. import (
     Contract,
     Instruction,
     memory_role,
-    register_address_form,
     register_family,
     register_role,
     replace,
@@ -69,9 +68,6 @@ def _local_window_address(call, buf, coord):  # pylint: disable=unused-argument
     return call_pure_extern("uint64", "__cvta_generic_to_local", buf.ptr_to(coord))
 
 
-register_address_form("local_window", _local_window_address)
-
-
 def _data_role(name, op):
     """The register role of ``op``, with the 32-bit registers PTX ISA 9.4.1 allows
     for a narrow integer or bit type (those the table takes)."""
@@ -85,6 +81,7 @@ def _data_role(name, op):
 @register_family(
     claims=lambda entry: entry.mnemonic in ("ld", "st"),
     isa={"ld": "9.7.10.8 (ld) and 9.7.10.9 (ld.global.nc)", "st": "9.7.10.11"},
+    address_forms={"local_window": _local_window_address},
 )
 def contract(instr: Instruction) -> Contract | str:
     """The tile contract of an ``ld``/``st`` form, or the reason it has none."""

@@ -63,12 +63,11 @@ from .. import (
     element_of,
     int_or_none,
     raw_operands,
-    register_event_reader,
-    register_kernel_rule,
     register_family,
     register_role,
 )
-from ._cluster import PEER_ADDRESS, REMOTE_CTA_ID, remote_rule
+from ._cluster import ADDRESS_FORMS, PEER_ADDRESS, REMOTE_CTA_ID, remote_rule
+from ._mbarrier_hangs import detect_hangs
 from ._mbarrier_order import copies_and_reads, init_visible
 from ._mbarrier_phases import arrivals_and_parity
 from ._mbarrier_tx import expect_tx_bytes
@@ -126,7 +125,6 @@ def _bar_role(addr, writes: bool) -> OperandRole:
     )
 
 
-@register_family(claims=lambda entry: entry.mnemonic == "mbarrier", isa={"mbarrier": "9.7.15.16"})
 def contract(instr: Instruction) -> Contract | str:
     """The tile contract of an mbarrier form, or the reason it has none."""
     reason = _excluded(instr)
@@ -215,7 +213,6 @@ def _prod(shape):
     return out
 
 
-@register_event_reader
 def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-argument
     """What an mbarrier instruction (tile or raw ``T.ptx`` call) or a
     ``T.cuda.mbarrier_wait_phase`` loop does to its barrier; None for other statements."""
@@ -239,7 +236,12 @@ def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-ar
     return _barrier_events(leaf, instr, element, {k: v[0] for k, v in args.items() if v}, element is None)
 
 
-register_kernel_rule(expect_tx_bytes)
-register_kernel_rule(arrivals_and_parity)
-register_kernel_rule(init_visible)
-register_kernel_rule(copies_and_reads)
+# The family: its contract and every role it plays (one registry.Family).
+register_family(
+    claims=lambda entry: entry.mnemonic == "mbarrier",
+    isa={"mbarrier": "9.7.15.16"},
+    kernel_rules=(expect_tx_bytes, arrivals_and_parity, init_visible, copies_and_reads),
+    events=protocol_events,
+    address_forms=ADDRESS_FORMS,
+    instrument=detect_hangs,
+)(contract)

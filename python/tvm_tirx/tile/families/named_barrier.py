@@ -74,9 +74,7 @@ from .. import (
     fold,
     raw_operands,
     reaching,
-    register_event_reader,
     register_family,
-    register_kernel_rule,
 )
 from ._cluster import needs_cluster
 
@@ -222,8 +220,6 @@ def _cluster_check(call):
                      found=f"{len(threads)} threads under if {guards}")  # fmt: skip
 
 
-@register_family(entries=NAMED + CLUSTER, isa={"bar": "9.7.13.1", "barrier": "9.7.13.1, 9.7.13.3"},
-                 raw=RawSpelling(NAMED + CLUSTER))  # fmt: skip
 def contract(instr: Instruction) -> Contract:
     """The tile contract of a named-barrier or cluster-barrier form (every claimed form is one)."""
     return Contract(
@@ -351,7 +347,6 @@ class _Barrier:
         return []
 
 
-@register_kernel_rule
 def named_barrier_counts(view):
     """For each named barrier id of the kernel: its threads (every call site, sync or
     arrive) are whole warps and number its count, one count at every call, and barrier
@@ -382,7 +377,6 @@ def named_barrier_counts(view):
     return errors
 
 
-@register_event_reader
 def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-argument
     """A named barrier (tile or raw ``T.ptx`` call) as the protocol rules see it: a
     barrier that may synchronise the threads it names (``scope="named"``; which
@@ -398,3 +392,9 @@ def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-ar
     if entry == "barrier_cluster_wait":
         return [Event("barrier", leaf, "barrier.cluster.wait", scope="cluster")]
     return None if entry not in CLUSTER else []
+
+
+# The family: its contract and every role it plays (one registry.Family).
+register_family(entries=NAMED + CLUSTER, raw=RawSpelling(NAMED + CLUSTER),
+                isa={"bar": "9.7.13.1", "barrier": "9.7.13.1, 9.7.13.3"},
+                kernel_rules=(named_barrier_counts,), events=protocol_events)(contract)  # fmt: skip

@@ -37,7 +37,7 @@ Architectures
 
 from __future__ import annotations
 
-from .. import WARPGROUP, Contract, Instruction, Param, RawSpelling, TileError, reaching, register_family, register_kernel_rule
+from .. import WARPGROUP, Contract, Instruction, Param, RawSpelling, TileError, reaching, register_family
 
 #: Register counts the ISA allows (PTX ISA 9.7.19.5): 24 to 256 in steps of 8.
 NREG_RANGE = range(24, 257, 8)
@@ -74,9 +74,6 @@ def _register_cap(opcode):
     return check
 
 
-#: A raw ``T.ptx["setmaxnreg.inc.sync.aligned.u32"](232)`` is checked as its tile form
-#: (``nreg=232``): the count, the register cap, the warpgroups' total.
-@register_family(entries=("setmaxnreg",), isa={"setmaxnreg": "9.7.19.5"}, raw=RawSpelling(("setmaxnreg",), {"nreg": "nreg"}))
 def contract(instr: Instruction) -> Contract:
     """The tile contract of a setmaxnreg form (every form is one)."""
     return Contract(
@@ -102,7 +99,6 @@ def _entry_registers(facts) -> int | None:
     return None
 
 
-@register_kernel_rule
 def register_total(view):
     """The register counts the warpgroups of a CTA end with fit the register file.
 
@@ -135,3 +131,14 @@ def register_total(view):
         expected=f"at most {REGISTER_FILE} registers per CTA: 128 x (sum of the warpgroups' counts) (PTX ISA 9.7.19.5)",
         found=f"128 x ({' + '.join(map(str, counts))}) = {total}: {parts}",
     ).at(calls[-1].site.location)]
+
+
+# The family: its contract and every role it plays (one registry.Family).
+register_family(
+    entries=("setmaxnreg",),
+    isa={"setmaxnreg": "9.7.19.5"},
+    kernel_rules=(register_total,),
+    # a raw T.ptx["setmaxnreg.inc.sync.aligned.u32"](232) is checked as its tile form
+    # (nreg=232): the count, the register cap, the warpgroups' total
+    raw=RawSpelling(("setmaxnreg",), {"nreg": "nreg"}),
+)(contract)

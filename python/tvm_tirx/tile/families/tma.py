@@ -83,11 +83,10 @@ from .. import (
     element_of,
     int_or_none,
     raw_operands,
-    register_event_reader,
     register_family,
     replace,
 )
-from ._tma_host import host_setup
+from ._tma_host import KINDS, host_setup
 from ._tma_rules import (
     DESCRIPTOR_DTYPE,
     IMAGE_ALIGN,
@@ -229,9 +228,6 @@ def _image_bytes(call) -> int:
     return n * element_bytes(image.value.dtype)
 
 
-@register_family(
-    entries=ENTRIES, isa={"cp": "9.7.9.25.5.1 (cp.async.bulk.tensor), 9.7.9.25.5.2 (cp.reduce.async.bulk.tensor)"}
-)
 def contract(instr: Instruction) -> Contract | str:
     """The tile contract of a TMA form, or the reason it has none."""
     reason = _excluded(instr)
@@ -314,7 +310,6 @@ def _raw_events(leaf, call, protocol):
     return out
 
 
-@register_event_reader
 def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-argument
     """What a TMA copy (tile or raw ``T.ptx`` call) does: the shared image it writes
     and the barrier it completes on, or the image a store reads; None for other statements."""
@@ -324,3 +319,12 @@ def protocol_events(leaf, call, protocol, derived):  # pylint: disable=unused-ar
     if name.startswith("tirx.ptx.") and name[len("tirx.ptx.") :] in ENTRIES:
         return _raw_events(leaf, leaf.stmt.value, protocol)
     return None
+
+
+# The family: its contract and every role it plays (one registry.Family).
+register_family(
+    entries=ENTRIES,
+    isa={"cp": "9.7.9.25.5.1 (cp.async.bulk.tensor), 9.7.9.25.5.2 (cp.reduce.async.bulk.tensor)"},
+    events=protocol_events,
+    kinds=KINDS,
+)(contract)

@@ -62,8 +62,10 @@ from tvm import tirx
 from tvm.tirx.layout import Axis, S, TileLayout
 
 from .. import WARPGROUP, Contract, Instruction, Param, register_family, register_role
-from ._descriptor_kind import check_layouts, shared_role, transpose
-from . import _wgmma_fence, _wgmma_groups, _wgmma_stages  # noqa: F401  (register their kernel rules)
+from ._descriptor_kind import KINDS, check_layouts, shared_role, transpose
+from ._wgmma_fence import registers_written_after_fence
+from ._wgmma_groups import accumulators_in_flight
+from ._wgmma_stages import stages_released_in_flight
 
 #: Input PTX type -> the tensor dtype of a shared operand holding it.
 ELEMENT_DTYPES = {
@@ -266,7 +268,12 @@ def _derived(instr, roles):
     return derived
 
 
-@register_family(entries=_ENTRIES, isa={"wgmma": "9.7.15.5.2"})
+@register_family(
+    entries=_ENTRIES,
+    isa={"wgmma": "9.7.15.5.2"},
+    kernel_rules=(registers_written_after_fence, accumulators_in_flight, stages_released_in_flight),
+    kinds=KINDS,
+)
 def contract(instr: Instruction) -> Contract | str:
     """The tile contract of a wgmma.mma_async form, or the reason it has none."""
     m = instr.modifiers
