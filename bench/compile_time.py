@@ -31,7 +31,7 @@ from tvm.tirx.layout import Axis, S, TileLayout
 import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile.lower import lower_tile_apply
+from tvm_tirx.tile.lower.lower import lower_tile_apply
 
 from bench._timing import median_wall, table  # noqa: E402
 

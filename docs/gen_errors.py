@@ -27,8 +27,8 @@ from error_examples import FIRST_LINE, HEADER, SECTIONS, Case
 
 import tvm_tirx
 from tvm_tirx import TileError
-from tvm_tirx.tile.ptx_table import resolve
-from tvm_tirx.tile.registry import families, family_of
+from tvm_tirx.tile.ir.ptx_table import resolve
+from tvm_tirx.tile.ir.registry import families, family_of
 
 #: The message kinds of the tile contract: one violation, or several reported together.
 TILE_ERRORS = ("TileError", "TileErrors")

@@ -3,9 +3,9 @@
 Run by ``conf.py`` at build time (or by hand: ``python docs/gen_reference.py OUTDIR``).
 It writes one page per family module (``OUTDIR/family_<module>.rst``) from
 
-* ``tvm_tirx.tile.registry.families()`` -- the registered families, the PTX
+* ``tvm_tirx.tile.ir.registry.families()`` -- the registered families, the PTX
   table entries (and so the mnemonics) each claims, and their PTX ISA sections;
-* ``tvm_tirx.tile.forms.forms_of(family)`` -- every supported instruction form
+* ``tvm_tirx.tile.ir.forms.forms_of(family)`` -- every supported instruction form
   (apache-tvm's PTX table filtered by the family's contract);
 * each form's ``contract`` -- operand roles (name, register/memory, atom,
   dtypes), family parameters, ``min_arch`` and ``archs`` (the measured
@@ -59,7 +59,7 @@ def _arch(value) -> str:
 def _arch_order(text: str):
     """Sort key of an arch cell: oldest first (a list of only targets, ``"sm_100f /
     sm_100a only"``, by its first), "—" (no floor) before all."""
-    from tvm_tirx.tile.arch_floors import arch_key  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.tile.ir.arch_floors import arch_key  # pylint: disable=import-outside-toplevel
 
     return arch_key(text.split()[0]) if text.startswith("sm_") else (0, 0)
 
@@ -380,7 +380,7 @@ def floor_rows(forms) -> list:
     """``[(arch text, count, qualifiers first seen there, example opcode)]`` of
     ``forms``, oldest floor first: the forms grouped by the targets they need
     (each contract's ``min_arch`` / ``archs``, from ``arch_floors.json``)."""
-    from tvm_tirx.tile.arch_floors import arch_key, floor_of  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.tile.ir.arch_floors import arch_key, floor_of  # pylint: disable=import-outside-toplevel
 
     def refused(form):
         record = floor_of(*form.key.split(":", 1))
@@ -406,7 +406,7 @@ def floor_rows(forms) -> list:
 def floors_section(family, forms) -> list:
     """The family's "Architecture floors" section: its forms grouped by the oldest
     target ptxas accepts them for (the data the compile-time arch rule reads)."""
-    from tvm_tirx.tile.arch_floors import measured_with  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.tile.ir.arch_floors import measured_with  # pylint: disable=import-outside-toplevel
 
     rows = floor_rows(forms)
     summary = rows[0][0] + "".join(f" ({r[2]}: {r[0]})" for r in rows[1:] if r[2] != "—")
@@ -476,7 +476,7 @@ def family_page(family, forms_by_mnemonic) -> str:
 
 
 def _summary_rows(family, by_mnemonic) -> list:
-    from tvm_tirx.tile.static_rules import rule_arch  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.tile.rules.static_rules import rule_arch  # pylint: disable=import-outside-toplevel
 
     rows = []
     for m, fm in by_mnemonic.items():
@@ -503,8 +503,8 @@ def generate(outdir: pathlib.Path) -> list:
     """Write ``family_<name>.rst`` per registered family and ``summary.inc`` into
     ``outdir`` (unless cached); return the paths."""
     import tvm_tirx  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-    from tvm_tirx.tile.forms import forms_of  # pylint: disable=import-outside-toplevel
-    from tvm_tirx.tile.registry import families  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.tile.ir.forms import forms_of  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.tile.ir.registry import families  # pylint: disable=import-outside-toplevel
 
     outdir.mkdir(parents=True, exist_ok=True)
     key = _cache_key()

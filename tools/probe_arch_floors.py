@@ -1,7 +1,7 @@
 """Measure the architectures on which ptxas accepts every form of every tile family.
 
-For every registered family (``tvm_tirx.tile.registry.families``) and every
-form of it (``tvm_tirx.tile.forms.forms_of``) this builds kernels issuing the
+For every registered family (``tvm_tirx.tile.ir.registry.families``) and every
+form of it (``tvm_tirx.tile.ir.forms.forms_of``) this builds kernels issuing the
 forms through ``T.cuda.tile.apply`` (``tests/python/form_kernels.py``, a few
 hundred forms per kernel), lowers them with the arch rule switched off, turns
 each kernel's CUDA into PTX once with nvcc, and assembles that PTX with ptxas
@@ -13,7 +13,7 @@ kernel holds only forms of one table entry with the same parameters, which
 share those.
 
 It writes ``python/tvm_tirx/tile/families/arch_floors.json``, read by
-:mod:`tvm_tirx.tile.arch_floors`: per family and table entry, the floor of
+:mod:`tvm_tirx.tile.ir.arch_floors`: per family and table entry, the floor of
 each form (the oldest target of :data:`TARGETS` that accepts it) and, when the
 targets accepting it are not every target from the floor on, that list --
 compactly, a floor per opcode token and the forms that rule misses
@@ -43,13 +43,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 
 import tvm_tirx  # noqa: E402
-import tvm_tirx.tile.lower as _lower  # noqa: E402
-import tvm_tirx.tile.registry as _registry  # noqa: E402
+import tvm_tirx.tile.lower.lower as _lower  # noqa: E402
+import tvm_tirx.tile.ir.registry as _registry  # noqa: E402
 from tvm_tirx import testing  # noqa: E402
-from tvm_tirx.tile import arch_floors  # noqa: E402
-from tvm_tirx.tile.forms import forms_of  # noqa: E402
-from tvm_tirx.tile.ptx_table import cert_arch  # noqa: E402
-from tvm_tirx.tile.registry import families  # noqa: E402
+from tvm_tirx.tile.ir import arch_floors  # noqa: E402
+from tvm_tirx.tile.ir.forms import forms_of  # noqa: E402
+from tvm_tirx.tile.ir.ptx_table import cert_arch  # noqa: E402
+from tvm_tirx.tile.ir.registry import families  # noqa: E402
 
 import form_kernels  # noqa: E402  (tests/python)
 
@@ -179,10 +179,10 @@ def record(measured) -> dict:
 
     Per table entry: ``forms`` (how many were measured), ``tokens`` (per opcode
     token, the oldest value among the measured forms holding it, by
-    :func:`tvm_tirx.tile.arch_floors.value_key`) and ``except`` (every form
+    :func:`tvm_tirx.tile.ir.arch_floors.value_key`) and ``except`` (every form
     whose value the newest of its tokens' does not give, and every form no
     target accepts, listed whole), so that
-    :func:`tvm_tirx.tile.arch_floors.record_value` reproduces each measurement;
+    :func:`tvm_tirx.tile.ir.arch_floors.record_value` reproduces each measurement;
     ``unassembled``: ``{form key: ptxas's message}`` of the forms no target accepts.
     """
     by_entry = defaultdict(dict)

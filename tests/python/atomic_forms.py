@@ -13,7 +13,7 @@ sm_90a with CUDA 13.0: measured when the family was written).
 import os
 
 from tvm_tirx import testing
-from tvm_tirx.tile.forms import forms_of
+from tvm_tirx.tile.ir.forms import forms_of
 
 #: Assemble every form rather than the covering set.
 ALL_FORMS = os.environ.get("TVM_TIRX_ATOMICS_ALL_FORMS") == "1"

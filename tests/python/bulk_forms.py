@@ -4,8 +4,8 @@ the assembly tests: every form is enumerated from apache-tvm's table through the
 registry and written by ``testing.form_kernels``."""
 
 from tvm_tirx import testing
-from tvm_tirx.tile.forms import forms_of
-from tvm_tirx.tile.static_rules import rule_arch
+from tvm_tirx.tile.ir.forms import forms_of
+from tvm_tirx.tile.rules.static_rules import rule_arch
 
 #: A value for each keyword parameter the families take.
 PARAM_VALUES = {

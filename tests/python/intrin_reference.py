@@ -11,7 +11,7 @@ from tvm.tirx import FloatImm  # noqa: F401
 from tvm_tirx.schedule.intrin_registry import MARKER
 from tvm_tirx.schedule.tensor_intrin._fragments import fragment_index, slots
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile.op import unchecked_call
+from tvm_tirx.tile.rules.op import unchecked_call
 
 
 def copy_desc(n, dtype, dst_scope, src_scope):

@@ -18,11 +18,11 @@ import pytest
 import tvm_tirx
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile import arch_floors
-from tvm_tirx.tile.arch_floors import TARGETS, arch_key, floor_of, satisfies
-from tvm_tirx.tile.forms import forms_of
-from tvm_tirx.tile.registry import candidates, families
-from tvm_tirx.tile.static_rules import rule_arch
+from tvm_tirx.tile.ir import arch_floors
+from tvm_tirx.tile.ir.arch_floors import TARGETS, arch_key, floor_of, satisfies
+from tvm_tirx.tile.ir.forms import forms_of
+from tvm_tirx.tile.ir.registry import candidates, families
+from tvm_tirx.tile.rules.static_rules import rule_arch
 
 import form_kernels
 

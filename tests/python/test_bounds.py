@@ -512,7 +512,7 @@ def test_a_proof_keeps_the_type_range_of_its_vars_query_after_query():
     # meets it: the same proof then failed from the second query on
     from tvm import tirx
 
-    from tvm_tirx.tile.prover import make_analyzer, proves
+    from tvm_tirx.tile.analysis.prover import make_analyzer, proves
 
     analyzer = make_analyzer()
     j, n = tirx.Var("j", "int64"), tirx.Var("n", "int32")

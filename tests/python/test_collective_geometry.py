@@ -4,8 +4,8 @@ families use now (1, 32) and the warpgroup width (128) wgmma will use."""
 import pytest
 
 from tvm_tirx import TileError
-from tvm_tirx.tile.contract import THREAD, WARP, WARPGROUP
-from tvm_tirx.tile.scope import LaunchFacts, full_group, require_collective_scope, rule_collective_scope, scope_rank
+from tvm_tirx.tile.ir.contract import THREAD, WARP, WARPGROUP
+from tvm_tirx.tile.ir.scope import LaunchFacts, full_group, require_collective_scope, rule_collective_scope, scope_rank
 
 
 def _launch(threads):

@@ -11,8 +11,8 @@ from tvm.tirx.layout import Axis, S, TileLayout
 
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile.contract import WARP, WARPGROUP
-from tvm_tirx.tile.kernel_facts import KernelFacts
+from tvm_tirx.tile.ir.contract import WARP, WARPGROUP
+from tvm_tirx.tile.kernel.kernel_facts import KernelFacts
 
 L = Axis.laneid
 FRAG = TileLayout(S[(1, 8, 4) : (1, 4 @ L, 1 @ L)])
@@ -92,7 +92,7 @@ def test_a_pred_read_from_memory_is_not_provably_uniform():
 
 def test_the_rule_reads_the_collective_width_from_the_contract():
     # `tid < 64` keeps whole warps but splits the first warpgroup of 128 threads
-    from tvm_tirx.tile.groups import check_uniform_pred  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.tile.analysis.groups import check_uniform_pred  # pylint: disable=import-outside-toplevel
 
     @T.function
     def k():

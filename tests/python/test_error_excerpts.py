@@ -133,7 +133,7 @@ def test_the_traceback_ends_at_the_users_call(tmp_path, monkeypatch):
     monkeypatch.setenv("TVM_BACKTRACE", "1")
     with pytest.raises(TileError) as info:
         tvm_tirx.compile(kernel, target="cuda", arch="sm_90a")
-    assert any(f.endswith("tvm_tirx/tile/lower.py") for f in _frames(info.value))
+    assert any(f.endswith("tvm_tirx/tile/lower/lower.py") for f in _frames(info.value))
 
 
 IN_A_MACRO = '''

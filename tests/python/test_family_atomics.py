@@ -535,14 +535,14 @@ def test_cache_hint_needs_a_uint64_policy():
     ],
 )
 def test_forms_that_are_not_tile_forms_say_why(opcode, reason):
-    from tvm_tirx.tile.registry import candidates
+    from tvm_tirx.tile.ir.registry import candidates
 
     with pytest.raises(TileError, match=f"unsupported form.*{reason}"):
         candidates(opcode)
 
 
 def test_illegal_op_type_pairs_are_the_tables():
-    from tvm_tirx.tile.registry import candidates
+    from tvm_tirx.tile.ir.registry import candidates
 
     with pytest.raises(TileError, match=r"illegal opcode.*\.inc requires \.u32"):
         candidates("atom.global.inc.s32")
@@ -554,7 +554,7 @@ def test_illegal_op_type_pairs_are_the_tables():
 
 
 def test_the_forms_cover_every_entry_space_and_order():
-    from tvm_tirx.tile.forms import forms_of
+    from tvm_tirx.tile.ir.forms import forms_of
 
     every = forms_of("atomics")
     picked = atomic_forms.covering(every)

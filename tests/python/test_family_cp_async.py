@@ -4,7 +4,7 @@ import pytest
 
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile.forms import forms_of
+from tvm_tirx.tile.ir.forms import forms_of
 
 
 def test_thread_scope_pred_becomes_src_size():

@@ -118,8 +118,8 @@ def test_every_sm90a_form_assembles(tmp_path):
     ],
 )
 def test_forms_above_sm90a_are_refused_with_their_arch(opcode, floor):
-    from tvm_tirx.tile.registry import candidates
-    from tvm_tirx.tile.static_rules import rule_arch
+    from tvm_tirx.tile.ir.registry import candidates
+    from tvm_tirx.tile.rules.static_rules import rule_arch
 
     (contract,) = candidates(opcode)
     assert contract.min_arch == floor
@@ -148,7 +148,7 @@ def test_cp_mask_is_refused_when_compiled_for_sm90a():
     ],
 )
 def test_forms_that_are_not_tile_forms_say_why(opcode, reason):
-    from tvm_tirx.tile.registry import candidates
+    from tvm_tirx.tile.ir.registry import candidates
 
     with pytest.raises(TileError, match="unsupported form") as info:
         candidates(opcode)

@@ -7,7 +7,7 @@ from tvm.tirx.layout import Axis, S, TileLayout
 import tvm_tirx
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile.forms import forms_of
+from tvm_tirx.tile.ir.forms import forms_of
 
 import form_kernels
 

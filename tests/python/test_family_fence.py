@@ -5,7 +5,7 @@ import pytest
 
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile.forms import forms_of
+from tvm_tirx.tile.ir.forms import forms_of
 
 PROXY = "fence.proxy.async.shared::cta"
 STORE2D = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"

@@ -6,7 +6,7 @@ from tvm.tirx.layout import Axis, S, TileLayout
 
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile.forms import forms_of
+from tvm_tirx.tile.ir.forms import forms_of
 
 frag = TileLayout(S[(1, 8, 4) : (1, 4 @ Axis.laneid, 1 @ Axis.laneid)])
 X1 = "ldmatrix.sync.aligned.m8n8.x1.shared.b16"

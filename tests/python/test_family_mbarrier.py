@@ -253,7 +253,7 @@ def test_remote_cta_id_only_on_cluster_forms():
     ],
 )
 def test_forms_that_are_not_tile_forms_say_why(opcode, reason):
-    from tvm_tirx.tile.registry import candidates
+    from tvm_tirx.tile.ir.registry import candidates
 
     with pytest.raises(TileError, match="unsupported form") as info:
         candidates(opcode)

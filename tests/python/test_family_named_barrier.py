@@ -8,7 +8,7 @@ import pytest
 import tvm_tirx
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile.forms import forms_of
+from tvm_tirx.tile.ir.forms import forms_of
 
 SYNC, ARRIVE = "bar.sync", "bar.arrive"
 ROUNDS = 6

@@ -12,7 +12,7 @@ import tvm_tirx
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.families.shuffle import source_lane
-from tvm_tirx.tile.forms import forms_of
+from tvm_tirx.tile.ir.forms import forms_of
 
 import form_kernels
 

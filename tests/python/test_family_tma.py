@@ -13,9 +13,9 @@ import tvm_tirx
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.families.tma import REDUCE_DTYPES, swizzled_layout
-from tvm_tirx.tile.forms import forms_of
-from tvm_tirx.tile.registry import candidates
-from tvm_tirx.tile.static_rules import rule_arch
+from tvm_tirx.tile.ir.forms import forms_of
+from tvm_tirx.tile.ir.registry import candidates
+from tvm_tirx.tile.rules.static_rules import rule_arch
 
 import tma_kernels as K
 

@@ -13,7 +13,7 @@ from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile.families import _matrix_descriptor as md
 from tvm_tirx.tile.families.wgmma import a_fragment_layout, accumulator_coords, accumulator_layout
-from tvm_tirx.tile.ptx_table import entry_variants
+from tvm_tirx.tile.ir.ptx_table import entry_variants
 
 W = Axis.tid_in_wg
 OP16 = "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16"

@@ -15,7 +15,7 @@ import pytest
 
 import tvm_tirx
 from tvm_tirx import TileError, testing
-from tvm_tirx.tile.registry import candidates as contracts
+from tvm_tirx.tile.ir.registry import candidates as contracts
 
 SPACES = ("global", "shared", "shared::cta", "local")
 VECS = ("", "v2", "v4")

@@ -18,7 +18,7 @@ from tvm_tirx.tile.families.wgmma import accumulator_coords
 from tvm_tirx.tile.fragments import (
     accumulator_layout, accumulator_registers, accumulator_tile, mma_accumulator_layout,
 )  # fmt: skip
-from tvm_tirx.tile.views import ViewMap
+from tvm_tirx.tile.ir.views import ViewMap
 
 _t, _l = Axis.tid_in_wg, Axis.laneid
 BN = 256

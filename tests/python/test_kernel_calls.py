@@ -1,7 +1,7 @@
 """Each tile call is decoded once per kernel (issue 44, deliverable 1).
 
 The lowering, the uniformity rules, the write sets, the protocol and the family rules
-all read a call through the kernel's :class:`~tvm_tirx.tile.kernel_calls.KernelCalls`;
+all read a call through the kernel's :class:`~tvm_tirx.tile.kernel.kernel_calls.KernelCalls`;
 none of them parses the call's IR again.
 """
 
@@ -15,8 +15,8 @@ import pytest
 from tvm_tirx import testing
 from tvm_tirx.kernels.gemm import make_gemm
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile import op
-from tvm_tirx.tile.kernel_calls import KernelCalls
+from tvm_tirx.tile.rules import op
+from tvm_tirx.tile.kernel.kernel_calls import KernelCalls
 
 from test_uniformity_dataflow import _kernel, _ld_then_add
 
@@ -90,11 +90,11 @@ def _imports_decode(path: pathlib.Path) -> bool:
 def test_only_the_call_table_decodes_tile_calls():
     """Readers ask the kernel's call table; ``op.decode`` is imported by it alone."""
     readers = sorted(p.relative_to(TILE).as_posix() for p in TILE.rglob("*.py") if _imports_decode(p))
-    assert readers == ["kernel_calls.py"]
+    assert readers == ["kernel/kernel_calls.py"]
 
 
 def test_shared_code_names_no_register_mnemonics():
     """Whether a call's result is a function of its sources is its contract's
     ``register_function``; the mnemonic table is the register family's own."""
-    shared = [p for p in TILE.glob("*.py")]
+    shared = [p for p in TILE.rglob("*.py") if "families" not in p.parts]
     assert not [p.name for p in shared if "MNEMONICS" in p.read_text(encoding="utf-8")]

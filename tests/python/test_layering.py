@@ -196,3 +196,47 @@ def test_the_allow_list_names_only_long_modules():
     for rel in LONG_MODULES:
         path = PACKAGE / rel
         assert path.exists() and len(path.read_text(encoding="utf-8").splitlines()) > MAX_LINES, rel
+
+
+#: The stages of ``tvm_tirx.tile``, lowest first: a stage imports only lower stages.
+#: ``tile`` is the package's facade (its ``__init__``, the names a family imports);
+#: the families sit on it, and the fragment maps (which re-export the wgmma family's
+#: row and column maps) on them.  ``registry.families()`` loads the family modules by
+#: name, as a plugin registry does, so no stage imports them.
+TILE_STAGES = (
+    ("ir",),  # what a call is: the PTX table, contracts, the family registry, views, operands
+    ("analysis",),  # facts about values: the prover, machine integers, bounds, uniformity, threads
+    ("rules",),  # one call: parse-time rules, operand rules, the tile op, raw calls, emission
+    ("kernel",),  # a whole kernel: sites, decoded calls, facts, order, protocol, kernel rules
+    ("lower",),  # the pass that expands tile calls
+    ("tile",),  # the facade
+    ("families",),  # the instruction families
+    ("fragments",),  # the accumulator fragment maps
+)
+
+
+def _stage(name: str) -> str | None:
+    """The stage of module ``name`` of ``tvm_tirx.tile`` (None outside it)."""
+    parts = name.split(".")
+    if parts[:2] != ["tvm_tirx", "tile"]:
+        return None
+    return parts[2] if len(parts) > 2 else "tile"
+
+
+def test_the_tile_stages_import_only_lower_stages():
+    layer = {stage: i for i, stages in enumerate(TILE_STAGES) for stage in stages}
+    stages = {}
+    for name, targets in GRAPH.items():
+        here = _stage(name)
+        if here is None:
+            continue
+        assert here in layer, f"{name}: tile/{here} is in no stage of TILE_STAGES"
+        stages.setdefault(here, set()).update(s for s in map(_stage, targets) if s is not None and s != here)
+    upward = sorted((a, b) for a, targets in stages.items() for b in targets if layer[b] > layer[a])
+    assert not upward, f"tile stages importing a higher stage: {upward}"
+
+
+def test_the_tile_package_is_split_by_stage():
+    """Every module of ``tvm_tirx.tile`` but the facade and the fragment maps lives in a stage."""
+    loose = sorted(p.name for p in (PACKAGE / "tile").glob("*.py") if p.name not in ("__init__.py", "fragments.py"))
+    assert not loose, f"modules outside the stages: {loose}"

@@ -10,8 +10,8 @@ from tvm import tirx
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tile import RawSpelling, register_family
-from tvm_tirx.tile.raw_calls import decode_raw, tile_form_text
-from tvm_tirx.tile.registry import candidates, families
+from tvm_tirx.tile.rules.raw_calls import decode_raw, tile_form_text
+from tvm_tirx.tile.ir.registry import candidates, families
 
 FULL = 0xFFFFFFFF
 

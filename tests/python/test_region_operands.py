@@ -87,7 +87,7 @@ def test_a_region_keeps_every_axis():
 def _tile_calls(func):
     import tvm_ffi
 
-    from tvm_tirx.tile.op import is_tile_call
+    from tvm_tirx.tile.rules.op import is_tile_call
 
     found = []
     tvm_ffi.structural_walk(func.body, (tvm.ir.Call, lambda c: found.append(c) if is_tile_call(c) else None))

@@ -1,6 +1,6 @@
 """Every register-family form the arch rule lets through for sm_90a assembles; newer ones are refused.
 
-The forms come from ``tvm_tirx.tile.forms`` (apache-tvm's table through our
+The forms come from ``tvm_tirx.tile.ir.forms`` (apache-tvm's table through our
 family registry).  ``testing.form_kernels`` writes them into kernels of at most
 ``testing.forms.MAX_CALLS`` calls, each form issued once, so ptxas runs once per
 kernel.
@@ -10,10 +10,10 @@ import pytest
 
 import tvm_tirx
 from tvm_tirx import TileError, testing
-from tvm_tirx.tile.arch_floors import floor_of
+from tvm_tirx.tile.ir.arch_floors import floor_of
 from tvm_tirx.tile.families import register_ops as register
-from tvm_tirx.tile.forms import forms_of
-from tvm_tirx.tile.static_rules import rule_arch
+from tvm_tirx.tile.ir.forms import forms_of
+from tvm_tirx.tile.rules.static_rules import rule_arch
 
 FORMS = forms_of("register_ops")
 SM90A = [f for f in FORMS if rule_arch(f.contract, "sm_90a") is None]

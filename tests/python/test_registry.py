@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from tvm_tirx import TileError
-from tvm_tirx.tile import registry
-from tvm_tirx.tile.ptx_table import TableEntry
+from tvm_tirx.tile.ir import registry
+from tvm_tirx.tile.ir.ptx_table import TableEntry
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SECTIONS = ("PTX ISA", "Forms", "Operand roles and atoms", "Legality", "Lowering emits", "Architectures")
@@ -129,7 +129,7 @@ def test_the_mbarrier_familys_roles_are_fields_of_its_family():
 
 
 def test_every_role_of_the_shared_modules_is_a_familys():
-    from tvm_tirx.tile import emit, kernel_rules, protocol  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.tile.rules import emit, kernel_rules, protocol  # pylint: disable=import-outside-toplevel
 
     rules = [r for f in FAMILIES for r in f.kernel_rules]
     assert kernel_rules.kernel_rules() == kernel_rules.SHARED_RULES + tuple(rules)
@@ -144,7 +144,7 @@ def test_every_role_of_the_shared_modules_is_a_familys():
 
 def test_kernel_rules_keep_their_order():
     # the combined errors of a kernel list the rules' errors in this order
-    from tvm_tirx.tile import kernel_rules  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.tile.kernel import kernel_rules  # pylint: disable=import-outside-toplevel
 
     assert [r.__name__ for r in kernel_rules.kernel_rules()] == [
         "whole_cta_barriers", "cluster_exit", "bulk_store_read", "proxy_fenced", "expect_tx_bytes",
@@ -179,7 +179,7 @@ def test_no_module_outside_the_families_imports_a_private_family_module():
             if re.match(r"tvm_tirx\.tile\.families\._", module):
                 found.append((str(path.relative_to(ROOT)), module))
     assert not found
-    assert "tvm_tirx.tile.registry" in {m for m, _ in _imports(package / "build" / "debug.py")}
+    assert "tvm_tirx.tile.ir.registry" in {m for m, _ in _imports(package / "build" / "debug.py")}
 
 
 def test_the_separate_registrations_are_gone():

@@ -67,7 +67,7 @@ def _vector_schedule(short, n, store_intrin=None, stages=None):
 
 def _tile_calls(mod):
     import tvm_ffi
-    from tvm_tirx.tile.op import decode, is_tile_call
+    from tvm_tirx.tile.rules.op import decode, is_tile_call
 
     found = []
     tvm_ffi.structural_walk(
@@ -125,7 +125,7 @@ def test_expansion_matches_the_hand_written_ptx():
     """Before/Expected: the tensorized load expands to one ``ld.global.v4.b32``
     of the thread's 4 registers at row ``blockIdx.x * 64 + threadIdx.x`` of A,
     its address an access pointer that reads (mask 1) 4-float rows of A."""
-    from tvm_tirx.tile.op import is_tile_call
+    from tvm_tirx.tile.rules.op import is_tile_call
     from tvm.script import tirx as T
     import tvm_ffi
 
@@ -181,7 +181,7 @@ def test_cp_async_stage_is_one_16_byte_copy_per_thread():
     and the barrier that would make the copy safe to read (the guide's "Not
     covered yet")."""
     import tvm_ffi
-    from tvm_tirx.tile.op import is_tile_call
+    from tvm_tirx.tile.rules.op import is_tile_call
 
     sch = tvm.s_tir.Schedule(_copy_func("float16", 8))
     block = sch.get_sblock("B")
@@ -538,7 +538,7 @@ def test_ldmatrix_row_addresses_follow_the_padded_layout(count, trans):
 
     rows, cols = SHAPES[count]
     stride = memory_shape(count, trans)[-1] + 8
-    from tvm_tirx.tile.prover import fold
+    from tvm_tirx.tile.analysis.prover import fold
 
     lowered = _lower(round_trip(count, trans, "f16", pad=8).mod)["main"]
     found = []

@@ -2,7 +2,7 @@
 
 A warp collective (here ``ldmatrix``) must be reached by whole warps: every guard around
 it is either over thread ids (evaluated thread by thread) or uniform over the warp by
-construction (tvm_tirx.tile.uniformity).  The dynamic tile scheduler publishes a value
+construction (tvm_tirx.tile.analysis.uniformity).  The dynamic tile scheduler publishes a value
 through shared memory after a CTA barrier; the same kernel reading a per-thread value
 from global memory is refused, naming the value.
 """

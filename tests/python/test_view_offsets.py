@@ -9,7 +9,7 @@ from tvm import tirx
 from tvm.tirx.layout import ComposeLayout, S, TileLayout
 
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile.views import ViewMap, xor_swizzle
+from tvm_tirx.tile.ir.views import ViewMap, xor_swizzle
 
 
 def _buffers(func):

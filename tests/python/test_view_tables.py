@@ -13,11 +13,11 @@ from tvm.tirx.layout import Axis, ComposeLayout, S, TileLayout
 
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tile import view_tables
+from tvm_tirx.tile.ir import view_tables
 from tvm_tirx.tile.families import _matrix_descriptor as md
 from tvm_tirx.tile.families.wgmma import accumulator_layout
-from tvm_tirx.tile.op import decode, is_tile_call
-from tvm_tirx.tile.views import ViewMap
+from tvm_tirx.tile.rules.op import decode, is_tile_call
+from tvm_tirx.tile.ir.views import ViewMap
 
 W, G = Axis.tid_in_wg, Axis.wgid
 N = 64

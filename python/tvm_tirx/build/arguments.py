@@ -22,8 +22,8 @@ import sys
 from tvm import tirx
 from tvm.runtime import DataType
 
-from ..tile.machine_ints import INT32_ELEMENTS
-from ..tile.views import int_or_none
+from ..tile.analysis.machine_ints import INT32_ELEMENTS
+from ..tile.ir.views import int_or_none
 
 __all__ = ["ParamSpec", "build_checker", "arity_error"]
 
@@ -157,7 +157,7 @@ class ParamSpec:
         dimension); ``()`` for a rank or static-extent mismatch; ``("*",
         count)`` for more than :data:`INT32_ELEMENTS` elements where the
         kernel's offsets are int32 (the bounds proofs take that as a fact:
-        :mod:`tvm_tirx.tile.machine_ints`).  ``sizes`` is left unchanged on failure.
+        :mod:`tvm_tirx.tile.analysis.machine_ints`).  ``sizes`` is left unchanged on failure.
         """
         if len(shape) != len(self.shape):
             return ()

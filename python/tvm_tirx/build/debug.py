@@ -6,10 +6,10 @@ the GPU instead of hanging or reading out of bounds:
 ``detect_hangs``
     every mbarrier wait is bounded; one that times out prints its source line
     and traps (the mbarrier family's ``instrument`` hook: :func:`instrument`
-    runs every registered family's, :class:`tvm_tirx.tile.registry.Family`).
+    runs every registered family's, :class:`tvm_tirx.tile.ir.registry.Family`).
 ``check_assumptions``
     every ``T.assume(cond)`` becomes a run-time check that prints its source
-    line and traps when ``cond`` is false (:mod:`tvm_tirx.tile.assumptions`).
+    line and traps when ``cond`` is false (:mod:`tvm_tirx.tile.kernel.assumptions`).
 
 They are options of the ``"tvm_tirx"`` TIR pipeline, so they reach every way
 of building a kernel.  A build takes them, most specific first, from:
@@ -96,7 +96,7 @@ def hang_timeout(value, where: str = "detect_hangs") -> int:
         ``value`` is below 0 or above ``tvm_tirx.build.options.MAX_HANG_TIMEOUT_MS``
         (its cycle count must fit in an int64).
     """
-    from ..tile.hooks import CYCLES_PER_MS  # pylint: disable=import-outside-toplevel
+    from ..tile.ir.hooks import CYCLES_PER_MS  # pylint: disable=import-outside-toplevel
 
     most = (2**63 - 1) // CYCLES_PER_MS
     if isinstance(value, bool):
@@ -181,7 +181,7 @@ def current_debug() -> DebugOptions:
 def instrument(lowered, source, options: DebugOptions):
     """PrimFunc ``lowered`` (after ``LowerTileApply``) with the checks ``options`` ask for:
     the ``T.assume`` checks, then each registered family's ``instrument`` hook, in
-    family registration order (:class:`tvm_tirx.tile.registry.Family`; the mbarrier
+    family registration order (:class:`tvm_tirx.tile.ir.registry.Family`; the mbarrier
     family's bounds the waits for ``detect_hangs``).
 
     Parameters
@@ -198,8 +198,8 @@ def instrument(lowered, source, options: DebugOptions):
     PrimFunc
         The instrumented kernel.
     """
-    from ..tile.assumptions import check_assumptions  # pylint: disable=import-outside-toplevel
-    from ..tile.registry import families  # pylint: disable=import-outside-toplevel
+    from ..tile.kernel.assumptions import check_assumptions  # pylint: disable=import-outside-toplevel
+    from ..tile.ir.registry import families  # pylint: disable=import-outside-toplevel
 
     if not options:
         return lowered

@@ -13,7 +13,7 @@ import tvm
 from ..errors import reported_here
 from ..schedule.scheduled import has_tile_calls, lower_scheduled
 from ..script.install import install
-from ..tile.lower import lower_tile_apply
+from ..tile.lower.lower import lower_tile_apply
 from .arguments import ParamSpec, build_checker
 from .debug import debug_build, instrument, refuse_scheduled
 from .cache import cache_dir, cache_key, has_cuda_loader, load_entry, store_entry

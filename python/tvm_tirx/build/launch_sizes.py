@@ -35,8 +35,8 @@ from tvm.ir import Var
 from tvm.runtime import DataType
 from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR
 
-from ..tile.prover import fold
-from ..tile.views import int_or_none
+from ..tile.analysis.prover import fold
+from ..tile.ir.views import int_or_none
 from .smem_limits import smem_limit, static_smem_bytes
 
 __all__ = ["LaunchSizes", "GRID_LIMITS"]

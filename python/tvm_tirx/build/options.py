@@ -24,7 +24,7 @@
 ``"check_assumptions"``
     ``True``: every ``T.assume(cond)`` of the kernel becomes a run-time check
     that prints its source line, the condition, the CTA and thread and traps
-    when ``cond`` is false (:mod:`tvm_tirx.tile.assumptions`); default
+    when ``cond`` is false (:mod:`tvm_tirx.tile.kernel.assumptions`); default
     ``False``: assumptions are facts for the checker and cost nothing.
 
 Not given, ``"detect_hangs"`` and ``"check_assumptions"`` come from
@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import tvm_ffi
 from tvm.support import nvcc
 
-from ..tile.hooks import CYCLES_PER_MS
+from ..tile.ir.hooks import CYCLES_PER_MS
 from .debug import DebugOptions, current_debug, hang_timeout
 
 __all__ = ["CompileOptions", "parse_options", "cuda_compiler_flags", "MAX_HANG_TIMEOUT_MS"]

@@ -30,7 +30,7 @@ import tvm.s_tir
 from tvm.tirx import compilation_pipeline as cp
 
 from ..schedule.scheduled import LowerScheduledTileCalls, has_tile_calls
-from ..tile.lower import LowerTileApply, lower_tile_apply
+from ..tile.lower.lower import LowerTileApply, lower_tile_apply
 from .cuda_source import legalize_device_source
 from .debug import DebugOptions, current_debug, hang_timeout, instrument, refuse_scheduled
 from .smem_limits import CheckSharedMemoryLimit

@@ -19,7 +19,7 @@ import sys
 from tvm import tirx
 
 from ..errors import TileError, reported_here
-from ..tile.lower import lower_tile_apply
+from ..tile.lower.lower import lower_tile_apply
 from .nvcc import nvcc
 
 __all__ = ["KernelFileError", "load_kernel", "describe_exception", "lower", "assemble"]

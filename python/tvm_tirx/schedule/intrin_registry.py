@@ -36,7 +36,7 @@ def register(name: str, desc, impl, operands: Callable[..., tuple] | None = None
         matched tiles in ``impl``'s parameter order (memory tiles as strided
         views of their source, ``"warp"`` fragments as the thread's own
         registers, see :mod:`tvm_tirx.schedule.scheduled_registers`).  Given, ``impl``
-        holds a placeholder call (:func:`~tvm_tirx.tile.op.unchecked_call`)
+        holds a placeholder call (:func:`~tvm_tirx.tile.rules.op.unchecked_call`)
         that :mod:`tvm_tirx.schedule.scheduled` rebuilds with them; None, ``impl``'s
         call is used as it is.
     """

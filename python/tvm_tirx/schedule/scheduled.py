@@ -6,7 +6,7 @@ does before apache-tvm's ``"s_tir"`` pipeline when ``sch.tensorize`` put
    ``UnifyThreadBinding``: blocks become opaque, block iterators are replaced
    by loop expressions, and each bound thread id (``sch.bind(loop,
    "threadIdx.x")``) is one loop var per tag -- what the proofs read
-   (:class:`~tvm_tirx.tile.kernel_facts.KernelFacts` takes thread-binding
+   (:class:`~tvm_tirx.tile.kernel.kernel_facts.KernelFacts` takes thread-binding
    loops as the launch).
 2. :func:`BindTileOperands`: a tensorized block passes its tiles to the
    intrinsic through ``match_buffer``; apache-tvm's ``LowerMatchBuffer``
@@ -14,7 +14,7 @@ does before apache-tvm's ``"s_tir"`` pipeline when ``sch.tensorize`` put
    each matched buffer that a tile call reads is replaced by the equal view of
    its source (``source.sub[region]``, declared in the block), whose offset,
    strides and alignment the proofs then see.
-3. ``LowerMatchBuffer`` and :func:`~tvm_tirx.tile.lower.lower_tile_apply`; a
+3. ``LowerMatchBuffer`` and :func:`~tvm_tirx.tile.lower.lower.lower_tile_apply`; a
    :class:`~tvm_tirx.TileError` names the block and the intrinsic.
 4. :func:`~tvm_tirx.schedule.scheduled_accesses.expose_memory_accesses`: the
    expanded calls' memory addresses become ``tvm_access_ptr`` calls, their
@@ -37,9 +37,9 @@ from tvm.tirx.buffer import buffer_data
 from tvm.tirx.layout import S, TileLayout
 from tvm.tirx.transform import prim_func_pass
 
-from ..tile.lower import lower_tile_apply
-from ..tile.op import decode, is_tile_call, unchecked_call
-from ..tile.views import int_or_none
+from ..tile.lower.lower import lower_tile_apply
+from ..tile.rules.op import decode, is_tile_call, unchecked_call
+from ..tile.ir.views import int_or_none
 from . import scheduled_registers as regs
 from .intrin_registry import MARKER, operand_builder
 from .scheduled_accesses import expose_memory_accesses

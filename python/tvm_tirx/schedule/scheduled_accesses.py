@@ -10,7 +10,7 @@ first:
 * ``FlattenBuffer`` flattens a view's indices over its shape, row-major, not
   through its layout: the address of row ``r`` of a permuted ``(4, 8, 4)``
   view of a padded tile came out as ``4 * lane`` words.  Here the offset is
-  the view's own (:class:`~tvm_tirx.tile.views.ViewMap`, as the proofs see it).
+  the view's own (:class:`~tvm_tirx.tile.ir.views.ViewMap`, as the proofs see it).
 * The barriers of a scheduled kernel are inserted by ``ThreadSync("shared")``,
   and its shared memory is planned by ``StorageRewrite`` /
   ``MergeSharedMemoryAllocations``; these see buffer loads, stores and
@@ -36,8 +36,8 @@ from tvm.ir import Call, TensorLoad
 from tvm.runtime import DataType
 
 from ..errors import TileInternalError
-from ..tile.kernel_facts import KernelFacts
-from ..tile.views import ViewMap
+from ..tile.kernel.kernel_facts import KernelFacts
+from ..tile.ir.views import ViewMap
 
 __all__ = ["expose_memory_accesses"]
 

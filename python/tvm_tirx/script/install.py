@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 from tvm.tirx.script.builder import ir as _ir
 
-from ..tile import op as tile_op
-from ..tile.assumptions import assume
-from ..tile.ewise import ewise
+from ..tile.rules import op as tile_op
+from ..tile.kernel.assumptions import assume
+from ..tile.ir.ewise import ewise
 from . import builders, launch
 from .lane_reduce import reduce_lanes
 from .launch_config import LaunchConfig

@@ -30,10 +30,10 @@ from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script.builder import ir as _ir
 
 from ..errors import TileError
-from ..tile.contract import WARP
-from ..tile.op import apply
-from ..tile.operands import as_view
-from ..tile.view_tables import axis_table
+from ..tile.ir.contract import WARP
+from ..tile.rules.op import apply
+from ..tile.ir.operands import as_view
+from ..tile.ir.view_tables import axis_table
 
 __all__ = ["reduce_lanes", "lane_xors", "BFLY"]
 

@@ -11,7 +11,7 @@ from tvm.tirx import IntImm
 from tvm.tirx.script.builder import ir as _ir
 
 from ..errors import TileError
-from ..tile.scope import WARP, LaunchFacts
+from ..tile.ir.scope import WARP, LaunchFacts
 from .dyn_smem import DynamicSharedPool
 from .launch_config import LaunchConfig, is_run_time, used_extents
 

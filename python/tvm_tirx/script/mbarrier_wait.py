@@ -13,8 +13,8 @@ import tvm
 from tvm.tirx.script.builder import ir as _ir
 
 from ..errors import TileError
-from ..tile.registry import candidates
-from ..tile.views import int_or_none
+from ..tile.ir.registry import candidates
+from ..tile.ir.views import int_or_none
 
 __all__ = ["mbarrier_wait_phase", "WAIT_OPCODES"]
 

@@ -24,7 +24,7 @@ import re
 from tvm.error import DiagnosticError
 
 from ..errors import TileError, backtrace_requested
-from ..tile.ptx_table import namespace_text
+from ..tile.ir.ptx_table import namespace_text
 
 __all__ = ["ScriptError", "parse_failure", "backtrace_requested"]
 

@@ -40,7 +40,7 @@ TensorRegion: TypeAlias = Any
 Shape: TypeAlias = int | Sequence[int | PrimExpr]
 #: One index of ``view.sub[...]``: an int/expression selects, a slice narrows.
 Index: TypeAlias = int | slice | PrimExpr
-#: Execution scopes of ``T.cuda.tile.apply`` (``tvm_tirx.tile.scope.SCOPES``).
+#: Execution scopes of ``T.cuda.tile.apply`` (``tvm_tirx.tile.ir.scope.SCOPES``).
 Scope: TypeAlias = Literal["thread", "warp", "warpgroup", "cta", "cluster"]
 #: A CUDA launch axis.
 Axis: TypeAlias = Literal["x", "y", "z"]

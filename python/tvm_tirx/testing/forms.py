@@ -1,6 +1,6 @@
 """Kernels that issue every form of an instruction family, for assembly tests.
 
-A family's forms (:func:`tvm_tirx.tile.forms.forms_of`) are many -- hundreds for
+A family's forms (:func:`tvm_tirx.tile.ir.forms.forms_of`) are many -- hundreds for
 the register families, thousands for ``ld`` / ``st`` -- and the time TVMScript's
 parser takes grows faster than a kernel's length, so :func:`form_kernels` writes
 them into several kernels of at most :data:`MAX_CALLS` calls each, as source
@@ -103,7 +103,7 @@ def form_kernels(
 
     Parameters
     ----------
-    forms : Sequence[tvm_tirx.tile.forms.Form]
+    forms : Sequence[tvm_tirx.tile.ir.forms.Form]
         The forms, in the order they are issued.
     call : Callable[[Form, int], Sequence[str]]
         The lines that issue one form (see :data:`CallWriter`).

@@ -8,7 +8,7 @@ from tvm import tirx
 
 from ..build.kernel import Kernel
 from ..build.stages import lower
-from ..tile.ptx_table import opcode_of_call
+from ..tile.ir.ptx_table import opcode_of_call
 
 __all__ = ["count_ptx", "issue_counts", "ptx_opcode_of"]
 

@@ -42,9 +42,9 @@ Errors
 import tvm  # noqa: F401  pylint: disable=unused-import
 
 from ..errors import TileError, operand_label
-from .assumptions import device_trap
-from .call_view import CallView
-from .contract import (
+from .kernel.assumptions import device_trap
+from .ir.call_view import CallView
+from .ir.contract import (
     THREAD,
     WARP,
     WARPGROUP,
@@ -56,21 +56,21 @@ from .contract import (
     register_role,
     replace,
 )
-from .emit import ComputedAddress, OperandKind, operand_repeat
-from .kernel_rules import KernelView
-from .instances import evaluate
-from .memory_proofs import check_bounds, root_or_error
-from .order import Branch, Leaf, Loop, Path, Seq, address_target, byte_range, element_of, overlaps, same_element
-from .points import exact_values
-from .prover import fold, proves
-from .protocol import SHARED, Event, describe, protocol_of, raw_operands
-from .ptx_table import Instruction, cert_arch, ptx_call
-from .ptx_types import bits_of_ptx_type
-from .raw_calls import RawSpelling
-from .registry import register_family
-from .threads import reaching
-from .view_tables import axis_table
-from .views import ViewMap, int_or_none, repeat_shape
+from .rules.emit import ComputedAddress, OperandKind, operand_repeat
+from .kernel.kernel_rules import KernelView
+from .analysis.instances import evaluate
+from .analysis.memory_proofs import check_bounds, root_or_error
+from .kernel.order import Branch, Leaf, Loop, Path, Seq, address_target, byte_range, element_of, overlaps, same_element
+from .analysis.points import exact_values
+from .analysis.prover import fold, proves
+from .kernel.protocol import SHARED, Event, describe, protocol_of, raw_operands
+from .ir.ptx_table import Instruction, cert_arch, ptx_call
+from .ir.ptx_types import bits_of_ptx_type
+from .rules.raw_calls import RawSpelling
+from .ir.registry import register_family
+from .analysis.threads import reaching
+from .ir.view_tables import axis_table
+from .ir.views import ViewMap, int_or_none, repeat_shape
 
 __all__ = [
     "THREAD", "WARP", "WARPGROUP", "CallView", "Collective", "Contract", "OperandRole", "Param",

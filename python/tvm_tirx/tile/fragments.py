@@ -40,7 +40,7 @@ from tvm.runtime import DataType
 from tvm.tirx.layout import Axis, S, TileLayout
 
 from .families.wgmma import accumulator_col, accumulator_layout, accumulator_row
-from .views import int_or_none
+from .ir.views import int_or_none
 
 __all__ = ["accumulator_layout", "mma_accumulator_layout", "accumulator_tile", "accumulator_registers",
            "accumulator_row", "accumulator_col"]

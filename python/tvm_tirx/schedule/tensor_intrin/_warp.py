@@ -17,7 +17,7 @@ from __future__ import annotations
 from tvm.tirx import Cast, FloatImm
 from tvm.tirx.script.builder import ir as B
 
-from ...tile.op import unchecked_call
+from ...tile.rules.op import unchecked_call
 from ..intrin_registry import MARKER, PREFIX, register
 from ._ir import block, build, copy_loops, marker, match
 from ._fragments import accumulator_rows, fragment_index, matrices, mma_operand, slots

@@ -1,5 +1,5 @@
 """Instruction families: one module each, registered with ``register_family`` (one
-:class:`~tvm_tirx.tile.registry.Family` record holding every role of the family).
+:class:`~tvm_tirx.tile.ir.registry.Family` record holding every role of the family).
 
 Importing this package imports every module in it (a new family is one new
 file here; see ``docs/dev/adding_a_family.rst``); the registry then checks,

@@ -15,7 +15,7 @@ the same check.  The launch then fails with ``cudaErrorLaunchFailure``
 instead of hanging.
 
 Time is measured with ``clock64()`` (SM cycles), converted at
-:data:`~tvm_tirx.tile.hooks.CYCLES_PER_MS` (the H100/H200 boost clock, about 2 GHz): the timeout
+:data:`~tvm_tirx.tile.ir.hooks.CYCLES_PER_MS` (the H100/H200 boost clock, about 2 GHz): the timeout
 is approximate.  ``bar.sync`` and ``barrier.cluster.wait`` block in hardware
 and cannot be bounded; the detector does not cover them.
 """
@@ -27,9 +27,9 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 
 from .. import device_trap, ptx_call
-from ..hooks import CYCLES_PER_MS
-from ..kernel_facts import KernelFacts
-from ..sites import expansion_of, location_of
+from ..ir.hooks import CYCLES_PER_MS
+from ..kernel.kernel_facts import KernelFacts
+from ..kernel.sites import expansion_of, location_of
 
 __all__ = ["detect_hangs", "bound_waits", "CYCLES_PER_MS"]
 
@@ -136,7 +136,7 @@ def bound_waits(lowered, timeout_ms: int, source=None):
     lowered : PrimFunc
         The kernel after lowering.
     timeout_ms : int
-        Milliseconds (approximate: :data:`~tvm_tirx.tile.hooks.CYCLES_PER_MS`) a wait may spin.
+        Milliseconds (approximate: :data:`~tvm_tirx.tile.ir.hooks.CYCLES_PER_MS`) a wait may spin.
     source : PrimFunc | None
         The kernel before lowering, whose mbarrier tile calls give the counts
         and bytes the messages quote.
@@ -157,7 +157,7 @@ def bound_waits(lowered, timeout_ms: int, source=None):
 
 
 def detect_hangs(lowered, source, options):
-    """The mbarrier family's ``instrument`` hook (:data:`~tvm_tirx.tile.hooks.Instrument`):
+    """The mbarrier family's ``instrument`` hook (:data:`~tvm_tirx.tile.ir.hooks.Instrument`):
     :func:`bound_waits` when ``options.detect_hangs`` asks for it.
 
     Parameters

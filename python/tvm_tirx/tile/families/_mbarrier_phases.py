@@ -17,7 +17,7 @@ waits need ``phases x count`` arrivals; when every arrival of the kernel on
 that element is counted and they are fewer, the waits hang.  Counting needs
 every arrival, init and blocking wait on the barrier to be enumerable: loops
 of constant bounds, guards over thread ids and loop counters
-(:mod:`tvm_tirx.tile.instances`); remote arrivals, ``arrive_drop`` and
+(:mod:`tvm_tirx.tile.analysis.instances`); remote arrivals, ``arrive_drop`` and
 barriers an unknown instruction touches leave it unchecked.  A first wait on
 parity 1 is refused only on a barrier copies complete on (its phases carry
 data) when no thread waits on parity 0 first.  The same counts feed the loop

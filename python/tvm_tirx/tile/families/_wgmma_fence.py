@@ -25,9 +25,9 @@ from __future__ import annotations
 from tvm import tirx
 
 from .. import TileError, protocol_of, raw_operands
-from ..ptx_table import opcode_of_call
-from ..kernel_calls import raw_call_targets
-from ..sites import call_key
+from ..ir.ptx_table import opcode_of_call
+from ..kernel.kernel_calls import raw_call_targets
+from ..kernel.sites import call_key
 from ._wgmma_groups import is_mma
 
 __all__ = ["registers_written_after_fence"]

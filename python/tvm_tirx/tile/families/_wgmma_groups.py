@@ -26,7 +26,7 @@ from tvm import tirx
 from tvm.ir import TensorLoad
 
 from .. import TileError
-from ..sites import location_of
+from ..kernel.sites import location_of
 
 __all__ = ["accumulators_in_flight", "Scan", "follow", "paths", "is_mma"]
 

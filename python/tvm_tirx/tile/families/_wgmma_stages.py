@@ -25,9 +25,9 @@ import math
 from tvm import tirx
 
 from .. import TileError
-from ..order import element_of
-from ..prover import proves
-from ..views import dtype_bytes, int_or_none
+from ..kernel.order import element_of
+from ..analysis.prover import proves
+from ..ir.views import dtype_bytes, int_or_none
 from ._wgmma_groups import Scan, follow, is_mma, paths
 
 __all__ = ["stages_released_in_flight"]

@@ -45,7 +45,7 @@ Legality
 Raw calls
     ``T.ptx["shfl_sync.bfly.b32"](d, a, b, c, membermask)`` (and the ``d|p``
     shape) is checked by the same rules, its ``b``, ``c`` and ``membermask``
-    operands read as the keywords (:mod:`tvm_tirx.tile.raw_calls`), and left
+    operands read as the keywords (:mod:`tvm_tirx.tile.rules.raw_calls`), and left
     as written; ``d`` (and ``p``) must be elements of ``T.alloc_local`` tensors.
 Lowering emits
     One ``shfl.sync`` per repeat coordinate per thread, the member mask a

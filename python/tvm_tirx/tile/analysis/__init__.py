@@ -1,0 +1,1 @@
+"""Facts about a kernel's values: the prover, machine integers, bounds, uniformity, threads."""

@@ -1,0 +1,1 @@
+"""What a call is: the PTX table, contracts, the family registry, views and operands."""

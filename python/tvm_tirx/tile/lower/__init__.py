@@ -1,0 +1,1 @@
+"""The lowering pass that expands tile calls."""
