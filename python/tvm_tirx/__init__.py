@@ -20,7 +20,7 @@ _LAZY = {
     "TileError": ("errors", "TileError"),
     "compile": ("build.kernel", "compile"),
     "Kernel": ("build.kernel", "Kernel"),
-    "LowerTileApply": ("tile.lower", "LowerTileApply"),
+    "LowerTileApply": ("tile.lower.lower", "LowerTileApply"),
     "debug_build": ("build.debug", "debug_build"),
 }
 
