@@ -150,6 +150,12 @@ class Stage:
         """The kernel parameters (:class:`~.base.Param`) the stage reads, in order (none)."""
         return ()
 
+    def prefetch(self, geometry: Geometry):  # pylint: disable=unused-argument
+        """The macro ``prefetch(regs, ext, at)`` that loads what the stage reads ahead of
+        the last products (the kernel issues it before its last ``wgmma.wait_group``), or
+        None (nothing to load ahead)."""
+        return None
+
     def make(self, geometry: Geometry):
         """The stage's macro for ``geometry``: ``apply(regs, ext, at)`` (``regs`` the
         :class:`Registers`, ``ext`` the kernel's :class:`Tensors`, ``at`` the thread's

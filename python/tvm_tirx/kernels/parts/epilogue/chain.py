@@ -130,8 +130,9 @@ class Epilogue:
     def prefetch(self):
         """The macro ``prefetch(regs, ext, at)`` that loads what a stage reads ahead (the
         residual's pairs), or None."""
-        found = [s.prefetch(self.geometry) for s in self.stages if hasattr(s, "prefetch")]
-        found = [p for p in found if p is not None]
+        found = [p for p in (s.prefetch(self.geometry) for s in self.stages) if p is not None]
+        if len(found) > 1:  # no two stages prefetch yet: they would need a sequence like apply's
+            raise ValueError(f"Epilogue: at most one stage may prefetch, found {len(found)} in {list(self.stages)}")
         return found[0] if found else None
 
     @cached_property
