@@ -109,6 +109,11 @@ class Gate(Stage):
     ----------
     activation : Activation or None
         Applied to the gate columns.
+
+    Raises
+    ------
+    ValueError
+        (from :meth:`make`) the geometry is not gated (``out_block_n != block_n / 2``).
     """
 
     activation: Activation | None = None

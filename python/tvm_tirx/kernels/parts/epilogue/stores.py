@@ -140,8 +140,8 @@ class StorePlan:
 
 
 def store_plan(out_dtype: str, n) -> StorePlan:
-    """The plan for C of ``out_dtype`` (``"float32"`` or ``"bfloat16"``) with ``n`` columns:
-    float32 pairs (``st.global.v2.f32``) or single elements when ``n`` is odd (or not a
+    """The :class:`StorePlan` for C of ``out_dtype`` (``"float32"``, else bf16) with ``n``
+    columns (an int, or a run-time extent: then as for an odd ``n``): float32 pairs (``st.global.v2.f32``) or single elements when ``n`` is odd (or not a
     static int); bf16 pairs (``cvt.rn.bf16x2.f32``, then ``st.global.b32``) or, when ``n``
     is odd, the same pairs stored one half at a time (``st.global.b16``).  Pairs need an
     even ``n``: a pair's address is then a multiple of its size.
@@ -163,7 +163,24 @@ def store_plan(out_dtype: str, n) -> StorePlan:
 
 def bound_guard(row, col, m, atom: int, columns: int):
     """The condition under which a thread stores ``atom`` elements at ``(row, col)`` of C
-    (seen with ``columns`` columns): ``row < m and col + atom <= columns``."""
+    (seen with ``columns`` columns): ``row < m and col + atom <= columns``.
+
+    Parameters
+    ----------
+    row, col : PrimExpr
+        int32 row of C and column of C's view (elements of the plan's ``view_dtype``).
+    m : int or PrimExpr
+        Rows of C.
+    atom : int
+        Elements the store writes.
+    columns : int
+        Columns of C's view.
+
+    Returns
+    -------
+    PrimExpr
+        The boolean condition (``T.And``).
+    """
     return T.And(row < m, col + atom <= columns)
 
 
