@@ -2,43 +2,20 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from tvm.script import tirx as T
 
 from ..parts.epilogue import TilePlace
 from .config import WG_M, GemmConfig
 from .order import tile_order
 
-__all__ = ["Shared", "Work", "make_consumer"]
-
-
-class Shared(NamedTuple):
-    """The CTA's shared memory: the ring's A and B stages ``sa``, ``sb``, the bf16 output
-    tiles ``so`` (a token for float32 output) and the ring's mbarriers ``full``, ``empty``."""
-
-    sa: object
-    sb: object
-    so: object
-    full: object
-    empty: object
-
-
-class Work(NamedTuple):
-    """A consumer's job: output tile ``t``, the ring iteration ``g0`` of its first K tile,
-    the thread index ``tid`` and the consumer warpgroup ``c`` (0 or 1)."""
-
-    t: object
-    g0: object
-    tid: object
-    c: object
+__all__ = ["make_consumer"]
 
 
 def make_consumer(cfg: GemmConfig):
     """The macro ``consume_tile(C, ext, smem, regs, flag, work)`` of ``cfg``: ``ext`` the
     epilogue's tensors (``cfg.epilogue.bind(...)``), ``smem`` a :class:`Shared`, ``regs``
     the :class:`~tvm_tirx.kernels.parts.epilogue.Registers`, ``flag`` the ring's wait
-    flag, ``work`` a :class:`Work`.
+    flag, ``work`` a :class:`.shared.Work`.
 
     Consumer warpgroup ``c`` computes rows ``64 c ..`` of output tile ``t``: per K tile
     (ring iteration ``g0 + kt``) it waits for ``full``, issues the stage's

@@ -8,8 +8,9 @@ from ...tile.families.tma import swizzled_layout
 from ...tile.fragments import accumulator_layout
 from .config import BM, BN, CONSUMERS, WG_M, GemmConfig, gemm_smem_bytes
 from ..parts.epilogue import Registers
-from .consumer import Shared, Work, make_consumer
+from .consumer import make_consumer
 from .producer import make_producer
+from .shared import Shared, Work
 
 __all__ = ["make_gemm"]
 
@@ -67,7 +68,7 @@ def _make_body(cfg: GemmConfig):
                 for i in T.serial(rounds):
                     t = bx + i * grid  # this CTA's i-th output tile
                     if t < n_tiles:
-                        produce_tile(A, B, sa, sb, full, empty, t, i * k_tiles, flag, rank)
+                        produce_tile(A, B, Shared(sa, sb, so, full, empty), flag, t, i * k_tiles, rank)
         else:  # two consumer warpgroups, 64 rows of the tile each
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
             c = wg - 1
