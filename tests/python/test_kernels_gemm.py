@@ -279,18 +279,18 @@ def test_an_unguarded_store_at_run_time_m_is_refused():
 @pytest.mark.parametrize("n", [4096, 4095, 4094], ids=["fp32-v2", "bf16-b16", "bf16-b32"])
 def test_a_guard_one_row_too_loose_is_refused(monkeypatch, n):
     # the generator's own stores: with row <= m instead of row < m the bounds rule refuses them
-    from tvm_tirx.kernels.gemm import guarded  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.kernels.parts.epilogue import stores  # pylint: disable=import-outside-toplevel
 
-    monkeypatch.setattr(guarded, "bound_guard", lambda row, col, m, atom, columns: T.And(row <= m, col + atom <= columns))
+    monkeypatch.setattr(stores, "bound_guard", lambda row, col, m, atom, columns: T.And(row <= m, col + atom <= columns))
     options = FP32 if n == 4096 else {}
     with pytest.raises(TileError, match="view not provably within the tensor's bounds"):
         testing.lower(make_gemm(T.dynamic("m"), n, 4104, **options))
 
 
 def test_a_column_guard_one_element_too_loose_is_refused(monkeypatch):
-    from tvm_tirx.kernels.gemm import guarded  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.kernels.parts.epilogue import stores  # pylint: disable=import-outside-toplevel
 
-    monkeypatch.setattr(guarded, "bound_guard", lambda row, col, m, atom, columns: T.And(row < m, col + atom <= columns + 1))
+    monkeypatch.setattr(stores, "bound_guard", lambda row, col, m, atom, columns: T.And(row < m, col + atom <= columns + 1))
     with pytest.raises(TileError, match="view not provably within the tensor's bounds"):
         testing.lower(make_gemm(T.dynamic("m"), 4095, 4104, out_dtype="float32", stages=4))
 

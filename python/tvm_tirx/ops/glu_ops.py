@@ -34,7 +34,7 @@ from .gemm_plans import accumulator as _accumulator, check_fallback as _check_fa
 
 __all__ = ["ACTIVATIONS", "gate_up_weight", "glu_linear"]
 
-#: activation name -> torch's function (the kernel's ``.approx`` forms: kernels/gemm/fused.py)
+#: activation name -> torch's function (the kernel's ``.approx`` forms: kernels/parts/epilogue/activation.py)
 ACTIVATIONS = {
     "silu": torch.nn.functional.silu,
     "gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
@@ -182,7 +182,7 @@ def glu_linear(x, w_gate, w_up=None, activation="silu", *, out_dtype=None, fallb
     activation : str
         ``"silu"`` (SwiGLU), ``"gelu_tanh"`` (GeGLU, torch's ``approximate="tanh"``) or
         ``"relu"`` (ReGLU), applied to the gate in float32 with the ``.approx``
-        instructions of :mod:`tvm_tirx.kernels.gemm.fused`.
+        instructions of :mod:`tvm_tirx.kernels.parts.epilogue.activation`.
     out_dtype : torch.dtype | None
         ``torch.bfloat16`` or ``torch.float32``; None for ``x.dtype``.
     fallback : str | None

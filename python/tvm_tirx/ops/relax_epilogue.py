@@ -1,5 +1,5 @@
 """Offload a Relax matmul together with the bias add and activation after it (the GEMM's
-fused epilogue, :mod:`tvm_tirx.kernels.gemm.fused`).
+fused epilogue, :mod:`tvm_tirx.kernels.parts.epilogue`).
 
 Matched, on top of an ``R.matmul`` that :func:`~tvm_tirx.ops.relax_gemm.match_gemm`
 accepts:

@@ -5,7 +5,7 @@ Matched: ``R.multiply(a, u)`` (either order) where ``a`` is ``R.nn.silu`` /
 each intermediate read once; both matmuls are ones :func:`~tvm_tirx.ops.relax_gemm.match_gemm`
 accepts, read the same ``x`` and have the same ``n`` (a multiple of 8), ``k``, dtypes and
 weight layout.  The chain becomes one ``R.call_tir`` of the gated GEMM
-(``make_gemm(gated=True)``, :mod:`tvm_tirx.kernels.gemm.fused`) on a weight that
+(``make_gemm(gated=True)``, :mod:`tvm_tirx.kernels.parts.epilogue`) on a weight that
 interleaves the gate and up weights by eight rows, built in the module from the two
 weights by ``R.reshape`` and ``R.concat``.  That weight depends on the weights alone:
 ``relax.transform.LiftTransformParams`` (with the function's ``num_input`` attribute)

@@ -221,7 +221,7 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
                    block_n=block_n, a_major=a_major, b_major=b_major)
 
 
-#: bias dtypes the kernel adds in its epilogue (the fused bias, kernels/gemm/fused.py)
+#: bias dtypes the kernel adds in its epilogue (the Bias stage, kernels/parts/epilogue/stages.py)
 _BIASES = {torch.bfloat16: "bfloat16", torch.float32: "float32"}
 
 

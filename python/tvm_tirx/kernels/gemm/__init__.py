@@ -12,13 +12,15 @@ shapes with few tiles) with three warpgroups (384 threads):
   (``setmaxnreg.inc`` to 232) and each multiplies its 64 rows of A by all of B with
   ``wgmma.m64n{block_n}k16`` (four per K tile), keeping ``wait_depth`` wgmma batches in flight
   before releasing a stage;
-* the **epilogue** (:mod:`.epilogue`): bf16 output is converted to packed ``bf16x2``,
-  written into a 128-byte-swizzled shared tile and stored by one TMA store per 64-column
-  box (clipped at C's edge); float32 output, and bf16 output whose rows the TMA cannot
-  address, is stored straight from the registers (:mod:`.guarded`: a bound guard per
-  store, unless the tiles cover C exactly); before it, :mod:`.fused` adds a bias, applies an
-  activation, combines a gated GEMM's gate and up columns (``gated=True``) and adds a
-  residual (``residual=True``) in the fp32 registers.
+* the **epilogue**, a chain of stages (:class:`~tvm_tirx.kernels.parts.epilogue.Epilogue`,
+  built once by ``GemmConfig.epilogue``): in the fp32 registers it scales fp8 products,
+  adds a bias, applies an activation, combines a gated GEMM's gate and up columns
+  (``gated=True``) and adds a residual (``residual=True``); then bf16 output is converted
+  to packed ``bf16x2``, written into a 128-byte-swizzled shared tile and stored by one TMA
+  store per 64-column box (clipped at C's edge); float32 output, and bf16 output whose
+  rows the TMA cannot address, is stored straight from the registers (a bound guard per
+  store, unless the tiles cover C exactly).  The chain also gives the kernel's parameters
+  besides A, B and C (``Bias``, ``Residual``, ``Scales``).
 
 ``persistent=True`` launches ``ctas`` CTAs that walk the output tiles in the grouped
 order of :mod:`.order`; ``cluster=2`` pairs CTAs on vertically adjacent tiles that each

@@ -10,11 +10,15 @@ Python ``int`` (static) or, for ``m`` and ``k``, an int32 run-time extent
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import tvm
 from tvm.runtime import DataType
 from tvm.script import tirx as T
 
+from ..parts import epilogue as parts_epilogue
+from ..parts.epilogue import (Activation, Bias, Epilogue, ExactStore, Gate, Geometry, GuardedStore, Residual,
+                              Scale, TmaStore)
 from ..parts.ring import Ring
 from .operands import CHUNK, Operand, check_major
 
@@ -41,12 +45,14 @@ TMA_STRIDE = 16  # TMA: every global stride but the innermost is a multiple of 1
 MAX_SIZE = 2**31 - 129
 #: Elements a static A, B or C may hold: apache-tvm computes a static buffer's size in int32.
 MAX_ELEMENTS = 2**31 - 1
-#: the Bias vector's dtypes (None: no bias) and the fused activations (:mod:`.fused`)
-BIAS_DTYPES = (None, "bfloat16", "float32")
-ACTIVATIONS = (None, "relu", "silu", "gelu_tanh")
+#: the Bias vector's dtypes (None: no bias) and the fused activations (the epilogue chain's
+#: stages, :mod:`tvm_tirx.kernels.parts.epilogue`)
+BIAS_DTYPES = (None, *parts_epilogue.BIAS_DTYPES)
+ACTIVATIONS = (None, *parts_epilogue.ACTIVATIONS)
 #: A gated GEMM's B interleaves gate and up rows in groups of this many (one wgmma
 #: fragment column group, ``n8``): rows ``16 q .. 16 q + 7`` are gate rows ``8 q ..`` and
-#: rows ``16 q + 8 .. 16 q + 15`` the matching up rows (:mod:`.fused`)
+#: rows ``16 q + 8 .. 16 q + 15`` the matching up rows (the epilogue's ``Gate`` stage,
+#: :mod:`tvm_tirx.kernels.parts.epilogue`)
 GLU_ROWS = 8
 #: the tile widths a gated GEMM may take: whole 64-column output boxes (block_n / 2)
 GATED_BLOCK_NS = (128, 256)
@@ -120,6 +126,23 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
         """The shared ring (:class:`~tvm_tirx.kernels.parts.Ring`): ``stages`` buffers,
         released by each consumer warpgroup of each CTA of the cluster."""
         return Ring(self.stages, CONSUMERS * self.cluster, self.cluster, self.spin)
+
+    @cached_property
+    def epilogue(self) -> Epilogue:
+        """The consumers' epilogue chain (:class:`~tvm_tirx.kernels.parts.epilogue.Epilogue`)
+        of the options, built once: ``Scale`` (fp8 inputs), ``Bias``, the activation
+        (inside ``Gate`` when gated), ``Residual``, then ``TmaStore`` (:attr:`tma_store`),
+        ``ExactStore`` (float32 on :attr:`exact` tiles) or ``GuardedStore``.  Its
+        :attr:`~tvm_tirx.kernels.parts.epilogue.Epilogue.params` are the kernel's
+        parameters besides A, B and C."""
+        activation = Activation(self.activation) if self.activation else None
+        stages = [Scale()] if self.in_dtype != "bfloat16" else []
+        stages += [Bias(self.bias)] if self.bias else []
+        stages += [Gate(activation)] if self.gated else [activation] if activation else []
+        stages += [Residual()] if self.residual else []
+        stages.append(TmaStore() if self.tma_store else ExactStore() if self.exact else GuardedStore())
+        geometry = Geometry(self.m, self.n, self.out_dtype, self.block_n, self.out_block_n, self.b_rows, BM, WG_M)
+        return Epilogue(geometry, tuple(stages))
 
     @property
     def kstep(self) -> int:

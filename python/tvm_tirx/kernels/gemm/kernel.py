@@ -7,9 +7,10 @@ from tvm.script import tirx as T
 from ...tile.families.tma import swizzled_layout
 from ...tile.fragments import accumulator_layout
 from .config import BM, BN, CONSUMERS, WG_M, GemmConfig, gemm_smem_bytes
+from ..parts.epilogue import Registers
 from .consumer import make_consumer
-from .fused import residual_as_pairs
 from .producer import make_producer
+from .shared import Shared, Work
 
 __all__ = ["make_gemm"]
 
@@ -20,13 +21,14 @@ def _cluster_rank(clusters):
 
 
 def _make_body(cfg: GemmConfig):
-    """The macro ``body(A, B, C, scales, bias, residual)``: the launch, the shared ring and barriers, the
+    """The macro ``body(A, B, C, extra)`` (``extra`` the tuple of the epilogue's parameters,
+    in ``cfg.epilogue.params``' order): the launch, the shared ring and barriers, the
     producer warpgroup 0 and the consumer warpgroups 1 and 2, each walking this CTA's
     output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t < n_tiles``."""
     stages, in_dtype, cluster = cfg.stages, cfg.in_dtype, cfg.cluster
     n_tiles, grid, rounds, k_tiles, bf16_out = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.k_tiles, cfg.bf16_out
-    tma_store, bn, out_bn, gated = cfg.tma_store, cfg.block_n, cfg.out_block_n, cfg.gated
-    produce_tile, consume_tile, ring = make_producer(cfg), make_consumer(cfg), cfg.ring
+    bn, out_bn, gated, epilogue = cfg.block_n, cfg.out_block_n, cfg.gated, cfg.epilogue
+    produce_tile, consume_tile, ring, drain = make_producer(cfg), make_consumer(cfg), cfg.ring, epilogue.drain
     op_a, op_b = cfg.operand_a, cfg.operand_b
     # the bf16 epilogue's tiles: per consumer out_bn / 64 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
     out_shape = (CONSUMERS, out_bn // 64, WG_M, 32) if bf16_out else (1, 1, 8, 32)
@@ -39,7 +41,7 @@ def _make_body(cfg: GemmConfig):
                                  cluster=clusters)
 
     @T.macro
-    def body(A, B, C, scales, bias, residual):
+    def body(A, B, C, extra):
         T.device_entry(launch=launch)
         sa = T.alloc_shared(op_a.stage_shape(stages), in_dtype, scope="shared.dyn", align=1024,
                             layout=op_a.ring_layout(stages))
@@ -66,7 +68,7 @@ def _make_body(cfg: GemmConfig):
                 for i in T.serial(rounds):
                     t = bx + i * grid  # this CTA's i-th output tile
                     if t < n_tiles:
-                        produce_tile(A, B, sa, sb, full, empty, t, i * k_tiles, flag, rank)
+                        produce_tile(A, B, Shared(sa, sb, so, full, empty), flag, t, i * k_tiles, rank)
         else:  # two consumer warpgroups, 64 rows of the tile each
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
             c = wg - 1
@@ -79,11 +81,10 @@ def _make_body(cfg: GemmConfig):
             for i in T.serial(rounds):
                 t = bx + i * grid
                 if t < n_tiles:
-                    consume_tile(C, scales, bias, residual, sa, sb, so, full, empty, acc, out, words, factor,
-                                 tmp, t, i * k_tiles, flag, tid, c)
-            if tma_store:
-                if tid % 128 == 0:
-                    T.ptx["cp.async.bulk.wait_group.read"](0)  # the last store has read its tile
+                    consume_tile(C, epilogue.bind(extra), Shared(sa, sb, so, full, empty),
+                                 Registers(acc, out, words, tmp, factor), flag, Work(t, i * k_tiles, tid, c))
+            if drain is not None:  # the TMA store's last read of the shared tile
+                drain(tid)
         if cluster == 2:
             T.cuda.cluster_sync()  # no CTA leaves while its peer may still signal or fill it
 
@@ -156,8 +157,9 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         ``C`` (inputs first, as Relax's ``call_tir`` passes them).
     activation : str or None
         Applied after the bias, before C is rounded and stored: ``"relu"``, ``"silu"``
-        or ``"gelu_tanh"`` (torch's ``gelu(approximate="tanh")``; :mod:`.fused` gives
-        the instructions and their accuracy), or None.
+        or ``"gelu_tanh"`` (torch's ``gelu(approximate="tanh")``;
+        :mod:`tvm_tirx.kernels.parts.epilogue.activation` gives the instructions and
+        their accuracy), or None.
     gated : bool
         A gated linear unit (GLU; SwiGLU with ``activation="silu"``, GeGLU with
         ``"gelu_tanh"``): ``C = activation(A Bg^T [+ bias_g]) * (A Bu^T [+ bias_u])``
@@ -209,65 +211,74 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
 
 
 def _prim_func(cfg: GemmConfig, body):
-    """The ``T.function`` around ``body``: ``(A, B, C)``, with ``Bias`` and then ``Residual``
-    before ``C`` when set (inputs first, the output after them, as Relax's ``call_tir``
-    passes them) and ``Scales`` last for fp8 inputs."""
-    m, n, k, in_dtype = cfg.m, cfg.n, cfg.k, cfg.in_dtype
-    a_spec = T.Tensor(cfg.operand_a.global_shape(m, k), in_dtype, align=16)
-    b_spec = T.Tensor(cfg.operand_b.global_shape(cfg.b_rows, k), in_dtype, align=16)
-    c_spec = T.Tensor((m, n), cfg.out_dtype, align=16)
-    v_spec = T.Tensor((cfg.b_rows,), cfg.bias, align=0) if cfg.bias else None
-    r_align = 4 if residual_as_pairs(cfg) else 0  # read as b32 pairs (.fused); checked at each call
-    r_spec = T.Tensor((m, n), cfg.out_dtype, align=r_align) if cfg.residual else None
-    if in_dtype != "bfloat16":
-        return _fp8_func(body, a_spec, b_spec, v_spec, c_spec)
-    if r_spec is not None:
-        return _residual_func(body, a_spec, b_spec, v_spec, r_spec, c_spec)
-    if v_spec is None:
+    """The ``T.function`` around ``body``: ``(A, B, *inputs, C, *trailing)``, the epilogue
+    chain's parameters (``cfg.epilogue``: ``Bias`` and ``Residual`` before C, inputs first
+    as Relax's ``call_tir`` passes them; fp8's ``Scales`` after it)."""
+    epilogue = cfg.epilogue
+    specs = {"A": T.Tensor(cfg.operand_a.global_shape(cfg.m, cfg.k), cfg.in_dtype, align=16),
+             "B": T.Tensor(cfg.operand_b.global_shape(cfg.b_rows, cfg.k), cfg.in_dtype, align=16),
+             "C": T.Tensor((cfg.m, cfg.n), cfg.out_dtype, align=16)}
+    specs.update((p.name, p.spec()) for p in epilogue.params)
+    names = ("A", "B", *(p.name for p in epilogue.inputs), "C", *(p.name for p in epilogue.trailing))
+    return _signature(names, specs, body)
+
+
+def _signature(names: tuple, specs: dict, body):
+    """The ``T.function`` whose parameters are ``names`` (annotated ``specs[name]``), calling
+    ``body(A, B, C, extra)`` with ``extra`` the epilogue's parameters in the chain's order.
+
+    TVMScript reads a function's parameters from its Python source, so a parameter list
+    that varies with the options cannot be one function: this is the one place that spells
+    out the signatures the chains of :attr:`GemmConfig.epilogue` yield (a name is the
+    kernel's global symbol).
+
+    Raises
+    ------
+    ValueError
+        ``names`` is a parameter list no chain of ``make_gemm`` yields.
+    """
+    a, b, c = specs["A"], specs["B"], specs["C"]
+    v, r, s = specs.get("Bias"), specs.get("Residual"), specs.get("Scales")
+    if names == ("A", "B", "C"):
 
         @T.function
-        def hopper_gemm(A: a_spec, B: b_spec, C: c_spec):
-            body(A, B, C, None, None, None)
+        def hopper_gemm(A: a, B: b, C: c):
+            body(A, B, C, ())
 
         return hopper_gemm
-
-    @T.function
-    def hopper_gemm_bias(A: a_spec, B: b_spec, Bias: v_spec, C: c_spec):
-        body(A, B, C, None, Bias, None)
-
-    return hopper_gemm_bias
-
-
-def _residual_func(body, a_spec, b_spec, v_spec, r_spec, c_spec):
-    """``(A, B, [Bias,] Residual, C)``."""
-    if v_spec is None:
+    if names == ("A", "B", "Bias", "C"):
 
         @T.function
-        def hopper_gemm_residual(A: a_spec, B: b_spec, Residual: r_spec, C: c_spec):
-            body(A, B, C, None, None, Residual)
+        def hopper_gemm_bias(A: a, B: b, Bias: v, C: c):
+            body(A, B, C, (Bias,))
+
+        return hopper_gemm_bias
+    if names == ("A", "B", "Residual", "C"):
+
+        @T.function
+        def hopper_gemm_residual(A: a, B: b, Residual: r, C: c):
+            body(A, B, C, (Residual,))
 
         return hopper_gemm_residual
-
-    @T.function
-    def hopper_gemm_bias_residual(A: a_spec, B: b_spec, Bias: v_spec, Residual: r_spec, C: c_spec):
-        body(A, B, C, None, Bias, Residual)
-
-    return hopper_gemm_bias_residual
-
-
-def _fp8_func(body, a_spec, b_spec, v_spec, c_spec):
-    """``(A, B, [Bias,] C, Scales)`` for fp8 inputs."""
-    s_spec = T.Tensor((2,), "float32", align=8)
-    if v_spec is None:
+    if names == ("A", "B", "Bias", "Residual", "C"):
 
         @T.function
-        def hopper_gemm_fp8(A: a_spec, B: b_spec, C: c_spec, Scales: s_spec):
-            body(A, B, C, Scales, None, None)
+        def hopper_gemm_bias_residual(A: a, B: b, Bias: v, Residual: r, C: c):
+            body(A, B, C, (Bias, Residual))
+
+        return hopper_gemm_bias_residual
+    if names == ("A", "B", "C", "Scales"):
+
+        @T.function
+        def hopper_gemm_fp8(A: a, B: b, C: c, Scales: s):
+            body(A, B, C, (Scales,))
 
         return hopper_gemm_fp8
+    if names == ("A", "B", "Bias", "C", "Scales"):
 
-    @T.function
-    def hopper_gemm_fp8_bias(A: a_spec, B: b_spec, Bias: v_spec, C: c_spec, Scales: s_spec):
-        body(A, B, C, Scales, Bias, None)
+        @T.function
+        def hopper_gemm_fp8_bias(A: a, B: b, Bias: v, C: c, Scales: s):
+            body(A, B, C, (Bias, Scales))
 
-    return hopper_gemm_fp8_bias
+        return hopper_gemm_fp8_bias
+    raise ValueError(f"make_gemm: no kernel signature {names} (the epilogue chain's parameters)")

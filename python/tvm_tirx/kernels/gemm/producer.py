@@ -25,7 +25,9 @@ def _as(tensor, dtype: str):
 
 
 def make_producer(cfg: GemmConfig):
-    """The macro ``produce_tile(A, B, sa, sb, full, empty, t, g0, flag, rank)`` of ``cfg``.
+    """The macro ``produce_tile(A, B, smem, flag, t, g0, rank)`` of ``cfg``: ``smem`` a
+    :class:`.shared.Shared` (the ring's ``sa``, ``sb``, ``full``, ``empty``), ``flag`` the
+    ring's wait flag, ``rank`` the CTA's rank in its cluster.
 
     Thread 0 of the producer warpgroup loads the K tiles of output tile ``t`` into ring
     iterations ``g0 ..`` (stage ``g % stages``, phase ``g // stages``): it waits until
@@ -44,27 +46,28 @@ def make_producer(cfg: GemmConfig):
     op_a, op_b = cfg.operand_a, cfg.operand_b
 
     @T.macro
-    def produce_tile(A, B, sa, sb, full, empty, t, g0, flag, rank):
+    def produce_tile(A, B, smem, flag, t, g0, rank):
         bm = tile_order(t, tiles_m, tiles_n, group_m)[0]
         bn = tile_order(t, tiles_m, tiles_n, group_m)[1]
         for kt in T.serial(k_tiles):
             s = ring.slot(g0 + kt)
-            ring.acquire(empty, s, g0 + kt, flag)
-            ring.arm(full, s, stage_bytes)
+            ring.acquire(smem.empty, s, g0 + kt, flag)
+            ring.arm(smem.full, s, stage_bytes)
             for j in T.unroll(op_a.boxes(BM)):
-                T.cuda.tile.apply(T.ptx[LOAD], op_a.box(sa, s, 0, BM, j).view(tma_dtype), _as(A, tma_dtype),
-                                  mbar=full.sub[s, :], coords=op_a.coords(bm * BM, 0, kt, j), swizzle=3,
+                T.cuda.tile.apply(T.ptx[LOAD], op_a.box(smem.sa, s, 0, BM, j).view(tma_dtype), _as(A, tma_dtype),
+                                  mbar=smem.full.sub[s, :], coords=op_a.coords(bm * BM, 0, kt, j), swizzle=3,
                                   l2_promotion=3)
             if cluster == 2:  # half of B from each CTA of the pair, into both
                 for j in T.unroll(op_b.boxes(b_rows)):
-                    T.cuda.tile.apply(T.ptx[LOAD_MC], op_b.box(sb, s, rank * b_rows, b_rows, j).view(tma_dtype),
-                                      _as(B, tma_dtype), mbar=full.sub[s, :],
+                    T.cuda.tile.apply(T.ptx[LOAD_MC],
+                                      op_b.box(smem.sb, s, rank * b_rows, b_rows, j).view(tma_dtype),
+                                      _as(B, tma_dtype), mbar=smem.full.sub[s, :],
                                       coords=op_b.coords(bn * bn_cols, rank * b_rows, kt, j), swizzle=3,
                                       l2_promotion=3, cta_mask=T.uint16(3))
             else:
                 for j in T.unroll(op_b.boxes(bn_cols)):
-                    T.cuda.tile.apply(T.ptx[LOAD], op_b.box(sb, s, 0, bn_cols, j).view(tma_dtype), _as(B, tma_dtype),
-                                      mbar=full.sub[s, :], coords=op_b.coords(bn * bn_cols, 0, kt, j), swizzle=3,
-                                      l2_promotion=3)
+                    T.cuda.tile.apply(T.ptx[LOAD], op_b.box(smem.sb, s, 0, bn_cols, j).view(tma_dtype),
+                                      _as(B, tma_dtype), mbar=smem.full.sub[s, :],
+                                      coords=op_b.coords(bn * bn_cols, 0, kt, j), swizzle=3, l2_promotion=3)
 
     return produce_tile

@@ -77,7 +77,8 @@ def make_store(cfg: SmallMConfig):
     """The macro ``store(C, acc, words, at)`` (``at`` a :class:`Place`): each thread stores its
     accumulators into C one element at a time (C^T's elements are not contiguous), each
     under ``row < m and col < n``; bf16 output is rounded in pairs first
-    (``cvt.rn.bf16x2.f32``, as :mod:`.guarded` does)."""
+    (``cvt.rn.bf16x2.f32``, as the GEMM's ``GuardedStore`` does,
+    :mod:`tvm_tirx.kernels.parts.epilogue.stores`)."""
     bm, out = cfg.block_m, cfg.out_dtype
     pack_pairs = make_pack_pairs("bfloat16", bm // 2)
     packs = out == "bfloat16"
