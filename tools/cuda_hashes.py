@@ -12,6 +12,7 @@ import os
 os.environ["TVM_TIRX_CACHE"] = "0"
 import tvm_tirx  # noqa: E402
 from tvm_tirx.kernels.gemm import make_gemm  # noqa: E402
+from tvm_tirx.kernels.attention import choose_attention  # noqa: E402
 from tvm_tirx.ops import attention_kernels, gemm_kernels  # noqa: E402
 
 #: name -> the PrimFunc to compile (the forms the ops and the benchmarks use)
@@ -30,7 +31,8 @@ CASES = {
     "attn_128c": lambda: attention_kernels.attention_prim_func(32, 8, 128, True, "bfloat16", 0.088),
     "attn_64": lambda: attention_kernels.attention_prim_func(16, 16, 64, False, "float16", 0.125),
     "attn_256c": lambda: attention_kernels.attention_prim_func(8, 8, 256, True, "bfloat16", 0.0625),
-    "attn_128p": lambda: attention_kernels.attention_prim_func(32, 32, 128, False, "bfloat16", 0.088, False),
+    "attn_128p": lambda: attention_kernels.attention_prim_func(32, 32, 128, False, "bfloat16", 0.088,
+                                                               choose_attention(128, False, 8192)),
 }
 
 

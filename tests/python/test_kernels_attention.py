@@ -15,7 +15,7 @@ import pytest
 
 import tvm_tirx
 from tvm_tirx import testing
-from tvm_tirx.kernels.attention import AttentionConfig, choose_schedule, make_attention
+from tvm_tirx.kernels.attention import AttentionConfig, choose_attention, choose_schedule, make_attention
 from tvm_tirx.kernels.attention.schedules import PERSISTENT_ROWS
 from tvm_tirx.script import tirx as T
 
@@ -299,7 +299,8 @@ def test_the_schedule_table_puts_short_rows_of_head_dim_128_on_the_persistent_gr
     assert all(choose_schedule(128, causal, n)["persistent_rows"] is None for n in (0, PERSISTENT_ROWS + 1))
     # the op's two head_dim 128 kernels: the table's for rows of unknown length (persistent up to
     # PERSISTENT_ROWS keys, chosen at launch) serves the short rows; the long ones get one CTA per tile
-    plain, short, long = (attention_prim_func(4, 4, 128, causal, "bfloat16", 128**-0.5, p) for p in (None, True, False))
+    plans = (None, choose_attention(128, causal, 1000), choose_attention(128, causal, PERSISTENT_ROWS + 1))
+    plain, short, long = (attention_prim_func(4, 4, 128, causal, "bfloat16", 128**-0.5, p) for p in plans)
     mask = "causal" if causal else "full"
     assert short is plain and str(plain.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16"
     assert str(long.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16_per_tile"

@@ -16,6 +16,7 @@ from tvm.script import relax as R
 from tvm.script import tirx as T
 
 from tvm_tirx import testing
+from tvm_tirx.kernels.attention import choose_attention
 from tvm_tirx.ops.attention_kernels import attention_prim_func
 from tvm_tirx.ops.relax_attention import SkippedAttention, match_attention
 from tvm_tirx.ops.relax_offload import partition_for_tvm_tirx
@@ -194,8 +195,8 @@ def test_a_static_length_takes_the_schedule_tables_grid_for_it():
     for seq_len, name in ((1024, plain), (8192, plain + "_per_tile"), (s, plain)):
         after = partition_for_tvm_tirx(_attentions([2, seq_len, 8, 128], [2, seq_len, 8, 128], {}))
         assert [gv.name_hint for gv in after.get_global_vars() if gv.name_hint != "main"] == [name]
-        assert after[name].same_as(attention_prim_func(8, 8, 128, False, "bfloat16", 1 / math.sqrt(128),
-                                                       name == plain))
+        plan = None if name == plain else choose_attention(128, False, 8192)
+        assert after[name].same_as(attention_prim_func(8, 8, 128, False, "bfloat16", 1 / math.sqrt(128), plan))
 
 
 def test_what_the_kernel_refuses_is_skipped_with_its_reason():

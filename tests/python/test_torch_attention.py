@@ -195,7 +195,8 @@ def test_one_kernel_serves_every_batch_and_length(as_if_on_an_h200, monkeypatch)
                 o = ops.attention(q, k, v, causal=True, layout=layout)
                 assert o.shape == q.shape
                 torch.testing.assert_close(o.double(), _sdpa(q, k, v, True, layout)[0], atol=2e-2, rtol=0)
-        assert compiled == [attention_kernels.AttentionKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a", True)]
+        assert compiled == [attention_kernels.AttentionKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a",
+                                                           attention_kernels.kernel_plan(64, True))]
         (kernel,) = attention_kernels.cached_kernels().values()
         assert [shape[:2] for shape in kernel.calls] == [(1, 1), (1, 1), (2, 100), (2, 100), (3, 77), (3, 77)]
     finally:
@@ -214,8 +215,8 @@ def test_head_dim_128_takes_the_persistent_grid_for_short_rows(as_if_on_an_h200,
             torch.testing.assert_close(ops.attention(q, k, v).double(), _sdpa(q, k, v, False, "bshd")[0], atol=2e-2,
                                        rtol=0)
         # one kernel per grid: the persistent one for rows of at most PERSISTENT_ROWS keys, served again at 7
-        assert [key.persistent for key in compiled] == [True, False]
-        assert [key.persistent for key, kernel in attention_kernels.cached_kernels().items() for _ in kernel.calls] \
+        assert [key.plan.persistent for key in compiled] == [True, False]
+        assert [key.plan.persistent for key, kernel in attention_kernels.cached_kernels().items() for _ in kernel.calls] \
             == [True, True, False]
     finally:
         attention_kernels.clear_kernels()

@@ -14,8 +14,8 @@ import numbers
 
 import torch
 
-from ..kernels.attention import HEAD_DIMS, choose_schedule
-from .attention_kernels import AttentionKey
+from ..kernels.attention import HEAD_DIMS, choose_attention
+from .attention_kernels import AttentionKey, kernel_plan
 from .check_mode import collected
 from .torch_checks import INT32_ELEMENTS, UnsupportedInput, device_target
 
@@ -115,8 +115,9 @@ def _check_tensors(tensors, layout: str) -> None:
 
 
 def attention_key(q, k, v, causal: bool, scale: float, layout: str) -> AttentionKey:
-    """The :class:`AttentionKey` of the kernel for this call (its grid, persistent or not,
-    is :func:`~tvm_tirx.kernels.attention.choose_schedule`'s for ``q``'s length).
+    """The :class:`AttentionKey` of the kernel for this call (its plan is
+    :func:`~tvm_tirx.kernels.attention.choose_attention`'s for ``q``'s length, through
+    :func:`~tvm_tirx.ops.attention_kernels.kernel_plan`).
 
     The rules, in the order checked: ``q``, ``k`` and ``v`` CUDA tensors on one GPU of
     compute capability 9.0, each ``torch.bfloat16`` or ``torch.float16``, contiguous in
@@ -138,6 +139,5 @@ def attention_key(q, k, v, causal: bool, scale: float, layout: str) -> Attention
         raise UnsupportedInput(f"{OP}: head_dim must be one of {sorted(HEAD_DIMS)}, got {head_dim}")
     if lq != lk:
         raise UnsupportedInput(f"{OP}: q and k must have one sequence length (the kernel has one), got {lq} and {lk}")
-    persistent = choose_schedule(int(head_dim), bool(causal), int(lq))["persistent"]
-    return AttentionKey(int(heads), int(kv_heads), int(head_dim), bool(causal), _DTYPES[q.dtype], scale, arch,
-                        persistent)
+    plan = kernel_plan(int(head_dim), bool(causal), choose_attention(int(head_dim), bool(causal), int(lq)))
+    return AttentionKey(int(heads), int(kv_heads), int(head_dim), bool(causal), _DTYPES[q.dtype], scale, arch, plan)

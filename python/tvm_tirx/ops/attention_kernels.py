@@ -18,17 +18,17 @@ from __future__ import annotations
 import functools
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import tvm
 from tvm.script import tirx as T
 
 from ..build.kernel import compile as _tirx_compile
-from ..kernels.attention import choose_schedule, make_attention
+from ..kernels.attention import AttentionPlan, choose_attention, choose_schedule, make_attention
 from ..kernels.attention.config import DTYPES
 from .kernel_table import KernelTable
 
-__all__ = ["AttentionKey", "attention_prim_func", "attention_kernel", "cached_kernels", "clear_kernels",
+__all__ = ["AttentionKey", "kernel_plan", "attention_prim_func", "attention_kernel", "cached_kernels", "clear_kernels",
            "on_clear_kernels", "f32_bits"]
 
 @dataclass(frozen=True)
@@ -49,9 +49,9 @@ class AttentionKey:
         The softmax scale.
     arch : str
         The CUDA architecture compiled for, ``"sm_90a"``.
-    persistent : bool
-        One CTA per SM walking the tiles, or one CTA per tile (what
-        :func:`~tvm_tirx.kernels.attention.choose_schedule` gives for the call's length).
+    plan : AttentionPlan
+        The kernel's schedule (:func:`kernel_plan` of what
+        :func:`~tvm_tirx.kernels.attention.choose_attention` gives for the call's length).
     """
 
     heads: int
@@ -61,44 +61,70 @@ class AttentionKey:
     dtype: str
     scale: float
     arch: str
-    persistent: bool
+    plan: AttentionPlan
+
+
+def kernel_plan(head_dim: int, causal: bool, plan: AttentionPlan | None = None) -> AttentionPlan:
+    """The plan of the run-time-length kernel that serves calls planned ``plan`` (None:
+    rows of unknown length, :func:`~tvm_tirx.kernels.attention.choose_attention`'s plan
+    for them).  A persistent kernel keeps the launch-time grid choice of the table's plan
+    for unknown lengths (``persistent_rows``) unless ``plan`` sets its own, so that one
+    compiled kernel serves every length the table puts on the persistent grid.
+
+    Raises
+    ------
+    ValueError
+        What ``choose_attention`` refuses.
+    """
+    if plan is None:
+        return choose_attention(head_dim, causal)
+    if plan.persistent_rows is None and plan.persistent:
+        return replace(plan, persistent_rows=choose_schedule(head_dim, causal)["persistent_rows"])
+    return plan
+
+
+def _name(heads, kv_heads, head_dim, causal, dtype, scale, plan: AttentionPlan) -> str:
+    """The kernel's ``global_symbol``: the table's kernels keep their short names; a plan
+    that differs from the table's for unknown lengths says how."""
+    table = AttentionPlan(**choose_schedule(head_dim, causal))
+    name = f"tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{'causal' if causal else 'full'}_{DTYPES[dtype]}"
+    if plan.persistent != table.persistent:
+        name += "_persistent" if plan.persistent else "_per_tile"
+    if (plan.pingpong, plan.overlap, plan.stages) != (table.pingpong, table.overlap, table.stages):
+        name += f"_pp{int(plan.pingpong)}_ov{int(plan.overlap)}_st{plan.stages}"
+    if plan.persistent and plan.persistent_rows != table.persistent_rows:
+        name += f"_rows{plan.persistent_rows or 0}"
+    if f32_bits(scale) != f32_bits(1.0 / math.sqrt(head_dim)):
+        name += f"_s{f32_bits(scale)}"
+    return name
 
 
 def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, dtype: str,
-                        scale: float, persistent: bool | None = None) -> tvm.tirx.PrimFunc:
+                        scale: float, plan: AttentionPlan | None = None) -> tvm.tirx.PrimFunc:
     """``make_attention`` with a run-time batch and sequence length and the schedule of
-    :func:`~tvm_tirx.kernels.attention.choose_schedule` (the H200's fastest) for rows of
-    unknown length, on the persistent grid or not as ``persistent`` says (``None``: as
-    the table says), named
-    ``tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``, with
-    ``_persistent`` or ``_per_tile`` appended where ``persistent`` overrides the table's
-    grid, and ``_s{bits}`` (the float32 bits of ``scale``, hex) unless ``scale`` is the
-    default ``1 / sqrt(head_dim)``: kernels of different grids or scales never share a
-    name (the Relax offload adds one PrimFunc per name).
+    :func:`kernel_plan` (``plan``; None: the plan for rows of unknown length), named
+    ``tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``,
+    with ``_persistent`` or ``_per_tile`` appended where the plan's grid is not the
+    table's for rows of unknown length (:func:`~tvm_tirx.kernels.attention.choose_schedule`),
+    ``_pp{0|1}_ov{0|1}_st{stages}`` where its schedule is not, ``_rows{n}`` where its
+    launch-time grid choice is not, and ``_s{bits}`` (the float32 bits of ``scale``, hex)
+    unless ``scale`` is the default ``1 / sqrt(head_dim)``: kernels of different plans or
+    scales never share a name (the Relax offload adds one PrimFunc per name).
 
     Raises
     ------
     ValueError
         What :func:`~tvm_tirx.kernels.attention.make_attention` refuses.
     """
-    table_grid = choose_schedule(head_dim, causal)["persistent"]
-    return _prim_func(heads, kv_heads, head_dim, causal, dtype, scale, table_grid if persistent is None else persistent)
+    return _prim_func(heads, kv_heads, head_dim, causal, dtype, scale, kernel_plan(head_dim, causal, plan))
 
 
 @functools.lru_cache(maxsize=None)
-def _prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, dtype: str, scale: float, persistent: bool):
-    options = choose_schedule(head_dim, causal)
-    name = f"tvm_tirx_attention_h{heads}_kv{kv_heads}_d{head_dim}_{'causal' if causal else 'full'}_{DTYPES[dtype]}"
-    if persistent != options["persistent"]:  # a grid other than the table's for rows of unknown length
-        name += "_persistent" if persistent else "_per_tile"
-    options["persistent"] = persistent
-    if not persistent:  # the table's launch-time choice applies to the persistent kernel only
-        options["persistent_rows"] = None
+def _prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, dtype: str, scale: float,
+               plan: AttentionPlan):
     func = make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, kv_heads=kv_heads, causal=causal,
-                          scale=scale, dtype=dtype, **options)
-    if f32_bits(scale) != f32_bits(1.0 / math.sqrt(head_dim)):
-        name += f"_s{f32_bits(scale)}"
-    return func.with_attr("global_symbol", name)
+                          scale=scale, dtype=dtype, **plan.options())
+    return func.with_attr("global_symbol", _name(heads, kv_heads, head_dim, causal, dtype, scale, plan))
 
 
 def f32_bits(value: float) -> str:
@@ -107,8 +133,7 @@ def f32_bits(value: float) -> str:
 
 
 def _compile(key: AttentionKey):
-    func = attention_prim_func(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale,
-                               key.persistent)
+    func = attention_prim_func(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale, key.plan)
     return _tirx_compile(func, target="cuda", arch=key.arch)
 
 

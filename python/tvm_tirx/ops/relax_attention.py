@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
-from ..kernels.attention import HEAD_DIMS, AttentionConfig, choose_schedule
+from ..kernels.attention import HEAD_DIMS, AttentionConfig, choose_attention
 from .attention_kernels import attention_prim_func
 
 __all__ = ["DTYPES", "SkippedAttention", "AttentionMatch", "match_attention", "attention_kernel_func",
@@ -157,14 +157,14 @@ def match_attention(call: relax.Call, lookup=lambda var: None):
 
 
 def attention_kernel_func(a: AttentionMatch) -> tvm.tirx.PrimFunc:
-    """The kernel of a match (run-time batch and length), on the grid that
-    :func:`~tvm_tirx.kernels.attention.choose_schedule` gives for the match's length when
+    """The kernel of a match (run-time batch and length), of the plan that
+    :func:`~tvm_tirx.kernels.attention.choose_attention` gives for the match's length when
     that length is static, else the table's kernel for rows of unknown length (at head_dim
     128 the persistent kernel that launches one CTA per tile past
     :data:`~tvm_tirx.kernels.attention.schedules.PERSISTENT_ROWS` keys)."""
     seq_len = _static(a.seq_len)
-    persistent = None if seq_len is None else choose_schedule(a.head_dim, a.causal, seq_len)["persistent"]
-    return attention_prim_func(a.heads, a.kv_heads, a.head_dim, a.causal, a.dtype, a.scale, persistent)
+    plan = None if seq_len is None else choose_attention(a.head_dim, a.causal, seq_len)
+    return attention_prim_func(a.heads, a.kv_heads, a.head_dim, a.causal, a.dtype, a.scale, plan)
 
 
 def emit_attention(emit, kernel: tvm.ir.GlobalVar, a: AttentionMatch) -> relax.Expr:

@@ -21,6 +21,7 @@ import tvm  # noqa: F401  pylint: disable=unused-import
 
 from .config import BM, HEAD_DIMS, AttentionConfig
 from .kernel import make_attention
+from .planner import AttentionPlan, choose_attention
 from .schedules import choose_schedule
 
-__all__ = ["BM", "HEAD_DIMS", "AttentionConfig", "make_attention", "choose_schedule"]
+__all__ = ["BM", "HEAD_DIMS", "AttentionConfig", "make_attention", "choose_schedule", "AttentionPlan", "choose_attention"]
