@@ -95,12 +95,12 @@ def test_raw_vote_redux_and_elect_keep_the_member_mask_rule():
     testing.lower(kernel_with(0xFFFF))
 
 
-def test_raw_calls_of_other_families_are_left_alone():
+def test_raw_calls_of_other_families_are_left_as_written():
     @T.function
     def k(A: T.Tensor((64,), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
         x = T.alloc_local((1,), "float32")
-        if T.cuda.lane_id() < 16:  # no family reads a raw load: nothing to check
+        if T.cuda.lane_id() < 16:  # checked as its tile form (test_raw_tile.py), never rewritten
             T.ptx["ld.global.b32"](x[0], A.ptr_to([T.cuda.lane_id() * 2 + 1]))
 
     testing.assert_lowers_to(k, k)

@@ -7,6 +7,7 @@ import difflib
 import tvm
 
 from ..build.stages import lower
+from ..tile.lower.lower import LOWERED
 
 __all__ = ["lower", "assert_lowers_to"]
 
@@ -17,7 +18,8 @@ def assert_lowers_to(before, expected) -> None:
     The comparison is apache-tvm's structural equality with free variables
     mapped (``map_free_vars=True``); ``expected`` is compared under
     ``before``'s ``global_symbol``, so the two functions may have different
-    Python names.
+    Python names, and with the pass's mark (:data:`~tvm_tirx.tile.lower.lower.LOWERED`)
+    when the pass set it.
 
     Parameters
     ----------
@@ -37,6 +39,8 @@ def assert_lowers_to(before, expected) -> None:
     lowered = lower(before)
     if before.attrs is not None and "global_symbol" in before.attrs:
         expected = expected.with_attr("global_symbol", before.attrs["global_symbol"])
+    if lowered.attrs is not None and LOWERED in lowered.attrs:
+        expected = expected.with_attr(LOWERED, lowered.attrs[LOWERED])
     try:
         tvm.ir.assert_structural_equal(lowered, expected, map_free_vars=True)
     except ValueError as err:

@@ -15,6 +15,7 @@ from ..analysis.machine_ints import extent_facts
 from ..rules.op import is_tile_call
 from ..analysis.prover import make_analyzer
 from ..rules.raw_calls import is_raw_checked
+from ..rules.raw_tile import is_raw_tile_candidate
 from ..ir.scope import LaunchFacts
 from .sites import collect_sites, is_assume
 from ..ir.views import dtype_bytes, int_or_none
@@ -363,7 +364,7 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
 
 def _checked_call(stmt) -> bool:
     """Whether ``stmt`` (an ``Evaluate``) is a tile call or a raw call a family checks."""
-    return is_tile_call(stmt.value) or is_raw_checked(stmt.value)
+    return is_tile_call(stmt.value) or is_raw_checked(stmt.value) or is_raw_tile_candidate(stmt.value)
 
 
 def _target_arch(func=None) -> str | None:

@@ -32,14 +32,16 @@ from ..analysis.memory_proofs import check_dtype_views, check_memory
 from ..rules.op import is_tile_call
 from ..analysis.ownership import check_ownership
 from ..rules.raw_calls import check_raw, is_raw_checked
+from ..rules.raw_tile import is_raw_tile_candidate, raw_tile_call
 from ..ir.registry import candidates
 from ..ir.scope import group_exprs, scope_rank
 from ..ir.scope import require_collective_scope
 from ..kernel.sites import EMPTY_SITE, call_key, location_of
 from ..rules.static_rules import bind_call, rule_arch, select_contract
-from ..ir.views import call_repeat, repeat_shape
+from ..ir.ptx_table import opcode_of_call
+from ..ir.views import call_repeat, int_or_none, repeat_shape
 
-__all__ = ["LowerTileApply", "lower_tile_apply", "expand"]
+__all__ = ["LowerTileApply", "lower_tile_apply", "expand", "check_raw_tile", "LOWERED"]
 
 
 def _group(tc, facts, guards, collective):
@@ -133,6 +135,59 @@ def expand(stmt, facts, site=EMPTY_SITE):
     return stmt, view.contract.host_setup, emission.call
 
 
+def _declare_view(facts, buf, indices, extent: int):
+    """The view of ``extent`` elements of ``buf`` from element ``indices`` on, declared in
+    a scratch frame (the kernel's body is not changed), its parent recorded in ``facts``
+    so that the proofs find its root.  A row-major tensor of static shape is taken whole
+    (the vector may run on into the next row, as the address does); one with a layout or
+    strides along its last axis.
+
+    Raises
+    ------
+    ValueError
+        The vector runs past a static extent.
+    """
+    from tvm.script.ir_builder import IRBuilder  # pylint: disable=import-outside-toplevel
+    from tvm.script.ir_builder import tirx as builder  # pylint: disable=import-outside-toplevel
+
+    shape = [int_or_none(n) for n in buf.shape]
+    with IRBuilder():
+        with builder.prim_func():
+            if buf.layout is None and not len(buf.strides) and None not in shape and len(shape) > 1:
+                linear, stride = 0, 1
+                for index, n in reversed(list(zip(indices, shape))):
+                    linear, stride = linear + index * stride, stride * n
+                view = buf.view(stride).sub[linear : linear + extent]
+            else:
+                view = buf.sub[tuple(indices[:-1]) + (slice(indices[-1], indices[-1] + extent),)]
+    facts.parent[view] = buf
+    return view
+
+
+def check_raw_tile(stmt, facts, site=EMPTY_SITE):
+    """Check the raw ``T.ptx`` call of ``stmt`` by the rules of the tile call it spells
+    (:func:`~..rules.raw_tile.raw_tile_call`: the operands' dtypes, scopes, bounds,
+    alignment and ownership, the family's ``bind`` and ``kernel_check``); a raw call
+    that spells no tile call is left alone.  The call is not changed.
+
+    Raises
+    ------
+    TileError
+        The first rule the call breaks, pointing at its source line.
+    """
+    try:
+        try:
+            tc = raw_tile_call(stmt.value, lambda buf, indices, extent: _declare_view(facts, buf, indices, extent))
+        except ValueError as err:  # a vector past a static extent
+            raise TileError(opcode_of_call(stmt.value) or "", "raw address past the tensor's extent",
+                            expected="the element addressed and the values the instruction moves inside the tensor",
+                            found=str(err)) from None
+        if tc is not None:
+            _prove(*_select(tc, facts, site))
+    except TileError as err:
+        raise err.at(site.location or location_of(stmt.value.span)) from None
+
+
 def _with_host_setup(body, hooks):
     """``body`` with each ``(hook, call)`` applied to its device entry (``T.device_entry``)."""
     import tvm_ffi  # pylint: disable=import-outside-toplevel
@@ -148,8 +203,14 @@ def _with_host_setup(body, hooks):
     return tvm_ffi.structural_map(body, (tirx.AttrStmt, wrap)) if hooks else body
 
 
+#: The attribute of a PrimFunc this pass has lowered: a second run leaves it alone (its
+#: expansions are raw calls the tile rules would read back without the views they came from).
+LOWERED = "tvm_tirx.tile_lowered"
+
+
 def lower_tile_apply(func):
-    """Expand every tile call of PrimFunc ``func``; return the new PrimFunc.
+    """Expand every tile call of PrimFunc ``func``; return the new PrimFunc, marked
+    :data:`LOWERED` (a marked ``func`` is returned as it is).
 
     Raises
     ------
@@ -163,6 +224,8 @@ def lower_tile_apply(func):
     import tvm_ffi  # pylint: disable=import-outside-toplevel
     from tvm import tirx  # pylint: disable=import-outside-toplevel
 
+    if func.attrs is not None and LOWERED in func.attrs:
+        return func
     found = []
     tvm_ffi.structural_walk(func.body, (tirx.Evaluate, lambda n: found.append(n) if _is_checked(n) else None))
     if not found:
@@ -178,6 +241,8 @@ def lower_tile_apply(func):
                 raw = check_raw(node.value, facts, site)
                 if raw is not None:
                     calls[call_key(node)] = raw
+                else:
+                    check_raw_tile(node, facts, site)
                 return node
             stmt, hook, call = expand(node, facts, site)
         except (TileError, TileInternalError) as err:
@@ -195,14 +260,14 @@ def lower_tile_apply(func):
         errors = run_kernel_rules(KernelView(facts, func.body, calls))
     if errors:
         raise combined(errors)
-    return func.with_body(_with_host_setup(body, hooks))
+    return func.with_body(_with_host_setup(body, hooks)).with_attr(LOWERED, True)
 
 
 def _is_checked(stmt) -> bool:
     """Whether statement ``stmt`` is one the lowering checks (a tile call, a CTA
     barrier, a raw ``T.ptx`` call a family checks)."""
     op = getattr(getattr(stmt.value, "op", None), "name", None)
-    return is_tile_call(stmt.value) or op in BARRIERS or is_raw_checked(stmt.value)
+    return is_tile_call(stmt.value) or op in BARRIERS or is_raw_checked(stmt.value) or is_raw_tile_candidate(stmt.value)
 
 
 def LowerTileApply():  # pylint: disable=invalid-name

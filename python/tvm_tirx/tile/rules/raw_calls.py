@@ -33,7 +33,7 @@ from ..ir.call_view import CallView
 from ..ir.operands import Operand
 from ..ir.ptx_table import namespace_text, opcode_of_call
 
-__all__ = ["RawSpelling", "is_raw_checked", "decode_raw", "check_raw", "tile_form_text"]
+__all__ = ["RawSpelling", "is_raw_checked", "decode_raw", "check_raw", "split_raw", "tile_form_text"]
 
 _PREFIX = "tirx.ptx."
 
@@ -88,7 +88,7 @@ def _contract(entry: str, opcode: str):
     return next(c for c in candidates(opcode) if c.instruction.entry_name == entry)
 
 
-def _split(call, contract):
+def split_raw(call, contract):
     """``({PTX operand: [args]}, pred, flags)`` of raw ``call``: apache-tvm lays its
     arguments out as ``[operands..., pred?] [one token per modifier slot] [flags]``."""
     args = list(call.args)
@@ -191,7 +191,7 @@ def decode_raw(call, facts=None, site=None):
     if opcode is None:
         return None
     contract, spelling = _contract(entry, opcode), _spellings()[entry]
-    args, pred, flags = _split(call, contract)
+    args, pred, flags = split_raw(call, contract)
     sunk = [f for f in flags if f.startswith("s") and f != "sink"]
     if sunk:
         raise _unreadable(contract, spelling, "operands", f"sunk register lanes ({', '.join(sunk)})")

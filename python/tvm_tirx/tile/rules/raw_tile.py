@@ -1,0 +1,144 @@
+"""Raw ``T.ptx[...]`` calls with address operands, read as the tile call they spell.
+
+``T.ptx["ld.global.v4.b32"](r[0], r[1], r[2], r[3], T.address_of(A[i, j]))`` loads what
+``T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], r.sub[0:4], A.sub[i, j : j + 4])`` loads.
+:func:`raw_tile_call` rebuilds that tile call (a :class:`~.op.TileCall`) from the raw
+call's PTX operands whenever each of them names a tile operand:
+
+* a register operand: ``lanes`` elements of one ``T.alloc_local`` tensor that follow
+  each other on its last axis (``r[0], r[1], ...``), or, read as one register, any
+  typed scalar expression;
+* a memory operand: the address of an element, ``T.address_of(A[i, j])`` or the
+  shared-window address apache-tvm writes for ``ptr_to``
+  (``cvta_generic_to_shared(address_of(...))``): the operand is the form's atom from
+  that element on along the last axis;
+* a PTX operand the form binds to a keyword parameter: its value.
+
+The lowering checks the rebuilt call by the tile form's rules -- operand dtypes and
+scopes, bounds, alignment, ownership, the family's ``bind`` and ``kernel_check`` -- and
+leaves the raw call as written.  A raw call whose operands name no tile call (an address
+computed as an integer, registers that are not one tensor's neighbours, an operand the
+tile form derives itself) is not rebuilt; the protocol rules read it as written.  The
+families that read raw calls into their own views (:class:`~.raw_calls.RawSpelling`:
+the barriers and warp-synchronous instructions) keep doing so.
+"""
+
+from __future__ import annotations
+
+from tvm.ir import TensorLoad
+
+from ...errors import TileError
+from ..analysis.prover import make_analyzer
+from ..ir.ptx_table import opcode_of_call
+from ..ir.registry import candidates
+from .op import TileCall
+from .raw_calls import is_raw_checked, split_raw
+
+__all__ = ["raw_tile_call", "is_raw_tile_candidate"]
+
+_PREFIX = "tirx.ptx."
+#: The intrinsics apache-tvm wraps an element's address in (``ptr_to`` of a shared tensor).
+_ADDRESS_WRAPPERS = ("tirx.cuda.cvta_generic_to_shared",)
+
+
+def _contract(call):
+    """The tile contract of the form raw ``call`` issues, or None (no PTX call, no family)."""
+    opcode = opcode_of_call(call)
+    if opcode is None:
+        return None
+    entry = call.op.name[len(_PREFIX) :]
+    try:
+        forms = candidates(opcode)
+    except TileError:  # an instruction no family claims, or one of no tile form
+        return None
+    return next((c for c in forms if c.instruction.entry_name == entry), None)
+
+
+def is_raw_tile_candidate(call) -> bool:
+    """Whether ``call`` (an ``Evaluate``'s value) is a raw ``T.ptx`` call of an instruction
+    a family claims, other than those the family reads itself (:func:`~.raw_calls.is_raw_checked`)."""
+    return not is_raw_checked(call) and _contract(call) is not None
+
+
+def _element(address):
+    """``(buffer, indices)`` of the element whose address ``address`` is, or None."""
+    while getattr(getattr(address, "op", None), "name", "") in _ADDRESS_WRAPPERS and len(address.args) == 1:
+        address = address.args[0]
+    if getattr(getattr(address, "op", None), "name", "") != "tirx.address_of" or len(address.args) != 1:
+        return None
+    load = address.args[0]
+    return (load.source, list(load.indices)) if isinstance(load, TensorLoad) else None
+
+
+def _run(buf, indices, extent: int, declare):
+    """The view of ``extent`` elements of ``buf`` from element ``indices`` on (``declare``)."""
+    if len(indices) != len(buf.shape):
+        return None
+    return declare(buf, list(indices), extent)
+
+
+def _registers(role, values, declare):
+    """The tile operand of register ``role`` passed as ``values``, or None."""
+    loads = [v for v in values if isinstance(v, TensorLoad)]
+    if len(values) == 1 and not role.writes and not loads:
+        return values[0]  # a typed scalar stands for one register read
+    if len(loads) != len(values) or any(v.source.scope() != "local" for v in loads):
+        return None
+    buf, first = loads[0].source, loads[0].indices
+    analyzer = make_analyzer()
+    for i, load in enumerate(loads):
+        same = load.source.same_as(buf) and all(
+            _equal(analyzer, a, b) for a, b in zip(load.indices[:-1], first[:-1]))
+        if not same or not _equal(analyzer, load.indices[-1], first[-1] + i):
+            return None
+    return _run(buf, list(first), len(loads), declare)
+
+
+def _equal(analyzer, a, b) -> bool:
+    return getattr(analyzer.simplify(a - b), "value", None) == 0
+
+
+def _memory(role, values, declare):
+    """The tile operand of memory ``role`` whose address is ``values[0]``, or None."""
+    found = _element(values[0]) if len(values) == 1 else None
+    if found is None or role.image or role.run_time_extents or not role.atom or role.atom[-1] is None:
+        return None
+    extent = 1
+    for n in role.atom:
+        extent *= n
+    return _run(*found, extent, declare)
+
+
+def raw_tile_call(call, declare) -> TileCall | None:
+    """The tile call raw ``T.ptx`` Call ``call`` spells (scope ``"thread"``), or None when
+    one of its operands names no tile operand (see the module).
+
+    ``declare(buf, indices, extent) -> Buffer`` makes the view of ``extent`` elements of
+    ``buf`` from element ``indices`` on (the lowering declares it in a scratch frame and
+    records its parent in the kernel facts); it raises ``ValueError`` for a vector past
+    a static extent.
+    """
+    contract = _contract(call)
+    if contract is None or not is_raw_tile_candidate(call):
+        return None
+    args, pred, flags = split_raw(call, contract)
+    if any(f.startswith("s") and f != "sink" for f in flags) or contract.pred_operand is not None:
+        return None
+    positional, params = [None] * sum(r.keyword is None for r in contract.roles), {}
+    names = [op.name for op in contract.instruction.operands]
+    for (kind, key), name in zip((p for p in contract.ptx_order() if p[0] != "pred"), names):
+        if kind == "param":
+            params[key] = args[name][0]
+            continue
+        if kind != "role":
+            return None  # an operand the tile form derives itself
+        role = contract.roles[key]
+        read = {"register": _registers, "memory": _memory}.get(role.kind)
+        value = read(role, args[name], declare) if read is not None else None
+        if value is None:
+            return None
+        if role.keyword is None:
+            positional[key] = value
+        else:
+            params[role.keyword] = value
+    return TileCall(contract.opcode, tuple(positional), params, "thread", pred, False)
