@@ -104,3 +104,17 @@ def test_the_lowering_runs_once_per_kernel():
     # function is marked and left alone
     lowered = lower_tile_apply(load_v4_aligned)
     assert lower_tile_apply(lowered).same_as(lowered)
+
+
+@T.function
+def raw_ldmatrix():
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    sm = T.alloc_shared((8, 8), "uint16", align=16)
+    r = T.alloc_local((1,), "uint32")
+    lane = T.cuda.lane_id()
+    T.ptx["ldmatrix.sync.aligned.m8n8.x1.shared.b16"](r[0], sm.ptr_to([lane % 8, 0]))
+
+
+def test_a_raw_collective_is_not_read_as_a_thread_scope_tile_call():
+    # each lane passes its own row's address: legal raw code, which no thread-scope tile call spells
+    assert testing.count_ptx(_lowered(raw_ldmatrix), "ldmatrix.*") == 1

@@ -14,6 +14,9 @@ call's PTX operands whenever each of them names a tile operand:
   that element on along the last axis;
 * a PTX operand the form binds to a keyword parameter: its value.
 
+A collective form (``ldmatrix``, ``mma.sync``: each lane passes its own part) spells no
+thread-scope tile call and is not rebuilt.
+
 The lowering checks the rebuilt call by the tile form's rules -- operand dtypes and
 scopes, bounds, alignment, ownership, the family's ``bind`` and ``kernel_check`` -- and
 leaves the raw call as written.  A raw call whose operands name no tile call (an address
@@ -119,8 +122,8 @@ def raw_tile_call(call, declare) -> TileCall | None:
     a static extent.
     """
     contract = _contract(call)
-    if contract is None or not is_raw_tile_candidate(call):
-        return None
+    if contract is None or not is_raw_tile_candidate(call) or contract.collective.width > 1:
+        return None  # a collective's raw call passes one lane's operands: no thread-scope tile call
     args, pred, flags = split_raw(call, contract)
     if any(f.startswith("s") and f != "sink" for f in flags) or contract.pred_operand is not None:
         return None
