@@ -12,6 +12,25 @@ from . import MEMORY, Case, example
 CASES = [
     Case(
         MEMORY,
+        r"raw address past the tensor's extent",
+        "Raw vector load past its tensor",
+        example('''
+            @T.function
+            def kernel(Out: T.Tensor((32,), "int32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                slot = T.alloc_shared((4, 8), "int32", align=16)
+                t = T.alloc_local((4,), "int32")
+                T.ptx["ld.shared.v4.b32"](t[0], t[1], t[2], t[3], slot.ptr_to([3, 6]))
+        '''),
+        "lower",
+        "A raw ``T.ptx`` call whose operands are an element's address and neighbouring "
+        "registers is checked as the tile call it spells (here ``slot`` from element "
+        "``(3, 6)``, four values): the fourth value lies two elements past the tensor.",
+        "Address an element from which the whole vector lies inside the tensor, or write "
+        "the tile form, ``T.cuda.tile.apply(T.ptx[\"ld.shared.v4.b32\"], t, slot.sub[3, 4:8])``.",
+    ),
+    Case(
+        MEMORY,
         r"vector atom not provably aligned",
         "Alignment not provable from the index",
         example('''
