@@ -24,4 +24,5 @@ from .kernel import make_attention
 from .planner import AttentionPlan, choose_attention
 from .schedules import choose_schedule
 
-__all__ = ["BM", "HEAD_DIMS", "AttentionConfig", "make_attention", "choose_schedule", "AttentionPlan", "choose_attention"]
+__all__ = ["BM", "HEAD_DIMS", "AttentionConfig", "make_attention", "choose_schedule", "AttentionPlan",
+           "choose_attention"]

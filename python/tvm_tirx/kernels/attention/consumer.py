@@ -77,31 +77,31 @@ def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
     take_turn, give_turn, first_turn = make_turns(cfg)
 
     @T.macro
-    def scores(S, m, l, alpha, rmax, j, row, qb, seq_len, tid, c):
-        if _needs_mask(cfg, j, qb * BM + c * WG_M, seq_len):
-            softmax(S, m, l, alpha, rmax, j * bn, row, seq_len, tid % 4, True)
+    def scores(regs, j, row, tile, place):
+        if _needs_mask(cfg, j, tile.qb * BM + place.c * WG_M, place.seq_len):
+            softmax(regs, j * bn, row, place.seq_len, place.tid % 4, True)
         else:
-            softmax(S, m, l, alpha, rmax, j * bn, row, seq_len, tid % 4, False)
+            softmax(regs, j * bn, row, place.seq_len, place.tid % 4, False)
 
     @T.macro
-    def pack(S, P):
-        pack_pairs(P.local(), S.local())
+    def pack(regs):
+        pack_pairs(regs.P.local(), regs.S.local())
 
     @T.macro
-    def start(q_full, m, l, c, i):
+    def start(bars, regs, tile, place):
         if cfg.persistent:  # this consumer's Q rows, of the CTA's tile i
-            T.cuda.mbarrier_wait_phase(q_full.sub[c, :], i % 2)
+            T.cuda.mbarrier_wait_phase(bars.q_full.sub[place.c, :], tile.i % 2)
         else:  # all of Q, on one barrier
-            T.cuda.mbarrier_wait_phase(q_full.sub[0, :], 0)
+            T.cuda.mbarrier_wait_phase(bars.q_full.sub[0, :], 0)
         for h in T.unroll(2):
-            m[h] = T.float32(NEG_INF)
-            l[h] = T.float32(0)
-        first_turn(c, i)
+            regs.m[h] = T.float32(NEG_INF)
+            regs.l[h] = T.float32(0)
+        first_turn(place.c, tile.i)
 
     @T.macro
-    def release_q(q_empty, tid, c):
+    def release_q(bars, place):
         if cfg.persistent:  # this consumer's Q K^T products have retired: the producer may load its next Q rows
-            release_stage(q_empty, c, tid, 1)
+            release_stage(bars.q_empty, place.c, place.tid, 1)
 
     return SimpleNamespace(issue_qk=issue_qk, issue_pv=issue_pv, scores=scores, rescale=rescale, pack=pack,
                            start=start, release_q=release_q, take_turn=take_turn, give_turn=give_turn)
@@ -111,23 +111,22 @@ def _serial(cfg: AttentionConfig, st: SimpleNamespace):
     ring = cfg.ring
 
     @T.macro
-    def consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c,
-                i, done, last):
-        st.start(q_full, m, l, c, i)
-        row = first_row(qb, c, tid)
-        for j in T.serial(n_kv):
-            ring.wait(full, ring.slot(done + j), done + j, None)
-            st.take_turn(c)
-            st.issue_qk(S, sq, sk, ring.slot(done + j), c)
-            st.give_turn(c, j, n_kv, last)
+    def consume(smem, bars, regs, tile, place):
+        st.start(bars, regs, tile, place)
+        row = first_row(tile.qb, place.c, place.tid)
+        for j in T.serial(tile.n_kv):
+            ring.wait(bars.full, ring.slot(tile.done + j), tile.done + j, None)
+            st.take_turn(place.c)
+            st.issue_qk(regs.S, smem.sq, smem.sk, ring.slot(tile.done + j), place.c)
+            st.give_turn(place.c, j, tile.n_kv, tile.last)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            st.scores(S, m, l, alpha, rmax, j, row, qb, seq_len, tid, c)
-            st.rescale(O, alpha)  # at j = 0 O is not yet written: the first P V has scale_d false
-            st.pack(S, P)
-            st.issue_pv(O, P, sv, ring.slot(done + j), j > 0)
+            st.scores(regs, j, row, tile, place)
+            st.rescale(regs)  # at j = 0 O is not yet written: the first P V has scale_d false
+            st.pack(regs)
+            st.issue_pv(regs.O, regs.P, smem.sv, ring.slot(tile.done + j), j > 0)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            ring.release(empty, ring.slot(done + j), tid)
-        st.release_q(q_empty, tid, c)
+            ring.release(bars.empty, ring.slot(tile.done + j), place.tid)
+        st.release_q(bars, place)
 
     return consume
 
@@ -136,40 +135,41 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
     ring = cfg.ring
 
     @T.macro
-    def consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv, seq_len, tid, c,
-                i, done, last):
-        st.start(q_full, m, l, c, i)
-        row = first_row(qb, c, tid)
-        ring.wait(full, ring.slot(done), done, None)
-        st.take_turn(c)
-        st.issue_qk(S, sq, sk, ring.slot(done), c)
-        st.give_turn(c, 0, n_kv, last)
+    def consume(smem, bars, regs, tile, place):
+        st.start(bars, regs, tile, place)
+        row = first_row(tile.qb, place.c, place.tid)
+        ring.wait(bars.full, ring.slot(tile.done), tile.done, None)
+        st.take_turn(place.c)
+        st.issue_qk(regs.S, smem.sq, smem.sk, ring.slot(tile.done), place.c)
+        st.give_turn(place.c, 0, tile.n_kv, tile.last)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
-        st.scores(S, m, l, alpha, rmax, 0, row, qb, seq_len, tid, c)
-        st.pack(S, P)
-        for j in T.serial(1, n_kv):
-            ring.wait(full, ring.slot(done + j), done + j, None)
-            st.take_turn(c)
-            st.issue_qk(S, sq, sk, ring.slot(done + j), c)
-            st.issue_pv(O, P, sv, ring.slot(done + j - 1), j > 1)
-            st.give_turn(c, j, n_kv, last)
+        st.scores(regs, 0, row, tile, place)
+        st.pack(regs)
+        for j in T.serial(1, tile.n_kv):
+            ring.wait(bars.full, ring.slot(tile.done + j), tile.done + j, None)
+            st.take_turn(place.c)
+            st.issue_qk(regs.S, smem.sq, smem.sk, ring.slot(tile.done + j), place.c)
+            st.issue_pv(regs.O, regs.P, smem.sv, ring.slot(tile.done + j - 1), j > 1)
+            st.give_turn(place.c, j, tile.n_kv, tile.last)
             T.ptx["wgmma.wait_group.sync.aligned"](1)  # Q K_j^T retired; P_{j-1} V_{j-1} may still run
-            st.scores(S, m, l, alpha, rmax, j, row, qb, seq_len, tid, c)
+            st.scores(regs, j, row, tile, place)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            ring.release(empty, ring.slot(done + j - 1), tid)
-            st.rescale(O, alpha)
-            st.pack(S, P)
-        st.release_q(q_empty, tid, c)  # every Q K^T of the tile has retired (wait_group 0 above)
-        st.issue_pv(O, P, sv, ring.slot(done + n_kv - 1), n_kv > 1)
+            ring.release(bars.empty, ring.slot(tile.done + j - 1), place.tid)
+            st.rescale(regs)
+            st.pack(regs)
+        st.release_q(bars, place)  # every Q K^T of the tile has retired (wait_group 0 above)
+        st.issue_pv(regs.O, regs.P, smem.sv, ring.slot(tile.done + tile.n_kv - 1), tile.n_kv > 1)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
-        ring.release(empty, ring.slot(done + n_kv - 1), tid)
+        ring.release(bars.empty, ring.slot(tile.done + tile.n_kv - 1), place.tid)
 
     return consume
 
 
 def make_consumer(cfg: AttentionConfig):
-    """The macro ``consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha,
-    rmax, qb, n_kv, seq_len, tid, c, i, done, last)``: consumer ``c`` (0 or 1) computes rows
+    """The macro ``consume(smem, bars, regs, tile, place)`` (:mod:`.state`'s
+    :class:`~.state.Shared`, :class:`~.state.Barriers`, :class:`~.state.Registers`,
+    :class:`~.state.Tile`, :class:`~.state.Place`; ``qb`` below is ``tile.qb``, ``c`` is
+    ``place.c``, and so on): consumer ``c`` (0 or 1) computes rows
     ``64 c ..`` of query block ``qb`` over key/value blocks ``0 .. n_kv - 1``, in the
     schedule ``cfg.overlap`` names (see the module docstring); with ``cfg.pingpong`` the
     consumers issue their products in turns (:mod:`.turns`; ``last``: this is the CTA's

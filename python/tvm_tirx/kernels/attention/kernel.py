@@ -10,6 +10,7 @@ from ...tile.fragments import accumulator_layout
 from .config import BM, CHUNK, CONSUMERS, MAX_ELEMENTS, SMS, WG_M, AttentionConfig
 from .consumer import make_consumer
 from .epilogue import make_epilogue
+from .state import Barriers, Place, Registers, Shared, Tile
 from .producer import make_producer
 
 __all__ = ["make_attention", "ELEMENTS_MESSAGE"]
@@ -126,11 +127,13 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
                         valid, _, qb, h, b = tile(i)
                         if valid:
                             n_kv = _kv_blocks(cfg, qb, seq_len)
-                            produce(Q, K, V, sq, sk, sv, q_full, q_empty, full, empty, b, h, qb, n_kv, i, done[0])
+                            produce(Q, K, V, Shared(sq, sk, sv), Barriers(q_full, q_empty, full, empty),
+                                    Tile(b, h, qb, n_kv, i, done[0], False))
                             done[0] = done[0] + n_kv
                 else:  # one tile: no loop around it (the serial schedules measured 25% slower inside one)
                     _v, _l, qb, h, b = tile(0)
-                    produce(Q, K, V, sq, sk, sv, q_full, q_empty, full, empty, b, h, qb, _kv_blocks(cfg, qb, seq_len), 0, 0)
+                    produce(Q, K, V, Shared(sq, sk, sv), Barriers(q_full, q_empty, full, empty),
+                            Tile(b, h, qb, _kv_blocks(cfg, qb, seq_len), 0, 0, True))
         else:
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
             c = wg - 1
@@ -147,15 +150,19 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
                     valid, last, qb, h, b = tile(i)
                     if valid:
                         n_kv = _kv_blocks(cfg, qb, seq_len)
-                        consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha, rmax, qb, n_kv,
-                                seq_len, tid, c, i, done[0], last)
-                        epilogue(Out, LSE, O, W, m, l, rmax, alpha, b, h, qb, seq_len, tid, c)
+                        consume(Shared(sq, sk, sv), Barriers(q_full, q_empty, full, empty),
+                                Registers(S, P, O, W, m, l, alpha, rmax), Tile(b, h, qb, n_kv, i, done[0], last),
+                                Place(tid, c, seq_len))
+                        epilogue(Out, LSE, Registers(S, P, O, W, m, l, alpha, rmax),
+                                 Tile(b, h, qb, n_kv, i, done[0], last), Place(tid, c, seq_len))
                         done[0] = done[0] + n_kv
             else:
                 _v, _l, qb, h, b = tile(0)
-                consume(sq, sk, sv, q_full, q_empty, full, empty, S, P, O, m, l, alpha, rmax, qb,
-                        _kv_blocks(cfg, qb, seq_len), seq_len, tid, c, 0, 0, True)
-                epilogue(Out, LSE, O, W, m, l, rmax, alpha, b, h, qb, seq_len, tid, c)
+                consume(Shared(sq, sk, sv), Barriers(q_full, q_empty, full, empty),
+                        Registers(S, P, O, W, m, l, alpha, rmax),
+                        Tile(b, h, qb, _kv_blocks(cfg, qb, seq_len), 0, 0, True), Place(tid, c, seq_len))
+                epilogue(Out, LSE, Registers(S, P, O, W, m, l, alpha, rmax), Tile(b, h, qb, None, 0, 0, True),
+                         Place(tid, c, seq_len))
 
     return body
 

@@ -13,7 +13,9 @@ LOAD = "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::by
 
 
 def make_producer(cfg: AttentionConfig):
-    """The macro ``produce(Q, K, V, sq, sk, sv, q_full, q_empty, full, empty, b, h, qb, n_kv, i, done)``.
+    """The macro ``produce(Q, K, V, smem, bars, tile)`` (a :class:`.state.Shared`, a
+    :class:`.state.Barriers`, a :class:`.state.Tile`; ``sq`` below is ``smem.sq``, ``b``
+    is ``tile.b``, and so on).
 
     Q, K and V are ``(batch, seq_len, heads, head_dim)`` tensors, read as 4-d TMA boxes
     ``(1, rows, 1, 64)`` (128-byte swizzle): Q's 128 rows of query block ``qb`` into
@@ -34,28 +36,30 @@ def make_producer(cfg: AttentionConfig):
     q_bytes, kv_bytes, group = cfg.q_bytes, cfg.kv_bytes, cfg.group
 
     @T.macro
-    def produce(Q, K, V, sq, sk, sv, q_full, q_empty, full, empty, b, h, qb, n_kv, i, done):
+    def produce(Q, K, V, smem, bars, tile):
         if not cfg.persistent:  # all 128 rows on q_full[0] (one barrier measured 25% faster for the serial schedules)
-            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], q_full.sub[0, :], tx=T.uint32(q_bytes))
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bars.q_full.sub[0, :],
+                              tx=T.uint32(q_bytes))
             for c in T.unroll(chunks):
-                T.cuda.tile.apply(T.ptx[LOAD], sq.sub[c].view(1, BM, 1, CHUNK), Q, mbar=q_full.sub[0, :],
-                                  coords=(b, qb * BM, h, c * CHUNK), swizzle=3)
+                T.cuda.tile.apply(T.ptx[LOAD], smem.sq.sub[c].view(1, BM, 1, CHUNK), Q, mbar=bars.q_full.sub[0, :],
+                                  coords=(tile.b, tile.qb * BM, tile.h, c * CHUNK), swizzle=3)
         for w in T.unroll(CONSUMERS if cfg.persistent else 0):  # each consumer's 64 rows on its own barrier
-            wait_phase(q_empty.sub[w, :], (i + 1) % 2, None, False)
-            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], q_full.sub[w, :],
+            wait_phase(bars.q_empty.sub[w, :], (tile.i + 1) % 2, None, False)
+            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bars.q_full.sub[w, :],
                               tx=T.uint32(q_bytes // CONSUMERS))
             for c in T.unroll(chunks):
-                T.cuda.tile.apply(T.ptx[LOAD], sq.sub[c, w * WG_M : w * WG_M + WG_M, :].view(1, WG_M, 1, CHUNK), Q,
-                                  mbar=q_full.sub[w, :], coords=(b, qb * BM + w * WG_M, h, c * CHUNK), swizzle=3)
-        for j in T.serial(n_kv):
-            s = ring.slot(done + j)
-            ring.acquire(empty, s, done + j, None)
-            ring.arm(full, s, kv_bytes)
+                T.cuda.tile.apply(T.ptx[LOAD], smem.sq.sub[c, w * WG_M : w * WG_M + WG_M, :].view(1, WG_M, 1, CHUNK),
+                                  Q, mbar=bars.q_full.sub[w, :],
+                                  coords=(tile.b, tile.qb * BM + w * WG_M, tile.h, c * CHUNK), swizzle=3)
+        for j in T.serial(tile.n_kv):
+            s = ring.slot(tile.done + j)
+            ring.acquire(bars.empty, s, tile.done + j, None)
+            ring.arm(bars.full, s, kv_bytes)
             for c in T.unroll(chunks):
-                T.cuda.tile.apply(T.ptx[LOAD], sk.sub[s, c].view(1, bn, 1, CHUNK), K, mbar=full.sub[s, :],
-                                  coords=(b, j * bn, h // group, c * CHUNK), swizzle=3, l2_promotion=3)
+                T.cuda.tile.apply(T.ptx[LOAD], smem.sk.sub[s, c].view(1, bn, 1, CHUNK), K, mbar=bars.full.sub[s, :],
+                                  coords=(tile.b, j * bn, tile.h // group, c * CHUNK), swizzle=3, l2_promotion=3)
             for c in T.unroll(chunks):
-                T.cuda.tile.apply(T.ptx[LOAD], sv.sub[s, c].view(1, bn, 1, CHUNK), V, mbar=full.sub[s, :],
-                                  coords=(b, j * bn, h // group, c * CHUNK), swizzle=3, l2_promotion=3)
+                T.cuda.tile.apply(T.ptx[LOAD], smem.sv.sub[s, c].view(1, bn, 1, CHUNK), V, mbar=bars.full.sub[s, :],
+                                  coords=(tile.b, j * bn, tile.h // group, c * CHUNK), swizzle=3, l2_promotion=3)
 
     return produce

@@ -21,8 +21,8 @@ NEG_INF = -float("inf")
 
 
 def make_softmax(cfg: AttentionConfig):
-    """The macros ``softmax(S, m, l, alpha, rmax, key0, row, seq_len, t, masked)`` and
-    ``rescale(O, alpha)``.
+    """The macros ``softmax(regs, key0, row, seq_len, t, masked)`` and ``rescale(regs)``
+    (``regs`` a :class:`.state.Registers`).
 
     ``S`` holds block scores, ``O`` the output accumulators ``(chunks, 64, 64)``; ``m``,
     ``l``, ``alpha`` are ``(2,)`` float32 registers (row halves), ``rmax`` ``(2, 1)``.
@@ -33,11 +33,11 @@ def make_softmax(cfg: AttentionConfig):
     ``alpha = exp2(m_old - m)``, by which ``rescale`` multiplies ``O`` -- a step of its
     own, so that a schedule can run the softmax while a ``P V`` wgmma still writes ``O``.
     """
-    regs, o_regs, scale, causal = cfg.bn // 2, cfg.chunks * 32, cfg.scale_log2, cfg.causal
+    n_regs, o_regs, scale, causal = cfg.bn // 2, cfg.chunks * 32, cfg.scale_log2, cfg.causal
 
     @T.macro
     def mask(sl, key0, row, seq_len, t):
-        for r in T.unroll(regs):
+        for r in T.unroll(n_regs):
             key = key0 + r // 4 * 8 + t * 2 + r % 2
             if causal:
                 sl[r] = T.if_then_else(T.And(key < seq_len, key <= row + r // 2 % 2 * 8), sl[r], T.float32(NEG_INF))
@@ -45,32 +45,32 @@ def make_softmax(cfg: AttentionConfig):
                 sl[r] = T.if_then_else(key < seq_len, sl[r], T.float32(NEG_INF))
 
     @T.macro
-    def softmax(S, m, l, alpha, rmax, key0, row, seq_len, t, masked):
-        sl = S.local()
+    def softmax(regs, key0, row, seq_len, t, masked):
+        sl = regs.S.local()
         if masked:
             mask(sl, key0, row, seq_len, t)
         for h in T.unroll(2):
-            rmax[h, 0] = T.float32(NEG_INF)
-            for r in T.unroll(regs // 2):
-                rmax[h, 0] = T.max(rmax[h, 0], sl[r // 2 * 4 + 2 * h + r % 2])
-        T.cuda.tile.reduce_lanes(T.ptx["max.f32"], rmax, lanes=4)
+            regs.rmax[h, 0] = T.float32(NEG_INF)
+            for r in T.unroll(n_regs // 2):
+                regs.rmax[h, 0] = T.max(regs.rmax[h, 0], sl[r // 2 * 4 + 2 * h + r % 2])
+        T.cuda.tile.reduce_lanes(T.ptx["max.f32"], regs.rmax, lanes=4)
         for h in T.unroll(2):
-            alpha[h] = T.max(m[h], rmax[h, 0] * T.float32(scale))  # the new maximum, for now
-            rmax[h, 0] = alpha[h]
-            alpha[h] = T.exp2(m[h] - alpha[h])
-            m[h] = rmax[h, 0]
-        for r in T.unroll(regs):
-            sl[r] = sl[r] * T.float32(scale) - m[r // 2 % 2]
-        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sl.view(regs, 1), sl.view(regs, 1))
+            regs.alpha[h] = T.max(regs.m[h], regs.rmax[h, 0] * T.float32(scale))  # the new maximum, for now
+            regs.rmax[h, 0] = regs.alpha[h]
+            regs.alpha[h] = T.exp2(regs.m[h] - regs.alpha[h])
+            regs.m[h] = regs.rmax[h, 0]
+        for r in T.unroll(n_regs):
+            sl[r] = sl[r] * T.float32(scale) - regs.m[r // 2 % 2]
+        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sl.view(n_regs, 1), sl.view(n_regs, 1))
         for h in T.unroll(2):
-            l[h] = l[h] * alpha[h]
-            for r in T.unroll(regs // 2):
-                l[h] = l[h] + sl[r // 2 * 4 + 2 * h + r % 2]
+            regs.l[h] = regs.l[h] * regs.alpha[h]
+            for r in T.unroll(n_regs // 2):
+                regs.l[h] = regs.l[h] + sl[r // 2 * 4 + 2 * h + r % 2]
 
     @T.macro
-    def rescale(O, alpha):
-        ol = O.local()
+    def rescale(regs):
+        ol = regs.O.local()
         for r in T.unroll(o_regs):
-            ol[r] = ol[r] * alpha[r // 2 % 2]
+            ol[r] = ol[r] * regs.alpha[r // 2 % 2]
 
     return softmax, rescale

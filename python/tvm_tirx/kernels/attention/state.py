@@ -1,0 +1,123 @@
+"""What the attention kernel's macros share, as named tuples: the shared-memory tiles, the
+mbarriers, a consumer's registers, the tile being computed and the thread computing it.
+
+The kernel body (:mod:`.kernel`) allocates the buffers and fills these once per CTA (the
+tile once per tile); the producer, the consumer schedules, the softmax and the epilogue
+take them whole, so no macro takes more than a few arguments.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["Shared", "Barriers", "Registers", "Tile", "Place"]
+
+
+class Shared(NamedTuple):
+    """The shared-memory tiles (``dtype``, 128-byte swizzled, 64-column chunks).
+
+    Attributes
+    ----------
+    sq : Buffer
+        Q's block, ``(chunks, 128, 64)``.
+    sk, sv : Buffer
+        The ring of K and V blocks, ``(stages, chunks, bn, 64)`` each.
+    """
+
+    sq: object
+    sk: object
+    sv: object
+
+
+class Barriers(NamedTuple):
+    """The mbarriers, ``uint64`` ``(n, 1)`` shared tensors.
+
+    Attributes
+    ----------
+    q_full, q_empty : Buffer
+        Q's rows loaded / released, one per consumer ``(2, 1)`` (one-tile kernels use
+        ``q_full[0]`` for all 128 rows, and no ``q_empty``).
+    full, empty : Buffer
+        The key/value ring's stages loaded / released, ``(stages, 1)``
+        (:class:`~tvm_tirx.kernels.parts.Ring`).
+    """
+
+    q_full: object
+    q_empty: object
+    full: object
+    empty: object
+
+
+class Registers(NamedTuple):
+    """A consumer thread's registers (``T.alloc_local``, wgmma fragment layouts).
+
+    Attributes
+    ----------
+    S : Buffer
+        A block's scores, float32 ``(64, bn)`` accumulators.
+    P : Buffer
+        The block's probabilities packed into the rs wgmma's A fragment, uint32.
+    O : Buffer
+        The output accumulators, float32 ``(chunks, 64, 64)``.
+    W : Buffer
+        ``O`` packed to 16-bit pairs for the store, uint32 ``(chunks, 64, 32)``.
+    m, l, alpha : Buffer
+        Per row half (``(2,)`` float32): the running maximum (log2 domain), the running
+        sum, the rescale factor (the epilogue reuses it for ``1 / l``).
+    rmax : Buffer
+        ``(2, 1)`` float32: a row's maximum (or sum) reduced over its four lanes.
+    """
+
+    S: object
+    P: object
+    O: object
+    W: object
+    m: object
+    l: object
+    alpha: object
+    rmax: object
+
+
+class Tile(NamedTuple):
+    """The tile a CTA computes: query block ``qb`` of head ``h`` of batch entry ``b``.
+
+    Attributes
+    ----------
+    b, h, qb : PrimExpr
+        Batch entry, query head, query block (128 rows), int32.
+    n_kv : PrimExpr
+        The key/value blocks the tile reads (int32; fewer under the causal mask).
+    i : PrimExpr | int
+        The CTA's tile count so far (0 for a one-tile CTA).
+    done : PrimExpr | int
+        Key/value blocks the CTA loaded for its earlier tiles: block ``j`` of this tile
+        is in ring stage ``(done + j) % stages``.
+    last : PrimExpr | bool
+        Whether this is the CTA's last tile (the ping-pong turns stop after it).
+    """
+
+    b: object
+    h: object
+    qb: object
+    n_kv: object
+    i: object
+    done: object
+    last: object
+
+
+class Place(NamedTuple):
+    """The thread and the row length.
+
+    Attributes
+    ----------
+    tid : PrimExpr
+        ``threadIdx.x``.
+    c : PrimExpr
+        The consumer warpgroup, 0 or 1 (rows ``64 c ..`` of the tile).
+    seq_len : PrimExpr
+        Keys (and queries) per sequence, int32.
+    """
+
+    tid: object
+    c: object
+    seq_len: object
