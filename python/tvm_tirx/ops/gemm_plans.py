@@ -167,8 +167,9 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):
 
 
 def _small_m_key(key, m: int, device):
-    """The :class:`~tvm_tirx.kernels.gemm.spec.SmallMSpec` of the call when :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm`
-    gives it to the small-M kernel (a plain product of K-major operands), else None."""
+    """The :class:`~tvm_tirx.kernels.gemm.spec.SmallMSpec` of the call when
+    :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm` gives it to the small-M kernel (a
+    plain product of K-major operands), else None."""
     plain = key.bias is None and not key.residual and key.a_major == "k" and key.b_major == "k"
     if not plain or key.in_dtype != "bfloat16":
         return None
