@@ -60,7 +60,8 @@ def test_equal_specs_share_one_compiled_kernel(fake_compiler):
     assert fake_compiler == [GemmSpec(1024, 512, block_n=128)]
     assert list(gemm_kernels.cached_kernels()) == [GemmSpec(1024, 512, block_n=128)]
     small = SmallMSpec.of(GemmSpec(4096, 4096), SmallMPlan(8, 4, 8))
-    assert gemm_kernels.gemm_kernel(SmallMSpec(4096, 4096, "bfloat16", "sm_90a", 8, 4, 8)) is gemm_kernels.gemm_kernel(small)
+    spelled = SmallMSpec(4096, 4096, "bfloat16", "sm_90a", 8, 4, 8)
+    assert gemm_kernels.gemm_kernel(spelled) is gemm_kernels.gemm_kernel(small)
     assert len(fake_compiler) == 2
 
 
@@ -115,9 +116,15 @@ def test_make_gemm_is_its_spec_built():
 def test_invalid_options_raise_the_errors_of_before(options, message):
     spec = GemmSpec(1000, 512, **options)  # a spec is checked when built, by GemmConfig
     with pytest.raises(ValueError, match=message):
-        spec.prim_func()
+        # build, not the cached prim_func: residual=1 equals residual=True (as a dict key did before)
+        spec.build(tvm.tirx.Var("m", "int32"))
     with pytest.raises(ValueError, match=message):
         make_gemm(tvm.tirx.Var("m", "int32"), 1000, 512, **options)
+
+
+def test_prim_func_raises_what_build_raises():
+    with pytest.raises(ValueError, match="make_gemm: stages must be a positive int"):
+        GemmSpec(1000, 512, stages=99).prim_func()
 
 
 def test_an_unknown_output_dtype_or_row_stride_is_refused():
