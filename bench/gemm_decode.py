@@ -55,7 +55,7 @@ def main_sweep(repeats: int) -> None:
             for splits in sorted({1, 2, 4, 8, 16, pick.splits}):
                 if splits > -(-k // 64):
                     continue
-                key = gemm_kernels.SmallMKey(n, k, "bfloat16", "sm_90a", pick.block_m, splits, pick.stages)
+                key = gemm_kernels.SmallMSpec(n, k, "bfloat16", "sm_90a", pick.block_m, splits, pick.stages)
                 kernel = gemm_kernels.gemm_kernel(key)
                 c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
                 work = workspace(x.device, m, n) if splits > 1 else ()
@@ -80,8 +80,8 @@ def main_cpu() -> None:
     for n, k in NKS:
         for m in (1, 64):
             plan = choose_small_m(m, n, k)
-            key = gemm_kernels.SmallMKey(n, k, "bfloat16", "sm_90a", plan.block_m, plan.splits, plan.stages)
-            kernel = tvm_tirx.compile(gemm_kernels.small_m_prim_func(key), target="cuda", arch="sm_90a")
+            key = gemm_kernels.SmallMSpec(n, k, "bfloat16", "sm_90a", plan.block_m, plan.splits, plan.stages)
+            kernel = tvm_tirx.compile(key.prim_func(), target="cuda", arch="sm_90a")
             size = len(testing.assemble(kernel)) if testing.has_nvcc() else 0
             rows.append([f"{m}x{n}x{k}", plan.block_m, plan.splits, plan.stages, -(-n // 128) * plan.splits,
                          size or "no nvcc"])

@@ -54,10 +54,10 @@ def test_check_shows_the_small_m_plan(overrides, torch_cpu):
     torch = torch_cpu
     from tvm_tirx import ops
     from tvm_tirx.ops import gemm_kernels
-    from tvm_tirx.ops.gemm_kernels import SmallMKey
+    from tvm_tirx.ops.gemm_kernels import SmallMSpec
 
     x = torch.empty(4, 4096, dtype=torch.bfloat16, device="meta")
     w = torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta")
     overrides.override(4096, 4096, SmallMPlan(8, 4, 8))
     gemm_kernels.clear_kernels()
-    assert ops.check(ops.linear, x, w) == [SmallMKey(4096, 4096, "bfloat16", "sm_90a", 8, 4, 8)]
+    assert ops.check(ops.linear, x, w) == [SmallMSpec(4096, 4096, "bfloat16", "sm_90a", 8, 4, 8)]

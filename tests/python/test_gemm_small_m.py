@@ -174,7 +174,7 @@ def test_linear_takes_the_small_m_kernel_on_gpu(torch_cuda, m, monkeypatch):
     for _ in range(3):
         y = ops.linear(x, w)
         torch.testing.assert_close(y.float(), torch.nn.functional.linear(x, w).float(), rtol=2e-2, atol=2e-2)
-    assert any(isinstance(key, gemm_kernels.SmallMKey) and key.n == 4096 for key in gemm_kernels.cached_kernels())
+    assert any(isinstance(key, gemm_kernels.SmallMSpec) and key.n == 4096 for key in gemm_kernels.cached_kernels())
     graph_out = None
     graph = torch.cuda.CUDAGraph()
     ops.linear(x, w)  # warm (plan made outside the capture)

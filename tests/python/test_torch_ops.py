@@ -486,7 +486,7 @@ class _StandIn:
     def __call__(self, a, b, *rest):
         *bias, c = rest  # (A, B, C), or (A, B, Bias, C) for a fused bias
         assert a.is_contiguous() and b.is_contiguous() and c.is_contiguous()
-        if isinstance(self.key, gemm_kernels.SmallMKey):  # (X, W, C) or (X, W, Partial, Counters, C)
+        if isinstance(self.key, gemm_kernels.SmallMSpec):  # (X, W, C) or (X, W, Partial, Counters, C)
             assert len(bias) == (0 if self.key.splits == 1 else 2)
             assert all(not t.view(torch.int32).any() for t in bias)  # the workspaces are zero before each launch
             self.calls.append((tuple(a.shape), tuple(b.shape), tuple(c.shape), c.dtype,
@@ -524,8 +524,8 @@ def test_one_kernel_serves_every_m(stand_in_compiler, monkeypatch):
         torch.testing.assert_close(y, _ref(x, w))
     # m = 1 takes the small-M kernel (planner.choose_gemm); n = 40 fills 40 of a tile's
     # columns: the 64-column tile (choose_tile), for every m past SMALL_M
-    small = gemm_kernels.SmallMKey(40, 64, "float32", "sm_90a", block_m=8, splits=1, stages=8)
-    tiles = gemm_kernels.GemmKey(40, 64, "bfloat16", "float32", "sm_90a", block_n=64)
+    small = gemm_kernels.SmallMSpec(40, 64, "float32", "sm_90a", block_m=8, splits=1, stages=8)
+    tiles = gemm_kernels.GemmSpec(40, 64, "bfloat16", "float32", "sm_90a", block_n=64)
     assert stand_in_compiler == [small, tiles]
     kernel = gemm_kernels.cached_kernels()[tiles]
     assert [call[0] for call in kernel.calls] == [(m, 64) for m in MS if m > SMALL_M]
@@ -596,7 +596,7 @@ def test_the_real_compile_makes_a_run_time_m_kernel_the_disk_cache_serves_again(
     gemm_kernels.clear_kernels()
     builds, build = [], kernel_module._build
     monkeypatch.setattr(kernel_module, "_build", lambda *args: builds.append(args[1]) or build(*args))
-    key = gemm_kernels.GemmKey(1024, 4096, "bfloat16", "bfloat16", "sm_90a")
+    key = gemm_kernels.GemmSpec(1024, 4096, "bfloat16", "bfloat16", "sm_90a")
     kernel = gemm_kernels.gemm_kernel(key)
     assert [(p.name, p.shape) for p in kernel._params] == [("A", ("m", 4096)), ("B", (1024, 4096)), ("C", ("m", 1024))]
     assert gemm_kernels.gemm_kernel(key) is kernel and len(builds) == 1
@@ -763,7 +763,7 @@ def test_the_small_m_route_gives_each_stream_its_zeroed_workspaces(stand_in_comp
 
     def launched():  # the workspaces the last launch of the small-M kernel took
         torch.testing.assert_close(ops.linear(x, w, out_dtype=F32), _ref(x, w))
-        (key,) = [k for k in gemm_kernels.cached_kernels() if isinstance(k, gemm_kernels.SmallMKey)]
+        (key,) = [k for k in gemm_kernels.cached_kernels() if isinstance(k, gemm_kernels.SmallMSpec)]
         return key, gemm_kernels.cached_kernels()[key].calls[-1][4]
 
     key, first = launched()

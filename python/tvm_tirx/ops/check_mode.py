@@ -32,7 +32,8 @@ def collected():
 @contextlib.contextmanager
 def checking():
     """A block in which the torch operators check and plan but neither compile nor
-    launch; yields the list of the keys (:class:`~tvm_tirx.ops.gemm_kernels.GemmKey`,
+    launch; yields the list of the keys (:class:`~tvm_tirx.kernels.gemm.spec.GemmSpec`,
+    :class:`~tvm_tirx.kernels.gemm.spec.SmallMSpec`,
     :class:`~tvm_tirx.ops.attention_kernels.AttentionKey`) of the kernels they would
     launch, in call order.  Outputs are allocated on the inputs' device and left
     uninitialised; launch plans made inside are not kept."""

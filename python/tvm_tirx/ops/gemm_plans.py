@@ -12,13 +12,11 @@ every call) unless ``fallback="torch"``, whose plan computes with torch.
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
 from ..kernels.gemm.planner import SmallMPlan, choose_gemm
 from .eager import Plans, signature
-from .gemm_kernels import SmallMKey, a_operand, b_operand, gemm_kernel, on_clear_kernels
+from .gemm_kernels import SmallMSpec, a_operand, b_operand, gemm_kernel, on_clear_kernels
 from .small_m_plan import workspace
 from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
                            gemm_key, sm_count)
@@ -83,7 +81,7 @@ class KernelPlan:
     """One signature's launch: allocate C, pass A, B (and the bias, the residual) as the
     kernel takes them, launch without checks (they ran when the plan was made).
 
-    Made with the kernel's :class:`~.gemm_kernels.GemmKey`, the output's shape and dtype
+    Made with the kernel's spec (:class:`~tvm_tirx.kernels.gemm.spec.GemmSpec`), the output's shape and dtype
     and one call's tensors (``x (*, k)``, ``w (n, k)`` as the key reads them, the bias and
     residual or None), whose arguments :meth:`tvm_tirx.Kernel.launcher` checks (raising
     what a call would); called as ``plan(x, w, bias, residual)`` on tensors of that
@@ -124,14 +122,14 @@ class KernelPlan:
 
 
 class SmallMLaunch(KernelPlan):
-    """A :class:`KernelPlan` of the small-M kernel (:class:`~.gemm_kernels.SmallMKey`): it
+    """A :class:`KernelPlan` of the small-M kernel (:class:`~tvm_tirx.kernels.gemm.spec.SmallMSpec`): it
     passes ``x`` as ``X (m, k)``, ``w`` as ``W (n, k)`` and, with more than one split, the
     zeroed workspaces of the current stream (:func:`~.small_m_plan.workspace`) before C.
     Made as ``SmallMLaunch(key, shape, out_dtype, x, w)``; called as ``plan(x, w, None, None)``."""
 
     __slots__ = ("m",)
 
-    def __init__(self, key: SmallMKey, shape, out_dtype, x, w):
+    def __init__(self, key: SmallMSpec, shape, out_dtype, x, w):
         self.m = x.numel() // key.k
         super().__init__(key, shape, out_dtype, x, w, None, None)
 
@@ -150,10 +148,10 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):
     try:
         key = gemm_key(names, x, w, out_dtype)
         if bias is not None:
-            key = dataclasses.replace(key, bias=bias_dtype(names, bias, x, w.shape[0]))
+            key = key.replace(bias=bias_dtype(names, bias, x, w.shape[0]))
         if residual is not None:
             check_residual(names, residual, x, w.shape[0], out_dtype)
-            key = dataclasses.replace(key, residual=True)
+            key = key.replace(residual=True)
     except UnsupportedInput:
         if fallback != "torch":
             raise
@@ -169,15 +167,16 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):
 
 
 def _small_m_key(key, m: int, device):
-    """The :class:`SmallMKey` of the call when :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm`
-    gives it to the small-M kernel (a plain product of K-major operands), else None."""
+    """The :class:`~tvm_tirx.kernels.gemm.spec.SmallMSpec` of the call when
+    :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm` gives it to the small-M kernel (a
+    plain product of K-major operands), else None."""
     plain = key.bias is None and not key.residual and key.a_major == "k" and key.b_major == "k"
     if not plain or key.in_dtype != "bfloat16":
         return None
     choice = choose_gemm(m, key.n, key.k, key.out_dtype, sm_count(device), torch.are_deterministic_algorithms_enabled())
     if not isinstance(choice, SmallMPlan):
         return None
-    return SmallMKey(key.n, key.k, key.out_dtype, key.arch, choice.block_m, choice.splits, choice.stages)
+    return SmallMSpec.of(key, choice)
 
 
 #: The GEMM operators' plans (emptied with the kernel table: ``gemm_kernels.clear_kernels``).

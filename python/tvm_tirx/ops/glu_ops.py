@@ -18,7 +18,6 @@ imports torch.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional
 
 import torch
@@ -103,7 +102,7 @@ def _kernel_plan(x, w_gate, w_up, activation, out_dtype):
         return lambda x, w_gate, w_up: torch.zeros(shape, dtype=out_dtype, device=x.device)
     m = x.numel() // k
     block_n = choose_tile(m, n, key.out_dtype, sm_count(x.device), gated=True)["block_n"]
-    key = dataclasses.replace(key, n=n, block_n=block_n, activation=activation, gated=True)
+    key = key.replace(n=n, block_n=block_n, activation=activation, gated=True)
     plan = KernelPlan(key, shape, out_dtype, x, weight, None, None)
     return lambda x, w_gate, w_up: plan(x, interleaved(w_gate, w_up), None, None)
 

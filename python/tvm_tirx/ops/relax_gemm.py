@@ -15,11 +15,11 @@ from tvm import relax
 from ..kernels.gemm import BN, make_gemm
 from ..kernels.gemm.planner import choose_gemm
 from ..kernels.gemm.config import MAX_SIZE, TMA_STRIDE
-from .gemm_kernels import gemm_prim_func
+from .gemm_kernels import GemmSpec, gemm_spec
 from .relax_rewrite import Offloader
 
 __all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "match_gemm", "b_major",
-           "emit_gemm_call", "fusable_options", "tile_options", "gemm_offloader"]
+           "emit_gemm_call", "fusable_options", "tile_options", "match_spec", "gemm_offloader"]
 
 #: Input dtypes offloaded (both operands the same).
 IN_DTYPES = ("bfloat16",)
@@ -210,10 +210,18 @@ def tile_options(g: GemmMatch, options: dict) -> dict:
     return {**options, "block_n": tile["block_n"], "stages": options.get("stages", tile["stages"])}
 
 
+def match_spec(g: GemmMatch, options: dict | None = None) -> GemmSpec:
+    """The kernel spec (:class:`~tvm_tirx.kernels.gemm.spec.GemmSpec`) the offload gives
+    the match ``g``: :func:`~tvm_tirx.ops.gemm_kernels.gemm_spec` of its ``n``, ``k`` and
+    dtypes with ``options`` (checked ``gemm_options``, :func:`fusable_options`) and
+    :func:`tile_options`; the torch operators' :func:`~tvm_tirx.ops.torch_checks.gemm_key`
+    gives an equal spec for the same call."""
+    return gemm_spec(g.n, g.k, g.in_dtype, g.out_dtype, **tile_options(g, dict(options or {})))
+
+
 def gemm_offloader(gemm_options: dict | None = None) -> Offloader:
     """The :class:`~tvm_tirx.ops.relax_rewrite.Offloader` of ``R.matmul`` (:func:`match_gemm`,
-    :func:`gemm_prim_func` with ``gemm_options`` and :func:`tile_options`)."""
+    the run-time-``m`` kernel of :func:`match_spec` with ``gemm_options``)."""
     options = fusable_options(gemm_options)
-    return Offloader("relax.matmul", match_gemm,
-                     lambda g: gemm_prim_func(g.n, g.k, g.in_dtype, g.out_dtype, **tile_options(g, options)),
-                     emit_gemm_call, SkippedMatmul)
+    return Offloader("relax.matmul", match_gemm, lambda g: match_spec(g, options).prim_func(), emit_gemm_call,
+                     SkippedMatmul)

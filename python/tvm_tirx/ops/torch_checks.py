@@ -18,7 +18,7 @@ from ..kernels.gemm import BN
 from ..kernels.gemm.planner import choose_gemm
 from ..kernels.gemm.tiles import SMS
 from .check_mode import ARCH, collected
-from .gemm_kernels import GemmKey
+from .gemm_kernels import GemmSpec
 
 __all__ = ["UnsupportedInput", "Operands", "check_shapes", "check_dtypes", "gemm_key", "bias_dtype", "sm_count",
            "device_target",
@@ -188,8 +188,8 @@ def _check_sizes(names: Operands, m: int, n: int, k: int) -> None:
                                    f"offsets, so at most {INT32_ELEMENTS}")
 
 
-def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
-    """The :class:`GemmKey` of the kernel that computes ``x (*, k) @ w (n, k)^T`` in ``out_dtype``.
+def gemm_key(names: Operands, x, w, out_dtype) -> GemmSpec:
+    """The :class:`~tvm_tirx.kernels.gemm.spec.GemmSpec` of the kernel that computes ``x (*, k) @ w (n, k)^T`` in ``out_dtype``.
 
     The rules, in the order checked: both operands CUDA tensors on one device of compute
     capability 9.0; both ``torch.bfloat16``; ``out_dtype`` ``torch.bfloat16`` or
@@ -217,7 +217,7 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmKey:
     _check_sizes(names, m, n, k)
     choice = choose_gemm(m, int(n), int(k), _OUTPUTS[out_dtype], sm_count(x.device), small_m=False) if m and n and k else None
     block_n = choice["block_n"] if isinstance(choice, dict) else BN  # a SmallMPlan: gemm_plans takes it
-    return GemmKey(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch,
+    return GemmSpec(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch,
                    block_n=block_n, a_major=a_major, b_major=b_major)
 
 

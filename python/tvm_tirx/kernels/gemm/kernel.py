@@ -6,13 +6,13 @@ from tvm.script import tirx as T
 
 from ...tile.families.tma import swizzled_layout
 from ...tile.fragments import accumulator_layout
-from .config import BM, BN, CONSUMERS, WG_M, GemmConfig, gemm_smem_bytes
+from .config import CONSUMERS, WG_M, GemmConfig, gemm_smem_bytes
 from ..parts.epilogue import Registers
 from .consumer import make_consumer
 from .producer import make_producer
 from .shared import Shared, Work
 
-__all__ = ["make_gemm"]
+__all__ = ["build"]
 
 
 def _cluster_rank(clusters):
@@ -91,122 +91,11 @@ def _make_body(cfg: GemmConfig):
     return body
 
 
-def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
-              wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
-              spin: bool = False, block_n: int = BN, bias: str | None = None, activation: str | None = None,
-              gated: bool = False, residual: bool = False, a_major: str = "k", b_major: str = "k"):
-    """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
-    :func:`tvm_tirx.compile` (``arch="sm_90a"``).
-
-    By default A and B are row-major (K innermost, "TN", like ``torch.matmul(a,
-    b.t())``); ``a_major="m"`` takes A stored ``(k, m)`` and ``b_major="n"`` B stored
-    ``(k, n)`` (``torch.matmul(a, b)`` with a row-major ``b`` is ``b_major="n"``).  A and B
-    are of ``in_dtype``; C is row-major ``(m, n)``, of ``out_dtype``; products accumulate
-    in fp32.
-
-    Parameters
-    ----------
-    m : int or tvm.tirx.Var
-        Rows of A and C: a positive int, or an int32 run-time extent (``m =
-        T.dynamic("m")``): one compiled kernel then serves every ``m`` in ``1 .. 2**31 -
-        129`` (row indices are int32), taken from the tensors' shapes at each call.
-    n : int
-        Rows of B and columns of C, any positive int.  bfloat16 output is stored by TMA
-        when C's rows (``n * 2`` bytes) are a multiple of 16 bytes, else by a guarded
-        ``st.global.b32`` per bf16 pair (even ``n``) or ``st.global.b16`` per element.
-    k : int or tvm.tirx.Var
-        The reduction length, a positive int or an int32 run-time extent (bf16 inputs);
-        the rows of a K-major A or B (``k * sizeof(in_dtype)`` bytes) must be a multiple
-        of 16 bytes (the TMA's stride rule).
-    out_dtype : str
-        ``"bfloat16"`` (rounded to nearest even) or ``"float32"`` (stored from the
-        accumulators, ``st.global.v2.f32``, or ``st.global.f32`` for an odd ``n``).  At
-        C's edge the TMA clips its stores; the other stores are guarded.
-    in_dtype : str
-        ``"bfloat16"``, or ``"float8_e4m3fn"``: the function then takes a fourth argument
-        ``Scales`` ((2,) float32) and computes ``C = Scales[0] * Scales[1] * A @ B^T``.
-    stages : int
-        Shared buffers in the ring (48 KiB each with ``block_n=256``: with bfloat16 output
-        at most 3, the epilogue tiles taking 64 KiB; with float32 at most 4; 32 KiB each
-        with ``block_n=128``, 24 KiB with 64; :func:`gemm_smem_bytes` gives the total,
-        at most 227 KiB).
-    wait_depth : int
-        wgmma batches a consumer leaves in flight (0 or 1) before releasing a stage.
-    persistent : bool
-        ``ctas`` CTAs (one per SM) walk the output tiles in :func:`tile_order`; else one
-        CTA per output tile.
-    ctas : int
-        The persistent grid.
-    group_m : int
-        Row tiles per group of :func:`tile_order`.
-    cluster : int
-        1, or 2: pairs of CTAs on tiles of the same columns each load half of B and
-        multicast it (needs a static ``m`` with an even number of 128-row tiles, an even
-        ``group_m`` and an even grid).
-    spin : bool
-        Wait on mbarriers with a loop of plain ``try_wait`` instead of a suspend-time hint.
-    block_n : int
-        Columns of C per CTA tile, 64, 128 or 256 (``wgmma.m64n{block_n}``): fewer columns
-        make more tiles, for shapes whose 128 x 256 tiles would leave SMs idle (small ``m``
-        or ``n``); a stage of the ring then takes ``(128 + block_n) * 128`` bytes and the
-        bf16 epilogue tiles ``256 * block_n`` bytes, so more stages fit.
-    bias : str or None
-        The dtype of a ``Bias`` vector ``(n,)`` added to every row of the product
-        (``"bfloat16"`` or ``"float32"``, converted to fp32 and added to the fp32
-        accumulators), or None.  The function then takes ``Bias`` after ``B``, before
-        ``C`` (inputs first, as Relax's ``call_tir`` passes them).
-    activation : str or None
-        Applied after the bias, before C is rounded and stored: ``"relu"``, ``"silu"``
-        or ``"gelu_tanh"`` (torch's ``gelu(approximate="tanh")``;
-        :mod:`tvm_tirx.kernels.parts.epilogue.activation` gives the instructions and
-        their accuracy), or None.
-    gated : bool
-        A gated linear unit (GLU; SwiGLU with ``activation="silu"``, GeGLU with
-        ``"gelu_tanh"``): ``C = activation(A Bg^T [+ bias_g]) * (A Bu^T [+ bias_u])``
-        for gate and up weights ``Bg``, ``Bu`` of ``(n, k)``, in one GEMM whose B
-        (``(b_rows, k)``, ``b_rows = 2 * ceil(n / 8) * 8``) interleaves them in groups of
-        eight rows: B rows ``16 q .. 16 q + 7`` are ``Bg[8 q .. 8 q + 7]``, the next eight
-        ``Bu[8 q ..]`` (zero rows past ``n``; :func:`tvm_tirx.ops.gate_up_weight` builds it
-        for ``n`` a multiple of 8; bf16 or fp8 inputs);
-        a ``Bias`` is ``(b_rows,)``, interleaved the same way.  Needs ``block_n`` 128 or 256
-        (the output tile is ``block_n / 2`` columns wide).
-    residual : bool
-        Add a ``Residual`` tensor ``(m, n)`` of ``out_dtype`` last, in float32 before the
-        one rounding: ``C = ... + Residual`` (a transformer's skip connection after its
-        output projection); a bf16 residual with an even ``n`` must start at a 4-byte
-        aligned address (it is read as pairs; checked at each call).  The function then takes ``Residual`` after ``Bias`` (or
-        ``B``), before ``C``.  bf16 inputs only.
-    a_major : str
-        A's innermost axis: ``"k"`` (A is ``(m, k)``) or ``"m"`` (A is ``(k, m)``,
-        its rows ``m * 2`` bytes: a multiple of 16, checked here for a static ``m``
-        and at each call for a run-time one).  bf16 inputs only for ``"m"``: wgmma
-        transposes 16-bit tiles only (PTX ISA 9.7.15.5.1.2).
-    b_major : str
-        B's innermost axis: ``"k"`` (B is ``(n, k)``) or ``"n"`` (B is ``(k, n)``,
-        ``n * 2`` bytes a multiple of 16; bf16 only; with ``cluster=2``, ``block_n``
-        128 or 256).  A gated B is then ``(k, b_rows)``, its columns interleaved.
-
-    Returns
-    -------
-    tvm.tirx.PrimFunc
-        ``hopper_gemm(A, B, C)`` (bf16 inputs) or ``hopper_gemm_fp8(A, B, C, Scales)``;
-        with ``bias``, ``hopper_gemm_bias(A, B, Bias, C)`` or ``hopper_gemm_fp8_bias(A, B,
-        Bias, C, Scales)``; with ``residual``, ``hopper_gemm_residual(A, B, Residual, C)``
-        or ``hopper_gemm_bias_residual(A, B, Bias, Residual, C)``; A, B and C
-        16-byte aligned.  It computes ``C = activation(Scales[0] * Scales[1] * A @ B^T
-        + Bias) + Residual`` (the parts that apply; gated, ``activation(gate) * up +
-        Residual`` of the two products).
-
-    Raises
-    ------
-    ValueError
-        A size or an option outside those above; a TMA row stride that is not a multiple
-        of 16 bytes (the message names the tensor, its row bytes and the rule).  For a
-        run-time ``k`` the stride rule is checked at each call, on the host, before the
-        launch (a ``ValueError`` from the kernel call).
-    """
-    cfg = GemmConfig(m, n, k, out_dtype, in_dtype, stages, wait_depth, persistent, ctas, group_m, cluster, spin,
-                     block_n, bias, activation, gated, residual, a_major, b_major)
+def build(cfg: GemmConfig):
+    """The ``T.function`` of the checked configuration ``cfg`` (the body of
+    :func:`~tvm_tirx.kernels.gemm.make_gemm`, reached through
+    :meth:`~tvm_tirx.kernels.gemm.spec.GemmSpec.build`): its parameters are
+    :func:`_prim_func`'s, its body :func:`_make_body`'s."""
     return _prim_func(cfg, _make_body(cfg))
 
 

@@ -1,0 +1,362 @@
+"""What one compiled GEMM kernel is: :class:`GemmSpec` (the tile kernel) and
+:class:`SmallMSpec` (the small-M kernel), and :func:`make_gemm`, the tile kernel's builder.
+
+A spec holds everything a compiled kernel depends on except the run-time ``m``: the sizes
+``n`` and ``k``, the dtypes, the GPU's arch and every option of the kernel.  It is a
+frozen dataclass whose defaults are resolved when it is made (a ``stages`` of None
+becomes the deepest ring that fits), so two spellings of one kernel are equal and hash
+equal: the torch operators' table of compiled kernels
+(:mod:`tvm_tirx.ops.gemm_kernels`) is keyed on it, and its :attr:`~GemmSpec.name` is
+the kernel's ``global_symbol``.  :meth:`GemmSpec.build` turns it and an ``m`` into the
+checked :class:`~.config.GemmConfig` (the one place where options are validated) and the
+``T.function``; :meth:`~GemmSpec.prim_func` is the run-time-``m`` function, named, made
+once per spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+
+import tvm
+
+from .config import BLOCK_NS, BN, OUTPUTS, GemmConfig
+from .kernel import build as _build_kernel
+from .small_m import make_small_m_gemm
+from .tiles import deepest_ring
+
+__all__ = ["CONFIG", "GemmSpec", "SmallMSpec", "make_gemm"]
+
+#: dtype -> its short spelling in kernel names
+_SHORT = {"bfloat16": "bf16", "float32": "f32"}
+
+
+def _short(dtype: str) -> str:
+    return _SHORT.get(dtype, dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _run_time_func(spec) -> tvm.tirx.PrimFunc:
+    """``spec.build(m)`` for an int32 run-time ``m``, named ``spec.name`` (once per spec)."""
+    return spec.build(tvm.tirx.Var("m", "int32")).with_attr("global_symbol", spec.name)
+
+
+class _KernelSpec:
+    """What :class:`GemmSpec` and :class:`SmallMSpec` share: the named run-time-``m``
+    PrimFunc, made once per (equal) spec."""
+
+    def prim_func(self) -> tvm.tirx.PrimFunc:
+        """The kernel for an int32 run-time ``m`` (``m = T.dynamic("m")``: one compiled
+        kernel serves every number of rows), its ``global_symbol`` :attr:`name`; the same
+        object for equal specs.
+
+        Raises
+        ------
+        ValueError
+            What :meth:`build` refuses.
+        """
+        return _run_time_func(self)
+
+
+@dataclass(frozen=True)
+class GemmSpec(_KernelSpec):  # pylint: disable=too-many-instance-attributes
+    """One compiled tile-kernel GEMM ``C (m, n) = A (m, k) @ B (n, k)^T``: everything it
+    depends on but the run-time ``m``; the compile-cache key of the torch operators and
+    the source of the kernel's name.
+
+    The fields are :func:`make_gemm`'s parameters but ``m``, plus ``arch``; the defaults
+    are the torch operators' (:data:`CONFIG`: one CTA per output tile, ``group_m=16``, the
+    deepest ring), not :func:`make_gemm`'s.  The first five fields may be given by
+    position (``GemmSpec(n, k, in_dtype, out_dtype, arch)``).  Nothing is checked when a
+    spec is made: :meth:`build` checks it (:class:`~.config.GemmConfig`).
+
+    Attributes
+    ----------
+    n : int
+        Columns of C; rows of B (``2 n``, interleaved, when ``gated``), elements.
+    k : int or tvm.tirx.Var
+        The reduction length, elements (``k * sizeof(in_dtype)`` a multiple of 16 bytes
+        for a K-major operand).
+    in_dtype, out_dtype : str
+        A and B's dtype (``"bfloat16"``, ``"float8_e4m3fn"``); C's (``"bfloat16"``,
+        ``"float32"``).
+    arch : str
+        The CUDA architecture compiled for (``"sm_90a"``); not in :attr:`name`.
+    block_n : int
+        Columns of C per CTA tile: 64, 128 or 256.
+    bias, activation : str or None
+        A fused bias vector's dtype and a fused activation (:func:`make_gemm`'s).
+    gated, residual : bool
+        A gated linear unit; a residual added last (:func:`make_gemm`'s).
+    a_major, b_major : str
+        A's and B's innermost axis: ``"k"``, or ``"m"`` / ``"n"`` (:func:`make_gemm`'s).
+    stages : int or None
+        Shared buffers of the ring; None (the default) becomes, when the spec is made,
+        the deepest ring that fits :attr:`block_n`, :attr:`out_dtype` and :attr:`gated`
+        (:func:`~.tiles.deepest_ring`: 3 for bf16 output at ``block_n=256``).
+    wait_depth, persistent, ctas, group_m, cluster, spin
+        :func:`make_gemm`'s options (``persistent`` False and ``group_m`` 16 here).
+    """
+
+    n: int
+    k: object
+    in_dtype: str = "bfloat16"
+    out_dtype: str = "bfloat16"
+    arch: str = "sm_90a"
+    block_n: int = BN
+    bias: str | None = None
+    activation: str | None = None
+    gated: bool = False
+    residual: bool = False
+    a_major: str = "k"
+    b_major: str = "k"
+    stages: int | None = None
+    wait_depth: int = 1
+    persistent: bool = False
+    ctas: int = 132
+    group_m: int = 16
+    cluster: int = 1
+    spin: bool = False
+
+    def __post_init__(self):
+        if self.stages is None:
+            object.__setattr__(self, "stages", self._deepest_ring())
+
+    def _deepest_ring(self) -> int | None:
+        """:func:`~.tiles.deepest_ring` of the spec's tile, or None where the tile is not
+        one the kernel has (:meth:`build` then says why)."""
+        tile = type(self.block_n) is int and self.block_n in BLOCK_NS and type(self.gated) is bool  # noqa: E721
+        return deepest_ring(self.block_n, self.out_dtype, self.gated) if tile and self.out_dtype in OUTPUTS else None
+
+    def replace(self, **changes) -> GemmSpec:
+        """A copy with ``changes`` (``dataclasses.replace``), whose ``stages`` is derived
+        again for its tile when this spec's is the derived one (the deepest ring) and
+        ``changes`` do not set it: ``GemmSpec(n, k).replace(block_n=64)`` equals
+        ``GemmSpec(n, k, block_n=64)``."""
+        if "stages" not in changes and self.stages == self._deepest_ring():
+            changes["stages"] = None
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def name(self) -> str:
+        """The kernel's ``global_symbol``: ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``,
+        ``f32``; another dtype spelled out), then ``_bn{block_n}`` for a ``block_n`` other
+        than 256, ``_bias_{bf16|f32}`` for a fused bias, ``_{activation}``, ``_glu`` when
+        gated, ``_residual``, ``_a_km`` for ``a_major="m"`` and ``_b_kn`` for
+        ``b_major="n"``.  The ring, the launch and ``arch`` are not in it."""
+        name = f"tvm_tirx_gemm_n{self.n}_k{self.k}_{_short(self.in_dtype)}_{_short(self.out_dtype)}"
+        name += f"_bn{self.block_n}" if self.block_n != BN else ""
+        name += f"_bias_{_short(self.bias)}" if self.bias else ""
+        name += f"_{self.activation}" if self.activation else ""
+        name += "_glu" if self.gated else ""
+        name += "_residual" if self.residual else ""
+        name += "_a_km" if self.a_major != "k" else ""
+        return name + ("_b_kn" if self.b_major != "k" else "")
+
+    def config(self, m) -> GemmConfig:
+        """The checked :class:`~.config.GemmConfig` of this spec for ``m`` rows (an int or
+        an int32 run-time extent): the sizes and options validated, the derived
+        quantities (tiles, grid, epilogue chain).
+
+        Raises
+        ------
+        ValueError
+            What :func:`make_gemm` refuses.
+        """
+        return GemmConfig(m, self.n, self.k, self.out_dtype, self.in_dtype, self.stages, self.wait_depth,
+                          self.persistent, self.ctas, self.group_m, self.cluster, self.spin, self.block_n,
+                          self.bias, self.activation, self.gated, self.residual, self.a_major, self.b_major)
+
+    def build(self, m) -> tvm.tirx.PrimFunc:
+        """The kernel for ``m`` rows (:func:`make_gemm`'s function, unnamed).
+
+        Raises
+        ------
+        ValueError
+            What :func:`make_gemm` refuses.
+        """
+        return _build_kernel(self.config(m))
+
+
+#: The torch operators' options per output dtype besides the tile (:class:`GemmSpec`'s
+#: defaults: ``bench/gemm.py``'s fastest on the H200, one CTA per output tile so the grid
+#: follows the run-time ``m`` and no SM count enters the key); ``stages`` is the deepest
+#: ring of the default 128 x 256 tile.
+CONFIG = {dtype: {name: getattr(GemmSpec(BN, 64, out_dtype=dtype), name)
+                  for name in ("stages", "wait_depth", "persistent", "group_m")} for dtype in OUTPUTS}
+
+
+@dataclass(frozen=True)
+class SmallMSpec(_KernelSpec):
+    """One compiled small-M kernel (:func:`~.small_m.make_small_m_gemm`): everything it
+    depends on but the run-time ``m``; bf16 K-major inputs, no fused epilogue.
+
+    Attributes
+    ----------
+    n, k : int
+        Rows of W (columns of C) and the reduction length, elements.
+    out_dtype : str
+        ``"bfloat16"`` or ``"float32"``.
+    arch : str
+        The CUDA architecture compiled for (``"sm_90a"``); not in :attr:`name`.
+    block_m, splits, stages : int
+        The plan (:class:`~.planner.SmallMPlan`): rows of X per CTA tile, CTAs per
+        output tile (split-K), buffers of the ring.
+    """
+
+    n: int
+    k: int
+    out_dtype: str
+    arch: str
+    block_m: int
+    splits: int
+    stages: int
+
+    in_dtype = "bfloat16"  # X and W (a class attribute: not a field)
+    a_major = "k"  # X's innermost axis: the kernel reads X (m, k) row-major
+
+    @classmethod
+    def of(cls, spec: GemmSpec, plan) -> SmallMSpec:
+        """The small-M kernel of ``spec``'s ``n``, ``k``, ``out_dtype`` and ``arch`` with
+        ``plan``'s ``block_m``, ``splits`` and ``stages`` (a
+        :class:`~.planner.SmallMPlan`)."""
+        return cls(spec.n, spec.k, spec.out_dtype, spec.arch, plan.block_m, plan.splits, plan.stages)
+
+    @property
+    def name(self) -> str:
+        """The kernel's ``global_symbol``:
+        ``tvm_tirx_gemm_small_m_n{n}_k{k}_bm{block_m}_s{splits}_{bf16|f32}``."""
+        return (f"tvm_tirx_gemm_small_m_n{self.n}_k{self.k}_bm{self.block_m}_s{self.splits}_"
+                f"{_short(self.out_dtype)}")
+
+    def build(self, m) -> tvm.tirx.PrimFunc:
+        """The kernel for ``m`` rows (:func:`~.small_m.make_small_m_gemm`, unnamed).
+
+        Raises
+        ------
+        ValueError
+            What :func:`~.small_m.make_small_m_gemm` refuses.
+        """
+        return make_small_m_gemm(m, self.n, self.k, block_m=self.block_m, splits=self.splits, stages=self.stages,
+                                 out_dtype=self.out_dtype)
+
+
+def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
+              wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
+              spin: bool = False, block_n: int = BN, bias: str | None = None, activation: str | None = None,
+              gated: bool = False, residual: bool = False, a_major: str = "k", b_major: str = "k"):
+    """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
+    :func:`tvm_tirx.compile` (``arch="sm_90a"``).
+
+    By default A and B are row-major (K innermost, "TN", like ``torch.matmul(a,
+    b.t())``); ``a_major="m"`` takes A stored ``(k, m)`` and ``b_major="n"`` B stored
+    ``(k, n)`` (``torch.matmul(a, b)`` with a row-major ``b`` is ``b_major="n"``).  A and B
+    are of ``in_dtype``; C is row-major ``(m, n)``, of ``out_dtype``; products accumulate
+    in fp32.
+
+    Parameters
+    ----------
+    m : int or tvm.tirx.Var
+        Rows of A and C: a positive int, or an int32 run-time extent (``m =
+        T.dynamic("m")``): one compiled kernel then serves every ``m`` in ``1 .. 2**31 -
+        129`` (row indices are int32), taken from the tensors' shapes at each call.
+    n : int
+        Rows of B and columns of C, any positive int.  bfloat16 output is stored by TMA
+        when C's rows (``n * 2`` bytes) are a multiple of 16 bytes, else by a guarded
+        ``st.global.b32`` per bf16 pair (even ``n``) or ``st.global.b16`` per element.
+    k : int or tvm.tirx.Var
+        The reduction length, a positive int or an int32 run-time extent (bf16 inputs);
+        the rows of a K-major A or B (``k * sizeof(in_dtype)`` bytes) must be a multiple
+        of 16 bytes (the TMA's stride rule).
+    out_dtype : str
+        ``"bfloat16"`` (rounded to nearest even) or ``"float32"`` (stored from the
+        accumulators, ``st.global.v2.f32``, or ``st.global.f32`` for an odd ``n``).  At
+        C's edge the TMA clips its stores; the other stores are guarded.
+    in_dtype : str
+        ``"bfloat16"``, or ``"float8_e4m3fn"``: the function then takes a fourth argument
+        ``Scales`` ((2,) float32) and computes ``C = Scales[0] * Scales[1] * A @ B^T``.
+    stages : int or None
+        Shared buffers in the ring (48 KiB each with ``block_n=256``: with bfloat16 output
+        at most 3, the epilogue tiles taking 64 KiB; with float32 at most 4; 32 KiB each
+        with ``block_n=128``, 24 KiB with 64; :func:`~.config.gemm_smem_bytes` gives the
+        total, at most 227 KiB); None: the deepest ring that fits
+        (:func:`~.tiles.deepest_ring`).
+    wait_depth : int
+        wgmma batches a consumer leaves in flight (0 or 1) before releasing a stage.
+    persistent : bool
+        ``ctas`` CTAs (one per SM) walk the output tiles in :func:`~tvm_tirx.kernels.gemm.tile_order`; else one
+        CTA per output tile.
+    ctas : int
+        The persistent grid.
+    group_m : int
+        Row tiles per group of :func:`~tvm_tirx.kernels.gemm.tile_order`.
+    cluster : int
+        1, or 2: pairs of CTAs on tiles of the same columns each load half of B and
+        multicast it (needs a static ``m`` with an even number of 128-row tiles, an even
+        ``group_m`` and an even grid).
+    spin : bool
+        Wait on mbarriers with a loop of plain ``try_wait`` instead of a suspend-time hint.
+    block_n : int
+        Columns of C per CTA tile, 64, 128 or 256 (``wgmma.m64n{block_n}``): fewer columns
+        make more tiles, for shapes whose 128 x 256 tiles would leave SMs idle (small ``m``
+        or ``n``); a stage of the ring then takes ``(128 + block_n) * 128`` bytes and the
+        bf16 epilogue tiles ``256 * block_n`` bytes, so more stages fit.
+    bias : str or None
+        The dtype of a ``Bias`` vector ``(n,)`` added to every row of the product
+        (``"bfloat16"`` or ``"float32"``, converted to fp32 and added to the fp32
+        accumulators), or None.  The function then takes ``Bias`` after ``B``, before
+        ``C`` (inputs first, as Relax's ``call_tir`` passes them).
+    activation : str or None
+        Applied after the bias, before C is rounded and stored: ``"relu"``, ``"silu"``
+        or ``"gelu_tanh"`` (torch's ``gelu(approximate="tanh")``;
+        :mod:`tvm_tirx.kernels.parts.epilogue.activation` gives the instructions and
+        their accuracy), or None.
+    gated : bool
+        A gated linear unit (GLU; SwiGLU with ``activation="silu"``, GeGLU with
+        ``"gelu_tanh"``): ``C = activation(A Bg^T [+ bias_g]) * (A Bu^T [+ bias_u])``
+        for gate and up weights ``Bg``, ``Bu`` of ``(n, k)``, in one GEMM whose B
+        (``(b_rows, k)``, ``b_rows = 2 * ceil(n / 8) * 8``) interleaves them in groups of
+        eight rows: B rows ``16 q .. 16 q + 7`` are ``Bg[8 q .. 8 q + 7]``, the next eight
+        ``Bu[8 q ..]`` (zero rows past ``n``; :func:`tvm_tirx.ops.gate_up_weight` builds it
+        for ``n`` a multiple of 8; bf16 or fp8 inputs);
+        a ``Bias`` is ``(b_rows,)``, interleaved the same way.  Needs ``block_n`` 128 or 256
+        (the output tile is ``block_n / 2`` columns wide).
+    residual : bool
+        Add a ``Residual`` tensor ``(m, n)`` of ``out_dtype`` last, in float32 before the
+        one rounding: ``C = ... + Residual`` (a transformer's skip connection after its
+        output projection); a bf16 residual with an even ``n`` must start at a 4-byte
+        aligned address (it is read as pairs; checked at each call).  The function then takes ``Residual`` after ``Bias`` (or
+        ``B``), before ``C``.  bf16 inputs only.
+    a_major : str
+        A's innermost axis: ``"k"`` (A is ``(m, k)``) or ``"m"`` (A is ``(k, m)``,
+        its rows ``m * 2`` bytes: a multiple of 16, checked here for a static ``m``
+        and at each call for a run-time one).  bf16 inputs only for ``"m"``: wgmma
+        transposes 16-bit tiles only (PTX ISA 9.7.15.5.1.2).
+    b_major : str
+        B's innermost axis: ``"k"`` (B is ``(n, k)``) or ``"n"`` (B is ``(k, n)``,
+        ``n * 2`` bytes a multiple of 16; bf16 only; with ``cluster=2``, ``block_n``
+        128 or 256).  A gated B is then ``(k, b_rows)``, its columns interleaved.
+
+    Returns
+    -------
+    tvm.tirx.PrimFunc
+        ``hopper_gemm(A, B, C)`` (bf16 inputs) or ``hopper_gemm_fp8(A, B, C, Scales)``;
+        with ``bias``, ``hopper_gemm_bias(A, B, Bias, C)`` or ``hopper_gemm_fp8_bias(A, B,
+        Bias, C, Scales)``; with ``residual``, ``hopper_gemm_residual(A, B, Residual, C)``
+        or ``hopper_gemm_bias_residual(A, B, Bias, Residual, C)``; A, B and C
+        16-byte aligned.  It computes ``C = activation(Scales[0] * Scales[1] * A @ B^T
+        + Bias) + Residual`` (the parts that apply; gated, ``activation(gate) * up +
+        Residual`` of the two products).
+
+    Raises
+    ------
+    ValueError
+        A size or an option outside those above; a TMA row stride that is not a multiple
+        of 16 bytes (the message names the tensor, its row bytes and the rule).  For a
+        run-time ``k`` the stride rule is checked at each call, on the host, before the
+        launch (a ``ValueError`` from the kernel call).
+    """
+    return GemmSpec(n, k, in_dtype, out_dtype, stages=stages, wait_depth=wait_depth, persistent=persistent, ctas=ctas,
+                    group_m=group_m, cluster=cluster, spin=spin, block_n=block_n, bias=bias, activation=activation,
+                    gated=gated, residual=residual, a_major=a_major, b_major=b_major).build(m)
