@@ -80,7 +80,10 @@ def _operand_node(stmt, key):
     if not isinstance(call, ast.Call) or key is None:
         return None
     if isinstance(key, int):
-        return call.args[key] if 0 < key < len(call.args) else None
+        # T.cuda.tile.apply(instr, *operands): operand i is argument i; a raw
+        # T.ptx["..."](*operands) call has no instruction argument: operand i is argument i - 1
+        index = key - 1 if isinstance(call.func, ast.Subscript) else key
+        return call.args[index] if 0 <= index < len(call.args) and key > 0 else None
     return next((kw for kw in call.keywords if kw.arg == key), None)
 
 

@@ -5,6 +5,7 @@ import pytest
 
 from tvm_tirx import TileError, testing
 from tvm_tirx.script import tirx as T
+from tvm_tirx.tile.families.tma import swizzled_layout
 from tvm_tirx.tile.lower.lower import LOWERED, lower_tile_apply
 
 
@@ -20,10 +21,10 @@ def load_b32(A: T.Tensor((64,), "int32")):
 
 
 @T.function
-def load_f32_into_int32(A: T.Tensor((64,), "int32")):
+def load_global_as_shared(A: T.Tensor((64,), "int32")):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
     t = T.alloc_local((1,), "int32")
-    T.ptx["ld.global.f32"](t[0], T.address_of(A[3]))
+    T.ptx["ld.shared.b32"](t[0], T.address_of(A[3]))
 
 
 @T.function
@@ -79,9 +80,10 @@ def computed_address(A: T.Tensor((64,), "int32")):
 
 
 PAIRS = {
-    "dtype": (load_b32, load_f32_into_int32, r"ld.global.f32: dst \(operand 1\): dtype not accepted by the PTX type"),
+    "state space": (load_b32, load_global_as_shared, r"ld.shared.b32: src \(operand 2\): .*scope"),
     "bounds": (load_guarded, load_unguarded, r"src \(operand 2\): view provably out of the tensor's bounds"),
-    "alignment": (load_v4_aligned, load_v4_misaligned, r"vector atom not provably aligned"),
+    # the address is the fifth argument of the raw call: the message points there
+    "alignment": (load_v4_aligned, load_v4_misaligned, r"src \(operand 5\): vector atom not provably aligned"),
     "shared window": (store_shared_window, store_shared_window_past_the_row, r"raw address past the tensor.s extent"),
 }
 
@@ -118,3 +120,45 @@ def raw_ldmatrix():
 def test_a_raw_collective_is_not_read_as_a_thread_scope_tile_call():
     # each lane passes its own row's address: legal raw code, which no thread-scope tile call spells
     assert testing.count_ptx(_lowered(raw_ldmatrix), "ldmatrix.*") == 1
+
+
+@T.function
+def legal_raw_idioms(A: T.Tensor((8, 6), "int32", align=16), H: T.Tensor((64,), "float16", align=16)):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    tid = T.cuda.thread_idx("x")
+    swizzled = T.alloc_shared((2, 64, 32), "uint32", align=1024, layout=swizzled_layout((2, 64, 32), "uint32", 3))
+    halves = T.alloc_shared((64,), "bfloat16", align=16)
+    bar = T.alloc_shared((1,), "int64", align=8)
+    scalar = T.alloc_shared((), "float32")
+    t = T.alloc_local((4,), "uint32")
+    f = T.alloc_local((1,), "float32")
+    # a swizzled tile at a run-time index: no view names the element; left to the protocol rules
+    T.ptx["ld.shared.b32"](t[0], swizzled.ptr_to([tid % 2, tid, 0]))
+    # words of a bf16 tensor (the widths differ: not rebuilt)
+    T.ptx["ld.shared.b32"](t[0], halves.ptr_to([2 * tid]))
+    # a vector of four halves as two .b32 words: the widths differ too
+    T.ptx["ld.global.v2.b32"](t[0], t[1], T.address_of(H[4 * (tid % 16)]))
+    # same widths, other types: checked (atom.add.u32 on int32, an mbarrier in an int64)
+    T.ptx["atom.global.add.u32"](t[0], T.address_of(A[tid // 6, tid % 6]), T.uint32(1))
+    T.ptx["mbarrier.init.shared::cta.b64"](bar.ptr_to([0]), T.uint32(32))
+    # a vector across a row of a row-major tensor, as the address runs on
+    T.ptx["ld.global.v4.b32"](t[0], t[1], t[2], t[3], T.address_of(A[0, 4]))
+    # a 0-d tensor
+    T.ptx["ld.shared.f32"](f[0], scalar.ptr_to([]))
+
+
+def test_legal_raw_idioms_are_accepted():
+    assert testing.count_ptx(_lowered(legal_raw_idioms), "ld.*") >= 4
+
+
+@T.function
+def atom_out_of_bounds(A: T.Tensor((8, 6), "int32")):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+    t = T.alloc_local((1,), "uint32")
+    T.ptx["atom.global.add.u32"](t[0], T.address_of(A[T.cuda.thread_idx("x") // 6, T.cuda.thread_idx("x") % 6]),
+                                 T.uint32(1))
+
+
+def test_a_same_width_reinterpretation_is_still_bounds_checked():
+    with pytest.raises(TileError, match=r"atom.global.add.u32: .*operand 2.*out of the tensor's bounds"):
+        _lowered(atom_out_of_bounds)

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import tvm_ffi
+from tvm.tirx.layout import S, TileLayout
+
 from ...errors import TileError, TileInternalError, combined
 from ..kernel.barrier_rules import BARRIERS
 from ..ir.call_view import CallView
@@ -32,13 +35,12 @@ from ..analysis.memory_proofs import check_dtype_views, check_memory
 from ..rules.op import is_tile_call
 from ..analysis.ownership import check_ownership
 from ..rules.raw_calls import check_raw, is_raw_checked
-from ..rules.raw_tile import is_raw_tile_candidate, raw_tile_call
+from ..rules.raw_tile import is_raw_tile_candidate, raw_positions, raw_tile_call, raw_tile_contract
 from ..ir.registry import candidates
 from ..ir.scope import group_exprs, scope_rank
 from ..ir.scope import require_collective_scope
 from ..kernel.sites import EMPTY_SITE, call_key, location_of
 from ..rules.static_rules import bind_call, rule_arch, select_contract
-from ..ir.ptx_table import opcode_of_call
 from ..ir.views import call_repeat, int_or_none, repeat_shape
 
 __all__ = ["LowerTileApply", "lower_tile_apply", "expand", "check_raw_tile", "LOWERED"]
@@ -135,12 +137,25 @@ def expand(stmt, facts, site=EMPTY_SITE):
     return stmt, view.contract.host_setup, emission.call
 
 
-def _declare_view(facts, buf, indices, extent: int):
-    """The view of ``extent`` elements of ``buf`` from element ``indices`` on, declared in
-    a scratch frame (the kernel's body is not changed), its parent recorded in ``facts``
-    so that the proofs find its root.  A row-major tensor of static shape is taken whole
-    (the vector may run on into the next row, as the address does); one with a layout or
-    strides along its last axis.
+def _row_major(buf) -> bool:
+    """Whether ``buf`` is laid out row-major without strides (its default layout)."""
+    if len(buf.strides):
+        return False
+    if buf.layout is None:
+        return True
+    try:
+        return tvm_ffi.structural_equal(buf.layout, TileLayout(S[tuple(buf.shape)]))
+    except (TypeError, ValueError):  # a shape the default layout cannot take
+        return False
+
+
+def _declare_view(facts, buf, indices, extent: int, dtype: str):
+    """The view of ``extent`` elements of ``buf`` (read as ``dtype``, of the same width)
+    from element ``indices`` on, declared in a scratch frame (the kernel's body is not
+    changed), its parent recorded in ``facts`` so that the proofs find its root; None
+    where no view names them: a tensor with a layout (a swizzle) at run-time indices.  A
+    row-major tensor of static shape is taken whole (the vector may run on into the next
+    row, as the address does); any other along its last axis.
 
     Raises
     ------
@@ -151,39 +166,53 @@ def _declare_view(facts, buf, indices, extent: int):
     from tvm.script.ir_builder import tirx as builder  # pylint: disable=import-outside-toplevel
 
     shape = [int_or_none(n) for n in buf.shape]
+    plain = _row_major(buf)
+    if not plain and None in [int_or_none(i) for i in indices]:
+        return None
     with IRBuilder():
         with builder.prim_func():
-            if buf.layout is None and not len(buf.strides) and None not in shape and len(shape) > 1:
+            base = buf if dtype == str(buf.dtype) else buf.view(dtype)
+            if plain and None not in shape and len(shape) > 1:
                 linear, stride = 0, 1
                 for index, n in reversed(list(zip(indices, shape))):
                     linear, stride = linear + index * stride, stride * n
-                view = buf.view(stride).sub[linear : linear + extent]
+                view = base.view(stride, layout=TileLayout(S[(stride,)])).sub[linear : linear + extent]
             else:
-                view = buf.sub[tuple(indices[:-1]) + (slice(indices[-1], indices[-1] + extent),)]
+                view = base.sub[tuple(indices[:-1]) + (slice(indices[-1], indices[-1] + extent),)]
     facts.parent[view] = buf
     return view
 
 
+def _raw_label(err, contract) -> TileError:
+    """``err`` pointing at the raw call's argument: ``"src (operand 2)"`` of the tile form
+    becomes ``"src (operand 5)"``, the position of the address among the raw arguments."""
+    positions = raw_positions(contract)
+    role = (err.operand or "").split(" (operand")[0].removeprefix("parameter ")
+    if role not in positions:
+        return err
+    return TileError(err.opcode or contract.opcode, err.rule, operand=f"{role} (operand {positions[role]})",
+                     expected=err.expected, found=err.found)
+
+
 def check_raw_tile(stmt, facts, site=EMPTY_SITE):
     """Check the raw ``T.ptx`` call of ``stmt`` by the rules of the tile call it spells
-    (:func:`~..rules.raw_tile.raw_tile_call`: the operands' dtypes, scopes, bounds,
-    alignment and ownership, the family's ``bind`` and ``kernel_check``); a raw call
-    that spells no tile call is left alone.  The call is not changed.
+    (:func:`~..rules.raw_tile.raw_tile_call`: the operands' state spaces and widths,
+    bounds, alignment and ownership, the family's ``bind`` and ``kernel_check``); a raw
+    call that spells no tile call is left alone.  The call is not changed.
 
     Raises
     ------
     TileError
-        The first rule the call breaks, pointing at its source line.
+        The first rule the call breaks, pointing at its source line and argument.
     """
+    contract = raw_tile_contract(stmt.value)
     try:
         try:
-            tc = raw_tile_call(stmt.value, lambda buf, indices, extent: _declare_view(facts, buf, indices, extent))
-        except ValueError as err:  # a vector past a static extent
-            raise TileError(opcode_of_call(stmt.value) or "", "raw address past the tensor's extent",
-                            expected="the element addressed and the values the instruction moves inside the tensor",
-                            found=str(err)) from None
-        if tc is not None:
-            _prove(*_select(tc, facts, site))
+            tc = raw_tile_call(stmt.value, lambda *args: _declare_view(facts, *args))
+            if tc is not None:
+                _prove(*_select(tc, facts, site))
+        except TileError as err:
+            raise _raw_label(err, contract) from None
     except TileError as err:
         raise err.at(site.location or location_of(stmt.value.span)) from None
 

@@ -29,6 +29,7 @@ the barriers and warp-synchronous instructions) keep doing so.
 from __future__ import annotations
 
 from tvm.ir import TensorLoad
+from tvm.runtime import DataType
 
 from ...errors import TileError
 from ..analysis.prover import make_analyzer
@@ -37,15 +38,16 @@ from ..ir.registry import candidates
 from .op import TileCall
 from .raw_calls import is_raw_checked, split_raw
 
-__all__ = ["raw_tile_call", "is_raw_tile_candidate"]
+__all__ = ["raw_tile_call", "raw_tile_contract", "is_raw_tile_candidate", "raw_positions"]
 
 _PREFIX = "tirx.ptx."
 #: The intrinsics apache-tvm wraps an element's address in (``ptr_to`` of a shared tensor).
 _ADDRESS_WRAPPERS = ("tirx.cuda.cvta_generic_to_shared",)
 
 
-def _contract(call):
-    """The tile contract of the form raw ``call`` issues, or None (no PTX call, no family)."""
+def raw_tile_contract(call):
+    """The tile contract of the form raw ``T.ptx`` Call ``call`` issues, or None (no PTX
+    call, or an instruction no family claims)."""
     opcode = opcode_of_call(call)
     if opcode is None:
         return None
@@ -60,7 +62,7 @@ def _contract(call):
 def is_raw_tile_candidate(call) -> bool:
     """Whether ``call`` (an ``Evaluate``'s value) is a raw ``T.ptx`` call of an instruction
     a family claims, other than those the family reads itself (:func:`~.raw_calls.is_raw_checked`)."""
-    return not is_raw_checked(call) and _contract(call) is not None
+    return not is_raw_checked(call) and raw_tile_contract(call) is not None
 
 
 def _element(address):
@@ -73,11 +75,18 @@ def _element(address):
     return (load.source, list(load.indices)) if isinstance(load, TensorLoad) else None
 
 
-def _run(buf, indices, extent: int, declare):
-    """The view of ``extent`` elements of ``buf`` from element ``indices`` on (``declare``)."""
-    if len(indices) != len(buf.shape):
-        return None
-    return declare(buf, list(indices), extent)
+def _bits(dtype) -> int:
+    return DataType(str(dtype)).bits * DataType(str(dtype)).lanes
+
+
+def _as_accepted(role, dtype) -> str | None:
+    """The dtype ``role`` accepts that reads an element of ``dtype`` bit for bit: ``dtype``
+    itself, else one of the same width (a raw call moves bits: ``atom.add.u32`` on an int32
+    tensor, an mbarrier in an int64 one; PTX ISA 5.2.2, relaxed type checking of ld / st);
+    None when the widths differ (punning a bf16 tensor as ``.b32`` words)."""
+    if str(dtype) in role.dtypes:
+        return str(dtype)
+    return next((d for d in role.dtypes if _bits(d) == _bits(dtype)), None)
 
 
 def _registers(role, values, declare):
@@ -85,16 +94,20 @@ def _registers(role, values, declare):
     loads = [v for v in values if isinstance(v, TensorLoad)]
     if len(values) == 1 and not role.writes and not loads:
         return values[0]  # a typed scalar stands for one register read
-    if len(loads) != len(values) or any(v.source.scope() != "local" for v in loads):
+    if len(loads) != len(values) or any(v.source.scope() != "local" or not len(v.indices) for v in loads):
         return None
     buf, first = loads[0].source, loads[0].indices
+    dtype = _as_accepted(role, buf.dtype)
     analyzer = make_analyzer()
     for i, load in enumerate(loads):
         same = load.source.same_as(buf) and all(
             _equal(analyzer, a, b) for a, b in zip(load.indices[:-1], first[:-1]))
-        if not same or not _equal(analyzer, load.indices[-1], first[-1] + i):
+        if dtype is None or not same or not _equal(analyzer, load.indices[-1], first[-1] + i):
             return None
-    return _run(buf, list(first), len(loads), declare)
+    try:
+        return declare(buf, list(first), len(loads), dtype)
+    except ValueError:  # registers past their tensor, or a layout the view cannot take: not rebuilt
+        return None
 
 
 def _equal(analyzer, a, b) -> bool:
@@ -102,26 +115,62 @@ def _equal(analyzer, a, b) -> bool:
 
 
 def _memory(role, values, declare):
-    """The tile operand of memory ``role`` whose address is ``values[0]``, or None."""
+    """The tile operand of memory ``role`` whose address is ``values[0]``, or None.
+
+    Raises
+    ------
+    TileError
+        The vector runs past a static extent of the tensor.
+    """
     found = _element(values[0]) if len(values) == 1 else None
     if found is None or role.image or role.run_time_extents or not role.atom or role.atom[-1] is None:
+        return None
+    buf, indices = found
+    dtype = _as_accepted(role, buf.dtype)
+    if dtype is None or not indices:
         return None
     extent = 1
     for n in role.atom:
         extent *= n
-    return _run(*found, extent, declare)
+    try:
+        return declare(buf, indices, extent, dtype)
+    except ValueError:
+        shape = " x ".join(str(n) for n in buf.shape)
+        raise TileError("", "raw address past the tensor's extent", operand=role.role,
+                        expected="the element addressed and the values the instruction moves inside the tensor",
+                        found=f"{extent} elements from element [{', '.join(map(str, indices))}] of {buf.name} "
+                        f"({shape})") from None
+
+
+def raw_positions(contract) -> dict:
+    """``{role name: 1-based argument position}`` of each role's first value in a raw call
+    of ``contract``'s form (apache-tvm passes the PTX operands in order, one argument per
+    register), for messages that point at the raw call's argument."""
+    out, position = {}, 1
+    for op in contract.instruction.operands:
+        role = next((r for r in contract.roles if r.ptx.name == op.name), None)
+        if role is not None:
+            out[role.role] = position
+        position += op.lanes
+    return out
 
 
 def raw_tile_call(call, declare) -> TileCall | None:
     """The tile call raw ``T.ptx`` Call ``call`` spells (scope ``"thread"``), or None when
     one of its operands names no tile operand (see the module).
 
-    ``declare(buf, indices, extent) -> Buffer`` makes the view of ``extent`` elements of
-    ``buf`` from element ``indices`` on (the lowering declares it in a scratch frame and
-    records its parent in the kernel facts); it raises ``ValueError`` for a vector past
-    a static extent.
+    ``declare(buf, indices, extent, dtype) -> Buffer | None`` makes the view of ``extent``
+    elements of ``buf`` from element ``indices`` on, read as ``dtype`` (of the same width),
+    or None where no view names them (a swizzled tensor at a run-time offset); the
+    lowering declares it in a scratch frame and records its parent in the kernel facts.
+    It raises ``ValueError`` for a vector past a static extent.
+
+    Raises
+    ------
+    TileError
+        A memory operand's vector runs past a static extent of its tensor.
     """
-    contract = _contract(call)
+    contract = raw_tile_contract(call)
     if contract is None or not is_raw_tile_candidate(call) or contract.collective.width > 1:
         return None  # a collective's raw call passes one lane's operands: no thread-scope tile call
     args, pred, flags = split_raw(call, contract)
