@@ -12,6 +12,25 @@ from . import MEMORY, Case, example
 CASES = [
     Case(
         MEMORY,
+        r"raw address not in the \.local window",
+        "Raw .local access through a generic address",
+        example('''
+            @T.function
+            def kernel(Out: T.Tensor((32,), "float32")):
+                T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+                m = T.alloc_buffer((4,), "float32", scope="local")
+                t = T.alloc_local((1,), "float32")
+                T.ptx["ld.local.f32"](t[0], T.address_of(m[2]))
+        '''),
+        "lower",
+        "A ``.local`` address is an offset in the thread's local window (PTX ISA 6.4.1.1); "
+        "``T.address_of`` gives the generic address C++ takes of the array, so the load would "
+        "read another location.",
+        "Convert it: ``T.call_pure_extern(\"uint64\", \"__cvta_generic_to_local\", m.ptr_to([2]))``, or "
+        "write the tile form, which does.",
+    ),
+    Case(
+        MEMORY,
         r"raw address past the tensor's extent",
         "Raw vector load past its tensor",
         example('''

@@ -13,6 +13,6 @@ from .build.kernel import Kernel as Kernel
 from .build.kernel import compile as compile
 from .errors import TileError as TileError
 from ._version import __version__ as __version__
-from .tile.lower import LowerTileApply as LowerTileApply
+from .tile.lower.lower import LowerTileApply as LowerTileApply
 
 __all__ = ["TileError", "compile", "Kernel", "LowerTileApply", "debug_build", "__version__"]

@@ -162,3 +162,57 @@ def atom_out_of_bounds(A: T.Tensor((8, 6), "int32")):
 def test_a_same_width_reinterpretation_is_still_bounds_checked():
     with pytest.raises(TileError, match=r"atom.global.add.u32: .*operand 2.*out of the tensor's bounds"):
         _lowered(atom_out_of_bounds)
+
+
+@T.function
+def shared_by_window():
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    slot = T.alloc_shared((8,), "int32", align=16)
+    t = T.alloc_local((1,), "int32")
+    T.ptx["ld.shared.b32"](t[0], slot.ptr_to([3]))
+
+
+@T.function
+def shared_by_element_address():
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    slot = T.alloc_shared((8,), "int32", align=16)
+    t = T.alloc_local((1,), "int32")
+    T.ptx["ld.shared.b32"](t[0], T.address_of(slot[3]))  # apache-tvm converts it to the .shared window
+
+
+@T.function
+def local_by_window():
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    m = T.alloc_buffer((4,), "float32", scope="local")
+    t = T.alloc_local((1,), "float32")
+    T.ptx["ld.local.f32"](t[0], T.call_pure_extern("uint64", "__cvta_generic_to_local", m.ptr_to([2])))
+
+
+@T.function
+def local_by_generic_address():
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    m = T.alloc_buffer((4,), "float32", scope="local")
+    t = T.alloc_local((1,), "float32")
+    T.ptx["ld.local.f32"](t[0], T.address_of(m[2]))
+
+
+@T.function
+def local_window_misaligned():
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+    m = T.alloc_buffer((8,), "float32", scope="local")
+    t = T.alloc_local((4,), "float32")
+    T.ptx["ld.local.v4.f32"](t[0], t[1], t[2], t[3],
+                             T.call_pure_extern("uint64", "__cvta_generic_to_local", m.ptr_to([2])))
+
+
+def test_a_local_operand_takes_its_window_address_not_a_generic_one():
+    # PTX ISA 6.4.1.1: a .local address is an offset in the thread's local window
+    for good in (local_by_window, shared_by_window, shared_by_element_address):
+        _lowered(good)
+    with pytest.raises(TileError, match=r"src \(operand 2\): raw address not in the .local window"):
+        _lowered(local_by_generic_address)
+
+
+def test_a_local_window_address_is_checked_like_any_other():
+    with pytest.raises(TileError, match=r"ld.local.v4.f32: src \(operand 5\): vector atom not provably aligned"):
+        _lowered(local_window_misaligned)

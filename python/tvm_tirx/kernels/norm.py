@@ -3,7 +3,7 @@
 A row of ``hidden`` 16-bit elements is read as 16-byte vectors (``ld.global.v4.b32``):
 lane ``l`` holds vectors ``l, l + 32, ...``, so each of the warp's loads is one
 contiguous 512-byte stretch.  The row stays in registers as packed pairs; the sum of
-squares is taken in f32 (values widened exactly, :func:`..pairs.make_unpack_pairs`),
+squares is taken in f32 (values widened exactly, :func:`.pairs.make_unpack_pairs`),
 reduced over the 32 lanes (``shfl.sync.bfly``), and each value is scaled, multiplied by
 its weight in f32 and rounded once to the row's dtype (``cvt.rn.bf16x2.f32``) before the
 16-byte stores.  Memory traffic is one read and one write of X's size (the weight row

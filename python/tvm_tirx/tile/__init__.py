@@ -11,7 +11,7 @@ Describing a form
     registration of a family with every role it plays (:class:`RawSpelling`:
     the raw ``T.ptx`` calls it checks; ``kernel_rules``, ``events``,
     ``kinds``, ``address_forms``, ``instrument``: the signatures are in
-    :mod:`.hooks`);
+    :mod:`.ir.hooks`);
     :class:`Instruction` (a resolved PTX form), :func:`ptx_call`, :func:`cert_arch`,
     :func:`bits_of_ptx_type`.
 The one argument of every hook
@@ -26,9 +26,9 @@ Proof helpers
     views: :class:`ViewMap`, :func:`repeat_shape`,
     :func:`int_or_none`, :func:`axis_table`.
 Kernel rules and event readers (``register_family(kernel_rules=, events=)``)
-    :class:`KernelView`; the protocol events rules pair (:mod:`.protocol`):
+    :class:`KernelView`; the protocol events rules pair (:mod:`.kernel.protocol`):
     :func:`protocol_of`, :class:`Event`, :func:`raw_operands`, :func:`describe`;
-    program order and memory (:mod:`.order`): :class:`Path`, :class:`Leaf`,
+    program order and memory (:mod:`.kernel.order`): :class:`Path`, :class:`Leaf`,
     :class:`Seq`, :class:`Branch`, :class:`Loop`,
     :func:`element_of`, :func:`same_element`, :func:`byte_range`,
     :func:`overlaps`, :func:`address_target`; :func:`evaluate`.

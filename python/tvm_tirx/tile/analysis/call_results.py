@@ -1,8 +1,8 @@
 """What a statement-level call makes the registers it writes, for the uniformity
-rules (:mod:`.uniformity`): the ``result_level`` hook :class:`~.kernel_facts.KernelFacts`
+rules (:mod:`.uniformity`): the ``result_level`` hook :class:`~..kernel.kernel_facts.KernelFacts`
 gives them.
 
-A tile call and a raw ``T.ptx`` call that a family checks (:mod:`.raw_calls`)
+A tile call and a raw ``T.ptx`` call that a family checks (:mod:`..rules.raw_calls`)
 are read through their form's contract: an operand the form only reads is not
 written; a written one is as uniform as the form's ``uniform_result`` says
 (a ``shfl.sync.idx`` broadcast, a ``vote.sync`` ballot over the whole warp).
@@ -44,7 +44,7 @@ def result_level(facts, stmt, buf):
 
 def _names_buffer(op, buf) -> bool:
     """Whether call operand ``op`` is ``buf``: a tile call's operand as written (a
-    buffer), or a raw call's register (:class:`~.operands.Operand` of kind
+    buffer), or a raw call's register (:class:`~..ir.operands.Operand` of kind
     ``"element"``: an element load of ``buf``, or a group of them)."""
     if not isinstance(op, Operand):
         return op.same_as(buf)

@@ -1,7 +1,7 @@
 """The group of a call: which threads (or collectives) execute it, as a box of
 group coordinates.
 
-Without guards that is the scope's whole group (:func:`.scope.full_group`).
+Without guards that is the scope's whole group (:func:`..ir.scope.full_group`).
 Under guards over thread ids, the executing threads of every instance of the
 scope (each warp at ``"warp"`` ...) must form the same box of group
 coordinates; the group is that box.  For a collective form (a warp of 32, a

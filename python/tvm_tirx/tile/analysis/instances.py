@@ -149,7 +149,7 @@ class Executions:
         return all(hash(v) in allowed for v in _vars_in(expr))
 
     def of(self, leaf, exprs=()) -> list | None:
-        """The executions of :class:`~.order.Leaf` ``leaf`` with the values of
+        """The executions of :class:`~..kernel.order.Leaf` ``leaf`` with the values of
         ``exprs`` at each, grouped by iteration and values; None when not
         enumerable (see the module).  ``repeats`` of the leaf: :meth:`repeats`."""
         facts = self.facts

@@ -63,7 +63,7 @@ def _collective_slots(opcode, role, view, label, g, rep_list, position, expect, 
 
 def _collective_holds(role, buf, members, repeat, collective) -> bool:
     """Whether :func:`_check_collective` finds nothing, decided over whole arrays
-    (:mod:`.view_tables`): every element of every group coordinate and position
+    (:mod:`..ir.view_tables`): every element of every group coordinate and position
     is compared, as there.  False also when the view is not tabulated; the
     element-by-element check then decides and names the first violation."""
     table = axis_table(buf)

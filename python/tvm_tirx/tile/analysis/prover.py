@@ -40,7 +40,7 @@ class _Loads:  # pylint: disable=too-few-public-methods
     """Memory loads as variables: structurally equal loads become one Var, so
     that a fact about ``j[0]`` is a fact about every ``j[0]`` of the goal
     (the facts of a call site hold for the memory as it is at the call:
-    :mod:`.sites` drops those that a write in between may break)."""
+    :mod:`..kernel.sites` drops those that a write in between may break)."""
 
     def __init__(self):
         self.vars = []  # [(load, var)]

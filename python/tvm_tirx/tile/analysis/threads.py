@@ -120,7 +120,7 @@ def _holds(facts, part, values, what) -> bool:
 
 def reaching(call, scope: str | None = None) -> list:
     """``[(t, c)]``: the threads (linear id in the CTA, rank in the cluster) that
-    reach tile call ``call`` (a :class:`~.contract.CallView` while lowering),
+    reach tile call ``call`` (a :class:`~..ir.call_view.CallView` while lowering),
     from its site's guards (:func:`active_threads`); a guard part not over
     thread ids must be uniform over ``scope`` (default: the call's scope).
 

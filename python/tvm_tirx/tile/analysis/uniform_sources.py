@@ -9,7 +9,7 @@ it computes from is:
   address, of a slot published by a CTA barrier (:func:`shared_read`; the rule
   is :meth:`.uniformity.Uniformity._published`, as for ``t = slot[0]``);
 * a register instruction (a form whose contract says ``register_function``:
-  ``mov``, ``cvt``, the arithmetic of :mod:`.families.register_ops`) on uniform scalar sources, unpredicated or
+  ``mov``, ``cvt``, the arithmetic of :mod:`..families.register_ops`) on uniform scalar sources, unpredicated or
   under a uniform predicate (:func:`register_sources`): its result is a
   function of its sources only.
 """
@@ -57,7 +57,7 @@ class SharedRead(NamedTuple):
 def shared_read(calls, stmt) -> SharedRead | None:
     """``stmt`` (an ``Evaluate``) as a :class:`SharedRead`, or None when it is not a
     load from shared memory whose address can be read.  ``calls`` is the kernel's
-    :class:`~.kernel_calls.KernelCalls` (the tile call, decoded once)."""
+    :class:`~..kernel.kernel_calls.KernelCalls` (the tile call, decoded once)."""
     view = calls.view(stmt)
     if view is not None and not view.raw:
         return _tile_read(view)
@@ -109,7 +109,7 @@ def register_sources(calls, stmt, root) -> tuple | None:
     """``(dst, sources, pred)`` of a register-instruction tile call that writes one
     local scalar ``dst`` from ``sources`` (scalar buffers or expressions), else None.
 
-    ``calls`` is the kernel's :class:`~.kernel_calls.KernelCalls`; the call's form
+    ``calls`` is the kernel's :class:`~..kernel.kernel_calls.KernelCalls`; the call's form
     must compute its result from its sources only (``Contract.register_function``).
     ``root(buf)`` gives the allocation a buffer views: a source must be a scalar
     allocation itself (whose writes the rules see), not a view of a register array."""

@@ -32,8 +32,8 @@ Uniform by construction:
   from uniform scalars under a uniform predicate (:mod:`.uniform_sources`);
 * a register written only by tile calls whose family says their result is
   uniform (a ``shfl.sync.idx`` from one source lane, ``elect.sync``'s lane):
-  families declare it with :attr:`~.contract.Contract.uniform_result`; the
-  raw ``T.ptx`` calls a family checks (:mod:`.raw_calls`) are read as their
+  families declare it with :attr:`~..ir.contract.Contract.uniform_result`; the
+  raw ``T.ptx`` calls a family checks (:mod:`..rules.raw_calls`) are read as their
   tile form.
 
 Anything else -- a value loaded per thread from global memory, a shared
@@ -99,7 +99,7 @@ GRID = Uniform("grid")
 
 
 class Uniformity:
-    """The uniformity of expressions in one kernel (:class:`~.kernel_facts.KernelFacts`).
+    """The uniformity of expressions in one kernel (:class:`~..kernel.kernel_facts.KernelFacts`).
 
     Parameters
     ----------

@@ -12,7 +12,7 @@ accesses the same registers").  A ``mov`` that zeroes the accumulators after
 the fence races with the asynchronous read of them.
 
 From each wgmma tile call the rule walks program order backward
-(:meth:`tvm_tirx.tile.Program.backward`, loops wrapping) to the nearest
+(:meth:`tvm_tirx.tile.kernel.order.Program.backward`, loops wrapping) to the nearest
 ``wgmma.fence`` on each path, and refuses a statement in between that writes
 one of the call's register operands: a store, a tile call's written operand,
 a raw ``T.ptx`` call's destination.  Other wgmma calls are skipped; a path

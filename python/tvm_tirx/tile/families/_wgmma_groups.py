@@ -38,8 +38,8 @@ MMA_PREFIX = "wgmma.mma_async"
 
 
 def is_mma(call) -> bool:
-    """Whether ``call`` (a decoded :class:`~..op.TileCall` or a
-    :class:`~..call_view.CallView`; None for a statement that is no tile call) is a
+    """Whether ``call`` (a decoded :class:`~..rules.op.TileCall` or a
+    :class:`~..ir.call_view.CallView`; None for a statement that is no tile call) is a
     ``wgmma.mma_async``."""
     return call is not None and call.opcode.startswith(MMA_PREFIX)
 

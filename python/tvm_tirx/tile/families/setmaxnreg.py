@@ -6,7 +6,7 @@ Why a tile family and not a ``T.cuda`` helper: the instruction is a
 collective of a warpgroup (``.sync.aligned``: the 128 threads execute it
 together), and the rule that makes it useful -- each warpgroup's role is a
 branch on the warpgroup index, so a guard keeps whole warpgroups -- is the
-group check every collective tile form already gets (:mod:`..groups`).  A
+group check every collective tile form already gets (:mod:`..analysis.groups`).  A
 helper would have to re-derive that from the guards; as a zero-operand tile
 form it costs one small module.
 

@@ -109,7 +109,7 @@ def accumulator_coords(n: int, packed: bool):
 def accumulator_row(row0, tid, h=0):
     """The row of the wgmma accumulator elements that thread ``tid`` holds in row half ``h``:
     ``row0 + 16 w + 8 h + g`` for warp ``w = tid % 128 / 32`` of the warpgroup and ``g =
-    lane / 4`` (PTX ISA 9.7.15.5.1.1; :mod:`.fragments`).  For kernels that address the
+    lane / 4`` (PTX ISA 9.7.15.5.1.1; :mod:`..fragments`).  For kernels that address the
     memory of one accumulator element at a time (guarded stores, bias or residual loads).
 
     Parameters

@@ -8,7 +8,7 @@ accepting targets are not all those :func:`satisfies` admits from there, their
 list.  :func:`with_floor` folds that record into a family's
 :class:`~.contract.Contract` (``min_arch``, and ``archs`` for such a list) for
 every form the registry hands out, so no family states its floors in code and
-:func:`.static_rules.rule_arch` refuses a form below its floor when the
+:func:`..rules.static_rules.rule_arch` refuses a form below its floor when the
 kernel is lowered for a target.
 
 The record of a PTX table entry is compact: a value per opcode token (the

@@ -27,9 +27,9 @@ class CallView:
     scope : str
         The call's execution scope (``"thread"``, ``"warp"`` ...).
     site : CallSite
-        What encloses the call in its kernel (:class:`~.sites.CallSite`): its
+        What encloses the call in its kernel (:class:`~..kernel.sites.CallSite`): its
         guards, the facts that hold there, its loops, its source span.
-        :data:`~.sites.EMPTY_SITE` at parse time.
+        :data:`~..kernel.sites.EMPTY_SITE` at parse time.
     facts : KernelFacts | None
         While lowering: what is known of the kernel (``launch``, ``arch``,
         ``entry_attrs``, ``uniformity``, and ``family_values``, a dict a
@@ -46,10 +46,10 @@ class CallView:
         variable per call repeat axis); ``()`` otherwise.
     values : dict
         While emitting: operand index -> the value its kind's ``setup`` gave it
-        (:class:`~.emit.OperandKind`, ``Family.kinds``); see :meth:`value`.
+        (:class:`~..rules.emit.OperandKind`, ``Family.kinds``); see :meth:`value`.
     raw : bool
         The call is a raw ``T.ptx[...]`` call decoded into this view
-        (:mod:`.raw_calls`): checked by the form's rules, never expanded.
+        (:mod:`..rules.raw_calls`): checked by the form's rules, never expanded.
         Its register operands are then of kind ``"element"`` (an element of a
         ``T.alloc_local`` tensor, a tuple of them for a register group) or
         ``"scalar"``.

@@ -87,7 +87,7 @@ WARPGROUP = Collective(128, "warpgroup", "thread", ("tid_in_wg", "tx"))
 #: atom address the role's ``address`` form gives.  ``descriptor``: a 64-bit
 #: matrix descriptor value (wgmma), ``tensor_map``: a ``CUtensorMap`` (TMA);
 #: both pass one value per instruction, which the kind's emitter builds (an
-#: :class:`~.emit.OperandKind` of a family's ``Family.kinds``).
+#: :class:`~..rules.emit.OperandKind` of a family's ``Family.kinds``).
 KINDS = ("register", "memory", "descriptor", "tensor_map")
 
 
@@ -130,7 +130,7 @@ class OperandRole:
         vector accesses are naturally aligned).  A bulk copy sets 16, an mbarrier 8.
     address : str
         Memory roles: how the address operand is formed from the view, a name
-        of :func:`.emit.address_forms` (``"generic"``: ``ptr_to``; a family's
+        of :func:`..rules.emit.address_forms` (``"generic"``: ``ptr_to``; a family's
         ``Family.address_forms`` give others, such as the ``.local`` window address).
     pred_skips : bool
         Whether a false ``pred`` leaves this operand untouched, so the bounds
@@ -156,7 +156,7 @@ class OperandRole:
         async proxy (a TMA image, a bulk copy's run, a wgmma matrix), not the
         generic proxy of ``ld``/``st`` (PTX ISA 8.6, "Proxies"): a generic write
         it reads must be made visible with ``fence.proxy.async`` first (the
-        kernel rules of :mod:`.kernel_rules` pair them).
+        kernel rules of :mod:`..kernel.kernel_rules` pair them).
     """
 
     role: str
@@ -256,9 +256,9 @@ class Contract:
         ``fn(CallView) -> TileError | None``.  Runs once per call when it is
         lowered, after the target-arch rule passed.  The CallView holds the
         call's operands, ``pred``, keyword ``params``, ``contract``, ``scope``,
-        ``group`` and ``site`` (guards, facts; :func:`.threads.reaching` gives
+        ``group`` and ``site`` (guards, facts; :func:`..analysis.threads.reaching` gives
         the threads that reach the call); its ``facts``
-        (:class:`~.kernel_facts.KernelFacts`) gives the kernel's facts:
+        (:class:`~..kernel.kernel_facts.KernelFacts`) gives the kernel's facts:
         ``facts.launch`` (:class:`~.scope.LaunchFacts`: thread/block/cluster
         shape; None when the kernel defines no thread ids), ``facts.arch``
         (the target's ``sm_XY``, or None) and ``facts.entry_attrs`` (the
@@ -287,14 +287,14 @@ class Contract:
         ``elect.sync`` says so of its lane id, not of its per-lane predicate.
         The CallView holds the call's decoded operands (views and scalars, not
         classified), ``pred``, ``params``, ``scope``, ``site`` (the guards:
-        :func:`.threads.reaching`) and ``facts`` (``facts.uniformity`` judges
-        a parameter); read by :mod:`.uniformity`, for the operands the form
+        :func:`..analysis.threads.reaching`) and ``facts`` (``facts.uniformity`` judges
+        a parameter); read by :mod:`..analysis.uniformity`, for the operands the form
         writes.
     register_function : bool
         The registers the form writes are a function of the operands it reads
         and nothing else (no memory, no other thread, no clock): ``mov``, ``cvt``
         and the arithmetic.  A value computed so from uniform sources under a
-        uniform predicate is uniform (:mod:`.uniform_sources`).
+        uniform predicate is uniform (:mod:`..analysis.uniform_sources`).
     """
 
     instruction: Instruction

@@ -46,7 +46,7 @@ Bind: TypeAlias = Callable[["CallView"], "Contract | TileError | None"]
 KernelCheck: TypeAlias = Callable[["CallView"], "TileError | None"]
 #: ``Contract.host_setup``: ``(CallView, device entry stmt) -> the stmt, wrapped``.
 HostSetup: TypeAlias = Callable[["CallView", "Stmt"], "Stmt"]
-#: An operand kind's arguments (``Family.kinds``: an :class:`~.emit.OperandKind`'s ``args``):
+#: An operand kind's arguments (``Family.kinds``: an :class:`~..rules.emit.OperandKind`'s ``args``):
 #: ``(CallView, index) -> [PrimExpr]`` at the CallView's ``repeat`` coordinate.
 KindArgs: TypeAlias = Callable[["CallView", int], list]
 #: An operand kind's set-up: ``(CallView, index) -> (stmts, value)``, once per call before the loops.
@@ -57,17 +57,17 @@ KindProof: TypeAlias = Callable[["CallView", int], "TileError | None"]
 #: the call writes in operand ``index`` hold one value``.
 UniformResult: TypeAlias = Callable[["CallView", int], "str | None"]
 #: An address form (a value of ``Family.address_forms``): ``(CallView, view, coord) -> PrimExpr``
-#: (or a :class:`~.emit.ComputedAddress`).
+#: (or a :class:`~..rules.emit.ComputedAddress`).
 AddressForm: TypeAlias = Callable[["CallView", Any, list], Any]
 
 # The roles of a family beyond its contracts (:func:`.registry.register_family`).
 
 #: ``Family.kernel_rules``: a rule over a whole kernel, ``KernelView -> iterable of TileError``
-#: (:mod:`.kernel_rules`), run once per kernel after its tile calls were checked and expanded.
+#: (:mod:`..kernel.kernel_rules`), run once per kernel after its tile calls were checked and expanded.
 KernelRule: TypeAlias = Callable[["KernelView"], Any]
 #: ``Family.events``: ``(leaf, call, protocol, derived) -> list[Event] | None``, the protocol
-#: events of a statement of the family's instructions (:mod:`.protocol`): ``leaf`` an
-#: :class:`~.order.Leaf`, ``call`` the tile call's ``CallView`` (None for a raw ``T.ptx``
+#: events of a statement of the family's instructions (:mod:`..kernel.protocol`): ``leaf`` an
+#: :class:`~..kernel.order.Leaf`, ``call`` the tile call's ``CallView`` (None for a raw ``T.ptx``
 #: statement), ``derived`` the events the shared code read from the contract; None: not
 #: the family's statement.
 EventReader: TypeAlias = Callable[[Any, "CallView | None", Any, list], "list | None"]

@@ -21,7 +21,7 @@ class Operand:
     ----------
     value : object
         The buffer view (``kind == "tensor"``) or scalar ``PrimExpr``; for a
-        raw ``T.ptx`` call's register (:mod:`.raw_calls`), the element load
+        raw ``T.ptx`` call's register (:mod:`..rules.raw_calls`), the element load
         ``regs[i]`` (a tuple of them for a register group).
     kind : str
         ``"tensor"``, ``"scalar"``, or ``"element"`` (a raw call's register).

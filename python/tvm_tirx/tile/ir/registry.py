@@ -5,16 +5,16 @@ A family module declares itself with :func:`register_family`, keyed by the
 PTX table *entries* it claims (by name, or by a predicate over
 :class:`~.ptx_table.TableEntry`) -- not by mnemonic: apache-tvm names every
 ``cp.async*`` entry ``cp``.  Two families claiming one entry is an error when
-the registry is first used (at import of :mod:`.families`).
+the registry is first used (at import of :mod:`..families`).
 
 A family is one :class:`Family` record: besides its contracts, every role it
 plays in the shared modules is a field of it, with one signature each
 (:mod:`.hooks`) -- its kernel rules, its protocol event readers, its operand
 kinds, its address forms and its debug-build instrumentation.  The shared
-modules ask :func:`families` for them (:func:`.kernel_rules.kernel_rules`,
-:mod:`.protocol`, :mod:`.emit`, ``tvm_tirx.build.debug.instrument``); this
+modules ask :func:`families` for them (:func:`..kernel.kernel_rules.kernel_rules`,
+:mod:`..kernel.protocol`, :mod:`..rules.emit`, ``tvm_tirx.build.debug.instrument``); this
 module imports none of them, nor any family module (the families register
-themselves when :mod:`.families` is first imported, on first use), so each of
+themselves when :mod:`..families` is first imported, on first use), so each of
 them may import it without a cycle.
 """
 
@@ -55,22 +55,22 @@ class Family:
         PTX ISA section per mnemonic (key ``"*"``: the rest), for the reference.
     raw : RawSpelling | None
         The raw ``T.ptx[...]`` calls of its entries the family checks, and how
-        their PTX operands map to its keywords (:mod:`.raw_calls`); None: its
+        their PTX operands map to its keywords (:mod:`..rules.raw_calls`); None: its
         raw calls are left alone.
     kernel_rules : tuple[KernelRule, ...]
         ``fn(KernelView) -> iterable of TileError``: its rules over a whole
-        kernel (:mod:`.kernel_rules`), run in this order after those of the
+        kernel (:mod:`..kernel.kernel_rules`), run in this order after those of the
         families registered before it.
     events : tuple[EventReader, ...]
         ``fn(leaf, call, protocol, derived) -> list[Event] | None``: the
-        readers of its statements' protocol events (:mod:`.protocol`).
+        readers of its statements' protocol events (:mod:`..kernel.protocol`).
     kinds : dict[str, OperandKind]
         Operand kind name (an ``OperandRole.kind`` beyond ``"register"`` and
         ``"memory"``) -> how its operands are emitted and proven
-        (:class:`~.emit.OperandKind`).
+        (:class:`~..rules.emit.OperandKind`).
     address_forms : dict[str, AddressForm]
         Address form name (an ``OperandRole.address``) -> ``fn(call, view, coord)``,
-        the address operand (:mod:`.emit`).
+        the address operand (:mod:`..rules.emit`).
     instrument : Instrument | None
         ``fn(lowered PrimFunc, source PrimFunc, DebugOptions) -> PrimFunc``: what a
         debug build adds to a lowered kernel (the mbarrier family's hang
@@ -131,13 +131,13 @@ def register_family(
     raw : RawSpelling | None
         The raw ``T.ptx[...]`` calls of claimed entries that are decoded into
         the tile form's :class:`~.call_view.CallView` and checked by its rules
-        (:class:`~.raw_calls.RawSpelling`); None: raw calls are not checked.
+        (:class:`~..rules.raw_calls.RawSpelling`); None: raw calls are not checked.
     kernel_rules : iterable of KernelRule
         ``fn(KernelView) -> iterable of TileError``, run once per kernel, in this order.
     events : EventReader | iterable of EventReader
         ``fn(leaf, call, protocol, derived) -> list[Event] | None`` (one, or a tuple).
     kinds : dict[str, OperandKind] | None
-        Operand kinds the family's roles use (:class:`~.emit.OperandKind`).
+        Operand kinds the family's roles use (:class:`~..rules.emit.OperandKind`).
     address_forms : dict[str, AddressForm] | None
         Address forms the family's roles use, ``fn(call, view, coord)``.
     instrument : Instrument | None
@@ -200,7 +200,7 @@ def _roles(name, kernel_rules, events, kinds, address_forms, instrument) -> tupl
 
 
 def families() -> tuple:
-    """Every registered family, in registration order (the modules of :mod:`.families`
+    """Every registered family, in registration order (the modules of :mod:`..families`
     are imported, and so register themselves, on the first call).
 
     Raises

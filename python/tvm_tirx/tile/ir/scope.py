@@ -15,7 +15,7 @@ consecutive warps (PTX ISA 2.2 and 9.7.15, "warpgroup").  The linear thread id
 is ``x + X * (y + Y * z)`` for a block of ``(X, Y, Z)`` threads (CUDA C++
 Programming Guide, "Thread Hierarchy").  Inside a guard that only depends on
 thread ids (``if T.cuda.lane_id() < 16:``), the group is the guarded box of
-threads; :mod:`.groups` works it out.  A collective form (a warp of 32, a
+threads; :mod:`..analysis.groups` works it out.  A collective form (a warp of 32, a
 warpgroup of 128 threads issuing one instruction) counts collectives instead
 of threads: its levels inside the collective disappear from the group.
 """

@@ -2,8 +2,8 @@
 tensor views, and the storage offsets (elements or register slots) they map to.
 (What an operand is -- a view or a scalar -- is decided in :mod:`.operands`.)
 
-Shared by the parse-time rules (:mod:`.static_rules`), the proofs
-(:mod:`.memory_proofs`, :mod:`.ownership`) and the emitter (:mod:`.emit`).
+Shared by the parse-time rules (:mod:`..rules.static_rules`), the proofs
+(:mod:`..analysis.memory_proofs`, :mod:`..analysis.ownership`) and the emitter (:mod:`..rules.emit`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``T.assume(cond)``: a fact the author states, and its run-time check.
 
-The proofs (:mod:`.prover`) take every ``T.assume(cond)`` that precedes a
+The proofs (:mod:`..analysis.prover`) take every ``T.assume(cond)`` that precedes a
 tile call as a fact (:mod:`.sites` says how long it lasts).  It is the one
 way to tell the checker what it cannot derive -- an index read from memory
 that the author knows to be in range, a run-time size that is a multiple of
@@ -10,7 +10,7 @@ built with ``tvm_tirx.compile(..., options={"check_assumptions": True})``
 each one becomes a check that, when ``cond`` is false, prints the source
 line, the condition, the CTA and the thread, then traps (the launch fails
 with ``cudaErrorLaunchFailure``, "unspecified launch failure").  ``cond`` is
-read over mathematical integers (:mod:`.machine_ints`): the check computes its
+read over mathematical integers (:mod:`..analysis.machine_ints`): the check computes its
 ``int32`` arithmetic in ``int64``.
 
 ``T.assume`` is :func:`assume`: apache-tvm's, refusing a condition that is

@@ -8,7 +8,7 @@ warp) silently synchronises the wrong threads.  ``T.cuda.cluster_sync()``
 likewise needs every thread of every CTA of the cluster (PTX ISA 9.7.13.3,
 ``barrier.cluster``).  Each guard around such a barrier must keep every thread
 (a guard over thread ids that every thread passes) or be uniform over the
-CTA (:mod:`.uniformity`) -- over the cluster for ``cluster_sync``.
+CTA (:mod:`..analysis.uniformity`) -- over the cluster for ``cluster_sync``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The checked calls of one kernel as written, each decoded once.
 
 A tile call carries its operands, parameters, scope and predicate in the IR
-(:mod:`.op`: the Call's arguments and one flags string, because a TIR Call's
+(:mod:`..rules.op`: the Call's arguments and one flags string, because a TIR Call's
 arguments are expressions); a raw ``T.ptx[...]`` call that a family checks carries
-its PTX operands (:mod:`.raw_calls`).  :class:`KernelCalls` decodes each of them
+its PTX operands (:mod:`..rules.raw_calls`).  :class:`KernelCalls` decodes each of them
 the first time a reader asks and keeps the result for the kernel's lifetime, so
 every reader -- the lowering, the uniformity rules, the write sets, the family
-rules -- sees the same :class:`~.op.TileCall` and the same as-written
-:class:`~.call_view.CallView`, and none of them parses the IR again.
+rules -- sees the same :class:`~..rules.op.TileCall` and the same as-written
+:class:`~..ir.call_view.CallView`, and none of them parses the IR again.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class KernelCalls:
         self._targets: dict = {}
 
     def tile_call(self, stmt):
-        """The :class:`~.op.TileCall` of ``stmt`` (an ``Evaluate`` of a tile call),
+        """The :class:`~..rules.op.TileCall` of ``stmt`` (an ``Evaluate`` of a tile call),
         or None for any other statement."""
         key = call_key(stmt)
         if key not in self._tile:
@@ -59,12 +59,12 @@ class KernelCalls:
         return self._tile[key][1]
 
     def view(self, stmt):
-        """The as-written :class:`~.call_view.CallView` of call statement ``stmt``, or None.
+        """The as-written :class:`~..ir.call_view.CallView` of call statement ``stmt``, or None.
 
         A tile call's view holds its operands as written (buffers and scalars,
         not classified), its parameters, scope and predicate, and the form its
         operand count names (``shfl.sync`` with or without its ``p`` result); a
-        raw call's is its tile form's (:func:`.raw_calls.decode_raw`, ``raw``
+        raw call's is its tile form's (:func:`..rules.raw_calls.decode_raw`, ``raw``
         true).  None for a statement that is neither, and for a raw call whose
         operands cannot be read (that call is refused where it is checked).
         """

@@ -2,7 +2,7 @@
 ranges, loops, the launch, run-time scalars and the guards around each tile call.
 
 :class:`KernelFacts` is built once per PrimFunc by one walk of its body; the
-proofs (:mod:`.points`, :mod:`.memory_proofs`, :mod:`.groups`) read it.
+proofs (:mod:`..analysis.points`, :mod:`..analysis.memory_proofs`, :mod:`..analysis.groups`) read it.
 """
 
 from __future__ import annotations
@@ -85,12 +85,12 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         Single-assignment local scalar buffer -> its value (``w = T.cuda.warp_id()``).
     sites : dict
         :func:`.sites.call_key` of each tile-call ``Evaluate`` (and of each raw
-        ``T.ptx`` call a family checks, :mod:`.raw_calls`) -> its
+        ``T.ptx`` call a family checks, :mod:`..rules.raw_calls`) -> its
         :class:`~.sites.CallSite` (guards, assumptions, enclosing loops).
     calls : KernelCalls
         The same calls, each decoded once on first use: ``calls.tile_call(stmt)``
-        (:class:`~.op.TileCall`) and ``calls.view(stmt)`` (the as-written
-        :class:`~.call_view.CallView`), for every reader of the kernel.
+        (:class:`~..rules.op.TileCall`) and ``calls.view(stmt)`` (the as-written
+        :class:`~..ir.call_view.CallView`), for every reader of the kernel.
     params : tuple
         The kernel's tensor parameters (buffers), in order.
     family_values : dict
@@ -244,7 +244,7 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
 
     @property
     def uniformity(self):
-        """The kernel's :class:`~.uniformity.Uniformity` (built on first use)."""
+        """The kernel's :class:`~..analysis.uniformity.Uniformity` (built on first use)."""
         if self._uniformity is None:
             from ..analysis.call_results import result_level  # pylint: disable=import-outside-toplevel
             from ..analysis.uniformity import Uniformity  # pylint: disable=import-outside-toplevel
@@ -254,7 +254,7 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
 
     def known(self, conds=()) -> tuple:
         """``conds`` with the kernel-wide facts (:attr:`range_facts`) before them:
-        what the proofs of a call take as given (:func:`.prover.proves`)."""
+        what the proofs of a call take as given (:func:`..analysis.prover.proves`)."""
         return (*self.range_facts, *conds)
 
     def split_assumed(self, conds) -> tuple:

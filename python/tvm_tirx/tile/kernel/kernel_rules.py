@@ -5,7 +5,7 @@ Some rules pair statements: an mbarrier's arrivals with its waits, a fence
 with the stores before it, a CTA barrier with the threads that reach it.  A
 rule is a function of a :class:`KernelView` returning the ``TileError``\\ s it
 finds (several, each pointing at its source line).  A family lists its rules
-in its :class:`~.registry.Family` record (``register_family(...,
+in its :class:`~..ir.registry.Family` record (``register_family(...,
 kernel_rules=(...))``); the rules of no family -- a CTA barrier reached by the
 whole CTA (:mod:`.barrier_rules`) -- are :data:`SHARED_RULES`.
 :func:`run_kernel_rules` runs every rule, the shared ones first, then each
@@ -37,10 +37,10 @@ class KernelView:
         The kernel's body as written (tile calls not yet expanded).
     calls : dict
         :func:`.sites.call_key` of each tile-call ``Evaluate`` of ``body`` ->
-        its :class:`~.contract.CallView` (operands, parameters, contract, site),
+        its :class:`~..ir.call_view.CallView` (operands, parameters, contract, site),
         for the calls that passed their own checks; the raw ``T.ptx`` calls a
         family checks are there too, decoded into their tile form's view
-        (``CallView.raw``, :mod:`.raw_calls`).
+        (``CallView.raw``, :mod:`..rules.raw_calls`).
     """
 
     facts: object
@@ -50,13 +50,13 @@ class KernelView:
 
 def kernel_rules() -> tuple:
     """Every kernel rule: :data:`SHARED_RULES`, then each registered family's
-    ``kernel_rules`` (:func:`.registry.families`, in registration order, each
+    ``kernel_rules`` (:func:`..ir.registry.families`, in registration order, each
     family's in the order it lists them).
 
     Raises
     ------
     ValueError
-        Two families register one rule (:func:`.registry.families`).
+        Two families register one rule (:func:`..ir.registry.families`).
     """
     return SHARED_RULES + tuple(rule for family in families() for rule in family.kernel_rules)
 

@@ -209,7 +209,7 @@ class Program:
     def order_key(self, leaf, iteration=()) -> tuple:
         """A key sorting one thread's executions in program order: ``leaf`` run at the
         ``for`` counter values ``iteration`` (outermost first, as
-        :meth:`~.instances.Executions.of` gives them); a ``while`` counts as one pass."""
+        :meth:`~..analysis.instances.Executions.of` gives them); a ``while`` counts as one pass."""
         parts, node = [], leaf
         while id(node) in self._up:
             up, index = self._up[id(node)]

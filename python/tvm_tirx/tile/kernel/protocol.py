@@ -9,13 +9,13 @@ how they meet read the kernel as a sequence of :class:`Event`\\ s:
 * what the shared code derives from a tile call's contract, naming no
   instruction: a shared-memory operand read or written through the generic
   proxy (``generic_read`` / ``generic_write``) or the async proxy
-  (:attr:`~.contract.OperandRole.async_proxy`: ``async_read`` /
+  (:attr:`~..ir.contract.OperandRole.async_proxy`: ``async_read`` /
   ``async_write``), a plain store or load of shared memory, a CTA or cluster
   barrier (``T.cuda.cta_sync()`` / ``cluster_sync()``);
 * what an instruction family says of its own instructions, tile calls and raw
   ``T.ptx[...]`` calls alike, through the readers its
-  :class:`~.registry.Family` lists (``register_family(..., events=reader)``,
-  :data:`~.hooks.EventReader`; asked in family registration order, the first
+  :class:`~..ir.registry.Family` lists (``register_family(..., events=reader)``,
+  :data:`~..ir.hooks.EventReader`; asked in family registration order, the first
   that answers describes the statement): barrier ``init`` / ``arrive`` /
   ``expect_tx`` / ``complete_tx`` / ``wait``, fences (``init_fence``,
   ``proxy_fence``), bulk groups (``bulk_commit`` / ``bulk_wait``), operations
@@ -115,8 +115,8 @@ def event_readers() -> tuple:
     """Every family's event readers (``Family.events``), in family registration order.
 
     A reader is ``fn(leaf, call, protocol, derived) -> list[Event] | None``
-    (:data:`~.hooks.EventReader`): ``call`` is the tile call's
-    :class:`~.call_view.CallView` (None for a raw statement: ``leaf.stmt.value``
+    (:data:`~..ir.hooks.EventReader`): ``call`` is the tile call's
+    :class:`~..ir.call_view.CallView` (None for a raw statement: ``leaf.stmt.value``
     is then the call), ``derived`` the events the shared code read from the
     call's contract (``[]`` for a raw call).  The reader returns the
     statement's events (``derived`` kept, changed or extended), or None when
@@ -125,7 +125,7 @@ def event_readers() -> tuple:
     Raises
     ------
     ValueError
-        Two families register one reader (:func:`.registry.families`).
+        Two families register one reader (:func:`..ir.registry.families`).
     """
     return tuple(reader for family in families() for reader in family.events)
 
@@ -148,7 +148,7 @@ class Protocol:
     events : dict
         Leaf index -> the leaf's events.
     executions : Executions
-        Enumerates a leaf's executions (:mod:`.instances`).
+        Enumerates a leaf's executions (:mod:`..analysis.instances`).
     """
 
     facts: object

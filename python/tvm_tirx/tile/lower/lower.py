@@ -3,16 +3,16 @@
 For every ``T.cuda.tile.apply`` Call the pass
 
 1. re-runs the parse-time rules (the IR may have been built without the
-   parser) on the group of threads the call runs on (:mod:`.groups`),
+   parser) on the group of threads the call runs on (:mod:`..analysis.groups`),
 2. proves what needs the kernel: memory alignment and bounds
-   (:mod:`.memory_proofs`), register ownership (:mod:`.ownership`),
+   (:mod:`..analysis.memory_proofs`), register ownership (:mod:`..analysis.ownership`),
 3. replaces the call by one unrolled ``for`` per repeat axis whose body is
-   exactly one ``T.ptx[...]`` call (:mod:`.emit`), and runs the form's host
+   exactly one ``T.ptx[...]`` call (:mod:`..rules.emit`), and runs the form's host
    set-up hook, if any, around the kernel's device entry.
 
 A raw ``T.ptx[...]`` call of an instruction whose family checks raw calls is
 decoded into its tile form's view and checked by the same rules
-(:mod:`.raw_calls`), then left as written.
+(:mod:`..rules.raw_calls`), then left as written.
 
 It never chooses an instruction: the opcode is the user's.
 """
@@ -117,7 +117,7 @@ def _coordinates(call, facts, origin):
 
 def expand(stmt, facts, site=EMPTY_SITE):
     """Check the tile call of statement ``stmt`` (an ``Evaluate`` of ``facts``' kernel,
-    decoded once there: ``facts.calls``) at its :class:`~.sites.CallSite`; return
+    decoded once there: ``facts.calls``) at its :class:`~..kernel.sites.CallSite`; return
     ``(expansion Stmt, host hook or None, CallView)``.
 
     Raises
@@ -245,7 +245,7 @@ def lower_tile_apply(func):
     ------
     TileError
         The contract violation found (the calls' own rules, then the kernel
-        rules of :mod:`.kernel_rules`); :class:`~tvm_tirx.errors.TileErrors`
+        rules of :mod:`..kernel.kernel_rules`); :class:`~tvm_tirx.errors.TileErrors`
         when there are several.
     TileInternalError
         The lowering built a call the PTX table rejects (a bug of tvm_tirx).

@@ -4,7 +4,7 @@ Each operand supplies its PTX arguments at a group and repeat coordinate: a
 register operand its registers (the slots its layout gives), a memory operand
 its atom address in the role's address form, a scalar itself.  Address forms
 and the operand kinds beyond register and memory are roles of a family: its
-:class:`~.registry.Family` record lists them (``register_family(...,
+:class:`~..ir.registry.Family` record lists them (``register_family(...,
 kinds={name: OperandKind(...)}, address_forms={name: fn})``), and this module
 looks them up there (:func:`operand_kinds`, :func:`address_forms`; two
 address forms are built in, :data:`BUILTIN_ADDRESS_FORMS`).  Nothing is
@@ -68,7 +68,7 @@ class OperandKind:
     ----------
     args : callable
         ``fn(call, index) -> [PrimExpr, ...]``: the PTX arguments of operand
-        ``index`` of ``call`` (:class:`~.contract.CallView`) at its ``repeat``
+        ``index`` of ``call`` (:class:`~..ir.call_view.CallView`) at its ``repeat``
         coordinate (the loop variables of every repeat axis of the call;
         :func:`operand_repeat` picks the ones the operand carries).  The
         operand is a scalar when the kind takes one (``scalar``);
@@ -83,7 +83,7 @@ class OperandKind:
         (a caller-encoded tensor map's address).
     prove : callable | None
         ``fn(call, index) -> TileError | None``: the rules that need the kernel
-        (alignment, bounds), as :func:`.memory_proofs.check_memory` for memory
+        (alignment, bounds), as :func:`..analysis.memory_proofs.check_memory` for memory
         operands; ``call.site.facts`` holds the facts at the call.
     """
 
@@ -99,7 +99,7 @@ def operand_kinds() -> dict:
     Raises
     ------
     ValueError
-        Two families register one kind (:func:`.registry.families`).
+        Two families register one kind (:func:`..ir.registry.families`).
     """
     return _kinds_of(families())
 
@@ -115,7 +115,7 @@ def address_forms() -> dict:
 
     ``fn`` returns the address operand of view ``view`` at coordinate
     ``coord`` (a list of index expressions) in call ``call``
-    (:class:`~.contract.CallView`: its parameters, site and kernel facts), a
+    (:class:`~..ir.call_view.CallView`: its parameters, site and kernel facts), a
     PrimExpr or a :class:`ComputedAddress`.  Families may give one name only
     with one function (the ``mapa`` form ``"peer_shared"`` is given by each
     family that addresses a peer CTA).
@@ -124,7 +124,7 @@ def address_forms() -> dict:
     ------
     ValueError
         A family gives a built-in name another function (two families giving
-        one name different functions: :func:`.registry.families`).
+        one name different functions: :func:`..ir.registry.families`).
     """
     return _forms_of(families())
 
@@ -237,7 +237,7 @@ class Emission:  # pylint: disable=too-few-public-methods
         return [value.value]
 
     def _binding(self, role, dtype):
-        """The dtype the table takes for a register of ``dtype`` in ``role`` (:func:`.ptx_types.binding_dtype`)."""
+        """The dtype the table takes for a register of ``dtype`` in ``role`` (:func:`..ir.ptx_types.binding_dtype`)."""
         read_write = role.ptx.rw == "rw" or (self.preserve_dst and role.writes)
         bound = binding_dtype(role.ptx, dtype, read_write)
         if bound is None:

@@ -182,7 +182,7 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
         axes follow ``scope`` (none at ``"thread"``).  A typed scalar
         expression may stand in for a single-register read operand.  A
         buffer region ``A[0:64, 1:2]`` is taken as the view
-        ``A.sub[0:64, 1:2]`` (every axis kept; see :func:`.views.as_view`).
+        ``A.sub[0:64, 1:2]`` (every axis kept; see :func:`..ir.operands.as_view`).
     scope : str
         Execution scope: ``"thread"``, ``"warp"``, ``"warpgroup"``, ``"cta"`` or
         ``"cluster"`` (see :mod:`tvm_tirx.tile.ir.scope`).
@@ -193,7 +193,7 @@ def apply(instr, *operands, scope="thread", pred=None, preserve_dst=False, **par
     **params : PrimExpr | tuple | Buffer view
         Family parameters, e.g. ``cache_policy`` for ``.L2::cache_hint`` forms,
         or a tuple of them (``coords=(y, x)``).  An operand whose role names a
-        keyword (:attr:`~.contract.OperandRole.keyword`, e.g. a bulk copy's
+        keyword (:attr:`~..ir.contract.OperandRole.keyword`, e.g. a bulk copy's
         or a TMA's ``mbar=``) is passed by that keyword, never by position.
 
     Returns

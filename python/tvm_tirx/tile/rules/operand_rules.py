@@ -118,7 +118,7 @@ def rule_dtype(opcode, role, op):
 
 def rule_static_shape(opcode, role, op):
     """Repeat and atom extents are compile-time constants (unless the role
-    takes run-time extents, :attr:`~.contract.OperandRole.run_time_extents`)."""
+    takes run-time extents, :attr:`~..ir.contract.OperandRole.run_time_extents`)."""
     if op.kind == "tensor" and not role.run_time_extents and not all(isinstance(s, int) for s in op.shape):
         return TileError(
             opcode,

@@ -1,5 +1,5 @@
 """Raw ``T.ptx[...]`` calls of the instructions a family claims: decoded into the
-:class:`~.call_view.CallView` of their tile form and checked by its rules.
+:class:`~..ir.call_view.CallView` of their tile form and checked by its rules.
 
 A kernel may write an instruction as apache-tvm's intrinsic call
 (``T.ptx["bar.sync"](T.uint32(1), T.uint32(256))``) instead of the tile form
@@ -8,11 +8,11 @@ A family that declares a :class:`RawSpelling` for some of its table entries
 has those raw calls read back into the view its hooks take -- operands in
 role order, keyword parameters, ``pred``, the form's contract, the call's
 site -- and checked by the same hooks (``bind``, the target-arch rule,
-``kernel_check``) and kernel rules (:mod:`.kernel_rules`) as its tile calls.
+``kernel_check``) and kernel rules (:mod:`..kernel.kernel_rules`) as its tile calls.
 A raw call is only checked: the lowering leaves it as written.
 
 How the PTX operands map to the tile form is the form's own data
-(:meth:`~.contract.Contract.ptx_order`: roles and PTX-bound parameters); a
+(:meth:`~..ir.contract.Contract.ptx_order`: roles and PTX-bound parameters); a
 family adds, in its :class:`RawSpelling`, the keyword each operand it fills
 itself (``Contract.derived``) comes from.  A raw call whose operands cannot be
 read that way (an address, a register that is not an element of a
@@ -40,7 +40,7 @@ _PREFIX = "tirx.ptx."
 
 @dataclass(frozen=True)
 class RawSpelling:
-    """The raw ``T.ptx[...]`` calls a family checks (:func:`~.registry.register_family`'s ``raw=``).
+    """The raw ``T.ptx[...]`` calls a family checks (:func:`~..ir.registry.register_family`'s ``raw=``).
 
     Attributes
     ----------
@@ -130,7 +130,7 @@ def _is_register(value) -> bool:
 
 
 def _register(contract, spelling, role, values, position) -> Operand:
-    """The :class:`~.operands.Operand` of register role ``role`` given its raw
+    """The :class:`~..ir.operands.Operand` of register role ``role`` given its raw
     ``values``: an element of a ``T.alloc_local`` tensor per register written,
     any scalar expression for a read (kind ``"element"`` when all are elements).
 
@@ -177,9 +177,9 @@ def _read(contract, spelling, args):
 
 
 def decode_raw(call, facts=None, site=None):
-    """The :class:`~.call_view.CallView` of raw ``T.ptx`` Call ``call`` in its tile
+    """The :class:`~..ir.call_view.CallView` of raw ``T.ptx`` Call ``call`` in its tile
     form (``raw=True``, scope ``"thread"``, at ``site``: its
-    :class:`~.sites.CallSite` in ``facts``' kernel), or None when no family checks it.
+    :class:`~..kernel.sites.CallSite` in ``facts``' kernel), or None when no family checks it.
 
     Raises
     ------

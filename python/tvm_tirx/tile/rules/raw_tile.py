@@ -8,10 +8,11 @@ call's PTX operands whenever each of them names a tile operand:
 * a register operand: ``lanes`` elements of one ``T.alloc_local`` tensor that follow
   each other on its last axis (``r[0], r[1], ...``), or, read as one register, any
   typed scalar expression;
-* a memory operand: the address of an element, ``T.address_of(A[i, j])`` or the
-  shared-window address apache-tvm writes for ``ptr_to``
-  (``cvta_generic_to_shared(address_of(...))``): the operand is the form's atom from
-  that element on along the last axis;
+* a memory operand: the address of an element, ``T.address_of(A[i, j])`` or, for a
+  ``.shared`` / ``.local`` form, its window address (``A.ptr_to([i, j])`` of a shared
+  tensor, ``__cvta_generic_to_local``): the operand is the form's atom from that
+  element on.  A generic address passed where the form takes a window address is
+  refused (PTX ISA 6.4.1.1: the instruction would read another location);
 * a PTX operand the form binds to a keyword parameter: its value.
 
 A collective form (``ldmatrix``, ``mma.sync``: each lane passes its own part) spells no
@@ -41,8 +42,17 @@ from .raw_calls import is_raw_checked, split_raw
 __all__ = ["raw_tile_call", "raw_tile_contract", "is_raw_tile_candidate", "raw_positions"]
 
 _PREFIX = "tirx.ptx."
-#: The intrinsics apache-tvm wraps an element's address in (``ptr_to`` of a shared tensor).
-_ADDRESS_WRAPPERS = ("tirx.cuda.cvta_generic_to_shared",)
+#: State space -> how a raw call converts an element's generic address into that space's
+#: window (PTX ISA 6.4.1.1: a ``.shared`` or ``.local`` address is an offset in its window,
+#: not a generic address): apache-tvm wraps the address of a raw ``.shared`` operand in
+#: ``cvta_generic_to_shared`` itself; a ``.local`` one is written ``__cvta_generic_to_local``.
+_WINDOWS = {
+    "shared": ("tirx.cuda.cvta_generic_to_shared", None),
+    "shared::cta": ("tirx.cuda.cvta_generic_to_shared", None),
+    "local": ("tirx.call_pure_extern", "__cvta_generic_to_local"),
+}
+_SPELLING = {"shared": "A.ptr_to([i])", "shared::cta": "A.ptr_to([i])",
+             "local": 'T.call_pure_extern("uint64", "__cvta_generic_to_local", A.ptr_to([i]))'}
 
 
 def raw_tile_contract(call):
@@ -65,14 +75,41 @@ def is_raw_tile_candidate(call) -> bool:
     return not is_raw_checked(call) and raw_tile_contract(call) is not None
 
 
+def _unwrap(address):
+    """``(inner address, window space or None)``: ``address`` without the conversion to
+    a state space's window it is wrapped in (see :data:`_WINDOWS`)."""
+    if getattr(getattr(address, "op", None), "name", "") == "tirx.reinterpret" and len(address.args) == 1:
+        address = address.args[0]  # a window address as a pointer: the same bits
+    name = getattr(getattr(address, "op", None), "name", "")
+    for space, (op, extern) in _WINDOWS.items():
+        if name != op:
+            continue
+        args = list(address.args)
+        if extern is None and len(args) == 1:
+            return args[0], space
+        if extern is not None and len(args) == 2 and getattr(args[0], "value", None) == extern:
+            return args[1], space
+    return address, None
+
+
 def _element(address):
-    """``(buffer, indices)`` of the element whose address ``address`` is, or None."""
-    while getattr(getattr(address, "op", None), "name", "") in _ADDRESS_WRAPPERS and len(address.args) == 1:
-        address = address.args[0]
+    """``(buffer, indices, window space or None)`` of the element whose address
+    ``address`` is (converted to a state space's window or not), or None."""
+    address, window = _unwrap(address)
     if getattr(getattr(address, "op", None), "name", "") != "tirx.address_of" or len(address.args) != 1:
         return None
     load = address.args[0]
-    return (load.source, list(load.indices)) if isinstance(load, TensorLoad) else None
+    return (load.source, list(load.indices), window) if isinstance(load, TensorLoad) else None
+
+
+def _check_window(role, window):
+    """Raise when a ``.shared`` / ``.local`` operand is passed a generic address."""
+    space = role.ptx.space
+    if space not in _WINDOWS or _WINDOWS.get(window) == _WINDOWS[space]:
+        return
+    raise TileError("", f"raw address not in the .{space} window", operand=role.role,
+                    expected=f"the .{space} address of the element (PTX ISA 6.4.1.1): {_SPELLING[space]}",
+                    found="a generic address (T.address_of)" if window is None else f"a .{window} window address")
 
 
 def _bits(dtype) -> int:
@@ -120,12 +157,14 @@ def _memory(role, values, declare):
     Raises
     ------
     TileError
-        The vector runs past a static extent of the tensor.
+        The address is a generic one where the form takes a ``.shared`` / ``.local``
+        window address, or the vector runs past a static extent of the tensor.
     """
     found = _element(values[0]) if len(values) == 1 else None
     if found is None or role.image or role.run_time_extents or not role.atom or role.atom[-1] is None:
         return None
-    buf, indices = found
+    buf, indices, window = found
+    _check_window(role, window)
     dtype = _as_accepted(role, buf.dtype)
     if dtype is None or not indices:
         return None

@@ -4,9 +4,9 @@ Every rule is a small pure function returning a :class:`~tvm_tirx.TileError`
 or ``None``.  :func:`check_static` runs those that need only shapes, dtypes,
 layouts and the opcode (the per-operand ones are in :mod:`.operand_rules`);
 :func:`select_contract` picks, among the forms an
-opcode names (:func:`.registry.candidates`), the one the operands fit.  The
+opcode names (:func:`..ir.registry.candidates`), the one the operands fit.  The
 rules that need the kernel (alignment, bounds, ownership) are in
-:mod:`.memory_proofs` and :mod:`.ownership`.
+:mod:`..analysis.memory_proofs` and :mod:`..analysis.ownership`.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def rule_arch(contract, arch):
     """The form is available on the target architecture ``arch`` (``"sm_90a"``, or None: unknown).
 
     ``arch`` is not older than the form's ``min_arch`` (its floor, measured
-    with ptxas: :mod:`.arch_floors`), is one of its ``archs`` when it names
+    with ptxas: :mod:`..ir.arch_floors`), is one of its ``archs`` when it names
     them (an arch-specific form: ``wgmma`` exists on sm_90a alone), and
     otherwise has the ``a``/``f`` suffix when the floor has one (``sm_90``
     lacks what ``sm_90a`` has).  The error names the opcode, the floor, its
@@ -308,7 +308,7 @@ def param_error(contract, params):
     """Why the call's keyword parameters do not fit the form, or None: an
     unknown parameter, a missing one, a PTX-bound one of another dtype, or a
     family parameter its check refuses.  Operands passed by keyword
-    (:attr:`~.contract.OperandRole.keyword`) are checked as operands."""
+    (:attr:`~..ir.contract.OperandRole.keyword`) are checked as operands."""
     keywords = {r.keyword for r in contract.roles if r.keyword is not None}
     known = {**contract.params, **contract.options}
     for name in params:
@@ -358,7 +358,7 @@ def require_params(contract, params):
 def bind_call(call):
     """The contract of one call given its keyword parameters (``Contract.bind``).
 
-    ``call`` is the call's :class:`~.contract.CallView` whose ``contract`` is
+    ``call`` is the call's :class:`~..ir.call_view.CallView` whose ``contract`` is
     the form its operands fit (operands in role order, keyword roles last:
     :func:`call_operands`); at parse time its ``facts`` is None.
 
