@@ -34,8 +34,8 @@ from ..kernel.kernel_rules import KernelView, run_kernel_rules
 from ..analysis.memory_proofs import check_dtype_views, check_memory
 from ..rules.op import is_tile_call
 from ..analysis.ownership import check_ownership
-from ..rules.raw_calls import check_raw, is_raw_checked
-from ..rules.raw_tile import is_raw_tile_candidate, raw_positions, raw_tile_call, raw_tile_contract
+from ..rules.raw_calls import check_raw, is_raw_checked, raw_positions
+from ..rules.raw_tile import is_raw_tile_candidate, raw_tile_call, raw_tile_contract
 from ..ir.registry import candidates
 from ..ir.scope import group_exprs, scope_rank
 from ..ir.scope import require_collective_scope
@@ -186,7 +186,7 @@ def _declare_view(facts, buf, indices, extent: int, dtype: str):
 def _raw_label(err, contract) -> TileError:
     """``err`` pointing at the raw call's argument: ``"src (operand 2)"`` of the tile form
     becomes ``"src (operand 5)"``, the position of the address among the raw arguments."""
-    positions = raw_positions(contract)
+    positions = {r.role: raw_positions(contract)[r.ptx.name] for r in contract.roles}
     role = (err.operand or "").split(" (operand")[0].removeprefix("parameter ")
     if role not in positions:
         return err
@@ -208,7 +208,7 @@ def check_raw_tile(stmt, facts, site=EMPTY_SITE):
     contract = raw_tile_contract(stmt.value)
     try:
         try:
-            tc = raw_tile_call(stmt.value, lambda *args: _declare_view(facts, *args))
+            tc = raw_tile_call(stmt.value, contract, lambda *args: _declare_view(facts, *args))
             if tc is not None:
                 _prove(*_select(tc, facts, site))
         except TileError as err:

@@ -33,7 +33,7 @@ from ..ir.call_view import CallView
 from ..ir.operands import Operand
 from ..ir.ptx_table import namespace_text, opcode_of_call
 
-__all__ = ["RawSpelling", "is_raw_checked", "decode_raw", "check_raw", "split_raw", "tile_form_text"]
+__all__ = ["RawSpelling", "is_raw_checked", "decode_raw", "check_raw", "split_raw", "raw_positions", "tile_form_text"]
 
 _PREFIX = "tirx.ptx."
 
@@ -147,6 +147,18 @@ def _register(contract, spelling, role, values, position) -> Operand:
     return Operand(values[0] if len(values) == 1 else tuple(values), kind, position)
 
 
+def raw_positions(contract) -> dict:
+    """``{PTX operand name: 1-based argument position}`` of each operand's first value in a
+    raw call of ``contract``'s form (apache-tvm passes the PTX operands in order, one
+    argument per register), for messages that point at the raw call's argument
+    (:func:`tvm_tirx.excerpts.excerpt` underlines argument ``position - 1``)."""
+    out, position = {}, 1
+    for op in contract.instruction.operands:
+        out[op.name] = position
+        position += op.lanes
+    return out
+
+
 def _read(contract, spelling, args):
     """``(operands in role order, params)`` of a raw call's PTX operands ``args``.
 
@@ -155,10 +167,10 @@ def _read(contract, spelling, args):
     TileError
         An operand the form's data does not say how to read (:func:`_unreadable`).
     """
-    operands, params, position = [None] * len(contract.roles), {}, 0
+    operands, params, positions = [None] * len(contract.roles), {}, raw_positions(contract)
     names = [op.name for op in contract.instruction.operands]
     for (kind, key), name in zip((p for p in contract.ptx_order() if p[0] != "pred"), names):
-        position += 1
+        position = positions[name]
         values = args[name]
         if kind == "role":
             role = contract.roles[key]

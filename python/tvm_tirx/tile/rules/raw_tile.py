@@ -39,7 +39,7 @@ from ..ir.registry import candidates
 from .op import TileCall
 from .raw_calls import is_raw_checked, split_raw
 
-__all__ = ["raw_tile_call", "raw_tile_contract", "is_raw_tile_candidate", "raw_positions"]
+__all__ = ["raw_tile_call", "raw_tile_contract", "is_raw_tile_candidate"]
 
 _PREFIX = "tirx.ptx."
 #: State space -> how a raw call converts an element's generic address into that space's
@@ -123,7 +123,8 @@ def _as_accepted(role, dtype) -> str | None:
     None when the widths differ (punning a bf16 tensor as ``.b32`` words)."""
     if str(dtype) in role.dtypes:
         return str(dtype)
-    return next((d for d in role.dtypes if _bits(d) == _bits(dtype)), None)
+    # every dtype a role accepts has the PTX type's width (Contract.roles)
+    return role.dtypes[0] if role.dtypes and _bits(role.dtypes[0]) == _bits(dtype) else None
 
 
 def _registers(role, values, declare):
@@ -181,22 +182,10 @@ def _memory(role, values, declare):
                         f"({shape})") from None
 
 
-def raw_positions(contract) -> dict:
-    """``{role name: 1-based argument position}`` of each role's first value in a raw call
-    of ``contract``'s form (apache-tvm passes the PTX operands in order, one argument per
-    register), for messages that point at the raw call's argument."""
-    out, position = {}, 1
-    for op in contract.instruction.operands:
-        role = next((r for r in contract.roles if r.ptx.name == op.name), None)
-        if role is not None:
-            out[role.role] = position
-        position += op.lanes
-    return out
-
-
-def raw_tile_call(call, declare) -> TileCall | None:
+def raw_tile_call(call, contract, declare) -> TileCall | None:
     """The tile call raw ``T.ptx`` Call ``call`` spells (scope ``"thread"``), or None when
-    one of its operands names no tile operand (see the module).
+    one of its operands names no tile operand (see the module).  ``contract`` is
+    :func:`raw_tile_contract`'s for ``call`` (None: nothing to rebuild).
 
     ``declare(buf, indices, extent, dtype) -> Buffer | None`` makes the view of ``extent``
     elements of ``buf`` from element ``indices`` on, read as ``dtype`` (of the same width),
@@ -209,8 +198,7 @@ def raw_tile_call(call, declare) -> TileCall | None:
     TileError
         A memory operand's vector runs past a static extent of its tensor.
     """
-    contract = raw_tile_contract(call)
-    if contract is None or not is_raw_tile_candidate(call) or contract.collective.width > 1:
+    if contract is None or is_raw_checked(call) or contract.collective.width > 1:
         return None  # a collective's raw call passes one lane's operands: no thread-scope tile call
     args, pred, flags = split_raw(call, contract)
     if any(f.startswith("s") and f != "sink" for f in flags) or contract.pred_operand is not None:
