@@ -7,7 +7,8 @@ This package is also the one facade an instruction family imports from
 Describing a form
     :class:`Contract`, :class:`OperandRole`, :class:`Param`, :class:`Collective`
     (:data:`THREAD`, :data:`WARP`, :data:`WARPGROUP`), :func:`register_role`,
-    :func:`memory_role`, :func:`replace`; :func:`register_family`, the one
+    :func:`memory_role`, :func:`replace`, :data:`LOCAL_WINDOW` (the ``.local``
+    window conversion); :func:`register_family`, the one
     registration of a family with every role it plays (:class:`RawSpelling`:
     the raw ``T.ptx`` calls it checks; ``kernel_rules``, ``events``,
     ``kinds``, ``address_forms``, ``instrument``: the signatures are in
@@ -45,6 +46,7 @@ from ..errors import TileError, operand_label
 from .kernel.assumptions import device_trap
 from .ir.call_view import CallView
 from .ir.contract import (
+    LOCAL_WINDOW,
     THREAD,
     WARP,
     WARPGROUP,
@@ -73,7 +75,7 @@ from .ir.view_tables import axis_table
 from .ir.views import ViewMap, int_or_none, repeat_shape
 
 __all__ = [
-    "THREAD", "WARP", "WARPGROUP", "CallView", "Collective", "Contract", "OperandRole", "Param",
+    "LOCAL_WINDOW", "THREAD", "WARP", "WARPGROUP", "CallView", "Collective", "Contract", "OperandRole", "Param",
     "memory_role", "register_role", "replace", "ComputedAddress", "OperandKind", "operand_repeat",
     "KernelView", "check_bounds",
     "root_or_error", "exact_values", "fold", "proves", "Instruction", "bits_of_ptx_type", "cert_arch",

@@ -44,6 +44,7 @@ from __future__ import annotations
 from tvm.tirx import call_pure_extern
 
 from .. import (
+    LOCAL_WINDOW,
     Contract,
     Instruction,
     memory_role,
@@ -65,7 +66,7 @@ def _local_window_address(call, buf, coord):  # pylint: disable=unused-argument
     """The ``.local``-window address of ``buf`` at ``coord`` (CUDA ``__cvta_generic_to_local``):
     a ``.local`` address is an offset in the thread's local window, not the
     generic address C++ takes of a local array (PTX ISA 6.4.1.1)."""
-    return call_pure_extern("uint64", "__cvta_generic_to_local", buf.ptr_to(coord))
+    return call_pure_extern("uint64", LOCAL_WINDOW, buf.ptr_to(coord))
 
 
 def _data_role(name, op):

@@ -33,6 +33,7 @@ __all__ = [
     "Contract",
     "register_role",
     "memory_role",
+    "LOCAL_WINDOW",
     "replace",
 ]
 
@@ -351,6 +352,12 @@ def register_role(role: str, op: PtxOperand, **changes) -> OperandRole:
     )
     return replace(base, **changes) if changes else base
 
+
+#: The CUDA function that turns the generic address of a ``.local`` element into its
+#: ``.local`` window address (PTX ISA 6.4.1.1: a ``.local`` address is an offset in the
+#: thread's window): the ld/st family's address form emits it, and the raw-call reader
+#: (:mod:`..rules.raw_tile`) takes it for a raw call's ``.local`` address.
+LOCAL_WINDOW = "__cvta_generic_to_local"
 
 #: Buffer storage scopes of each PTX state space.
 SPACE_SCOPES = {

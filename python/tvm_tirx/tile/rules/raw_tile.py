@@ -34,6 +34,7 @@ from tvm.runtime import DataType
 
 from ...errors import TileError
 from ..analysis.prover import make_analyzer
+from ..ir.contract import LOCAL_WINDOW
 from ..ir.ptx_table import opcode_of_call
 from ..ir.registry import candidates
 from .op import TileCall
@@ -49,10 +50,10 @@ _PREFIX = "tirx.ptx."
 _WINDOWS = {
     "shared": ("tirx.cuda.cvta_generic_to_shared", None),
     "shared::cta": ("tirx.cuda.cvta_generic_to_shared", None),
-    "local": ("tirx.call_pure_extern", "__cvta_generic_to_local"),
+    "local": ("tirx.call_pure_extern", LOCAL_WINDOW),
 }
 _SPELLING = {"shared": "A.ptr_to([i])", "shared::cta": "A.ptr_to([i])",
-             "local": 'T.call_pure_extern("uint64", "__cvta_generic_to_local", A.ptr_to([i]))'}
+             "local": f'T.call_pure_extern("uint64", "{LOCAL_WINDOW}", A.ptr_to([i]))'}
 
 
 def raw_tile_contract(call):
