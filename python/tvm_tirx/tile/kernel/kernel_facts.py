@@ -20,7 +20,7 @@ from ..ir.scope import LaunchFacts
 from .sites import collect_sites, is_assume
 from ..ir.views import dtype_bytes, int_or_none
 
-__all__ = ["KernelFacts"]
+__all__ = ["KernelFacts", "is_checked_call"]
 
 
 #: The names apache-tvm's TVMScript printer gives ids nobody named.
@@ -126,7 +126,7 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         self._walk(func.body)
         #: the kernel's tile calls and checked raw calls, each decoded once (:mod:`.kernel_calls`)
         self.calls = KernelCalls(self)
-        self.sites = collect_sites(func.body, self.calls.targets, self.root_of, _checked_call)
+        self.sites = collect_sites(func.body, self.calls.targets, self.root_of, is_checked_call)
         self.body = func.body
         self._uniformity = None
 
@@ -362,8 +362,10 @@ class KernelFacts:  # pylint: disable=too-many-instance-attributes
         return buf if buf in self.roots else None
 
 
-def _checked_call(stmt) -> bool:
-    """Whether ``stmt`` (an ``Evaluate``) is a tile call or a raw call a family checks."""
+def is_checked_call(stmt) -> bool:
+    """Whether ``stmt`` (an ``Evaluate``) is a call the lowering checks: a tile call, or a
+    raw ``T.ptx`` call checked as its tile form (a family's raw spelling, or one with
+    address operands that spells a tile call)."""
     return is_tile_call(stmt.value) or is_raw_checked(stmt.value) or is_raw_tile_candidate(stmt.value)
 
 

@@ -29,13 +29,13 @@ from ..kernel.barrier_rules import BARRIERS
 from ..ir.call_view import CallView
 from ..rules.emit import Emission, emit, kind_proof
 from ..analysis.groups import check_uniform_pred, group_box
-from ..kernel.kernel_facts import KernelFacts
+from ..kernel.kernel_facts import KernelFacts, is_checked_call
 from ..kernel.kernel_rules import KernelView, run_kernel_rules
 from ..analysis.memory_proofs import check_dtype_views, check_memory
 from ..rules.op import is_tile_call
 from ..analysis.ownership import check_ownership
-from ..rules.raw_calls import check_raw, is_raw_checked, raw_positions
-from ..rules.raw_tile import is_raw_tile_candidate, raw_tile_call, raw_tile_contract
+from ..rules.raw_calls import check_raw, raw_positions
+from ..rules.raw_tile import raw_tile_call, raw_tile_contract
 from ..ir.registry import candidates
 from ..ir.scope import group_exprs, scope_rank
 from ..ir.scope import require_collective_scope
@@ -293,10 +293,10 @@ def lower_tile_apply(func):
 
 
 def _is_checked(stmt) -> bool:
-    """Whether statement ``stmt`` is one the lowering checks (a tile call, a CTA
-    barrier, a raw ``T.ptx`` call a family checks)."""
+    """Whether statement ``stmt`` is one the lowering checks: a CTA barrier, or a call
+    :func:`~..kernel.kernel_facts.is_checked_call` names."""
     op = getattr(getattr(stmt.value, "op", None), "name", None)
-    return is_tile_call(stmt.value) or op in BARRIERS or is_raw_checked(stmt.value) or is_raw_tile_candidate(stmt.value)
+    return op in BARRIERS or is_checked_call(stmt)
 
 
 def LowerTileApply():  # pylint: disable=invalid-name
