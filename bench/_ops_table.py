@@ -96,6 +96,7 @@ def main_ops(shapes, repeats: int, triton: bool = False) -> None:
     for shape in shapes:
         row, g, e = _row(torch, ops, shape, repeats, triton)
         rows.append(row)
+        print("  ".join(row), flush=True)  # as measured: a cut-off run keeps its rows
         graph.append(g)
         eager.append(e)
     print("ops.linear against F.linear, bf16: GPU us per call (CUDA graph of 50) and eager us per call")

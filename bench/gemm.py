@@ -71,6 +71,7 @@ VARIANTS = {
 #: What ``--tiles`` compares on every shape of the suite: the tile's columns and the ring's depth.
 TILE_VARIANTS = {
     "128x256 s3": dict(BEST["bfloat16"]),
+    "128x192 s4": dict(BEST["bfloat16"], block_n=192, stages=4),
     "128x128 s5": dict(BEST["bfloat16"], block_n=128, stages=5),
     "128x128 s6": dict(BEST["bfloat16"], block_n=128, stages=6),
     "128x64 s6": dict(BEST["bfloat16"], block_n=64, stages=6),

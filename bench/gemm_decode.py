@@ -65,6 +65,7 @@ def main_sweep(repeats: int) -> None:
             best = min(times, key=times.get)
             rows.append([f"{m}x{n}x{k}", pick.splits, best,
                          "  ".join(f"s{s}:{t:.1f}{'*' if s == pick.splits else ''}" for s, t in times.items())])
+            print("  ".join(map(str, rows[-1])), flush=True)  # as measured: a cut-off run keeps its rows
     print("small-M kernel per split count, GPU us per call (CUDA graph); * the planner's pick")
     print(table(["M x N x K", "planner", "fastest", "times"], rows))
 

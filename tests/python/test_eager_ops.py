@@ -235,7 +235,9 @@ def test_reduce_overhead_compile_runs_the_ops(torch_cuda):
     compiled = torch.compile(block, mode="reduce-overhead", fullgraph=True)
     for seed in range(4):
         x = _bf16(64, 512, seed=seed, device="cuda")
-        assert torch.equal(compiled(x), block(x)), seed
+        # close, not equal: a split-K kernel (the small-M route) adds its fp32 partial sums
+        # in the order the CTAs finish, so two runs may differ in the last bf16 bit
+        torch.testing.assert_close(compiled(x), block(x), rtol=1e-2, atol=1e-2, msg=f"seed {seed}")
 
 
 def test_a_residual_that_does_not_broadcast_names_the_op(fast):

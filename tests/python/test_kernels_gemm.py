@@ -105,7 +105,7 @@ def test_the_epilogue_reads_the_accumulators_after_the_last_wgmma_wait_in_sass(n
     assert first > wait, f"{sass[first].strip()} at line {first}, before the wait at line {wait}"
 
 
-@pytest.mark.parametrize("block_n", [64, 128])
+@pytest.mark.parametrize("block_n", [64, 128, 192])
 def test_narrow_tiles_issue_the_narrow_wgmma_and_store_their_columns(block_n):
     # the tile's columns set the wgmma N, the B box rows, the TMA store boxes (64 columns
     # each) and the guarded stores (block_n / 8 register pairs x 2 row halves per thread)
@@ -115,7 +115,7 @@ def test_narrow_tiles_issue_the_narrow_wgmma_and_store_their_columns(block_n):
     assert "m64n256k16" not in tma.cuda_source
     assert len(re.findall(rf"\btvm_builtin_{TMA_STORE}\(", _body(tma))) == block_n // 64
     script = make_gemm(m, 4096, 4096, block_n=block_n, persistent=False, group_m=16).script()
-    assert f"T.cta_id([(m + 128 - 1) // 128 * {4096 // block_n}])" in script  # the grid: one CTA per tile
+    assert f"T.cta_id([(m + 128 - 1) // 128 * {-(-4096 // block_n)}])" in script  # the grid: one CTA per tile
     # and each CTA computes its one tile: no run-time loop around it (such a loop, of one
     # trip, cost 6% at 16384 x 14336 x 4096 on the H200)
     assert script.count("for i in range(1):") == 2
@@ -316,8 +316,8 @@ def test_a_column_guard_one_element_too_loose_is_refused(monkeypatch):
         ((1024, 256, 64), dict(stages=4), r"stages must be a positive int whose ring and epilogue fit 232448 bytes "
                                           r"of shared memory \(263232 bytes with bfloat16 output and block_n=256\), found 4"),
         ((1024, 256, 64), dict(wait_depth=2), r"wait_depth must be 0 or 1, found 2"),
-        ((1024, 256, 64), dict(block_n=96), r"block_n must be one of \(64, 128, 256\), found 96"),
-        ((1024, 256, 64), dict(block_n=64.0), r"block_n must be one of \(64, 128, 256\), found 64.0"),
+        ((1024, 256, 64), dict(block_n=96), r"block_n must be one of \(64, 128, 192, 256\), found 96"),
+        ((1024, 256, 64), dict(block_n=64.0), r"block_n must be one of \(64, 128, 192, 256\), found 64.0"),
     ],
     ids=["k-stride", "k-stride-fp8", "fp8-run-time-m", "cluster-run-time-m", "run-time-n",
          "m-zero", "m-over-int32", "c-over-int32-elements", "m-bool", "out-dtype", "stages", "wait-depth",
@@ -441,7 +441,7 @@ NARROW_GPU_CASES = [
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("block_n", [64, 128])
+@pytest.mark.parametrize("block_n", [64, 128, 192])
 @pytest.mark.parametrize("shape,out_dtype,options", NARROW_GPU_CASES,
                          ids=["odd-b16", "tma-clipped", "fp32-guarded", "cluster-2", "fp32-exact"])
 def test_narrow_tiles_on_gpu(torch_cuda, block_n, shape, out_dtype, options):
@@ -451,7 +451,7 @@ def test_narrow_tiles_on_gpu(torch_cuda, block_n, shape, out_dtype, options):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("block_n", [64, 128])
+@pytest.mark.parametrize("block_n", [64, 128, 192])
 def test_narrow_tiles_run_time_m_on_gpu_from_one_kernel(torch_cuda, block_n):
     kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), 4096, 4096, block_n=block_n, persistent=False, group_m=16,
                                         stages=5), target="cuda")

@@ -618,7 +618,8 @@ def _close(y, ref, out_dtype):
 @pytest.mark.gpu
 @testing.requires_arch("sm_90a")
 @pytest.mark.parametrize("out_dtype", [BF16, F32])
-def test_linear_on_gpu_for_every_m_from_one_kernel_per_tile_width(torch_cuda, out_dtype):
+def test_linear_on_gpu_for_every_m_from_one_kernel_per_tile_width(torch_cuda, out_dtype, monkeypatch):
+    monkeypatch.setattr(planner, "SMALL_M_ROUTE", False)  # the tile kernel's widths (m = 1 too)
     gemm_kernels.clear_kernels()
     w = _inputs(1, n=4096, k=4096, device="cuda")[1]
     for m in MS:
@@ -647,7 +648,8 @@ def test_a_column_major_a_on_gpu(torch_cuda):
 
 @pytest.mark.gpu
 @testing.requires_arch("sm_90a")
-def test_linear_on_gpu_under_torch_compile(torch_cuda):
+def test_linear_on_gpu_under_torch_compile(torch_cuda, monkeypatch):
+    monkeypatch.setattr(planner, "SMALL_M_ROUTE", False)  # the tile kernel's widths (m = 1 too)
     torch._dynamo.reset()
     gemm_kernels.clear_kernels()
     block = _Block(k=4096, n=1024).cuda()

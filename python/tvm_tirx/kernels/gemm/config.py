@@ -27,8 +27,10 @@ __all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "O
 
 BM, BN = 128, 256  # rows of C per CTA tile; columns by default (``block_n``)
 #: the columns a tile may have (``block_n``): wgmma's N, and a whole number of the bf16
-#: epilogue's 64-column TMA boxes (PTX ISA 9.7.15.5: N is a multiple of 8 up to 256)
-BLOCK_NS = (64, 128, 256)
+#: epilogue's 64-column TMA boxes (PTX ISA 9.7.15.5: N is a multiple of 8 up to 256).
+#: 192 (three boxes) fills the SMs of shapes whose 256-column tiles leave a short last
+#: wave (3072^2: 288 tiles of 128 x 256 on 132 SMs, 384 of 128 x 192)
+BLOCK_NS = (64, 128, 192, 256)
 BK_BYTES = 128  # bytes of K per row of a stage: one 128-byte swizzle row (64 bf16, 128 fp8)
 #: input dtype -> (wgmma opcode with ``{n}`` for the tile's columns, K per instruction) (PTX ISA 9.7.15.5)
 INPUTS = {

@@ -215,6 +215,7 @@ class SmallMSpec(_KernelSpec):
 
     in_dtype = "bfloat16"  # X and W (a class attribute: not a field)
     a_major = "k"  # X's innermost axis: the kernel reads X (m, k) row-major
+    b_major = "k"  # W's innermost axis: the kernel reads W (n, k) row-major
 
     @classmethod
     def of(cls, spec: GemmSpec, plan) -> SmallMSpec:

@@ -18,11 +18,14 @@ wide one does (491 / 481 / 432).
 
 from __future__ import annotations
 
-from .config import BLOCK_NS, GATED_BLOCK_NS, OUTPUTS, SMEM_LIMIT, BM, gemm_smem_bytes
+from .config import GATED_BLOCK_NS, OUTPUTS, SMEM_LIMIT, BM, gemm_smem_bytes
 
 __all__ = ["TILE_RATE", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring"]
 
-#: block_n -> the tile's rate relative to 128 x 256 when every SM is busy (H200, bench/gemm.py --tiles)
+#: block_n -> the tile's rate relative to 128 x 256 when every SM is busy (H200, bench/gemm.py
+#: --tiles).  :func:`choose_tile` picks among these widths only: a width of
+#: :data:`~.config.BLOCK_NS` joins the table once it has been measured (``make_gemm`` and
+#: :func:`~.planner.override` take every width of ``BLOCK_NS``).
 TILE_RATE = {256: 1.0, 128: 0.91, 64: 0.55}
 #: the deepest ring worth having (deeper measured no faster: 128 x 64 with 8 stages)
 MAX_STAGES = 8
@@ -60,7 +63,7 @@ def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS, gat
     Returns
     -------
     dict
-        ``block_n`` from :data:`BLOCK_NS` (ties go to the wider tile) and ``stages``
+        ``block_n`` from :data:`TILE_RATE` (ties go to the wider tile) and ``stages``
         from :func:`deepest_ring`.
 
     Raises
@@ -81,5 +84,5 @@ def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS, gat
 
     if gated:
         n *= 2  # the accumulator columns: a gate and an up column per output column
-    block_n = max(sorted(GATED_BLOCK_NS if gated else BLOCK_NS, reverse=True), key=score)
+    block_n = max(sorted(GATED_BLOCK_NS if gated else TILE_RATE, reverse=True), key=score)
     return {"block_n": block_n, "stages": deepest_ring(block_n, out_dtype, gated)}
