@@ -80,8 +80,19 @@ NAMES = [
     (dict(out_dtype="float32", gated=True, activation="gelu_tanh", b_major="n"),
      "tvm_tirx_gemm_n1024_k512_bf16_f32_gelu_tanh_glu_b_kn"),
     (dict(a_major="m", b_major="n"), "tvm_tirx_gemm_n1024_k512_bf16_bf16_a_km_b_kn"),
-    (dict(persistent=True, stages=2, group_m=8), "tvm_tirx_gemm_n1024_k512_bf16_bf16"),  # the launch: not in the name
+    # the schedule, where it is not the operators' default: kernels of one shape never share a name
+    (dict(persistent=True, stages=2, group_m=8), "tvm_tirx_gemm_n1024_k512_bf16_bf16_s2_persistent132_gm8"),
+    (dict(block_n=128, stages=6, wait_depth=0, spin=True),
+     "tvm_tirx_gemm_n1024_k512_bf16_bf16_bn128_wd0_spin"),  # 6: the deepest ring of 128 columns
 ]
+
+
+def test_specs_that_differ_only_in_their_schedule_have_different_names():
+    base = GemmSpec(1024, 512)
+    variants = [base, base.replace(stages=2), base.replace(wait_depth=0), base.replace(persistent=True),
+                base.replace(persistent=True, ctas=66), base.replace(group_m=8), base.replace(cluster=2),
+                base.replace(spin=True)]
+    assert len({spec.name for spec in variants}) == len(variants)
 
 
 @pytest.mark.parametrize("options, name", NAMES)
@@ -106,7 +117,7 @@ def test_make_gemm_is_its_spec_built():
 
 @pytest.mark.parametrize("options, message", [
     (dict(stages=99), "make_gemm: stages must be a positive int whose ring and epilogue fit 232448 bytes"),
-    (dict(block_n=100), r"make_gemm: block_n must be one of \(64, 128, 256\), found 100"),
+    (dict(block_n=100), r"make_gemm: block_n must be one of \(64, 128, 192, 256\), found 100"),
     (dict(gated=True, block_n=64), r"make_gemm: a gated GEMM needs block_n in \(128, 256\)"),
     (dict(residual=1), "make_gemm: residual must be a bool, found 1"),
     (dict(bias="float16"), "make_gemm: bias must be one of"),

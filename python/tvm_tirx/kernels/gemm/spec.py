@@ -84,7 +84,7 @@ class GemmSpec(_KernelSpec):  # pylint: disable=too-many-instance-attributes
     arch : str
         The CUDA architecture compiled for (``"sm_90a"``); not in :attr:`name`.
     block_n : int
-        Columns of C per CTA tile: 64, 128 or 256.
+        Columns of C per CTA tile: 64, 128, 192 or 256.
     bias, activation : str or None
         A fused bias vector's dtype and a fused activation (:func:`make_gemm`'s).
     gated, residual : bool
@@ -144,7 +144,8 @@ class GemmSpec(_KernelSpec):  # pylint: disable=too-many-instance-attributes
         ``f32``; another dtype spelled out), then ``_bn{block_n}`` for a ``block_n`` other
         than 256, ``_bias_{bf16|f32}`` for a fused bias, ``_{activation}``, ``_glu`` when
         gated, ``_residual``, ``_a_km`` for ``a_major="m"`` and ``_b_kn`` for
-        ``b_major="n"``.  The ring, the launch and ``arch`` are not in it."""
+        ``b_major="n"``; last the schedule options that differ from the spec's defaults
+        (:meth:`schedule_suffix`).  ``arch`` is not in it."""
         name = f"tvm_tirx_gemm_n{self.n}_k{self.k}_{_short(self.in_dtype)}_{_short(self.out_dtype)}"
         name += f"_bn{self.block_n}" if self.block_n != BN else ""
         name += f"_bias_{_short(self.bias)}" if self.bias else ""
@@ -152,7 +153,21 @@ class GemmSpec(_KernelSpec):  # pylint: disable=too-many-instance-attributes
         name += "_glu" if self.gated else ""
         name += "_residual" if self.residual else ""
         name += "_a_km" if self.a_major != "k" else ""
-        return name + ("_b_kn" if self.b_major != "k" else "")
+        return name + ("_b_kn" if self.b_major != "k" else "") + self.schedule_suffix()
+
+    def schedule_suffix(self) -> str:
+        """The schedule options that differ from the spec's defaults, as a name suffix:
+        ``_s{stages}`` (a ring other than the deepest that fits), ``_wd{wait_depth}``,
+        ``_persistent{ctas}``, ``_gm{group_m}``, ``_cluster{cluster}``, ``_spin``; empty
+        for the torch operators' kernels, so that two kernels of one shape that differ
+        only in their schedule never share a name."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        suffix = f"_s{self.stages}" if self.stages != self._deepest_ring() else ""
+        suffix += f"_wd{self.wait_depth}" if self.wait_depth != defaults["wait_depth"] else ""
+        suffix += f"_persistent{self.ctas}" if self.persistent else ""
+        suffix += f"_gm{self.group_m}" if self.group_m != defaults["group_m"] else ""
+        suffix += f"_cluster{self.cluster}" if self.cluster != defaults["cluster"] else ""
+        return suffix + ("_spin" if self.spin else "")
 
     def config(self, m) -> GemmConfig:
         """The checked :class:`~.config.GemmConfig` of this spec for ``m`` rows (an int or
