@@ -53,14 +53,14 @@ def _params(chain):
     ({"gated": True, "activation": "silu", "bias": "bfloat16"}, [("Bias", (2048,), "bfloat16", 0, False)]),
 ], ids=["plain", "bias", "bias-relu", "residual", "residual-f32", "bias-residual", "fp8", "fp8-bias", "glu-bias"])
 def test_the_chain_yields_the_kernel_parameters_in_order(options, expected):
-    assert _params(GemmConfig(1024, 1024, 1024, **options).epilogue) == expected
+    assert _params(GemmConfig(1024, 1024, m=1024, **options).epilogue) == expected
 
 
 def test_an_odd_n_residual_is_read_by_element_with_no_alignment_promise():
-    chain = GemmConfig(1000, 1001, 1024, residual=True).epilogue
+    chain = GemmConfig(1001, 1024, m=1000, residual=True).epilogue
     assert _params(chain) == [("Residual", (1000, 1001), "bfloat16", 0, False)]
     assert chain.prefetch is None  # pairs need an even n
-    assert GemmConfig(1000, 1002, 1024, residual=True).epilogue.prefetch is not None
+    assert GemmConfig(1002, 1024, m=1000, residual=True).epilogue.prefetch is not None
 
 
 @pytest.mark.parametrize("options, name, params", [
@@ -75,7 +75,7 @@ def test_the_signature_is_the_chain_parameters_around_a_b_c(options, name, param
     func = make_gemm(1024, 1024, 1024, **options)
     assert func.attrs["global_symbol"] == name
     assert [str(p.name) for p in func.params] == params
-    chain = GemmConfig(1024, 1024, 1024, **options).epilogue
+    chain = GemmConfig(1024, 1024, m=1024, **options).epilogue
     for p in chain.params:  # each parameter is the tensor the stage declared (no promise: the element's size)
         spec = ParamSpec.of(func.params[params.index(p.name)])
         assert (spec.shape, spec.dtype, spec.align) == (p.shape, p.dtype, p.align or DataType(p.dtype).bits // 8)
@@ -87,9 +87,9 @@ def test_a_signature_no_chain_yields_is_refused():
 
 
 def test_bind_maps_the_parameters_by_name_and_counts_them():
-    chain = GemmConfig(1024, 1024, 1024, bias="float32", residual=True).epilogue
+    chain = GemmConfig(1024, 1024, m=1024, bias="float32", residual=True).epilogue
     assert chain.bind(("v", "r")) == Tensors(bias="v", residual="r", scales=None)
-    assert GemmConfig(1024, 1024, 1024, in_dtype=FP8).epilogue.bind(("s",)) == Tensors(scales="s")
+    assert GemmConfig(1024, 1024, m=1024, in_dtype=FP8).epilogue.bind(("s",)) == Tensors(scales="s")
     with pytest.raises(ValueError, match=r"2 tensors expected \(\['Bias', 'Residual'\]\), found 1"):
         chain.bind(("v",))
 
@@ -126,7 +126,7 @@ def test_gemm_config_builds_the_chain_of_every_accepted_option_set(shape):
         if (residual and in_dtype == FP8) or (m == "m" and in_dtype == FP8):
             continue  # refused by make_gemm (residual and a run-time size need bf16 inputs)
         size = T.dynamic("m") if m == "m" else m
-        cfg = GemmConfig(size, n, 1024, out_dtype, in_dtype, stages=2, bias=bias, activation=activation,
+        cfg = GemmConfig(n, 1024, in_dtype, out_dtype, m=size, stages=2, bias=bias, activation=activation,
                          gated=gated, residual=residual)
         chain = cfg.epilogue
         assert chain.stages == _expected_stages(m, n, in_dtype, out_dtype, bias, activation, gated, residual)
@@ -140,13 +140,13 @@ def test_gemm_config_builds_the_chain_of_every_accepted_option_set(shape):
 
 def test_make_gemm_refuses_what_it_refused_before_the_chain_is_built():
     with pytest.raises(ValueError, match="residual needs in_dtype='bfloat16'"):
-        GemmConfig(1024, 1024, 1024, in_dtype=FP8, residual=True)
+        GemmConfig(1024, 1024, m=1024, in_dtype=FP8, residual=True)
     with pytest.raises(ValueError, match="bias must be one of"):
-        GemmConfig(1024, 1024, 1024, bias="float16")
+        GemmConfig(1024, 1024, m=1024, bias="float16")
     with pytest.raises(ValueError, match="activation must be one of"):
-        GemmConfig(1024, 1024, 1024, activation="tanh")
+        GemmConfig(1024, 1024, m=1024, activation="tanh")
     with pytest.raises(ValueError, match="a gated GEMM needs block_n in"):
-        GemmConfig(1024, 1024, 1024, gated=True, block_n=64)
+        GemmConfig(1024, 1024, m=1024, gated=True, block_n=64)
 
 
 # -- refused chains and stages ------------------------------------------------------------------

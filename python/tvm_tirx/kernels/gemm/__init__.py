@@ -34,10 +34,11 @@ Hardware facts: PTX ISA 9.7.15 (wgmma, fragment map 9.7.15.5.1.1), 9.7.9.25.5.1 
 
 import tvm  # noqa: F401  pylint: disable=unused-import
 
-from .config import BK_BYTES, BLOCK_NS, BM, BN, CONSUMERS, INPUTS, OUTPUTS, WG_M, GemmConfig, gemm_smem_bytes
+from .config import (BK_BYTES, BLOCK_NS, BM, BN, CONSUMERS, INPUTS, OUTPUTS, WG_M, GemmConfig, GemmOptions,
+                     gemm_smem_bytes)
 from .spec import CONFIG, GemmSpec, SmallMSpec, make_gemm
 from .order import tile_order
 from .tiles import choose_tile
 
-__all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "GemmConfig", "gemm_smem_bytes",
-           "make_gemm", "tile_order", "choose_tile", "GemmSpec", "SmallMSpec", "CONFIG"]
+__all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "GemmConfig", "GemmOptions",
+           "gemm_smem_bytes", "make_gemm", "tile_order", "choose_tile", "GemmSpec", "SmallMSpec", "CONFIG"]

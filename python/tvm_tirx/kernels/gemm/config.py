@@ -1,7 +1,7 @@
 """The GEMM's fixed geometry, its options, and the checks on sizes and options.
 
-:class:`GemmConfig` holds one kernel's sizes and options, validated once, and the
-quantities derived from them (tile counts, the grid, the rounds of the persistent
+:class:`GemmOptions` declares the options once; :class:`GemmConfig` adds ``m``, holds one
+kernel's sizes and options, validated once, and the quantities derived from them (tile counts, the grid, the rounds of the persistent
 loop); every other module of :mod:`tvm_tirx.kernels.gemm` reads it.  A size is a
 Python ``int`` (static) or, for ``m`` and ``k``, an int32 run-time extent
 (``T.dynamic("m")``): the derived counts are then expressions of it.
@@ -9,7 +9,8 @@ Python ``int`` (static) or, for ``m`` and ``k``, an int32 run-time extent
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import tvm
@@ -23,7 +24,7 @@ from ..parts.ring import Ring
 from .operands import CHUNK, Operand, check_major
 
 __all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "GLU_ROWS",
-           "GATED_BLOCK_NS", "GemmConfig", "gemm_smem_bytes"]
+           "GATED_BLOCK_NS", "MAX_STAGES", "GemmOptions", "GemmConfig", "gemm_smem_bytes", "deepest_ring"]
 
 BM, BN = 128, 256  # rows of C per CTA tile; columns by default (``block_n``)
 #: the columns a tile may have (``block_n``): wgmma's N, and a whole number of the bf16
@@ -74,6 +75,22 @@ def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN, gated: bool 
     return ring + epilogue + 16 * stages + 1024
 
 
+#: the deepest ring worth having (deeper measured no faster on the H200: 128 x 64 with 8 stages)
+MAX_STAGES = 8
+
+
+def deepest_ring(block_n: int, out_dtype: str, gated: bool = False) -> int:
+    """The most stages (at most :data:`MAX_STAGES`) whose ring and epilogue fit in the
+    227 KiB of shared memory a CTA may take (:func:`gemm_smem_bytes`): 3 for ``block_n``
+    256 with bf16 output, 4 for 192, 6 for 128, 8 for 64 (4, 5, 7, 8 with float32
+    output); a gated GEMM's half-width epilogue tiles leave room for 4 at 256 with bf16
+    output."""
+    stages = MAX_STAGES
+    while stages > 1 and gemm_smem_bytes(stages, out_dtype, block_n, gated) > SMEM_LIMIT:
+        stages -= 1
+    return stages
+
+
 def _static(value) -> int | None:
     return value if isinstance(value, int) else None
 
@@ -83,9 +100,58 @@ def _ceildiv(a, b: int):
 
 
 @dataclass(frozen=True)
-class GemmConfig:  # pylint: disable=too-many-instance-attributes
-    """One GEMM kernel's sizes and options, checked when it is made; the fields and their
-    meaning are :func:`~tvm_tirx.kernels.gemm.make_gemm`'s parameters.
+class GemmOptions:  # pylint: disable=too-many-instance-attributes
+    """A tile-kernel GEMM's sizes but ``m``, its dtypes, its GPU's arch and its options:
+    the fields :class:`~.spec.GemmSpec` (the compile-cache key) and :class:`GemmConfig`
+    (the checked kernel of one ``m``) share, declared once.  Their meaning is
+    :func:`~tvm_tirx.kernels.gemm.make_gemm`'s parameters; the defaults are the torch
+    operators' (one CTA per output tile, ``group_m=16``, the deepest ring).  ``stages``
+    None becomes, when the object is made, the deepest ring that fits ``block_n``,
+    ``out_dtype`` and ``gated`` (:func:`deepest_ring`), so two spellings of one kernel
+    are equal and hash equal.  Nothing else is checked here: :class:`GemmConfig` checks.
+    """
+
+    n: int
+    k: object  # int, or an int32 run-time extent (tvm.tirx.Var)
+    in_dtype: str = "bfloat16"
+    out_dtype: str = "bfloat16"
+    arch: str = "sm_90a"
+    block_n: int = BN
+    bias: str | None = None  # the Bias vector's dtype, or None
+    activation: str | None = None
+    gated: bool = False
+    residual: bool = False
+    a_major: str = "k"  # A's innermost axis: "k" (A (m, k)) or "m" (A (k, m)); .operands
+    b_major: str = "k"  # B's innermost axis: "k" (B (n, k)) or "n" (B (k, n))
+    stages: int | None = None
+    wait_depth: int = 1
+    persistent: bool = False
+    ctas: int = 132
+    group_m: int = 16
+    cluster: int = 1
+    spin: bool = False
+
+    def __post_init__(self):
+        if self.stages is None:
+            object.__setattr__(self, "stages", self._deepest_ring())
+
+    def _deepest_ring(self) -> int | None:
+        """:func:`deepest_ring` of the tile, or None where the tile is not one the kernel
+        has (:class:`GemmConfig` then says why)."""
+        tile = type(self.block_n) is int and self.block_n in BLOCK_NS and type(self.gated) is bool  # noqa: E721
+        return deepest_ring(self.block_n, self.out_dtype, self.gated) if tile and self.out_dtype in OUTPUTS else None
+
+    def options(self) -> dict:
+        """The fields as a dict (``dataclasses.asdict`` without copying the values)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(GemmOptions)}
+
+
+@dataclass(frozen=True)
+class GemmConfig(GemmOptions):
+    """One GEMM kernel: the :class:`GemmOptions` and the rows ``m`` (keyword only: an int
+    or an int32 run-time extent), checked when it is made, and the quantities derived
+    from them (tiles, grid, rounds, the ring, the epilogue chain).  Made by
+    :meth:`~.spec.GemmSpec.config`; ``GemmConfig(n, k, m=m, **options)`` directly.
 
     Raises
     ------
@@ -94,27 +160,10 @@ class GemmConfig:  # pylint: disable=too-many-instance-attributes
         is not a multiple of 16 bytes, a run-time ``n``, options out of range.
     """
 
-    m: object  # int, or an int32 run-time extent (tvm.tirx.Var)
-    n: int  # a run-time n is refused, with the reason
-    k: object  # int, or an int32 run-time extent
-    out_dtype: str = "bfloat16"
-    in_dtype: str = "bfloat16"
-    stages: int = 3
-    wait_depth: int = 1
-    persistent: bool = True
-    ctas: int = 132
-    group_m: int = 8
-    cluster: int = 1
-    spin: bool = False
-    block_n: int = BN
-    bias: str | None = None  # the Bias vector's dtype, or None
-    activation: str | None = None
-    gated: bool = False
-    residual: bool = False
-    a_major: str = "k"  # A's innermost axis: "k" (A (m, k)) or "m" (A (k, m)); .operands
-    b_major: str = "k"  # B's innermost axis: "k" (B (n, k)) or "n" (B (k, n))
+    m: object = field(kw_only=True)  # int, or an int32 run-time extent (tvm.tirx.Var)
 
     def __post_init__(self):
+        super().__post_init__()
         _check_options(self)
         _check_sizes(self)
 

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 
 import tvm
 
-from .config import BLOCK_NS, BN, OUTPUTS, GemmConfig
+from .config import BN, OUTPUTS, GemmConfig, GemmOptions
 from .kernel import build as _build_kernel
 from .small_m import make_small_m_gemm
-from .tiles import deepest_ring
 
 __all__ = ["CONFIG", "GemmSpec", "SmallMSpec", "make_gemm"]
 
@@ -60,14 +59,15 @@ class _KernelSpec:
 
 
 @dataclass(frozen=True)
-class GemmSpec(_KernelSpec):  # pylint: disable=too-many-instance-attributes
+class GemmSpec(GemmOptions, _KernelSpec):
     """One compiled tile-kernel GEMM ``C (m, n) = A (m, k) @ B (n, k)^T``: everything it
     depends on but the run-time ``m``; the compile-cache key of the torch operators and
     the source of the kernel's name.
 
-    The fields are :func:`make_gemm`'s parameters but ``m``, plus ``arch``; the defaults
-    are the torch operators' (:data:`CONFIG`: one CTA per output tile, ``group_m=16``, the
-    deepest ring), not :func:`make_gemm`'s.  The first five fields may be given by
+    The fields are :class:`~.config.GemmOptions`' (declared there once, shared with
+    :class:`~.config.GemmConfig`): :func:`make_gemm`'s parameters but ``m``, plus
+    ``arch``; the defaults are the torch operators' (:data:`CONFIG`: one CTA per output
+    tile, ``group_m=16``, the deepest ring), not :func:`make_gemm`'s.  The first five fields may be given by
     position (``GemmSpec(n, k, in_dtype, out_dtype, arch)``).  Nothing is checked when a
     spec is made: :meth:`build` checks it (:class:`~.config.GemmConfig`).
 
@@ -94,40 +94,10 @@ class GemmSpec(_KernelSpec):  # pylint: disable=too-many-instance-attributes
     stages : int or None
         Shared buffers of the ring; None (the default) becomes, when the spec is made,
         the deepest ring that fits :attr:`block_n`, :attr:`out_dtype` and :attr:`gated`
-        (:func:`~.tiles.deepest_ring`: 3 for bf16 output at ``block_n=256``).
+        (:func:`~.config.deepest_ring`: 3 for bf16 output at ``block_n=256``).
     wait_depth, persistent, ctas, group_m, cluster, spin
         :func:`make_gemm`'s options (``persistent`` False and ``group_m`` 16 here).
     """
-
-    n: int
-    k: object
-    in_dtype: str = "bfloat16"
-    out_dtype: str = "bfloat16"
-    arch: str = "sm_90a"
-    block_n: int = BN
-    bias: str | None = None
-    activation: str | None = None
-    gated: bool = False
-    residual: bool = False
-    a_major: str = "k"
-    b_major: str = "k"
-    stages: int | None = None
-    wait_depth: int = 1
-    persistent: bool = False
-    ctas: int = 132
-    group_m: int = 16
-    cluster: int = 1
-    spin: bool = False
-
-    def __post_init__(self):
-        if self.stages is None:
-            object.__setattr__(self, "stages", self._deepest_ring())
-
-    def _deepest_ring(self) -> int | None:
-        """:func:`~.tiles.deepest_ring` of the spec's tile, or None where the tile is not
-        one the kernel has (:meth:`build` then says why)."""
-        tile = type(self.block_n) is int and self.block_n in BLOCK_NS and type(self.gated) is bool  # noqa: E721
-        return deepest_ring(self.block_n, self.out_dtype, self.gated) if tile and self.out_dtype in OUTPUTS else None
 
     def replace(self, **changes) -> GemmSpec:
         """A copy with ``changes`` (``dataclasses.replace``), whose ``stages`` is derived
@@ -179,9 +149,7 @@ class GemmSpec(_KernelSpec):  # pylint: disable=too-many-instance-attributes
         ValueError
             What :func:`make_gemm` refuses.
         """
-        return GemmConfig(m, self.n, self.k, self.out_dtype, self.in_dtype, self.stages, self.wait_depth,
-                          self.persistent, self.ctas, self.group_m, self.cluster, self.spin, self.block_n,
-                          self.bias, self.activation, self.gated, self.residual, self.a_major, self.b_major)
+        return GemmConfig(m=m, **self.options())
 
     def build(self, m) -> tvm.tirx.PrimFunc:
         """The kernel for ``m`` rows (:func:`make_gemm`'s function, unnamed).
@@ -297,7 +265,7 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         at most 3, the epilogue tiles taking 64 KiB; with float32 at most 4; 32 KiB each
         with ``block_n=128``, 24 KiB with 64; :func:`~.config.gemm_smem_bytes` gives the
         total, at most 227 KiB); None: the deepest ring that fits
-        (:func:`~.tiles.deepest_ring`).
+        (:func:`~.config.deepest_ring`).
     wait_depth : int
         wgmma batches a consumer leaves in flight (0 or 1) before releasing a stage.
     persistent : bool

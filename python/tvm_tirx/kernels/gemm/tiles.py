@@ -18,7 +18,7 @@ wide one does (491 / 481 / 432).
 
 from __future__ import annotations
 
-from .config import GATED_BLOCK_NS, OUTPUTS, SMEM_LIMIT, BM, gemm_smem_bytes
+from .config import BM, GATED_BLOCK_NS, MAX_STAGES, OUTPUTS, deepest_ring
 
 __all__ = ["TILE_RATE", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring"]
 
@@ -27,21 +27,8 @@ __all__ = ["TILE_RATE", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring"]
 #: :data:`~.config.BLOCK_NS` joins the table once it has been measured (``make_gemm`` and
 #: :func:`~.planner.override` take every width of ``BLOCK_NS``).
 TILE_RATE = {256: 1.0, 128: 0.91, 64: 0.55}
-#: the deepest ring worth having (deeper measured no faster: 128 x 64 with 8 stages)
-MAX_STAGES = 8
 #: SMs of an H100 SXM / H200 (the CTA slots of one wave: one CTA per SM)
 SMS = 132
-
-
-def deepest_ring(block_n: int, out_dtype: str, gated: bool = False) -> int:
-    """The most stages (at most :data:`MAX_STAGES`) whose ring and epilogue fit in the
-    227 KiB of shared memory a CTA may take (:func:`gemm_smem_bytes`): 3 for ``block_n``
-    256 with bf16 output, 6 for 128, 8 for 64 (4, 7, 8 with float32 output); a gated
-    GEMM's half-width epilogue tiles leave room for 4 at 256 with bf16 output."""
-    stages = MAX_STAGES
-    while stages > 1 and gemm_smem_bytes(stages, out_dtype, block_n, gated) > SMEM_LIMIT:
-        stages -= 1
-    return stages
 
 
 def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS, gated: bool = False) -> dict:
