@@ -11,6 +11,8 @@ is timed (CUDA events, median of ``--runs`` runs after a warm-up, random inputs)
 
     python bench/attention.py          # GPU: the table of issue 27, each schedule of SCHEDULES
     python bench/attention.py --cpu    # no GPU: compile and assemble each configuration
+    python bench/attention.py --ops [--classes ...] [--dtype float16]  # GPU: ops.attention per call
+    python bench/attention.py --ops-plans    # no GPU: the plan ops.attention takes per row
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tvm_tirx import testing  # noqa: E402
 from tvm_tirx.kernels.attention import make_attention  # noqa: E402
 from tvm_tirx.script import tirx as T  # noqa: E402
 
+from bench import _attention_ops  # noqa: E402
 from bench._mosaic_attention import mosaic_ms  # noqa: E402
 from bench._timing import table  # noqa: E402
 
@@ -153,7 +156,15 @@ def main(argv=None) -> int:
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     parser.add_argument("--schedules", nargs="*", choices=tuple(SCHEDULES), default=tuple(SCHEDULES),
                         help="the schedules to time (default: all)")
+    parser.add_argument("--ops", action="store_true", help="ops.attention per call (bench/_attention_ops.py)")
+    parser.add_argument("--ops-plans", action="store_true", help="the plan ops.attention takes per row (no GPU)")
+    parser.add_argument("--classes", nargs="*", choices=tuple(_attention_ops.CLASSES),
+                        default=tuple(_attention_ops.CLASSES), help="--ops / --ops-plans: these classes only")
+    parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16", help="--ops: q, k, v's dtype")
     args = parser.parse_args(argv)
+    if args.ops_plans or args.ops:
+        return _attention_ops.main_plans(args.classes) if args.ops_plans else _attention_ops.main_ops(
+            args.classes, args.dtype, max(5, args.runs // 2))
     wanted = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     given = [tuple(map(int, r.split(","))) for r in args.rows or ()]  # (B, H, L, D[, KV])
     rows_in = [(g[:4], c) for g in given for c in (False, True)] if given else ROWS
