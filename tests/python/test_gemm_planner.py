@@ -50,6 +50,26 @@ def test_the_torch_ops_and_the_relax_offload_take_the_same_plan(overrides, torch
     assert relax_gemm.tile_options(match, {})["block_n"] == forced
 
 
+def test_every_tile_width_is_reachable_by_override_in_both_paths(overrides, torch_cpu):
+    # a width make_gemm has but the model may not take (192 until bench/gemm.py --tiles
+    # measured its rate) reaches both the operators and the Relax offload, with its ring
+    torch = torch_cpu
+    from tvm_tirx import ops
+    from tvm_tirx.kernels.gemm import BLOCK_NS
+    from tvm_tirx.kernels.gemm.config import deepest_ring
+    from tvm_tirx.ops import gemm_kernels, relax_gemm
+
+    x = torch.empty(128, 512, dtype=torch.bfloat16, device="meta")
+    w = torch.empty(8192, 512, dtype=torch.bfloat16, device="meta")
+    match = relax_gemm.GemmMatch(None, None, False, (128,), 128, 8192, 512, "bfloat16", "bfloat16")
+    for block_n in BLOCK_NS:
+        overrides.override(8192, 512, {"block_n": block_n})
+        gemm_kernels.clear_kernels()
+        (key,) = ops.check(ops.linear, x, w)
+        assert (key.block_n, key.stages) == (block_n, deepest_ring(block_n, "bfloat16"))
+        assert relax_gemm.match_spec(match) == key  # the offload's kernel is the operators'
+
+
 def test_check_shows_the_small_m_plan(overrides, torch_cpu):
     torch = torch_cpu
     from tvm_tirx import ops
