@@ -8,8 +8,7 @@ allocates them, so a row that is never written shows as an error), then per call
   calls (host cost removed), and
 - the eager time per call end to end (host and GPU, a loop of calls then a sync),
 
-with the plan the op took (:func:`~tvm_tirx.kernels.attention.choose_attention` for the
-row's length, as :func:`tvm_tirx.ops.attention_checks.attention_key` takes it).  The
+with the plan the op took (``ops.check`` of the row's shapes).  The
 peers get K and V repeated to the query heads for GQA rows (outside the timing): SDPA's
 cuDNN and FA2 backends take equal head counts.
 
@@ -50,12 +49,17 @@ def rows_of(classes) -> list:
 
 
 def plan_of(row) -> str:
-    """The plan ``ops.attention`` takes for ``row`` (its schedule, stages and grid)."""
-    from tvm_tirx.kernels.attention import choose_attention
-    from tvm_tirx.ops.attention_kernels import kernel_plan
+    """The plan ``ops.attention`` takes for ``row`` (``ops.check`` on meta tensors of the
+    row's shapes: its schedule, stages and grid)."""
+    import torch
 
-    _, _, _, n, d, causal = row
-    plan = kernel_plan(d, causal, choose_attention(d, causal, n))
+    from tvm_tirx import ops
+
+    b, h, kv, n, d, causal = row
+    q = torch.empty(b, n, h, d, dtype=torch.bfloat16, device="meta")
+    k = torch.empty(b, n, kv, d, dtype=torch.bfloat16, device="meta")
+    (key,) = ops.check(ops.attention, q, k, k, causal=causal)
+    plan = key.plan
     grid = "persistent" if plan.persistent else "CTA/tile"
     rows = f"<={plan.persistent_rows}" if plan.persistent_rows else ""
     return f"{plan.schedule} s{plan.stages} {grid}{rows}"
@@ -63,7 +67,7 @@ def plan_of(row) -> str:
 
 def main_plans(classes) -> None:
     """The plan per row (no GPU)."""
-    print("ops.attention's plan per row (choose_attention at the row's length)")
+    print("ops.attention's plan per row (ops.check on meta tensors of the row's shapes)")
     print(table(["B,H,KV,L,D", "causal", "plan"], [[",".join(map(str, r[:5])), "yes" if r[5] else "no", plan_of(r)]
                                                    for r in rows_of(classes)]))
 
