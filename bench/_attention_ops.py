@@ -72,9 +72,15 @@ def main_plans(classes) -> None:
                                                    for r in rows_of(classes)]))
 
 
+def tflops(b: int, h: int, n: int, d: int, causal: bool, seconds: float) -> float:
+    """TFLOP/s of attention over ``b x h`` rows of ``n`` queries and keys of ``d`` elements
+    in ``seconds`` (causal: half the score matrix)."""
+    return 4 * b * h * n * n * d / (2 if causal else 1) / seconds / 1e12
+
+
 def _tflops(row, us) -> float:
     b, h, _, n, d, causal = row
-    return 4 * b * h * n * n * d / (2 if causal else 1) / (us * 1e-6) / 1e12
+    return tflops(b, h, n, d, causal, us * 1e-6)
 
 
 def _inputs(torch, row, dtype):
@@ -85,7 +91,7 @@ def _inputs(torch, row, dtype):
     return q, k, v
 
 
-def _peer_call(torch, q, k, v, causal, backend):
+def peer_call(torch, q, k, v, causal, backend):
     """``fn()`` running SDPA with ``backend`` forced on the (b, h, s, d) views (K and V
     repeated to the query heads), or None when the backend refuses the row."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -115,7 +121,7 @@ def _row(torch, ops, row, dtype, repeats):
     err_o, err_lse = _reference_error(torch, q, k, v, o, lse, causal)
     assert err_o <= 2e-2 and err_lse <= 1e-3, (row, err_o, err_lse)
     ours = lambda: ops.attention(q, k, v, causal=causal)  # noqa: E731
-    calls = {"ours": ours, **{name: _peer_call(torch, q, k, v, causal, b) for name, b in BACKENDS.items()}}
+    calls = {"ours": ours, **{name: peer_call(torch, q, k, v, causal, b) for name, b in BACKENDS.items()}}
     graph = {name: _graph_us(torch, fn, repeats, launches=20) for name, fn in calls.items() if fn is not None}
     eager = {name: per_call_us(fn, 20, repeats, torch.cuda.synchronize, host_only=False)
              for name, fn in calls.items() if fn is not None}

@@ -88,24 +88,14 @@ def _reference_error(torch, q, k, v, o, lse, causal):
 
 
 def _sdpa_ms(torch, q, k, v, causal, backend, runs):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    group = q.shape[2] // k.shape[2]  # GQA: the peers get K/V repeated to the query heads (before timing)
-    qt, kt, vt = (x.repeat_interleave(group, dim=2).transpose(1, 2) if x is not q else x.transpose(1, 2)
-                  for x in (q, k, v))
-    try:
-        with sdpa_kernel(getattr(SDPBackend, backend)):
-            fn = lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)  # noqa: E731
-            fn()
-            return testing.do_bench(fn, runs=runs).median
-    except RuntimeError:
-        return None
+    """SDPA's time with ``backend`` forced (K/V repeated to the query heads for GQA, before
+    timing), or None when the backend refuses the row."""
+    fn = _attention_ops.peer_call(torch, q, k, v, causal, backend)
+    return None if fn is None else testing.do_bench(fn, runs=runs).median
 
 
 def _tflops(shape, causal, ms):
-    b, h, n, d = shape
-    flops = 4 * b * h * n * n * d / (2 if causal else 1)
-    return flops / (ms * 1e-3) / 1e12 if ms else None
+    return _attention_ops.tflops(*shape, causal, ms * 1e-3) if ms else None
 
 
 def _ours(torch, q, k, v, causal, schedule, runs):
