@@ -129,8 +129,8 @@ def _row(torch, ops, row, dtype, repeats):
     best_eager = min(t for name, t in eager.items() if name != "ours") if len(eager) > 1 else None
     cells = [",".join(map(str, row[:5])), "yes" if causal else "no", plan_of(row), f"{_tflops(row, graph['ours']):.0f}"]
     cells += [f"{_tflops(row, graph[n]):.0f}" if n in graph else "-" for n in BACKENDS]
-    cells += [f"{best / graph['ours']:.2f}" if best else "-", f"{best_eager / eager['ours']:.2f}" if best_eager else "-",
-              f"{err_o:.1e}", f"{err_lse:.1e}"]
+    cells += [f"{best / graph['ours']:.2f}" if best else "-",
+              f"{best_eager / eager['ours']:.2f}" if best_eager else "-", f"{err_o:.1e}", f"{err_lse:.1e}"]
     return cells, (best / graph["ours"] if best else None), (best_eager / eager["ours"] if best_eager else None)
 
 

@@ -2,10 +2,11 @@
 here, is :mod:`.geometry`'s).
 
 :class:`GemmOptions` declares the options once; :class:`GemmConfig` adds ``m``, holds one
-kernel's sizes and options, validated once, and the quantities derived from them (tile counts, the grid, the rounds of the persistent
-loop); every other module of :mod:`tvm_tirx.kernels.gemm` reads it.  A size is a
-Python ``int`` (static) or, for ``m`` and ``k``, an int32 run-time extent
-(``T.dynamic("m")``): the derived counts are then expressions of it.
+kernel's sizes and options, validated once, and the quantities derived from them (tile
+counts, the grid, the rounds of the persistent loop); every other module of
+:mod:`tvm_tirx.kernels.gemm` reads it.  A size is a Python ``int`` (static) or, for ``m``
+and ``k``, an int32 run-time extent (``T.dynamic("m")``): the derived counts are then
+expressions of it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .operands import CHUNK, Operand, check_major
 __all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "GLU_ROWS",
            "GATED_BLOCK_NS", "MAX_STAGES", "GemmOptions", "GemmConfig", "gemm_smem_bytes", "deepest_ring"]
 
+
 def _static(value) -> int | None:
     return value if isinstance(value, int) else None
 
@@ -43,10 +45,38 @@ class GemmOptions:  # pylint: disable=too-many-instance-attributes
     the fields :class:`~.spec.GemmSpec` (the compile-cache key) and :class:`GemmConfig`
     (the checked kernel of one ``m``) share, declared once.  Their meaning is
     :func:`~tvm_tirx.kernels.gemm.make_gemm`'s parameters; the defaults are the torch
-    operators' (one CTA per output tile, ``group_m=16``, the deepest ring).  ``stages``
-    None becomes, when the object is made, the deepest ring that fits ``block_n``,
-    ``out_dtype`` and ``gated`` (:func:`deepest_ring`), so two spellings of one kernel
-    are equal and hash equal.  Nothing else is checked here: :class:`GemmConfig` checks.
+    operators' (one CTA per output tile, ``group_m=16``, the deepest ring), so two
+    spellings of one kernel are equal and hash equal.  Nothing but ``stages`` is resolved
+    here: :class:`GemmConfig` checks.
+
+    Attributes
+    ----------
+    n : int
+        Columns of C; rows of B (``2 n``, interleaved, when ``gated``), elements.
+    k : int or tvm.tirx.Var
+        The reduction length, elements (``k * sizeof(in_dtype)`` a multiple of 16 bytes
+        for a K-major operand).
+    in_dtype, out_dtype : str
+        A and B's dtype (``"bfloat16"``, ``"float8_e4m3fn"``); C's (``"bfloat16"``,
+        ``"float32"``).
+    arch : str
+        The CUDA architecture compiled for (``"sm_90a"``); not in the kernel's name
+        (:attr:`.spec.GemmSpec.name`).
+    block_n : int
+        Columns of C per CTA tile: 64, 128, 192 or 256.
+    bias, activation : str or None
+        A fused bias vector's dtype and a fused activation (``make_gemm``'s).
+    gated, residual : bool
+        A gated linear unit; a residual added last (``make_gemm``'s).
+    a_major, b_major : str
+        A's and B's innermost axis: ``"k"``, or ``"m"`` / ``"n"`` (``make_gemm``'s).
+    stages : int or None
+        Shared buffers of the ring; None (the default) becomes, when the object is made,
+        the deepest ring that fits :attr:`block_n`, :attr:`out_dtype` and :attr:`gated`
+        (:func:`deepest_ring`: 3 for bf16 output at ``block_n=256``).
+    wait_depth, persistent, ctas, group_m, cluster, spin
+        ``make_gemm``'s options (``persistent`` False and ``group_m`` 16 here, not its
+        defaults).
     """
 
     n: int

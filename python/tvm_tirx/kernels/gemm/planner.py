@@ -113,7 +113,8 @@ def override(n: int, k: int, plan, m: int | None = None) -> None:
         The GEMM's columns and reduction length, elements.
     plan : SmallMPlan | dict
         A :class:`SmallMPlan` (the small-M kernel, taken even while :data:`SMALL_M_ROUTE`
-        is off: any ``m`` is computed correctly, fast up to its ``block_m``) or the tile kernel's options ``{"block_n": 64 | 128 | 192 | 256}``.
+        is off: any ``m`` is computed correctly, fast up to its ``block_m``) or the tile
+        kernel's options ``{"block_n": 64 | 128 | 192 | 256}`` (and optionally ``"stages"``).
     m : int | None
         The rows the override is for; None: every ``m``.
 

@@ -64,39 +64,13 @@ class GemmSpec(GemmOptions, _KernelSpec):
     depends on but the run-time ``m``; the compile-cache key of the torch operators and
     the source of the kernel's name.
 
-    The fields are :class:`~.config.GemmOptions`' (declared there once, shared with
-    :class:`~.config.GemmConfig`): :func:`make_gemm`'s parameters but ``m``, plus
-    ``arch``; the defaults are the torch operators' (:data:`CONFIG`: one CTA per output
-    tile, ``group_m=16``, the deepest ring), not :func:`make_gemm`'s.  The first five fields may be given by
-    position (``GemmSpec(n, k, in_dtype, out_dtype, arch)``).  Nothing is checked when a
-    spec is made: :meth:`build` checks it (:class:`~.config.GemmConfig`).
-
-    Attributes
-    ----------
-    n : int
-        Columns of C; rows of B (``2 n``, interleaved, when ``gated``), elements.
-    k : int or tvm.tirx.Var
-        The reduction length, elements (``k * sizeof(in_dtype)`` a multiple of 16 bytes
-        for a K-major operand).
-    in_dtype, out_dtype : str
-        A and B's dtype (``"bfloat16"``, ``"float8_e4m3fn"``); C's (``"bfloat16"``,
-        ``"float32"``).
-    arch : str
-        The CUDA architecture compiled for (``"sm_90a"``); not in :attr:`name`.
-    block_n : int
-        Columns of C per CTA tile: 64, 128, 192 or 256.
-    bias, activation : str or None
-        A fused bias vector's dtype and a fused activation (:func:`make_gemm`'s).
-    gated, residual : bool
-        A gated linear unit; a residual added last (:func:`make_gemm`'s).
-    a_major, b_major : str
-        A's and B's innermost axis: ``"k"``, or ``"m"`` / ``"n"`` (:func:`make_gemm`'s).
-    stages : int or None
-        Shared buffers of the ring; None (the default) becomes, when the spec is made,
-        the deepest ring that fits :attr:`block_n`, :attr:`out_dtype` and :attr:`gated`
-        (:func:`~.config.deepest_ring`: 3 for bf16 output at ``block_n=256``).
-    wait_depth, persistent, ctas, group_m, cluster, spin
-        :func:`make_gemm`'s options (``persistent`` False and ``group_m`` 16 here).
+    The fields are :class:`~.config.GemmOptions`' (declared and described there once,
+    shared with :class:`~.config.GemmConfig`): :func:`make_gemm`'s parameters but ``m``,
+    plus ``arch``; the defaults are the torch operators' (:data:`CONFIG`: one CTA per
+    output tile, ``group_m=16``, the deepest ring), not :func:`make_gemm`'s.  The first
+    five fields may be given by position (``GemmSpec(n, k, in_dtype, out_dtype, arch)``).
+    Nothing is checked when a spec is made: :meth:`build` checks it
+    (:class:`~.config.GemmConfig`).
     """
 
     def replace(self, **changes) -> GemmSpec:
