@@ -9,7 +9,7 @@ dtype, scale, GPU) compiles it, and that kernel serves every batch and length
 :class:`~tvm_tirx.ops.torch_checks.UnsupportedInput` (rules:
 :func:`.attention_checks.attention_key`); ``fallback="torch"`` computes such a call with
 torch instead.  Differentiable: the backward recomputes the attention with torch in
-float32 and differentiates that.  Importing this module imports torch and registers the op.
+float32 by blocks of query rows (:mod:`.attention_blocks`).  Importing this module imports torch and registers the op.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Optional
 
 import torch
 
+from . import attention_blocks
 from .attention_checks import as_bshd, attention_key, check_dtypes, check_shapes, resolve_scale
 from .attention_kernels import attention_kernel, on_clear_kernels
 from .eager import FastOp, Plans, signature
@@ -28,21 +29,10 @@ __all__ = ["attention"]
 
 
 def _torch_attention(q, k, v, causal: bool, scale: float, layout: str):
-    """(O, LSE) by torch in float32 (float64 for float64 inputs): O in q's dtype and layout,
-    LSE (batch, heads, seq) float32."""
-    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
-    qf, kf, vf = (as_bshd(t, layout).transpose(1, 2).to(acc) for t in (q, k, v))  # (B, H, L, D)
-    group = qf.shape[1] // kf.shape[1]
-    kf, vf = kf.repeat_interleave(group, dim=1), vf.repeat_interleave(group, dim=1)
-    s = (qf @ kf.transpose(-1, -2)) * scale
-    if causal:
-        lq, lk = s.shape[-2], s.shape[-1]
-        s = s.masked_fill(torch.ones(lq, lk, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)
-    o = torch.softmax(s, dim=-1) @ vf  # (B, H, L, D)
+    """(O, LSE) by torch in float32 (float64 for float64 inputs), by blocks of query rows
+    (:mod:`.attention_blocks`): O in q's dtype and layout, LSE (batch, heads, seq) float32."""
     out, _ = _empty_outputs(q, layout)  # laid out as the kernel's output, so the fake implementation fits both
-    as_bshd(out, layout).copy_(o.transpose(1, 2))
-    return out, lse.to(torch.float32)
+    return out, attention_blocks.forward(q, k, v, out, causal, scale, layout)
 
 
 def _empty_outputs(q, layout: str):
@@ -132,11 +122,8 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, grad_o, grad_lse):
     q, k, v = ctx.saved_tensors
-    with torch.enable_grad():
-        inputs = [t.detach().requires_grad_(True) for t in (q, k, v)]
-        o, lse = _torch_attention(*inputs, ctx.causal, ctx.scale, ctx.layout)
-        pairs = [(out, g) for out, g in ((o, grad_o), (lse, grad_lse)) if g is not None]
-        grads = torch.autograd.grad([p[0] for p in pairs], inputs, [p[1] for p in pairs], allow_unused=True)
+    with torch.no_grad():
+        grads = attention_blocks.backward(q, k, v, grad_o, grad_lse, ctx.causal, ctx.scale, ctx.layout)
     return (*grads, None, None, None, None)
 
 
@@ -169,8 +156,9 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bshd", return_lse=Fa
         log of the sum of ``exp(scale * q.k)``).
     fallback : str | None
         ``None``: an input the kernel does not take raises.  ``"torch"``: such a call is
-        computed by torch in float32 (float64 for float64 inputs) instead (memory grows
-        with ``seq**2``).
+        computed by torch in float32 (float64 for float64 inputs) instead, by blocks of
+        query rows (:mod:`.attention_blocks`: memory grows with ``seq``, the scores of
+        one block at most :data:`~.attention_blocks.SCORE_BYTES`).
 
     Returns
     -------
@@ -193,8 +181,9 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bshd", return_lse=Fa
     Notes
     -----
     Differentiable once: the backward recomputes the attention with torch (float32, or
-    float64 for float64 inputs) and differentiates it (memory grows with ``seq**2``);
-    the forward is the kernel.  The gradients are not themselves differentiable (no
+    float64 for float64 inputs) by blocks of query rows and forms the exact gradients
+    of each block (:func:`.attention_blocks.backward`; memory grows with ``seq``, not
+    ``seq**2``); the forward is the kernel.  The gradients are not themselves differentiable (no
     double backward).
     """
     _check_arguments(causal, scale, layout, return_lse, fallback)
