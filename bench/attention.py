@@ -13,6 +13,7 @@ is timed (CUDA events, median of ``--runs`` runs after a warm-up, random inputs)
     python bench/attention.py --cpu    # no GPU: compile and assemble each configuration
     python bench/attention.py --ops [--classes ...] [--dtype float16]  # GPU: ops.attention per call
     python bench/attention.py --ops-plans    # no GPU: the plan ops.attention takes per row
+    python bench/attention.py --backward [--classes ...]  # GPU: the backward (bench/_attention_backward.py)
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from tvm_tirx import testing  # noqa: E402
 from tvm_tirx.kernels.attention import make_attention  # noqa: E402
 from tvm_tirx.script import tirx as T  # noqa: E402
 
-from bench import _attention_ops  # noqa: E402
+from bench import _attention_backward, _attention_ops  # noqa: E402
 from bench._mosaic_attention import mosaic_ms  # noqa: E402
 from bench._timing import table  # noqa: E402
 
@@ -147,14 +148,19 @@ def main(argv=None) -> int:
     parser.add_argument("--schedules", nargs="*", choices=tuple(SCHEDULES), default=tuple(SCHEDULES),
                         help="the schedules to time (default: all)")
     parser.add_argument("--ops", action="store_true", help="ops.attention per call (bench/_attention_ops.py)")
+    parser.add_argument("--backward", action="store_true",
+                        help="ops.attention's backward against SDPA's (bench/_attention_backward.py; GPU)")
     parser.add_argument("--ops-plans", action="store_true", help="the plan ops.attention takes per row (no GPU)")
-    parser.add_argument("--classes", nargs="*", choices=tuple(_attention_ops.CLASSES),
-                        default=tuple(_attention_ops.CLASSES), help="--ops / --ops-plans: these classes only")
+    parser.add_argument("--classes", nargs="*", choices=tuple(_attention_ops.CLASSES), default=None,
+                        help="--ops / --ops-plans (default: every class), --backward (default: table): these only")
     parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16", help="--ops: q, k, v's dtype")
     args = parser.parse_args(argv)
+    if args.backward:
+        return _attention_backward.main_backward(args.classes, args.dtype, max(5, args.runs // 2))
     if args.ops_plans or args.ops:
-        return _attention_ops.main_plans(args.classes) if args.ops_plans else _attention_ops.main_ops(
-            args.classes, args.dtype, max(5, args.runs // 2))
+        classes = args.classes or tuple(_attention_ops.CLASSES)
+        return _attention_ops.main_plans(classes) if args.ops_plans else _attention_ops.main_ops(
+            classes, args.dtype, max(5, args.runs // 2))
     wanted = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     given = [tuple(map(int, r.split(","))) for r in args.rows or ()]  # (B, H, L, D[, KV])
     rows_in = [(g[:4], c) for g in given for c in (False, True)] if given else ROWS

@@ -1,0 +1,158 @@
+"""The backward of ``ops.attention`` against cuDNN's and FlashAttention-2's through SDPA.
+
+Per row (the forward's table, :data:`bench._attention_ops.CLASSES`): the gradients of
+each implementation checked against float32 autograd of the whole score matrix (a few
+heads at a time), then per backward call (the forward done once, outside the timing)
+
+- the median time of one ``torch.autograd.grad`` call end to end (CUDA events), as TFLOP/s
+  of the backward's 2.5 forward products (the convention of the FlashAttention papers);
+- the peak memory one backward allocates beyond what was allocated before it.
+
+SDPA's backends get K and V repeated to the query heads for GQA rows, as leaves (their
+gradients are not summed over the group: a small advantage to the peers).
+
+    python bench/attention.py --backward                   # GPU: the forward table's rows
+    python bench/attention.py --backward --classes short
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from bench._attention_ops import BACKENDS, CLASSES, _inputs, rows_of, tflops
+from bench._timing import table
+
+
+def _leaves(torch, q, k, v, group: int, sdpa: bool):
+    """Fresh leaves requiring grad: ours in bshd, SDPA's in (b, h, s, d) with K and V
+    repeated to the query heads."""
+    if not sdpa:
+        return tuple(x.detach().requires_grad_(True) for x in (q, k, v))
+    k, v = (x.repeat_interleave(group, 2) for x in (k, v))
+    return tuple(x.detach().transpose(1, 2).requires_grad_(True) for x in (q, k, v))
+
+
+def _backward_call(torch, ops, q, k, v, grad_o, causal, backend):
+    """``fn()`` running one backward (of O, given ``grad_o`` in bshd) of a forward made
+    once, or None when the backend refuses the row."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    leaves = _leaves(torch, q, k, v, q.shape[2] // k.shape[2], backend is not None)
+    try:
+        if backend is None:
+            o = ops.attention(*leaves, causal=causal)
+        else:
+            with sdpa_kernel(getattr(SDPBackend, backend)):
+                o = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal)
+        grad = grad_o if backend is None else grad_o.transpose(1, 2)
+        fn = lambda: torch.autograd.grad(o, leaves, grad, retain_graph=True)  # noqa: E731
+        fn()
+    except RuntimeError:
+        return None
+    return fn
+
+
+def _in_bshd(grads, k_heads: int, sdpa: bool):
+    """SDPA's (b, h, s, d) gradients as ours: bshd, dK and dV summed over each group."""
+    if not sdpa:
+        return grads
+    dq, dk, dv = (g.transpose(1, 2) for g in grads)
+    return dq, *(g.float().unflatten(2, (k_heads, -1)).sum(3) for g in (dk, dv))
+
+
+def _reference(torch, q, k, v, causal, grad_o):
+    """dQ, dK, dV by float32 autograd of the whole score matrix, a few query heads at a time."""
+    group, n = q.shape[2] // k.shape[2], q.shape[1]
+    step = max(1, (1 << 32) // (n * n * 4))  # heads per step: 4 GiB of scores
+    dq, dk, dv = (torch.zeros_like(x, dtype=torch.float32) for x in (q, k, v))
+    for h0 in range(0, q.shape[2], step):
+        heads = range(h0, min(h0 + step, q.shape[2]))
+        qf = q[:, :, h0:heads.stop].float().transpose(1, 2).requires_grad_(True)
+        kf, vf = (x[:, :, [h // group for h in heads]].float().transpose(1, 2).requires_grad_(True) for x in (k, v))
+        s = (qf @ kf.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        if causal:
+            s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+        o = torch.softmax(s, -1) @ vf
+        gq, gk, gv = torch.autograd.grad(o, (qf, kf, vf), grad_o[:, :, h0:heads.stop].float().transpose(1, 2))
+        dq[:, :, h0:heads.stop] = gq.transpose(1, 2)
+        for i, h in enumerate(heads):
+            dk[:, :, h // group] += gk[:, i]
+            dv[:, :, h // group] += gv[:, i]
+        del s, o
+    return dq, dk, dv
+
+
+def _relative_error(grads, ref) -> float:
+    """The largest of max|g - ref| / max|ref| over dQ, dK, dV."""
+    return max(((g.float() - r).abs().max() / r.abs().max()).item() for g, r in zip(grads, ref))
+
+
+def _peak_mib(torch, fn) -> float:
+    """MiB one call of ``fn`` allocates at its peak beyond what was allocated before it."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
+def _call_us(torch, fn, repeats: int) -> float:
+    """Median over ``repeats`` of one call's time end to end (CUDA events around the call;
+    a backward takes milliseconds, so the host's share is small)."""
+    start, end, samples = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True), []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(samples)
+
+
+def _row(torch, ops, row, dtype, repeats):
+    """The table's cells and our speed over the fastest peer's."""
+    q, k, v = _inputs(torch, row, dtype)
+    b, h, kv, n, d, causal = row
+    cells, times = [",".join(map(str, row[:5])), "yes" if causal else "no"], {}
+    grad_o = torch.randn(q.shape, device="cuda", dtype=dtype, generator=torch.Generator("cuda").manual_seed(7))
+    ref = _reference(torch, q, k, v, causal, grad_o)
+    for name, backend in {"ours": None, **BACKENDS}.items():
+        fn = _backward_call(torch, ops, q, k, v, grad_o, causal, backend)
+        if fn is None:
+            cells += ["-", "-", "-"]
+            continue
+        err = _relative_error(_in_bshd(fn(), kv, backend is not None), ref)
+        times[name] = _call_us(torch, fn, repeats)
+        cells += [f"{2.5 * tflops(b, h, n, d, causal, times[name] * 1e-6):.0f}", f"{_peak_mib(torch, fn):.0f}",
+                  f"{err:.1e}"]
+    peers = [t for name, t in times.items() if name != "ours"]
+    ratio = min(peers) / times["ours"] if peers and "ours" in times else None
+    return cells + [f"{ratio:.2f}" if ratio else "-"], ratio
+
+
+def main_backward(classes, dtype_name: str, repeats: int) -> None:
+    """The GPU table of the backward, with the geometric mean and minimum last."""
+    import torch
+
+    from tvm_tirx import ops
+
+    dtype, rows, ratios = getattr(torch, dtype_name), [], []
+    for row in rows_of(classes or ("table",)):
+        cells, ratio = _row(torch, ops, row, dtype, repeats)
+        rows.append(cells)
+        print("  ".join(cells), flush=True)  # as measured: a cut-off run keeps its rows
+        ratios += [ratio] if ratio else []
+    print(f"attention backward ({dtype_name}), per call end to end: TFLOP/s (2.5 forward products), peak MiB "
+          f"beyond the inputs, max relative error of dQ/dK/dV against float32 autograd; x best = the fastest "
+          f"peer's time / ours")
+    heads = [f"{name} {col}" for name in ("ours", *BACKENDS) for col in ("TFLOP/s", "MiB", "err")]
+    print(table(["B,H,KV,L,D", "causal", *heads, "x best"], rows))
+    if ratios:
+        geo = math.exp(statistics.fmean(math.log(r) for r in ratios))
+        print(f"geomean {geo:.3f}, min {min(ratios):.3f} ({len(ratios)} rows)")
+
+
+__all__ = ["main_backward", "CLASSES"]
