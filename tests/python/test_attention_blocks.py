@@ -3,8 +3,10 @@ operator's torch fallback and its backward.
 
 Against float64 SDPA and its autograd, with blocks forced small so every call walks
 several (rows not a multiple of the block, GQA, causal, both layouts, the gradient of
-the LSE), ``gradcheck`` through the operator, and the memory: a backward at 8192
-positions stays far below the dense score matrix's size.
+the LSE), ``gradcheck`` through the operator, the memory (a backward at 8192 positions
+stays far below the dense score matrix's size), and the backward as an op of its own
+(``tvm_tirx::attention_backward``: opcheck, one node in a compiled backward graph, no
+double backward).
 """
 
 import math
@@ -128,3 +130,44 @@ def test_the_default_scale_is_one_over_root_head_dim(rows_of_three):
     q, k, v = _qkv()
     o = ops.attention(q, k, v, fallback="torch")
     torch.testing.assert_close(o, _dense(q, k, v, False, "bshd", 1 / math.sqrt(16))[0])
+
+
+def test_the_backward_is_an_op_of_its_own_that_compiled_graphs_call_once(rows_of_three):
+    """AOTAutograd's backward graph calls ``tvm_tirx::attention_backward`` once instead of
+    tracing the loop over query blocks (8 blocks here: one traced copy each before)."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs = []
+
+    def keep(gm, _inputs):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    q, k, v = (t.float().requires_grad_(True) for t in _qkv())
+    compiled = torch.compile(lambda q, k, v: ops.attention(q, k, v, causal=True, fallback="torch").square().sum(),
+                             backend=aot_autograd(fw_compiler=keep, bw_compiler=keep), fullgraph=True)
+    compiled(q, k, v).backward()
+    backward_graph = graphs[-1].graph
+    calls = [n for n in backward_graph.nodes if n.op == "call_function"]
+    assert [str(n.target) for n in calls].count("tvm_tirx.attention_backward.default") == 1
+    assert len(calls) < 12, backward_graph  # the op and a few element-wise nodes, no per-block products
+    qr, kr, vr = (t.detach().requires_grad_(True) for t in (q, k, v))
+    ops.attention(qr, kr, vr, causal=True, fallback="torch").square().sum().backward()
+    for got, want in ((q.grad, qr.grad), (k.grad, kr.grad), (v.grad, vr.grad)):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+def test_opcheck_of_the_backward_op(layout):
+    q, k, v = (t.float() for t in _qkv(n=9, layout=layout))
+    grad_o, grad_lse = torch.randn_like(q), torch.randn(2, 4, 9)
+    for args in ((grad_o, grad_lse), (grad_o, None), (None, grad_lse)):
+        torch.library.opcheck(torch.ops.tvm_tirx.attention_backward.default, (*args, q, k, v, True, 0.25, layout))
+
+
+def test_the_gradients_are_not_differentiable_and_say_so():
+    q, k, v = (t.requires_grad_(True) for t in _qkv(n=5))
+    (dq,) = torch.autograd.grad(ops.attention(q, k, v, fallback="torch").sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError, match="attention_backward.*no autograd formula"):
+        dq.sum().backward()
