@@ -245,3 +245,22 @@ def test_relax_vm_runs_the_offloaded_attention_at_two_lengths(torch_cuda, module
         ref = torch.nn.functional.scaled_dot_product_attention(*(t.float().transpose(1, 2) for t in (q, k, v)),
                                                                is_causal=True).transpose(1, 2)
         assert y.shape == (b, s, 4, 64) and (y.float() - ref).abs().max().item() <= 2e-2
+
+
+def test_relax_cannot_differentiate_its_attention():
+    """apache-tvm 0.27 registers no gradient for ``relax.nn.attention``: ``Gradient``
+    refuses a module calling it (docs/guides/relax_offload.rst says why the offload has
+    no attention backward).  If this starts passing, expose the backward kernel there."""
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(q: R.Tensor((1, 8, 2, 16), "float32"), k: R.Tensor((1, 8, 2, 16), "float32"),
+                 v: R.Tensor((1, 8, 2, 16), "float32")):
+            with R.dataflow():
+                s = R.sum(R.nn.attention(q, k, v))
+                R.output(s)
+            return s
+
+    with pytest.raises(Exception, match="FPrimalGradient has not been registered for relax.nn.attention"):
+        relax.transform.Gradient("main")(Module)
