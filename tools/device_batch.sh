@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# The H200 steps issues 40 and 42 wait on, in order of what they decide; every part writes
-# its whole log under $OUT (the device's fetched folder) and prints its summary.
+# The H200 steps the open issues (40, 42, 43) wait on, in order of what they decide; every
+# part writes its whole log under $OUT (the device's fetched folder) and prints its summary.
+#   0. the whole GPU suite (gpu-suite: the new GPU tests of the varlen operator, the
+#      training step of the decoder block and the attention backward among them);
 #   1. the small-M route (kernels/gemm/planner.py: SMALL_M_ROUTE, off by default): its GPU
 #      tests and the operators' with the route on, compute-sanitizer on its kernel, the
 #      split-count sweep, and the decode table through ops.linear (route on, then off);
 #   2. the 128 x 192 tile (config.BLOCK_NS; the planner takes it once tiles.TILE_RATE has
 #      its measured rate): bench/gemm.py --tiles on the shapes it is for;
-#   3. attention through ops.attention on issue 42's classes (bench/attention.py --ops).
+#   3. attention through ops.attention on issue 42's classes (bench/attention.py --ops);
+#   4. the attention backward through ops.attention against cuDNN's and FA2's, with the
+#      peak memory per backward (bench/attention.py --backward).
 # One call on the device machine, after stage 2 (see ../shared/gpu/README.md):
 #
-#   . /tmp/tirx-site/env.sh && export PYTHONPATH=$PWD/python:$PYTHONPATH && bash tools/small_m_device_batch.sh [PART...]
+#   . /tmp/tirx-site/env.sh && export PYTHONPATH=$PWD/python:$PYTHONPATH && bash tools/device_batch.sh [PART...]
 #
-# All parts take up to ~27 minutes, more than one call's 10: name the parts to run
-# (route-tests sanitize split-sweep decode-route-on decode-route-off tiles-192
-# attention-ops) and spread them over calls while the machine stays warm.
+# All parts take up to ~40 minutes, more than one call's 10: name the parts to run
+# (gpu-suite route-tests sanitize split-sweep decode-route-on decode-route-off tiles-192
+# attention-ops attention-backward) and spread them over calls while the machine stays warm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/device-batch}"
@@ -29,6 +33,7 @@ part() {  # part NAME SECONDS COMMAND...: run (if wanted), log to $OUT/NAME.txt,
   echo "rc=$?"
   grep -E "^(FAILED|ERROR)|passed|failed|hazard|SUMMARY" "$OUT/$name.txt" | head -20
 }
+part gpu-suite 400 python3 -m pytest tests -m gpu -q -n 14 --tb=short -p no:cacheprovider
 part route-tests 150 env TVM_TIRX_SMALL_M=1 python3 -m pytest -q -m gpu -n 15 --tb=short -p no:cacheprovider \
   tests/python/test_gemm_small_m.py tests/python/test_torch_ops.py tests/python/test_eager_ops.py
 # the kernel tests only: the operators' tests capture CUDA graphs, which cannot allocate
@@ -48,3 +53,5 @@ part tiles-192 200 python3 bench/gemm.py --tiles --runs 20 --sizes 3072x3072x307
 show tiles-192 12
 part attention-ops 400 python3 bench/attention.py --ops
 show attention-ops 40
+part attention-backward 500 python3 bench/attention.py --backward
+show attention-backward 14
