@@ -161,9 +161,11 @@ def test_the_backward_is_an_op_of_its_own_that_compiled_graphs_call_once(rows_of
 @pytest.mark.parametrize("layout", ["bshd", "bhsd"])
 def test_opcheck_of_the_backward_op(layout):
     q, k, v = (t.float() for t in _qkv(n=9, layout=layout))
+    o, lse = ops.attention(q, k, v, causal=True, layout=layout, return_lse=True, fallback="torch")
     grad_o, grad_lse = torch.randn_like(q), torch.randn(2, 4, 9)
     for args in ((grad_o, grad_lse), (grad_o, None), (None, grad_lse)):
-        torch.library.opcheck(torch.ops.tvm_tirx.attention_backward.default, (*args, q, k, v, True, 0.25, layout))
+        torch.library.opcheck(torch.ops.tvm_tirx.attention_backward.default,
+                              (*args, q, k, v, o, lse, True, 0.25, layout))
 
 
 def test_the_gradients_are_not_differentiable_and_say_so():

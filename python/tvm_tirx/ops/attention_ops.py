@@ -9,8 +9,8 @@ dtype, scale, GPU) compiles it, and that kernel serves every batch and length
 :class:`~tvm_tirx.ops.torch_checks.UnsupportedInput` (rules:
 :func:`.attention_checks.attention_key`); ``fallback="torch"`` computes such a call with
 torch instead.  Differentiable: the backward recomputes the attention with torch in
-float32 by blocks of query rows (:mod:`.attention_blocks`), in an op of its own
-(``torch.ops.tvm_tirx.attention_backward``, which compiled graphs call).  Importing this module imports torch and registers the op.
+float32 by blocks of query rows (:mod:`.attention_blocks`), or on the backward kernel
+where its route is on, in an op of its own (:mod:`.attention_backward_ops`).  Importing this module imports torch and registers the op.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Optional
 import torch
 
 from . import attention_blocks
+from .attention_backward_ops import attention_backward
 from .attention_checks import as_bshd, attention_key, check_dtypes, check_shapes, resolve_scale
 from .attention_kernels import attention_kernel, on_clear_kernels
 from .eager import FastOp, Plans, signature
@@ -117,30 +118,13 @@ def _attention_fake(q, k, v, causal, scale, layout, fallback):
 
 def _setup_context(ctx, inputs, output):
     q, k, v, causal, scale, layout, _ = inputs
-    ctx.save_for_backward(q, k, v)
+    ctx.save_for_backward(q, k, v, *output)
     ctx.causal, ctx.scale, ctx.layout = causal, resolve_scale(scale, as_bshd(q, layout).shape[3]), layout
 
 
-def _attention_backward(grad_o: Optional[torch.Tensor], grad_lse: Optional[torch.Tensor], q: torch.Tensor,
-                        k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
-                        layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    grads = attention_blocks.backward(q, k, v, grad_o, grad_lse, causal, scale, layout)
-    return tuple(torch.empty_like(t).copy_(g) for t, g in zip((q, k, v), grads))  # the fake's strides
-
-
-# An op of its own, so that torch.compile's AOTAutograd calls the backward rather than
-# tracing its loop over query blocks (one graph node per block and length).
-_attention_backward_op = torch.library.custom_op("tvm_tirx::attention_backward", mutates_args=())(_attention_backward)
-
-
-@_attention_backward_op.register_fake
-def _attention_backward_fake(grad_o, grad_lse, q, k, v, causal, scale, layout):
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-
-
 def _backward(ctx, grad_o, grad_lse):
-    q, k, v = ctx.saved_tensors
-    grads = torch.ops.tvm_tirx.attention_backward(grad_o, grad_lse, q, k, v, ctx.causal, ctx.scale, ctx.layout)
+    q, k, v, o, lse = ctx.saved_tensors
+    grads = attention_backward(grad_o, grad_lse, q, k, v, o, lse, ctx.causal, ctx.scale, ctx.layout)
     return (*grads, None, None, None, None)
 
 

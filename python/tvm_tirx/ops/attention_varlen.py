@@ -21,7 +21,8 @@ from typing import Optional
 import torch
 
 from .attention_checks import check_dtypes, resolve_scale
-from .attention_ops import _attention, _attention_backward, _check_arguments
+from .attention_backward_ops import attention_backward
+from .attention_ops import _attention, _check_arguments
 
 __all__ = ["attention_varlen"]
 
@@ -132,15 +133,17 @@ def _attention_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
 
 def _varlen_backward_impl(grad_o: Optional[torch.Tensor], grad_lse: Optional[torch.Tensor], q: torch.Tensor,
-                          k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
-                          causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                          k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+                          cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, causal: bool,
+                          scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     for q0, q1, k0, k1 in _sequences(q, k, cu_seqlens_q, cu_seqlens_k, None, None, causal):
         if q1 == q0:
             continue
-        grads = _attention_backward(None if grad_o is None else grad_o[None, q0:q1],
-                                    None if grad_lse is None else grad_lse[None, :, q0:q1],
-                                    q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal, scale, "bshd")
+        grads = attention_backward(None if grad_o is None else grad_o[None, q0:q1],
+                                   None if grad_lse is None else grad_lse[None, :, q0:q1], q[None, q0:q1],
+                                   k[None, k0:k1], v[None, k0:k1], o[None, q0:q1], lse[None, :, q0:q1], causal,
+                                   scale, "bshd")
         dq[q0:q1], dk[k0:k1], dv[k0:k1] = (g[0] for g in grads)
     return dq, dk, dv
 
@@ -150,19 +153,20 @@ _varlen_backward_op = torch.library.custom_op("tvm_tirx::attention_varlen_backwa
 
 
 @_varlen_backward_op.register_fake
-def _varlen_backward_fake(grad_o, grad_lse, q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale):
+def _varlen_backward_fake(grad_o, grad_lse, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, causal, scale):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _setup_context(ctx, inputs, output):
     q, k, v, cu_q, cu_k, _, _, causal, scale, _ = inputs
-    ctx.save_for_backward(q, k, v, cu_q, cu_k)
+    ctx.save_for_backward(q, k, v, *output, cu_q, cu_k)
     ctx.causal, ctx.scale = causal, resolve_scale(scale, q.shape[2])
 
 
 def _backward(ctx, grad_o, grad_lse):
-    q, k, v, cu_q, cu_k = ctx.saved_tensors
-    grads = torch.ops.tvm_tirx.attention_varlen_backward(grad_o, grad_lse, q, k, v, cu_q, cu_k, ctx.causal, ctx.scale)
+    q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+    grads = torch.ops.tvm_tirx.attention_varlen_backward(grad_o, grad_lse, q, k, v, o, lse, cu_q, cu_k, ctx.causal,
+                                                         ctx.scale)
     return (*grads, None, None, None, None, None, None, None)
 
 

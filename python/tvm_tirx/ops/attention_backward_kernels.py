@@ -1,0 +1,124 @@
+"""The compiled attention backward kernels the torch operator launches, and the route to them.
+
+One kernel per :class:`AttentionBackwardKey` (heads, kv_heads, head_dim, causal, dtype,
+scale, arch), made by
+:func:`~tvm_tirx.kernels.attention_backward.make_attention_backward` with a run-time batch
+and sequence length, compiled on first use and kept for the process (:class:`.KernelTable`).
+
+**The route is off by default** (:data:`ROUTE`): the kernel is checked by the tile contract
+and assembled on the CPU but has not run on an H200 yet, and a gradient that might be
+wrong is the one thing we must not ship.  ``TVM_TIRX_ATTENTION_BACKWARD=1`` in the
+environment (read at import) or setting :data:`ROUTE` turns it on; the operator's backward
+then takes the kernel for every call it accepts (:func:`backward_key`) and the torch
+backward by query blocks (:mod:`.attention_blocks`) for the rest.
+
+This module does not import torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass
+
+from ..build.kernel import compile as _tirx_compile
+from ..kernels.attention.config import DTYPES
+from .attention_kernels import f32_bits
+from .kernel_table import KernelTable
+
+__all__ = ["ROUTE", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func", "backward_kernel", "cached_kernels",
+           "clear_kernels"]
+
+#: Whether the operator's backward takes the kernel (off until it has run on an H200).
+ROUTE = os.environ.get("TVM_TIRX_ATTENTION_BACKWARD", "0") == "1"
+#: The head_dims the backward kernel takes.
+HEAD_DIMS = (64, 128)
+
+
+@dataclass(frozen=True)
+class AttentionBackwardKey:
+    """What one compiled backward kernel depends on.
+
+    Attributes
+    ----------
+    heads, kv_heads : int
+        Query heads and key/value heads (``heads`` a multiple of ``kv_heads``).
+    head_dim : int
+        One of :data:`HEAD_DIMS`.
+    causal : bool
+        Whether query ``i`` sees keys ``<= i`` only.
+    dtype : str
+        ``"bfloat16"`` or ``"float16"`` (Q, K, V, dO, dK, dV).
+    scale : float
+        The softmax scale.
+    arch : str
+        The CUDA architecture compiled for, ``"sm_90a"``.
+    """
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    causal: bool
+    dtype: str
+    scale: float
+    arch: str
+
+
+def _name(key: AttentionBackwardKey) -> str:
+    name = (f"tvm_tirx_attention_backward_h{key.heads}_kv{key.kv_heads}_d{key.head_dim}_"
+            f"{'causal' if key.causal else 'full'}_{DTYPES[key.dtype]}")
+    if f32_bits(key.scale) != f32_bits(1.0 / math.sqrt(key.head_dim)):
+        name += f"_s{f32_bits(key.scale)}"
+    return name
+
+
+@functools.lru_cache(maxsize=None)
+def backward_prim_func(key: AttentionBackwardKey):
+    """``make_attention_backward`` of ``key`` with a run-time batch and sequence length,
+    named ``tvm_tirx_attention_backward_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``
+    (``_s{bits}`` appended for a scale other than ``1 / sqrt(head_dim)``).
+
+    Raises
+    ------
+    ValueError
+        What ``make_attention_backward`` refuses.
+    """
+    from tvm.script import tirx as T
+
+    from ..kernels.attention_backward import make_attention_backward
+
+    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), key.heads, key.head_dim, kv_heads=key.kv_heads,
+                                   causal=key.causal, scale=key.scale, dtype=key.dtype)
+    return func.with_attr("global_symbol", _name(key))
+
+
+def _compile(key: AttentionBackwardKey):
+    return _tirx_compile(backward_prim_func(key), target="cuda", arch=key.arch)
+
+
+_TABLE = KernelTable(lambda key: _compile(key))  # _compile looked up at each compile (tests replace it)
+
+
+def backward_kernel(key: AttentionBackwardKey):
+    """The compiled kernel of ``key``, called as ``kernel(q, k, v, do, lse, dsum, dq_acc,
+    dk, dv)`` with contiguous ``(batch, seq, heads, head_dim)`` CUDA tensors (k, v, dk, dv
+    with ``kv_heads``), ``lse`` and ``dsum`` ``(batch, heads, seq)`` float32 and
+    ``dq_acc`` like q in float32, zeroed (the kernel adds into it).
+
+    Raises
+    ------
+    ValueError
+        What ``make_attention_backward`` refuses.
+    """
+    return _TABLE.get(key)
+
+
+def cached_kernels() -> dict:
+    """A copy of this process's ``{AttentionBackwardKey: Kernel}`` table."""
+    return _TABLE.cached()
+
+
+def clear_kernels() -> None:
+    """Forget this process's compiled backward kernels (the on-disk compile cache is kept)."""
+    _TABLE.clear()

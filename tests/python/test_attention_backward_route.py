@@ -1,0 +1,120 @@
+"""The route from the attention operator's backward to the backward kernel
+(``ops/attention_backward_ops.py``, ``ops/attention_backward_kernels.py``).
+
+CPU: the route is off by default; on, a call the kernel takes gets its key and the
+kernel's arguments (``Dsum = rowsum(dO * O) - dLSE``, a zeroed float32 dQ buffer), here
+computed by a stand-in that implements the kernel's contract from its own inputs, so
+the gradients match the torch backward only if the wrapper passes the right things;
+calls the kernel does not take go to the torch backward.
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tvm_tirx import ops  # noqa: E402
+from tvm_tirx.ops import attention_backward_kernels as kernels  # noqa: E402
+from tvm_tirx.ops import attention_backward_ops, attention_blocks, attention_checks, attention_kernels  # noqa: E402
+from tvm_tirx.ops.attention_backward_kernels import AttentionBackwardKey  # noqa: E402
+
+
+@pytest.fixture
+def route_on_an_h200(monkeypatch):
+    """CPU tensors pass the device rules, the route is on, and compiling a kernel gives a
+    :class:`_StandIn` (recorded in the returned list)."""
+    monkeypatch.setattr(attention_checks, "_check_device", lambda tensors: None)
+    monkeypatch.setattr(attention_checks, "device_target", lambda op, device: "sm_90a")
+    monkeypatch.setattr(kernels, "ROUTE", True)
+    made = []
+    monkeypatch.setattr(kernels, "_compile", lambda key: made.append(key) or _StandIn(key))
+    monkeypatch.setattr(attention_kernels, "_compile", lambda key: _Forward(key))
+    kernels.clear_kernels()
+    attention_kernels.clear_kernels()
+    yield made
+    kernels.clear_kernels()
+    attention_kernels.clear_kernels()
+
+
+class _Forward:
+    """The forward kernel's stand-in: O and LSE by the torch blocks (float32)."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def launcher(self, *args):
+        return self
+
+    def __call__(self, q, k, v, o, lse):
+        lse.copy_(attention_blocks.forward(q, k, v, o, self.key.causal, self.key.scale, "bshd"))
+
+
+class _StandIn:
+    """The kernel's contract computed in float32 from its own arguments (bshd tensors):
+    ``P = exp(scale q.k - LSE)``, ``dS = P (dO.v - Dsum)``, ``dq_acc += scale dS K``,
+    ``dK = scale dS^T Q``, ``dV = P^T dO`` summed over each K/V head's query heads."""
+
+    def __init__(self, key):
+        self.key, self.calls = key, 0
+
+    def __call__(self, q, k, v, do, lse, dsum, dq_acc, dk, dv):
+        self.calls += 1
+        assert all(t.is_contiguous() for t in (q, k, v, do, lse, dsum, dq_acc, dk, dv))
+        assert dq_acc.dtype == torch.float32 and not dq_acc.any()  # zeroed by the caller
+        group = q.shape[2] // k.shape[2]
+        qf, dof = (t.float().transpose(1, 2) for t in (q, do))  # (b, h, n, d)
+        kf, vf = (t.float().transpose(1, 2).repeat_interleave(group, 1) for t in (k, v))
+        s = qf @ kf.transpose(-1, -2) * self.key.scale
+        if self.key.causal:
+            s = s.masked_fill(torch.ones_like(s[0, 0], dtype=torch.bool).triu(1), float("-inf"))
+        p = torch.exp(s - lse[..., None])
+        ds = p * (dof @ vf.transpose(-1, -2) - dsum[..., None])
+        dq_acc += (ds @ kf * self.key.scale).transpose(1, 2)
+        unrepeat = lambda t: t.unflatten(1, (k.shape[2], group)).sum(2).transpose(1, 2)  # noqa: E731
+        dk.copy_(unrepeat(ds.transpose(-1, -2) @ qf * self.key.scale))
+        dv.copy_(unrepeat(p.transpose(-1, -2) @ dof))
+
+
+def _qkv(b=2, n=40, h=4, hk=2, d=64, layout="bshd"):
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(b, n, heads, d, generator=g).to(torch.bfloat16) for heads in (h, hk, hk))
+    return tuple(t.transpose(1, 2) for t in (q, k, v)) if layout == "bhsd" else (q, k, v)
+
+
+def _grads(q, k, v, causal, layout, with_lse):
+    """The gradients of the op for a fixed loss."""
+    leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+    o, lse = ops.attention(*leaves, causal=causal, layout=layout, return_lse=True, fallback="torch")
+    loss = o.float().square().sum() + (lse.square().sum() if with_lse else 0)
+    return torch.autograd.grad(loss, leaves)
+
+
+def test_the_route_is_off_by_default():
+    assert kernels.ROUTE is False or __import__("os").environ.get("TVM_TIRX_ATTENTION_BACKWARD") == "1"
+
+
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+@pytest.mark.parametrize("causal, with_lse", [(False, False), (True, False), (True, True)])
+def test_the_kernel_gets_what_its_contract_needs(route_on_an_h200, monkeypatch, layout, causal, with_lse):
+    q, k, v = _qkv(layout=layout)
+    got = _grads(q, k, v, causal, layout, with_lse)
+    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, causal, "bfloat16", 0.125, "sm_90a")]
+    assert next(iter(kernels.cached_kernels().values())).calls == 1
+    monkeypatch.setattr(kernels, "ROUTE", False)
+    want = _grads(q, k, v, causal, layout, with_lse)
+    for name, g, w, t in zip("qkv", got, want, (q, k, v)):
+        assert g.shape == t.shape and g.dtype == t.dtype and g.stride() == t.stride(), name
+        torch.testing.assert_close(g.float(), w.float(), atol=2e-2, rtol=2e-2, msg=lambda m, n=name: f"d{n}: {m}")
+
+
+def test_calls_the_kernel_does_not_take_go_to_the_torch_backward(route_on_an_h200):
+    _grads(*_qkv(d=256), True, "bshd", False)  # head_dim 256: not one of HEAD_DIMS
+    _grads(*(t.float() for t in _qkv()), True, "bshd", False)  # float32: the forward's rules refuse it
+    assert route_on_an_h200 == [] and kernels.cached_kernels() == {}
+    assert attention_backward_ops.backward_key(*_qkv(d=256), True, 0.0625, "bshd") is None
+
+
+def test_the_kernel_name_says_what_it_computes():
+    key = AttentionBackwardKey(32, 8, 128, True, "bfloat16", 128 ** -0.5, "sm_90a")
+    assert kernels._name(key) == "tvm_tirx_attention_backward_h32_kv8_d128_causal_bf16"
+    assert kernels._name(AttentionBackwardKey(4, 4, 64, False, "float16", 0.5, "sm_90a")) == \
+        "tvm_tirx_attention_backward_h4_kv4_d64_full_f16_s3f000000"
