@@ -72,6 +72,10 @@ VARIANTS = {
 TILE_VARIANTS = {
     "128x256 s3": dict(BEST["bfloat16"]),
     "128x192 s4": dict(BEST["bfloat16"], block_n=192, stages=4),
+    # widths that are not whole 64-column TMA boxes store per thread (GuardedStore)
+    "128x176 s5": dict(BEST["bfloat16"], block_n=176, stages=5),
+    "128x160 s6": dict(BEST["bfloat16"], block_n=160, stages=6),
+    "128x144 s6": dict(BEST["bfloat16"], block_n=144, stages=6),
     "128x128 s5": dict(BEST["bfloat16"], block_n=128, stages=5),
     "128x128 s6": dict(BEST["bfloat16"], block_n=128, stages=6),
     "128x64 s6": dict(BEST["bfloat16"], block_n=64, stages=6),

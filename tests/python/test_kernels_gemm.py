@@ -126,6 +126,48 @@ def test_narrow_tiles_issue_the_narrow_wgmma_and_store_their_columns(block_n):
     assert f"m64n{block_n}k32.f32.e4m3.e4m3" in fp8.cuda_source
 
 
+#: widths that are not whole 64-column TMA store boxes (wgmma's N in steps of 8)
+UNBOXED = [72, 144, 152, 200, 248]
+
+
+@pytest.mark.parametrize("block_n", UNBOXED)
+def test_widths_in_steps_of_8_store_per_thread_and_assemble(block_n):
+    # wgmma's N is the width; bf16 output goes out by guarded per-thread pair stores (no
+    # TMA store: the tile is not whole 64-column boxes), block_n / 8 pairs x 2 row halves
+    m = T.dynamic("m")
+    bf16 = _kernel(f"rt-m-bf16-bn{block_n}", m, 4104, 4096, block_n=block_n, persistent=False, group_m=16)
+    assert f"wgmma.mma_async.sync.aligned.m64n{block_n}k16.f32.bf16.bf16" in bf16.cuda_source
+    assert TMA_STORE not in bf16.cuda_source
+    assert _guarded_stores(bf16, "tvm_builtin_ptx_st_global_b32", "m", 2051) == block_n // 4
+    fp32 = _kernel(f"odd-fp32-bn{block_n}", 4097, 4095, 4104, block_n=block_n, **FP32)
+    assert _guarded_stores(fp32, STORE_1, 4097, 4094) == block_n // 2
+    exact = _kernel(f"exact-fp32-bn{block_n}", 1280, 4 * block_n, 512, block_n=block_n, persistent=True,
+                    **FP32)
+    assert STORE_V2 in exact.cuda_source and "row_ptr" not in _body(exact)  # whole tiles: no guards
+    fp8 = _kernel(f"fp8-bn{block_n}", 512, 1024, 1024, block_n=block_n, in_dtype="float8_e4m3fn")
+    assert f"m64n{block_n}k32.f32.e4m3.e4m3" in fp8.cuda_source
+
+
+def test_widths_in_steps_of_8_take_deeper_rings_and_their_rules():
+    from tvm_tirx.kernels.gemm import gemm_smem_bytes
+    from tvm_tirx.kernels.gemm.config import deepest_ring
+
+    # no bf16 output tile to stage (a token 1 KiB, as for float32): the ring gets the room
+    assert gemm_smem_bytes(6, "bfloat16", 144) == gemm_smem_bytes(6, "float32", 144) == 6 * 272 * 128 + 1024 + 96 + 1024
+    assert (deepest_ring(144, "bfloat16"), deepest_ring(176, "bfloat16"), deepest_ring(240, "bfloat16")) == (6, 5, 4)
+    cluster = _kernel("cluster-bn160", 4096, 4104, 4104, block_n=160, cluster=2, persistent=False, group_m=16)
+    assert "m64n160k16" in cluster.cuda_source and "multicast::cluster" in cluster.cuda_source
+    with pytest.raises(ValueError, match=r"cluster=2 multicasts halves of B's stage.*multiple of 16, found 152"):
+        make_gemm(4096, 4104, 4104, block_n=152, cluster=2, persistent=False, group_m=16)
+    with pytest.raises(ValueError, match=r"b_major='n' stores B's stage as 64-column chunks: it needs block_n a "
+                                         r"multiple of 64, found 144"):
+        make_gemm(4096, 4096, 4096, block_n=144, b_major="n")
+    for bad in (60, 100, 264, 8):
+        with pytest.raises(ValueError, match=rf"block_n must be a multiple of 8 from 64 to 256 \(wgmma's N\), "
+                                             rf"found {bad}"):
+            make_gemm(4096, 4096, 4096, block_n=bad)
+
+
 def test_narrow_tiles_fit_more_stages():
     from tvm_tirx.kernels.gemm import gemm_smem_bytes
 
@@ -316,8 +358,8 @@ def test_a_column_guard_one_element_too_loose_is_refused(monkeypatch):
         ((1024, 256, 64), dict(stages=4), r"stages must be a positive int whose ring and epilogue fit 232448 bytes "
                                           r"of shared memory \(263232 bytes with bfloat16 output and block_n=256\), found 4"),
         ((1024, 256, 64), dict(wait_depth=2), r"wait_depth must be 0 or 1, found 2"),
-        ((1024, 256, 64), dict(block_n=96), r"block_n must be one of \(64, 128, 192, 256\), found 96"),
-        ((1024, 256, 64), dict(block_n=64.0), r"block_n must be one of \(64, 128, 192, 256\), found 64.0"),
+        ((1024, 256, 64), dict(block_n=100), r"block_n must be a multiple of 8 from 64 to 256 \(wgmma's N\), found 100"),
+        ((1024, 256, 64), dict(block_n=64.0), r"block_n must be a multiple of 8 from 64 to 256 \(wgmma's N\), found 64.0"),
     ],
     ids=["k-stride", "k-stride-fp8", "fp8-run-time-m", "cluster-run-time-m", "run-time-n",
          "m-zero", "m-over-int32", "c-over-int32-elements", "m-bool", "out-dtype", "stages", "wait-depth",
@@ -457,6 +499,32 @@ def test_narrow_tiles_run_time_m_on_gpu_from_one_kernel(torch_cuda, block_n):
                                         stages=5), target="cuda")
     for m in RUN_TIME_MS:
         _check(torch_cuda, kernel, m, 4096, 4096, "bfloat16", seed=m)
+
+
+UNBOXED_GPU_CASES = [
+    (144, (4097, 4095, 4104), "bfloat16", {}),  # guarded st.global.b16 (odd n)
+    (152, (4000, 4104, 4104), "bfloat16", {}),  # guarded pairs, the last column tile partial
+    (200, (1000, 1000, 1000), "float32", dict(stages=5)),
+    (160, (4096, 4104, 4104), "bfloat16", dict(cluster=2)),  # multicast halves of 80 rows
+    (248, (1280, 992, 512), "float32", dict(persistent=True, stages=4)),  # exact tiles, unguarded
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_n,shape,out_dtype,options", UNBOXED_GPU_CASES,
+                         ids=["144-odd-b16", "152-pairs", "200-fp32", "160-cluster-2", "248-fp32-exact"])
+def test_widths_in_steps_of_8_on_gpu(torch_cuda, block_n, shape, out_dtype, options):
+    options = dict(dict(persistent=False, group_m=16, out_dtype=out_dtype), **options)
+    kernel = tvm_tirx.compile(make_gemm(*shape, block_n=block_n, **options), target="cuda")
+    _check(torch_cuda, kernel, *shape, out_dtype)
+
+
+@pytest.mark.gpu
+def test_a_width_in_steps_of_8_with_a_run_time_m_on_gpu(torch_cuda):
+    kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), 4104, 4096, block_n=176, persistent=False, group_m=16,
+                                        stages=5), target="cuda")
+    for m in RUN_TIME_MS:
+        _check(torch_cuda, kernel, m, 4104, 4096, "bfloat16", seed=m)
 
 
 def _activation_reference(torch, x, name):

@@ -22,9 +22,9 @@ from tvm.script import tirx as T
 from ..parts.epilogue import (Activation, Bias, Epilogue, ExactStore, Gate, Geometry, GuardedStore, Residual,
                               Scale, TmaStore)
 from ..parts.ring import Ring
-from .geometry import (ACTIVATIONS, BIAS_DTYPES, BK_BYTES, BLOCK_NS, BM, BN, CONSUMERS, GATED_BLOCK_NS, GLU_ROWS,
-                       INPUTS, MAX_ELEMENTS, MAX_SIZE, MAX_STAGES, OUTPUTS, SMEM_LIMIT, TMA_STRIDE, WG_M,
-                       deepest_ring, gemm_smem_bytes)
+from .geometry import (ACTIVATIONS, BIAS_DTYPES, BK_BYTES, BLOCK_N_MIN, BLOCK_N_STEP, BLOCK_NS, BM, BN, CONSUMERS,
+                       GATED_BLOCK_NS, GLU_ROWS, INPUTS, MAX_ELEMENTS, MAX_SIZE, MAX_STAGES, OUTPUTS, SMEM_LIMIT,
+                       TMA_STRIDE, WG_M, deepest_ring, gemm_smem_bytes, tma_epilogue)
 from .operands import CHUNK, Operand, check_major
 
 __all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "GLU_ROWS",
@@ -246,9 +246,11 @@ class GemmConfig(GemmOptions):
 
     @property
     def tma_store(self) -> bool:
-        """Whether C is stored by TMA: bf16 output with rows of a multiple of 16 bytes."""
+        """Whether C is stored by TMA: bf16 output with rows of a multiple of 16 bytes, on
+        tiles of whole 64-column boxes (:func:`~.geometry.tma_epilogue`)."""
         n = _static(self.n)
-        return self.bf16_out and n is not None and n * 2 % TMA_STRIDE == 0
+        return (self.bf16_out and n is not None and n * 2 % TMA_STRIDE == 0
+                and tma_epilogue(self.out_dtype, self.block_n, self.gated))
 
     @property
     def fp32_vector(self) -> int:
@@ -269,7 +271,8 @@ def _check_options(cfg: GemmConfig):
     if cfg.activation not in ACTIVATIONS:
         raise ValueError(f"make_gemm: activation must be one of {list(ACTIVATIONS)}, found {cfg.activation!r}")
     if type(cfg.block_n) is not int or cfg.block_n not in BLOCK_NS:  # noqa: E721  (not bool, not float)
-        raise ValueError(f"make_gemm: block_n must be one of {BLOCK_NS}, found {cfg.block_n!r}")
+        raise ValueError(f"make_gemm: block_n must be a multiple of {BLOCK_N_STEP} from {BLOCK_N_MIN} to "
+                         f"{BLOCK_NS[-1]} (wgmma's N), found {cfg.block_n!r}")
     for name in ("gated", "residual"):
         if type(getattr(cfg, name)) is not bool:  # noqa: E721
             raise ValueError(f"make_gemm: {name} must be a bool, found {getattr(cfg, name)!r}")
@@ -277,6 +280,9 @@ def _check_options(cfg: GemmConfig):
         raise ValueError(f"make_gemm: residual needs in_dtype='bfloat16', found {cfg.in_dtype!r}")
     check_major("A", cfg.a_major, cfg.in_dtype)
     check_major("B", cfg.b_major, cfg.in_dtype)
+    if cfg.b_major != "k" and cfg.block_n % CHUNK:
+        raise ValueError(f"make_gemm: b_major='n' stores B's stage as {CHUNK}-column chunks: it needs block_n a "
+                         f"multiple of {CHUNK}, found {cfg.block_n}")
     if cfg.gated and cfg.block_n not in GATED_BLOCK_NS:
         raise ValueError(f"make_gemm: a gated GEMM needs block_n in {GATED_BLOCK_NS} (its output tile, block_n / 2 "
                          f"columns, is stored in 64-column boxes), found {cfg.block_n}")
@@ -367,6 +373,9 @@ def _check_cluster(cfg: GemmConfig):
         raise ValueError(f"make_gemm: cluster=2 pairs CTAs on tiles of the same B columns: it needs a static m "
                          f"with an even number of {BM}-row tiles and an even group_m, found m={cfg.m}, "
                          f"group_m={cfg.group_m}")
+    if cfg.block_n % 16:
+        raise ValueError(f"make_gemm: cluster=2 multicasts halves of B's stage, each whole 8-row groups of the "
+                         f"128-byte swizzle (1024 bytes): it needs block_n a multiple of 16, found {cfg.block_n}")
     if cfg.b_major != "k" and cfg.block_n // 2 % CHUNK:
         raise ValueError(f"make_gemm: cluster=2 with b_major='n' loads whole {CHUNK}-column chunks of B in each "
                          f"CTA: it needs block_n 128 or 256, found {cfg.block_n}")

@@ -7,16 +7,21 @@ from __future__ import annotations
 
 from ..parts import epilogue as parts_epilogue
 
-__all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "TMA_STRIDE",
-           "MAX_SIZE", "MAX_ELEMENTS", "BIAS_DTYPES", "ACTIVATIONS", "GLU_ROWS", "GATED_BLOCK_NS", "MAX_STAGES",
+__all__ = ["BM", "BN", "BLOCK_NS", "BLOCK_N_STEP", "BLOCK_N_MIN", "TMA_BOX_N", "tma_epilogue", "BK_BYTES", "WG_M",
+           "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "TMA_STRIDE", "MAX_SIZE", "MAX_ELEMENTS", "BIAS_DTYPES", "ACTIVATIONS", "GLU_ROWS", "GATED_BLOCK_NS", "MAX_STAGES",
            "gemm_smem_bytes", "deepest_ring"]
 
 BM, BN = 128, 256  # rows of C per CTA tile; columns by default (``block_n``)
-#: the columns a tile may have (``block_n``): wgmma's N, and a whole number of the bf16
-#: epilogue's 64-column TMA boxes (PTX ISA 9.7.15.5: N is a multiple of 8 up to 256).
-#: 192 (three boxes) fills the SMs of shapes whose 256-column tiles leave a short last
-#: wave (3072^2: 288 tiles of 128 x 256 on 132 SMs, 384 of 128 x 192)
-BLOCK_NS = (64, 128, 192, 256)
+#: the columns a tile may have (``block_n``): wgmma's N, a multiple of 8 up to 256 (PTX ISA
+#: 9.7.15.5), from 64 (narrower tiles are the small-M kernel's).  Widths in steps of 8
+#: let the tile count fit the SMs (DeepGEMM's 112 and 160, cuBLAS's 152): 3072^2 makes
+#: 288 tiles of 128 x 256 on 132 SMs (the last wave 18% full), 384 of 128 x 192.  The
+#: bf16 epilogue stores whole 64-column boxes by TMA (:data:`TMA_BOX_N`); other widths
+#: store per thread (the epilogue chain's ``GuardedStore``)
+BLOCK_N_STEP, BLOCK_N_MIN = 8, 64
+BLOCK_NS = tuple(range(BLOCK_N_MIN, 257, BLOCK_N_STEP))
+#: the columns of one TMA store box of the bf16 epilogue (64 bf16: one 128-byte swizzle row)
+TMA_BOX_N = 64
 BK_BYTES = 128  # bytes of K per row of a stage: one 128-byte swizzle row (64 bf16, 128 fp8)
 #: input dtype -> (wgmma opcode with ``{n}`` for the tile's columns, K per instruction) (PTX ISA 9.7.15.5)
 INPUTS = {
@@ -46,17 +51,24 @@ GLU_ROWS = 8
 GATED_BLOCK_NS = (128, 256)
 
 
+def tma_epilogue(out_dtype: str, block_n: int, gated: bool = False) -> bool:
+    """Whether a tile's output goes through shared memory and TMA stores: bf16 output whose
+    tile is whole :data:`TMA_BOX_N`-column boxes (``block_n``, or ``block_n / 2`` gated)."""
+    return out_dtype == "bfloat16" and (block_n // 2 if gated else block_n) % TMA_BOX_N == 0
+
+
 def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN, gated: bool = False) -> int:
     """Dynamic shared memory of :func:`~tvm_tirx.kernels.gemm.make_gemm`, in bytes.
 
     ``stages`` rings of A (128 rows) and B (``block_n`` rows) of 128 bytes each, the bf16
-    epilogue tiles (``128 * out_columns * 2`` bytes, ``out_columns`` = ``block_n``, or
-    ``block_n / 2`` when ``gated``: 64 KiB for 256 columns; a token 1 KiB for float32
-    output), the mbarriers and 1 KiB for aligning the swizzled tiles.
+    epilogue tiles of :func:`tma_epilogue` (``128 * out_columns * 2`` bytes,
+    ``out_columns`` = ``block_n``, or ``block_n / 2`` when ``gated``: 64 KiB for 256
+    columns; a token 1 KiB for the per-thread stores), the mbarriers and 1 KiB for
+    aligning the swizzled tiles.
     """
     ring = stages * (BM + block_n) * BK_BYTES
     out_columns = block_n // 2 if gated else block_n
-    epilogue = CONSUMERS * WG_M * out_columns * 2 if out_dtype == "bfloat16" else 1024
+    epilogue = CONSUMERS * WG_M * out_columns * 2 if tma_epilogue(out_dtype, block_n, gated) else 1024
     return ring + epilogue + 16 * stages + 1024
 
 

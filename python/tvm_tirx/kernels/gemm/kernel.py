@@ -7,6 +7,7 @@ from tvm.script import tirx as T
 from ...tile.families.tma import swizzled_layout
 from ...tile.fragments import accumulator_layout
 from .config import CONSUMERS, WG_M, GemmConfig, gemm_smem_bytes
+from .geometry import tma_epilogue
 from ..parts.epilogue import Registers
 from .consumer import make_consumer
 from .producer import make_producer
@@ -26,12 +27,13 @@ def _make_body(cfg: GemmConfig):
     producer warpgroup 0 and the consumer warpgroups 1 and 2, each walking this CTA's
     output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t < n_tiles``."""
     stages, in_dtype, cluster = cfg.stages, cfg.in_dtype, cfg.cluster
-    n_tiles, grid, rounds, k_tiles, bf16_out = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.k_tiles, cfg.bf16_out
+    n_tiles, grid, rounds, k_tiles = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.k_tiles
     bn, out_bn, gated, epilogue = cfg.block_n, cfg.out_block_n, cfg.gated, cfg.epilogue
     produce_tile, consume_tile, ring, drain = make_producer(cfg), make_consumer(cfg), cfg.ring, epilogue.drain
     op_a, op_b = cfg.operand_a, cfg.operand_b
-    # the bf16 epilogue's tiles: per consumer out_bn / 64 boxes of 64 rows x 32 words (a token 1 KiB for fp32)
-    out_shape = (CONSUMERS, out_bn // 64, WG_M, 32) if bf16_out else (1, 1, 8, 32)
+    # the bf16 epilogue's tiles: per consumer out_bn / 64 boxes of 64 rows x 32 words (a token
+    # 1 KiB for fp32 and for the per-thread stores of widths that are not whole boxes)
+    out_shape = (CONSUMERS, out_bn // 64, WG_M, 32) if tma_epilogue(cfg.out_dtype, bn, gated) else (1, 1, 8, 32)
     out_layout = swizzled_layout(out_shape, "uint32", 3)
     # a run-time grid (one CTA per tile of a run-time m) cannot be launched in clusters,
     # not even of one CTA: it is a plain launch then (cluster=2 needs a static m)

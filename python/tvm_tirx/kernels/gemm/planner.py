@@ -125,7 +125,8 @@ def override(n: int, k: int, plan, m: int | None = None) -> None:
     """
     if isinstance(plan, dict):
         if set(plan) - {"block_n", "stages"} or plan.get("block_n") not in BLOCK_NS:
-            raise ValueError(f"override: a tile plan is {{'block_n': one of {BLOCK_NS}}}, found {plan!r}")
+            raise ValueError(f"override: a tile plan is {{'block_n': a multiple of 8 from {BLOCK_NS[0]} to "
+                             f"{BLOCK_NS[-1]}}}, found {plan!r}")
         plan = {"block_n": plan["block_n"], "stages": plan.get("stages", deepest_ring(plan["block_n"], "bfloat16"))}
     elif not isinstance(plan, SmallMPlan):
         raise ValueError(f"override: plan must be a SmallMPlan or a dict of tile options, found {plan!r}")
