@@ -6,8 +6,9 @@
 #   1. the small-M route (kernels/gemm/planner.py: SMALL_M_ROUTE, off by default): its GPU
 #      tests and the operators' with the route on, compute-sanitizer on its kernel, the
 #      split-count sweep, and the decode table through ops.linear (route on, then off);
-#   2. the 128 x 192 tile (config.BLOCK_NS; the planner takes it once tiles.TILE_RATE has
-#      its measured rate): bench/gemm.py --tiles on the shapes it is for;
+#   2. the tile widths beyond 64/128/256 (192, and 176/160/144, which store per thread;
+#      the planner takes a width once tiles.TILE_RATE has its measured rate):
+#      bench/gemm.py --tiles on the shapes they are for;
 #   3. attention through ops.attention on issue 42's classes (bench/attention.py --ops);
 #   4. the attention backward through ops.attention against cuDNN's and FA2's, with the
 #      peak memory per backward (bench/attention.py --backward).
@@ -16,7 +17,7 @@
 #   . /tmp/tirx-site/env.sh && export PYTHONPATH=$PWD/python:$PYTHONPATH && bash tools/device_batch.sh [PART...]
 #
 # All parts take up to ~40 minutes, more than one call's 10: name the parts to run
-# (gpu-suite route-tests sanitize split-sweep decode-route-on decode-route-off tiles-192
+# (gpu-suite route-tests sanitize split-sweep decode-route-on decode-route-off tiles
 # attention-ops attention-backward) and spread them over calls while the machine stays warm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,9 +49,9 @@ part decode-route-on 200 env TVM_TIRX_SMALL_M=1 python3 bench/gemm.py --ops --cl
 show decode-route-on 14
 part decode-route-off 150 env TVM_TIRX_SMALL_M=0 python3 bench/gemm.py --ops --classes decode --runs 10
 show decode-route-off 14
-part tiles-192 200 python3 bench/gemm.py --tiles --runs 20 --sizes 3072x3072x3072 5000x5000x5000 1536x1536x1536 \
-  2048x2048x2048 4096x4096x4096 8192x1024x4096
-show tiles-192 12
+part tiles 300 python3 bench/gemm.py --tiles --runs 20 --sizes 3072x3072x3072 5000x5000x5000 1536x1536x1536 \
+  2048x2048x2048 4096x4096x4096 8192x1024x4096 1024x10240x8192
+show tiles 14
 part attention-ops 400 python3 bench/attention.py --ops
 show attention-ops 40
 part attention-backward 500 python3 bench/attention.py --backward
