@@ -113,6 +113,18 @@ def test_calls_the_kernel_does_not_take_go_to_the_torch_backward(route_on_an_h20
     assert attention_backward_ops.backward_key(*_qkv(d=256), True, 0.0625, "bshd") is None
 
 
+def test_deterministic_algorithms_take_the_torch_backward(route_on_an_h200):
+    q, k, v = _qkv()
+    assert attention_backward_ops.backward_key(q, k, v, True, 0.125, "bshd") is not None
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert attention_backward_ops.backward_key(q, k, v, True, 0.125, "bshd") is None
+        first, again = _grads(q, k, v, True, "bshd", False), _grads(q, k, v, True, "bshd", False)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert route_on_an_h200 == [] and all(torch.equal(a, b) for a, b in zip(first, again))
+
+
 def test_the_kernel_name_says_what_it_computes():
     key = AttentionBackwardKey(32, 8, 128, True, "bfloat16", 128 ** -0.5, "sm_90a")
     assert kernels._name(key) == "tvm_tirx_attention_backward_h32_kv8_d128_causal_bf16"
