@@ -26,9 +26,12 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
     """The :class:`~.attention_backward_kernels.AttentionBackwardKey` of the kernel for
     this call, or None where the torch backward computes it: the route is off
     (:data:`~.attention_backward_kernels.ROUTE`), the forward kernel's rules refuse the
-    inputs (:func:`~.attention_checks.attention_key`), or head_dim is not one of
-    :data:`~.attention_backward_kernels.HEAD_DIMS`."""
-    if not kernels.ROUTE:
+    inputs (:func:`~.attention_checks.attention_key`), head_dim is not one of
+    :data:`~.attention_backward_kernels.HEAD_DIMS`, or
+    ``torch.use_deterministic_algorithms(True)`` is in force (the kernel adds its dQ
+    partial sums with float32 atomics, in arrival order; the torch backward adds them in
+    a fixed order)."""
+    if not kernels.ROUTE or torch.are_deterministic_algorithms_enabled():
         return None
     try:
         key = attention_key(q, k, v, causal, scale, layout)
