@@ -487,13 +487,18 @@ NARROW_GPU_CASES = [
 @pytest.mark.parametrize("shape,out_dtype,options", NARROW_GPU_CASES,
                          ids=["odd-b16", "tma-clipped", "fp32-guarded", "cluster-2", "fp32-exact"])
 def test_narrow_tiles_on_gpu(torch_cuda, block_n, shape, out_dtype, options):
+    _check_tile(torch_cuda, block_n, shape, out_dtype, options)
+
+
+def _check_tile(torch, block_n, shape, out_dtype, options):
+    """One CTA per tile of ``block_n`` columns (plus ``options``) against the fp32 product."""
     options = dict(dict(persistent=False, group_m=16, out_dtype=out_dtype), **options)
     kernel = tvm_tirx.compile(make_gemm(*shape, block_n=block_n, **options), target="cuda")
-    _check(torch_cuda, kernel, *shape, out_dtype)
+    _check(torch, kernel, *shape, out_dtype)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("block_n", [64, 128, 192])
+@pytest.mark.parametrize("block_n", [64, 128, 176, 192])
 def test_narrow_tiles_run_time_m_on_gpu_from_one_kernel(torch_cuda, block_n):
     kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), 4096, 4096, block_n=block_n, persistent=False, group_m=16,
                                         stages=5), target="cuda")
@@ -514,17 +519,7 @@ UNBOXED_GPU_CASES = [
 @pytest.mark.parametrize("block_n,shape,out_dtype,options", UNBOXED_GPU_CASES,
                          ids=["144-odd-b16", "152-pairs", "200-fp32", "160-cluster-2", "248-fp32-exact"])
 def test_widths_in_steps_of_8_on_gpu(torch_cuda, block_n, shape, out_dtype, options):
-    options = dict(dict(persistent=False, group_m=16, out_dtype=out_dtype), **options)
-    kernel = tvm_tirx.compile(make_gemm(*shape, block_n=block_n, **options), target="cuda")
-    _check(torch_cuda, kernel, *shape, out_dtype)
-
-
-@pytest.mark.gpu
-def test_a_width_in_steps_of_8_with_a_run_time_m_on_gpu(torch_cuda):
-    kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), 4104, 4096, block_n=176, persistent=False, group_m=16,
-                                        stages=5), target="cuda")
-    for m in RUN_TIME_MS:
-        _check(torch_cuda, kernel, m, 4104, 4096, "bfloat16", seed=m)
+    _check_tile(torch_cuda, block_n, shape, out_dtype, options)
 
 
 def _activation_reference(torch, x, name):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..build.kernel import compile as _tirx_compile
 from ..kernels.attention.config import DTYPES
-from .attention_kernels import f32_bits
+from .attention_kernels import AttentionOperands, f32_bits
 from .kernel_table import KernelTable
 
 __all__ = ["ROUTE", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func", "backward_kernel", "cached_kernels",
@@ -37,32 +37,10 @@ HEAD_DIMS = (64, 128)
 
 
 @dataclass(frozen=True)
-class AttentionBackwardKey:
-    """What one compiled backward kernel depends on.
-
-    Attributes
-    ----------
-    heads, kv_heads : int
-        Query heads and key/value heads (``heads`` a multiple of ``kv_heads``).
-    head_dim : int
-        One of :data:`HEAD_DIMS`.
-    causal : bool
-        Whether query ``i`` sees keys ``<= i`` only.
-    dtype : str
-        ``"bfloat16"`` or ``"float16"`` (Q, K, V, dO, dK, dV).
-    scale : float
-        The softmax scale.
-    arch : str
-        The CUDA architecture compiled for, ``"sm_90a"``.
-    """
-
-    heads: int
-    kv_heads: int
-    head_dim: int
-    causal: bool
-    dtype: str
-    scale: float
-    arch: str
+class AttentionBackwardKey(AttentionOperands):
+    """What one compiled backward kernel depends on: the
+    :class:`~.attention_kernels.AttentionOperands` of the attention (``head_dim`` one of
+    :data:`HEAD_DIMS`; ``dtype`` also dK's and dV's)."""
 
 
 def _name(key: AttentionBackwardKey) -> str:

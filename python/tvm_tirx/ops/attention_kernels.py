@@ -28,12 +28,12 @@ from ..kernels.attention import AttentionPlan, choose_attention, choose_schedule
 from ..kernels.attention.config import DTYPES
 from .kernel_table import KernelTable
 
-__all__ = ["AttentionKey", "kernel_plan", "attention_prim_func", "attention_kernel", "cached_kernels", "clear_kernels",
+__all__ = ["AttentionOperands", "AttentionKey", "kernel_plan", "attention_prim_func", "attention_kernel", "cached_kernels", "clear_kernels",
            "on_clear_kernels", "f32_bits"]
 
 @dataclass(frozen=True)
-class AttentionKey:
-    """What one compiled attention kernel depends on.
+class AttentionOperands:
+    """What the forward and the backward kernels of one attention both depend on.
 
     Attributes
     ----------
@@ -49,9 +49,6 @@ class AttentionKey:
         The softmax scale.
     arch : str
         The CUDA architecture compiled for, ``"sm_90a"``.
-    plan : AttentionPlan
-        The kernel's schedule (:func:`kernel_plan` of what
-        :func:`~tvm_tirx.kernels.attention.choose_attention` gives for the call's length).
     """
 
     heads: int
@@ -61,6 +58,20 @@ class AttentionKey:
     dtype: str
     scale: float
     arch: str
+
+
+@dataclass(frozen=True)
+class AttentionKey(AttentionOperands):
+    """What one compiled attention (forward) kernel depends on: the
+    :class:`AttentionOperands` and
+
+    Attributes
+    ----------
+    plan : AttentionPlan
+        The kernel's schedule (:func:`kernel_plan` of what
+        :func:`~tvm_tirx.kernels.attention.choose_attention` gives for the call's length).
+    """
+
     plan: AttentionPlan
 
 
