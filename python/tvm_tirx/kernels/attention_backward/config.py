@@ -243,5 +243,5 @@ class BackwardConfig:  # pylint: disable=too-many-instance-attributes
         """``(h, qb)`` of the CTA's iteration ``g``: query head ``hk * group + g // n`` and
         query block ``first + g % n`` (``n`` from :meth:`query_blocks`): each head's query
         blocks in turn, the group's heads one after another."""
-        n = self.query_blocks(kb, seq_len)
-        return hk * self.group + g // n, self.first_query_block(kb) + g % n
+        n = self.query_blocks(kb, seq_len)  # positive, g >= 0: truncated division is floor division
+        return hk * self.group + T.truncdiv(g, n), self.first_query_block(kb) + T.truncmod(g, n)

@@ -8,9 +8,9 @@ Per iteration ``g`` (stage ``s = g % stages`` of the Q / dO ring), consumer ``c`
 3. stores ``dS^T`` into ``sds[c]`` (:mod:`.exchange`; the barrier also tells that the
    previous ``dQ`` reduce has read ``sdq[c]``);
 4. issues ``dV += P^T dO`` and ``dK += dS^T Q`` (one group), waits, issues ``dQ = dS
-   K_c`` (the packed ``P^T`` and ``dS^T`` registers are then free: all three groups in
-   flight at once spilled at head_dim 128), waits, and releases the stage (``empty[s]``: every wgmma that read it has retired, PTX ISA
-   9.7.15.7);
+   K_c`` (the packed ``P^T`` and ``dS^T`` registers are then free: all three products
+   in flight at once spilled at head_dim 128), waits, and releases the stage
+   (``empty[s]``: every wgmma that read it has retired, PTX ISA 9.7.15.7);
 5. reduces its ``dQ`` block into ``dQacc`` (TMA reduce-add from ``sdq[c]``).
 
 ``sds[c]`` is written again only after this thread's ``wait_group 0`` of the previous
@@ -44,7 +44,7 @@ def make_consumer(cfg: BackwardConfig):
     def iteration(smem, regs, keys, step, place):
         scores(smem, regs, step.s, place.c)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
-        gradients(regs, smem.srows.sub[step.s], (first_key(keys.kb, place.c), step.qb * BQ, place))
+        gradients(regs, smem.srows.sub[step.s], first_key(keys.kb, place.c), step.qb * BQ, place)
         share_ds(smem, regs, place)
         grads(smem, regs, step.s, place.c, step.g > 0)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
@@ -58,7 +58,7 @@ def make_consumer(cfg: BackwardConfig):
             ring.wait(bars.full, s, g, None)
             iteration(smem, regs, keys, Step(g, s, h, qb), place)
             ring.release(bars.empty, s, place.tid)
-            reduce_dq(dQacc, smem, regs, (keys.b, h, qb * BQ, place))
+            reduce_dq(dQacc, smem, regs, keys, Step(g, s, h, qb), place)
         drain(place.tid)
 
     return consume

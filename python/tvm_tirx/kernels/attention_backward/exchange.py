@@ -38,7 +38,8 @@ REDUCE = "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
 
 def make_exchange(cfg: BackwardConfig):
     """``(share_ds, reduce_dq, drain)``: the macros ``share_ds(smem, regs, place)``,
-    ``reduce_dq(dQacc, smem, regs, at)`` (``at`` a ``(b, h, q0, place)`` tuple) and
+    ``reduce_dq(dQacc, smem, regs, keys, step, place)`` (:mod:`.state`'s named tuples:
+    the block of batch entry ``keys.b``, query block ``step.qb`` of head ``step.h``) and
     ``drain(tid)`` (thread 0 of the warpgroup waits until its reduces are done, before
     the CTA exits)."""
     boxes = cfg.head_dim // DQ_BOX
@@ -59,15 +60,14 @@ def make_exchange(cfg: BackwardConfig):
         sync(place.c)
 
     @T.macro
-    def reduce_dq(dQacc, smem, regs, at):
-        b, h, q0, place = at
+    def reduce_dq(dQacc, smem, regs, keys, step, place):
         T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], *accumulator_tile(smem.sdq.sub[place.c].permute(1, 0, 2),
                                                                        regs.dQ, "wgmma"), scope="warpgroup")
         T.ptx["fence.proxy.async.shared::cta"]()
         sync(place.c)
         if place.tid % 128 == 0:
             T.cuda.tile.apply(T.ptx[REDUCE], dQacc, smem.sdq.sub[place.c].view(boxes, 1, BQ, 1, DQ_BOX),
-                              coords=(b, q0, h, 0), coord_steps=((0, 0, 0, DQ_BOX),), swizzle=3)
+                              coords=(keys.b, step.qb * BQ, step.h, 0), coord_steps=((0, 0, 0, DQ_BOX),), swizzle=3)
             T.ptx["cp.async.bulk.commit_group"]()
 
     @T.macro

@@ -53,9 +53,10 @@ def _keep(causal: bool, key, query, seq_len):
 
 
 def make_gradients(cfg: BackwardConfig):
-    """The macro ``gradients(regs, srows, at)`` (``regs`` a :class:`.state.Registers`,
-    ``srows`` the stage's ``(2, 64)`` float32 LSE / Dsum rows, ``at`` a ``(k0, q0, place)``
-    tuple: the warpgroup's first key, the block's first query, a :class:`.state.Place`)."""
+    """The macro ``gradients(regs, srows, k0, q0, place)`` (``regs`` a
+    :class:`.state.Registers`, ``srows`` the stage's ``(2, 64)`` float32 LSE / Dsum rows,
+    ``k0`` the warpgroup's first key, ``q0`` the block's first query, ``place`` a
+    :class:`.state.Place`)."""
     scale, scale_log2, causal = cfg.softmax_scale, cfg.scale_log2, cfg.causal
     pack = make_pack_pairs(cfg.dtype, REGS)
 
@@ -67,8 +68,7 @@ def make_gradients(cfg: BackwardConfig):
                                    sl[r], T.float32(0))
 
     @T.macro
-    def gradients(regs, srows, at):
-        k0, q0, place = at
+    def gradients(regs, srows, k0, q0, place):
         sl, dl = regs.S.local(), regs.dP.local()
         for r in T.unroll(REGS):  # column 8 j + 2 t + e of register r = 4 j + 2 h + e
             sl[r] = sl[r] * T.float32(scale_log2) - srows[0, accumulator_col(0, place.tid, r // 4, r % 2)]

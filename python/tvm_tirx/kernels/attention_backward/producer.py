@@ -43,17 +43,17 @@ def make_producer(cfg: BackwardConfig):
 
     @T.macro
     def produce(inputs, smem, bars, keys, seq_len):
-        Q, K, V, dO = inputs.Q, inputs.K, inputs.V, inputs.dO
-        load_keys(K, V, smem, bars, keys)
+        load_keys(inputs.K, inputs.V, smem, bars, keys)
         for g in T.serial(keys.steps):
             s = ring.slot(g)
             h, qb = cfg.step(g, keys.kb, keys.hk, seq_len)
             ring.acquire(bars.empty, s, g, None)
             ring.arm(bars.full, s, cfg.stage_bytes)
             for cc in T.unroll(chunks):
-                T.cuda.tile.apply(T.ptx[LOAD], smem.sq.sub[s, cc].view(1, BQ, 1, CHUNK), Q, mbar=bars.full.sub[s, :],
-                                  coords=(keys.b, qb * BQ, h, cc * CHUNK), swizzle=3, l2_promotion=3)
-                T.cuda.tile.apply(T.ptx[LOAD], smem.sdo.sub[s, cc].view(1, BQ, 1, CHUNK), dO,
+                T.cuda.tile.apply(T.ptx[LOAD], smem.sq.sub[s, cc].view(1, BQ, 1, CHUNK), inputs.Q,
+                                  mbar=bars.full.sub[s, :], coords=(keys.b, qb * BQ, h, cc * CHUNK), swizzle=3,
+                                  l2_promotion=3)
+                T.cuda.tile.apply(T.ptx[LOAD], smem.sdo.sub[s, cc].view(1, BQ, 1, CHUNK), inputs.dO,
                                   mbar=bars.full.sub[s, :], coords=(keys.b, qb * BQ, h, cc * CHUNK), swizzle=3,
                                   l2_promotion=3)
 
