@@ -18,7 +18,7 @@ One CTA owns 128 keys of one (key/value head, batch entry) and walks every query
 
 Budgets (registers, shared memory per head_dim) are in :mod:`.config`.  Hardware facts:
 PTX ISA 9.7.15 (wgmma; fragments 9.7.15.5.1.1, descriptors 9.7.15.5.1.2),
-9.7.9.25.5.1-2 (TMA load, reduce), 9.7.13.15 (mbarrier), 9.7.13.1 (named barriers),
+9.7.9.25.5.1-2 (TMA load, reduce), 9.7.15.16 (mbarrier), 9.7.13.1 (named barriers),
 9.7.19.5 (setmaxnreg).
 """
 

@@ -15,25 +15,28 @@ has ``BQ = 64`` rows, ``D`` = head_dim):
   and ``dK`` before it issues ``dQ``, so at D 128 the peak is ``S + dP + dV + dK`` = 32 +
   32 + 64 + 64 = 192 (while ``P`` and ``dS`` are computed; their LSE and Dsum values are
   read from shared memory as they are used) or ``dV + dK + dQ`` = 192 (while ``dQ``
-  runs), plus addresses and descriptors.  The consumers take :data:`CONSUMER_REGISTERS`
-  = 232 per thread by ``setmaxnreg``, the producer keeps :data:`PRODUCER_REGISTERS` = 40
-  (128 x (40 + 2 x 232) = 64512 <= 65536, PTX ISA 9.7.19.5; with 24 the producer's
-  loops spilled, and 24 + 2 x 240 would not leave the producer 32).  ptxas 13.0 reports no
-  spills for every configuration the tests build (``test_attention_backward.py``); all
-  five products in flight at once (``dQ`` issued with ``dV`` and ``dK``) spilled 160 bytes
-  and serialised the wgmmas (ptxas C7512), and so did the block's 32 LSE / Dsum values
-  held in registers.  At D 64 the accumulators
-  halve.  head_dim 256 is refused: ``dV`` and ``dK`` of 64 keys alone
-  would take 256 registers per thread, over the 255 a thread may have.
-* shared memory (bytes, 128-byte swizzled tiles): K and V of the CTA's 128 keys ``2 x 128
-  x D x 2``; per ring stage a Q and a dO block ``2 x 64 x D x 2``; ``dS^T`` of each
-  consumer ``2 x 64 x 64 x 2`` = 16 KiB (the A operand of ``dQ = dS K``); the fp32 ``dQ``
-  block of each consumer ``2 x 64 x D x 4`` (the source of the TMA reduce-add); the
-  mbarriers; 1 KiB to align the tiles.  D 128 with 2 stages: 64 + 64 + 16 + 64 KiB + 1064
-  bytes = 214,056 bytes (3 stages would need 246,840: over the 232,448 a CTA may have);
-  D 64: 115,752 (2 stages) to 148,520 (4 stages).
-  FlashAttention-3 takes at D 128 a query block of 64 (causal) or 80 rows and 128 keys,
-  at D 64 128 x 128; this kernel takes 64 x 128 at both.
+  runs), plus addresses and descriptors; at D 64 128 and 96.  The consumers take
+  :data:`CONSUMER_REGISTERS` = 232 per thread by ``setmaxnreg``, the producer keeps
+  :data:`PRODUCER_REGISTERS` = 40 (128 x (40 + 2 x 232) = 64512 <= 65536, PTX ISA
+  9.7.19.5; with 24 the producer's loops spilled).  ptxas 13.0 reports no spills for any
+  configuration the tests build (``tests/python/test_attention_backward.py``).  Measured
+  on the way there (D 128, 240 registers): ``dQ`` issued together with ``dV`` and ``dK``
+  and the block's 32 LSE / Dsum values read from global memory into registers spilled
+  136 bytes and serialised the wgmmas (ptxas C7512); issuing ``dQ`` after the other two
+  retire ended the serialisation, reading the values from shared memory the spills.
+  head_dim 256 is refused: ``dV`` and ``dK`` of 64 keys alone would take 256 registers
+  per thread, over the 255 a thread may have (FlashAttention-3 changes the blocking
+  there).
+* shared memory (bytes; 128-byte swizzled tiles, 1024-byte aligned): K and V of the CTA's
+  128 keys ``2 x 128 x D x 2``; per ring stage a Q and a dO block ``2 x 64 x D x 2`` and
+  the 64 LSE and 64 Dsum values (512); ``dS^T`` of each consumer ``2 x 64 x 64 x 2`` = 16
+  KiB (the A operand of ``dQ = dS K``); the fp32 ``dQ`` block of each consumer ``2 x 64 x
+  D x 4`` (the source of the TMA reduce-add); the mbarriers ``8 x (1 + 2 stages)``; 1 KiB
+  to align the tiles (:attr:`BackwardConfig.smem_bytes`).  D 128: 181,784 (1 stage),
+  215,080 (2, the default); 3 stages would need 248,376, over the 232,448 a CTA may have.
+  D 64: 99,864 (1) to 150,600 (4 stages).
+  FlashAttention-3 blocks 64 (causal) or 80 queries x 128 keys at D 128 and 128 x 128 at
+  D 64; this kernel 64 x 128 at both.
 """
 
 from __future__ import annotations

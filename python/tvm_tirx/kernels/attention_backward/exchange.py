@@ -7,8 +7,8 @@ exactly those threads use it.
 
 * ``share_ds``: each thread stores its ``dS^T`` words (``st.shared.b32``, the packed
   accumulator map) into the 128-byte swizzled ``sds[c]``, then ``fence.proxy.async``
-  (the wgmma reads shared memory through the async proxy, PTX ISA 9.7.15.7 and
-  9.7.13.4.x); thread 0 of the warpgroup waits until the previous iteration's reduce has
+  (the wgmma reads shared memory through the async proxy, PTX ISA 8.6 and
+  9.7.13.4); thread 0 of the warpgroup waits until the previous iteration's reduce has
   read ``sdq[c]`` (``cp.async.bulk.wait_group.read 0``), and the barrier publishes both.
 * ``reduce_dq``: each thread stores its ``dQ`` accumulators (``st.shared.v2.f32``) into
   ``sdq[c]`` (``head_dim / 32`` boxes of 64 rows x 128 bytes), ``fence.proxy.async``,

@@ -8,15 +8,15 @@ or ``w``: it reads their ``LSE * log2(e)`` and ``Dsum`` values from the ring sta
 ``srows`` (copied there by the producer, 0 past ``seq_len``).  Then
 
 * ``P^T = exp2(S^T * scale * log2(e) - LSE * log2(e))`` (``ex2.approx.ftz.f32``, PTX ISA
-  9.7.4.x; LSE is the natural log of the row sum, so this is the forward's softmax);
+  9.7.3; LSE is the natural log of the row sum, so this is the forward's softmax);
 * blocks that cross ``seq_len`` or (causal) hold a key after a query: ``P^T = 0`` there,
   by selection, so that an overflowing ``exp2`` of a masked pair never reaches a product;
 * ``dS^T = P^T * (dP^T - Dsum) * scale``: the softmax scale is folded into ``dS``, so
   that ``dK = sum dS^T Q`` and ``dQ = dS K`` come out scaled;
 * both packed to 16-bit pairs, the rs wgmma's A fragments ``Pw`` and ``dSw``.
 
-(Read from global memory by each thread instead, the 32 values were loaded early and held
-in registers by ptxas: 160 bytes of spills at head_dim 128.)
+(Read from global memory by each thread instead, the 32 values were held in registers and
+spilled: :mod:`.config`'s register budget.)
 """
 
 from __future__ import annotations

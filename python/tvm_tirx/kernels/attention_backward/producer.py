@@ -67,7 +67,7 @@ def make_row_copier(cfg: BackwardConfig):
     for), lane ``l`` writes ``LSE * log2(e)`` and ``Dsum`` of queries ``64 qb + l`` and
     ``64 qb + l + 32`` of head ``h`` (0 past ``seq_len``) into ``srows[s, 0, :]`` and
     ``srows[s, 1, :]``, then arrives on ``full[s]`` (``mbarrier.arrive`` releases the
-    lane's stores at CTA scope, the consumers' wait acquires them: PTX ISA 9.7.13.15.x).
+    lane's stores at CTA scope, the consumers' wait acquires them: PTX ISA 9.7.15.16).
     ``full``'s count is therefore ``1 + 32`` (:data:`.config.FILLS`).
 
     Why not the TMA: a row of LSE is ``seq_len`` float32, and a tensor map's strides must
