@@ -109,6 +109,27 @@ def test_the_kernel_issues_the_products_of_its_design(head_dim, dtype):
     assert "setmaxnreg.dec.sync.aligned.u32 40;" in source and "setmaxnreg.inc.sync.aligned.u32 232;" in source
 
 
+def test_the_function_takes_the_tensors_in_the_documented_order_and_shapes():
+    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, 64, kv_heads=2)
+    names = [str(p.name) for p in func.params]
+    assert names == ["Q", "K", "V", "dO", "LSE", "Dsum", "dQacc", "dK", "dV"]
+    shapes = {str(p.name): (tuple(str(x) for x in p.shape), str(p.dtype)) for p in func.params}
+    assert shapes["Q"] == shapes["dO"] == (("B", "L", "8", "64"), "bfloat16")
+    assert shapes["K"] == shapes["V"] == shapes["dK"] == shapes["dV"] == (("B", "L", "2", "64"), "bfloat16")
+    assert shapes["LSE"] == shapes["Dsum"] == (("B", "8", "L"), "float32")
+    assert shapes["dQacc"] == (("B", "L", "8", "64"), "float32")
+
+
+def test_the_debug_build_of_the_gpu_tests_assembles():
+    # what the GPU tests compile: every mbarrier wait bounded (a broken protocol fails instead of hanging)
+    if not testing.has_nvcc():
+        pytest.skip("needs nvcc")
+    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, 128, kv_heads=2, causal=True)
+    kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a", options={"detect_hangs": True})
+    assert len(testing.assemble(kernel)) > 0
+    assert "clock64()" in kernel.cuda_source
+
+
 def test_dq_is_reduced_once_per_query_block_by_tma_boxes_of_32_columns():
     for head_dim in (64, 128):
         kernel = _kernel(head_dim, False)
