@@ -31,77 +31,77 @@ def _keys(cfg: BackwardConfig, seq_len) -> Keys:
     return Keys(T.cuda.block_idx("z"), T.cuda.block_idx("y"), kb, cfg.group * cfg.query_blocks(kb, seq_len))
 
 
-def _layouts(cfg: BackwardConfig) -> dict:
-    """The shared tiles' layouts: the 128-byte swizzled images the TMA writes (K, V, the
-    ring, the fp32 ``dQ`` boxes it reads) and ``dS^T`` as the M-major wgmma operand."""
-    chunks, dtype = cfg.chunks, cfg.dtype
-    return {"kv": swizzled_layout((CONSUMERS, chunks, WG_K, CHUNK), dtype, 3),
-            "ring": swizzled_layout((cfg.stages, chunks, BQ, CHUNK), dtype, 3),
-            "ds": cfg.operands["ds"].ring_layout(CONSUMERS),
-            "dq": swizzled_layout((CONSUMERS, cfg.head_dim // DQ_BOX, BQ, DQ_BOX), "float32", 3)}
-
-
-def _make_body(cfg: BackwardConfig):  # pylint: disable=too-many-locals
+def _allocate_shared(cfg: BackwardConfig) -> tuple:
+    """``(Shared, Barriers)``: the CTA's shared tiles (128-byte swizzled: the images the TMA
+    writes and reads, ``dS^T`` as the M-major wgmma operand) and mbarriers.  Called while
+    the kernel is parsed, in its body (the allocations go to the kernel's frame)."""
     stages, chunks, dtype, head_dim = cfg.stages, cfg.chunks, cfg.dtype, cfg.head_dim
+    kv_shape, ring_shape = (CONSUMERS, chunks, WG_K, CHUNK), (stages, chunks, BQ, CHUNK)
+    ds_shape, dq_shape = cfg.operands["ds"].stage_shape(CONSUMERS), (CONSUMERS, head_dim // DQ_BOX, BQ, DQ_BOX)
+
+    def tile(shape, dtype_, layout):
+        return T.alloc_shared(shape, dtype_, scope="shared.dyn", align=1024, layout=layout)
+
+    sk = tile(kv_shape, dtype, swizzled_layout(kv_shape, dtype, 3))
+    sv = tile(kv_shape, dtype, swizzled_layout(kv_shape, dtype, 3))
+    sq = tile(ring_shape, dtype, swizzled_layout(ring_shape, dtype, 3))
+    sdo = tile(ring_shape, dtype, swizzled_layout(ring_shape, dtype, 3))
+    sds = tile(ds_shape, dtype, cfg.operands["ds"].ring_layout(CONSUMERS))
+    sdq = tile(dq_shape, "float32", swizzled_layout(dq_shape, "float32", 3))
+    srows = T.alloc_shared((stages, 2, BQ), "float32", scope="shared.dyn", align=16)
+    bars = [T.alloc_shared((n, 1), "uint64", scope="shared.dyn", align=8) for n in (1, stages, stages)]
+    return Shared(sk, sv, sq, sdo, sds, sdq, srows), Barriers(*bars)
+
+
+def _allocate_registers(head_dim: int) -> Registers:
+    """A consumer thread's :class:`.state.Registers` (wgmma fragment layouts), allocated
+    while the kernel is parsed, in its body."""
+    acc = accumulator_layout
+    return Registers(S=T.alloc_local((WG_K, BQ), "float32", layout=acc(BQ)),
+                     dP=T.alloc_local((WG_K, BQ), "float32", layout=acc(BQ)),
+                     dV=T.alloc_local((WG_K, head_dim), "float32", layout=acc(head_dim)),
+                     dK=T.alloc_local((WG_K, head_dim), "float32", layout=acc(head_dim)),
+                     dQ=T.alloc_local((BQ, head_dim), "float32", layout=acc(head_dim)),
+                     Pw=T.alloc_local((1, BQ // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, BQ // 16)),
+                     dSw=T.alloc_local((1, BQ // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, BQ // 16)),
+                     W=T.alloc_local((WG_K, head_dim // 2), "uint32", layout=acc(head_dim, packed=True)))
+
+
+def _make_body(cfg: BackwardConfig):
     produce, copy_rows = make_producer(cfg), make_row_copier(cfg)
     consume, epilogue = make_consumer(cfg), make_epilogue(cfg)
-    layouts = _layouts(cfg)
-    elements = T.Cast("int64", cfg.batch) * cfg.seq_len * cfg.heads * head_dim  # of Q, dO and dQacc
+    elements = T.Cast("int64", cfg.batch) * cfg.seq_len * cfg.heads * cfg.head_dim  # of Q, dO and dQacc
     run_time = not isinstance(cfg.batch, int) or not isinstance(cfg.seq_len, int)  # else checked when made
     launch = T.cuda.LaunchConfig(grid=(cfg.key_blocks, cfg.kv_heads, cfg.batch), block=128 * (1 + CONSUMERS),
                                  min_blocks_per_sm=1, dynamic_smem_bytes=cfg.smem_bytes)
-    ring_shape, dq_shape = (stages, chunks, BQ, CHUNK), (CONSUMERS, head_dim // DQ_BOX, BQ, DQ_BOX)
 
     @T.macro
     def body(inputs, outputs, seq_len):
         if run_time:  # on the host, before the launch: Q, dO and dQacc are indexed with int32 offsets
             assert elements <= T.int64(MAX_ELEMENTS), ("ValueError", [ELEMENTS_MESSAGE])
         T.device_entry(launch=launch)
-        sk = T.alloc_shared((CONSUMERS, chunks, WG_K, CHUNK), dtype, scope="shared.dyn", align=1024,
-                            layout=layouts["kv"])
-        sv = T.alloc_shared((CONSUMERS, chunks, WG_K, CHUNK), dtype, scope="shared.dyn", align=1024,
-                            layout=layouts["kv"])
-        sq = T.alloc_shared(ring_shape, dtype, scope="shared.dyn", align=1024, layout=layouts["ring"])
-        sdo = T.alloc_shared(ring_shape, dtype, scope="shared.dyn", align=1024, layout=layouts["ring"])
-        sds = T.alloc_shared((CONSUMERS, 1, WG_K, BQ), dtype, scope="shared.dyn", align=1024, layout=layouts["ds"])
-        sdq = T.alloc_shared(dq_shape, "float32", scope="shared.dyn", align=1024, layout=layouts["dq"])
-        srows = T.alloc_shared((stages, 2, BQ), "float32", scope="shared.dyn", align=16)
-        kv_full = T.alloc_shared((1, 1), "uint64", scope="shared.dyn", align=8)
-        full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
-        empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        smem, bars = _allocate_shared(cfg)
         tid = T.cuda.thread_idx("x")
         wg = T.cuda.warp_id() // 4
         if tid == 0:
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], kv_full, count=T.uint32(1))
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], full, count=T.uint32(FILLS))
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], empty, count=T.uint32(CONSUMERS))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.kv_full, count=T.uint32(1))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.full, count=T.uint32(FILLS))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.empty, count=T.uint32(CONSUMERS))
             T.ptx["fence.mbarrier_init.release.cluster"]()
         T.cuda.cta_sync()
         keys = _keys(cfg, seq_len)
-        if wg == 0:  # the producer warpgroup
+        if wg == 0:  # the producer warpgroup: thread 0 issues the TMA loads, warp 1 copies LSE and Dsum
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=PRODUCER_REGISTERS)
             if tid == 0:
-                produce(inputs, Shared(sk, sv, sq, sdo, sds, sdq, srows), Barriers(kv_full, full, empty), keys,
-                        seq_len)
+                produce(inputs, smem, bars, keys, seq_len)
             if tid // 32 == 1:
-                copy_rows(inputs, srows, Barriers(kv_full, full, empty), keys, Place(tid, 0, seq_len))
-        else:
+                copy_rows(inputs, smem.srows, bars, keys, Place(tid, 0, seq_len))
+        else:  # consumer c = wg - 1: keys 128 kb + 64 c ..
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=CONSUMER_REGISTERS)
             c = wg - 1
-            s_acc = T.alloc_local((WG_K, BQ), "float32", layout=accumulator_layout(BQ))
-            dp_acc = T.alloc_local((WG_K, BQ), "float32", layout=accumulator_layout(BQ))
-            dv_acc = T.alloc_local((WG_K, head_dim), "float32", layout=accumulator_layout(head_dim))
-            dk_acc = T.alloc_local((WG_K, head_dim), "float32", layout=accumulator_layout(head_dim))
-            dq_acc = T.alloc_local((BQ, head_dim), "float32", layout=accumulator_layout(head_dim))
-            p_words = T.alloc_local((1, BQ // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, BQ // 16))
-            ds_words = T.alloc_local((1, BQ // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, BQ // 16))
-            out_words = T.alloc_local((WG_K, head_dim // 2), "uint32",
-                                      layout=accumulator_layout(head_dim, packed=True))
-            regs = Registers(s_acc, dp_acc, dv_acc, dk_acc, dq_acc, p_words, ds_words, out_words)
-            place = Place(tid, c, seq_len)
-            consume(outputs.dQacc, Shared(sk, sv, sq, sdo, sds, sdq, srows), Barriers(kv_full, full, empty), regs,
-                    keys, place)
-            epilogue(outputs.dK, outputs.dV, regs, keys, first_key(keys.kb, c), place)
+            regs = _allocate_registers(cfg.head_dim)
+            consume(outputs.dQacc, smem, bars, regs, keys, Place(tid, c, seq_len))
+            epilogue(outputs.dK, outputs.dV, regs, keys, first_key(keys.kb, c), Place(tid, c, seq_len))
 
     return body
 
