@@ -13,6 +13,11 @@ from .config import BQ, CONSUMERS, WG_K, BackwardConfig
 __all__ = ["make_producer", "make_row_copier"]
 
 
+def _key_box(keys, c, cc) -> tuple:
+    """The coordinates of the box of consumer ``c``'s 64 keys, columns ``64 cc ..``."""
+    return (keys.b, keys.kb * (WG_K * CONSUMERS) + c * WG_K, keys.hk, cc * CHUNK)
+
+
 def make_producer(cfg: BackwardConfig):
     """The macro ``produce(inputs, smem, bars, keys, seq_len)`` (a :class:`.state.Inputs`,
     a :class:`.state.Shared`, a :class:`.state.Barriers`, a :class:`.state.Keys`).
@@ -35,11 +40,10 @@ def make_producer(cfg: BackwardConfig):
                           tx=T.uint32(cfg.kv_bytes))
         for c in T.unroll(CONSUMERS):
             for cc in T.unroll(chunks):
-                coords = (keys.b, keys.kb * (WG_K * CONSUMERS) + c * WG_K, keys.hk, cc * CHUNK)
                 T.cuda.tile.apply(T.ptx[LOAD], smem.sk.sub[c, cc].view(1, WG_K, 1, CHUNK), K,
-                                  mbar=bars.kv_full.sub[0, :], coords=coords, swizzle=3)
+                                  mbar=bars.kv_full.sub[0, :], coords=_key_box(keys, c, cc), swizzle=3)
                 T.cuda.tile.apply(T.ptx[LOAD], smem.sv.sub[c, cc].view(1, WG_K, 1, CHUNK), V,
-                                  mbar=bars.kv_full.sub[0, :], coords=coords, swizzle=3)
+                                  mbar=bars.kv_full.sub[0, :], coords=_key_box(keys, c, cc), swizzle=3)
 
     @T.macro
     def produce(inputs, smem, bars, keys, seq_len):
