@@ -4,6 +4,8 @@
   mbarrier ring, ``wgmma`` consumers, bf16 / fp32 output, any (M, N, K), run-time M.
 * :mod:`.attention` -- the fused attention forward (``make_attention``): a TMA producer,
   two ``wgmma`` consumers with the online softmax in registers, run-time lengths, GQA.
+* :mod:`.attention_backward` -- its backward (``make_attention_backward``): key/value
+  blocks outermost, dK / dV in registers, dQ added into a float32 buffer by TMA reduce-add.
 """
 
 # First: importing tvm runs its tvm.backends hook (tvm_tirx._plugin), which imports

@@ -1,0 +1,250 @@
+"""The attention backward kernel's geometry, its options and the checks on them.
+
+:class:`BackwardConfig` holds one kernel's sizes and options, validated once, and what
+follows from them (the walk over query blocks, the wgmma opcodes, shared-memory bytes);
+the other modules of :mod:`tvm_tirx.kernels.attention_backward` read it.  ``batch`` and
+``seq_len`` are a Python ``int`` or an int32 run-time extent (``T.dynamic("L")``).
+
+Budgets (bf16 and f16 alike; a consumer warpgroup owns ``WG_K = 64`` keys, a query block
+has ``BQ = 64`` rows, ``D`` = head_dim):
+
+* registers of a consumer thread (fp32 accumulators of a warpgroup's 128 threads, PTX
+  ISA 9.7.15.5.1.1): ``S^T`` and ``dP^T`` (64 x BQ) 32 each, ``dV`` and ``dK`` (64 x D)
+  ``D / 2`` each, ``dQ`` (BQ x D) ``D / 2``, the packed ``P^T`` and ``dS^T`` A fragments
+  16 each.  Not all are live at once: the schedule (:mod:`.consumer`) waits for ``dV``
+  and ``dK`` before it issues ``dQ``, so at D 128 the peak is ``S + dP + dV + dK`` = 32 +
+  32 + 64 + 64 = 192 (while ``P`` and ``dS`` are computed; their LSE and Dsum values are
+  read from shared memory as they are used) or ``dV + dK + dQ`` = 192 (while ``dQ``
+  runs), plus addresses and descriptors; at D 64 128 and 96.  The consumers take
+  :data:`CONSUMER_REGISTERS` = 232 per thread by ``setmaxnreg``, the producer keeps
+  :data:`PRODUCER_REGISTERS` = 40 (128 x (40 + 2 x 232) = 64512 <= 65536, PTX ISA
+  9.7.19.5; with 24 the producer's loops spilled).  ptxas 13.0 reports no spills for any
+  configuration the tests build (``tests/python/test_attention_backward.py``).  Measured
+  on the way there (D 128, 240 registers): ``dQ`` issued together with ``dV`` and ``dK``
+  and the block's 32 LSE / Dsum values read from global memory into registers spilled
+  136 bytes and serialised the wgmmas (ptxas C7512); issuing ``dQ`` after the other two
+  retire ended the serialisation, reading the values from shared memory the spills.
+  head_dim 256 is refused: ``dV`` and ``dK`` of 64 keys alone would take 256 registers
+  per thread, over the 255 a thread may have (FlashAttention-3 changes the blocking
+  there).
+* shared memory (bytes; 128-byte swizzled tiles, 1024-byte aligned): K and V of the CTA's
+  128 keys ``2 x 128 x D x 2``; per ring stage a Q and a dO block ``2 x 64 x D x 2`` and
+  the 64 LSE and 64 Dsum values (512); ``dS^T`` of each consumer ``2 x 64 x 64 x 2`` = 16
+  KiB (the A operand of ``dQ = dS K``); the fp32 ``dQ`` block of each consumer ``2 x 64 x
+  D x 4`` (the source of the TMA reduce-add); the mbarriers ``8 x (1 + 2 stages)``; 1 KiB
+  to align the tiles (:attr:`BackwardConfig.smem_bytes`).  D 128: 181,784 (1 stage),
+  215,080 (2, the default); 3 stages would need 248,376, over the 232,448 a CTA may have.
+  D 64: 99,864 (1) to 150,600 (4 stages).
+  FlashAttention-3 blocks 64 (causal) or 80 queries x 128 keys at D 128 and 128 x 128 at
+  D 64; this kernel 64 x 128 at both.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import tvm
+from tvm.script import tirx as T
+
+from ..attention.config import CHUNK, DTYPES, FLOAT32_MAX, GRID_Z, LOG2E, SMEM_LIMIT
+from ..extents import MAX_ELEMENTS, is_int
+from ..gemm.operands import Operand
+from ..parts.ring import Ring
+
+__all__ = ["BQ", "BK", "WG_K", "CONSUMERS", "FILLS", "HEAD_DIMS", "PRODUCER_REGISTERS", "CONSUMER_REGISTERS",
+           "BackwardConfig"]
+
+BQ = 64  # query rows per block (the N of S^T and dP^T, the M of dQ)
+WG_K = 64  # keys per consumer warpgroup (the M of S^T, dP^T, dV, dK)
+CONSUMERS = 2
+BK = WG_K * CONSUMERS  # keys per CTA
+HEAD_DIMS = (64, 128)
+PRODUCER_REGISTERS = 40
+CONSUMER_REGISTERS = 232
+DQ_BOX = 32  # float32 columns per TMA reduce box: one 128-byte swizzle row
+#: arrivals that fill a ring stage: the TMA thread's ``arrive.expect_tx`` and the 32 lanes
+#: that copy the LSE and Dsum values (:func:`.producer.make_row_copier`)
+FILLS = 1 + 32
+
+
+def _check_extent(name: str, value):
+    if is_int(value) and 1 <= value <= 2**31 - 1 - BK:
+        return
+    if isinstance(value, tvm.tirx.Var) and str(value.ty.dtype) == "int32":
+        return
+    kind = f" of dtype {value.ty.dtype}" if isinstance(value, tvm.tirx.Var) else ""
+    raise ValueError(f"{name}: expected a positive int below 2**31 - {BK} or an int32 run-time extent (T.dynamic), "
+                     f"found {value!r}{kind}")
+
+
+@dataclass(frozen=True)
+class BackwardConfig:  # pylint: disable=too-many-instance-attributes
+    """One attention backward kernel's sizes and options, checked when it is made; the
+    fields are :func:`~tvm_tirx.kernels.attention_backward.make_attention_backward`'s
+    parameters.
+
+    Raises
+    ------
+    ValueError
+        A head_dim other than the ints 64 and 128 (256 does not fit the registers: see the
+        module docstring); a dtype other than bfloat16 / float16; ``heads`` not a multiple
+        of ``kv_heads``; a size that is not a positive int or an int32 run-time extent;
+        more than 65535 batch entries (the grid's z axis); static sizes of more than
+        :data:`~tvm_tirx.kernels.extents.MAX_ELEMENTS` elements in Q; ``stages`` outside
+        1..4 or more shared memory than a CTA has; a ``scale`` that is not a positive
+        finite number; ``causal`` not a bool.
+    """
+
+    batch: object
+    seq_len: object
+    heads: int
+    kv_heads: int
+    head_dim: int
+    dtype: str = "bfloat16"
+    causal: bool = False
+    scale: float | None = None
+    stages: int = 2
+
+    def __post_init__(self):
+        self._check_sizes()
+        self._check_options()
+        if self.smem_bytes > SMEM_LIMIT:
+            raise ValueError(f"stages={self.stages}: the kernel needs {self.smem_bytes} bytes of shared memory at "
+                             f"head_dim {self.head_dim}, more than the {SMEM_LIMIT} a CTA may have; use fewer stages")
+
+    def _check_sizes(self):
+        _check_extent("batch", self.batch)
+        _check_extent("seq_len", self.seq_len)
+        for name in ("heads", "kv_heads"):
+            value = getattr(self, name)
+            if not is_int(value) or not 1 <= value <= 65535:
+                raise ValueError(f"{name}: expected an int in 1..65535 (a grid axis), found {value!r}")
+        if is_int(self.batch) and self.batch > GRID_Z:
+            raise ValueError(f"batch: expected at most {GRID_Z} (the grid's z axis), found {self.batch}")
+        if type(self.head_dim) is not int or self.head_dim not in HEAD_DIMS:  # noqa: E721  (not bool, not float)
+            why = (" (256: the fp32 dK and dV accumulators of 64 keys would take 256 registers per thread)"
+                   if self.head_dim == 256 else "")
+            raise ValueError(f"head_dim: expected one of {list(HEAD_DIMS)} (an int), found {self.head_dim!r}{why}")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads={self.heads}: expected a multiple of kv_heads={self.kv_heads} "
+                             "(each key/value head serves heads // kv_heads query heads)")
+        if is_int(self.batch) and is_int(self.seq_len):
+            elements = self.batch * self.seq_len * self.heads * self.head_dim
+            if elements > MAX_ELEMENTS:
+                raise ValueError(f"batch x seq_len x heads x head_dim = {elements} elements: the kernel indexes Q, "
+                                 f"dO and dQacc with int32 offsets, so at most {MAX_ELEMENTS}")
+
+    def _check_options(self):
+        if not isinstance(self.dtype, str) or self.dtype not in DTYPES:
+            raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, found {self.dtype!r}")
+        if not isinstance(self.causal, bool):
+            raise ValueError(f"causal: expected a bool, found {self.causal!r}")
+        scale = self.scale
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
+                                  or not 0 < float(scale) * LOG2E < FLOAT32_MAX):
+            raise ValueError(f"scale: expected a positive finite number (times log2(e) within float32) or None "
+                             f"(1 / sqrt(head_dim)), found {scale!r}")
+        if not is_int(self.stages) or not 1 <= self.stages <= 4:
+            raise ValueError(f"stages: expected an int in 1..4, found {self.stages!r}")
+
+    # -- what follows from the sizes ---------------------------------------------------------
+
+    @property
+    def softmax_scale(self) -> float:
+        """The scale of ``q.k`` (default ``1 / sqrt(head_dim)``)."""
+        return float(self.scale) if self.scale is not None else 1.0 / math.sqrt(self.head_dim)
+
+    @property
+    def scale_log2(self) -> float:
+        """The scale times log2(e): probabilities are recomputed with ``ex2``."""
+        return self.softmax_scale * LOG2E
+
+    @property
+    def group(self) -> int:
+        """Query heads per key/value head."""
+        return self.heads // self.kv_heads
+
+    @property
+    def chunks(self) -> int:
+        """64-column boxes per row of Q, K, V and dO."""
+        return self.head_dim // CHUNK
+
+    @property
+    def ring(self) -> Ring:
+        """The Q / dO ring: ``stages`` buffers released by each consumer warpgroup."""
+        return Ring(self.stages, CONSUMERS)
+
+    @property
+    def mma_scores(self) -> str:
+        """``S^T`` and ``dP^T`` (64 keys x 64 queries): A (K or V) and B (Q or dO) K-major in
+        shared memory."""
+        t = DTYPES[self.dtype]
+        return f"wgmma.mma_async.sync.aligned.m64n{BQ}k16.f32.{t}.{t}"
+
+    @property
+    def mma_grads(self) -> str:
+        """``dV``, ``dK`` (64 keys x D; A in registers) and ``dQ`` (64 queries x D; A in
+        shared memory, MN-major): N = head_dim, B MN-major."""
+        t = DTYPES[self.dtype]
+        return f"wgmma.mma_async.sync.aligned.m64n{self.head_dim}k16.f32.{t}.{t}"
+
+    @property
+    def operands(self) -> dict:
+        """The shared operands (:class:`~tvm_tirx.kernels.gemm.operands.Operand`) by name:
+        ``kv`` (K or V as the K-major A, one 64-column chunk), ``qdo`` (Q or dO as the
+        K-major B, one chunk), ``qdo_n`` (Q or dO as the N-major B of ``dK`` / ``dV``),
+        ``ds`` (``dS^T`` as the M-major A of ``dQ``), ``k_n`` (K as the N-major B of
+        ``dQ``)."""
+        d, t = self.head_dim, self.dtype
+        return {"kv": Operand("A", "k", WG_K, CHUNK, t), "qdo": Operand("B", "k", BQ, CHUNK, t),
+                "qdo_n": Operand("B", "n", d, BQ, t), "ds": Operand("A", "m", BQ, WG_K, t),
+                "k_n": Operand("B", "n", d, WG_K, t)}
+
+    @property
+    def kv_bytes(self) -> int:
+        """K and V of the CTA's keys."""
+        return 2 * BK * self.head_dim * 2
+
+    @property
+    def stage_bytes(self) -> int:
+        """The bytes the TMA brings into one ring stage: a Q and a dO block."""
+        return 2 * BQ * self.head_dim * 2
+
+    @property
+    def smem_bytes(self) -> int:
+        """K, V, the ring (with each stage's 64 LSE and 64 Dsum values), ``dS^T`` and the fp32
+        ``dQ`` tiles, the mbarriers, 1 KiB of alignment."""
+        ds, dq = CONSUMERS * WG_K * BQ * 2, CONSUMERS * BQ * self.head_dim * 4
+        stage = self.stage_bytes + 2 * BQ * 4
+        return self.kv_bytes + self.stages * stage + ds + dq + 8 * (1 + 2 * self.stages) + 1024
+
+    # -- the walk ----------------------------------------------------------------------------
+
+    def extent(self, n, block: int):
+        """``ceil(n / block)`` (an int for a static ``n``)."""
+        return -(-n // block) if isinstance(n, int) else T.ceildiv(n, block)
+
+    @property
+    def key_blocks(self):
+        """CTAs along the sequence: ``ceil(seq_len / 128)``."""
+        return self.extent(self.seq_len, BK)
+
+    def first_query_block(self, kb):
+        """The first query block key block ``kb`` meets: 0, or (causal) ``2 kb`` -- the
+        earlier blocks' queries all precede the block's first key (PTX-free arithmetic:
+        ``BK = 2 BQ``)."""
+        return kb * (BK // BQ) if self.causal else 0
+
+    def query_blocks(self, kb, seq_len):
+        """Query blocks of one head key block ``kb`` walks: ``ceil(seq_len / 64) -
+        first_query_block(kb)`` (at least 1: ``ceil(L / 64) >= 2 ceil(L / 128) - 1``)."""
+        return T.ceildiv(seq_len, BQ) - self.first_query_block(kb)
+
+    def step(self, g, kb, hk, seq_len):
+        """``(h, qb)`` of the CTA's iteration ``g``: query head ``hk * group + g // n`` and
+        query block ``first + g % n`` (``n`` from :meth:`query_blocks`): each head's query
+        blocks in turn, the group's heads one after another."""
+        n = self.query_blocks(kb, seq_len)  # positive, g >= 0: truncated division is floor division
+        return hk * self.group + T.truncdiv(g, n), self.first_query_block(kb) + T.truncmod(g, n)

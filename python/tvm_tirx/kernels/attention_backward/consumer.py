@@ -1,0 +1,64 @@
+"""A consumer warpgroup's main loop over the CTA's iterations (query blocks of its heads).
+
+Per iteration ``g`` (stage ``s = g % stages`` of the Q / dO ring), consumer ``c``:
+
+1. waits until the stage is loaded (``full[s]``: Q, dO, the LSE and Dsum rows), issues
+   ``S^T = K_c Q^T`` and ``dP^T = V_c dO^T`` (one wgmma group) and waits (``wait_group 0``);
+2. computes ``P^T`` and ``dS^T`` in registers (:mod:`.gradients`);
+3. stores ``dS^T`` into ``sds[c]`` (:mod:`.exchange`; the barrier also tells that the
+   previous ``dQ`` reduce has read ``sdq[c]``);
+4. issues ``dV += P^T dO`` and ``dK += dS^T Q`` (one group), waits, issues ``dQ = dS
+   K_c`` (the packed ``P^T`` and ``dS^T`` registers are then free: all three products
+   in flight at once spilled at head_dim 128), waits, and releases the stage
+   (``empty[s]``: every wgmma that read it has retired, PTX ISA 9.7.15.7);
+5. reduces its ``dQ`` block into ``dQacc`` (TMA reduce-add from ``sdq[c]``).
+
+``sds[c]`` is written again only after this thread's ``wait_group 0`` of the previous
+iteration retired the ``dQ`` product that read it.
+"""
+
+from __future__ import annotations
+
+from tvm.script import tirx as T
+
+from .config import BQ, BackwardConfig
+from .exchange import make_exchange
+from .gradients import first_key, make_gradients
+from .products import make_products
+from .state import Step
+
+__all__ = ["make_consumer"]
+
+
+def make_consumer(cfg: BackwardConfig):
+    """The macro ``consume(dQacc, smem, bars, regs, keys, place)``: a :class:`.state.Shared`,
+    :class:`.state.Barriers`,
+    :class:`.state.Registers`, :class:`.state.Keys`, :class:`.state.Place` -- the loop of
+    the module docstring over ``keys.steps`` iterations."""
+    ring = cfg.ring
+    scores, grads = make_products(cfg)
+    gradients = make_gradients(cfg)
+    share_ds, reduce_dq, drain = make_exchange(cfg)
+
+    @T.macro
+    def iteration(smem, regs, keys, step, place):
+        scores(smem, regs, step.s, place.c)
+        T.ptx["wgmma.wait_group.sync.aligned"](0)
+        gradients(regs, smem.srows.sub[step.s], first_key(keys.kb, place.c), step.qb * BQ, place)
+        share_ds(smem, regs, place)
+        grads(smem, regs, step.s, place.c, step.g > 0)
+        T.ptx["wgmma.wait_group.sync.aligned"](0)
+
+    @T.macro
+    def consume(dQacc, smem, bars, regs, keys, place):
+        T.cuda.mbarrier_wait_phase(bars.kv_full.sub[0, :], 0)
+        for g in T.serial(keys.steps):
+            s = ring.slot(g)
+            h, qb = cfg.step(g, keys.kb, keys.hk, place.seq_len)
+            ring.wait(bars.full, s, g, None)
+            iteration(smem, regs, keys, Step(g, s, h, qb), place)
+            ring.release(bars.empty, s, place.tid)
+            reduce_dq(dQacc, smem, regs, keys, Step(g, s, h, qb), place)
+        drain(place.tid)
+
+    return consume

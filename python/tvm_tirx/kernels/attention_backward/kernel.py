@@ -1,0 +1,181 @@
+"""The kernel: shared memory, barriers, the producer and the two consumer warpgroups."""
+
+from __future__ import annotations
+
+from tvm.script import tirx as T
+
+from ...tile.families.tma import swizzled_layout
+from ...tile.families.wgmma import a_fragment_layout
+from ...tile.fragments import accumulator_layout
+from ..attention.config import CHUNK
+from ..extents import MAX_ELEMENTS
+from .config import BQ, CONSUMER_REGISTERS, CONSUMERS, DQ_BOX, FILLS, PRODUCER_REGISTERS, WG_K, BackwardConfig
+from .consumer import make_consumer
+from .epilogue import make_epilogue
+from .gradients import first_key
+from .producer import make_producer, make_row_copier
+from .state import Barriers, Inputs, Keys, Outputs, Place, Registers, Shared
+
+__all__ = ["make_attention_backward", "ELEMENTS_MESSAGE"]
+
+#: the host's error for run-time sizes whose Q, dO and dQacc the kernel's int32 offsets cannot index
+ELEMENTS_MESSAGE = (f"make_attention_backward: batch x seq_len x heads x head_dim elements of Q, dO and dQacc must "
+                    f"be at most {MAX_ELEMENTS}: the kernel indexes them with int32 offsets")
+
+
+def _keys(cfg: BackwardConfig, seq_len) -> Keys:
+    """The CTA's block: key block ``blockIdx.x``, key/value head ``blockIdx.y``, batch entry
+    ``blockIdx.z`` (call it after the launch); the longest causal walks (key block 0)
+    have the lowest ids, so they start first."""
+    kb = T.cuda.block_idx("x")
+    return Keys(T.cuda.block_idx("z"), T.cuda.block_idx("y"), kb, cfg.group * cfg.query_blocks(kb, seq_len))
+
+
+def _allocate_shared(cfg: BackwardConfig) -> tuple:
+    """``(Shared, Barriers)``: the CTA's shared tiles (128-byte swizzled: the images the TMA
+    writes and reads, ``dS^T`` as the M-major wgmma operand) and mbarriers.  Called while
+    the kernel is parsed, in its body (the allocations go to the kernel's frame)."""
+    stages, chunks, dtype, head_dim = cfg.stages, cfg.chunks, cfg.dtype, cfg.head_dim
+    kv_shape, ring_shape = (CONSUMERS, chunks, WG_K, CHUNK), (stages, chunks, BQ, CHUNK)
+    ds_shape, dq_shape = cfg.operands["ds"].stage_shape(CONSUMERS), (CONSUMERS, head_dim // DQ_BOX, BQ, DQ_BOX)
+
+    def tile(shape, dtype_, layout):
+        return T.alloc_shared(shape, dtype_, scope="shared.dyn", align=1024, layout=layout)
+
+    sk = tile(kv_shape, dtype, swizzled_layout(kv_shape, dtype, 3))
+    sv = tile(kv_shape, dtype, swizzled_layout(kv_shape, dtype, 3))
+    sq = tile(ring_shape, dtype, swizzled_layout(ring_shape, dtype, 3))
+    sdo = tile(ring_shape, dtype, swizzled_layout(ring_shape, dtype, 3))
+    sds = tile(ds_shape, dtype, cfg.operands["ds"].ring_layout(CONSUMERS))
+    sdq = tile(dq_shape, "float32", swizzled_layout(dq_shape, "float32", 3))
+    srows = T.alloc_shared((stages, 2, BQ), "float32", scope="shared.dyn", align=16)
+    bars = [T.alloc_shared((n, 1), "uint64", scope="shared.dyn", align=8) for n in (1, stages, stages)]
+    return Shared(sk, sv, sq, sdo, sds, sdq, srows), Barriers(*bars)
+
+
+def _allocate_registers(head_dim: int) -> Registers:
+    """A consumer thread's :class:`.state.Registers` (wgmma fragment layouts), allocated
+    while the kernel is parsed, in its body."""
+    acc = accumulator_layout
+    return Registers(S=T.alloc_local((WG_K, BQ), "float32", layout=acc(BQ)),
+                     dP=T.alloc_local((WG_K, BQ), "float32", layout=acc(BQ)),
+                     dV=T.alloc_local((WG_K, head_dim), "float32", layout=acc(head_dim)),
+                     dK=T.alloc_local((WG_K, head_dim), "float32", layout=acc(head_dim)),
+                     dQ=T.alloc_local((BQ, head_dim), "float32", layout=acc(head_dim)),
+                     Pw=T.alloc_local((1, BQ // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, BQ // 16)),
+                     dSw=T.alloc_local((1, BQ // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, BQ // 16)),
+                     W=T.alloc_local((WG_K, head_dim // 2), "uint32", layout=acc(head_dim, packed=True)))
+
+
+def _make_body(cfg: BackwardConfig):
+    produce, copy_rows = make_producer(cfg), make_row_copier(cfg)
+    consume, epilogue = make_consumer(cfg), make_epilogue(cfg)
+    elements = T.Cast("int64", cfg.batch) * cfg.seq_len * cfg.heads * cfg.head_dim  # of Q, dO and dQacc
+    run_time = not isinstance(cfg.batch, int) or not isinstance(cfg.seq_len, int)  # else checked when made
+    launch = T.cuda.LaunchConfig(grid=(cfg.key_blocks, cfg.kv_heads, cfg.batch), block=128 * (1 + CONSUMERS),
+                                 min_blocks_per_sm=1, dynamic_smem_bytes=cfg.smem_bytes)
+
+    @T.macro
+    def body(inputs, outputs, seq_len):
+        if run_time:  # on the host, before the launch: Q, dO and dQacc are indexed with int32 offsets
+            assert elements <= T.int64(MAX_ELEMENTS), ("ValueError", [ELEMENTS_MESSAGE])
+        T.device_entry(launch=launch)
+        smem, bars = _allocate_shared(cfg)
+        tid = T.cuda.thread_idx("x")
+        wg = T.cuda.warp_id() // 4
+        if tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.kv_full, count=T.uint32(1))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.full, count=T.uint32(FILLS))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.empty, count=T.uint32(CONSUMERS))
+            T.ptx["fence.mbarrier_init.release.cluster"]()
+        T.cuda.cta_sync()
+        keys = _keys(cfg, seq_len)
+        if wg == 0:  # the producer warpgroup: thread 0 issues the TMA loads, warp 1 copies LSE and Dsum
+            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=PRODUCER_REGISTERS)
+            if tid == 0:
+                produce(inputs, smem, bars, keys, seq_len)
+            if tid // 32 == 1:
+                copy_rows(inputs, smem.srows, bars, keys, Place(tid, 0, seq_len))
+        else:  # consumer c = wg - 1: keys 128 kb + 64 c ..
+            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=CONSUMER_REGISTERS)
+            c = wg - 1
+            regs = _allocate_registers(cfg.head_dim)
+            consume(outputs.dQacc, smem, bars, regs, keys, Place(tid, c, seq_len))
+            epilogue(outputs.dK, outputs.dV, regs, keys, first_key(keys.kb, c), Place(tid, c, seq_len))
+
+    return body
+
+
+def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None,
+                            causal: bool = False, scale: float | None = None, dtype: str = "bfloat16",
+                            stages: int = 2):
+    """The fused attention backward: ``dQ``, ``dK`` and ``dV`` of ``O = softmax(scale * Q
+    K^T [+ causal mask]) V`` from ``dO``, recomputing the probabilities from the forward's
+    log-sum-exp (FlashAttention-2/3's algorithm, key/value blocks outermost): a
+    ``T.function`` to pass to :func:`tvm_tirx.compile` (``arch="sm_90a"``).
+
+    One CTA per (128-key block, key/value head, batch entry): a producer warpgroup loads
+    the CTA's K and V once and streams the Q and dO blocks (64 rows) of every query head
+    of the key/value head's group into a ring (TMA); two consumer warpgroups (64 keys
+    each) compute per query block ``S^T``, ``P^T``, ``dP^T``, ``dS^T`` and accumulate
+    ``dV`` and ``dK`` in registers (so the group's heads are summed without atomics), and
+    add their share of ``dQ`` into ``dQacc`` by TMA reduce-add (:mod:`.exchange`).
+    Causal: the query blocks wholly before the CTA's first key are skipped.
+
+    Parameters
+    ----------
+    batch, seq_len : int or tvm.tirx.Var
+        Sizes of Q, K, V, dO ``(batch, seq_len, heads, head_dim)`` (K and V with
+        ``kv_heads``): positive ints, or int32 run-time extents (``T.dynamic("L")``), taken
+        from the tensors at each call.  At most 65535 batch entries (the grid's z axis).
+    heads : int
+        Query heads (1 .. 65535).
+    head_dim : int
+        64 or 128 elements (256 does not fit a thread's registers: see :mod:`.config`).
+    kv_heads : int, optional
+        Key/value heads, dividing ``heads`` (GQA / MQA); default ``heads``.
+    causal : bool
+        Query ``i`` attends to keys ``<= i`` only (the two sequences aligned at the start).
+    scale : float, optional
+        The softmax scale, default ``1 / sqrt(head_dim)``.
+    dtype : str
+        ``"bfloat16"`` or ``"float16"``: Q, K, V, dO, dK and dV.
+    stages : int
+        Q / dO blocks in flight in the shared ring (2 fits every head_dim; 3 and 4 only 64).
+
+    Returns
+    -------
+    tvm.tirx.PrimFunc
+        ``attention_backward(Q, K, V, dO, LSE, Dsum, dQacc, dK, dV)``: ``LSE`` ``(batch,
+        heads, seq_len)`` float32 is the forward's (natural log of each row's sum of
+        ``exp(scale * q.k)``); ``Dsum`` ``(batch, heads, seq_len)`` float32 is
+        ``rowsum(dO * O)``, computed by the caller (in torch: ``(dO.float() *
+        O.float()).sum(-1)``, transposed to ``(batch, heads, seq_len)``); ``dQacc``
+        ``(batch, seq_len, heads, head_dim)`` float32 must be zeroed by the caller: the
+        kernel adds ``dQ`` into it (the caller converts it to ``dtype``); ``dK`` and
+        ``dV`` ``(batch, seq_len, kv_heads, head_dim)`` in ``dtype`` are overwritten
+        (rows past ``seq_len`` are not written).  Every tensor 16-byte aligned and
+        contiguous.
+
+    Raises
+    ------
+    ValueError
+        From :class:`.config.BackwardConfig`: a size, dtype or option it refuses.
+    """
+    kv_heads = heads if kv_heads is None else kv_heads
+    cfg = BackwardConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages)
+    body = _make_body(cfg)
+    q_shape, kv_shape, rows = (batch, seq_len, heads, head_dim), (batch, seq_len, kv_heads, head_dim), \
+        (batch, heads, seq_len)
+    q_spec, do_spec = T.Tensor(q_shape, dtype, align=16), T.Tensor(q_shape, dtype, align=16)
+    k_spec, v_spec = T.Tensor(kv_shape, dtype, align=16), T.Tensor(kv_shape, dtype, align=16)
+    dk_spec, dv_spec = T.Tensor(kv_shape, dtype, align=16), T.Tensor(kv_shape, dtype, align=16)
+    lse_spec, dsum_spec = T.Tensor(rows, "float32", align=16), T.Tensor(rows, "float32", align=16)
+    dq_spec = T.Tensor(q_shape, "float32", align=16)
+
+    @T.function
+    def attention_backward(Q: q_spec, K: k_spec, V: v_spec, dO: do_spec, LSE: lse_spec, Dsum: dsum_spec,
+                           dQacc: dq_spec, dK: dk_spec, dV: dv_spec):
+        body(Inputs(Q, K, V, dO, LSE, Dsum), Outputs(dQacc, dK, dV), seq_len)
+
+    return attention_backward
