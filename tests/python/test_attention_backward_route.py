@@ -5,14 +5,15 @@ CPU: the route is off by default; on, a call the kernel takes gets its key and t
 kernel's arguments (``Dsum = rowsum(dO * O) - dLSE``, a zeroed float32 dQ buffer), here
 computed by a stand-in that implements the kernel's contract from its own inputs, so
 the gradients match the torch backward only if the wrapper passes the right things;
-calls the kernel does not take go to the torch backward.
+calls the kernel does not take go to the torch backward.  GPU (marker ``gpu``): the op's
+gradients on the backward kernel against float32 autograd.
 """
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from tvm_tirx import ops  # noqa: E402
+from tvm_tirx import ops, testing  # noqa: E402
 from tvm_tirx.ops import attention_backward_kernels as kernels  # noqa: E402
 from tvm_tirx.ops import attention_backward_ops, attention_blocks, attention_checks, attention_kernels  # noqa: E402
 from tvm_tirx.ops.attention_backward_kernels import AttentionBackwardKey  # noqa: E402
@@ -75,6 +76,7 @@ class _StandIn:
 
 
 def _qkv(b=2, n=40, h=4, hk=2, d=64, layout="bshd"):
+    """bf16 q, k, v on the CPU (the GPU test moves them)."""
     g = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(b, n, heads, d, generator=g).to(torch.bfloat16) for heads in (h, hk, hk))
     return tuple(t.transpose(1, 2) for t in (q, k, v)) if layout == "bhsd" else (q, k, v)
@@ -130,3 +132,34 @@ def test_the_kernel_name_says_what_it_computes():
     assert kernels._name(key) == "tvm_tirx_attention_backward_h32_kv8_d128_causal_bf16"
     assert kernels._name(AttentionBackwardKey(4, 4, 64, False, "float16", 0.5, "sm_90a")) == \
         "tvm_tirx_attention_backward_h4_kv4_d64_full_f16_s3f000000"
+
+
+@pytest.mark.gpu
+@testing.requires_arch("sm_90a")
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_the_op_on_the_backward_kernel_on_gpu(torch_cuda, monkeypatch, layout, causal):
+    """``ops.attention``'s gradients with the route on (the forward and the backward
+    kernel, both with a run-time length), against float32 autograd of the whole score
+    matrix, the LSE's gradient included; then the same with the route off."""
+    torch = torch_cuda
+    monkeypatch.setattr(kernels, "ROUTE", True)
+    for n, d in ((1000, 128), (77, 64)):
+        q, k, v = (t.to("cuda") for t in _qkv(b=2, n=n, h=8, hk=2, d=d, layout=layout))
+        leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+        o, lse = ops.attention(*leaves, causal=causal, layout=layout, return_lse=True)
+        go, glse = torch.randn_like(o), torch.randn_like(lse)
+        got = torch.autograd.grad((o, lse), leaves, (go, glse))
+        ref_leaves = [t.detach().float().requires_grad_(True) for t in (q, k, v)]
+        qh, kh, vh = (t if layout == "bhsd" else t.transpose(1, 2) for t in ref_leaves)
+        kh, vh = kh.repeat_interleave(4, 1), vh.repeat_interleave(4, 1)
+        s = qh @ kh.transpose(-1, -2) * d ** -0.5
+        if causal:
+            s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+        ref_o = torch.softmax(s, -1) @ vh
+        ref_o = ref_o if layout == "bhsd" else ref_o.transpose(1, 2)
+        want = torch.autograd.grad((ref_o, torch.logsumexp(s, -1)), ref_leaves, (go.float(), glse))
+        assert len(kernels.cached_kernels()) >= 1
+        for name, g, w in zip("qkv", got, want):
+            err = ((g.float() - w).abs().max() / w.abs().max()).item()
+            assert err <= 3e-2, (n, d, name, err)
