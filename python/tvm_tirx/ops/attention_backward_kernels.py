@@ -22,7 +22,10 @@ import math
 import os
 from dataclasses import dataclass
 
+from tvm.script import tirx as T
+
 from ..build.kernel import compile as _tirx_compile
+from ..kernels.attention_backward import HEAD_DIMS, make_attention_backward
 from ..kernels.attention.config import DTYPES
 from .attention_kernels import AttentionOperands, f32_bits
 from .kernel_table import KernelTable
@@ -32,8 +35,6 @@ __all__ = ["ROUTE", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func", "
 
 #: Whether the operator's backward takes the kernel (off until it has run on an H200).
 ROUTE = os.environ.get("TVM_TIRX_ATTENTION_BACKWARD", "0") == "1"
-#: The head_dims the backward kernel takes.
-HEAD_DIMS = (64, 128)
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,6 @@ def backward_prim_func(key: AttentionBackwardKey):
     ValueError
         What ``make_attention_backward`` refuses.
     """
-    from tvm.script import tirx as T
-
-    from ..kernels.attention_backward import make_attention_backward
-
     func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), key.heads, key.head_dim, kv_heads=key.kv_heads,
                                    causal=key.causal, scale=key.scale, dtype=key.dtype)
     return func.with_attr("global_symbol", _name(key))
