@@ -11,14 +11,17 @@
 #      bench/gemm.py --tiles on the shapes they are for;
 #   3. attention through ops.attention on issue 42's classes (bench/attention.py --ops);
 #   4. the attention backward through ops.attention against cuDNN's and FA2's, with the
-#      peak memory per backward (bench/attention.py --backward).
+#      peak memory per backward (bench/attention.py --backward), on the torch backward
+#      (the default) and on the backward kernel (TVM_TIRX_ATTENTION_BACKWARD=1), and
+#      compute-sanitizer on the backward kernel's GPU tests.
 # One call on the device machine, after stage 2 (see ../shared/gpu/README.md):
 #
 #   . /tmp/tirx-site/env.sh && export PYTHONPATH=$PWD/python:$PYTHONPATH && bash tools/device_batch.sh [PART...]
 #
 # All parts take up to ~40 minutes, more than one call's 10: name the parts to run
 # (gpu-suite route-tests sanitize split-sweep decode-route-on decode-route-off tiles
-# attention-ops attention-backward) and spread them over calls while the machine stays warm.
+# attention-ops attention-backward attention-backward-kernel sanitize-attention-backward) and
+# spread them over calls while the machine stays warm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/device-batch}"
@@ -56,3 +59,7 @@ part attention-ops 400 python3 bench/attention.py --ops
 show attention-ops 40
 part attention-backward 500 python3 bench/attention.py --backward
 show attention-backward 14
+part attention-backward-kernel 500 env TVM_TIRX_ATTENTION_BACKWARD=1 python3 bench/attention.py --backward
+show attention-backward-kernel 14
+part sanitize-attention-backward 400 bash tools/sanitize.sh all tests/python/test_attention_backward.py \
+  -k "every_length or forward_kernels"
