@@ -145,6 +145,10 @@ def main_backward(classes, dtype_name: str, repeats: int) -> None:
         rows.append(cells)
         print("  ".join(cells), flush=True)  # as measured: a cut-off run keeps its rows
         ratios += [ratio] if ratio else []
+    from tvm_tirx.ops import attention_backward_kernels
+
+    path = "the backward kernel" if attention_backward_kernels.ROUTE else "torch by query blocks (the kernel's route off)"
+    print(f"ours: {path}")
     print(f"attention backward ({dtype_name}), per call end to end: TFLOP/s (2.5 forward products), peak MiB "
           f"beyond the inputs, max relative error of dQ/dK/dV against float32 autograd; x best = the fastest "
           f"peer's time / ours")
