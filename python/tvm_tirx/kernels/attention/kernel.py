@@ -224,10 +224,10 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
         if cfg.varlen:
             start = packed.cu_seqlens[T.cuda.block_idx("z")]
             end = packed.cu_seqlens[T.cuda.block_idx("z") + 1]
-            if sequence_live(cfg, packed, start, end):  # the same for every thread of the CTA
+            if sequence_live(packed, start, end):  # the same for every thread of the CTA
                 run(as_batch(Q, packed), as_batch(K, packed), as_batch(V, packed), Out, LSE, Shared(sq, sk, sv),
                     Barriers(q_full, q_empty, full, empty),
-                    _Cta(tid, wg, done, 1, varlen_tile(cfg, packed), end - start, start))
+                    _Cta(tid, wg, done, 1, varlen_tile(packed), end - start, start))
         else:
             run(Q, K, V, Out, LSE, Shared(sq, sk, sv), Barriers(q_full, q_empty, full, empty),
                 _Cta(tid, wg, done, rounds, tile, seq_len, 0))

@@ -74,22 +74,23 @@ def varlen_grid(cfg: AttentionConfig, packed: Packed):
     return query_blocks(packed), cfg.heads, packed.cu_seqlens.shape[0] - 1
 
 
-def varlen_tile(cfg: AttentionConfig, packed: Packed):  # pylint: disable=unused-argument
-    """The walk's ``tile(i)`` (:func:`.kernel._walk`) of a varlen CTA: ``(valid, last, qb,
-    h, b)`` with ``b = 0`` (the packed tensors are one batch entry; the sequence is
-    ``blockIdx.z`` and its first row the tile's ``start``)."""
+def varlen_tile(packed: Packed):
+    """The walk's ``tile(i)`` (:func:`.kernel._walk`) of a varlen CTA, its one tile: ``(valid,
+    last, qb, h, b)`` with ``qb = query_blocks - 1 - blockIdx.x`` (the longest causal rows
+    first), ``h = blockIdx.y`` and ``b = 0`` (the packed tensors are one batch entry; the
+    sequence is ``blockIdx.z`` and its first row the tile's ``start``)."""
     q = query_blocks(packed)
     return lambda i: (True, True, q - 1 - T.cuda.block_idx("x"), T.cuda.block_idx("y"), 0)
 
 
-def sequence_live(cfg: AttentionConfig, packed: Packed, start, end):
+def sequence_live(packed: Packed, start, end):
     """Whether the CTA runs: its sequence's rows ``start .. end - 1`` (int32, from
     ``CuSeqlens``) are well formed, ``0 <= start <= end <= total`` (tested in that order,
     so ``end - start`` cannot overflow), and its query block starts before ``end``.
     It depends on the CTA's ids and two loads of the same addresses only: every thread of
     the CTA takes the same branch.  A live tile has ``n_kv >= 1`` key/value blocks (the
     overlapped schedule reads block 0 unconditionally) and at most ``ceil(total / bn)``."""
-    qb = varlen_tile(cfg, packed)(0)[2]
+    qb = varlen_tile(packed)(0)[2]
     return T.And(T.And(0 <= start, start <= end), T.And(end <= packed.total, qb * BM < end - start))
 
 
@@ -113,14 +114,12 @@ def varlen_function(cfg: AttentionConfig, body):
     sequences: an int (``CuSeqlens`` is ``(batch + 1,)``) or a run-time extent, whose
     ``CuSeqlens`` extent is then a run-time extent of its own, named ``<batch>_plus_1``
     (a size is read from an extent that is a variable alone)."""
-    total, heads, head_dim, dtype = cfg.seq_len, cfg.heads, cfg.head_dim, cfg.dtype
-    batch = cfg.batch
+    total, batch, dtype = cfg.seq_len, cfg.batch, cfg.dtype
     count = batch + 1 if isinstance(batch, int) else tvm.tirx.Var(f"{batch.name}_plus_1", "int32")
-    q_spec, o_spec = T.Tensor((total, heads, head_dim), dtype, align=16), T.Tensor((total, heads, head_dim), dtype,
-                                                                                   align=16)
-    k_spec = T.Tensor((total, cfg.kv_heads, head_dim), dtype, align=16)
-    v_spec = T.Tensor((total, cfg.kv_heads, head_dim), dtype, align=16)
-    lse_spec = T.Tensor((heads, total), "float32", align=16)
+    q_shape, kv_shape = (total, cfg.heads, cfg.head_dim), (total, cfg.kv_heads, cfg.head_dim)
+    q_spec, o_spec = T.Tensor(q_shape, dtype, align=16), T.Tensor(q_shape, dtype, align=16)
+    k_spec, v_spec = T.Tensor(kv_shape, dtype, align=16), T.Tensor(kv_shape, dtype, align=16)
+    lse_spec = T.Tensor((cfg.heads, total), "float32", align=16)
     cu_spec = T.Tensor((count,), "int32", align=4)
 
     @T.function
