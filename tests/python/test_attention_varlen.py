@@ -200,6 +200,9 @@ def test_a_batch_of_sequences_is_not_limited_by_the_batched_element_count():
 # -- on the GPU --------------------------------------------------------------------------------
 
 LENGTHS = (1, 17, 128, 1000, 4097)
+#: every mbarrier wait of the varlen kernels bounded: a CTA that left early while another
+#: warpgroup waits (a broken exit) traps with the barrier's line instead of hanging
+HANGS = {"detect_hangs": True}
 
 
 def _reference(torch, q, k, v, causal, scale):
@@ -231,7 +234,8 @@ def _check_against_sequences(torch, lengths, heads, kv_heads, head_dim, causal, 
     o = torch.full_like(q, float("nan"))
     lse = torch.full((heads, q.shape[0]), float("nan"), device="cuda")
     packed = tvm_tirx.compile(make_attention(T.dynamic("B"), T.dynamic("L"), heads, head_dim, kv_heads=kv_heads,
-                                             causal=causal, dtype=dtype, varlen=True, **options), target="cuda")
+                                             causal=causal, dtype=dtype, varlen=True, **options), target="cuda",
+                              options=HANGS)
     packed(q, k, v, o, lse, cu, max(lengths))
     single = tvm_tirx.compile(make_attention(1, T.dynamic("L"), heads, head_dim, kv_heads=kv_heads, causal=causal,
                                              dtype=dtype, **options), target="cuda")
@@ -274,7 +278,7 @@ def test_malformed_cu_seqlens_write_no_row_outside_their_sequences_on_gpu(torch_
     torch = torch_cuda
     q, k, v, _ = _packed(torch, (300, 200), 4, 2, 128, "bfloat16")
     built = tvm_tirx.compile(make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, kv_heads=2, causal=True,
-                                            varlen=True), target="cuda")
+                                            varlen=True), target="cuda", options=HANGS)
     # O is the first 500 rows of a larger NaN tensor: the rows past them must stay NaN
     o_all = torch.full((600, 4, 128), float("nan"), device="cuda", dtype=torch.bfloat16)
     lse = torch.full((4, 500), float("nan"), device="cuda")
