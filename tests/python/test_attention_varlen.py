@@ -132,7 +132,9 @@ def test_o_and_the_lse_are_stored_at_the_sequences_rows_under_the_row_guard():
                         r"\* 256\) \+ \(row_ptr_\d+\[0\] \* 256\)\) \+ \(\(\(int\)blockIdx.y\) \* 64\)\) \+ col_ptr", body)
     assert len(stores) == 2 * 8 * 2  # per thread: 2 chunks x 8 column words x 2 rows, each guarded
     assert len(re.findall(r"tvm_builtin_ptx_st_global_b32\(", body)) == len(stores)
-    lse = re.findall(rf"if {guard} {{\n\s*LSE_ptr\[\(\(\(\(\(int\)blockIdx.y\) \* L\) \+ start_ptr\[0\]\) \+ row_ptr", body)
+    # the LSE (heads, total) by st.global.f32 too (a tile operation: the checker proves it), from lane t = 0
+    lse = re.findall(rf"if {guard} {{\n.*\n\s*tvm_builtin_ptx_st_global_f32\(\(&\(LSE_ptr\[\(\(\(\(\(int\)blockIdx.y\) "
+                     r"\* L\) \+ start_ptr\[0\]\) \+ row_ptr", body)
     assert len(lse) == 2 and body.count("LSE_ptr[") == 2
 
 
@@ -158,11 +160,16 @@ def test_the_checker_proves_the_stores_from_the_guard_with_no_assumption(monkeyp
 
 
 def test_the_checker_refuses_a_store_guard_that_does_not_bound_the_row(monkeypatch):
-    # ... and a guard without 0 <= start (start + row may be negative) does not prove them
-    with pytest.raises(tvm_tirx.TileError, match=r"st.global.b32: dst \(operand 1\): view not provably within the "
-                                                  r"tensor's bounds: expected bytes within \[0, L \* 512\) of O"):
+    # ... and a guard without 0 <= start (start + row may be negative) proves neither O's nor the LSE's stores
+    with pytest.raises(tvm_tirx.TileError) as refused:
         _lower_with(monkeypatch, live=_block_starts_before_end,
                     stored=lambda row, start, length, total: T.And(row < length, start + row < total))
+    message = str(refused.value)
+    assert "2 contract violations" in message
+    assert re.search(r"st.global.b32: dst \(operand 1\): view not provably within the tensor's bounds: expected bytes "
+                     r"within \[0, L \* 512\) of O", message)
+    assert re.search(r"st.global.f32: dst \(operand 1\): view not provably within the tensor's bounds: expected bytes "
+                     r"within \[0, L \* 16\) of LSE", message)
 
 
 def test_the_host_checks_run_time_sizes_before_the_launch():

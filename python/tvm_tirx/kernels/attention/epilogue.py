@@ -34,7 +34,9 @@ def make_epilogue(cfg: AttentionConfig):
 
     With ``cfg.varlen`` ``Out`` is ``(total, heads, head_dim)`` and ``LSE`` ``(heads,
     total)`` float32: row ``row`` of the tile goes to tensor row ``tile.start + row``,
-    under :func:`packed_row_stored` (``seq_len`` is then the sequence's length)."""
+    under :func:`packed_row_stored` (``seq_len`` is then the sequence's length), the LSE
+    too by ``st.global.f32`` (from ``alpha``): both stores are tile operations, whose
+    bounds the tile checker proves (a plain store it does not check)."""
     chunks = cfg.chunks
     pack_pairs = make_pack_pairs(cfg.dtype, chunks * 32)
     store_o, store_lse = _make_stores(cfg)
@@ -85,9 +87,12 @@ def _make_stores(cfg: AttentionConfig):
         if place.tid % 4 == 0:
             for hh in T.unroll(2):
                 row = first_row(tile.qb, place.c, place.tid) + hh * 8
-                if varlen:
+                if varlen:  # by st.global, so that the checker proves it (alpha is free after O's scaling)
                     if packed_row_stored(row, tile.start, place.seq_len, LSE.shape[1]):
-                        LSE[tile.h, tile.start + row] = (regs.m[hh] + T.log2(regs.rmax[hh, 0])) * T.float32(LN2)
+                        regs.alpha[hh] = (regs.m[hh] + T.log2(regs.rmax[hh, 0])) * T.float32(LN2)
+                        T.cuda.tile.apply(T.ptx["st.global.f32"],
+                                          LSE.sub[tile.h, tile.start + row : tile.start + row + 1],
+                                          regs.alpha.sub[hh : hh + 1])
                 elif row < place.seq_len:
                     LSE[tile.b, tile.h, row] = (regs.m[hh] + T.log2(regs.rmax[hh, 0])) * T.float32(LN2)
 
