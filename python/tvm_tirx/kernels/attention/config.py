@@ -71,7 +71,8 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
         elements in Q; ``stages`` outside 1..4, more shared memory than a CTA has, or 1
         with ``overlap``; a ``scale`` that is not a positive finite number; a flag that
         is not a bool; ``ctas`` not a positive int; ``persistent_rows`` neither None nor a
-        non-negative int, or set without ``persistent``.
+        non-negative int, or set without ``persistent``; ``varlen`` not a bool, or with
+        ``persistent`` (the persistent walk over packed sequences is not written).
     """
 
     batch: object
@@ -88,6 +89,7 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
     persistent: bool = False
     ctas: int = SMS
     persistent_rows: int | None = None
+    varlen: bool = False
 
     def __post_init__(self):
         self._check_sizes()
@@ -99,7 +101,7 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
     def _check_options(self):
         if not isinstance(self.dtype, str) or self.dtype not in DTYPES:
             raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, found {self.dtype!r}")
-        for name in ("causal", "pingpong", "overlap", "persistent"):
+        for name in ("causal", "pingpong", "overlap", "persistent", "varlen"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected a bool, found {getattr(self, name)!r}")
         scale = self.scale
@@ -117,6 +119,9 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
         if rows is not None and not self.persistent:
             raise ValueError(f"persistent_rows={rows}: chooses between the persistent grid and one CTA per tile, "
                              "so it needs persistent=True")
+        if self.varlen and self.persistent:
+            raise ValueError("varlen=True: packed sequences run on one CTA per tile only; pass persistent=False "
+                             "(the persistent walk over sequences of different lengths is not written)")
         if self.overlap and self.stages < 2:
             raise ValueError(f"stages={self.stages}: overlap=True needs at least 2 stages (a consumer waits for "
                              "block j before it releases block j - 1; with one stage the producer could never "
@@ -141,10 +146,11 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
         if self.heads % self.kv_heads:
             raise ValueError(f"heads={self.heads}: expected a multiple of kv_heads={self.kv_heads} "
                              "(each key/value head serves heads // kv_heads query heads)")
-        if isinstance(self.batch, int) and isinstance(self.seq_len, int):
-            elements = self.batch * self.seq_len * self.heads * self.head_dim
+        entries, what = (1, "seq_len (total rows)") if self.varlen else (self.batch, "batch x seq_len")
+        if isinstance(entries, int) and isinstance(self.seq_len, int):  # else checked on the host at each call
+            elements = entries * self.seq_len * self.heads * self.head_dim
             if elements > MAX_ELEMENTS:
-                raise ValueError(f"batch x seq_len x heads x head_dim = {elements} elements: the kernel indexes Q "
+                raise ValueError(f"{what} x heads x head_dim = {elements} elements: the kernel indexes Q "
                                  f"and O with int32 offsets, so at most {MAX_ELEMENTS}")
 
     @property

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from tvm.script import tirx as T
 
 from ...tile.families.tma import swizzled_layout
@@ -12,6 +14,8 @@ from .consumer import make_consumer
 from .epilogue import make_epilogue
 from .state import Barriers, Place, Registers, Shared, Tile
 from .producer import make_producer
+from .varlen import (SEQUENCES_MESSAGE, VARLEN_ELEMENTS_MESSAGE, as_batch, sequence_live, varlen_function, varlen_grid,
+                     varlen_tile)
 
 __all__ = ["make_attention", "ELEMENTS_MESSAGE"]
 
@@ -85,22 +89,128 @@ def _tile_order(cfg: AttentionConfig, t):
     return q - 1 - t % q, t // q % cfg.heads, t // (q * cfg.heads)
 
 
-def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
-    stages, bn, chunks, dtype = cfg.stages, cfg.bn, cfg.chunks, cfg.dtype
+class _Cta(NamedTuple):
+    """What the producer and consumer roles take of their CTA (built at each call).
+
+    ``tid`` (``threadIdx.x``), ``wg`` (its warpgroup), ``done`` (``(1,)`` int32: key/value
+    blocks of the CTA's earlier tiles), ``rounds`` and ``tile`` (:func:`_walk`), ``seq_len``
+    (keys and queries of the tile's sequence, int32) and ``start`` (the sequence's first
+    row in the packed tensors; 0 unless ``varlen``)."""
+
+    tid: object
+    wg: object
+    done: object
+    rounds: object
+    tile: object
+    seq_len: object
+    start: object
+
+
+def _make_roles(cfg: AttentionConfig):
+    """The macros ``producer_role(Q, K, V, smem, bars, cta)`` and ``consumer_role(Out, LSE,
+    smem, bars, cta)`` (a :class:`_Cta`): warpgroup 0 and warpgroups 1 and 2 of the CTA."""
+    bn, chunks = cfg.bn, cfg.chunks
     produce, consume, epilogue = make_producer(cfg), make_consumer(cfg), make_epilogue(cfg)
-    q_layout = swizzled_layout((chunks, BM, CHUNK), dtype, 3)
-    kv_layout = swizzled_layout((stages, chunks, bn, CHUNK), dtype, 3)
-    elements = T.Cast("int64", cfg.batch) * cfg.seq_len * cfg.heads * cfg.head_dim  # of Q and O
-    run_time = not isinstance(cfg.batch, int) or not isinstance(cfg.seq_len, int)  # else checked when made
-    grid, rounds, tile = _walk(cfg)
-    launch = T.cuda.LaunchConfig(grid=grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
-                                 dynamic_smem_bytes=cfg.smem_bytes)
 
     @T.macro
-    def body(Q, K, V, Out, LSE, seq_len):
+    def producer_role(Q, K, V, smem, bars, cta):
+        T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
+        if cta.tid == 0:
+            if cfg.persistent:
+                for i in T.serial(cta.rounds):
+                    valid, _, qb, h, b = cta.tile(i)
+                    if valid:
+                        n_kv = _kv_blocks(cfg, qb, cta.seq_len)
+                        produce(Q, K, V, smem, bars, Tile(b, h, qb, n_kv, i, cta.done[0], False))
+                        cta.done[0] = cta.done[0] + n_kv
+            else:  # one tile: no loop around it (the serial schedules measured 25% slower inside one)
+                _v, _l, qb, h, b = cta.tile(0)
+                produce(Q, K, V, smem, bars, Tile(b, h, qb, _kv_blocks(cfg, qb, cta.seq_len), 0, 0, True, cta.start))
+
+    @T.macro
+    def consumer_role(Out, LSE, smem, bars, cta):
+        T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
+        c = cta.wg - 1
+        S = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
+        P = T.alloc_local((1, bn // 16, WG_M, 8), "uint32", layout=a_fragment_layout(1, bn // 16))
+        O = T.alloc_local((chunks, WG_M, CHUNK), "float32", layout=accumulator_layout(CHUNK, chunks))
+        W = T.alloc_local((chunks, WG_M, CHUNK // 2), "uint32", layout=accumulator_layout(CHUNK, chunks, packed=True))
+        m = T.alloc_local((2,), "float32")
+        l = T.alloc_local((2,), "float32")
+        alpha = T.alloc_local((2,), "float32")
+        rmax = T.alloc_local((2, 1), "float32")
+        if cfg.persistent:
+            for i in T.serial(cta.rounds):
+                valid, last, qb, h, b = cta.tile(i)
+                if valid:
+                    n_kv = _kv_blocks(cfg, qb, cta.seq_len)
+                    consume(smem, bars, Registers(S, P, O, W, m, l, alpha, rmax),
+                            Tile(b, h, qb, n_kv, i, cta.done[0], last), Place(cta.tid, c, cta.seq_len))
+                    epilogue(Out, LSE, Registers(S, P, O, W, m, l, alpha, rmax),
+                             Tile(b, h, qb, n_kv, i, cta.done[0], last), Place(cta.tid, c, cta.seq_len))
+                    cta.done[0] = cta.done[0] + n_kv
+        else:
+            _v, _l, qb, h, b = cta.tile(0)
+            consume(smem, bars, Registers(S, P, O, W, m, l, alpha, rmax),
+                    Tile(b, h, qb, _kv_blocks(cfg, qb, cta.seq_len), 0, 0, True, cta.start),
+                    Place(cta.tid, c, cta.seq_len))
+            epilogue(Out, LSE, Registers(S, P, O, W, m, l, alpha, rmax), Tile(b, h, qb, None, 0, 0, True, cta.start),
+                     Place(cta.tid, c, cta.seq_len))
+
+    return producer_role, consumer_role
+
+
+def _make_run(cfg: AttentionConfig):
+    """The macro ``run(Q, K, V, Out, LSE, smem, bars, cta)``: thread 0 initialises the
+    mbarriers, the CTA synchronises, then each warpgroup takes its role."""
+    producer_role, consumer_role = _make_roles(cfg)
+
+    @T.macro
+    def run(Q, K, V, Out, LSE, smem, bars, cta):
+        if cta.tid == 0:
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.q_full, count=T.uint32(1))
+            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.q_empty, count=T.uint32(1))
+            cfg.ring.init(bars.full, bars.empty)
+            T.ptx["fence.mbarrier_init.release.cluster"]()
+        T.cuda.cta_sync()
+        if cfg.persistent:
+            cta.done[0] = 0
+        if cta.wg == 0:  # the producer warpgroup
+            producer_role(Q, K, V, smem, bars, cta)
+        else:
+            consumer_role(Out, LSE, smem, bars, cta)
+
+    return run
+
+
+def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
+    """The macro ``body(Q, K, V, Out, LSE, seq_len, packed)``: the host's checks, the
+    launch, shared memory, then :func:`_make_run`'s CTA -- with ``cfg.varlen`` (``packed``
+    a :class:`.varlen.Packed`) only where the CTA's query block holds rows of its
+    sequence (:func:`.varlen.sequence_live`), every thread of the CTA alike."""
+    stages, bn, chunks, dtype = cfg.stages, cfg.bn, cfg.chunks, cfg.dtype
+    run = _make_run(cfg)
+    q_layout = swizzled_layout((chunks, BM, CHUNK), dtype, 3)
+    kv_layout = swizzled_layout((stages, chunks, bn, CHUNK), dtype, 3)
+    if cfg.varlen:  # elements of Q and O: the packed rows, or the batch entries' rows
+        elements, too_many = T.Cast("int64", cfg.seq_len) * cfg.heads * cfg.head_dim, VARLEN_ELEMENTS_MESSAGE
+    else:
+        elements, too_many = T.Cast("int64", cfg.batch) * cfg.seq_len * cfg.heads * cfg.head_dim, ELEMENTS_MESSAGE
+    run_time = not isinstance(cfg.seq_len, int) or (not cfg.varlen and not isinstance(cfg.batch, int))
+    count_at_run_time = cfg.varlen and not isinstance(cfg.batch, int)  # sequences: CuSeqlens' extent - 1
+    grid, rounds, tile = _walk(cfg) if not cfg.varlen else (None, 1, None)
+
+    def launch(packed):
+        return T.cuda.LaunchConfig(grid=grid if packed is None else varlen_grid(cfg, packed),
+                                   block=128 * (1 + CONSUMERS), min_blocks_per_sm=1, dynamic_smem_bytes=cfg.smem_bytes)
+
+    @T.macro
+    def body(Q, K, V, Out, LSE, seq_len, packed):
         if run_time:  # on the host, before the launch: Q and O are indexed with int32 offsets
-            assert elements <= T.int64(MAX_ELEMENTS), ("ValueError", [ELEMENTS_MESSAGE])
-        T.device_entry(launch=launch)
+            assert elements <= T.int64(MAX_ELEMENTS), ("ValueError", [too_many])
+        if count_at_run_time:
+            assert packed.cu_seqlens.shape[0] >= 2, ("ValueError", [SEQUENCES_MESSAGE])
+        T.device_entry(launch=launch(packed))
         sq = T.alloc_shared((chunks, BM, CHUNK), dtype, scope="shared.dyn", align=1024, layout=q_layout)
         sk = T.alloc_shared((stages, chunks, bn, CHUNK), dtype, scope="shared.dyn", align=1024, layout=kv_layout)
         sv = T.alloc_shared((stages, chunks, bn, CHUNK), dtype, scope="shared.dyn", align=1024, layout=kv_layout)
@@ -111,58 +221,16 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
         done = T.alloc_local((1,), "int32")  # key/value blocks of this CTA's earlier tiles
         tid = T.cuda.thread_idx("x")
         wg = T.cuda.warp_id() // 4
-        if tid == 0:
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_full, count=T.uint32(1))
-            T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], q_empty, count=T.uint32(1))
-            cfg.ring.init(full, empty)
-            T.ptx["fence.mbarrier_init.release.cluster"]()
-        T.cuda.cta_sync()
-        if cfg.persistent:
-            done[0] = 0
-        if wg == 0:  # the producer warpgroup
-            T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
-            if tid == 0:
-                if cfg.persistent:
-                    for i in T.serial(rounds):
-                        valid, _, qb, h, b = tile(i)
-                        if valid:
-                            n_kv = _kv_blocks(cfg, qb, seq_len)
-                            produce(Q, K, V, Shared(sq, sk, sv), Barriers(q_full, q_empty, full, empty),
-                                    Tile(b, h, qb, n_kv, i, done[0], False))
-                            done[0] = done[0] + n_kv
-                else:  # one tile: no loop around it (the serial schedules measured 25% slower inside one)
-                    _v, _l, qb, h, b = tile(0)
-                    produce(Q, K, V, Shared(sq, sk, sv), Barriers(q_full, q_empty, full, empty),
-                            Tile(b, h, qb, _kv_blocks(cfg, qb, seq_len), 0, 0, True))
+        if cfg.varlen:
+            start = packed.cu_seqlens[T.cuda.block_idx("z")]
+            end = packed.cu_seqlens[T.cuda.block_idx("z") + 1]
+            if sequence_live(packed, start, end):  # the same for every thread of the CTA
+                run(as_batch(Q, packed), as_batch(K, packed), as_batch(V, packed), Out, LSE, Shared(sq, sk, sv),
+                    Barriers(q_full, q_empty, full, empty),
+                    _Cta(tid, wg, done, 1, varlen_tile(packed), end - start, start))
         else:
-            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
-            c = wg - 1
-            S = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
-            P = T.alloc_local((1, bn // 16, WG_M, 8), "uint32", layout=a_fragment_layout(1, bn // 16))
-            O = T.alloc_local((chunks, WG_M, CHUNK), "float32", layout=accumulator_layout(CHUNK, chunks))
-            W = T.alloc_local((chunks, WG_M, CHUNK // 2), "uint32", layout=accumulator_layout(CHUNK, chunks, packed=True))
-            m = T.alloc_local((2,), "float32")
-            l = T.alloc_local((2,), "float32")
-            alpha = T.alloc_local((2,), "float32")
-            rmax = T.alloc_local((2, 1), "float32")
-            if cfg.persistent:
-                for i in T.serial(rounds):
-                    valid, last, qb, h, b = tile(i)
-                    if valid:
-                        n_kv = _kv_blocks(cfg, qb, seq_len)
-                        consume(Shared(sq, sk, sv), Barriers(q_full, q_empty, full, empty),
-                                Registers(S, P, O, W, m, l, alpha, rmax), Tile(b, h, qb, n_kv, i, done[0], last),
-                                Place(tid, c, seq_len))
-                        epilogue(Out, LSE, Registers(S, P, O, W, m, l, alpha, rmax),
-                                 Tile(b, h, qb, n_kv, i, done[0], last), Place(tid, c, seq_len))
-                        done[0] = done[0] + n_kv
-            else:
-                _v, _l, qb, h, b = tile(0)
-                consume(Shared(sq, sk, sv), Barriers(q_full, q_empty, full, empty),
-                        Registers(S, P, O, W, m, l, alpha, rmax),
-                        Tile(b, h, qb, _kv_blocks(cfg, qb, seq_len), 0, 0, True), Place(tid, c, seq_len))
-                epilogue(Out, LSE, Registers(S, P, O, W, m, l, alpha, rmax), Tile(b, h, qb, None, 0, 0, True),
-                         Place(tid, c, seq_len))
+            run(Q, K, V, Out, LSE, Shared(sq, sk, sv), Barriers(q_full, q_empty, full, empty),
+                _Cta(tid, wg, done, rounds, tile, seq_len, 0))
 
     return body
 
@@ -170,7 +238,7 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
 def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None, causal: bool = False,
                    scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False,
                    overlap: bool = False, persistent: bool = False, ctas: int = SMS,
-                   persistent_rows: int | None = None):
+                   persistent_rows: int | None = None, varlen: bool = False):
     """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
     log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
     (``arch="sm_90a"``).
@@ -217,6 +285,11 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         tile instead, running the same code (chosen when the kernel is launched for a
         run-time ``seq_len``): the persistent grid gains on short rows and loses on long
         ones (:mod:`.schedules`).  ``None``: the persistent grid at every length.
+    varlen : bool
+        ``batch`` sequences of different lengths packed in one call (FlashAttention's
+        varlen layout, :mod:`.varlen`): ``seq_len`` is then ``total``, the rows of all
+        sequences together, and the kernel takes their cumulative lengths.  One CTA per
+        tile only (``persistent=True`` is refused).
 
     Returns
     -------
@@ -225,15 +298,30 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         natural log of each row's sum of ``exp(scale * q.k)``; rows past ``seq_len`` are
         not written.  Every tensor 16-byte aligned and contiguous.
 
+        With ``varlen``: ``attention(Q, K, V, O, LSE, CuSeqlens, max_seqlen)``: Q and O
+        ``(total, heads, head_dim)``, K and V ``(total, kv_heads, head_dim)``, LSE ``(heads,
+        total)`` float32, ``CuSeqlens`` ``(batch + 1,)`` int32 (4-byte aligned; sequence
+        ``i`` is rows ``CuSeqlens[i] .. CuSeqlens[i + 1] - 1`` of queries and keys, causal
+        masks aligned at its first row), ``max_seqlen`` an int32 scalar, the longest
+        sequence: it sizes the grid (``ceil(min(max_seqlen, total) / 128)`` query blocks
+        per sequence, so rows of a longer sequence past them are not written).  Rows of
+        no sequence are not written, nor those of a sequence whose entries are not ``0 <=
+        CuSeqlens[i] <= CuSeqlens[i + 1] <= total``.
+
     Raises
     ------
     ValueError
-        From :class:`.config.AttentionConfig`: a size, dtype or option it refuses.
+        From :class:`.config.AttentionConfig`: a size, dtype or option it refuses
+        (``varlen`` with ``persistent`` included).  At a call of a kernel of run-time
+        sizes, before the launch: more elements in Q than int32 offsets reach, a varlen
+        ``CuSeqlens`` of fewer than 2 entries.
     """
     kv_heads = heads if kv_heads is None else kv_heads
     cfg = AttentionConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, pingpong, overlap,
-                          persistent, ctas, persistent_rows)
+                          persistent, ctas, persistent_rows, varlen)
     body = _make_body(cfg)
+    if varlen:
+        return varlen_function(cfg, body)
     q_shape, kv_shape = (batch, seq_len, heads, head_dim), (batch, seq_len, cfg.kv_heads, head_dim)
     q_spec, o_spec = T.Tensor(q_shape, dtype, align=16), T.Tensor(q_shape, dtype, align=16)
     k_spec, v_spec = T.Tensor(kv_shape, dtype, align=16), T.Tensor(kv_shape, dtype, align=16)
@@ -241,6 +329,6 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
 
     @T.function
     def attention(Q: q_spec, K: k_spec, V: v_spec, O: o_spec, LSE: lse_spec):
-        body(Q, K, V, O, LSE, seq_len)
+        body(Q, K, V, O, LSE, seq_len, None)
 
     return attention

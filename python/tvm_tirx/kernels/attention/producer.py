@@ -24,7 +24,10 @@ def make_producer(cfg: AttentionConfig):
     K and V of key/value head ``h // group`` into stage ``(done + j) % stages`` (on
     ``full``), after the consumers released it (``empty``).  Rows past ``seq_len`` are
     zero-filled and still count their bytes (PTX ISA 5.5.5), so each stage's
-    ``expect_tx`` is the whole box.
+    ``expect_tx`` is the whole box.  Rows are counted from ``tile.start`` (0, or with
+    ``varlen`` the sequence's first row in the packed tensors, seen as ``(1, total,
+    heads, head_dim)``): a box may start at any row, and its rows past the sequence
+    belong to the next one (the consumers mask those keys) or past ``total`` (zeros).
 
     ``i`` is the CTA's tile count so far and ``done`` the key/value blocks it loaded
     before this tile: the ring runs on across the tiles of a persistent CTA.  With
@@ -42,24 +45,31 @@ def make_producer(cfg: AttentionConfig):
                               tx=T.uint32(q_bytes))
             for c in T.unroll(chunks):
                 T.cuda.tile.apply(T.ptx[LOAD], smem.sq.sub[c].view(1, BM, 1, CHUNK), Q, mbar=bars.q_full.sub[0, :],
-                                  coords=(tile.b, tile.qb * BM, tile.h, c * CHUNK), swizzle=3)
-        for w in T.unroll(CONSUMERS if cfg.persistent else 0):  # each consumer's 64 rows on its own barrier
-            wait_phase(bars.q_empty.sub[w, :], (tile.i + 1) % 2, None, False)
-            T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bars.q_full.sub[w, :],
-                              tx=T.uint32(q_bytes // CONSUMERS))
-            for c in T.unroll(chunks):
-                T.cuda.tile.apply(T.ptx[LOAD], smem.sq.sub[c, w * WG_M : w * WG_M + WG_M, :].view(1, WG_M, 1, CHUNK),
-                                  Q, mbar=bars.q_full.sub[w, :],
-                                  coords=(tile.b, tile.qb * BM + w * WG_M, tile.h, c * CHUNK), swizzle=3)
+                                  coords=(tile.b, tile.start + tile.qb * BM, tile.h, c * CHUNK), swizzle=3)
+        # each consumer's 64 rows on its own barrier; one-tile kernels keep a loop of 0 consumers here (as
+        # they always had), but varlen ones have none: guarded by loads of CuSeqlens, the dead call's bounds
+        # would have to be proved symbolically (the checker proves them for no point only without loads)
+        if cfg.persistent or not cfg.varlen:
+            for w in T.unroll(CONSUMERS if cfg.persistent else 0):
+                wait_phase(bars.q_empty.sub[w, :], (tile.i + 1) % 2, None, False)
+                T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bars.q_full.sub[w, :],
+                                  tx=T.uint32(q_bytes // CONSUMERS))
+                for c in T.unroll(chunks):
+                    rows = smem.sq.sub[c, w * WG_M : w * WG_M + WG_M, :]
+                    T.cuda.tile.apply(T.ptx[LOAD], rows.view(1, WG_M, 1, CHUNK), Q, mbar=bars.q_full.sub[w, :],
+                                      coords=(tile.b, tile.start + tile.qb * BM + w * WG_M, tile.h, c * CHUNK),
+                                      swizzle=3)
         for j in T.serial(tile.n_kv):
             s = ring.slot(tile.done + j)
             ring.acquire(bars.empty, s, tile.done + j, None)
             ring.arm(bars.full, s, kv_bytes)
             for c in T.unroll(chunks):
                 T.cuda.tile.apply(T.ptx[LOAD], smem.sk.sub[s, c].view(1, bn, 1, CHUNK), K, mbar=bars.full.sub[s, :],
-                                  coords=(tile.b, j * bn, tile.h // group, c * CHUNK), swizzle=3, l2_promotion=3)
+                                  coords=(tile.b, tile.start + j * bn, tile.h // group, c * CHUNK), swizzle=3,
+                                  l2_promotion=3)
             for c in T.unroll(chunks):
                 T.cuda.tile.apply(T.ptx[LOAD], smem.sv.sub[s, c].view(1, bn, 1, CHUNK), V, mbar=bars.full.sub[s, :],
-                                  coords=(tile.b, j * bn, tile.h // group, c * CHUNK), swizzle=3, l2_promotion=3)
+                                  coords=(tile.b, tile.start + j * bn, tile.h // group, c * CHUNK), swizzle=3,
+                                  l2_promotion=3)
 
     return produce

@@ -84,7 +84,9 @@ class Tile(NamedTuple):
     Attributes
     ----------
     b, h, qb : PrimExpr
-        Batch entry, query head, query block (128 rows), int32.
+        Batch entry, query head, query block (128 rows), int32.  With ``varlen`` the
+        packed tensors are one batch entry (``b`` is 0) and ``qb`` counts the blocks of
+        the tile's sequence, from its first row ``start``.
     n_kv : PrimExpr
         The key/value blocks the tile reads (int32; fewer under the causal mask).
     i : PrimExpr | int
@@ -94,6 +96,11 @@ class Tile(NamedTuple):
         is in ring stage ``(done + j) % stages``.
     last : PrimExpr | bool
         Whether this is the CTA's last tile (the ping-pong turns stop after it).
+    start : PrimExpr | int
+        The row of the packed ``(total, heads, head_dim)`` tensors where the tile's
+        sequence starts (``varlen``: ``CuSeqlens[sequence]``, int32); 0 otherwise.  Rows
+        and keys of the tile are counted from it: query row ``r`` of the tile is tensor
+        row ``start + r``.
     """
 
     b: object
@@ -103,6 +110,7 @@ class Tile(NamedTuple):
     i: object
     done: object
     last: object
+    start: object = 0
 
 
 class Place(NamedTuple):
@@ -115,7 +123,8 @@ class Place(NamedTuple):
     c : PrimExpr
         The consumer warpgroup, 0 or 1 (rows ``64 c ..`` of the tile).
     seq_len : PrimExpr
-        Keys (and queries) per sequence, int32.
+        Keys (and queries) of the tile's sequence, int32: ``seq_len``, or with
+        ``varlen`` the sequence's own length ``CuSeqlens[i + 1] - CuSeqlens[i]``.
     """
 
     tid: object
