@@ -15,7 +15,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tvm_tirx import ops, testing  # noqa: E402
-from tvm_tirx.ops import attention_varlen  # noqa: E402,F401  (registers the op)
+from tvm_tirx.ops import attention_blocks, attention_checks, attention_kernels, attention_varlen_ops  # noqa: E402,F401
+from tvm_tirx.ops import attention_varlen_kernels as varlen_kernels  # noqa: E402
 
 LENGTHS = [5, 1, 0, 17, 9]
 
@@ -111,15 +112,82 @@ def test_opcheck_and_one_compiled_graph():
     torch.testing.assert_close(torch.compile(fn, fullgraph=True)(q, k, v, cu), fn(q, k, v, cu))
 
 
+class _VarlenStandIn:
+    """The varlen kernel's stand-in: its contract computed per sequence by the torch blocks
+    from its own arguments (packed q, k, v, o, LSE (heads, total), cu_seqlens, max_seqlen)."""
+
+    def __init__(self, key):
+        self.key, self.calls = key, []
+
+    def __call__(self, q, k, v, o, lse, cu, max_seqlen):
+        self.calls.append(max_seqlen)
+        assert cu.dtype == torch.int32 and lse.shape == (q.shape[1], q.shape[0])
+        bounds = cu.tolist()
+        for a, b in zip(bounds, bounds[1:]):
+            if b > a:
+                lse[:, a:b] = attention_blocks.forward(q[None, a:b], k[None, a:b], v[None, a:b], o[None, a:b],
+                                                       self.key.causal, self.key.scale, "bshd")[0]
+
+
+@pytest.fixture
+def varlen_route_on_an_h200(monkeypatch):
+    """CPU tensors pass the device rules, the varlen route is on and its kernel is a
+    :class:`_VarlenStandIn` (the batched kernel, if reached, fails the test)."""
+    monkeypatch.setattr(attention_checks, "_check_device", lambda tensors: None)
+    monkeypatch.setattr(attention_checks, "device_target", lambda op, device: "sm_90a")
+    monkeypatch.setattr(varlen_kernels, "ROUTE", True)
+    made = []
+    monkeypatch.setattr(varlen_kernels, "_TABLE", varlen_kernels.KernelTable(
+        lambda key: made.append(key) or _VarlenStandIn(key)))
+    monkeypatch.setattr(attention_kernels, "_compile", lambda key: pytest.fail(f"a per-sequence launch: {key}"))
+    attention_kernels.clear_kernels()
+    yield made
+    attention_kernels.clear_kernels()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_varlen_route_launches_one_kernel_with_the_packed_arguments(varlen_route_on_an_h200, causal):
+    q, k, v, cu, _ = _packed(LENGTHS, d=64, dtype=torch.bfloat16)
+    o, lse = ops.attention_varlen(q, k, v, cu, cu, causal=causal, return_lse=True)
+    (key,) = varlen_route_on_an_h200
+    assert (key.heads, key.kv_heads, key.head_dim, key.causal, key.plan.persistent) == (4, 2, 64, causal, False)
+    assert varlen_kernels.cached_kernels()[key].calls == [17]  # max_seqlen: the longest sequence
+    ref_o, ref_lse = _per_sequence(q.float(), k.float(), v.float(), cu, cu, causal, fallback="torch")
+    torch.testing.assert_close(o.float(), ref_o, atol=2e-2, rtol=0)
+    torch.testing.assert_close(lse, ref_lse, atol=1e-3, rtol=0)
+
+
+def test_keys_packed_otherwise_take_a_launch_per_sequence(varlen_route_on_an_h200, monkeypatch):
+    from tvm_tirx.ops import attention_ops
+
+    q, k, v, cu_q, cu_k = _packed([3, 4], d=64, dtype=torch.bfloat16, k_lengths=[4, 3])
+    launches = []
+
+    def per_sequence(q, k, v, causal, scale, layout, fallback):
+        launches.append((q.shape[1], k.shape[1]))
+        return attention_ops._torch_attention(q, k, v, causal, scale, layout)
+
+    monkeypatch.setattr(attention_varlen_ops, "_attention", per_sequence)
+    ops.attention_varlen(q, k, v, cu_q, cu_k)
+    assert launches == [(3, 4), (4, 3)] and varlen_route_on_an_h200 == []
+    ops.attention_varlen(q, k, v, cu_q, cu_q[[0, 1, 2]])  # the same packing: one varlen launch
+    assert len(launches) == 2 and len(varlen_route_on_an_h200) == 1
+
+
 @pytest.mark.gpu
 @testing.requires_arch("sm_90a")
+@pytest.mark.parametrize("route", [False, True], ids=["per-sequence", "varlen-kernel"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_acceptance_lengths_in_one_call_on_gpu(torch_cuda, causal):
+def test_the_acceptance_lengths_in_one_call_on_gpu(torch_cuda, monkeypatch, causal, route):
     """Issue 42: a batch of lengths {1, 17, 128, 1000, 4097} in one call equals the
-    per-sequence calls, and each sequence is within the forward's tolerance of float32."""
+    per-sequence calls, and each sequence is within the forward's tolerance of float32;
+    by a launch per sequence and by the varlen kernel."""
+    monkeypatch.setattr(varlen_kernels, "ROUTE", route)
     lengths = [1, 17, 128, 1000, 4097]
     q, k, v, cu, _ = _packed(lengths, h=8, hk=2, d=128, dtype=torch.bfloat16, device="cuda", seed=3)
     o, lse = ops.attention_varlen(q, k, v, cu, cu, max(lengths), max(lengths), causal=causal, return_lse=True)
+    assert len(varlen_kernels.cached_kernels()) == int(route)
+    monkeypatch.setattr(varlen_kernels, "ROUTE", False)
     ref_o, ref_lse = _per_sequence(q, k, v, cu, cu, causal)
     assert torch.equal(o, ref_o) and torch.equal(lse, ref_lse)
     qs = cu.tolist()

@@ -1,7 +1,7 @@
 """Where users call tile kernels from other programs: :mod:`.relax` (Relax's ``call_tir``)
 and the torch operators of :mod:`.torch_ops` (:func:`linear`, :func:`matmul`),
-:mod:`.glu_ops` (:func:`glu_linear`; :mod:`.glu_weights` has the gated kernel's weight layout) and
-:mod:`.attention_ops` (:func:`attention`) and :mod:`.attention_varlen` (:func:`attention_varlen`).
+:mod:`.glu_ops` (:func:`glu_linear`; :mod:`.glu_weights` has the gated kernel's weight layout),
+:mod:`.attention_ops` (:func:`attention`) and :mod:`.attention_varlen_ops` (:func:`attention_varlen`).
 
 The torch names load on first use (``tvm_tirx.ops.linear``): importing this package
 imports neither torch nor the torch operators (torch is optional).
@@ -24,7 +24,7 @@ _register_relax_pipeline()
 
 #: name -> the module that defines it (imported on first use: it imports torch)
 _LAZY = {"linear": "torch_ops", "matmul": "torch_ops", "attention": "attention_ops",
-         "attention_varlen": "attention_varlen", "UnsupportedInput": "torch_checks",
+         "attention_varlen": "attention_varlen_ops", "UnsupportedInput": "torch_checks",
          "glu_linear": "glu_ops", "gate_up_weight": "glu_weights", "check": "check_mode"}
 
 

@@ -3,10 +3,13 @@ lengths packed in one tensor, FlashAttention's varlen interface.
 
 ``q`` is ``(total_q, heads, head_dim)``: the sequences' rows one after another, sequence
 ``i`` at rows ``cu_seqlens_q[i]:cu_seqlens_q[i + 1]`` (likewise ``k`` and ``v`` with
-``cu_seqlens_k``).  Today each sequence is one call of :func:`.attention_ops.attention`'s
-implementation -- the attention kernel (one compiled kernel serves every length) or, with
-``fallback="torch"``, torch by blocks of query rows -- and the backward is one call of
-the ``tvm_tirx::attention_backward`` op per sequence.  The lengths are read on the host
+``cu_seqlens_k``).  By default each sequence is one call of
+:func:`.attention_ops.attention`'s implementation -- the attention kernel (one compiled
+kernel serves every length) or, with ``fallback="torch"``, torch by blocks of query rows;
+with the varlen kernel's route on (:mod:`.attention_varlen_kernels`, off until it has run
+on an H200) a call whose queries and keys share their packing is one launch of
+``make_attention(..., varlen=True)``.  The backward is one call of the
+``tvm_tirx::attention_backward`` op per sequence.  The lengths are read on the host
 (one device-to-host copy of each ``cu_seqlens`` per call), which also lets every
 ``cu_seqlens`` be checked before anything runs.  Registered as
 ``torch.ops.tvm_tirx.attention_varlen`` (and its backward as
@@ -20,9 +23,11 @@ from typing import Optional
 
 import torch
 
-from .attention_checks import check_dtypes, resolve_scale
+from . import attention_varlen_kernels as varlen_kernels
 from .attention_backward_ops import attention_backward
+from .attention_checks import attention_key, check_dtypes, resolve_scale
 from .attention_ops import _attention, _check_arguments
+from .torch_checks import UnsupportedInput
 
 __all__ = ["attention_varlen"]
 
@@ -105,6 +110,23 @@ def _sequences(q, k, cu_q, cu_k, max_q, max_k, causal):
     return spans
 
 
+def _varlen_key(q, k, v, spans, causal: bool, scale: float):
+    """The :class:`~.attention_varlen_kernels.VarlenKey` of the varlen kernel for this
+    call, or None where each sequence is a launch of its own: the route is off
+    (:data:`~.attention_varlen_kernels.ROUTE`), queries and keys are packed differently
+    (the kernel reads one ``cu_seqlens``), or the forward kernel's rules refuse the packed
+    tensors seen as one batch entry."""
+    if not varlen_kernels.ROUTE or any((a, b) != (c, d) for a, b, c, d in spans):
+        return None
+    try:
+        key = attention_key(q[None], k[None], v[None], causal, scale, "bshd")
+    except UnsupportedInput:
+        return None
+    longest = max(b - a for a, b, _, _ in spans)
+    return varlen_kernels.VarlenKey(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale,
+                                    key.arch, varlen_kernels.varlen_plan(key.head_dim, key.causal, longest))
+
+
 def _attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                       cu_seqlens_k: torch.Tensor, max_seqlen_q: Optional[int], max_seqlen_k: Optional[int],
                       causal: bool, scale: Optional[float], fallback: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -112,7 +134,13 @@ def _attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seql
     check_dtypes(q, k, v)
     scale = resolve_scale(scale, q.shape[2])
     out, lse = torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
-    for q0, q1, k0, k1 in _sequences(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal):
+    spans = _sequences(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal)
+    key = _varlen_key(q, k, v, spans, causal, scale) if q.shape[0] else None
+    if key is not None:
+        longest = max(b - a for a, b, _, _ in spans)
+        varlen_kernels.varlen_kernel(key)(q, k, v, out, lse, cu_seqlens_q.contiguous(), longest)
+        return out, lse
+    for q0, q1, k0, k1 in spans:
         if q1 == q0:
             continue
         o_i, lse_i = _attention(*(t[None, a:b] for t, a, b in ((q, q0, q1), (k, k0, k1), (v, k0, k1))), causal,
