@@ -14,6 +14,7 @@ is timed (CUDA events, median of ``--runs`` runs after a warm-up, random inputs)
     python bench/attention.py --ops [--classes ...] [--dtype float16]  # GPU: ops.attention per call
     python bench/attention.py --ops-plans    # no GPU: the plan ops.attention takes per row
     python bench/attention.py --backward [--classes ...]  # GPU: the backward (bench/_attention_backward.py)
+    python bench/attention.py --varlen   # GPU: packed sequences (bench/_attention_varlen.py)
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from tvm_tirx import testing  # noqa: E402
 from tvm_tirx.kernels.attention import make_attention  # noqa: E402
 from tvm_tirx.script import tirx as T  # noqa: E402
 
-from bench import _attention_backward, _attention_ops  # noqa: E402
+from bench import _attention_backward, _attention_ops, _attention_varlen  # noqa: E402
 from bench._mosaic_attention import mosaic_ms  # noqa: E402
 from bench._timing import table  # noqa: E402
 
@@ -150,11 +151,15 @@ def main(argv=None) -> int:
     parser.add_argument("--ops", action="store_true", help="ops.attention per call (bench/_attention_ops.py)")
     parser.add_argument("--backward", action="store_true",
                         help="ops.attention's backward against SDPA's (bench/_attention_backward.py; GPU)")
+    parser.add_argument("--varlen", action="store_true",
+                        help="ops.attention_varlen against FA2's and cuDNN's varlen kernels (bench/_attention_varlen.py)")
     parser.add_argument("--ops-plans", action="store_true", help="the plan ops.attention takes per row (no GPU)")
     parser.add_argument("--classes", nargs="*", choices=tuple(_attention_ops.CLASSES), default=None,
                         help="--ops / --ops-plans (default: every class), --backward (default: table): these only")
     parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16", help="--ops: q, k, v's dtype")
     args = parser.parse_args(argv)
+    if args.varlen:
+        return _attention_varlen.main_varlen(args.dtype, max(5, args.runs // 2))
     if args.backward:
         return _attention_backward.main_backward(args.classes, args.dtype, max(5, args.runs // 2))
     if args.ops_plans or args.ops:

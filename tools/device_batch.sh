@@ -20,7 +20,8 @@
 #
 # All parts take up to ~40 minutes, more than one call's 10: name the parts to run
 # (gpu-suite route-tests sanitize split-sweep decode-route-on decode-route-off tiles
-# attention-ops attention-backward attention-backward-kernel sanitize-attention-backward) and
+# attention-ops attention-backward attention-backward-kernel sanitize-attention-backward
+# varlen varlen-kernel) and
 # spread them over calls while the machine stays warm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,3 +64,7 @@ part attention-backward-kernel 500 env TVM_TIRX_ATTENTION_BACKWARD=1 python3 ben
 show attention-backward-kernel 14
 part sanitize-attention-backward 400 bash tools/sanitize.sh all tests/python/test_attention_backward.py \
   -k "every_length or forward_kernels"
+part varlen 200 python3 bench/attention.py --varlen
+show varlen 10
+part varlen-kernel 200 env TVM_TIRX_ATTENTION_VARLEN=1 python3 bench/attention.py --varlen
+show varlen-kernel 10
