@@ -18,7 +18,7 @@ from tvm.script import tirx as T
 from ...tile.fragments import accumulator_row
 from ..parts.ring import Ring
 
-__all__ = ["first_row", "BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "AttentionConfig"]
+__all__ = ["first_row", "check_heads", "check_numerics", "BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "AttentionConfig"]
 
 BM = 128  # query rows per CTA: 64 per consumer warpgroup
 WG_M = 64
@@ -47,6 +47,42 @@ def _is_extent(value) -> bool:
     if isinstance(value, int):
         return 1 <= value <= 2**31 - 1 - BM
     return isinstance(value, tvm.tirx.Var) and str(value.ty.dtype) == "int32"
+
+
+def check_heads(heads, kv_heads) -> None:
+    """Refuse head counts a kernel of this family cannot launch or group.
+
+    Raises
+    ------
+    ValueError
+        ``heads`` or ``kv_heads`` not an int in 1..65535 (a grid axis), or ``heads`` not a
+        multiple of ``kv_heads``.
+    """
+    for name, value in (("heads", heads), ("kv_heads", kv_heads)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+            raise ValueError(f"{name}: expected an int in 1..65535 (a grid axis), found {value!r}")
+    if heads % kv_heads:
+        raise ValueError(f"heads={heads}: expected a multiple of kv_heads={kv_heads} "
+                         "(each key/value head serves heads // kv_heads query heads)")
+
+
+def check_numerics(dtype, scale, stages) -> None:
+    """Refuse a dtype, softmax scale or ring depth a kernel of this family does not take.
+
+    Raises
+    ------
+    ValueError
+        ``dtype`` not in :data:`DTYPES`; ``scale`` not None or a positive number whose
+        product with log2(e) is a finite float32; ``stages`` not an int in 1..4.
+    """
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, found {dtype!r}")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
+                              or not 0 < float(scale) * LOG2E < FLOAT32_MAX):
+        raise ValueError(f"scale: expected a positive finite number (times log2(e) within float32) or None "
+                         f"(1 / sqrt(head_dim)), found {scale!r}")
+    if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= 4:
+        raise ValueError(f"stages: expected an int in 1..4, found {stages!r}")
 
 
 def first_row(qb, c, tid):
@@ -99,18 +135,10 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
                              f"more than the {SMEM_LIMIT} a CTA may have; use fewer stages")
 
     def _check_options(self):
-        if not isinstance(self.dtype, str) or self.dtype not in DTYPES:
-            raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, found {self.dtype!r}")
         for name in ("causal", "pingpong", "overlap", "persistent", "varlen"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected a bool, found {getattr(self, name)!r}")
-        scale = self.scale
-        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
-                                  or not 0 < float(scale) * LOG2E < FLOAT32_MAX):
-            raise ValueError(f"scale: expected a positive finite number (times log2(e) within float32) or None "
-                             f"(1 / sqrt(head_dim)), found {scale!r}")
-        if isinstance(self.stages, bool) or not isinstance(self.stages, int) or not 1 <= self.stages <= 4:
-            raise ValueError(f"stages: expected an int in 1..4, found {self.stages!r}")
+        check_numerics(self.dtype, self.scale, self.stages)
         if isinstance(self.ctas, bool) or not isinstance(self.ctas, int) or not 1 <= self.ctas <= 2**31 - 1:
             raise ValueError(f"ctas: expected a positive int (the persistent grid), found {self.ctas!r}")
         rows = self.persistent_rows
@@ -134,18 +162,12 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
                 kind = f" of dtype {value.ty.dtype}" if isinstance(value, tvm.tirx.Var) else ""
                 raise ValueError(f"{name}: expected a positive int below 2**31 - {BM} or an int32 run-time extent "
                                  f"(T.dynamic), found {value!r}{kind}")
-        for name in ("heads", "kv_heads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-                raise ValueError(f"{name}: expected an int in 1..65535 (a grid axis), found {value!r}")
+        check_heads(self.heads, self.kv_heads)
         if isinstance(self.batch, int) and self.batch > GRID_Z and not self.persistent:
             raise ValueError(f"batch: expected at most {GRID_Z} (the grid's z axis; persistent=True has no such "
                              f"limit), found {self.batch}")
         if isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int) or self.head_dim not in HEAD_DIMS:
             raise ValueError(f"head_dim: expected one of {sorted(HEAD_DIMS)} (an int), found {self.head_dim!r}")
-        if self.heads % self.kv_heads:
-            raise ValueError(f"heads={self.heads}: expected a multiple of kv_heads={self.kv_heads} "
-                             "(each key/value head serves heads // kv_heads query heads)")
         entries, what = (1, "seq_len (total rows)") if self.varlen else (self.batch, "batch x seq_len")
         if isinstance(entries, int) and isinstance(self.seq_len, int):  # else checked on the host at each call
             elements = entries * self.seq_len * self.heads * self.head_dim

@@ -42,13 +42,12 @@ has ``BQ = 64`` rows, ``D`` = head_dim):
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import tvm
 from tvm.script import tirx as T
 
-from ..attention.config import CHUNK, DTYPES, FLOAT32_MAX, GRID_Z, LOG2E, SMEM_LIMIT
+from ..attention.config import CHUNK, DTYPES, GRID_Z, LOG2E, SMEM_LIMIT, check_heads, check_numerics
 from ..extents import MAX_ELEMENTS, is_int
 from ..gemm.operands import Operand
 from ..parts.ring import Ring
@@ -117,19 +116,13 @@ class BackwardConfig:  # pylint: disable=too-many-instance-attributes
     def _check_sizes(self):
         _check_extent("batch", self.batch)
         _check_extent("seq_len", self.seq_len)
-        for name in ("heads", "kv_heads"):
-            value = getattr(self, name)
-            if not is_int(value) or not 1 <= value <= 65535:
-                raise ValueError(f"{name}: expected an int in 1..65535 (a grid axis), found {value!r}")
+        check_heads(self.heads, self.kv_heads)
         if is_int(self.batch) and self.batch > GRID_Z:
             raise ValueError(f"batch: expected at most {GRID_Z} (the grid's z axis), found {self.batch}")
         if type(self.head_dim) is not int or self.head_dim not in HEAD_DIMS:  # noqa: E721  (not bool, not float)
             why = (" (256: the fp32 dK and dV accumulators of 64 keys would take 256 registers per thread)"
                    if self.head_dim == 256 else "")
             raise ValueError(f"head_dim: expected one of {list(HEAD_DIMS)} (an int), found {self.head_dim!r}{why}")
-        if self.heads % self.kv_heads:
-            raise ValueError(f"heads={self.heads}: expected a multiple of kv_heads={self.kv_heads} "
-                             "(each key/value head serves heads // kv_heads query heads)")
         if is_int(self.batch) and is_int(self.seq_len):
             elements = self.batch * self.seq_len * self.heads * self.head_dim
             if elements > MAX_ELEMENTS:
@@ -137,17 +130,9 @@ class BackwardConfig:  # pylint: disable=too-many-instance-attributes
                                  f"dO and dQacc with int32 offsets, so at most {MAX_ELEMENTS}")
 
     def _check_options(self):
-        if not isinstance(self.dtype, str) or self.dtype not in DTYPES:
-            raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, found {self.dtype!r}")
         if not isinstance(self.causal, bool):
             raise ValueError(f"causal: expected a bool, found {self.causal!r}")
-        scale = self.scale
-        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)
-                                  or not 0 < float(scale) * LOG2E < FLOAT32_MAX):
-            raise ValueError(f"scale: expected a positive finite number (times log2(e) within float32) or None "
-                             f"(1 / sqrt(head_dim)), found {scale!r}")
-        if not is_int(self.stages) or not 1 <= self.stages <= 4:
-            raise ValueError(f"stages: expected an int in 1..4, found {self.stages!r}")
+        check_numerics(self.dtype, self.scale, self.stages)
 
     # -- what follows from the sizes ---------------------------------------------------------
 
