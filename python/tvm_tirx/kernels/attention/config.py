@@ -18,7 +18,7 @@ from tvm.script import tirx as T
 from ...tile.fragments import accumulator_row
 from ..parts.ring import Ring
 
-__all__ = ["first_row", "check_heads", "check_numerics", "BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "AttentionConfig"]
+__all__ = ["first_row", "check_heads", "check_numerics", "AttentionSizes", "BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "AttentionConfig"]
 
 BM = 128  # query rows per CTA: 64 per consumer warpgroup
 WG_M = 64
@@ -93,7 +93,26 @@ def first_row(qb, c, tid):
 
 
 @dataclass(frozen=True)
-class AttentionConfig:  # pylint: disable=too-many-instance-attributes
+class AttentionSizes:
+    """The sizes and numerics every attention kernel of this family (forward and
+    backward) is made with: ``batch`` and ``seq_len`` (ints or int32 run-time extents),
+    ``heads``, ``kv_heads``, ``head_dim``, ``dtype``, ``causal``, the softmax ``scale``
+    (None: ``1 / sqrt(head_dim)``) and the ring's ``stages``.  Each kernel's config checks
+    them (:func:`check_heads`, :func:`check_numerics` and its own rules)."""
+
+    batch: object
+    seq_len: object
+    heads: int
+    kv_heads: int
+    head_dim: int
+    dtype: str = "bfloat16"
+    causal: bool = False
+    scale: float | None = None
+    stages: int = 2
+
+
+@dataclass(frozen=True)
+class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attributes
     """One attention kernel's sizes and options, checked when it is made; the fields are
     :func:`~tvm_tirx.kernels.attention.make_attention`'s parameters.
 
@@ -111,15 +130,6 @@ class AttentionConfig:  # pylint: disable=too-many-instance-attributes
         ``persistent`` (the persistent walk over packed sequences is not written).
     """
 
-    batch: object
-    seq_len: object
-    heads: int
-    kv_heads: int
-    head_dim: int
-    dtype: str = "bfloat16"
-    causal: bool = False
-    scale: float | None = None
-    stages: int = 2
     pingpong: bool = False
     overlap: bool = False
     persistent: bool = False

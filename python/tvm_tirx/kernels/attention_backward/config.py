@@ -47,7 +47,8 @@ from dataclasses import dataclass
 import tvm
 from tvm.script import tirx as T
 
-from ..attention.config import CHUNK, DTYPES, GRID_Z, LOG2E, SMEM_LIMIT, check_heads, check_numerics
+from ..attention.config import (CHUNK, DTYPES, GRID_Z, LOG2E, SMEM_LIMIT, AttentionSizes, check_heads,
+                                check_numerics)
 from ..extents import MAX_ELEMENTS, is_int
 from ..gemm.operands import Operand
 from ..parts.ring import Ring
@@ -79,7 +80,7 @@ def _check_extent(name: str, value):
 
 
 @dataclass(frozen=True)
-class BackwardConfig:  # pylint: disable=too-many-instance-attributes
+class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attributes
     """One attention backward kernel's sizes and options, checked when it is made; the
     fields are :func:`~tvm_tirx.kernels.attention_backward.make_attention_backward`'s
     parameters.
@@ -95,16 +96,6 @@ class BackwardConfig:  # pylint: disable=too-many-instance-attributes
         1..4 or more shared memory than a CTA has; a ``scale`` that is not a positive
         finite number; ``causal`` not a bool.
     """
-
-    batch: object
-    seq_len: object
-    heads: int
-    kv_heads: int
-    head_dim: int
-    dtype: str = "bfloat16"
-    causal: bool = False
-    scale: float | None = None
-    stages: int = 2
 
     def __post_init__(self):
         self._check_sizes()
