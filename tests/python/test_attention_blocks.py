@@ -173,3 +173,31 @@ def test_the_gradients_are_not_differentiable_and_say_so():
     (dq,) = torch.autograd.grad(ops.attention(q, k, v, fallback="torch").sum(), q, create_graph=True)
     with pytest.raises(RuntimeError, match="attention_backward.*no autograd formula"):
         dq.sum().backward()
+
+
+@pytest.mark.parametrize("shape", [(0, 6, 4, 8), (2, 6, 0, 8), (2, 6, 4, 0), (2, 0, 4, 8)],
+                         ids=["no-batch", "no-heads", "head-dim-0", "no-rows"])
+def test_empty_shapes_give_empty_outputs_and_gradients(shape):
+    # as SDPA does (these divided by zero when sizing the blocks)
+    q = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(shape[0], shape[1], 2, shape[3], dtype=torch.float64, requires_grad=True)
+    o, lse = ops.attention(q, k, k, causal=True, return_lse=True, fallback="torch")
+    assert o.shape == q.shape and lse.shape == (shape[0], shape[2], shape[1])
+    dq, dk = torch.autograd.grad(o.sum() + lse.sum(), (q, k), allow_unused=True)
+    assert dq.shape == q.shape and dk.shape == k.shape
+
+
+def test_the_lse_of_float64_inputs_is_float64_and_passes_gradcheck():
+    q, k, v = (t.requires_grad_(True) for t in _qkv(b=1, n=6, h=2, hk=1, d=4, seed=5))
+    _, lse = ops.attention(q, k, v, return_lse=True, fallback="torch")
+    assert lse.dtype == torch.float64
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: ops.attention(q, k, v, causal=True, return_lse=True, fallback="torch")[1], (q, k, v))
+
+
+def test_a_tensor_on_another_device_is_refused_not_computed_by_the_fake():
+    # one meta tensor among CPU ones used to reach the fake implementation, which returned
+    # memory nothing wrote
+    q, k, v = _qkv(n=5)
+    with pytest.raises(ValueError, match=r"tvm_tirx.ops.attention: k must be on q's device cpu, got meta"):
+        ops.attention(q, k.to("meta"), v.to("meta"), fallback="torch")

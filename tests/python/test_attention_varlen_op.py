@@ -32,7 +32,8 @@ def _packed(lengths, h=4, hk=2, d=16, dtype=torch.float64, device="cpu", seed=0,
 
 def _per_sequence(q, k, v, cu_q, cu_k, causal, **kw):
     """O and LSE by one ``ops.attention`` call per sequence, packed like the varlen op's."""
-    out, lse = torch.zeros_like(q), torch.zeros(q.shape[1], q.shape[0], dtype=torch.float32, device=q.device)
+    lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    out, lse = torch.zeros_like(q), torch.zeros(q.shape[1], q.shape[0], dtype=lse_dtype, device=q.device)
     qs, ks = cu_q.tolist(), cu_k.tolist()
     for a, b, c, e in zip(qs, qs[1:], ks, ks[1:]):
         if b > a:
@@ -46,7 +47,7 @@ def test_one_packed_call_equals_a_call_per_sequence(causal):
     q, k, v, cu, _ = _packed(LENGTHS)
     leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
     o, lse = ops.attention_varlen(*leaves, cu, cu, 17, 17, causal=causal, return_lse=True, fallback="torch")
-    assert o.shape == q.shape and lse.shape == (4, sum(LENGTHS)) and lse.dtype == torch.float32
+    assert o.shape == q.shape and lse.shape == (4, sum(LENGTHS)) and lse.dtype == torch.float64  # as q
     ref_leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
     ref_o, ref_lse = _per_sequence(*ref_leaves, cu, cu, causal, fallback="torch")
     torch.testing.assert_close(o, ref_o)
@@ -86,6 +87,18 @@ def test_each_cu_seqlens_rule_names_the_argument(cu_q, error, match):
     q, k, v, _, cu = _packed(LENGTHS)
     with pytest.raises(error, match=match):
         ops.attention_varlen(q, k, v, cu_q, cu, fallback="torch")
+
+
+def test_a_tensor_on_another_device_is_refused_and_numpy_bounds_are_ints():
+    import numpy as np
+
+    q, k, v, cu, _ = _packed(LENGTHS)
+    with pytest.raises(ValueError, match=r"cu_seqlens_q must be on q's device cpu, got meta"):
+        ops.attention_varlen(q, k, v, cu.to("meta"), cu, fallback="torch")
+    with pytest.raises(ValueError, match=r"k must be on q's device cpu, got meta"):
+        ops.attention_varlen(q, k.to("meta"), v.to("meta"), cu, cu, fallback="torch")
+    o = ops.attention_varlen(q, k, v, cu, cu, np.int64(17), np.int32(17), fallback="torch")
+    torch.testing.assert_close(o, ops.attention_varlen(q, k, v, cu, cu, fallback="torch"))
 
 
 def test_the_other_rules_name_their_argument():

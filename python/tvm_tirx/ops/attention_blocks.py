@@ -7,7 +7,8 @@ memory is ``O(seq_len)`` for a fixed :data:`SCORE_BYTES`, where the whole score 
 32 heads at 4096 positions in float32.  A block holds complete rows, so the softmax of
 each row is exact in that block (no running max): the backward recomputes ``P`` and uses
 ``D = rowsum(P * dP)`` (equal to FlashAttention's ``rowsum(dO * O)`` for the exact ``O``),
-so the gradients are those of the computed function, also in float64 (``gradcheck``).
+so the gradients are those of the computed function, also in float64 (``gradcheck``;
+the LSE is then float64 too).
 
 The query heads of one key/value head (GQA) are folded into the rows of one product
 (``(batch, kv_heads, group x rows, head_dim)``), so K and V are never repeated per head.
@@ -20,18 +21,24 @@ import torch
 
 from .attention_checks import as_bshd
 
-__all__ = ["SCORE_BYTES", "query_block", "forward", "backward"]
+__all__ = ["SCORE_BYTES", "accumulator", "query_block", "forward", "backward"]
 
 #: Bytes the score-sized tensors of one block may take (four are alive at once in the
 #: backward: the scores or P, dP, dS and a product's temporary).
 SCORE_BYTES = 1 << 28
 
 
+def accumulator(dtype):
+    """The dtype the blocks compute in, and the LSE's: float64 for float64 inputs, else
+    float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 def query_block(batch: int, heads: int, q_len: int, k_len: int, itemsize: int) -> int:
     """Query rows per block: the most whose four score-sized tensors, ``batch x heads x
     rows x k_len`` elements of ``itemsize`` bytes each, fit :data:`SCORE_BYTES`; at least
-    1, at most ``q_len`` (at least 1 for an empty sequence)."""
-    per_row = 4 * batch * heads * max(k_len, 1) * itemsize
+    1, at most ``q_len`` (at least 1 for an empty sequence, batch or head count)."""
+    per_row = 4 * max(batch * heads, 1) * max(k_len, 1) * itemsize
     return max(1, min(max(q_len, 1), SCORE_BYTES // per_row))
 
 
@@ -39,7 +46,8 @@ def _grouped(t, kv_heads: int, layout: str, acc):
     """``t`` (q, O or dO in ``layout``) as ``(batch, kv_heads, group, seq, head_dim)`` in
     ``acc``: query head ``h`` is group member ``h % group`` of key/value head ``h // group``
     (the order of ``repeat_interleave``, as SDPA's GQA reads it)."""
-    return as_bshd(t, layout).to(acc).unflatten(2, (kv_heads, -1)).permute(0, 2, 3, 1, 4)
+    t = as_bshd(t, layout).to(acc)
+    return t.unflatten(2, (kv_heads, t.shape[2] // kv_heads)).permute(0, 2, 3, 1, 4)
 
 
 def _keys(t, layout: str, acc):
@@ -49,8 +57,12 @@ def _keys(t, layout: str, acc):
 
 def _rows(t, i0: int, i1: int):
     """Rows ``i0:i1`` of a grouped ``(b, kv, g, seq, ...)`` tensor as ``(b, kv, g * rows, ...)``."""
-    block = t[:, :, :, i0:i1]
-    return block.reshape(block.shape[0], block.shape[1], -1, *block.shape[4:])
+    return t[:, :, :, i0:i1].flatten(2, 3)
+
+
+def _unrows(t, group: int, rows: int):
+    """The inverse of :func:`_rows` on a block: ``(b, kv, g * rows, ...)`` as ``(b, kv, g, rows, ...)``."""
+    return t.unflatten(2, (group, rows))
 
 
 def _scores(qb, k, i0: int, i1: int, causal: bool, scale: float):
@@ -62,16 +74,16 @@ def _scores(qb, k, i0: int, i1: int, causal: bool, scale: float):
     if causal:
         rows = torch.arange(i0, i1, device=s.device)
         above = torch.arange(keys.shape[2], device=s.device)[None, :] > rows[:, None]  # (rows, keys)
-        s = s.unflatten(2, (-1, i1 - i0)).masked_fill_(above, float("-inf")).flatten(2, 3)
+        s = _unrows(s, qb.shape[2] // (i1 - i0), i1 - i0).masked_fill_(above, float("-inf")).flatten(2, 3)
     return s
 
 
 def _blocks(q, k, layout: str):
-    """``(kv_heads, [(i0, i1), ...])``: the query blocks of :func:`query_block` rows."""
+    """``(kv_heads, group, [(i0, i1), ...])``: the query blocks of :func:`query_block` rows."""
     b, n, h, _ = as_bshd(q, layout).shape
-    acc_size = 8 if q.dtype == torch.float64 else 4
-    rows = query_block(b, h, n, as_bshd(k, layout).shape[1], acc_size)
-    return as_bshd(k, layout).shape[2], [(i, min(i + rows, n)) for i in range(0, n, rows)]
+    _, k_len, kv_heads, _ = as_bshd(k, layout).shape
+    rows = query_block(b, h, n, k_len, accumulator(q.dtype).itemsize)
+    return kv_heads, h // kv_heads, [(i, min(i + rows, n)) for i in range(0, n, rows)]
 
 
 def forward(q, k, v, out, causal: bool, scale: float, layout: str):
@@ -94,21 +106,21 @@ def forward(q, k, v, out, causal: bool, scale: float, layout: str):
     Returns
     -------
     torch.Tensor
-        LSE ``(batch, heads, seq)`` float32: the natural log of each row's sum of
-        ``exp(scale * q.k)``.
+        LSE ``(batch, heads, seq)`` in :func:`accumulator`'s dtype (float32, float64 for
+        float64 inputs): the natural log of each row's sum of ``exp(scale * q.k)``.
     """
-    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
-    kv_heads, blocks = _blocks(q, k, layout)
+    acc = accumulator(q.dtype)
+    kv_heads, group, blocks = _blocks(q, k, layout)
     qg, kk, vv = _grouped(q, kv_heads, layout, acc), _keys(k, layout, acc), _keys(v, layout, acc)
-    og = as_bshd(out, layout).unflatten(2, (kv_heads, -1)).permute(0, 2, 3, 1, 4)  # a view of out
+    og = as_bshd(out, layout).unflatten(2, (kv_heads, group)).permute(0, 2, 3, 1, 4)  # a view of out
     lse = torch.empty(qg.shape[:4], dtype=acc, device=q.device)
     for i0, i1 in blocks:
         s = _scores(_rows(qg, i0, i1), kk, i0, i1, causal, scale)
         row_lse = torch.logsumexp(s, dim=-1, keepdim=True)
         o = torch.exp_(s.sub_(row_lse)) @ (vv[:, :, :i1] if causal else vv)
-        og[:, :, :, i0:i1] = o.unflatten(2, (-1, i1 - i0))
-        lse[:, :, :, i0:i1] = row_lse.squeeze(-1).unflatten(2, (-1, i1 - i0))
-    return lse.flatten(1, 2).to(torch.float32)
+        og[:, :, :, i0:i1] = _unrows(o, group, i1 - i0)
+        lse[:, :, :, i0:i1] = _unrows(row_lse.squeeze(-1), group, i1 - i0)
+    return lse.flatten(1, 2)
 
 
 def backward(q, k, v, grad_o, grad_lse, causal: bool, scale: float, layout: str):
@@ -134,11 +146,11 @@ def backward(q, k, v, grad_o, grad_lse, causal: bool, scale: float, layout: str)
     rowsum(P * dP) + dLSE)`` (the softmax's and the log-sum-exp's derivatives), then
     ``dQ = scale dS K``, ``dK += scale dS^T Q``, ``dV += P^T dO``.
     """
-    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
-    kv_heads, blocks = _blocks(q, k, layout)
+    acc = accumulator(q.dtype)
+    kv_heads, group, blocks = _blocks(q, k, layout)
     qg, kk, vv = _grouped(q, kv_heads, layout, acc), _keys(k, layout, acc), _keys(v, layout, acc)
     dog = None if grad_o is None else _grouped(grad_o, kv_heads, layout, acc)
-    dlse = None if grad_lse is None else grad_lse.to(acc).unflatten(1, (kv_heads, -1))
+    dlse = None if grad_lse is None else grad_lse.to(acc).unflatten(1, (kv_heads, group))
     dq, dk, dv = torch.zeros_like(qg), torch.zeros_like(kk), torch.zeros_like(vv)
     for i0, i1 in blocks:
         keys = i1 if causal else kk.shape[2]
@@ -154,7 +166,7 @@ def backward(q, k, v, grad_o, grad_lse, causal: bool, scale: float, layout: str)
         if dlse is not None:
             ds.add_(_rows(dlse.unsqueeze(-1), i0, i1))
         ds.mul_(p)
-        dq[:, :, :, i0:i1] = (ds @ kk[:, :, :keys]).mul_(scale).unflatten(2, (-1, i1 - i0))
+        dq[:, :, :, i0:i1] = _unrows((ds @ kk[:, :, :keys]).mul_(scale), group, i1 - i0)
         dk[:, :, :keys] += (ds.transpose(-1, -2) @ qb).mul_(scale)
     return _out_grads(q, k, v, (dq, dk, dv), layout)
 

@@ -19,7 +19,7 @@ from .attention_kernels import AttentionKey, kernel_plan
 from .check_mode import collected
 from .torch_checks import INT32_ELEMENTS, UnsupportedInput, device_target
 
-__all__ = ["OP", "LAYOUTS", "as_bshd", "check_shapes", "check_dtypes", "resolve_scale", "attention_key"]
+__all__ = ["OP", "LAYOUTS", "as_bshd", "check_shapes", "check_devices", "check_dtypes", "resolve_scale", "attention_key"]
 
 OP = "tvm_tirx.ops.attention"
 #: "bshd": (batch, seq, heads, head_dim), the kernel's own layout; "bhsd": (batch, heads,
@@ -40,12 +40,14 @@ def check_shapes(q, k, v, layout: str) -> None:
     Raises
     ------
     ValueError
-        ``layout`` not in :data:`LAYOUTS`; ``q``, ``k`` or ``v`` not 4-d; ``k`` and ``v``
-        of different shapes; batch or head_dim differing from ``q``'s; ``q``'s heads not a
+        ``layout`` not in :data:`LAYOUTS`; ``k`` or ``v`` on another device than ``q``
+        (:func:`check_devices`); ``q``, ``k`` or ``v`` not 4-d; ``k`` and ``v`` of
+        different shapes; batch or head_dim differing from ``q``'s; ``q``'s heads not a
         multiple of ``k``'s.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"{OP}: layout must be one of {LAYOUTS}, got {layout!r}")
+    check_devices(OP, (("q", q), ("k", k), ("v", v)))
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
             raise ValueError(f"{OP}: {name} must be 4-d ({layout}), got shape {tuple(t.shape)}")
@@ -58,6 +60,22 @@ def check_shapes(q, k, v, layout: str) -> None:
     if hk == 0 or h % hk:
         raise ValueError(f"{OP}: q's {h} heads must be a multiple of k's {hk} (GQA), got q {tuple(q.shape)} and "
                          f"k {tuple(k.shape)} ({layout})")
+
+
+def check_devices(op: str, tensors) -> None:
+    """Refuse tensors on another device than the first of ``tensors`` (``(name, tensor)``
+    pairs): one meta tensor among real ones would otherwise send the call to the fake
+    implementation, which returns memory nothing wrote.
+
+    Raises
+    ------
+    ValueError
+        The first tensor on another device, named.
+    """
+    first_name, first = tensors[0]
+    for name, t in tensors[1:]:
+        if t.device != first.device:
+            raise ValueError(f"{op}: {name} must be on {first_name}'s device {first.device}, got {t.device}")
 
 
 def check_dtypes(q, k, v) -> None:

@@ -32,17 +32,18 @@ __all__ = ["attention"]
 
 def _torch_attention(q, k, v, causal: bool, scale: float, layout: str):
     """(O, LSE) by torch in float32 (float64 for float64 inputs), by blocks of query rows
-    (:mod:`.attention_blocks`): O in q's dtype and layout, LSE (batch, heads, seq) float32."""
+    (:mod:`.attention_blocks`): O in q's dtype and layout, LSE (batch, heads, seq) float32
+    (float64 for float64 inputs)."""
     out, _ = _empty_outputs(q, layout)  # laid out as the kernel's output, so the fake implementation fits both
     return out, attention_blocks.forward(q, k, v, out, causal, scale, layout)
 
 
 def _empty_outputs(q, layout: str):
     """O laid out as the kernel writes it ((batch, seq, heads, head_dim) storage, seen in
-    ``layout``) and LSE (batch, heads, seq) float32."""
+    ``layout``) and LSE (batch, heads, seq) float32 (float64 for float64 inputs)."""
     b, n, h, d = as_bshd(q, layout).shape
     o = q.new_empty((b, n, h, d))
-    return as_bshd(o, layout), q.new_empty((b, h, n), dtype=torch.float32)
+    return as_bshd(o, layout), q.new_empty((b, h, n), dtype=attention_blocks.accumulator(q.dtype))
 
 
 def _checked(q, k, v, scale, layout, fallback):
@@ -145,16 +146,19 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bshd", return_lse=Fa
         or ``torch.float16``, on a compute capability 9.0 GPU; head_dim 64, 128 or 256.
     k, v : torch.Tensor
         Like ``q`` with ``kv_heads`` heads (``heads`` a multiple of it: GQA / MQA) and
-        ``q``'s sequence length.
+        ``q``'s sequence length (the kernel's rule; with ``fallback="torch"`` another
+        length is computed by torch), on ``q``'s device.
     causal : bool
-        Query ``i`` attends to keys ``<= i`` only.
+        Query ``i`` attends to keys ``<= i`` only: the mask is aligned at the first query
+        and key, as SDPA's ``is_causal`` aligns it (FlashAttention aligns it at the last
+        ones; the two agree when q and k have one length).
     scale : float | None
         The softmax scale; ``None`` for ``1 / sqrt(head_dim)``.
     layout : str
         ``"bshd"`` or ``"bhsd"``, for q, k, v and the output.
     return_lse : bool
-        Also return the log-sum-exp of each row, ``(batch, heads, seq)`` float32 (natural
-        log of the sum of ``exp(scale * q.k)``).
+        Also return the log-sum-exp of each row, ``(batch, heads, seq)`` float32, float64
+        for float64 inputs (natural log of the sum of ``exp(scale * q.k)``).
     fallback : str | None
         ``None``: an input the kernel does not take raises.  ``"torch"``: such a call is
         computed by torch in float32 (float64 for float64 inputs) instead, by blocks of

@@ -19,13 +19,15 @@ on an H200) a call whose queries and keys share their packing is one launch of
 
 from __future__ import annotations
 
+import numbers
 from typing import Optional
 
 import torch
 
 from . import attention_varlen_kernels as varlen_kernels
 from .attention_backward_ops import attention_backward
-from .attention_checks import attention_key, check_dtypes, resolve_scale
+from .attention_blocks import accumulator
+from .attention_checks import attention_key, check_devices, check_dtypes, resolve_scale
 from .attention_ops import _attention, _check_arguments
 from .torch_checks import UnsupportedInput
 
@@ -34,15 +36,16 @@ __all__ = ["attention_varlen"]
 OP = "tvm_tirx.ops.attention_varlen"
 
 
-def _check_shapes(q, k, v) -> None:
-    """Refuse shapes that make no packed attention.
+def _check_shapes(q, k, v, cu_q, cu_k) -> None:
+    """Refuse shapes that make no packed attention, and tensors on another device than q.
 
     Raises
     ------
     ValueError
         q, k or v not 3-d, k and v differing, head_dim differing, heads not a multiple of
-        k's.
+        k's; k, v or a ``cu_seqlens`` on another device than q.
     """
+    check_devices(OP, (("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k)))
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 3:
             raise ValueError(f"{OP}: {name} must be 3-d (total, heads, head_dim), got shape {tuple(t.shape)}")
@@ -130,10 +133,10 @@ def _varlen_key(q, k, v, spans, causal: bool, scale: float):
 def _attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                       cu_seqlens_k: torch.Tensor, max_seqlen_q: Optional[int], max_seqlen_k: Optional[int],
                       causal: bool, scale: Optional[float], fallback: Optional[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    _check_shapes(q, k, v)
+    _check_shapes(q, k, v, cu_seqlens_q, cu_seqlens_k)
     check_dtypes(q, k, v)
     scale = resolve_scale(scale, q.shape[2])
-    out, lse = torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+    out, lse = torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=accumulator(q.dtype))
     spans = _sequences(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal)
     key = _varlen_key(q, k, v, spans, causal, scale) if q.shape[0] else None
     if key is not None:
@@ -154,10 +157,10 @@ _varlen_op = torch.library.custom_op("tvm_tirx::attention_varlen", mutates_args=
 
 @_varlen_op.register_fake
 def _attention_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, scale, fallback):
-    _check_shapes(q, k, v)
+    _check_shapes(q, k, v, cu_seqlens_q, cu_seqlens_k)
     check_dtypes(q, k, v)
     resolve_scale(scale, q.shape[2])
-    return torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+    return torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=accumulator(q.dtype))
 
 
 def _varlen_backward_impl(grad_o: Optional[torch.Tensor], grad_lse: Optional[torch.Tensor], q: torch.Tensor,
@@ -226,7 +229,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     Returns
     -------
     torch.Tensor or tuple[torch.Tensor, torch.Tensor]
-        O like ``q`` (and, with ``return_lse``, the LSE ``(heads, total_q)`` float32,
+        O like ``q`` (and, with ``return_lse``, the LSE ``(heads, total_q)`` float32 --
+        float64 for float64 inputs --
         FlashAttention's varlen layout).
 
     Raises
@@ -254,8 +258,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
         _check_cu_type(name, cu)  # before the op's schema converts them
     for name, bound in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
-        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, numbers.Integral)):
             raise TypeError(f"{OP}: {name} must be an int or None, got {bound!r}")
+    max_seqlen_q, max_seqlen_k = (None if b is None else int(b) for b in (max_seqlen_q, max_seqlen_k))
     o, lse = torch.ops.tvm_tirx.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                  causal, None if scale is None else float(scale), fallback)
     return (o, lse) if return_lse else o
