@@ -246,9 +246,12 @@ def main_tiles(sizes, runs):
     configs = [dict(m=m, n=n, k=k, **v) for m, n, k in sizes for v in TILE_VARIANTS.values()]
     result = testing.sweep(make_gemm, configs, _ShapeArgs(), timer=lambda fn: testing.do_bench(fn, runs=runs))
     names, rows, ratios = list(TILE_VARIANTS), [], {"default": [], "best": []}
+    full_waves = []  # per shape whose every variant fills the SMs: each variant's time over 128 x 256's
     for i, shape in enumerate(sizes):
         group = result.rows[i * len(names) : (i + 1) * len(names)]
         times = [r.timing.median if r.timing else float("inf") for r in group]
+        if _fills_the_sms(shape):
+            full_waves.append([times[0] / t for t in times])
         best = min(range(len(names)), key=times.__getitem__)
         a, b = _inputs(shape)
         err = _run_checked(group[best].kernel, a, b)
@@ -264,6 +267,29 @@ def main_tiles(sizes, runs):
     for what, r in ratios.items():
         print(f"{what}: x torch geometric mean {statistics.geometric_mean(r):.3f}, minimum {min(r):.3f}, "
               f">= 1.00x: {sum(x >= 1.0 for x in r)} of {len(r)}")
+    _print_tile_rates(names, full_waves)
+
+
+def _fills_the_sms(shape, sms: int = 132, waves: int = 4) -> bool:
+    """Whether ``shape`` makes at least ``waves`` full waves of 128 x 256 tiles (so every
+    width keeps every SM busy and its time measures its rate, not wave quantization)."""
+    m, n, _ = shape
+    return -(-m // 128) * -(-n // 256) >= waves * sms
+
+
+def _print_tile_rates(names, full_waves) -> None:
+    """Each width's rate relative to 128 x 256 (geometric mean over the shapes that fill
+    the SMs), in the form of ``tiles.TILE_RATE`` (the deepest ring of each width)."""
+    if not full_waves:
+        print("TILE_RATE: no shape here makes 4 full waves of 128 x 256 tiles; add one (e.g. 8192x8192x4096)")
+        return
+    rates = {}
+    for j, name in enumerate(names):
+        block_n = TILE_VARIANTS[name].get("block_n", 256)
+        rate = statistics.geometric_mean(r[j] for r in full_waves)
+        rates[block_n] = max(rates.get(block_n, 0.0), rate)
+    print(f"TILE_RATE measured on {len(full_waves)} shapes of >= 4 full waves: "
+          f"{ {bn: round(r, 2) for bn, r in sorted(rates.items(), reverse=True)} }")
 
 
 def _run_checked(kernel, a, b) -> str:
