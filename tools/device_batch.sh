@@ -53,7 +53,7 @@ part decode-route-on 200 env TVM_TIRX_SMALL_M=1 python3 bench/gemm.py --ops --cl
 show decode-route-on 14
 part decode-route-off 150 env TVM_TIRX_SMALL_M=0 python3 bench/gemm.py --ops --classes decode --runs 10
 show decode-route-off 14
-part tiles 300 python3 bench/gemm.py --tiles --runs 20 --sizes 3072x3072x3072 5000x5000x5000 1536x1536x1536 \
+part tiles 420 python3 bench/gemm.py --tiles --runs 20 --sizes 3072x3072x3072 5000x5000x5000 1536x1536x1536 \
   2048x2048x2048 4096x4096x4096 8192x1024x4096 1024x10240x8192 8192x8192x4096
 show tiles 14
 part attention-ops 400 python3 bench/attention.py --ops
