@@ -10,7 +10,9 @@ This tutorial takes its ideas one at a time, each checked as it is shown:
 2. the register identity that lets ``P`` go from the ``S = Q K^T`` accumulators
    into the next wgmma without shared memory;
 3. the row maximum over the four lanes of an accumulator row;
-4. the kernel: what it issues, and (on a GPU) its result against torch.
+4. the kernel: what it issues, and (on a GPU) its result against torch;
+5. training: the backward, by blocks of query rows in torch and as a fused kernel;
+6. sequences of different lengths packed in one call.
 
 Run it with ``python tutorials/attention.py``. ``bench/attention.py`` times the
 kernel against torch SDPA's cuDNN and FlashAttention-2 backends.
@@ -20,6 +22,7 @@ kernel against torch SDPA's cuDNN and FlashAttention-2 backends.
 # Setup
 # -----
 
+import importlib.util
 import math
 
 import numpy as np
@@ -148,4 +151,65 @@ if ON_GPU:
         print(f"seq_len {seq_len}: max |O - reference| = {err:.1e}")
 else:
     print("no GPU: the kernel was compiled and assembled for sm_90a; run on an H100/H200 to check it")
+
+# %%
+# 5. Training: the backward
+# -------------------------
+# ``ops.attention`` is differentiable. Its backward recomputes the scores by blocks of
+# query rows: a block holds whole rows, so ``P = softmax(S)`` is exact there, and
+# ``dS = P (dP - rowsum(P dP))`` needs nothing from the other blocks. Only one block's
+# scores are alive at a time (``attention_blocks.SCORE_BYTES``), so memory grows with
+# the length, not its square. Here the blocks are forced to 5 rows, and the gradients
+# are checked against autograd of the whole score matrix (float64, on the CPU with
+# ``fallback="torch"``). ``make_attention_backward`` is the same algorithm as a fused
+# kernel (key/value blocks outermost, dQ added by TMA reduce-add); the operator takes
+# it with ``TVM_TIRX_ATTENTION_BACKWARD=1`` until it has run on an H200.
+
+from tvm_tirx.kernels.attention_backward import make_attention_backward  # noqa: E402
+
+backward = testing.compile_and_show(make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, 128, kv_heads=2,
+                                                            causal=True), "setmaxnreg", arch=ARCH)
+print(f"the backward kernel: {backward.ptx.count('wgmma.mma_async')} wgmma, "
+      f"{backward.ptx.count('cp.reduce.async.bulk.tensor')} TMA reduce-adds in the PTX")
+HAS_TORCH = importlib.util.find_spec("torch") is not None  # the checks below need torch (a CPU build will do)
+if HAS_TORCH:
+    import torch
+
+    from tvm_tirx import ops  # noqa: E402
+    from tvm_tirx.ops import attention_blocks  # noqa: E402
+
+    attention_blocks.SCORE_BYTES = 4 * 2 * 8 * 40 * 8 * 5  # blocks of 5 query rows for these shapes
+    q = torch.randn(2, 40, 8, 16, dtype=torch.float64, requires_grad=True)
+    k, v = (torch.randn(2, 40, 2, 16, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    grads = torch.autograd.grad(ops.attention(q, k, v, causal=True, fallback="torch").square().sum(), (q, k, v))
+    qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
+    dense = torch.nn.functional.scaled_dot_product_attention(qh, kh.repeat_interleave(4, 1), vh.repeat_interleave(4, 1),
+                                                             is_causal=True).transpose(1, 2)
+    for name, got, want in zip("qkv", grads, torch.autograd.grad(dense.square().sum(), (q, k, v))):
+        assert torch.allclose(got, want), name
+    print("backward by blocks of 5 rows: dq, dk, dv equal autograd of the whole score matrix")
+
+# %%
+# 6. Packed sequences
+# -------------------
+# ``ops.attention_varlen`` takes FlashAttention's varlen form: the sequences' rows one
+# after another in ``(total, heads, head_dim)`` tensors and their cumulative lengths
+# ``cu_seqlens`` (int32). The lengths are checked on the host; each sequence is then a
+# launch of the kernel above, or, with ``TVM_TIRX_ATTENTION_VARLEN=1``, the whole batch
+# one launch of ``make_attention(..., varlen=True)``, whose CTAs find their sequence in
+# ``cu_seqlens`` and mask the next sequence's keys.
+
+varlen = testing.compile_and_show(make_attention(T.dynamic("N"), T.dynamic("T"), 8, 128, kv_heads=2, causal=True,
+                                                 varlen=True), "setmaxnreg", arch=ARCH)
+assert "int* __restrict__ CuSeqlens_ptr" in varlen.cuda_source  # read on the device; max_seqlen sizes the grid
+print("the varlen kernel's CTAs read their sequence's rows from CuSeqlens")
+if HAS_TORCH:
+    lengths = [3, 17, 1, 9]
+    cu = torch.tensor([0, *np.cumsum(lengths)], dtype=torch.int32)
+    q, k, v = (torch.randn(sum(lengths), heads, 16, dtype=torch.float64) for heads in (8, 2, 2))
+    out = ops.attention_varlen(q, k, v, cu, cu, max(lengths), max(lengths), causal=True, fallback="torch")
+    for a, b in zip(cu.tolist(), cu.tolist()[1:]):
+        alone = ops.attention(q[None, a:b], k[None, a:b], v[None, a:b], causal=True, fallback="torch")[0]
+        assert torch.allclose(out[a:b], alone)
+    print(f"one packed call of {len(lengths)} sequences equals a call per sequence")
 print("attention: all kernels assembled")
