@@ -113,7 +113,7 @@ def _sequences(q, k, cu_q, cu_k, max_q, max_k, causal):
     return spans
 
 
-def _varlen_key(q, k, v, spans, causal: bool, scale: float):
+def _varlen_key(q, k, v, spans, longest: int, causal: bool, scale: float):
     """The :class:`~.attention_varlen_kernels.VarlenKey` of the varlen kernel for this
     call, or None where each sequence is a launch of its own: the route is off
     (:data:`~.attention_varlen_kernels.ROUTE`), queries and keys are packed differently
@@ -125,7 +125,6 @@ def _varlen_key(q, k, v, spans, causal: bool, scale: float):
         key = attention_key(q[None], k[None], v[None], causal, scale, "bshd")
     except UnsupportedInput:
         return None
-    longest = max(b - a for a, b, _, _ in spans)
     return varlen_kernels.VarlenKey(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale,
                                     key.arch, varlen_kernels.varlen_plan(key.head_dim, key.causal, longest))
 
@@ -138,9 +137,9 @@ def _attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seql
     scale = resolve_scale(scale, q.shape[2])
     out, lse = torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=accumulator(q.dtype))
     spans = _sequences(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal)
-    key = _varlen_key(q, k, v, spans, causal, scale) if q.shape[0] else None
+    longest = max(b - a for a, b, _, _ in spans)
+    key = _varlen_key(q, k, v, spans, longest, causal, scale) if q.shape[0] else None
     if key is not None:
-        longest = max(b - a for a, b, _, _ in spans)
         varlen_kernels.varlen_kernel(key)(q, k, v, out, lse, cu_seqlens_q.contiguous(), longest)
         return out, lse
     for q0, q1, k0, k1 in spans:

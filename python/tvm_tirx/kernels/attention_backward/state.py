@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..attention.state import Place  # the thread, its consumer warpgroup (here: keys 64 c ..) and the length
+
 __all__ = ["Inputs", "Outputs", "Shared", "Barriers", "Registers", "Keys", "Step", "Place"]
 
 
@@ -138,21 +140,3 @@ class Step(NamedTuple):
     s: object
     h: object
     qb: object
-
-
-class Place(NamedTuple):
-    """The thread and the row length.
-
-    Attributes
-    ----------
-    tid : PrimExpr
-        ``threadIdx.x``.
-    c : PrimExpr
-        The consumer warpgroup, 0 or 1 (keys ``128 kb + 64 c ..``).
-    seq_len : PrimExpr
-        Keys (and queries) per sequence, int32.
-    """
-
-    tid: object
-    c: object
-    seq_len: object
