@@ -33,9 +33,15 @@ part() {  # part NAME SECONDS COMMAND...: run (if wanted), log to $OUT/NAME.txt,
   local name="$1" limit="$2"
   shift 2
   [ "$WANTED" = "  " ] || [[ "$WANTED" == *" $name "* ]] || return 0
-  echo "== $name"
+  if [ -n "${DEADLINE:-}" ]; then  # DEADLINE: seconds since epoch by which every part must end
+    local left=$(( DEADLINE - $(date +%s) - 5 ))
+    [ "$left" -lt 30 ] && { echo "== $name skipped: ${left}s left before DEADLINE"; return 0; }
+    [ "$left" -lt "$limit" ] && limit="$left"
+  fi
+  echo "== $name (limit ${limit}s)"
+  local t0=$(date +%s)
   timeout "$limit" "$@" > "$OUT/$name.txt" 2>&1
-  echo "rc=$?"
+  echo "rc=$? after $(( $(date +%s) - t0 ))s"
   grep -E "^(FAILED|ERROR)|passed|failed|hazard|SUMMARY" "$OUT/$name.txt" | head -20
 }
 part gpu-suite 400 python3 -m pytest tests -m gpu -q -n 14 --tb=short -p no:cacheprovider

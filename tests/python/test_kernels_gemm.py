@@ -17,6 +17,7 @@ import pytest
 import tvm_tirx
 from tvm_tirx import TileError, testing
 from tvm_tirx.kernels.gemm import choose_tile, make_gemm, tile_order
+from tvm_tirx.kernels.gemm.geometry import deepest_ring
 from tvm_tirx.script import tirx as T
 
 FP32 = dict(out_dtype="float32", stages=4)
@@ -473,6 +474,7 @@ def test_odd_static_shapes_on_gpu(torch_cuda, shape, out_dtype, persistent):
     _check(torch_cuda, kernel, *shape, out_dtype)
 
 
+NARROW_BLOCK_NS = (64, 128, 192)
 NARROW_GPU_CASES = [
     ((4097, 4095, 4104), "bfloat16", {}),  # guarded st.global.b16
     ((4000, 4104, 4104), "bfloat16", {}),  # TMA stores clipped at the last column tile
@@ -483,25 +485,52 @@ NARROW_GPU_CASES = [
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("block_n", [64, 128, 192])
+@pytest.mark.parametrize("block_n", NARROW_BLOCK_NS)
 @pytest.mark.parametrize("shape,out_dtype,options", NARROW_GPU_CASES,
                          ids=["odd-b16", "tma-clipped", "fp32-guarded", "cluster-2", "fp32-exact"])
 def test_narrow_tiles_on_gpu(torch_cuda, block_n, shape, out_dtype, options):
     _check_tile(torch_cuda, block_n, shape, out_dtype, options)
 
 
+def _tile_gemm(block_n, shape, out_dtype, options):
+    """``make_gemm`` of one CTA per tile of ``block_n`` columns (plus ``options``); a
+    requested ``stages`` is capped at the deepest ring that fits this width and output."""
+    options = dict(dict(persistent=False, group_m=16, out_dtype=out_dtype), **options)
+    if "stages" in options:
+        options["stages"] = min(options["stages"], deepest_ring(block_n, out_dtype))
+    return make_gemm(*shape, block_n=block_n, **options)
+
+
 def _check_tile(torch, block_n, shape, out_dtype, options):
     """One CTA per tile of ``block_n`` columns (plus ``options``) against the fp32 product."""
-    options = dict(dict(persistent=False, group_m=16, out_dtype=out_dtype), **options)
-    kernel = tvm_tirx.compile(make_gemm(*shape, block_n=block_n, **options), target="cuda")
+    kernel = tvm_tirx.compile(_tile_gemm(block_n, shape, out_dtype, options), target="cuda")
     _check(torch, kernel, *shape, out_dtype)
 
 
+NARROW_RUN_TIME_M_WIDTHS = (64, 128, 176, 192)
+
+
+def _run_time_m_gemm(block_n):
+    return make_gemm(T.dynamic("m"), 4096, 4096, block_n=block_n, persistent=False, group_m=16,
+                     stages=min(5, deepest_ring(block_n, "bfloat16")))
+
+
+def test_every_gpu_tile_case_is_a_valid_configuration():
+    # the GPU tests below build these on the device only: a configuration make_gemm refuses
+    # (a ring too deep for its width, 2026-12-05) must fail here, in CI, instead
+    for block_n in NARROW_BLOCK_NS:
+        for shape, out_dtype, options in NARROW_GPU_CASES:
+            _tile_gemm(block_n, shape, out_dtype, options)
+    for block_n, shape, out_dtype, options in UNBOXED_GPU_CASES:
+        _tile_gemm(block_n, shape, out_dtype, options)
+    for block_n in NARROW_RUN_TIME_M_WIDTHS:
+        _run_time_m_gemm(block_n)
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("block_n", [64, 128, 176, 192])
+@pytest.mark.parametrize("block_n", NARROW_RUN_TIME_M_WIDTHS)
 def test_narrow_tiles_run_time_m_on_gpu_from_one_kernel(torch_cuda, block_n):
-    kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), 4096, 4096, block_n=block_n, persistent=False, group_m=16,
-                                        stages=5), target="cuda")
+    kernel = tvm_tirx.compile(_run_time_m_gemm(block_n), target="cuda")
     for m in RUN_TIME_MS:
         _check(torch_cuda, kernel, m, 4096, 4096, "bfloat16", seed=m)
 
