@@ -155,15 +155,15 @@ else:
 # %%
 # 5. Training: the backward
 # -------------------------
-# ``ops.attention`` is differentiable. Its backward recomputes the scores by blocks of
-# query rows: a block holds whole rows, so ``P = softmax(S)`` is exact there, and
-# ``dS = P (dP - rowsum(P dP))`` needs nothing from the other blocks. Only one block's
-# scores are alive at a time (``attention_blocks.SCORE_BYTES``), so memory grows with
-# the length, not its square. Here the blocks are forced to 5 rows, and the gradients
-# are checked against autograd of the whole score matrix (float64, on the CPU with
-# ``fallback="torch"``). ``make_attention_backward`` is the same algorithm as a fused
-# kernel (key/value blocks outermost, dQ added by TMA reduce-add); the operator takes
-# it with ``TVM_TIRX_ATTENTION_BACKWARD=1`` until it has run on an H200.
+# ``ops.attention`` is differentiable. On an H200 its backward is a fused kernel,
+# ``make_attention_backward`` (key/value blocks outermost, dQ added by TMA reduce-add;
+# head_dim 64 and 128). Every other call (the CPU, float64, head_dim 256,
+# deterministic mode) recomputes the scores by blocks of query rows: a block holds
+# whole rows, so ``P = softmax(S)`` is exact there, and ``dS = P (dP - rowsum(P dP))``
+# needs nothing from the other blocks. Only one block's scores are alive at a time
+# (``attention_blocks.SCORE_BYTES``), so memory grows with the length, not its square.
+# Here the blocks are forced to 5 rows, and the gradients are checked against autograd
+# of the whole score matrix (float64, on the CPU with ``fallback="torch"``).
 
 from tvm_tirx.kernels.attention_backward import make_attention_backward  # noqa: E402
 
@@ -194,10 +194,10 @@ if HAS_TORCH:
 # -------------------
 # ``ops.attention_varlen`` takes FlashAttention's varlen form: the sequences' rows one
 # after another in ``(total, heads, head_dim)`` tensors and their cumulative lengths
-# ``cu_seqlens`` (int32). The lengths are checked on the host; each sequence is then a
-# launch of the kernel above, or, with ``TVM_TIRX_ATTENTION_VARLEN=1``, the whole batch
+# ``cu_seqlens`` (int32). The lengths are checked on the host; the whole batch is then
 # one launch of ``make_attention(..., varlen=True)``, whose CTAs find their sequence in
-# ``cu_seqlens`` and mask the next sequence's keys.
+# ``cu_seqlens`` and mask the next sequence's keys (with ``TVM_TIRX_ATTENTION_VARLEN=0``,
+# or keys packed differently from queries, a launch of the kernel above per sequence).
 
 varlen = testing.compile_and_show(make_attention(T.dynamic("N"), T.dynamic("T"), 8, 128, kv_heads=2, causal=True,
                                                  varlen=True), "setmaxnreg", arch=ARCH)

@@ -90,10 +90,6 @@ def _grads(q, k, v, causal, layout, with_lse):
     return torch.autograd.grad(loss, leaves)
 
 
-def test_the_route_is_off_by_default():
-    assert kernels.ROUTE is False or __import__("os").environ.get("TVM_TIRX_ATTENTION_BACKWARD") == "1"
-
-
 @pytest.mark.parametrize("layout", ["bshd", "bhsd"])
 @pytest.mark.parametrize("causal, with_lse", [(False, False), (True, False), (True, True)])
 def test_the_kernel_gets_what_its_contract_needs(route_on_an_h200, monkeypatch, layout, causal, with_lse):

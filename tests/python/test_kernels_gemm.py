@@ -182,12 +182,15 @@ def test_narrow_tiles_fit_more_stages():
 @pytest.mark.parametrize(
     "m,n,block_n",
     [(128, 8192, 64), (128, 10240, 128), (128, 57344, 256), (1024, 10240, 128), (1024, 8192, 256),
-     (512, 512, 64), (2048, 2048, 256), (16384, 8192, 256), (1, 40, 64)],
+     (512, 512, 64), (2048, 2048, 256), (16384, 8192, 256), (1, 40, 64),
+     (3072, 3072, 192), (1536, 1536, 192), (5000, 5000, 256), (4096, 4096, 256), (8192, 1024, 256)],
 )
 def test_the_tile_table_picks_what_the_h200_measured_fastest(m, n, block_n):
     # bench/gemm.py --tiles on the H200: at m = 128 the 64-column tile won for n = 8192 (427
     # TFLOP/s against 161 for 128 x 256), the 128-column one for n = 10240 (441 / 247), the
-    # 256-column one for n = 57344 (491 / 432); n = 40 fills more of a narrow tile
+    # 256-column one for n = 57344 (491 / 432); n = 40 fills more of a narrow tile; on
+    # 2026-12-05 the 192-column tile won at 3072^3 (686 / 535 for 256 / 602 for 128) and
+    # 1536^3 (438 / 356 / 334), and 256 at 5000^3, 4096^3 and 8192 x 1024 x 4096
     assert choose_tile(m, n)["block_n"] == block_n
 
 
@@ -513,6 +516,16 @@ NARROW_RUN_TIME_M_WIDTHS = (64, 128, 176, 192)
 def _run_time_m_gemm(block_n):
     return make_gemm(T.dynamic("m"), 4096, 4096, block_n=block_n, persistent=False, group_m=16,
                      stages=min(5, deepest_ring(block_n, "bfloat16")))
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+def test_every_width_takes_shapes_its_tiles_cover_exactly(out_dtype):
+    # bf16 output on exact tiles of a width that is not whole 64-column boxes (1024 x 10240
+    # at 160 columns) was refused by the float32-only ExactStore (found on the H200)
+    from tvm_tirx.kernels.gemm.config import BLOCK_NS
+
+    for block_n in BLOCK_NS:
+        make_gemm(256, 2 * block_n, 128, block_n=block_n, out_dtype=out_dtype, stages=2)
 
 
 def test_every_gpu_tile_case_is_a_valid_configuration():

@@ -529,7 +529,7 @@ def test_one_kernel_serves_every_m(stand_in_compiler, monkeypatch):
     assert stand_in_compiler == [small, tiles]
     kernel = gemm_kernels.cached_kernels()[tiles]
     assert [call[0] for call in kernel.calls] == [(m, 64) for m in MS if m > SMALL_M]
-    monkeypatch.setattr(planner, "SMALL_M_ROUTE", False)  # off (the default until run on an H200)
+    monkeypatch.setattr(planner, "SMALL_M_ROUTE", False)  # turned off (TVM_TIRX_SMALL_M=0)
     gemm_kernels.clear_kernels()
     ops.linear(_inputs(1, n=40, k=64)[0], w, out_dtype=F32)
     assert stand_in_compiler[-1] == tiles
@@ -569,7 +569,8 @@ def test_a_column_major_a_takes_the_m_major_kernel_without_a_copy(stand_in_compi
     assert kernel.calls[0][0] == (64, 8)  # A passed as the (k, m) storage
 
 
-def test_leading_dims_flatten_into_m_and_empty_sizes_launch_nothing(stand_in_compiler):
+def test_leading_dims_flatten_into_m_and_empty_sizes_launch_nothing(stand_in_compiler, monkeypatch):
+    monkeypatch.setattr(planner, "SMALL_M_ROUTE", False)  # m = 30: the tile kernel, whose calls are (A, B, C)
     x, w = _inputs(5, n=40, k=64, lead=(2, 3))
     torch.testing.assert_close(ops.linear(x, w, out_dtype=F32), _ref(x, w))
     (kernel,) = gemm_kernels.cached_kernels().values()

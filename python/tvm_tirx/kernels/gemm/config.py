@@ -151,7 +151,8 @@ class GemmConfig(GemmOptions):
         """The consumers' epilogue chain (:class:`~tvm_tirx.kernels.parts.epilogue.Epilogue`)
         of the options, built once: ``Scale`` (fp8 inputs), ``Bias``, the activation
         (inside ``Gate`` when gated), ``Residual``, then ``TmaStore`` (:attr:`tma_store`),
-        ``ExactStore`` (float32 on :attr:`exact` tiles) or ``GuardedStore``.  Its
+        ``ExactStore`` (float32 on :attr:`exact` tiles) or ``GuardedStore`` (the rest,
+        bf16 on exact tiles of a width that is not whole boxes among them).  Its
         :attr:`~tvm_tirx.kernels.parts.epilogue.Epilogue.params` are the kernel's
         parameters besides A, B and C."""
         activation = Activation(self.activation) if self.activation else None
@@ -159,7 +160,8 @@ class GemmConfig(GemmOptions):
         stages += [Bias(self.bias)] if self.bias else []
         stages += [Gate(activation)] if self.gated else [activation] if activation else []
         stages += [Residual()] if self.residual else []
-        stages.append(TmaStore() if self.tma_store else ExactStore() if self.exact else GuardedStore())
+        exact_fp32 = self.exact and not self.bf16_out
+        stages.append(TmaStore() if self.tma_store else ExactStore() if exact_fp32 else GuardedStore())
         geometry = Geometry(self.m, self.n, self.out_dtype, self.block_n, self.out_block_n, self.b_rows, BM, WG_M)
         return Epilogue(geometry, tuple(stages))
 

@@ -26,7 +26,11 @@ __all__ = ["TILE_RATE", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring"]
 #: --tiles).  :func:`choose_tile` picks among these widths only: a width of
 #: :data:`~.config.BLOCK_NS` joins the table once it has been measured (``make_gemm`` and
 #: :func:`~.planner.override` take every width of ``BLOCK_NS``).
-TILE_RATE = {256: 1.0, 128: 0.91, 64: 0.55}
+#: 192 measured 2026-12-05 (``bench/gemm.py --tiles --runs 20``: 0.94 of 128 x 256 on
+#: 5000^3 and 8192 x 8192 x 4096; it was the fastest tile at 3072^3, 686 against 535 TFLOP/s,
+#: and 1536^3, 438 against 356).  176, 160 and 144 measured 0.86, 0.84 and 0.83 there and
+#: lost to 192 on every shape of the run (their epilogue stores per thread): not taken.
+TILE_RATE = {256: 1.0, 192: 0.94, 128: 0.91, 64: 0.55}
 #: SMs of an H100 SXM / H200 (the CTA slots of one wave: one CTA per SM)
 SMS = 132
 
