@@ -114,9 +114,12 @@ def _call_us(torch, fn, repeats: int) -> float:
 
 def _row(torch, ops, row, dtype, repeats):
     """The table's cells and our speed over the fastest peer's."""
+    from tvm_tirx.ops.attention_backward_ops import backward_path
+
     q, k, v = _inputs(torch, row, dtype)
     b, h, kv, n, d, causal = row
-    cells, times = [",".join(map(str, row[:5])), "yes" if causal else "no"], {}
+    path = backward_path(q, k, v, causal, d ** -0.5, "bshd")
+    cells, times = [",".join(map(str, row[:5])), "yes" if causal else "no", path], {}
     grad_o = torch.randn(q.shape, device="cuda", dtype=dtype, generator=torch.Generator("cuda").manual_seed(7))
     ref = _reference(torch, q, k, v, causal, grad_o)
     for name, backend in {"ours": None, **BACKENDS}.items():
@@ -145,15 +148,13 @@ def main_backward(classes, dtype_name: str, repeats: int) -> None:
         rows.append(cells)
         print("  ".join(cells), flush=True)  # as measured: a cut-off run keeps its rows
         ratios += [ratio] if ratio else []
-    from tvm_tirx.ops import attention_backward_kernels
-
-    path = "the backward kernel" if attention_backward_kernels.ROUTE else "torch by query blocks (the kernel's route off)"
-    print(f"ours: {path}")
+    print("ours: path = the backward kernel (kernel), SDPA's backward run again (sdpa) or torch by query blocks "
+          "(blocks): tvm_tirx.ops.attention_backward_ops.backward_path")
     print(f"attention backward ({dtype_name}), per call end to end: TFLOP/s (2.5 forward products), peak MiB "
           f"beyond the inputs, max relative error of dQ/dK/dV against float32 autograd; x best = the fastest "
           f"peer's time / ours")
     heads = [f"{name} {col}" for name in ("ours", *BACKENDS) for col in ("TFLOP/s", "MiB", "err")]
-    print(table(["B,H,KV,L,D", "causal", *heads, "x best"], rows))
+    print(table(["B,H,KV,L,D", "causal", "path", *heads, "x best"], rows))
     if ratios:
         geo = math.exp(statistics.fmean(math.log(r) for r in ratios))
         print(f"geomean {geo:.3f}, min {min(ratios):.3f} ({len(ratios)} rows)")

@@ -157,8 +157,9 @@ else:
 # -------------------------
 # ``ops.attention`` is differentiable. On an H200 its backward is a fused kernel,
 # ``make_attention_backward`` (key/value blocks outermost, dQ added by TMA reduce-add;
-# head_dim 64 and 128). Every other call (the CPU, float64, head_dim 256,
-# deterministic mode) recomputes the scores by blocks of query rows: a block holds
+# head_dim 64 and 128); other CUDA half-precision calls differentiate torch's SDPA.
+# The rest (the CPU, float64, the LSE's gradient, deterministic mode) recompute the
+# scores by blocks of query rows: a block holds
 # whole rows, so ``P = softmax(S)`` is exact there, and ``dS = P (dP - rowsum(P dP))``
 # needs nothing from the other blocks. Only one block's scores are alive at a time
 # (``attention_blocks.SCORE_BYTES``), so memory grows with the length, not its square.

@@ -1,11 +1,11 @@
 """The route from the attention operator's backward to the backward kernel
 (``ops/attention_backward_ops.py``, ``ops/attention_backward_kernels.py``).
 
-CPU: the route is off by default; on, a call the kernel takes gets its key and the
-kernel's arguments (``Dsum = rowsum(dO * O) - dLSE``, a zeroed float32 dQ buffer), here
-computed by a stand-in that implements the kernel's contract from its own inputs, so
-the gradients match the torch backward only if the wrapper passes the right things;
-calls the kernel does not take go to the torch backward.  GPU (marker ``gpu``): the op's
+CPU: a call the kernel takes gets its key and the kernel's arguments (``Dsum =
+rowsum(dO * O) - dLSE``, a zeroed float32 dQ buffer), here computed by a stand-in that
+implements the kernel's contract from its own inputs, so the gradients match the torch
+backward only if the wrapper passes the right things; calls the kernel does not take go
+to SDPA's backward (CUDA, 16-bit, no LSE gradient) or to the torch backward by blocks.  GPU (marker ``gpu``): the op's
 gradients on the backward kernel against float32 autograd.
 """
 
@@ -121,6 +121,42 @@ def test_deterministic_algorithms_take_the_torch_backward(route_on_an_h200):
     finally:
         torch.use_deterministic_algorithms(False)
     assert route_on_an_h200 == [] and all(torch.equal(a, b) for a, b in zip(first, again))
+
+
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_what_the_kernel_refuses_sdpa_differentiates(route_on_an_h200, monkeypatch, layout, causal):
+    # head_dim 256 (the kernel's refusal) with GQA: SDPA's backward, taken here on the CPU
+    monkeypatch.setattr(attention_backward_ops, "SDPA_DEVICES", ("cpu",))
+    taken = []
+    real = attention_backward_ops._sdpa_grads
+    monkeypatch.setattr(attention_backward_ops, "_sdpa_grads", lambda *a: taken.append(a[-1]) or real(*a))
+    q, k, v = _qkv(n=33, d=256, layout=layout)
+    assert attention_backward_ops.backward_path(q, k, v, causal, 0.0625, layout) == "sdpa"
+    assert attention_backward_ops.backward_path(q, k, v, causal, 0.0625, layout, lse_grad=True) == "blocks"
+    got = _grads(q, k, v, causal, layout, False)
+    assert taken == [layout] and route_on_an_h200 == []
+    _grads(q, k, v, causal, layout, True)  # the LSE's gradient: SDPA has none, the blocks do it
+    assert taken == [layout]
+    monkeypatch.setattr(attention_backward_ops, "SDPA_DEVICES", ())
+    want = _grads(q, k, v, causal, layout, False)
+    for name, g, w, t in zip("qkv", got, want, (q, k, v)):
+        assert g.shape == t.shape and g.dtype == t.dtype and g.stride() == t.stride(), name
+        torch.testing.assert_close(g.float(), w.float(), atol=3e-2, rtol=3e-2, msg=lambda m, n=name: f"d{n}: {m}")
+
+
+def test_sdpa_takes_no_float32_float64_or_odd_head_dim(route_on_an_h200, monkeypatch):
+    monkeypatch.setattr(attention_backward_ops, "SDPA_DEVICES", ("cpu",))
+    q, k, v = _qkv(d=256)
+    for dtype in (torch.float32, torch.float64):
+        assert attention_backward_ops.backward_path(q.to(dtype), k.to(dtype), v.to(dtype), True, 0.1, "bshd") == "blocks"
+    q, k, v = _qkv(d=260)
+    assert attention_backward_ops.backward_path(q, k, v, True, 0.1, "bshd") == "blocks"
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert attention_backward_ops.backward_path(*_qkv(d=256), True, 0.1, "bshd") == "blocks"
+    finally:
+        torch.use_deterministic_algorithms(False)
 
 
 def test_the_kernel_name_says_what_it_computes():

@@ -1,11 +1,19 @@
 """The backward of the attention operator: ``torch.ops.tvm_tirx.attention_backward``.
 
 An op of its own (with a fake implementation), so that ``torch.compile``'s AOTAutograd
-calls it rather than tracing the torch backward's loop over query blocks.  It takes the
-backward kernel (:mod:`.attention_backward_kernels`) when that route is on and the call
-meets the kernel's rules (:func:`backward_key`), and otherwise recomputes by blocks of
-query rows in torch (:func:`.attention_blocks.backward`).  Importing this module imports
-torch and registers the op.
+calls it rather than tracing the torch backward's loop over query blocks.  Each call takes
+the first of three paths that accepts it (:func:`backward_path`):
+
+- ``"kernel"``: the backward kernel (:mod:`.attention_backward_kernels`), when its route
+  is on and the call meets the kernel's rules (:func:`backward_key`);
+- ``"sdpa"``: on a CUDA device, float16/bfloat16 without the LSE's gradient, torch's
+  fused attention (``scaled_dot_product_attention``: cuDNN or FlashAttention-2 on an
+  H200) run forward again under autograd and differentiated (the kernel's refusals, such
+  as head_dim 256);
+- ``"blocks"``: everything else (the CPU, float64, the LSE's gradient, deterministic
+  mode) recomputes by blocks of query rows in torch (:func:`.attention_blocks.backward`).
+
+Importing this module imports torch and registers the op.
 """
 
 from __future__ import annotations
@@ -19,7 +27,13 @@ from . import attention_blocks
 from .attention_checks import as_bshd, attention_key
 from .torch_checks import UnsupportedInput
 
-__all__ = ["backward_key"]
+__all__ = ["backward_key", "backward_path"]
+
+#: head dims SDPA's fused backends (cuDNN, FlashAttention-2) take; others would fall to its
+#: math backend, which materialises the whole score matrix
+SDPA_HEAD_DIMS = range(8, 257, 8)
+#: device types whose SDPA backward the operator takes (its fused backends are CUDA's)
+SDPA_DEVICES = ("cuda",)
 
 
 def backward_key(q, k, v, causal: bool, scale: float, layout: str):
@@ -43,6 +57,39 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
                                         key.arch)
 
 
+def backward_path(q, k, v, causal: bool, scale: float, layout: str, lse_grad: bool = False) -> str:
+    """Which path computes this call's gradients: ``"kernel"``, ``"sdpa"`` or ``"blocks"``
+    (see the module's docstring); ``lse_grad``: whether the LSE's gradient is needed."""
+    if backward_key(q, k, v, causal, scale, layout) is not None:
+        return "kernel"
+    return "sdpa" if _sdpa_takes(q, k, lse_grad) else "blocks"
+
+
+def _sdpa_takes(q, k, lse_grad: bool) -> bool:
+    """Whether torch's fused attention can differentiate this call: CUDA, float16 or
+    bfloat16, no LSE gradient (SDPA returns no LSE), a head_dim of :data:`SDPA_HEAD_DIMS`,
+    no empty size, and not deterministic mode (the blocks' sums are in a fixed order)."""
+    return (q.device.type in SDPA_DEVICES and q.dtype in (torch.float16, torch.bfloat16) and not lse_grad
+            and q.shape[-1] in SDPA_HEAD_DIMS and q.numel() > 0 and k.numel() > 0
+            and not torch.are_deterministic_algorithms_enabled())
+
+
+def _sdpa_grads(grad_o, q, k, v, causal: bool, scale: float, layout: str):
+    """dQ, dK, dV by ``scaled_dot_product_attention`` (its ``is_causal`` aligns the mask
+    at the first query and key, as the operator's does; GQA by ``enable_gqa``) run again
+    and differentiated by ``torch.func.vjp`` (an op's body runs below autograd, where
+    ``torch.autograd.grad`` records nothing), in q's layout."""
+    def bhsd(t):
+        return as_bshd(t, layout).transpose(1, 2)
+
+    def sdpa(qh, kh, vh):
+        return torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, is_causal=causal, scale=scale,
+                                                                enable_gqa=qh.shape[1] != kh.shape[1])
+
+    _, vjp = torch.func.vjp(sdpa, *(bhsd(t) for t in (q, k, v)))
+    return tuple(as_bshd(g.transpose(1, 2), layout) for g in vjp(bhsd(grad_o)))
+
+
 def _kernel_grads(key, grad_o, grad_lse, q, k, v, o, lse, layout: str):
     """dQ, dK, dV by the backward kernel of ``key``: ``Dsum = rowsum(dO * O) - dLSE`` (the
     LSE's gradient enters as ``dS = P (dP - Dsum)``), dQ accumulated in a zeroed float32
@@ -62,10 +109,12 @@ def _attention_backward(grad_o: Optional[torch.Tensor], grad_lse: Optional[torch
                         k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, causal: bool,
                         scale: float, layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     key = backward_key(q, k, v, causal, scale, layout)
-    if key is None:
-        grads = attention_blocks.backward(q, k, v, grad_o, grad_lse, causal, scale, layout)
-    else:
+    if key is not None:
         grads = _kernel_grads(key, grad_o, grad_lse, q, k, v, o, lse, layout)
+    elif grad_o is not None and _sdpa_takes(q, k, grad_lse is not None):
+        grads = _sdpa_grads(grad_o, q, k, v, causal, scale, layout)
+    else:
+        grads = attention_blocks.backward(q, k, v, grad_o, grad_lse, causal, scale, layout)
     return tuple(torch.empty_like(t).copy_(g) for t, g in zip((q, k, v), grads))  # the fake's strides
 
 

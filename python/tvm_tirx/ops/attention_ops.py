@@ -120,6 +120,7 @@ def _attention_fake(q, k, v, causal, scale, layout, fallback):
 def _setup_context(ctx, inputs, output):
     q, k, v, causal, scale, layout, _ = inputs
     ctx.save_for_backward(q, k, v, *output)
+    ctx.set_materialize_grads(False)  # an output the loss does not use gets None, not zeros
     ctx.causal, ctx.scale, ctx.layout = causal, resolve_scale(scale, as_bshd(q, layout).shape[3]), layout
 
 

@@ -190,6 +190,7 @@ def _varlen_backward_fake(grad_o, grad_lse, q, k, v, o, lse, cu_seqlens_q, cu_se
 def _setup_context(ctx, inputs, output):
     q, k, v, cu_q, cu_k, _, _, causal, scale, _ = inputs
     ctx.save_for_backward(q, k, v, *output, cu_q, cu_k)
+    ctx.set_materialize_grads(False)  # an output the loss does not use gets None, not zeros
     ctx.causal, ctx.scale = causal, resolve_scale(scale, q.shape[2])
 
 
