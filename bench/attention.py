@@ -14,6 +14,7 @@ is timed (CUDA events, median of ``--runs`` runs after a warm-up, random inputs)
     python bench/attention.py --ops [--classes ...] [--dtype float16]  # GPU: ops.attention per call
     python bench/attention.py --ops-plans    # no GPU: the plan ops.attention takes per row
     python bench/attention.py --backward [--classes ...]  # GPU: the backward (bench/_attention_backward.py)
+    python bench/attention.py --backward-kernels  # GPU: the backward kernel's dq_split variants vs cuDNN
     python bench/attention.py --varlen   # GPU: packed sequences (bench/_attention_varlen.py)
 """
 
@@ -56,6 +57,13 @@ SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(ove
              # the table's kernel for rows of unknown length: persistent up to 4096 keys, chosen at launch
              "persistent both, rows <= 4096": dict(pingpong=True, overlap=True, stages=3, persistent=True,
                                                    persistent_rows=4096)}
+#: the same schedules with O stored through shared memory and the TMA (``tma_store``; not in
+#: the default set until measured): the short rows' and head_dim 256's plans, and the
+#: persistent ping-pong that keeps a buffer of its own for O at head_dim 128
+SCHEDULES.update({f"{name}, TMA store": dict(SCHEDULES[name], tma_store=True)
+                  for name in ("ping-pong", "persistent ping-pong", "persistent overlap", "persistent both",
+                               "persistent both, rows <= 4096")})
+DEFAULT_SCHEDULES = tuple(name for name in SCHEDULES if "TMA store" not in name)
 
 
 def kernel_for(heads, head_dim, causal, schedule="serial", arch=None, kv_heads=None):
@@ -117,7 +125,7 @@ def _fits(schedule, head_dim):
     return "stages" not in SCHEDULES[schedule] or head_dim <= 128
 
 
-def row(torch, shape, causal, runs, kv_heads=None, schedules=tuple(SCHEDULES)):
+def row(torch, shape, causal, runs, kv_heads=None, schedules=DEFAULT_SCHEDULES):
     b, h, n, d = shape
     torch.manual_seed(0)
     q = torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16)
@@ -146,11 +154,14 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", nargs="*", default=None,
                         help="B,H,L,D[,KV] rows (KV: key/value heads, grouped-query) instead of issue 27's")
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
-    parser.add_argument("--schedules", nargs="*", choices=tuple(SCHEDULES), default=tuple(SCHEDULES),
-                        help="the schedules to time (default: all)")
+    parser.add_argument("--schedules", nargs="*", choices=tuple(SCHEDULES), default=DEFAULT_SCHEDULES,
+                        help="the schedules to time (default: all but the TMA-store ones)")
     parser.add_argument("--ops", action="store_true", help="ops.attention per call (bench/_attention_ops.py)")
     parser.add_argument("--backward", action="store_true",
                         help="ops.attention's backward against SDPA's (bench/_attention_backward.py; GPU)")
+    parser.add_argument("--backward-kernels", action="store_true",
+                        help="make_attention_backward's variants (dq_split, stages) against cuDNN's backward "
+                        "(bench/_attention_backward.py; without a GPU: assembled)")
     parser.add_argument("--varlen", action="store_true",
                         help="ops.attention_varlen against FA2's and cuDNN's varlen kernels (bench/_attention_varlen.py)")
     parser.add_argument("--ops-plans", action="store_true", help="the plan ops.attention takes per row (no GPU)")
@@ -160,6 +171,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.varlen:
         return _attention_varlen.main_varlen(args.dtype, max(5, args.runs // 2))
+    if args.backward_kernels:
+        return _attention_backward.main_kernels(max(5, args.runs // 2))
     if args.backward:
         return _attention_backward.main_backward(args.classes, args.dtype, max(5, args.runs // 2))
     if args.ops_plans or args.ops:

@@ -78,10 +78,20 @@ def test_the_relax_offload_takes_the_same_plan():
 
 def test_kernels_of_different_plans_never_share_a_name():
     plans = [None, SERIAL, AttentionPlan(True, False, 2, False), AttentionPlan(False, True, 3, True),
-             AttentionPlan(True, True, 3, True, persistent_rows=2048), choose_attention(128, True, PERSISTENT_ROWS + 1)]
+             AttentionPlan(True, True, 3, True, persistent_rows=2048), choose_attention(128, True, PERSISTENT_ROWS + 1),
+             AttentionPlan(True, True, 3, True, tma_store=True)]
     names = {str(attention_kernels.attention_prim_func(4, 4, 128, True, "bfloat16", 128**-0.5, p)
                  .attrs["global_symbol"]) for p in plans}
     assert len(names) == len(plans)
+
+
+def test_the_varlen_kernel_stores_per_thread_whatever_the_override():
+    # a TMA store writes whole 64-row boxes: in a packed batch, into the next sequence's rows
+    from tvm_tirx.ops.attention_varlen_kernels import varlen_plan
+
+    planner.override(128, True, AttentionPlan(True, True, 3, True, tma_store=True))
+    assert choose_attention(128, True, 1000).tma_store
+    assert not varlen_plan(128, True, 1000).tma_store
 
 
 def test_every_plan_is_a_kernel_make_attention_builds():

@@ -105,6 +105,8 @@ def _name(heads, kv_heads, head_dim, causal, dtype, scale, plan: AttentionPlan) 
         name += f"_pp{int(plan.pingpong)}_ov{int(plan.overlap)}_st{plan.stages}"
     if plan.persistent and plan.persistent_rows != table.persistent_rows:
         name += f"_rows{plan.persistent_rows or 0}"
+    if plan.tma_store != table.tma_store:
+        name += "_tma_store" if plan.tma_store else "_thread_store"
     if f32_bits(scale) != f32_bits(1.0 / math.sqrt(head_dim)):
         name += f"_s{f32_bits(scale)}"
     return name
@@ -118,7 +120,8 @@ def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, 
     with ``_persistent`` or ``_per_tile`` appended where the plan's grid is not the
     table's for rows of unknown length (:func:`~tvm_tirx.kernels.attention.choose_schedule`),
     ``_pp{0|1}_ov{0|1}_st{stages}`` where its schedule is not, ``_rows{n}`` where its
-    launch-time grid choice is not, and ``_s{bits}`` (the float32 bits of ``scale``, hex)
+    launch-time grid choice is not, ``_tma_store`` / ``_thread_store`` where its O store
+    is not, and ``_s{bits}`` (the float32 bits of ``scale``, hex)
     unless ``scale`` is the default ``1 / sqrt(head_dim)``: kernels of different plans or
     scales never share a name (the Relax offload adds one PrimFunc per name).
 

@@ -55,14 +55,16 @@ class VarlenKey(AttentionOperands):
 
 def varlen_plan(head_dim: int, causal: bool, max_seqlen: int) -> AttentionPlan:
     """The schedule :func:`~tvm_tirx.kernels.attention.choose_attention` gives rows of
-    ``max_seqlen`` keys, on the one-CTA-per-tile grid.
+    ``max_seqlen`` keys, on the one-CTA-per-tile grid, storing O per thread (a TMA store
+    would write whole 64-row boxes, past a sequence's end into the next one's rows).
 
     Raises
     ------
     ValueError
         What ``choose_attention`` refuses.
     """
-    return replace(choose_attention(head_dim, causal, max_seqlen), persistent=False, persistent_rows=None)
+    return replace(choose_attention(head_dim, causal, max_seqlen), persistent=False, persistent_rows=None,
+                   tma_store=False)
 
 
 @functools.lru_cache(maxsize=None)

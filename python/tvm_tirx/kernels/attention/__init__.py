@@ -11,7 +11,8 @@ One CTA computes 128 query rows of one (batch, head) with three warpgroups:
   row maxima over the four lanes of an accumulator row, ``exp2``, the running sum, ``O``
   rescaled), ``P`` packed to 16-bit pairs straight into the rs form's A registers and
   ``O += P V`` (``wgmma`` rs, V as the MN-major B);
-* the **epilogue**: ``O / l`` stored under ``row < seq_len`` and the log-sum-exp.
+* the **epilogue**: ``O / l`` stored under ``row < seq_len`` and the log-sum-exp (with
+  ``tma_store``, O through a swizzled shared tile and TMA stores: :mod:`.o_store`).
 
 Hardware facts: PTX ISA 9.7.15 (wgmma; fragments 9.7.15.5.1.1), 9.7.9.25.5.1 (TMA),
 9.7.13.15 (mbarrier), 9.7.9.x (shfl.sync), 9.7.19.5 (setmaxnreg).

@@ -127,7 +127,8 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
         with ``overlap``; a ``scale`` that is not a positive finite number; a flag that
         is not a bool; ``ctas`` not a positive int; ``persistent_rows`` neither None nor a
         non-negative int, or set without ``persistent``; ``varlen`` not a bool, or with
-        ``persistent`` (the persistent walk over packed sequences is not written).
+        ``persistent`` (the persistent walk over packed sequences is not written);
+        ``tma_store`` not a bool, or with ``varlen``.
     """
 
     pingpong: bool = False
@@ -136,6 +137,7 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
     ctas: int = SMS
     persistent_rows: int | None = None
     varlen: bool = False
+    tma_store: bool = False
 
     def __post_init__(self):
         self._check_sizes()
@@ -145,7 +147,7 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
                              f"more than the {SMEM_LIMIT} a CTA may have; use fewer stages")
 
     def _check_options(self):
-        for name in ("causal", "pingpong", "overlap", "persistent", "varlen"):
+        for name in ("causal", "pingpong", "overlap", "persistent", "varlen", "tma_store"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected a bool, found {getattr(self, name)!r}")
         check_numerics(self.dtype, self.scale, self.stages)
@@ -160,6 +162,9 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
         if self.varlen and self.persistent:
             raise ValueError("varlen=True: packed sequences run on one CTA per tile only; pass persistent=False "
                              "(the persistent walk over sequences of different lengths is not written)")
+        if self.tma_store and self.varlen:
+            raise ValueError("tma_store=True: O's TMA store is written for the batched layout only; pass "
+                             "varlen=False (packed sequences store O per thread, under each row's guard)")
         if self.overlap and self.stages < 2:
             raise ValueError(f"stages={self.stages}: overlap=True needs at least 2 stages (a consumer waits for "
                              "block j before it releases block j - 1; with one stage the producer could never "
@@ -231,9 +236,25 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
         return 2 * self.bn * self.head_dim * 2
 
     @property
-    def smem_bytes(self) -> int:
-        """Q, the K/V ring, the mbarriers and 1 KiB for aligning the swizzled tiles."""
+    def o_tile(self) -> str | None:
+        """Where ``tma_store`` stages O (:mod:`.o_store`): ``"own"``, a buffer of its own
+        (``CONSUMERS x 64 x head_dim`` elements, :attr:`q_bytes` bytes) when it fits next
+        to Q and the ring; else ``"q"``, each consumer's own 64 rows of Q's buffer (read
+        by nothing but its own ``Q K^T``, all retired before the epilogue); None without
+        ``tma_store``."""
+        if not self.tma_store:
+            return None
+        return "own" if self._base_bytes + self.q_bytes <= SMEM_LIMIT else "q"
+
+    @property
+    def _base_bytes(self) -> int:
         return self.q_bytes + self.stages * self.kv_bytes + 8 * 2 * (CONSUMERS + self.stages) + 1024
+
+    @property
+    def smem_bytes(self) -> int:
+        """Q, the K/V ring, the mbarriers, 1 KiB for aligning the swizzled tiles and, with
+        ``tma_store`` where it fits (:attr:`o_tile`), O's staging tile (as large as Q's)."""
+        return self._base_bytes + (self.q_bytes if self.o_tile == "own" else 0)
 
     @property
     def q_blocks(self):

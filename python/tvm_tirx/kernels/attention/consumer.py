@@ -98,9 +98,11 @@ def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
             regs.l[h] = T.float32(0)
         first_turn(place.c, tile.i)
 
+    release_here = cfg.persistent and cfg.o_tile != "q"  # else after O's TMA store has read Q's rows (.o_store)
+
     @T.macro
     def release_q(bars, place):
-        if cfg.persistent:  # this consumer's Q K^T products have retired: the producer may load its next Q rows
+        if release_here:  # this consumer's Q K^T products have retired: the producer may load its next Q rows
             release_stage(bars.q_empty, place.c, place.tid, 1)
 
     return SimpleNamespace(issue_qk=issue_qk, issue_pv=issue_pv, scores=scores, rescale=rescale, pack=pack,

@@ -6,6 +6,7 @@ from tvm.script import tirx as T
 
 from ..pairs import make_pack_pairs
 from .config import AttentionConfig, first_row
+from .o_store import make_o_store
 
 __all__ = ["make_epilogue", "packed_row_stored"]
 
@@ -24,13 +25,16 @@ def packed_row_stored(row, start, length, total):
 
 
 def make_epilogue(cfg: AttentionConfig):
-    """The macro ``epilogue(Out, LSE, regs, tile, place)`` (a :class:`.state.Registers`, a
+    """The macro ``epilogue(Out, LSE, smem, bars, regs, tile, place)`` (a
+    :class:`.state.Shared`, a :class:`.state.Barriers`, a :class:`.state.Registers`, a
     :class:`.state.Tile`, a :class:`.state.Place`; ``b``, ``h``, ``qb`` are the tile's,
     ``seq_len``, ``tid``, ``c`` the place's): sums ``l`` over the row's four lanes into
     ``rmax`` ((2, 1) float32), multiplies ``O`` by its reciprocal (into ``alpha``, (2,)
     float32), stores the rows ``< seq_len`` of
     ``O`` as bf16/f16 pairs (``st.global.b32``, one per register pair, under ``row <
     seq_len``) and, from lane ``t = 0`` of each row, ``LSE = ln(2) * (m + log2(l))``.
+    With ``cfg.tma_store`` O goes through ``smem.so`` and TMA stores instead
+    (:mod:`.o_store`; ``smem`` and ``bars`` are used for nothing else).
 
     With ``cfg.varlen`` ``Out`` is ``(total, heads, head_dim)`` and ``LSE`` ``(heads,
     total)`` float32: row ``row`` of the tile goes to tensor row ``tile.start + row``,
@@ -40,9 +44,10 @@ def make_epilogue(cfg: AttentionConfig):
     chunks = cfg.chunks
     pack_pairs = make_pack_pairs(cfg.dtype, chunks * 32)
     store_o, store_lse = _make_stores(cfg)
+    store_o_tma, _ = make_o_store(cfg)
 
     @T.macro
-    def epilogue(Out, LSE, regs, tile, place):
+    def epilogue(Out, LSE, smem, bars, regs, tile, place):
         for hh in T.unroll(2):
             regs.rmax[hh, 0] = regs.l[hh]
         T.cuda.tile.reduce_lanes(T.ptx["add.f32"], regs.rmax, lanes=4)
@@ -52,7 +57,10 @@ def make_epilogue(cfg: AttentionConfig):
         for r in T.unroll(chunks * 32):
             ol[r] = ol[r] * regs.alpha[r // 2 % 2]
         pack_pairs(regs.W.local(), ol)
-        store_o(Out, regs, tile, place)
+        if cfg.tma_store:
+            store_o_tma(Out, smem, bars, regs, tile, place)
+        else:
+            store_o(Out, regs, tile, place)
         store_lse(LSE, regs, tile, place)
 
     return epilogue

@@ -12,6 +12,7 @@ from ...tile.fragments import accumulator_layout
 from .config import BM, CHUNK, CONSUMERS, MAX_ELEMENTS, SMS, WG_M, AttentionConfig
 from .consumer import make_consumer
 from .epilogue import make_epilogue
+from .o_store import make_o_store
 from .state import Barriers, Place, Registers, Shared, Tile
 from .producer import make_producer
 from .varlen import (SEQUENCES_MESSAGE, VARLEN_ELEMENTS_MESSAGE, as_batch, sequence_live, varlen_function, varlen_grid,
@@ -111,6 +112,7 @@ def _make_roles(cfg: AttentionConfig):
     smem, bars, cta)`` (a :class:`_Cta`): warpgroup 0 and warpgroups 1 and 2 of the CTA."""
     bn, chunks = cfg.bn, cfg.chunks
     produce, consume, epilogue = make_producer(cfg), make_consumer(cfg), make_epilogue(cfg)
+    _, drain = make_o_store(cfg)
 
     @T.macro
     def producer_role(Q, K, V, smem, bars, cta):
@@ -146,7 +148,7 @@ def _make_roles(cfg: AttentionConfig):
                     n_kv = _kv_blocks(cfg, qb, cta.seq_len)
                     consume(smem, bars, Registers(S, P, O, W, m, l, alpha, rmax),
                             Tile(b, h, qb, n_kv, i, cta.done[0], last), Place(cta.tid, c, cta.seq_len))
-                    epilogue(Out, LSE, Registers(S, P, O, W, m, l, alpha, rmax),
+                    epilogue(Out, LSE, smem, bars, Registers(S, P, O, W, m, l, alpha, rmax),
                              Tile(b, h, qb, n_kv, i, cta.done[0], last), Place(cta.tid, c, cta.seq_len))
                     cta.done[0] = cta.done[0] + n_kv
         else:
@@ -154,8 +156,10 @@ def _make_roles(cfg: AttentionConfig):
             consume(smem, bars, Registers(S, P, O, W, m, l, alpha, rmax),
                     Tile(b, h, qb, _kv_blocks(cfg, qb, cta.seq_len), 0, 0, True, cta.start),
                     Place(cta.tid, c, cta.seq_len))
-            epilogue(Out, LSE, Registers(S, P, O, W, m, l, alpha, rmax), Tile(b, h, qb, None, 0, 0, True, cta.start),
-                     Place(cta.tid, c, cta.seq_len))
+            epilogue(Out, LSE, smem, bars, Registers(S, P, O, W, m, l, alpha, rmax),
+                     Tile(b, h, qb, None, 0, 0, True, cta.start), Place(cta.tid, c, cta.seq_len))
+        if cfg.tma_store:
+            drain(cta.tid)
 
     return producer_role, consumer_role
 
@@ -199,6 +203,7 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
     run_time = not isinstance(cfg.seq_len, int) or (not cfg.varlen and not isinstance(cfg.batch, int))
     count_at_run_time = cfg.varlen and not isinstance(cfg.batch, int)  # sequences: CuSeqlens' extent - 1
     grid, rounds, tile = _walk(cfg) if not cfg.varlen else (None, 1, None)
+    own_o_tile = cfg.o_tile == "own"
 
     def launch(packed):
         return T.cuda.LaunchConfig(grid=grid if packed is None else varlen_grid(cfg, packed),
@@ -228,8 +233,12 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
                 run(as_batch(Q, packed), as_batch(K, packed), as_batch(V, packed), Out, LSE, Shared(sq, sk, sv),
                     Barriers(q_full, q_empty, full, empty),
                     _Cta(tid, wg, done, 1, varlen_tile(packed), end - start, start))
-        else:
-            run(Q, K, V, Out, LSE, Shared(sq, sk, sv), Barriers(q_full, q_empty, full, empty),
+        elif own_o_tile:  # O's staging tile for the TMA store (.o_store), after the mbarriers
+            so = T.alloc_shared((chunks, BM, CHUNK), dtype, scope="shared.dyn", align=1024, layout=q_layout)
+            run(Q, K, V, Out, LSE, Shared(sq, sk, sv, so), Barriers(q_full, q_empty, full, empty),
+                _Cta(tid, wg, done, rounds, tile, seq_len, 0))
+        else:  # with tma_store, O is staged in Q's rows (else Shared.so is not used)
+            run(Q, K, V, Out, LSE, Shared(sq, sk, sv, sq), Barriers(q_full, q_empty, full, empty),
                 _Cta(tid, wg, done, rounds, tile, seq_len, 0))
 
     return body
@@ -238,7 +247,7 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
 def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None, causal: bool = False,
                    scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False,
                    overlap: bool = False, persistent: bool = False, ctas: int = SMS,
-                   persistent_rows: int | None = None, varlen: bool = False):
+                   persistent_rows: int | None = None, varlen: bool = False, tma_store: bool = False):
     """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
     log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
     (``arch="sm_90a"``).
@@ -290,6 +299,13 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         varlen layout, :mod:`.varlen`): ``seq_len`` is then ``total``, the rows of all
         sequences together, and the kernel takes their cumulative lengths.  One CTA per
         tile only (``persistent=True`` is refused).
+    tma_store : bool
+        Each consumer writes its 64 x head_dim O rows into a 128-byte swizzled shared
+        tile and one thread stores them by 4-d TMA boxes (:mod:`.o_store`), instead of
+        ``st.global.b32`` per register pair under a row guard.  The tile is a buffer of
+        its own where it fits (head_dim 64; 128 with 2 stages), else the consumer's rows
+        of Q's buffer: on the persistent grid Q's rows are then released after the store
+        has read them, not after the last ``Q K^T``.  Not with ``varlen``.
 
     Returns
     -------
@@ -318,7 +334,7 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     """
     kv_heads = heads if kv_heads is None else kv_heads
     cfg = AttentionConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, pingpong, overlap,
-                          persistent, ctas, persistent_rows, varlen)
+                          persistent, ctas, persistent_rows, varlen, tma_store)
     body = _make_body(cfg)
     if varlen:
         return varlen_function(cfg, body)

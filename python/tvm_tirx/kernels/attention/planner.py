@@ -42,6 +42,9 @@ class AttentionPlan:
         With ``persistent``: rows (keys per query) longer than this launch one CTA per
         tile instead, chosen at launch (for a kernel of run-time length); None: the
         persistent grid at every length.
+    tma_store : bool
+        O stored through shared memory by TMA boxes (:mod:`.o_store`) instead of per
+        thread; False (the default) keeps every plan's kernel as it was.
 
     Raises
     ------
@@ -55,8 +58,11 @@ class AttentionPlan:
     stages: int
     persistent: bool
     persistent_rows: int | None = None
+    tma_store: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.tma_store, bool):
+            raise ValueError(f"AttentionPlan: tma_store must be a bool, found {self.tma_store!r}")
         if self.stages not in (2, 3):
             raise ValueError(f"AttentionPlan: stages must be 2 or 3, found {self.stages!r}")
         if self.overlap and self.stages < 3:
@@ -72,9 +78,11 @@ class AttentionPlan:
         return "+".join(names) or "serial"
 
     def options(self) -> dict:
-        """The plan as keyword arguments of ``make_attention``."""
-        return {"pingpong": self.pingpong, "overlap": self.overlap, "stages": self.stages,
-                "persistent": self.persistent, "persistent_rows": self.persistent_rows}
+        """The plan as keyword arguments of ``make_attention`` (``tma_store`` only when set:
+        the table's plans give :func:`~.schedules.choose_schedule`'s options)."""
+        options = {"pingpong": self.pingpong, "overlap": self.overlap, "stages": self.stages,
+                   "persistent": self.persistent, "persistent_rows": self.persistent_rows}
+        return {**options, "tma_store": True} if self.tma_store else options
 
 
 #: (head_dim, causal, seq_len or None) -> the plan given by :func:`override`

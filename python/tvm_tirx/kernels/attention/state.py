@@ -22,11 +22,15 @@ class Shared(NamedTuple):
         Q's block, ``(chunks, 128, 64)``.
     sk, sv : Buffer
         The ring of K and V blocks, ``(stages, chunks, bn, 64)`` each.
+    so : Buffer | None
+        With ``tma_store``, O's staging tile ``(chunks, 128, 64)`` (consumer ``c``'s rows
+        ``64 c ..``): a buffer of its own, or ``sq`` itself (:mod:`.o_store`); else None.
     """
 
     sq: object
     sk: object
     sv: object
+    so: object = None
 
 
 class Barriers(NamedTuple):

@@ -1,0 +1,166 @@
+"""``make_attention(..., tma_store=True)``: O stored through shared memory and TMA boxes.
+
+CPU: at head_dim 64, 128 and 256, causal or not, on the persistent grid and one CTA per
+tile, in the schedules the planner uses, the tile checker accepts the kernel, it
+assembles for sm_90a, and its PTX stores O by ``head_dim / 64`` 4-d TMA stores and no
+``st.global.b32``; where the staging tile is Q's rows on the persistent grid, Q's rows
+are released after the store has read them; the shared-memory bytes per configuration;
+options it does not take are ValueErrors; the default plans do not set it.
+GPU (marker ``gpu``): O and the log-sum-exp against the float32 reference, NaN-filled
+outputs, lengths 1 .. 4097 from one kernel, a persistent grid of 3 CTAs that reuses
+the staging tile over dozens of tiles.
+"""
+
+import re
+
+import pytest
+
+import tvm_tirx
+from tvm_tirx import testing
+from tvm_tirx.kernels.attention import AttentionConfig, AttentionPlan, choose_attention, make_attention
+from tvm_tirx.kernels.attention.o_store import BARRIER_BASE
+from tvm_tirx.script import tirx as T
+
+from test_kernels_attention import check
+
+PER_TILE = dict(pingpong=True, overlap=True, stages=3)  # head_dim 128's table schedule on one CTA per tile
+#: (head_dim, causal, schedule): the table's schedules (persistent for short rows at 128), and the others
+CASES = [
+    (64, False, "table"), (64, True, "table"), (64, False, dict(stages=2)),
+    (128, False, "table"), (128, True, "table"), (128, True, PER_TILE),
+    (128, False, dict(pingpong=True, stages=2, persistent=True)),
+    (128, True, dict(pingpong=True, overlap=True, stages=2, persistent=True)),  # FA3's two stages, O's own tile
+    (256, False, "table"), (256, True, "table"), (256, True, dict(pingpong=True, persistent=True)),
+]
+_IDS = [f"d{d}-{'causal' if c else 'full'}-{s if isinstance(s, str) else '-'.join(f'{k}{v}' for k, v in s.items())}"
+        for d, c, s in CASES]
+STORE = r"cp\.async\.bulk\.tensor\.4d\.global\.shared::cta\.bulk_group"
+_BUILT = {}
+
+
+def _options(head_dim, causal, schedule):
+    """``make_attention``'s options: the table's plan for rows of 1024 keys with ``tma_store``
+    set (as the planner carries it), or ``schedule`` and ``tma_store``."""
+    if schedule != "table":
+        return dict(schedule, tma_store=True)
+    plan = choose_attention(head_dim, causal, 1024)
+    return AttentionPlan(plan.pingpong, plan.overlap, plan.stages, plan.persistent, plan.persistent_rows,
+                         tma_store=True).options()
+
+
+def _kernel(head_dim, causal, schedule):
+    if not testing.has_nvcc():
+        pytest.skip("compiles for sm_90a: needs nvcc on the PATH")
+    key = (head_dim, causal, repr(schedule))
+    if key not in _BUILT:
+        func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, head_dim, kv_heads=2, causal=causal,
+                              **_options(head_dim, causal, schedule))
+        kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
+        assert len(testing.assemble(kernel)) > 0
+        _BUILT[key] = kernel
+    return _BUILT[key]
+
+
+@pytest.mark.parametrize("head_dim,causal,schedule", CASES, ids=_IDS)
+def test_o_leaves_by_tma_stores_and_no_per_thread_store(head_dim, causal, schedule):
+    kernel = _kernel(head_dim, causal, schedule)
+    ptx, body = kernel.ptx, kernel.cuda_source[kernel.cuda_source.index("__global__") :]
+    assert len(re.findall(STORE, ptx)) == head_dim // 64  # one 64 x 64 box per 64 columns, from one thread
+    assert not re.findall(r"st\.global\.b32", ptx)  # O's per-thread stores are gone (LSE: st.global.f32)
+    assert len(re.findall(r"fence\.proxy\.async\.shared::cta", ptx)) == 1
+    assert len(re.findall(r"cp\.async\.bulk\.commit_group", ptx)) == 1
+    assert len(re.findall(r"cp\.async\.bulk\.wait_group 0", ptx)) == 1  # the drain before the CTA exits
+    # the warpgroup's own named barrier, twice per tile: after the wait for the previous store, after the fence
+    barrier = f"tvm_builtin_ptx_barrier_sync_count_sync_aligned(((uint)(c_ptr[0] + {BARRIER_BASE})), (uint)128);"
+    assert body.count(barrier) == 2
+
+
+def test_the_staging_tile_and_shared_memory_per_configuration():
+    def config(head_dim, stages, **options):
+        return AttentionConfig(2, 1024, 4, 4, head_dim, stages=stages, tma_store=True, **options)
+
+    # (head_dim, stages) -> (where O is staged, dynamic shared memory in bytes)
+    expected = {(64, 2): ("own", 99392), (64, 3): ("own", 132176), (64, 4): ("own", 164960),
+                (128, 2): ("own", 197696), (128, 3): ("q", 230480), (256, 1): ("own", 197680),
+                (256, 2): ("q", 197696)}
+    for (head_dim, stages), (tile, smem) in expected.items():
+        cfg = config(head_dim, stages)
+        assert (cfg.o_tile, cfg.smem_bytes) == (tile, smem), (head_dim, stages)
+        plain = AttentionConfig(2, 1024, 4, 4, head_dim, stages=stages)
+        assert plain.o_tile is None and plain.smem_bytes == smem - (cfg.q_bytes if tile == "own" else 0)
+        assert smem <= 232448
+
+
+@pytest.mark.parametrize("head_dim,causal,schedule,after", [
+    (128, False, "table", True),  # Q's rows stage O: released after the store has read them
+    (256, True, dict(pingpong=True, persistent=True), True),
+    (64, False, "table", False),  # a tile of its own: released after the last Q K^T, as without the option
+    (128, False, dict(pingpong=True, stages=2, persistent=True), False),
+    (128, True, dict(pingpong=True, overlap=True, stages=2, persistent=True), False),
+])
+def test_q_rows_are_released_after_the_store_read_them_where_they_stage_o(head_dim, causal, schedule, after):
+    body = _kernel(head_dim, causal, schedule).cuda_source
+    body = body[body.index("__global__") :]
+    store = body.index("tvm_builtin_ptx_cp_async_bulk_tensor_s2g")
+    release = re.search(r"mbarrier_arrive_nocount_arrive_shared__cta_b64\(tvm_builtin_cuda_cvta_generic_to_shared"
+                        r"\(\(&\(\(\(uint64_t\*\)dyn_smem_ptr\)\[\(c_ptr\[0\] \+ \d+\)\]", body)
+    assert release is not None
+    assert (release.start() > store) == after
+    if after:  # the issuing thread waits for the read (and the next tile's wait finds no group): two waits
+        assert body.count("tvm_builtin_ptx_cp_async_bulk_wait_group_async_bulk_wait_group_read_0();") == 2
+
+
+def test_plans_do_not_set_it_unless_asked():
+    for head_dim in (64, 128, 256):
+        for causal in (False, True):
+            plan = choose_attention(head_dim, causal, 1024)
+            assert plan.tma_store is False and "tma_store" not in plan.options()
+    plan = AttentionPlan(True, True, 3, True, tma_store=True)
+    assert plan.options()["tma_store"] is True
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: make_attention(2, 1000, 4, 128, varlen=True, tma_store=True), r"tma_store=True: .*varlen=False"),
+    (lambda: make_attention(2, 1000, 4, 128, tma_store=1), r"tma_store: expected a bool"),
+    (lambda: AttentionPlan(False, False, 2, False, tma_store="yes"), r"AttentionPlan: tma_store must be a bool"),
+    (lambda: make_attention(2, 1000, 4, 128, stages=4, tma_store=True), r"stages=4: .* bytes of shared memory"),
+])
+def test_options_it_does_not_take_are_value_errors(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+# -- on the GPU --------------------------------------------------------------------------------
+
+
+@testing.requires_arch("sm_90a")
+@pytest.mark.parametrize("head_dim,causal,schedule", CASES, ids=_IDS)
+def test_every_length_from_one_kernel_on_gpu(torch_cuda, head_dim, causal, schedule):
+    options = _options(head_dim, causal, schedule)
+    func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, head_dim, kv_heads=2, causal=causal, **options)
+    kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
+    for seq_len in (1, 77, 128, 1000, 4097):
+        check(torch_cuda, kernel, 2, seq_len, 4, 2, head_dim, causal, "bfloat16", seed=seq_len)
+
+
+@testing.requires_arch("sm_90a")
+@pytest.mark.parametrize("head_dim,schedule", [(64, dict(overlap=True, stages=3)), (128, PER_TILE),
+                                               (128, dict(pingpong=True, stages=2)), (256, dict(pingpong=True))],
+                         ids=["d64-own", "d128-q", "d128-own", "d256-q"])
+def test_three_ctas_reuse_the_staging_tile_over_many_tiles_on_gpu(torch_cuda, head_dim, schedule):
+    # 3 CTAs walk dozens of tiles each: the staging tile (its own, or Q's rows released after the store)
+    # is rewritten once per tile; bounded waits (detect_hangs) turn a broken hand-over into a failure
+    for causal in (False, True):
+        func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, head_dim, kv_heads=2, causal=causal,
+                              persistent=True, ctas=3, tma_store=True, **schedule)
+        kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
+        for seq_len in (1, 77, 1000, 4097):
+            check(torch_cuda, kernel, 2, seq_len, 4, 2, head_dim, causal, "bfloat16", seed=seq_len)
+
+
+@testing.requires_arch("sm_90a")
+def test_float16_and_a_static_length_on_gpu(torch_cuda):
+    for causal in (False, True):
+        kernel = tvm_tirx.compile(make_attention(3, 1000, 8, 128, kv_heads=1, causal=causal, dtype="float16",
+                                                 **_options(128, causal, "table")), target="cuda")
+        check(torch_cuda, kernel, 3, 1000, 8, 1, 128, causal, "float16", seed=7)
