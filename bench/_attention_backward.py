@@ -13,6 +13,15 @@ gradients are not summed over the group: a small advantage to the peers).
 
     python bench/attention.py --backward                   # GPU: the forward table's rows
     python bench/attention.py --backward --classes short
+    python bench/attention.py --backward-kernels           # GPU: make_attention_backward's variants
+
+``--backward-kernels`` (:func:`main_kernels`, bfloat16) times the backward kernel itself, per variant
+of :data:`KERNEL_VARIANTS` (``dq_split`` and ``stages``), on :data:`KERNEL_ROWS`: the
+kernel's launch alone ("kernel": LSE and O from our forward kernel, Dsum and the zeroed
+dQacc prepared once, as ``tvm_tirx.ops.attention_backward_ops._kernel_grads`` prepares
+them) and with that preparation and dQ's conversion ("+prep"), against one backward of
+SDPA's cuDNN backend (``torch.autograd.grad`` of a forward made once).  Without a GPU it
+compiles and assembles each variant.
 """
 
 from __future__ import annotations
@@ -160,4 +169,100 @@ def main_backward(classes, dtype_name: str, repeats: int) -> None:
         print(f"geomean {geo:.3f}, min {min(ratios):.3f} ({len(ratios)} rows)")
 
 
-__all__ = ["main_backward", "CLASSES"]
+#: (batch, heads, kv_heads, seq_len, head_dim, causal) of --backward-kernels
+KERNEL_ROWS = [(1, 32, 32, 8192, 128, True), (4, 32, 8, 2048, 128, True), (4, 32, 32, 4096, 128, False),
+               (8, 16, 16, 2048, 64, False), (4, 32, 32, 4096, 64, True)]
+#: head_dim -> the (dq_split, stages) variants timed ("keys", 2 is ops.attention's kernel)
+KERNEL_VARIANTS = {128: [("keys", 2), ("columns", 2), ("columns", 3)],
+                   64: [("keys", 2), ("keys", 4), ("columns", 2), ("columns", 4)]}
+
+
+def _compiled(row, dq_split: str, stages: int, dtype_name: str, arch=None):
+    """The backward kernel of one variant, static sizes (``arch``: for the CPU's assembly)."""
+    import tvm_tirx
+    from tvm_tirx.kernels.attention_backward import make_attention_backward
+
+    b, h, kv, n, d, causal = row
+    options = {"arch": arch} if arch else {}
+    return tvm_tirx.compile(make_attention_backward(b, n, h, d, kv_heads=kv, causal=causal, dtype=dtype_name,
+                                                    stages=stages, dq_split=dq_split), target="cuda", **options)
+
+
+def _forward(torch, row, q, k, v):
+    """``(O, LSE)`` of our forward kernel (bf16 inputs: the forward's dtype)."""
+    import tvm_tirx
+    from tvm_tirx.kernels.attention import make_attention
+
+    b, h, kv, n, d, causal = row
+    fwd = tvm_tirx.compile(make_attention(b, n, h, d, kv_heads=kv, causal=causal), target="cuda")
+    o, lse = torch.empty_like(q), torch.empty(b, h, n, device="cuda")
+    fwd(q, k, v, o, lse)
+    return o, lse
+
+
+def _kernel_cells(torch, row, variant, ref, repeats):
+    """``[us kernel, us +prep, TFLOP/s, max rel err]`` of one variant on one row, and the
+    +prep time; ``ref`` = (q, k, v, do, o, lse, cuDNN's dq, dk, dv in bshd)."""
+    q, k, v, do, o, lse, *grads = ref
+    b, h, kv, n, d, causal = row
+    bwd = _compiled(row, *variant, str(q.dtype).split(".")[-1])
+    dsum = (do.float() * o.float()).sum(-1).transpose(1, 2).contiguous()
+    dq_acc, dk, dv = torch.zeros(q.shape, dtype=torch.float32, device="cuda"), torch.empty_like(k), torch.empty_like(v)
+    bwd(q, k, v, do, lse, dsum, dq_acc, dk, dv)
+    err = _relative_error((dq_acc, dk, dv), [g.float() for g in grads])
+    kernel_us = _call_us(torch, lambda: bwd(q, k, v, do, lse, dsum, dq_acc, dk, dv), repeats)
+
+    def with_prep():
+        ds = (do.float() * o.float()).sum(-1).transpose(1, 2).contiguous()
+        acc = torch.zeros(q.shape, dtype=torch.float32, device="cuda")
+        bwd(q, k, v, do, lse, ds, acc, dk, dv)
+        return acc.to(q.dtype)
+
+    prep_us = _call_us(torch, with_prep, repeats)
+    return [f"{kernel_us:.0f}", f"{prep_us:.0f}", f"{2.5 * tflops(b, h, n, d, causal, kernel_us * 1e-6):.0f}",
+            f"{err:.1e}"], prep_us
+
+
+def _cpu_kernels(dtype_name: str) -> None:
+    """No GPU: compile and assemble each variant of each row (sm_90a)."""
+    from tvm_tirx import testing
+
+    for row in KERNEL_ROWS:
+        for variant in KERNEL_VARIANTS[row[4]]:
+            bwd = _compiled(row, *variant, dtype_name, arch="sm_90a")
+            print(row, variant, "assembled" if len(testing.assemble(bwd)) > 0 else "FAILED", flush=True)
+
+
+def main_kernels(repeats: int) -> None:
+    """The backward kernel's variants against cuDNN's backward (GPU, bfloat16), or assembled (CPU)."""
+    from tvm_tirx import testing
+
+    if not testing.has_cuda():
+        return _cpu_kernels("bfloat16")
+    import torch
+
+    rows = []
+    for row in KERNEL_ROWS:  # bfloat16: the forward kernel's dtype
+        _, _, kv, _, d, causal = row
+        q, k, v = _inputs(torch, row, torch.bfloat16)
+        do = torch.randn(q.shape, device="cuda", dtype=q.dtype, generator=torch.Generator("cuda").manual_seed(7))
+        fn = _backward_call(torch, None, q, k, v, do, causal, BACKENDS["cuDNN"])
+        cudnn = _in_bshd(fn(), kv, True) if fn is not None else None
+        cudnn_us = _call_us(torch, fn, repeats) if fn is not None else None
+        o, lse = _forward(torch, row, q, k, v)
+        for variant in KERNEL_VARIANTS[d]:
+            cells, prep_us = _kernel_cells(torch, row, variant, (q, k, v, do, o, lse, *cudnn), repeats) \
+                if cudnn is not None else (["-"] * 4, None)
+            ratio = f"{cudnn_us / prep_us:.2f}" if prep_us else "-"
+            rows.append([",".join(map(str, row[:5])), "yes" if causal else "no", f"{variant[0]}/{variant[1]}",
+                         *cells, f"{cudnn_us:.0f}" if cudnn_us else "-", ratio])
+            print("  ".join(rows[-1]), flush=True)
+    print("make_attention_backward's variants (bfloat16): us of the kernel alone and with Dsum, the zeroed "
+          "dQacc and dQ's conversion (+prep); TFLOP/s of the kernel (2.5 forward products); max relative error "
+          "against cuDNN's gradients; cuDNN us per backward (autograd.grad); x cuDNN = cuDNN / +prep")
+    print(table(["B,H,KV,L,D", "causal", "dq_split/stages", "kernel us", "+prep us", "TFLOP/s", "err vs cuDNN",
+                 "cuDNN us", "x cuDNN"], rows))
+    return None
+
+
+__all__ = ["main_backward", "main_kernels", "CLASSES", "KERNEL_ROWS", "KERNEL_VARIANTS"]

@@ -13,7 +13,11 @@
 #   4. the attention backward through ops.attention against cuDNN's and FA2's, with the
 #      peak memory per backward (bench/attention.py --backward), on the torch backward
 #      (the default) and on the backward kernel (TVM_TIRX_ATTENTION_BACKWARD=1), and
-#      compute-sanitizer on the backward kernel's GPU tests.
+#      compute-sanitizer on the backward kernel's GPU tests;
+#   5. the backward kernel's dq_split variants ("keys", the default, and "columns": each
+#      consumer computes half of dQ's columns over all 128 keys), kernel alone against
+#      cuDNN's backward (bench/attention.py --backward-kernels), and compute-sanitizer on
+#      the "columns" kernel's every-length test.
 # One call on the device machine, after stage 2 (see ../shared/gpu/README.md):
 #
 #   . /tmp/tirx-site/env.sh && export PYTHONPATH=$PWD/python:$PYTHONPATH && bash tools/device_batch.sh [PART...]
@@ -21,7 +25,7 @@
 # All parts take up to ~40 minutes, more than one call's 10: name the parts to run
 # (gpu-suite route-tests sanitize split-sweep decode-route-on decode-route-off tiles
 # attention-ops attention-backward attention-backward-kernel sanitize-attention-backward
-# varlen varlen-kernel) and
+# backward-kernels sanitize-backward-columns varlen varlen-kernel) and
 # spread them over calls while the machine stays warm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +73,11 @@ show attention-backward 14
 part attention-backward-kernel 500 env TVM_TIRX_ATTENTION_BACKWARD=1 python3 bench/attention.py --backward
 show attention-backward-kernel 14
 part sanitize-attention-backward 400 bash tools/sanitize.sh all tests/python/test_attention_backward.py \
-  -k "every_length or forward_kernels"
+  -k "(every_length and keys) or forward_kernels"
+part backward-kernels 500 python3 bench/attention.py --backward-kernels
+show backward-kernels 24
+part sanitize-backward-columns 400 bash tools/sanitize.sh all tests/python/test_attention_backward.py \
+  -k "every_length and columns"
 part varlen 200 python3 bench/attention.py --varlen
 show varlen 10
 part varlen-kernel 200 env TVM_TIRX_ATTENTION_VARLEN=1 python3 bench/attention.py --varlen

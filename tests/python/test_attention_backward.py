@@ -6,7 +6,9 @@ for sm_90a with no register spills; the kernel issues the products its design na
 wgmma for ``S^T`` / ``dP^T``, rs wgmma with a transposed B for ``dV`` / ``dK``, ss wgmma
 with both operands transposed for ``dQ``), one TMA reduce-add per 32 columns of ``dQ`` per
 query block and warpgroup, and a causal kernel walks only the query blocks its keys meet;
-sizes and options it does not take are ValueErrors.
+sizes and options it does not take are ValueErrors.  ``dq_split="columns"`` (each consumer
+computes half of dQ's columns over all 128 keys): the same checks at head_dim 64 and 128,
+causal or not, 2 and 3 stages, half the TMA reduce boxes per consumer, the 256-thread barriers.
 GPU (marker ``gpu``): dQ, dK and dV against float32 autograd of a torch reference, NaN-filled
 dK / dV, several lengths (1000: not a multiple of the blocks) from one compiled kernel, GQA.
 """
@@ -71,11 +73,11 @@ EVERY = [(d, c, t, kv, s) for d in (64, 128) for c in (False, True) for t in ("b
          for kv in (2, 8) for s in (False, True)]
 
 
-def _check_configuration(head_dim, causal, dtype, kv_heads, static, tmp_path):
-    kernel = _kernel(head_dim, causal, dtype, kv_heads, static)
+def _check_configuration(head_dim, causal, dtype, kv_heads, static, tmp_path, **options):
+    kernel = _kernel(head_dim, causal, dtype, kv_heads, static, **options)
     report = _ptxas_report(kernel, tmp_path)
     assert "0 bytes spill stores, 0 bytes spill loads" in report, report
-    assert "C7510" not in report and "C7511" not in report and "C7512" not in report, report  # wgmma serialised
+    assert not re.search(r"C75\d\d", report), report  # wgmma serialised (C7510, C7511, C7512, C7520, ...)
 
 
 @pytest.mark.parametrize("head_dim,causal,dtype,kv_heads,static", COVER)
@@ -88,6 +90,19 @@ def test_a_covering_set_compiles_and_assembles_without_spills(head_dim, causal, 
 def test_every_configuration_compiles_and_assembles_without_spills(head_dim, causal, dtype, kv_heads, static,
                                                                    tmp_path):
     _check_configuration(head_dim, causal, dtype, kv_heads, static, tmp_path)
+
+
+#: (head_dim, causal, dtype, kv_heads, static, stages) of dq_split="columns": both head_dims, causal or
+#: not, 2 and 3 stages (3 fits head_dim 128 only with "columns"), both dtypes, static and run-time sizes
+COLUMNS = [(128, True, "bfloat16", 2, False, 2), (128, False, "float16", 8, True, 2),
+           (128, True, "bfloat16", 2, False, 3), (128, False, "bfloat16", 2, False, 3),
+           (64, False, "bfloat16", 2, False, 2), (64, True, "float16", 8, True, 2), (64, True, "bfloat16", 2, False, 3)]
+
+
+@pytest.mark.parametrize("head_dim,causal,dtype,kv_heads,static,stages", COLUMNS)
+def test_dq_split_by_columns_compiles_and_assembles_without_spills(head_dim, causal, dtype, kv_heads, static, stages,
+                                                                   tmp_path):
+    _check_configuration(head_dim, causal, dtype, kv_heads, static, tmp_path, stages=stages, dq_split="columns")
 
 
 @pytest.mark.parametrize("head_dim,dtype", [(128, "bfloat16"), (64, "float16")])
@@ -120,11 +135,13 @@ def test_the_function_takes_the_tensors_in_the_documented_order_and_shapes():
     assert shapes["dQacc"] == (("B", "L", "8", "64"), "float32")
 
 
-def test_the_debug_build_of_the_gpu_tests_assembles():
+@pytest.mark.parametrize("head_dim,dq_split", [(128, "keys"), (128, "columns"), (64, "columns")])
+def test_the_debug_build_of_the_gpu_tests_assembles(head_dim, dq_split):
     # what the GPU tests compile: every mbarrier wait bounded (a broken protocol fails instead of hanging)
     if not testing.has_nvcc():
         pytest.skip("needs nvcc")
-    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, 128, kv_heads=2, causal=True)
+    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=True,
+                                   dq_split=dq_split)
     kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a", options={"detect_hangs": True})
     assert len(testing.assemble(kernel)) > 0
     assert "clock64()" in kernel.cuda_source
@@ -146,6 +163,50 @@ def test_dq_is_reduced_once_per_query_block_by_tma_boxes_of_32_columns():
         assert _calls(kernel, "tvm_builtin_ptx_cp_async_bulk_wait_group_async_bulk_wait_group_read_0") == 1
         assert _calls(kernel, "tvm_builtin_ptx_cp_async_bulk_wait_group_async_bulk_wait_group_0") == 1
         assert "tvm_builtin_ptx_barrier_sync_count_sync_aligned(((uint)(c_ptr[0] + 1)), (uint)128);" in body
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_dq_split_by_columns_reduces_half_the_boxes_per_consumer(head_dim, tmp_path):
+    keys, columns = _kernel(head_dim, True), _kernel(head_dim, True, dq_split="columns")
+    half = head_dim // 2
+    # per consumer: head_dim / 32 boxes ("keys"), head_dim / 64 ("columns"); at head_dim 64 the consumer is
+    # compiled once per warpgroup (a static column offset), so the source holds both copies
+    copies = 2 if head_dim == 64 else 1
+    assert _calls(keys, REDUCE) == head_dim // 32
+    assert _calls(columns, REDUCE) == copies * head_dim // 64
+    ptx = lambda k: len(re.findall(r"cp\.reduce\.async\.bulk\.tensor\.4d", k.ptx))  # noqa: E731
+    assert ptx(columns) * 2 == ptx(keys) * copies
+    body = _body(columns)
+    if head_dim == 128:  # consumer c's boxes at columns 64 c and 64 c + 32 of dQacc
+        assert f"{REDUCE}(((void*)((unsigned long long)(&(dQacc_tmap)))), (c_ptr[0] * {half}), " in body
+        assert f"{REDUCE}(((void*)((unsigned long long)(&(dQacc_tmap)))), ((c_ptr[0] * {half}) + 32), " in body
+    else:  # one box per consumer, at column 0 or 32
+        for c in (0, 1):
+            assert f"{REDUCE}(((void*)((unsigned long long)(&(dQacc_tmap)))), {c * half}, " in body
+    # dQ = dS K over all 128 keys: one call of N = head_dim / 2, 8 k16 steps (both dS^T tiles)
+    t = "bf16"
+    assert _calls(columns, WGMMA.format(t=t, form="ss", n=half, trans="_1_1")) == copies * BK // 16
+    assert _calls(columns, WGMMA.format(t=t, form="ss", n=head_dim, trans="_1_1")) == 0
+    # dS^T shared by both warpgroups (barrier 3, 256 threads); each tile freed for its writer (4 + c)
+    assert "tvm_builtin_ptx_barrier_sync_count_sync_aligned((uint)3, (uint)256);" in body
+    assert re.search(r"barrier_arrive_arrive_aligned\(.*\(uint\)256\);", body)
+    report = _ptxas_report(columns, tmp_path)
+    assert "0 bytes spill stores, 0 bytes spill loads" in report, report
+
+
+def test_dq_split_by_columns_needs_less_shared_memory():
+    # the fp32 dQ tiles halve (2 x 64 x head_dim / 2 x 4 bytes fewer); sds stays one tile per consumer
+    for head_dim, stages in ((128, 1), (128, 2), (64, 1), (64, 4)):
+        keys = BackwardConfig(2, 128, 4, 4, head_dim, stages=stages).smem_bytes
+        columns = BackwardConfig(2, 128, 4, 4, head_dim, stages=stages, dq_split="columns").smem_bytes
+        assert keys - columns == 2 * 64 * head_dim // 2 * 4
+    # the budgets the config's docstring states: 3 stages fit head_dim 128, 4 do not
+    assert BackwardConfig(2, 128, 4, 4, 128, dq_split="columns").smem_bytes == 182312
+    assert BackwardConfig(2, 128, 4, 4, 128, stages=3, dq_split="columns").smem_bytes == 215608
+    with pytest.raises(ValueError, match=r"stages=4: the kernel needs 248904 bytes of shared memory"):
+        BackwardConfig(2, 128, 4, 4, 128, stages=4, dq_split="columns")
+    assert '"tirx.dyn_smem_bytes": 215608' in testing.lower(
+        make_attention_backward(2, 128, 4, 128, stages=3, dq_split="columns")).script()
 
 
 def test_the_ring_is_filled_by_the_tma_thread_and_the_lanes_copying_lse_and_dsum():
@@ -308,10 +369,12 @@ def test_shared_memory_fits_and_is_stated():
      ((2, 128, 4, 128), dict(stages=0), r"stages: expected an int in 1..4, found 0"),
      ((2, 128, 4, 128), dict(stages=3), r"stages=3: the kernel needs 248376 bytes of shared memory at head_dim 128, "
                                         r"more than the 232448"),
-     ((1, 2**20, 64, 128), {}, r"batch x seq_len x heads x head_dim = 8589934592 elements: .* at most 2147483647")],
+     ((1, 2**20, 64, 128), {}, r"batch x seq_len x heads x head_dim = 8589934592 elements: .* at most 2147483647"),
+     ((2, 128, 4, 128), dict(dq_split="rows"), r"dq_split: expected one of \['keys', 'columns'\], found 'rows'"),
+     ((2, 128, 4, 128), dict(dq_split=None), r"dq_split: expected one of \['keys', 'columns'\], found None")],
     ids=["head-dim-256", "head-dim-96", "head-dim-float", "gqa-ratio", "dtype", "seq-len", "batch-bool",
          "batch-grid-z", "heads-0", "kv-heads-0", "scale-0", "scale-nan", "causal", "stages-0", "smem",
-         "int32-elements"],
+         "int32-elements", "dq-split", "dq-split-none"],
 )
 def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, match):
     with pytest.raises(ValueError, match=match):
@@ -404,23 +467,27 @@ def check_gradients(torch, kernel, shape, causal, dtype, seed=0):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dq_split", ["keys", "columns"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_every_length_from_one_kernel_on_gpu(torch_cuda, head_dim, causal):
-    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=causal)
+def test_every_length_from_one_kernel_on_gpu(torch_cuda, head_dim, causal, dq_split):
+    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=causal,
+                                   dq_split=dq_split)
     kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
     for seq_len in (1, 77, 128, 1000, 2049):
         check_gradients(torch_cuda, kernel, (2, seq_len, 8, 2, head_dim), causal, "bfloat16", seed=seq_len)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("head_dim,dtype,kv_heads,stages", [(128, "float16", 8, 2), (64, "float16", 1, 3),
-                                                           (64, "bfloat16", 8, 4)])
-def test_float16_heads_and_stages_on_gpu(torch_cuda, head_dim, dtype, kv_heads, stages):
+@pytest.mark.parametrize("head_dim,dtype,kv_heads,stages,dq_split",
+                         [(128, "float16", 8, 2, "keys"), (64, "float16", 1, 3, "keys"), (64, "bfloat16", 8, 4, "keys"),
+                          (128, "float16", 8, 3, "columns"), (128, "bfloat16", 1, 1, "columns"),
+                          (64, "float16", 1, 4, "columns")])
+def test_float16_heads_and_stages_on_gpu(torch_cuda, head_dim, dtype, kv_heads, stages, dq_split):
     for causal in (False, True):
         kernel = tvm_tirx.compile(make_attention_backward(2, 1000, 8, head_dim, kv_heads=kv_heads, causal=causal,
-                                                          dtype=dtype, stages=stages), target="cuda",
-                                  options={"detect_hangs": True})
+                                                          dtype=dtype, stages=stages, dq_split=dq_split),
+                                  target="cuda", options={"detect_hangs": True})
         check_gradients(torch_cuda, kernel, (2, 1000, 8, kv_heads, head_dim), causal, dtype, seed=head_dim)
 
 

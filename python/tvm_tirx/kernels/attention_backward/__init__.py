@@ -13,7 +13,9 @@ One CTA owns 128 keys of one (key/value head, batch entry) and walks every query
   log-sum-exp and ``dS^T = P^T (dP^T - Dsum)`` in registers (:mod:`.gradients`),
   ``dV += P^T dO`` and ``dK += dS^T Q`` (``wgmma`` rs, the packed probabilities as A),
   ``dQ = dS K`` (``wgmma`` ss from ``dS^T`` staged in shared memory) added into the
-  float32 ``dQacc`` by TMA reduce-add (:mod:`.exchange`);
+  float32 ``dQacc`` by TMA reduce-add (:mod:`.exchange`); or (``dq_split="columns"``)
+  each consumer computes ``dQ``'s half of head_dim over all 128 keys from both
+  consumers' ``dS^T`` and reduces only those columns;
 * the **epilogue** (:mod:`.epilogue`): ``dV`` and ``dK`` stored under ``key < seq_len``.
 
 Budgets (registers, shared memory per head_dim) are in :mod:`.config`.  Hardware facts:
@@ -24,7 +26,7 @@ PTX ISA 9.7.15 (wgmma; fragments 9.7.15.5.1.1, descriptors 9.7.15.5.1.2),
 
 import tvm  # noqa: F401  pylint: disable=unused-import
 
-from .config import BK, BQ, HEAD_DIMS, BackwardConfig
+from .config import BK, BQ, DQ_SPLITS, HEAD_DIMS, BackwardConfig
 from .kernel import make_attention_backward
 
-__all__ = ["BK", "BQ", "HEAD_DIMS", "BackwardConfig", "make_attention_backward"]
+__all__ = ["BK", "BQ", "DQ_SPLITS", "HEAD_DIMS", "BackwardConfig", "make_attention_backward"]

@@ -26,7 +26,9 @@ has ``BQ = 64`` rows, ``D`` = head_dim):
   retire ended the serialisation, reading the values from shared memory the spills.
   head_dim 256 is refused: ``dV`` and ``dK`` of 64 keys alone would take 256 registers
   per thread, over the 255 a thread may have (FlashAttention-3 changes the blocking
-  there).
+  there).  With ``dq_split="columns"`` a consumer's ``dQ`` is ``BQ x D/2``: ``D / 4``
+  registers (32 at D 128, 16 at D 64), so the ``dQ`` phase peaks at ``dV + dK + dQ`` =
+  160 at D 128 (80 at D 64) and the peak is the score phase's 192 (128).
 * shared memory (bytes; 128-byte swizzled tiles, 1024-byte aligned): K and V of the CTA's
   128 keys ``2 x 128 x D x 2``; per ring stage a Q and a dO block ``2 x 64 x D x 2`` and
   the 64 LSE and 64 Dsum values (512); ``dS^T`` of each consumer ``2 x 64 x 64 x 2`` = 16
@@ -34,7 +36,10 @@ has ``BQ = 64`` rows, ``D`` = head_dim):
   D x 4`` (the source of the TMA reduce-add); the mbarriers ``8 x (1 + 2 stages)``; 1 KiB
   to align the tiles (:attr:`BackwardConfig.smem_bytes`).  D 128: 181,784 (1 stage),
   215,080 (2, the default); 3 stages would need 248,376, over the 232,448 a CTA may have.
-  D 64: 99,864 (1) to 150,600 (4 stages).
+  D 64: 99,864 (1) to 150,600 (4 stages).  With ``dq_split="columns"`` the ``dQ`` tiles
+  halve (``2 x 64 x D/2 x 4``; ``sds`` stays one tile per consumer, :mod:`.exchange`):
+  D 128: 149,016 (1), 182,312 (2), 215,608 (3; 4 would need 248,904); D 64: 83,480 (1)
+  to 134,216 (4).
   FlashAttention-3 blocks 64 (causal) or 80 queries x 128 keys at D 128 and 128 x 128 at
   D 64; this kernel 64 x 128 at both.
 """
@@ -53,14 +58,16 @@ from ..extents import MAX_ELEMENTS, is_int
 from ..gemm.operands import Operand
 from ..parts.ring import Ring
 
-__all__ = ["BQ", "BK", "WG_K", "CONSUMERS", "FILLS", "HEAD_DIMS", "PRODUCER_REGISTERS", "CONSUMER_REGISTERS",
-           "BackwardConfig"]
+__all__ = ["BQ", "BK", "WG_K", "CONSUMERS", "FILLS", "HEAD_DIMS", "DQ_SPLITS", "PRODUCER_REGISTERS",
+           "CONSUMER_REGISTERS", "BackwardConfig"]
 
 BQ = 64  # query rows per block (the N of S^T and dP^T, the M of dQ)
 WG_K = 64  # keys per consumer warpgroup (the M of S^T, dP^T, dV, dK)
 CONSUMERS = 2
 BK = WG_K * CONSUMERS  # keys per CTA
 HEAD_DIMS = (64, 128)
+#: how the two consumers share ``dQ`` (:mod:`.exchange`): by their 64 keys, or by head_dim columns
+DQ_SPLITS = ("keys", "columns")
 PRODUCER_REGISTERS = 40
 CONSUMER_REGISTERS = 232
 DQ_BOX = 32  # float32 columns per TMA reduce box: one 128-byte swizzle row
@@ -94,8 +101,10 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         more than 65535 batch entries (the grid's z axis); static sizes of more than
         :data:`~tvm_tirx.kernels.extents.MAX_ELEMENTS` elements in Q; ``stages`` outside
         1..4 or more shared memory than a CTA has; a ``scale`` that is not a positive
-        finite number; ``causal`` not a bool.
+        finite number; ``causal`` not a bool; ``dq_split`` not one of :data:`DQ_SPLITS`.
     """
+
+    dq_split: str = "keys"
 
     def __post_init__(self):
         self._check_sizes()
@@ -124,6 +133,8 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         if not isinstance(self.causal, bool):
             raise ValueError(f"causal: expected a bool, found {self.causal!r}")
         check_numerics(self.dtype, self.scale, self.stages)
+        if not isinstance(self.dq_split, str) or self.dq_split not in DQ_SPLITS:
+            raise ValueError(f"dq_split: expected one of {list(DQ_SPLITS)}, found {self.dq_split!r}")
 
     # -- what follows from the sizes ---------------------------------------------------------
 
@@ -167,6 +178,24 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         return f"wgmma.mma_async.sync.aligned.m64n{self.head_dim}k16.f32.{t}.{t}"
 
     @property
+    def split_columns(self) -> bool:
+        """Whether each consumer computes half of ``dQ``'s columns over all 128 keys
+        (``dq_split="columns"``) rather than all of them over its 64 keys."""
+        return self.dq_split == "columns"
+
+    @property
+    def dq_columns(self) -> int:
+        """Columns of the ``dQ`` block one consumer computes and reduces: head_dim, or
+        head_dim / 2 (``"columns"``)."""
+        return self.head_dim // 2 if self.split_columns else self.head_dim
+
+    @property
+    def mma_dq(self) -> str:
+        """``dQ`` (64 queries x :attr:`dq_columns`; A ``dS^T`` M-major, B K N-major)."""
+        t = DTYPES[self.dtype]
+        return f"wgmma.mma_async.sync.aligned.m64n{self.dq_columns}k16.f32.{t}.{t}"
+
+    @property
     def operands(self) -> dict:
         """The shared operands (:class:`~tvm_tirx.kernels.gemm.operands.Operand`) by name:
         ``kv`` (K or V as the K-major A, one 64-column chunk), ``qdo`` (Q or dO as the
@@ -192,7 +221,7 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
     def smem_bytes(self) -> int:
         """K, V, the ring (with each stage's 64 LSE and 64 Dsum values), ``dS^T`` and the fp32
         ``dQ`` tiles, the mbarriers, 1 KiB of alignment."""
-        ds, dq = CONSUMERS * WG_K * BQ * 2, CONSUMERS * BQ * self.head_dim * 4
+        ds, dq = CONSUMERS * WG_K * BQ * 2, CONSUMERS * BQ * self.dq_columns * 4
         stage = self.stage_bytes + 2 * BQ * 4
         return self.kv_bytes + self.stages * stage + ds + dq + 8 * (1 + 2 * self.stages) + 1024
 

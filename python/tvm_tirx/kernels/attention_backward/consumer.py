@@ -14,7 +14,10 @@ Per iteration ``g`` (stage ``s = g % stages`` of the Q / dO ring), consumer ``c`
 5. reduces its ``dQ`` block into ``dQacc`` (TMA reduce-add from ``sdq[c]``).
 
 ``sds[c]`` is written again only after this thread's ``wait_group 0`` of the previous
-iteration retired the ``dQ`` product that read it.
+iteration retired the ``dQ`` product that read it.  With ``dq_split="columns"`` the
+other consumer's ``dQ`` reads ``sds[c]`` too: step 3 then joins both warpgroups, and
+after step 4's wait each consumer tells the other that its tile is free again
+(:mod:`.exchange`).
 """
 
 from __future__ import annotations
@@ -38,16 +41,18 @@ def make_consumer(cfg: BackwardConfig):
     ring = cfg.ring
     scores, grads = make_products(cfg)
     gradients = make_gradients(cfg)
-    share_ds, reduce_dq, drain = make_exchange(cfg)
+    share_ds, release_ds, reduce_dq, drain = make_exchange(cfg)
 
     @T.macro
     def iteration(smem, regs, keys, step, place):
         scores(smem, regs, step.s, place.c)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         gradients(regs, smem.srows.sub[step.s], first_key(keys.kb, place.c), step.qb * BQ, place)
-        share_ds(smem, regs, place)
-        grads(smem, regs, step.s, place.c, step.g > 0)
+        share_ds(smem, regs, step, place)
+        grads(smem, regs, step, place.c)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
+        if cfg.split_columns:
+            release_ds(keys, step, place)
 
     @T.macro
     def consume(dQacc, smem, bars, regs, keys, place):

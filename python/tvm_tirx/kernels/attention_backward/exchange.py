@@ -1,9 +1,31 @@
 """What a consumer warpgroup passes through shared memory: ``dS^T`` for the ``dQ`` product,
 and its ``dQ`` block for the TMA reduce-add into ``dQacc``.
 
-Both tiles are the warpgroup's own (``sds[c]``, ``sdq[c]``); named barrier ``1 + c``
-joins its 128 threads (PTX ISA 9.7.13.1), and the named-barrier family checks that
-exactly those threads use it.
+With ``dq_split="keys"`` (the default) both tiles are the warpgroup's own (``sds[c]``,
+``sdq[c]``); named barrier ``1 + c`` joins its 128 threads (PTX ISA 9.7.13.1), and the
+named-barrier family checks that exactly those threads use it.  With ``"columns"`` each
+consumer's ``dQ`` product reads both consumers' ``dS^T`` (:mod:`.products`), so:
+
+* ``share_ds`` ends at named barrier :data:`JOIN` = 3 over both consumer warpgroups (256
+  threads) instead of ``1 + c``: after it, both tiles of the iteration are written and
+  fenced.  Ids 1 and 2 stay the per-warpgroup barriers of ``reduce_dq`` (``sdq[c]`` is
+  the warpgroup's own), 0 is ``__syncthreads``.
+* the hazard: consumer ``c`` overwriting ``sds[c]`` in iteration ``g + 1`` while the other
+  consumer's ``dQ`` wgmma of iteration ``g`` still reads it.  Named barriers
+  :data:`FREE` + ``c`` (4 and 5, 256 threads each) order them: after its ``wait_group 0``
+  of iteration ``g`` (its wgmma reads of both tiles retired, PTX ISA 9.7.15.7) consumer
+  ``c'`` arrives (``barrier.arrive``, not waiting) on ``FREE + (1 - c')``, the barrier of
+  the other consumer's tile; consumer ``c`` syncs on ``FREE + c`` before it writes
+  ``sds[c]`` in iteration ``g + 1``.  Each barrier completes once per iteration ``g >=
+  1``: 128 arrivals of one warpgroup and 128 of the other (the count, 256); the last
+  iteration does not arrive, the first does not sync (nothing was read yet).  Its own
+  reads of ``sds[c]`` are behind the writer's own ``wait_group 0``.  Double-buffering
+  ``sds`` by iteration parity instead (the :data:`JOIN` of ``g + 1`` then proves the
+  reads of ``g`` retired) cost 16 KiB of shared memory and, at head_dim 128 causal, a
+  4-byte spill (the parity-dependent addresses).
+* ``sdq[c]`` holds ``64 x D/2`` float32 (``D / 64`` boxes) and consumer ``c``'s boxes go
+  to ``dQacc[.., c D/2 + 32 i ..]``: half the boxes of ``"keys"`` per consumer, each
+  ``dQacc`` element of the block added once per CTA instead of twice.
 
 * ``share_ds``: each thread stores its ``dS^T`` words (``st.shared.b32``, the packed
   accumulator map) into the 128-byte swizzled ``sds[c]``, then ``fence.proxy.async``
@@ -29,35 +51,75 @@ from __future__ import annotations
 from tvm.script import tirx as T
 
 from ...tile.fragments import accumulator_layout, accumulator_tile
-from .config import BQ, DQ_BOX, WG_K, BackwardConfig
+from .config import BQ, CONSUMERS, DQ_BOX, WG_K, BackwardConfig
 
-__all__ = ["REDUCE", "make_exchange"]
+__all__ = ["REDUCE", "JOIN", "FREE", "make_exchange"]
 
 REDUCE = "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+#: the named barrier of both consumer warpgroups, after ``dS^T`` is shared (``dq_split="columns"``)
+JOIN = 3
+#: ``FREE + c``: consumer ``c``'s ``sds[c]`` is no longer read by the other (``"columns"``)
+FREE = 4
 
 
-def make_exchange(cfg: BackwardConfig):
-    """``(share_ds, reduce_dq, drain)``: the macros ``share_ds(smem, regs, place)``,
-    ``reduce_dq(dQacc, smem, regs, keys, step, place)`` (:mod:`.state`'s named tuples:
-    the block of batch entry ``keys.b``, query block ``step.qb`` of head ``step.h``) and
-    ``drain(tid)`` (thread 0 of the warpgroup waits until its reduces are done, before
-    the CTA exits)."""
-    boxes = cfg.head_dim // DQ_BOX
-    words = accumulator_layout(BQ, packed=True)
+def _make_barriers(cfg: BackwardConfig):
+    """``(sync, publish, claim, release)``: the macros ``sync(c)`` (the warpgroup's barrier
+    ``1 + c``), ``publish(c)`` (``sync``, or :data:`JOIN` with ``"columns"``), and, with
+    ``"columns"``, ``claim(c)`` (sync on ``FREE + c``) and ``release(c)`` (arrive on
+    ``FREE + 1 - c``); 128-thread warpgroups, PTX ISA 9.7.13.1."""
+    pair = T.uint32(128 * CONSUMERS)
 
     @T.macro
     def sync(c):
         T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.Cast("uint32", 1 + c), count=T.uint32(128))
 
     @T.macro
-    def share_ds(smem, regs, place):
+    def join(c):  # pylint: disable=unused-argument
+        T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(JOIN), count=pair)
+
+    @T.macro
+    def claim(c):
+        T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.Cast("uint32", FREE + c), count=pair)
+
+    @T.macro
+    def release(c):
+        T.cuda.tile.apply(T.ptx["barrier.arrive.aligned"], id=T.Cast("uint32", FREE + 1 - c), count=pair)
+
+    return sync, (join if cfg.split_columns else sync), claim, release
+
+
+def make_exchange(cfg: BackwardConfig):
+    """``(share_ds, release_ds, reduce_dq, drain)``: the macros ``share_ds(smem, regs, step,
+    place)``, ``release_ds(keys, step, place)`` (``"columns"``: after the iteration's
+    ``dQ`` retired), ``reduce_dq(dQacc, smem, regs, keys, step, place)`` (:mod:`.state`'s
+    named tuples: the block of batch entry ``keys.b``, query block ``step.qb`` of head
+    ``step.h``) and ``drain(tid)`` (thread 0 of the warpgroup waits until its reduces are
+    done, before the CTA exits)."""
+    boxes, half, columns = cfg.dq_columns // DQ_BOX, cfg.dq_columns, cfg.split_columns
+    words = accumulator_layout(BQ, packed=True)
+    sync, publish, claim, release = _make_barriers(cfg)
+
+    def column0(c):
+        """The first ``dQacc`` column of consumer ``c``'s boxes."""
+        return c * half if columns else 0
+
+    @T.macro
+    def share_ds(smem, regs, step, place):
+        if columns:
+            if step.g > 0:
+                claim(place.c)  # the other consumer's dQ of the previous iteration has read sds[c]
         T.cuda.tile.apply(T.ptx["st.shared.b32"],
                           *accumulator_tile(smem.sds.sub[place.c, 0], regs.dSw.view(WG_K, BQ // 2, layout=words),
                                             "wgmma"), scope="warpgroup")
         T.ptx["fence.proxy.async.shared::cta"]()
         if place.tid % 128 == 0:
             T.ptx["cp.async.bulk.wait_group.read"](0)  # the previous reduce has read sdq[c]
-        sync(place.c)
+        publish(place.c)
+
+    @T.macro
+    def release_ds(keys, step, place):
+        if step.g + 1 < keys.steps:
+            release(place.c)
 
     @T.macro
     def reduce_dq(dQacc, smem, regs, keys, step, place):
@@ -67,7 +129,8 @@ def make_exchange(cfg: BackwardConfig):
         sync(place.c)
         if place.tid % 128 == 0:
             T.cuda.tile.apply(T.ptx[REDUCE], dQacc, smem.sdq.sub[place.c].view(boxes, 1, BQ, 1, DQ_BOX),
-                              coords=(keys.b, step.qb * BQ, step.h, 0), coord_steps=((0, 0, 0, DQ_BOX),), swizzle=3)
+                              coords=(keys.b, step.qb * BQ, step.h, column0(place.c)),
+                              coord_steps=((0, 0, 0, DQ_BOX),), swizzle=3)
             T.ptx["cp.async.bulk.commit_group"]()
 
     @T.macro
@@ -75,4 +138,4 @@ def make_exchange(cfg: BackwardConfig):
         if tid % 128 == 0:
             T.ptx["cp.async.bulk.wait_group"](0)
 
-    return share_ds, reduce_dq, drain
+    return share_ds, release_ds, reduce_dq, drain

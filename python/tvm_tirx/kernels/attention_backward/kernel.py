@@ -31,18 +31,30 @@ def _keys(cfg: BackwardConfig, seq_len) -> Keys:
     return Keys(T.cuda.block_idx("z"), T.cuda.block_idx("y"), kb, cfg.group * cfg.query_blocks(kb, seq_len))
 
 
+def key_tiles(cfg: BackwardConfig, tile):
+    """``sk``, ``(2, chunks, 64, 64)`` (consumer ``c``'s keys, 64-column chunk ``cc``), by
+    ``tile(shape, dtype, layout)``: stored in that order, or (``dq_split="columns"``)
+    chunk-major, the view of a ``(chunks, 2, 64, 64)`` tile, so that a chunk's 128 keys
+    are one operand of ``dQ`` (:func:`.products._k_columns`)."""
+    shape, dtype = (CONSUMERS, cfg.chunks, WG_K, CHUNK), cfg.dtype
+    if not cfg.split_columns:
+        return tile(shape, dtype, swizzled_layout(shape, dtype, 3))
+    stored = (cfg.chunks, CONSUMERS, WG_K, CHUNK)
+    return tile(stored, dtype, swizzled_layout(stored, dtype, 3)).permute(1, 0, 2, 3)
+
+
 def _allocate_shared(cfg: BackwardConfig) -> tuple:
     """``(Shared, Barriers)``: the CTA's shared tiles (128-byte swizzled: the images the TMA
     writes and reads, ``dS^T`` as the M-major wgmma operand) and mbarriers.  Called while
     the kernel is parsed, in its body (the allocations go to the kernel's frame)."""
-    stages, chunks, dtype, head_dim = cfg.stages, cfg.chunks, cfg.dtype, cfg.head_dim
+    stages, chunks, dtype = cfg.stages, cfg.chunks, cfg.dtype
     kv_shape, ring_shape = (CONSUMERS, chunks, WG_K, CHUNK), (stages, chunks, BQ, CHUNK)
-    ds_shape, dq_shape = cfg.operands["ds"].stage_shape(CONSUMERS), (CONSUMERS, head_dim // DQ_BOX, BQ, DQ_BOX)
+    ds_shape, dq_shape = cfg.operands["ds"].stage_shape(CONSUMERS), (CONSUMERS, cfg.dq_columns // DQ_BOX, BQ, DQ_BOX)
 
     def tile(shape, dtype_, layout):
         return T.alloc_shared(shape, dtype_, scope="shared.dyn", align=1024, layout=layout)
 
-    sk = tile(kv_shape, dtype, swizzled_layout(kv_shape, dtype, 3))
+    sk = key_tiles(cfg, tile)
     sv = tile(kv_shape, dtype, swizzled_layout(kv_shape, dtype, 3))
     sq = tile(ring_shape, dtype, swizzled_layout(ring_shape, dtype, 3))
     sdo = tile(ring_shape, dtype, swizzled_layout(ring_shape, dtype, 3))
@@ -53,18 +65,26 @@ def _allocate_shared(cfg: BackwardConfig) -> tuple:
     return Shared(sk, sv, sq, sdo, sds, sdq, srows), Barriers(*bars)
 
 
-def _allocate_registers(head_dim: int) -> Registers:
-    """A consumer thread's :class:`.state.Registers` (wgmma fragment layouts), allocated
-    while the kernel is parsed, in its body."""
+def _allocate_registers(head_dim: int, dq_columns: int) -> Registers:
+    """A consumer thread's :class:`.state.Registers` (wgmma fragment layouts; ``dQ`` of
+    ``dq_columns``), allocated while the kernel is parsed, in its body."""
     acc = accumulator_layout
     return Registers(S=T.alloc_local((WG_K, BQ), "float32", layout=acc(BQ)),
                      dP=T.alloc_local((WG_K, BQ), "float32", layout=acc(BQ)),
                      dV=T.alloc_local((WG_K, head_dim), "float32", layout=acc(head_dim)),
                      dK=T.alloc_local((WG_K, head_dim), "float32", layout=acc(head_dim)),
-                     dQ=T.alloc_local((BQ, head_dim), "float32", layout=acc(head_dim)),
+                     dQ=T.alloc_local((BQ, dq_columns), "float32", layout=acc(dq_columns)),
                      Pw=T.alloc_local((1, BQ // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, BQ // 16)),
                      dSw=T.alloc_local((1, BQ // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, BQ // 16)),
                      W=T.alloc_local((WG_K, head_dim // 2), "uint32", layout=acc(head_dim, packed=True)))
+
+
+def specialised(cfg: BackwardConfig) -> bool:
+    """Whether the kernel runs one copy of the consumer per warpgroup (consumer ``c`` a
+    Python int): ``dq_split="columns"`` at head_dim 64, where consumer 1's half of K's
+    64-column chunk starts inside a swizzle row, which the tile checker takes at a static
+    offset only (:func:`.products._k_columns`)."""
+    return cfg.split_columns and cfg.dq_columns < CHUNK
 
 
 def _make_body(cfg: BackwardConfig):
@@ -74,6 +94,11 @@ def _make_body(cfg: BackwardConfig):
     run_time = not isinstance(cfg.batch, int) or not isinstance(cfg.seq_len, int)  # else checked when made
     launch = T.cuda.LaunchConfig(grid=(cfg.key_blocks, cfg.kv_heads, cfg.batch), block=128 * (1 + CONSUMERS),
                                  min_blocks_per_sm=1, dynamic_smem_bytes=cfg.smem_bytes)
+
+    @T.macro
+    def consumer(outputs, smem, bars, regs, keys, place):
+        consume(outputs.dQacc, smem, bars, regs, keys, place)
+        epilogue(outputs.dK, outputs.dV, regs, keys, first_key(keys.kb, place.c), place)
 
     @T.macro
     def body(inputs, outputs, seq_len):
@@ -98,17 +123,23 @@ def _make_body(cfg: BackwardConfig):
                 copy_rows(inputs, smem.srows, bars, keys, Place(tid, 0, seq_len))
         else:  # consumer c = wg - 1: keys 128 kb + 64 c ..
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=CONSUMER_REGISTERS)
-            c = wg - 1
-            regs = _allocate_registers(cfg.head_dim)
-            consume(outputs.dQacc, smem, bars, regs, keys, Place(tid, c, seq_len))
-            epilogue(outputs.dK, outputs.dV, regs, keys, first_key(keys.kb, c), Place(tid, c, seq_len))
+            if specialised(cfg):  # one copy of the consumer per warpgroup, c a Python int
+                regs = _allocate_registers(cfg.head_dim, cfg.dq_columns)
+                if wg == 1:
+                    consumer(outputs, smem, bars, regs, keys, Place(tid, 0, seq_len))
+                else:
+                    consumer(outputs, smem, bars, regs, keys, Place(tid, 1, seq_len))
+            else:
+                c = wg - 1
+                regs = _allocate_registers(cfg.head_dim, cfg.dq_columns)
+                consumer(outputs, smem, bars, regs, keys, Place(tid, c, seq_len))
 
     return body
 
 
 def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None,
                             causal: bool = False, scale: float | None = None, dtype: str = "bfloat16",
-                            stages: int = 2):
+                            stages: int = 2, dq_split: str = "keys"):
     """The fused attention backward: ``dQ``, ``dK`` and ``dV`` of ``O = softmax(scale * Q
     K^T [+ causal mask]) V`` from ``dO``, recomputing the probabilities from the forward's
     log-sum-exp (FlashAttention-2/3's algorithm, key/value blocks outermost): a
@@ -141,7 +172,14 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
     dtype : str
         ``"bfloat16"`` or ``"float16"``: Q, K, V, dO, dK and dV.
     stages : int
-        Q / dO blocks in flight in the shared ring (2 fits every head_dim; 3 and 4 only 64).
+        Q / dO blocks in flight in the shared ring (2 fits every head_dim; 3 and 4 at 64;
+        3 at 128 with ``dq_split="columns"``).
+    dq_split : str
+        How the two consumer warpgroups share ``dQ`` (:mod:`.exchange`): ``"keys"`` (the
+        default: each computes the whole ``64 x head_dim`` block over its 64 keys and
+        reduces it into ``dQacc``) or ``"columns"`` (each computes ``head_dim / 2`` columns
+        over all 128 keys and reduces only those: half the reduce traffic, half the ``dQ``
+        registers and ``sdq``; a 256-thread barrier per iteration joins the consumers).
 
     Returns
     -------
@@ -163,7 +201,7 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         From :class:`.config.BackwardConfig`: a size, dtype or option it refuses.
     """
     kv_heads = heads if kv_heads is None else kv_heads
-    cfg = BackwardConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages)
+    cfg = BackwardConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, dq_split)
     body = _make_body(cfg)
     q_shape, kv_shape, rows = (batch, seq_len, heads, head_dim), (batch, seq_len, kv_heads, head_dim), \
         (batch, heads, seq_len)

@@ -10,7 +10,12 @@ the stage's Q and dO blocks (64 rows each):
   PTX ISA 9.7.15.5.1.1), B the stage's dO / Q read N-major (the transpose immediate) --
   one instruction of N = head_dim per k16 step of the 64 queries;
 * ``dQ = dS K_c`` (64 queries x head_dim, ss): A ``dS^T`` from ``sds[c]`` read M-major,
-  B ``sk[c]`` read N-major (both transposed, PTX ISA 9.7.15.5.1.2).
+  B ``sk[c]`` read N-major (both transposed, PTX ISA 9.7.15.5.1.2);
+* or, ``dq_split="columns"``, ``dQ[:, c D/2 ..] = dS K[:, c D/2 ..]`` (64 queries x D/2
+  over all 128 keys): one call of N = D/2 and K = 128 keys (8 k16 steps), A both
+  ``sds`` tiles (adjacent: one 128-deep M-major operand), B columns ``c D/2 ..`` of K's
+  128 keys -- ``sk`` is stored chunk-major then, so that a chunk's two 64-key halves are
+  adjacent and one descriptor steps 2 KiB per k16 step through both.
 
 Each macro issues its calls after a ``wgmma.fence`` and closes them into one group
 (``commit_group``); the caller waits.
@@ -20,18 +25,65 @@ from __future__ import annotations
 
 from tvm.script import tirx as T
 
-from .config import BackwardConfig
+from ..attention.config import CHUNK
+from ..gemm.operands import Operand
+from .config import BK, BQ, BackwardConfig
 
 __all__ = ["make_products"]
 
 
+def _ds_all(cfg: BackwardConfig, sds):
+    """Both consumers' ``dS^T`` as one M-major A of 128 keys, ``(1, 8, 64, 16)``: the two
+    tiles are adjacent, and K steps of 16 keys are 2 KiB apart across the seam too."""
+    return Operand("A", "m", BQ, BK, cfg.dtype).mma_view(sds.view(1, 1, BK, BQ), 0, 0, BQ, 16)
+
+
+def _k_columns(cfg: BackwardConfig, sk, c):
+    """Columns ``c D/2 ..`` of the CTA's 128 keys of K as the N-major B of ``dQ``, ``(8, D/2,
+    16)``.  With ``"columns"`` ``sk`` is stored chunk-major (:func:`.kernel.key_tiles`): the
+    two key halves of a 64-column chunk are adjacent, so one descriptor steps through the
+    128 keys.  D 128: chunk ``c``; D 64: half of the one chunk, ``c`` a Python int (the
+    tile checker takes a sub-view inside a swizzle row only at a static offset: the kernel
+    runs one copy of the consumer per warpgroup, :func:`.kernel.specialised`; a branch or
+    a predicate around the wgmma made ptxas serialise them, C7520).  Consumer 1's
+    descriptor then starts 64 bytes into the 128-byte row, base offset 0: address bits
+    7-9 of the start are those of the pattern's first row (PTX ISA 9.7.15.5.1.2)."""
+    half, chunks = cfg.dq_columns, cfg.chunks
+    keys = sk.permute(1, 0, 2, 3).view(chunks, 1, BK, CHUNK)  # the stored order: (chunk, 128 keys, 64)
+    if half >= CHUNK:
+        return Operand("B", "n", half, BK, cfg.dtype).mma_view(keys, c, 0, half, 16)
+    if not isinstance(c, int):
+        raise TypeError("dq_split='columns' at head_dim 64: the consumer must be a Python int")
+    cols = keys.sub[0, 0:1, :, c * half : c * half + half].view(1, BK // 16, 16, half)
+    return cols.permute(1, 0, 3, 2).view(BK // 16, half, 16)
+
+
+def _make_dq(cfg: BackwardConfig):
+    """The macro ``dq(smem, regs, c)``: ``regs.dQ`` = consumer ``c``'s ``dQ`` share of the
+    iteration (overwritten), issued after a ``wgmma.fence``, not committed."""
+    ds, k_n, head_dim = cfg.operands["ds"], cfg.operands["k_n"], cfg.head_dim
+
+    @T.macro
+    def dq_keys(smem, regs, c):
+        T.cuda.tile.apply(T.ptx[cfg.mma_dq], regs.dQ, ds.mma_view(smem.sds, c, 0, ds.rows, 16),
+                          k_n.mma_view(smem.sk, c, 0, head_dim, 16), scope="warpgroup", scale_d=False)
+
+    @T.macro
+    def dq_columns(smem, regs, c):
+        T.cuda.tile.apply(T.ptx[cfg.mma_dq], regs.dQ, _ds_all(cfg, smem.sds), _k_columns(cfg, smem.sk, c),
+                          scope="warpgroup", scale_d=False)
+
+    return dq_columns if cfg.split_columns else dq_keys
+
+
 def make_products(cfg: BackwardConfig):
     """``(scores, grads)``: the macros ``scores(smem, regs, s, c)`` (``S^T`` and ``dP^T``
-    from stage ``s``) and ``grads(smem, regs, s, c, accumulate)`` (``dV``, ``dK`` -- added
-    to when ``accumulate``, else overwritten -- and ``dQ``, always overwritten)
-    (:class:`.state.Shared`, :class:`.state.Registers`)."""
+    from stage ``s``) and ``grads(smem, regs, step, c)`` (``dV``, ``dK`` -- added to after
+    the first iteration, overwritten in it -- and ``dQ``, always overwritten)
+    (:class:`.state.Shared`, :class:`.state.Registers`, :class:`.state.Step`)."""
     ops, chunks, head_dim = cfg.operands, cfg.chunks, cfg.head_dim
-    kv, qdo, qdo_n, ds, k_n = ops["kv"], ops["qdo"], ops["qdo_n"], ops["ds"], ops["k_n"]
+    kv, qdo, qdo_n = ops["kv"], ops["qdo"], ops["qdo_n"]
+    dq = _make_dq(cfg)
 
     @T.macro
     def scores(smem, regs, s, c):
@@ -45,17 +97,16 @@ def make_products(cfg: BackwardConfig):
         T.ptx["wgmma.commit_group.sync.aligned"]()
 
     @T.macro
-    def grads(smem, regs, s, c, accumulate):
+    def grads(smem, regs, step, c):
         T.ptx["wgmma.fence.sync.aligned"]()
-        T.cuda.tile.apply(T.ptx[cfg.mma_grads], regs.dV, regs.Pw, qdo_n.mma_view(smem.sdo, s, 0, head_dim, 16),
-                          scope="warpgroup", scale_d=accumulate)
-        T.cuda.tile.apply(T.ptx[cfg.mma_grads], regs.dK, regs.dSw, qdo_n.mma_view(smem.sq, s, 0, head_dim, 16),
-                          scope="warpgroup", scale_d=accumulate)
+        T.cuda.tile.apply(T.ptx[cfg.mma_grads], regs.dV, regs.Pw, qdo_n.mma_view(smem.sdo, step.s, 0, head_dim, 16),
+                          scope="warpgroup", scale_d=step.g > 0)
+        T.cuda.tile.apply(T.ptx[cfg.mma_grads], regs.dK, regs.dSw, qdo_n.mma_view(smem.sq, step.s, 0, head_dim, 16),
+                          scope="warpgroup", scale_d=step.g > 0)
         T.ptx["wgmma.commit_group.sync.aligned"]()
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         T.ptx["wgmma.fence.sync.aligned"]()
-        T.cuda.tile.apply(T.ptx[cfg.mma_grads], regs.dQ, ds.mma_view(smem.sds, c, 0, ds.rows, 16),
-                          k_n.mma_view(smem.sk, c, 0, head_dim, 16), scope="warpgroup", scale_d=False)
+        dq(smem, regs, c)
         T.ptx["wgmma.commit_group.sync.aligned"]()
 
     return scores, grads

@@ -44,15 +44,17 @@ class Shared(NamedTuple):
     ----------
     sk, sv : Buffer
         K and V of the CTA's 128 keys, ``(2, chunks, 64, 64)``: consumer ``c``'s 64 keys
-        are ``sk[c]``.
+        are ``sk[c]`` (with ``dq_split="columns"`` ``sk`` is the view of a chunk-major
+        ``(chunks, 2, 64, 64)`` tile: :func:`.kernel.key_tiles`).
     sq, sdo : Buffer
         The ring of Q and dO blocks, ``(stages, chunks, 64, 64)`` each.
     sds : Buffer
         ``dS^T`` of each consumer, ``(2, 1, 64 keys, 64 queries)``: the M-major A of
         ``dQ = dS K``.
     sdq : Buffer
-        float32 ``(2, head_dim / 32, 64, 32)``: each consumer's ``dQ`` block in 128-byte
-        boxes, the source of the TMA reduce-add into ``dQacc``.
+        float32 ``(2, dq_columns / 32, 64, 32)``: each consumer's ``dQ`` block (``dq_columns``
+        = head_dim, or head_dim / 2 with ``"columns"``) in 128-byte boxes, the source of
+        the TMA reduce-add into ``dQacc``.
     srows : Buffer
         float32 ``(stages, 2, 64)``: the ring stage's ``LSE * log2(e)`` (row 0) and
         ``Dsum`` (row 1) of its 64 queries.
@@ -96,7 +98,7 @@ class Registers(NamedTuple):
     dV, dK : Buffer
         float32 ``(64, head_dim)`` accumulators of the warpgroup's 64 keys.
     dQ : Buffer
-        float32 ``(64, head_dim)`` accumulators of the block's ``dQ`` share (64 queries).
+        float32 ``(64, dq_columns)`` accumulators of the block's ``dQ`` share (64 queries).
     Pw, dSw : Buffer
         ``P^T`` and ``dS^T`` packed to 16-bit pairs, uint32 ``(1, 4, 64, 8)``: the rs
         wgmma's A fragment (and, seen through the packed accumulator layout, the words
