@@ -145,6 +145,35 @@ def test_what_the_kernel_refuses_sdpa_differentiates(route_on_an_h200, monkeypat
         torch.testing.assert_close(g.float(), w.float(), atol=3e-2, rtol=3e-2, msg=lambda m, n=name: f"d{n}: {m}")
 
 
+def test_under_a_dispatch_mode_the_blocks_stand_in_for_sdpa(route_on_an_h200, monkeypatch):
+    # torch.func.vjp inside an op fails under a TorchDispatchMode ("Cannot access storage of
+    # TensorWrapper": FlopCounterMode, compiled autograd's tracing; found by a breaker helper)
+    from torch.utils.flop_counter import FlopCounterMode
+
+    monkeypatch.setattr(attention_backward_ops, "SDPA_DEVICES", ("cpu",))
+    q, k, v = _qkv(n=9, d=256)
+    with FlopCounterMode(display=False):
+        assert attention_backward_ops.backward_path(q, k, v, True, 0.0625, "bshd") == "blocks"
+        got = _grads(q, k, v, True, "bshd", False)
+    monkeypatch.setattr(attention_backward_ops, "SDPA_DEVICES", ())
+    for g, w in zip(got, _grads(q, k, v, True, "bshd", False)):
+        assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["attention", "attention_varlen"])
+def test_double_backward_is_refused_by_name(varlen):
+    q, k, v = (t.float().requires_grad_(True) for t in _qkv(b=1, n=5, h=2, hk=2, d=8))
+    if varlen:
+        cu = torch.tensor([0, 2, 5], dtype=torch.int32)
+        o = ops.attention_varlen(q[0], k[0], v[0], cu, cu, fallback="torch")
+    else:
+        o = ops.attention(q, k, v, fallback="torch")
+    (dq,) = torch.autograd.grad(o.square().sum(), q, create_graph=True)
+    name = "attention_varlen" if varlen else "attention"
+    with pytest.raises(RuntimeError, match=rf"tvm_tirx.ops.{name}: the gradients of its gradients are not computed"):
+        torch.autograd.grad(dq.sum(), (q, k))
+
+
 def test_sdpa_takes_no_float32_float64_or_odd_head_dim(route_on_an_h200, monkeypatch):
     monkeypatch.setattr(attention_backward_ops, "SDPA_DEVICES", ("cpu",))
     q, k, v = _qkv(d=256)

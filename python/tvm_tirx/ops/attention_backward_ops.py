@@ -21,13 +21,14 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 from . import attention_backward_kernels as kernels
 from . import attention_blocks
 from .attention_checks import as_bshd, attention_key
 from .torch_checks import UnsupportedInput
 
-__all__ = ["backward_key", "backward_path"]
+__all__ = ["backward_key", "backward_path", "refuse_double_backward"]
 
 #: head dims SDPA's fused backends (cuDNN, FlashAttention-2) take; others would fall to its
 #: math backend, which materialises the whole score matrix
@@ -68,10 +69,13 @@ def backward_path(q, k, v, causal: bool, scale: float, layout: str, lse_grad: bo
 def _sdpa_takes(q, k, lse_grad: bool) -> bool:
     """Whether torch's fused attention can differentiate this call: CUDA, float16 or
     bfloat16, no LSE gradient (SDPA returns no LSE), a head_dim of :data:`SDPA_HEAD_DIMS`,
-    no empty size, and not deterministic mode (the blocks' sums are in a fixed order)."""
+    no empty size, not deterministic mode (the blocks' sums are in a fixed order), and no
+    ``TorchDispatchMode`` active (``FlopCounterMode``, compiled autograd's tracing: under
+    one, ``torch.func.vjp`` inside an op fails with "Cannot access storage of
+    TensorWrapper"; the blocks compute the same gradients there)."""
     return (q.device.type in SDPA_DEVICES and q.dtype in (torch.float16, torch.bfloat16) and not lse_grad
             and q.shape[-1] in SDPA_HEAD_DIMS and q.numel() > 0 and k.numel() > 0
-            and not torch.are_deterministic_algorithms_enabled())
+            and not torch.are_deterministic_algorithms_enabled() and not is_in_torch_dispatch_mode())
 
 
 def _sdpa_grads(grad_o, q, k, v, causal: bool, scale: float, layout: str):
@@ -124,6 +128,22 @@ _attention_backward_op = torch.library.custom_op("tvm_tirx::attention_backward",
 @_attention_backward_op.register_fake
 def _attention_backward_fake(grad_o, grad_lse, q, k, v, o, lse, causal, scale, layout):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def refuse_double_backward(op, name: str) -> None:
+    """Give the backward op ``op`` an autograd formula that raises ``RuntimeError`` naming
+    the operator ``name``: differentiating its gradients (double backward, a gradient
+    penalty after ``create_graph=True``) is not supported, and torch's own message for an
+    op without a formula speaks to the op's author."""
+    def refuse(ctx, *grads):
+        raise RuntimeError(f"tvm_tirx.ops.{name}: the gradients of its gradients are not computed (double backward, "
+                           "e.g. a gradient penalty after create_graph=True); differentiate "
+                           "torch.nn.functional.scaled_dot_product_attention for that")
+
+    op.register_autograd(refuse, setup_context=lambda ctx, inputs, output: None)
+
+
+refuse_double_backward(_attention_backward_op, "attention")
 
 
 def attention_backward(grad_o, grad_lse, q, k, v, o, lse, causal: bool, scale: float, layout: str):

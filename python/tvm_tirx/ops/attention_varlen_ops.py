@@ -25,7 +25,7 @@ from typing import Optional
 import torch
 
 from . import attention_varlen_kernels as varlen_kernels
-from .attention_backward_ops import attention_backward
+from .attention_backward_ops import attention_backward, refuse_double_backward
 from .attention_blocks import accumulator
 from .attention_checks import attention_key, check_devices, check_dtypes, resolve_scale
 from .attention_ops import _attention, _check_arguments
@@ -202,6 +202,7 @@ def _backward(ctx, grad_o, grad_lse):
 
 
 _varlen_op.register_autograd(_backward, setup_context=_setup_context)
+refuse_double_backward(_varlen_backward_op, "attention_varlen")
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None, *, causal=False,
