@@ -8,7 +8,7 @@ and sequence length, compiled on first use and kept for the process (:class:`.Ke
 **The route is on by default** (:data:`ROUTE`): on the H200 (2026-12-05) the kernel's GPU
 tests passed (every length from one kernel, GQA, MQA, float16, 2-4 stages, NaN-filled
 outputs, the forward kernel's O and LSE), compute-sanitizer's memcheck found no error in
-them, and through the operator it ran 10-25x faster than the torch backward by query
+them, and through the operator it ran 12-37x faster than the torch backward by query
 blocks.  The operator's backward takes the kernel for every call it accepts
 (:func:`~.attention_backward_ops.backward_key`) and the torch backward
 (:mod:`.attention_blocks`) for the rest.  ``TVM_TIRX_ATTENTION_BACKWARD=0`` in the
