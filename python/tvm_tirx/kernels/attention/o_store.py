@@ -5,8 +5,9 @@ The default epilogue stores each consumer thread's O words with ``st.global.b32`
 leaves the SM as ``head_dim / 8`` scattered stores per thread.  With ``tma_store`` each
 consumer warpgroup ``c`` instead, per tile:
 
-1. thread ``128 c + 128`` (the warpgroup's first) waits until its previous TMA store has
-   read the staging tile (``cp.async.bulk.wait_group.read 0``, the bulk async-group
+1. (steps 1 and 2 are the epilogue chain's :func:`tvm_tirx.kernels.parts.epilogue.stores.stage_tile`,
+   which the GEMM's TMA store uses too) thread ``128 c + 128`` (the warpgroup's first)
+   waits until its previous TMA store has read the staging tile (``cp.async.bulk.wait_group.read 0``, the bulk async-group
    instructions beside PTX ISA 9.7.9.25.5.1; the tile checker's bulk-store rule), and
    named barrier ``3 + c`` (128 threads, PTX ISA 9.7.13.1; ids 1 and 2 are the
    ping-pong turns of :mod:`.turns`, 0 is ``__syncthreads``) publishes that to the
@@ -40,7 +41,8 @@ from __future__ import annotations
 
 from tvm.script import tirx as T
 
-from ...tile.fragments import accumulator_layout, accumulator_tile
+from ...tile.fragments import accumulator_layout
+from ..parts.epilogue.stores import stage_tile
 from ..parts.ring import release_stage
 from .config import BM, CHUNK, WG_M, AttentionConfig
 
@@ -62,21 +64,10 @@ def make_o_store(cfg: AttentionConfig):
     release_after_store = cfg.persistent and cfg.o_tile == "q"
 
     @T.macro
-    def sync(c):
-        T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.Cast("uint32", BARRIER_BASE + c),
-                          count=T.uint32(128))
-
-    @T.macro
     def store_o(Out, smem, bars, regs, tile, place):
         rows = smem.so.view(chunks, BM // WG_M, WG_M, CHUNK).sub[:, place.c, :, :]  # (chunks, 64, 64)
-        if place.tid % 128 == 0:
-            T.ptx["cp.async.bulk.wait_group.read"](0)  # the previous tile's store has read the rows
-        sync(place.c)
-        T.cuda.tile.apply(T.ptx["st.shared.b32"],
-                          *accumulator_tile(rows.permute(1, 0, 2), regs.W.view(WG_M, head_dim // 2, layout=words),
-                                            "wgmma"), scope="warpgroup")
-        T.ptx["fence.proxy.async.shared::cta"]()
-        sync(place.c)
+        stage_tile(rows.permute(1, 0, 2), regs.W.view(WG_M, head_dim // 2, layout=words), place.tid,
+                   T.Cast("uint32", BARRIER_BASE + place.c))
         if place.tid % 128 == 0:
             for k in T.unroll(chunks):
                 T.cuda.tile.apply(T.ptx[STORE], Out, rows.sub[k].view(1, WG_M, 1, CHUNK),

@@ -22,10 +22,29 @@ from ...pairs import PAIR_CONVERTS, make_pack_pairs
 from .base import Geometry, Store
 
 __all__ = ["TMA_STORE", "TmaStore", "ExactStore", "GuardedStore", "StorePlan", "store_plan", "bound_guard",
-           "store_bf16_tile"]
+           "stage_tile", "store_bf16_tile"]
 
 TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"
 TMA_STRIDE = 16  # bytes: every global stride of a tensor map but the innermost (PTX ISA 5.5.5)
+
+
+@T.macro
+def stage_tile(out, words, tid, bar):
+    """Write a consumer warpgroup's packed 16-bit words into its swizzled shared tile for
+    one thread's TMA store: ``accumulator_tile(out, words, "wgmma")`` (``out`` seen as
+    ``(64 rows, boxes, 32 words)``, ``words`` the ``(64, N / 2)`` b32 registers under the
+    wgmma fragment map) by ``st.shared.b32``.  Thread 0 of the warpgroup (``tid % 128 ==
+    0``) first waits until its previous bulk store has read the tile
+    (``cp.async.bulk.wait_group.read 0``); named barrier ``bar`` (a uint32, 128 threads,
+    PTX ISA 9.7.13.1) publishes that wait before the writes and the writes, after
+    ``fence.proxy.async.shared::cta`` (the TMA reads through the async proxy, PTX ISA
+    8.6), to the thread that then issues the store."""
+    if tid % 128 == 0:
+        T.ptx["cp.async.bulk.wait_group.read"](0)
+    T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=bar, count=T.uint32(128))
+    T.cuda.tile.apply(T.ptx["st.shared.b32"], *accumulator_tile(out, words, "wgmma"), scope="warpgroup")
+    T.ptx["fence.proxy.async.shared::cta"]()
+    T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=bar, count=T.uint32(128))
 
 
 @T.macro
@@ -41,13 +60,7 @@ def store_bf16_tile(acc, words, out, C, row0, col0, tid, c):
     rows = accumulator_registers(acc, "wgmma")  # (warp, lane, j, h, e): columns 8 j + 2 t + e
     T.cuda.tile.apply(T.ptx["cvt.rn.bf16x2.f32"], accumulator_registers(words, "wgmma"),
                       rows.sub[:, :, :, :, 1:2], rows.sub[:, :, :, :, 0:1], scope="warpgroup")
-    if tid % 128 == 0:
-        T.ptx["cp.async.bulk.wait_group.read"](0)
-    T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1 + c), count=T.uint32(128))
-    T.cuda.tile.apply(T.ptx["st.shared.b32"], *accumulator_tile(out.permute(1, 0, 2), words, "wgmma"),
-                      scope="warpgroup")
-    T.ptx["fence.proxy.async.shared::cta"]()
-    T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1 + c), count=T.uint32(128))
+    stage_tile(out.permute(1, 0, 2), words, tid, T.uint32(1 + c))
     if tid % 128 == 0:
         T.cuda.tile.apply(T.ptx[TMA_STORE], C.view("uint32"), out, coords=(row0, col0 // 2), coord_steps=((0, 32),),
                           swizzle=3)
