@@ -78,11 +78,9 @@ class AttentionPlan:
         return "+".join(names) or "serial"
 
     def options(self) -> dict:
-        """The plan as keyword arguments of ``make_attention`` (``tma_store`` only when set:
-        the table's plans give :func:`~.schedules.choose_schedule`'s options)."""
-        options = {"pingpong": self.pingpong, "overlap": self.overlap, "stages": self.stages,
-                   "persistent": self.persistent, "persistent_rows": self.persistent_rows}
-        return {**options, "tma_store": True} if self.tma_store else options
+        """The plan as keyword arguments of ``make_attention``."""
+        return {"pingpong": self.pingpong, "overlap": self.overlap, "stages": self.stages,
+                "persistent": self.persistent, "persistent_rows": self.persistent_rows, "tma_store": self.tma_store}
 
 
 #: (head_dim, causal, seq_len or None) -> the plan given by :func:`override`
