@@ -18,7 +18,7 @@ gradients are not summed over the group: a small advantage to the peers).
 ``--backward-kernels`` (:func:`main_kernels`, bfloat16) times the backward kernel itself, per variant
 of :data:`KERNEL_VARIANTS` (``dq_split`` and ``stages``), on :data:`KERNEL_ROWS`: the
 kernel's launch alone ("kernel": LSE and O from our forward kernel, Dsum and the zeroed
-dQacc prepared once, as ``tvm_tirx.ops.attention_backward_ops._kernel_grads`` prepares
+dQacc prepared once, as :func:`tvm_tirx.ops.attention_backward_ops.kernel_grads` prepares
 them) and with that preparation and dQ's conversion ("+prep"), against one backward of
 SDPA's cuDNN backend (``torch.autograd.grad`` of a forward made once).  Without a GPU it
 compiles and assembles each variant.
@@ -203,22 +203,16 @@ def _forward(torch, row, q, k, v):
 def _kernel_cells(torch, row, variant, ref, repeats):
     """``[us kernel, us +prep, TFLOP/s, max rel err]`` of one variant on one row, and the
     +prep time; ``ref`` = (q, k, v, do, o, lse, cuDNN's dq, dk, dv in bshd)."""
+    from tvm_tirx.ops.attention_backward_ops import kernel_grads
+
     q, k, v, do, o, lse, *grads = ref
     b, h, kv, n, d, causal = row
     bwd = _compiled(row, *variant, str(q.dtype).split(".")[-1])
-    dsum = (do.float() * o.float()).sum(-1).transpose(1, 2).contiguous()
+    err = _relative_error(kernel_grads(bwd, do, None, q, k, v, o, lse, "bshd"), [g.float() for g in grads])
+    dsum = (do.float() * o.float()).sum(-1).transpose(1, 2).contiguous()  # the kernel's arguments, made once
     dq_acc, dk, dv = torch.zeros(q.shape, dtype=torch.float32, device="cuda"), torch.empty_like(k), torch.empty_like(v)
-    bwd(q, k, v, do, lse, dsum, dq_acc, dk, dv)
-    err = _relative_error((dq_acc, dk, dv), [g.float() for g in grads])
     kernel_us = _call_us(torch, lambda: bwd(q, k, v, do, lse, dsum, dq_acc, dk, dv), repeats)
-
-    def with_prep():
-        ds = (do.float() * o.float()).sum(-1).transpose(1, 2).contiguous()
-        acc = torch.zeros(q.shape, dtype=torch.float32, device="cuda")
-        bwd(q, k, v, do, lse, ds, acc, dk, dv)
-        return acc.to(q.dtype)
-
-    prep_us = _call_us(torch, with_prep, repeats)
+    prep_us = _call_us(torch, lambda: kernel_grads(bwd, do, None, q, k, v, o, lse, "bshd"), repeats)
     return [f"{kernel_us:.0f}", f"{prep_us:.0f}", f"{2.5 * tflops(b, h, n, d, causal, kernel_us * 1e-6):.0f}",
             f"{err:.1e}"], prep_us
 

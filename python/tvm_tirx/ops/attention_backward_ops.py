@@ -28,7 +28,7 @@ from . import attention_blocks
 from .attention_checks import as_bshd, attention_key
 from .torch_checks import UnsupportedInput
 
-__all__ = ["backward_key", "backward_path", "refuse_double_backward"]
+__all__ = ["backward_key", "backward_path", "kernel_grads", "refuse_double_backward"]
 
 #: head dims SDPA's fused backends (cuDNN, FlashAttention-2) take; others would fall to its
 #: math backend, which materialises the whole score matrix
@@ -94,10 +94,13 @@ def _sdpa_grads(grad_o, q, k, v, causal: bool, scale: float, layout: str):
     return tuple(as_bshd(g.transpose(1, 2), layout) for g in vjp(bhsd(grad_o)))
 
 
-def _kernel_grads(key, grad_o, grad_lse, q, k, v, o, lse, layout: str):
-    """dQ, dK, dV by the backward kernel of ``key``: ``Dsum = rowsum(dO * O) - dLSE`` (the
-    LSE's gradient enters as ``dS = P (dP - Dsum)``), dQ accumulated in a zeroed float32
-    buffer and converted to q's dtype."""
+def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str):
+    """dQ, dK, dV (q's, k's, v's dtypes, in ``layout``) by a compiled
+    :func:`~tvm_tirx.kernels.attention_backward.make_attention_backward` ``kernel``, with
+    what it needs around it: ``Dsum = rowsum(dO * O) - dLSE`` (float32 ``(batch, heads,
+    seq)``; the LSE's gradient enters as ``dS = P (dP - Dsum)``), dQ accumulated in a
+    zeroed float32 buffer and converted to q's dtype.  ``grad_o`` (like ``o``) or
+    ``grad_lse`` (like ``lse``) may be None."""
     qb, kb, vb, ob = (as_bshd(t, layout) for t in (q, k, v, o))
     do = torch.zeros_like(qb) if grad_o is None else as_bshd(grad_o, layout).contiguous()
     dsum = (do.float() * ob.float()).sum(-1).transpose(1, 2)  # (batch, heads, seq)
@@ -105,7 +108,7 @@ def _kernel_grads(key, grad_o, grad_lse, q, k, v, o, lse, layout: str):
     dq_acc = torch.zeros(qb.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty(kb.shape, dtype=k.dtype, device=k.device), torch.empty(vb.shape, dtype=v.dtype,
                                                                                   device=v.device)
-    kernels.backward_kernel(key)(qb, kb, vb, do, lse.contiguous(), dsum, dq_acc, dk, dv)
+    kernel(qb, kb, vb, do, lse.contiguous(), dsum, dq_acc, dk, dv)
     return as_bshd(dq_acc.to(q.dtype), layout), as_bshd(dk, layout), as_bshd(dv, layout)
 
 
@@ -114,7 +117,7 @@ def _attention_backward(grad_o: Optional[torch.Tensor], grad_lse: Optional[torch
                         scale: float, layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     key = backward_key(q, k, v, causal, scale, layout)
     if key is not None:
-        grads = _kernel_grads(key, grad_o, grad_lse, q, k, v, o, lse, layout)
+        grads = kernel_grads(kernels.backward_kernel(key), grad_o, grad_lse, q, k, v, o, lse, layout)
     elif grad_o is not None and _sdpa_takes(q, k, grad_lse is not None):
         grads = _sdpa_grads(grad_o, q, k, v, causal, scale, layout)
     else:
