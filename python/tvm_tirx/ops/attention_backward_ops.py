@@ -60,10 +60,17 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
 
 def backward_path(q, k, v, causal: bool, scale: float, layout: str, lse_grad: bool = False) -> str:
     """Which path computes this call's gradients: ``"kernel"``, ``"sdpa"`` or ``"blocks"``
-    (see the module's docstring); ``lse_grad``: whether the LSE's gradient is needed."""
-    if backward_key(q, k, v, causal, scale, layout) is not None:
-        return "kernel"
-    return "sdpa" if _sdpa_takes(q, k, lse_grad) else "blocks"
+    (see the module's docstring), for a gradient of O and, with ``lse_grad``, of the LSE."""
+    return _route(q, k, v, causal, scale, layout, True, lse_grad)[0]
+
+
+def _route(q, k, v, causal: bool, scale: float, layout: str, o_grad: bool, lse_grad: bool):
+    """``(path, key)``: :func:`backward_path`'s answer for the gradients given (``o_grad``,
+    ``lse_grad``: whether O's and the LSE's are), and the kernel's key on ``"kernel"``."""
+    key = backward_key(q, k, v, causal, scale, layout)
+    if key is not None:
+        return "kernel", key
+    return ("sdpa" if o_grad and _sdpa_takes(q, k, lse_grad) else "blocks"), None
 
 
 def _sdpa_takes(q, k, lse_grad: bool) -> bool:
@@ -115,10 +122,10 @@ def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str):
 def _attention_backward(grad_o: Optional[torch.Tensor], grad_lse: Optional[torch.Tensor], q: torch.Tensor,
                         k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, causal: bool,
                         scale: float, layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    key = backward_key(q, k, v, causal, scale, layout)
-    if key is not None:
+    path, key = _route(q, k, v, causal, scale, layout, grad_o is not None, grad_lse is not None)
+    if path == "kernel":
         grads = kernel_grads(kernels.backward_kernel(key), grad_o, grad_lse, q, k, v, o, lse, layout)
-    elif grad_o is not None and _sdpa_takes(q, k, grad_lse is not None):
+    elif path == "sdpa":
         grads = _sdpa_grads(grad_o, q, k, v, causal, scale, layout)
     else:
         grads = attention_blocks.backward(q, k, v, grad_o, grad_lse, causal, scale, layout)
