@@ -85,3 +85,9 @@ part racecheck-attention-backward 400 bash tools/sanitize.sh racecheck tests/pyt
   -k "float16_heads_and_stages and (128-float16-8-2 or 64-float16-1-3)"
 part sanitize-varlen 300 bash tools/sanitize.sh all tests/python/test_attention_varlen.py \
   -k "one_packed_call and causal"
+# where the backward kernel's time goes (issue 43 is at 0.56-0.72x cuDNN): one launch, D 128 causal
+part ncu-backward 300 ncu -k regex:attention_backward --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+  --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
+  --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SourceCounters \
+  python3 tools/profile_attention.py 1,32,32,8192,128 --causal
+show ncu-backward 120

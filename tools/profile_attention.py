@@ -1,0 +1,38 @@
+"""Run ``ops.attention`` forward and backward on one shape a few times, for a profiler.
+
+``ncu -k regex:attention_backward --launch-skip 2 --launch-count 1 python tools/profile_attention.py
+1,32,32,8192,128 --causal`` profiles the third launch of the backward kernel (the first
+two warm up caches and clocks); ``nsys`` or ``ncu`` on the forward kernel likewise.  The
+shape is ``B,H,KV,L,D`` (batch, query heads, key/value heads, sequence length, head_dim),
+bf16, layout bshd.  It prints the launches it made and nothing else: the profiler reports.
+"""
+
+import argparse
+
+import torch
+
+from tvm_tirx import ops
+
+
+def main(argv=None) -> None:
+    """Parse ``shape`` (``B,H,KV,L,D``), ``--causal`` and ``--calls`` (default 3) and run
+    that many forward + backward calls of ``ops.attention`` on random bf16 tensors."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("shape", help="B,H,KV,L,D")
+    parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--calls", type=int, default=3)
+    args = parser.parse_args(argv)
+    b, h, kv, length, d = (int(x) for x in args.shape.split(","))
+    torch.manual_seed(0)
+    q = torch.randn(b, length, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(b, length, kv, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(b, length, kv, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    grad = torch.randn(b, length, h, d, device="cuda", dtype=torch.bfloat16)
+    for _ in range(args.calls):
+        ops.attention(q, k, v, causal=args.causal).backward(grad)
+    torch.cuda.synchronize()
+    print(f"profile_attention: {args.calls} forward + backward calls of {args.shape} causal={args.causal}")
+
+
+if __name__ == "__main__":
+    main()
