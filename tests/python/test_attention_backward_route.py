@@ -57,10 +57,15 @@ class _StandIn:
     def __init__(self, key):
         self.key, self.calls = key, 0
 
-    def __call__(self, q, k, v, do, lse, dsum, dq_acc, dk, dv):
+    def __call__(self, q, k, v, do, lse, dsum, dq_acc, dk, dv, *order):
         self.calls += 1
-        assert all(t.is_contiguous() for t in (q, k, v, do, lse, dsum, dq_acc, dk, dv))
+        assert all(t.is_contiguous() for t in (q, k, v, do, lse, dsum, dq_acc, dk, dv, *order))
         assert dq_acc.dtype == torch.float32 and not dq_acc.any()  # zeroed by the caller
+        if self.key.deterministic:  # the counts of turns per query block, zeroed by the caller
+            assert len(order) == 1 and order[0].dtype == torch.int32 and not order[0].any()
+            assert tuple(order[0].shape) == (q.shape[0], q.shape[2], -(-q.shape[1] // 64))
+        else:
+            assert not order
         group = q.shape[2] // k.shape[2]
         qf, dof = (t.float().transpose(1, 2) for t in (q, do))  # (b, h, n, d)
         kf, vf = (t.float().transpose(1, 2).repeat_interleave(group, 1) for t in (k, v))
@@ -111,16 +116,17 @@ def test_calls_the_kernel_does_not_take_go_to_the_torch_backward(route_on_an_h20
     assert attention_backward_ops.backward_key(*_qkv(d=256), True, 0.0625, "bshd") is None
 
 
-def test_deterministic_algorithms_take_the_torch_backward(route_on_an_h200):
+def test_deterministic_algorithms_take_the_deterministic_kernel(route_on_an_h200):
     q, k, v = _qkv()
-    assert attention_backward_ops.backward_key(q, k, v, True, 0.125, "bshd") is not None
+    assert not attention_backward_ops.backward_key(q, k, v, True, 0.125, "bshd").deterministic
     torch.use_deterministic_algorithms(True)
     try:
-        assert attention_backward_ops.backward_key(q, k, v, True, 0.125, "bshd") is None
+        assert attention_backward_ops.backward_key(q, k, v, True, 0.125, "bshd").deterministic
         first, again = _grads(q, k, v, True, "bshd", False), _grads(q, k, v, True, "bshd", False)
     finally:
         torch.use_deterministic_algorithms(False)
-    assert route_on_an_h200 == [] and all(torch.equal(a, b) for a, b in zip(first, again))
+    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a", True)]
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
 
 
 @pytest.mark.parametrize("layout", ["bshd", "bhsd"])

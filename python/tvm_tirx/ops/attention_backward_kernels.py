@@ -43,7 +43,17 @@ ROUTE = os.environ.get("TVM_TIRX_ATTENTION_BACKWARD", "1") != "0"
 class AttentionBackwardKey(AttentionOperands):
     """What one compiled backward kernel depends on: the
     :class:`~.attention_kernels.AttentionOperands` of the attention (``head_dim`` one of
-    :data:`HEAD_DIMS`; ``dtype`` also dK's and dV's)."""
+    :data:`HEAD_DIMS`; ``dtype`` also dK's and dV's) and
+
+    Attributes
+    ----------
+    deterministic : bool
+        Whether the kernel adds dQ's partial sums in a fixed order
+        (``make_attention_backward(deterministic=True)``; the operator asks for it under
+        ``torch.use_deterministic_algorithms(True)``).
+    """
+
+    deterministic: bool = False
 
 
 def _name(key: AttentionBackwardKey) -> str:
@@ -51,14 +61,15 @@ def _name(key: AttentionBackwardKey) -> str:
             f"{'causal' if key.causal else 'full'}_{DTYPES[key.dtype]}")
     if f32_bits(key.scale) != f32_bits(1.0 / math.sqrt(key.head_dim)):
         name += f"_s{f32_bits(key.scale)}"
-    return name
+    return name + ("_deterministic" if key.deterministic else "")
 
 
 @functools.lru_cache(maxsize=None)
 def backward_prim_func(key: AttentionBackwardKey):
     """``make_attention_backward`` of ``key`` with a run-time batch and sequence length,
     named ``tvm_tirx_attention_backward_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``
-    (``_s{bits}`` appended for a scale other than ``1 / sqrt(head_dim)``).
+    (``_s{bits}`` appended for a scale other than ``1 / sqrt(head_dim)``, then
+    ``_deterministic`` for that mode).
 
     Raises
     ------
@@ -66,7 +77,8 @@ def backward_prim_func(key: AttentionBackwardKey):
         What ``make_attention_backward`` refuses.
     """
     func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), key.heads, key.head_dim, kv_heads=key.kv_heads,
-                                   causal=key.causal, scale=key.scale, dtype=key.dtype)
+                                   causal=key.causal, scale=key.scale, dtype=key.dtype,
+                                   deterministic=key.deterministic)
     return func.with_attr("global_symbol", _name(key))
 
 
@@ -81,7 +93,8 @@ def backward_kernel(key: AttentionBackwardKey):
     """The compiled kernel of ``key``, called as ``kernel(q, k, v, do, lse, dsum, dq_acc,
     dk, dv)`` with contiguous ``(batch, seq, heads, head_dim)`` CUDA tensors (k, v, dk, dv
     with ``kv_heads``), ``lse`` and ``dsum`` ``(batch, heads, seq)`` float32 and
-    ``dq_acc`` like q in float32, zeroed (the kernel adds into it).
+    ``dq_acc`` like q in float32, zeroed (the kernel adds into it); a deterministic key's
+    kernel takes an eleventh, ``order``, int32 ``(batch, heads, ceil(seq / 64))`` zeroed.
 
     Raises
     ------

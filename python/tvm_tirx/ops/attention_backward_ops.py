@@ -11,7 +11,11 @@ the first of three paths that accepts it (:func:`backward_path`):
   H200) run forward again under autograd and differentiated (the kernel's refusals, such
   as head_dim 256);
 - ``"blocks"``: everything else (the CPU, float64, the LSE's gradient, deterministic
-  mode) recomputes by blocks of query rows in torch (:func:`.attention_blocks.backward`).
+  mode where the kernel does not take the call) recomputes by blocks of query rows in
+  torch (:func:`.attention_blocks.backward`).
+
+Under ``torch.use_deterministic_algorithms(True)`` the kernel is its deterministic
+variant (dQ's partial sums added in key order) and SDPA is not taken.
 
 Importing this module imports torch and registers the op.
 """
@@ -41,12 +45,11 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
     """The :class:`~.attention_backward_kernels.AttentionBackwardKey` of the kernel for
     this call, or None where the torch backward computes it: the route is off
     (:data:`~.attention_backward_kernels.ROUTE`), the forward kernel's rules refuse the
-    inputs (:func:`~.attention_checks.attention_key`), head_dim is not one of
-    :data:`~.attention_backward_kernels.HEAD_DIMS`, or
-    ``torch.use_deterministic_algorithms(True)`` is in force (the kernel adds its dQ
-    partial sums with float32 atomics, in arrival order; the torch backward adds them in
-    a fixed order)."""
-    if not kernels.ROUTE or torch.are_deterministic_algorithms_enabled():
+    inputs (:func:`~.attention_checks.attention_key`) or head_dim is not one of
+    :data:`~.attention_backward_kernels.HEAD_DIMS`.  Under
+    ``torch.use_deterministic_algorithms(True)`` the key asks for the deterministic
+    kernel (dQ's partial sums added in key order rather than arrival order)."""
+    if not kernels.ROUTE:
         return None
     try:
         key = attention_key(q, k, v, causal, scale, layout)
@@ -55,7 +58,7 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
     if key.head_dim not in kernels.HEAD_DIMS:
         return None
     return kernels.AttentionBackwardKey(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale,
-                                        key.arch)
+                                        key.arch, torch.are_deterministic_algorithms_enabled())
 
 
 def backward_path(q, k, v, causal: bool, scale: float, layout: str, lse_grad: bool = False) -> str:
@@ -101,13 +104,14 @@ def _sdpa_grads(grad_o, q, k, v, causal: bool, scale: float, layout: str):
     return tuple(as_bshd(g.transpose(1, 2), layout) for g in vjp(bhsd(grad_o)))
 
 
-def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str):
+def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str, deterministic: bool = False):
     """dQ, dK, dV (q's, k's, v's dtypes, in ``layout``) by a compiled
     :func:`~tvm_tirx.kernels.attention_backward.make_attention_backward` ``kernel``, with
     what it needs around it: ``Dsum = rowsum(dO * O) - dLSE`` (float32 ``(batch, heads,
     seq)``; the LSE's gradient enters as ``dS = P (dP - Dsum)``), dQ accumulated in a
-    zeroed float32 buffer and converted to q's dtype.  ``grad_o`` (like ``o``) or
-    ``grad_lse`` (like ``lse``) may be None."""
+    zeroed float32 buffer and converted to q's dtype, and for a ``deterministic`` kernel
+    its zeroed int32 ``Order`` counts.  ``grad_o`` (like ``o``) or ``grad_lse`` (like
+    ``lse``) may be None."""
     qb, kb, vb, ob = (as_bshd(t, layout) for t in (q, k, v, o))
     do = torch.zeros_like(qb) if grad_o is None else as_bshd(grad_o, layout).contiguous()
     dsum = (do.float() * ob.float()).sum(-1).transpose(1, 2)  # (batch, heads, seq)
@@ -115,7 +119,9 @@ def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str):
     dq_acc = torch.zeros(qb.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty(kb.shape, dtype=k.dtype, device=k.device), torch.empty(vb.shape, dtype=v.dtype,
                                                                                   device=v.device)
-    kernel(qb, kb, vb, do, lse.contiguous(), dsum, dq_acc, dk, dv)
+    order = (torch.zeros(dsum.shape[:2] + (-(-dsum.shape[2] // 64),), dtype=torch.int32, device=q.device),) \
+        if deterministic else ()
+    kernel(qb, kb, vb, do, lse.contiguous(), dsum, dq_acc, dk, dv, *order)
     return as_bshd(dq_acc.to(q.dtype), layout), as_bshd(dk, layout), as_bshd(dv, layout)
 
 
@@ -124,7 +130,8 @@ def _attention_backward(grad_o: Optional[torch.Tensor], grad_lse: Optional[torch
                         scale: float, layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     path, key = _route(q, k, v, causal, scale, layout, grad_o is not None, grad_lse is not None)
     if path == "kernel":
-        grads = kernel_grads(kernels.backward_kernel(key), grad_o, grad_lse, q, k, v, o, lse, layout)
+        grads = kernel_grads(kernels.backward_kernel(key), grad_o, grad_lse, q, k, v, o, lse, layout,
+                             key.deterministic)
     elif path == "sdpa":
         grads = _sdpa_grads(grad_o, q, k, v, causal, scale, layout)
     else:

@@ -101,10 +101,12 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         more than 65535 batch entries (the grid's z axis); static sizes of more than
         :data:`~tvm_tirx.kernels.extents.MAX_ELEMENTS` elements in Q; ``stages`` outside
         1..4 or more shared memory than a CTA has; a ``scale`` that is not a positive
-        finite number; ``causal`` not a bool; ``dq_split`` not one of :data:`DQ_SPLITS`.
+        finite number; ``causal`` or ``deterministic`` not a bool; ``dq_split`` not one of
+        :data:`DQ_SPLITS`.
     """
 
     dq_split: str = "keys"
+    deterministic: bool = False
 
     def __post_init__(self):
         self._check_sizes()
@@ -135,6 +137,8 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         check_numerics(self.dtype, self.scale, self.stages)
         if not isinstance(self.dq_split, str) or self.dq_split not in DQ_SPLITS:
             raise ValueError(f"dq_split: expected one of {list(DQ_SPLITS)}, found {self.dq_split!r}")
+        if not isinstance(self.deterministic, bool):
+            raise ValueError(f"deterministic: expected a bool, found {self.deterministic!r}")
 
     # -- what follows from the sizes ---------------------------------------------------------
 
@@ -246,6 +250,19 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         """Query blocks of one head key block ``kb`` walks: ``ceil(seq_len / 64) -
         first_query_block(kb)`` (at least 1: ``ceil(L / 64) >= 2 ceil(L / 128) - 1``)."""
         return T.ceildiv(seq_len, BQ) - self.first_query_block(kb)
+
+    def turn(self, kb, c):
+        """With :attr:`deterministic`, the number of ``dQ`` reduces into a query block that
+        precede consumer ``c``'s of key block ``kb``: ``2 kb + c``.  Every key block from 0
+        up to the last one that meets a query block reduces into it (causal: the blocks
+        ``kb <= qb / 2`` of :meth:`first_query_block`, consecutive from 0), each consumer
+        once, so the turns of a block are 0, 1, 2, ... in key order."""
+        return kb * CONSUMERS + c
+
+    @property
+    def query_blocks_total(self):
+        """Query blocks of one head: ``ceil(seq_len / 64)`` (the ``Order`` tensor's last axis)."""
+        return self.extent(self.seq_len, BQ)
 
     def step(self, g, kb, hk, seq_len):
         """``(h, qb)`` of the CTA's iteration ``g``: query head ``hk * group + g // n`` and

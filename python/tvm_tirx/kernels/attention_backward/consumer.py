@@ -11,7 +11,8 @@ Per iteration ``g`` (stage ``s = g % stages`` of the Q / dO ring), consumer ``c`
    K_c`` (the packed ``P^T`` and ``dS^T`` registers are then free: all three products
    in flight at once spilled at head_dim 128), waits, and releases the stage
    (``empty[s]``: every wgmma that read it has retired, PTX ISA 9.7.15.7);
-5. reduces its ``dQ`` block into ``dQacc`` (TMA reduce-add from ``sdq[c]``).
+5. reduces its ``dQ`` block into ``dQacc`` (TMA reduce-add from ``sdq[c]``; with
+   ``deterministic``, in its turn: :mod:`.exchange`).
 
 ``sds[c]`` is written again only after this thread's ``wait_group 0`` of the previous
 iteration retired the ``dQ`` product that read it.  With ``dq_split="columns"`` the
@@ -34,8 +35,8 @@ __all__ = ["make_consumer"]
 
 
 def make_consumer(cfg: BackwardConfig):
-    """The macro ``consume(dQacc, smem, bars, regs, keys, place)``: a :class:`.state.Shared`,
-    :class:`.state.Barriers`,
+    """The macro ``consume(outputs, smem, bars, regs, keys, place)``: the
+    :class:`.state.Outputs`, a :class:`.state.Shared`, :class:`.state.Barriers`,
     :class:`.state.Registers`, :class:`.state.Keys`, :class:`.state.Place` -- the loop of
     the module docstring over ``keys.steps`` iterations."""
     ring = cfg.ring
@@ -55,7 +56,7 @@ def make_consumer(cfg: BackwardConfig):
             release_ds(keys, step, place)
 
     @T.macro
-    def consume(dQacc, smem, bars, regs, keys, place):
+    def consume(outputs, smem, bars, regs, keys, place):
         T.cuda.mbarrier_wait_phase(bars.kv_full.sub[0, :], 0)
         for g in T.serial(keys.steps):
             s = ring.slot(g)
@@ -63,7 +64,7 @@ def make_consumer(cfg: BackwardConfig):
             ring.wait(bars.full, s, g, None)
             iteration(smem, regs, keys, Step(g, s, h, qb), place)
             ring.release(bars.empty, s, place.tid)
-            reduce_dq(dQacc, smem, regs, keys, Step(g, s, h, qb), place)
+            reduce_dq(outputs, smem, regs, keys, Step(g, s, h, qb), place)
         drain(place.tid)
 
     return consume

@@ -38,6 +38,15 @@ consumer's ``dQ`` product reads both consumers' ``dS^T`` (:mod:`.products`), so:
   box into ``dQacc[b, 64 qb .., h, 32 i ..]`` (PTX ISA 9.7.9.25.5.2) and commits the
   group.  The TMA skips the rows past ``seq_len``; the L2 adds the boxes of the CTAs
   working on the same query block in any order (not deterministic in the last bits).
+* ``deterministic=True`` fixes that order (:func:`_make_turns`): before its reduce,
+  thread 0 of consumer ``c`` of key block ``kb`` spins until the block's count in
+  ``order`` is ``2 kb + c`` (``ld.acquire.gpu``), and after it waits until the reduce is
+  complete (``cp.async.bulk.wait_group 0``) and adds 1 to the count
+  (``red.release.gpu``); ``fence.proxy.async.global`` on both sides orders the TMA's
+  (async proxy) accesses with the count's (generic proxy; PTX ISA 8.6, 8.7).  Each
+  element of ``dQacc`` then receives its partial sums in key order on every run.  A CTA
+  only waits for CTAs of lower ``blockIdx.x`` of its own head and batch entry, which
+  the GPU launches before it, so the waits cannot close a cycle.
 
 Why TMA rather than ``red.global.add.f32`` per element: one instruction per 64 x 32 box
 instead of ``head_dim / 4`` vector reductions per thread and block, no guard per row
@@ -88,16 +97,41 @@ def _make_barriers(cfg: BackwardConfig):
     return sync, (join if cfg.split_columns else sync), claim, release
 
 
+def _make_turns(cfg: BackwardConfig):
+    """``(await_turn, pass_turn)``, the macros of ``deterministic`` (see the module
+    docstring), run by thread 0 of a consumer warpgroup around its reduce:
+    ``await_turn(count, seen, turn)`` spins until the int32 ``count`` (a one-element
+    global view) equals ``turn`` (``seen``: an int32 ``(1,)`` register array);
+    ``pass_turn(count)`` waits for the reduce and increments ``count``."""
+
+    @T.macro
+    def await_turn(count, seen, turn):
+        T.cuda.tile.apply(T.ptx["ld.acquire.gpu.global.b32"], seen, count)
+        while seen[0] != turn:
+            T.cuda.tile.apply(T.ptx["ld.acquire.gpu.global.b32"], seen, count)
+        T.ptx["fence.proxy.async.global"]()  # the reduce (async proxy) after the acquire
+
+    @T.macro
+    def pass_turn(count):
+        T.ptx["cp.async.bulk.wait_group"](0)  # the reduce's additions are done
+        T.ptx["fence.proxy.async.global"]()
+        T.cuda.tile.apply(T.ptx["red.release.gpu.global.add.s32"], count, T.int32(1))
+
+    return await_turn, pass_turn
+
+
 def make_exchange(cfg: BackwardConfig):
     """``(share_ds, release_ds, reduce_dq, drain)``: the macros ``share_ds(smem, regs, step,
     place)``, ``release_ds(keys, step, place)`` (``"columns"``: after the iteration's
-    ``dQ`` retired), ``reduce_dq(dQacc, smem, regs, keys, step, place)`` (:mod:`.state`'s
+    ``dQ`` retired), ``reduce_dq(outputs, smem, regs, keys, step, place)`` (:mod:`.state`'s
     named tuples: the block of batch entry ``keys.b``, query block ``step.qb`` of head
     ``step.h``) and ``drain(tid)`` (thread 0 of the warpgroup waits until its reduces are
     done, before the CTA exits)."""
     boxes, half, columns = cfg.dq_columns // DQ_BOX, cfg.dq_columns, cfg.split_columns
     words = accumulator_layout(BQ, packed=True)
     sync, publish, claim, release = _make_barriers(cfg)
+    ordered = cfg.deterministic
+    await_turn, pass_turn = _make_turns(cfg)
 
     def column0(c):
         """The first ``dQacc`` column of consumer ``c``'s boxes."""
@@ -122,16 +156,21 @@ def make_exchange(cfg: BackwardConfig):
             release(place.c)
 
     @T.macro
-    def reduce_dq(dQacc, smem, regs, keys, step, place):
+    def reduce_dq(outputs, smem, regs, keys, step, place):
         T.cuda.tile.apply(T.ptx["st.shared.v2.f32"], *accumulator_tile(smem.sdq.sub[place.c].permute(1, 0, 2),
                                                                        regs.dQ, "wgmma"), scope="warpgroup")
         T.ptx["fence.proxy.async.shared::cta"]()
         sync(place.c)
         if place.tid % 128 == 0:
-            T.cuda.tile.apply(T.ptx[REDUCE], dQacc, smem.sdq.sub[place.c].view(boxes, 1, BQ, 1, DQ_BOX),
+            if ordered:
+                await_turn(outputs.order.sub[keys.b, step.h, step.qb:step.qb + 1], regs.turn,
+                           cfg.turn(keys.kb, place.c))
+            T.cuda.tile.apply(T.ptx[REDUCE], outputs.dQacc, smem.sdq.sub[place.c].view(boxes, 1, BQ, 1, DQ_BOX),
                               coords=(keys.b, step.qb * BQ, step.h, column0(place.c)),
                               coord_steps=((0, 0, 0, DQ_BOX),), swizzle=3)
             T.ptx["cp.async.bulk.commit_group"]()
+            if ordered:
+                pass_turn(outputs.order.sub[keys.b, step.h, step.qb:step.qb + 1])
 
     @T.macro
     def drain(tid):

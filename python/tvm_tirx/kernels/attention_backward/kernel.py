@@ -65,10 +65,11 @@ def _allocate_shared(cfg: BackwardConfig) -> tuple:
     return Shared(sk, sv, sq, sdo, sds, sdq, srows), Barriers(*bars)
 
 
-def _allocate_registers(head_dim: int, dq_columns: int) -> Registers:
+def _allocate_registers(cfg: BackwardConfig) -> Registers:
     """A consumer thread's :class:`.state.Registers` (wgmma fragment layouts; ``dQ`` of
-    ``dq_columns``), allocated while the kernel is parsed, in its body."""
-    acc = accumulator_layout
+    ``cfg.dq_columns``; ``turn`` with ``cfg.deterministic``), allocated while the kernel
+    is parsed, in its body."""
+    acc, head_dim, dq_columns = accumulator_layout, cfg.head_dim, cfg.dq_columns
     return Registers(S=T.alloc_local((WG_K, BQ), "float32", layout=acc(BQ)),
                      dP=T.alloc_local((WG_K, BQ), "float32", layout=acc(BQ)),
                      dV=T.alloc_local((WG_K, head_dim), "float32", layout=acc(head_dim)),
@@ -76,7 +77,8 @@ def _allocate_registers(head_dim: int, dq_columns: int) -> Registers:
                      dQ=T.alloc_local((BQ, dq_columns), "float32", layout=acc(dq_columns)),
                      Pw=T.alloc_local((1, BQ // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, BQ // 16)),
                      dSw=T.alloc_local((1, BQ // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, BQ // 16)),
-                     W=T.alloc_local((WG_K, head_dim // 2), "uint32", layout=acc(head_dim, packed=True)))
+                     W=T.alloc_local((WG_K, head_dim // 2), "uint32", layout=acc(head_dim, packed=True)),
+                     turn=T.alloc_local((1,), "int32") if cfg.deterministic else None)
 
 
 def specialised(cfg: BackwardConfig) -> bool:
@@ -97,7 +99,7 @@ def _make_body(cfg: BackwardConfig):
 
     @T.macro
     def consumer(outputs, smem, bars, regs, keys, place):
-        consume(outputs.dQacc, smem, bars, regs, keys, place)
+        consume(outputs, smem, bars, regs, keys, place)
         epilogue(outputs.dK, outputs.dV, regs, keys, first_key(keys.kb, place.c), place)
 
     @T.macro
@@ -124,14 +126,14 @@ def _make_body(cfg: BackwardConfig):
         else:  # consumer c = wg - 1: keys 128 kb + 64 c ..
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=CONSUMER_REGISTERS)
             if specialised(cfg):  # one copy of the consumer per warpgroup, c a Python int
-                regs = _allocate_registers(cfg.head_dim, cfg.dq_columns)
+                regs = T.meta_var(_allocate_registers(cfg))  # a Python tuple (turn may be None)
                 if wg == 1:
                     consumer(outputs, smem, bars, regs, keys, Place(tid, 0, seq_len))
                 else:
                     consumer(outputs, smem, bars, regs, keys, Place(tid, 1, seq_len))
             else:
                 c = wg - 1
-                regs = _allocate_registers(cfg.head_dim, cfg.dq_columns)
+                regs = T.meta_var(_allocate_registers(cfg))  # a Python tuple (turn may be None)
                 consumer(outputs, smem, bars, regs, keys, Place(tid, c, seq_len))
 
     return body
@@ -139,7 +141,7 @@ def _make_body(cfg: BackwardConfig):
 
 def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None,
                             causal: bool = False, scale: float | None = None, dtype: str = "bfloat16",
-                            stages: int = 2, dq_split: str = "keys"):
+                            stages: int = 2, dq_split: str = "keys", deterministic: bool = False):
     """The fused attention backward: ``dQ``, ``dK`` and ``dV`` of ``O = softmax(scale * Q
     K^T [+ causal mask]) V`` from ``dO``, recomputing the probabilities from the forward's
     log-sum-exp (FlashAttention-2/3's algorithm, key/value blocks outermost): a
@@ -180,6 +182,10 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         reduces it into ``dQacc``) or ``"columns"`` (each computes ``head_dim / 2`` columns
         over all 128 keys and reduces only those: half the reduce traffic, half the ``dQ``
         registers and ``sdq``; a 256-thread barrier per iteration joins the consumers).
+    deterministic : bool
+        Add the ``dQ`` partial sums of a query block in key order (:mod:`.exchange`), so
+        that ``dQ`` is the same bits on every run; the kernel then takes ``Order``.  Its
+        cost: each reduce waits for the previous key block's and for its own completion.
 
     Returns
     -------
@@ -192,8 +198,9 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         ``(batch, seq_len, heads, head_dim)`` float32 must be zeroed by the caller: the
         kernel adds ``dQ`` into it (the caller converts it to ``dtype``); ``dK`` and
         ``dV`` ``(batch, seq_len, kv_heads, head_dim)`` in ``dtype`` are overwritten
-        (rows past ``seq_len`` are not written).  Every tensor 16-byte aligned and
-        contiguous.
+        (rows past ``seq_len`` are not written).  With ``deterministic`` a tenth
+        parameter ``Order``, int32 ``(batch, heads, ceil(seq_len / 64))``, zeroed by the
+        caller before each launch.  Every tensor 16-byte aligned and contiguous.
 
     Raises
     ------
@@ -201,8 +208,17 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         From :class:`.config.BackwardConfig`: a size, dtype or option it refuses.
     """
     kv_heads = heads if kv_heads is None else kv_heads
-    cfg = BackwardConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, dq_split)
-    body = _make_body(cfg)
+    cfg = BackwardConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, dq_split,
+                         deterministic)
+    return _prim_func(cfg, _make_body(cfg))
+
+
+def _prim_func(cfg: BackwardConfig, body):
+    """The ``T.function`` around ``body``: ``(Q, K, V, dO, LSE, Dsum, dQacc, dK, dV)``,
+    and ``Order`` after them with ``cfg.deterministic`` (TVMScript reads a parameter list
+    from the source, so each list is a function of its own)."""
+    batch, seq_len, heads, kv_heads, head_dim, dtype = (cfg.batch, cfg.seq_len, cfg.heads, cfg.kv_heads,
+                                                        cfg.head_dim, cfg.dtype)
     q_shape, kv_shape, rows = (batch, seq_len, heads, head_dim), (batch, seq_len, kv_heads, head_dim), \
         (batch, heads, seq_len)
     q_spec, do_spec = T.Tensor(q_shape, dtype, align=16), T.Tensor(q_shape, dtype, align=16)
@@ -210,6 +226,17 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
     dk_spec, dv_spec = T.Tensor(kv_shape, dtype, align=16), T.Tensor(kv_shape, dtype, align=16)
     lse_spec, dsum_spec = T.Tensor(rows, "float32", align=16), T.Tensor(rows, "float32", align=16)
     dq_spec = T.Tensor(q_shape, "float32", align=16)
+
+    if cfg.deterministic:
+        order_spec = T.Tensor((batch, heads, cfg.query_blocks_total), "int32", align=16)
+
+        @T.function
+        def attention_backward_deterministic(Q: q_spec, K: k_spec, V: v_spec, dO: do_spec, LSE: lse_spec,
+                                             Dsum: dsum_spec, dQacc: dq_spec, dK: dk_spec, dV: dv_spec,
+                                             Order: order_spec):
+            body(Inputs(Q, K, V, dO, LSE, Dsum), Outputs(dQacc, dK, dV, Order), seq_len)
+
+        return attention_backward_deterministic
 
     @T.function
     def attention_backward(Q: q_spec, K: k_spec, V: v_spec, dO: do_spec, LSE: lse_spec, Dsum: dsum_spec,

@@ -30,11 +30,15 @@ class Inputs(NamedTuple):
 
 class Outputs(NamedTuple):
     """The kernel's outputs: dQacc ``(batch, seq_len, heads, head_dim)`` float32 (added
-    to), dK and dV ``(batch, seq_len, kv_heads, head_dim)`` in ``dtype`` (written)."""
+    to), dK and dV ``(batch, seq_len, kv_heads, head_dim)`` in ``dtype`` (written), and
+    with ``deterministic`` ``order``, int32 ``(batch, heads, ceil(seq_len / 64))`` zeroed
+    by the caller: per query block, the ``dQ`` reduces done into it so far (None
+    otherwise)."""
 
     dQacc: object
     dK: object
     dV: object
+    order: object = None
 
 
 class Shared(NamedTuple):
@@ -106,6 +110,9 @@ class Registers(NamedTuple):
     W : Buffer
         uint32 ``(64, head_dim / 2)`` (the packed accumulator layout): ``dV`` or ``dK``
         rounded to 16-bit pairs for the store.
+    turn : Buffer
+        int32 ``(1,)``: with ``deterministic``, the ``order`` count thread 0 of the
+        warpgroup last read (None otherwise).
     """
 
     S: object
@@ -116,6 +123,7 @@ class Registers(NamedTuple):
     Pw: object
     dSw: object
     W: object
+    turn: object = None
 
 
 class Keys(NamedTuple):

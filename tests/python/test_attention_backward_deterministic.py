@@ -1,0 +1,175 @@
+"""The attention backward's deterministic mode (``make_attention_backward(deterministic=True)``).
+
+CPU: the kernel takes an int32 ``Order`` of one count per query block; thread 0 of each
+consumer waits for its turn (``2 kb + c``) with ``ld.acquire.gpu`` before its TMA
+reduce-add and, after ``cp.async.bulk.wait_group 0``, passes it on with
+``red.release.gpu``; it assembles without spills; the option is checked; the operator
+asks for this kernel under ``torch.use_deterministic_algorithms(True)`` and gives it a
+zeroed ``Order``.
+GPU (marker ``gpu``): the same bits of dQ on every run, the gradients against float32
+autograd, and the operator's gradients under deterministic mode.
+"""
+
+import re
+
+import pytest
+
+import tvm_tirx
+from tvm_tirx.kernels.attention_backward import BackwardConfig, make_attention_backward
+from tvm_tirx.script import tirx as T
+
+from test_attention_backward import (REDUCE, _body, _kernel, _ptxas_report, check_gradients, reference,
+                                     relative_errors, run_backward)
+
+ACQUIRE = "tvm_builtin_ptx_ld_acquire_gpu_global_b32_s32"
+RELEASE = "tvm_builtin_ptx_red_release_gpu_global_add_s32"
+WAIT = "tvm_builtin_ptx_cp_async_bulk_wait_group_async_bulk_wait_group_0"
+
+
+def _positions(body, name):
+    return [m.start() for m in re.finditer(rf"\b{name}\(", body)]
+
+
+@pytest.mark.parametrize("head_dim,causal,dq_split", [(128, True, "keys"), (64, False, "columns")])
+def test_each_reduce_waits_for_its_turn_and_passes_it_on(head_dim, causal, dq_split, tmp_path):
+    kernel = _kernel(head_dim, causal, dq_split=dq_split, deterministic=True)
+    body = _body(kernel)
+    acquire, reduce, release = _positions(body, ACQUIRE), _positions(body, REDUCE), _positions(body, RELEASE)
+    # one spin (the first read and the loop's), then the boxes, then the wait and the release
+    assert len(acquire) == 2 * (2 if dq_split == "columns" and head_dim == 64 else 1)
+    assert len(release) == len(acquire) // 2
+    waits = [p for p in _positions(body, WAIT) if reduce[0] < p < release[0]]
+    assert acquire[1] < reduce[0] and reduce[-1] < release[-1] and waits, "acquire, reduce, wait_group 0, release"
+    spin = body[acquire[0] : reduce[0]]
+    assert "while" in spin and "blockIdx.x) * 2)" in spin, "the turn is 2 kb + c"
+    assert "fence_proxy_proxy_async_global" in spin
+    # the spin loop costs thread 0 a few spilled registers at head_dim 128 (56 bytes causal,
+    # 16 full, measured with ptxas 13.0; none at 64): bound them so that a growth shows
+    spilled = [int(n) for n in re.findall(r"(\d+) bytes spill stores", _ptxas_report(kernel, tmp_path))]
+    assert spilled and max(spilled) <= (64 if head_dim == 128 else 0)
+
+
+def test_the_default_kernel_takes_no_turns():
+    body = _body(_kernel(128, True))
+    assert not _positions(body, ACQUIRE) and not _positions(body, RELEASE)
+
+
+def test_the_function_takes_the_order_counts_last():
+    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, 64, kv_heads=2, deterministic=True)
+    signature = func.script().split("):\n", 1)[0]
+    assert signature.endswith('Order: T.Buffer((B, 8, (L + 64 - 1) // 64), "int32", align=16)'), signature
+    static = make_attention_backward(2, 1000, 8, 64, kv_heads=2, deterministic=True).script().split("):\n", 1)[0]
+    assert static.endswith('Order: T.Buffer((2, 8, 16), "int32", align=16)'), static
+
+
+def test_deterministic_must_be_a_bool():
+    with pytest.raises(ValueError, match="deterministic: expected a bool"):
+        BackwardConfig(1, 128, 8, 2, 64, "bfloat16", False, None, 2, "keys", 1)
+
+
+def test_the_operator_asks_for_the_deterministic_kernel_and_zeroes_its_order():
+    torch = pytest.importorskip("torch")
+    from tvm_tirx.ops import attention_backward_kernels as kernels
+    from tvm_tirx.ops.attention_backward_ops import kernel_grads
+
+    key = kernels.AttentionBackwardKey(8, 2, 64, True, "bfloat16", 0.125, "sm_90a", True)
+    assert kernels._name(key).endswith("_deterministic")
+    assert not kernels._name(kernels.AttentionBackwardKey(8, 2, 64, True, "bfloat16", 0.125, "sm_90a")).endswith(
+        "_deterministic")
+    seen = []
+
+    def kernel(*args):
+        seen.append(args)
+
+    q = torch.randn(2, 130, 8, 64)
+    k, v = torch.randn(2, 130, 2, 64), torch.randn(2, 130, 2, 64)
+    lse = torch.randn(2, 8, 130)
+    kernel_grads(kernel, torch.randn_like(q), None, q, k, v, torch.randn_like(q), lse, "bshd", True)
+    order = seen[0][-1]
+    assert len(seen[0]) == 10 and order.dtype == torch.int32 and tuple(order.shape) == (2, 8, 3)
+    assert not order.any()
+    kernel_grads(kernel, torch.randn_like(q), None, q, k, v, torch.randn_like(q), lse, "bshd")
+    assert len(seen[1]) == 9
+
+
+def test_the_key_follows_torchs_deterministic_mode(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from tvm_tirx.ops import attention_backward_kernels as kernels
+    from tvm_tirx.ops import attention_backward_ops as ops_bwd
+
+    # the kernel's rules (a CUDA tensor of an sm_90 device) taken as met: the key's mode is the question
+    monkeypatch.setattr(kernels, "ROUTE", True)
+    monkeypatch.setattr(ops_bwd, "attention_key", lambda *args: SimpleNamespace(
+        heads=4, kv_heads=4, head_dim=64, causal=False, dtype="bfloat16", scale=0.125, arch="sm_90a"))
+    q = torch.randn(1, 128, 4, 64)
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        assert ops_bwd.backward_key(q, q, q, False, 0.125, "bshd").deterministic
+        assert ops_bwd.backward_path(q, q, q, False, 0.125, "bshd") == "kernel"
+        torch.use_deterministic_algorithms(False)
+        assert not ops_bwd.backward_key(q, q, q, False, 0.125, "bshd").deterministic
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+# -- on the GPU --------------------------------------------------------------------------------
+
+
+def _run(torch, kernel, q, k, v, do, causal):
+    order = torch.zeros(q.shape[0], q.shape[2], -(-q.shape[1] // 64), dtype=torch.int32, device="cuda")
+    return run_backward(torch, lambda *args: kernel(*args, order), q, k, v, do, causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim,causal,kv_heads,dq_split", [(128, True, 2, "keys"), (128, False, 8, "keys"),
+                                                               (64, True, 1, "columns")])
+def test_the_same_bits_on_every_run_on_gpu(torch_cuda, head_dim, causal, kv_heads, dq_split):
+    torch = torch_cuda
+    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=kv_heads, causal=causal,
+                                   dq_split=dq_split, deterministic=True)
+    kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
+    for seq_len in (77, 1000, 2049):
+        shape = (2, seq_len, 8, kv_heads, head_dim)
+        check_gradients(torch, lambda *a: kernel(*a, torch.zeros(2, 8, -(-seq_len // 64), dtype=torch.int32,
+                                                                   device="cuda")),
+                        shape, causal, "bfloat16", seed=seq_len)
+        torch.manual_seed(seq_len)
+        q, do = (torch.randn(2, seq_len, 8, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        k, v = (torch.randn(2, seq_len, kv_heads, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        first = _run(torch, kernel, q, k, v, do, causal)[0]
+        for _ in range(3):
+            again = _run(torch, kernel, q, k, v, do, causal)[0]
+            for name, a, b in zip(("dQ", "dK", "dV"), first, again):
+                assert torch.equal(a, b), f"{shape}: {name} differs between runs"
+
+
+@pytest.mark.gpu
+def test_the_operator_under_deterministic_mode_on_gpu(torch_cuda):
+    torch = torch_cuda
+    from tvm_tirx import ops
+    from tvm_tirx.ops.attention_backward_ops import backward_path
+
+    torch.manual_seed(3)
+    q = torch.randn(2, 1500, 16, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(2, 1500, 4, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    grad = torch.randn(2, 1500, 16, 128, device="cuda", dtype=torch.bfloat16)
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        assert backward_path(q, k, v, True, 128 ** -0.5, "bshd") == "kernel"
+        runs = []
+        for _ in range(3):
+            ops.attention(q, k, v, causal=True).backward(grad)
+            runs.append((q.grad, k.grad, v.grad))
+            q.grad = k.grad = v.grad = None
+    finally:
+        torch.use_deterministic_algorithms(before)
+    for later in runs[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(runs[0], later)), "the same bits on every call"
+    refs = reference(torch, q, k, v, grad, True, 128 ** -0.5)[:3]
+    for name, got, ref in zip(("dQ", "dK", "dV"), runs[0], refs):
+        worst, norm = relative_errors(got, ref)
+        assert worst <= 2e-2 and norm <= 1e-2, f"{name} max {worst:.2e}, norm {norm:.2e}"
