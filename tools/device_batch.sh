@@ -40,7 +40,11 @@ part() {  # part NAME SECONDS COMMAND...: run (if wanted), log to $OUT/NAME.txt,
   echo "rc=$? after $(( $(date +%s) - t0 ))s"
   grep -E "^(FAILED|ERROR)|passed|failed|hazard|SUMMARY" "$OUT/$name.txt" | head -20
 }
-part gpu-suite 400 python3 -m pytest tests -m gpu -q -n 14 --tb=short -p no:cacheprovider
+part gpu-suite 400 python3 -m pytest tests -m gpu -q -n 14 --tb=short -p no:cacheprovider \
+  --ignore=tests/python/test_attention_backward_deterministic.py
+# the deterministic backward spins on global counts: a wrong turn would hang, so it runs alone, briefly
+part deterministic 150 python3 -m pytest tests/python/test_attention_backward_deterministic.py -m gpu -q -n 4 \
+  --tb=short -p no:cacheprovider
 part route-tests 150 python3 -m pytest -q -m gpu -n 15 --tb=short -p no:cacheprovider \
   tests/python/test_gemm_small_m.py tests/python/test_torch_ops.py tests/python/test_eager_ops.py
 # the kernel tests only: the operators' tests capture CUDA graphs, which cannot allocate
