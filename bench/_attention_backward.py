@@ -16,7 +16,7 @@ gradients are not summed over the group: a small advantage to the peers).
     python bench/attention.py --backward-kernels           # GPU: make_attention_backward's variants
 
 ``--backward-kernels`` (:func:`main_kernels`, bfloat16) times the backward kernel itself, per variant
-of :data:`KERNEL_VARIANTS` (``dq_split`` and ``stages``), on :data:`KERNEL_ROWS`: the
+of :data:`KERNEL_VARIANTS` (``dq_split``, ``stages``, ``deterministic``), on :data:`KERNEL_ROWS`: the
 kernel's launch alone ("kernel": LSE and O from our forward kernel, Dsum and the zeroed
 dQacc prepared once, as :func:`tvm_tirx.ops.attention_backward_ops.kernel_grads` prepares
 them) and with that preparation and dQ's conversion ("+prep"), against one backward of
@@ -172,20 +172,25 @@ def main_backward(classes, dtype_name: str, repeats: int) -> None:
 #: (batch, heads, kv_heads, seq_len, head_dim, causal) of --backward-kernels
 KERNEL_ROWS = [(1, 32, 32, 8192, 128, True), (4, 32, 8, 2048, 128, True), (4, 32, 32, 4096, 128, False),
                (8, 16, 16, 2048, 64, False), (4, 32, 32, 4096, 64, True)]
-#: head_dim -> the (dq_split, stages) variants timed ("keys", 2 is ops.attention's kernel)
-KERNEL_VARIANTS = {128: [("keys", 2), ("columns", 2), ("columns", 3)],
-                   64: [("keys", 2), ("keys", 4), ("columns", 2), ("columns", 4)]}
+#: head_dim -> the (dq_split, stages, deterministic) variants timed ("keys", 2, False is
+#: ops.attention's kernel; deterministic=True its kernel under torch.use_deterministic_algorithms)
+KERNEL_VARIANTS = {128: [("keys", 2, False), ("columns", 2, False), ("columns", 3, False), ("keys", 2, True)],
+                   64: [("keys", 2, False), ("keys", 4, False), ("columns", 2, False), ("columns", 4, False),
+                        ("keys", 2, True)]}
 
 
-def _compiled(row, dq_split: str, stages: int, dtype_name: str, arch=None):
-    """The backward kernel of one variant, static sizes (``arch``: for the CPU's assembly)."""
+def _compiled(row, variant, dtype_name: str, arch=None):
+    """The backward kernel of one ``(dq_split, stages, deterministic)`` variant, static sizes
+    (``arch``: for the CPU's assembly)."""
     import tvm_tirx
     from tvm_tirx.kernels.attention_backward import make_attention_backward
 
     b, h, kv, n, d, causal = row
+    dq_split, stages, deterministic = variant
     options = {"arch": arch} if arch else {}
     return tvm_tirx.compile(make_attention_backward(b, n, h, d, kv_heads=kv, causal=causal, dtype=dtype_name,
-                                                    stages=stages, dq_split=dq_split), target="cuda", **options)
+                                                    stages=stages, dq_split=dq_split, deterministic=deterministic),
+                            target="cuda", **options)
 
 
 def _forward(torch, row, q, k, v):
@@ -207,12 +212,17 @@ def _kernel_cells(torch, row, variant, ref, repeats):
 
     q, k, v, do, o, lse, *grads = ref
     b, h, kv, n, d, causal = row
-    bwd = _compiled(row, *variant, str(q.dtype).split(".")[-1])
-    err = _relative_error(kernel_grads(bwd, do, None, q, k, v, o, lse, "bshd"), [g.float() for g in grads])
+    bwd, det = _compiled(row, variant, str(q.dtype).split(".")[-1]), variant[2]
+    err = _relative_error(kernel_grads(bwd, do, None, q, k, v, o, lse, "bshd", det), [g.float() for g in grads])
     dsum = (do.float() * o.float()).sum(-1).transpose(1, 2).contiguous()  # the kernel's arguments, made once
     dq_acc, dk, dv = torch.zeros(q.shape, dtype=torch.float32, device="cuda"), torch.empty_like(k), torch.empty_like(v)
-    kernel_us = _call_us(torch, lambda: bwd(q, k, v, do, lse, dsum, dq_acc, dk, dv), repeats)
-    prep_us = _call_us(torch, lambda: kernel_grads(bwd, do, None, q, k, v, o, lse, "bshd"), repeats)
+    order = torch.zeros(b, h, -(-n // 64), dtype=torch.int32, device="cuda")
+
+    def launch():  # a deterministic kernel's counts must start at 0 (a memset per launch)
+        bwd(q, k, v, do, lse, dsum, dq_acc, dk, dv, *((order.zero_(),) if det else ()))
+
+    kernel_us = _call_us(torch, launch, repeats)
+    prep_us = _call_us(torch, lambda: kernel_grads(bwd, do, None, q, k, v, o, lse, "bshd", det), repeats)
     return [f"{kernel_us:.0f}", f"{prep_us:.0f}", f"{2.5 * tflops(b, h, n, d, causal, kernel_us * 1e-6):.0f}",
             f"{err:.1e}"], prep_us
 
@@ -223,7 +233,7 @@ def _cpu_kernels(dtype_name: str) -> None:
 
     for row in KERNEL_ROWS:
         for variant in KERNEL_VARIANTS[row[4]]:
-            bwd = _compiled(row, *variant, dtype_name, arch="sm_90a")
+            bwd = _compiled(row, variant, dtype_name, arch="sm_90a")
             print(row, variant, "assembled" if len(testing.assemble(bwd)) > 0 else "FAILED", flush=True)
 
 
@@ -248,13 +258,14 @@ def main_kernels(repeats: int) -> None:
             cells, prep_us = _kernel_cells(torch, row, variant, (q, k, v, do, o, lse, *cudnn), repeats) \
                 if cudnn is not None else (["-"] * 4, None)
             ratio = f"{cudnn_us / prep_us:.2f}" if prep_us else "-"
-            rows.append([",".join(map(str, row[:5])), "yes" if causal else "no", f"{variant[0]}/{variant[1]}",
+            name = f"{variant[0]}/{variant[1]}" + (" determ." if variant[2] else "")
+            rows.append([",".join(map(str, row[:5])), "yes" if causal else "no", name,
                          *cells, f"{cudnn_us:.0f}" if cudnn_us else "-", ratio])
             print("  ".join(rows[-1]), flush=True)
     print("make_attention_backward's variants (bfloat16): us of the kernel alone and with Dsum, the zeroed "
           "dQacc and dQ's conversion (+prep); TFLOP/s of the kernel (2.5 forward products); max relative error "
           "against cuDNN's gradients; cuDNN us per backward (autograd.grad); x cuDNN = cuDNN / +prep")
-    print(table(["B,H,KV,L,D", "causal", "dq_split/stages", "kernel us", "+prep us", "TFLOP/s", "err vs cuDNN",
+    print(table(["B,H,KV,L,D", "causal", "variant", "kernel us", "+prep us", "TFLOP/s", "err vs cuDNN",
                  "cuDNN us", "x cuDNN"], rows))
     return None
 
