@@ -266,6 +266,39 @@ def test_the_consumers_hold_two_accumulator_sets_without_spills(block_n, stages,
 # -- on the GPU --------------------------------------------------------------------------------
 
 
+def _run_time_m_gemm(block_n, stages, persistent):
+    return make_gemm(M, 4096, 4096, block_m=256, block_n=block_n, stages=stages, persistent=persistent, group_m=16)
+
+
+def _fused_gemm(out_dtype):
+    return make_gemm(M, 1000, 512, out_dtype=out_dtype, block_m=256, block_n=128, stages=4, persistent=False,
+                     bias="float32", activation="gelu_tanh", residual=True)
+
+
+def _majors_gemm(a_major, b_major):
+    return make_gemm(1000, 1000, 1000, block_m=256, block_n=128, stages=4, a_major=a_major, b_major=b_major)
+
+
+def _fp8_gemm():
+    return make_gemm(1000, 1024, 1024, in_dtype="float8_e4m3fn", block_m=256, block_n=128, stages=4)
+
+
+RUN_TIME_M_CASES = [(128, 4), (192, 3)]
+MAJOR_CASES = [("k", "n"), ("m", "k"), ("m", "n")]
+
+
+def test_every_gpu_kernel_below_is_a_valid_configuration():
+    # built on the device only: a configuration make_gemm refuses must fail here, in CI, instead
+    for block_n, stages in RUN_TIME_M_CASES:
+        for persistent in (True, False):
+            _run_time_m_gemm(block_n, stages, persistent)
+    for out_dtype in ("bfloat16", "float32"):
+        _fused_gemm(out_dtype)
+    for a_major, b_major in MAJOR_CASES:
+        _majors_gemm(a_major, b_major)
+    _fp8_gemm()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("block_n,shape,out_dtype,options", COOPERATIVE_GPU_CASES, ids=COOPERATIVE_IDS)
 def test_cooperative_tiles_on_gpu(torch_cuda, block_n, shape, out_dtype, options):
@@ -273,11 +306,10 @@ def test_cooperative_tiles_on_gpu(torch_cuda, block_n, shape, out_dtype, options
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("block_n,stages", [(128, 4), (192, 3)])
+@pytest.mark.parametrize("block_n,stages", RUN_TIME_M_CASES)
 @pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "one-tile"])
 def test_cooperative_run_time_m_on_gpu_from_one_kernel(torch_cuda, block_n, stages, persistent):
-    kernel = tvm_tirx.compile(make_gemm(M, 4096, 4096, block_m=256, block_n=block_n, stages=stages,
-                                        persistent=persistent, group_m=16), target="cuda")
+    kernel = tvm_tirx.compile(_run_time_m_gemm(block_n, stages, persistent), target="cuda")
     for m in RUN_TIME_MS:
         _check(torch_cuda, kernel, m, 4096, 4096, "bfloat16", seed=m)
 
@@ -287,9 +319,7 @@ def test_cooperative_run_time_m_on_gpu_from_one_kernel(torch_cuda, block_n, stag
 def test_cooperative_fused_bias_gelu_residual_on_gpu(torch_cuda, out_dtype):
     torch = torch_cuda
     n, k = 1000, 512
-    kernel = tvm_tirx.compile(make_gemm(M, n, k, out_dtype=out_dtype, block_m=256, block_n=128, stages=4,
-                                        persistent=False, bias="float32", activation="gelu_tanh", residual=True),
-                              target="cuda")
+    kernel = tvm_tirx.compile(_fused_gemm(out_dtype), target="cuda")
     for m in (1, 255, 1000, 4097):
         torch.manual_seed(m)
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -305,10 +335,9 @@ def test_cooperative_fused_bias_gelu_residual_on_gpu(torch_cuda, out_dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("a_major,b_major", [("k", "n"), ("m", "k"), ("m", "n")], ids=["Ak-Bn", "Am-Bk", "Am-Bn"])
+@pytest.mark.parametrize("a_major,b_major", MAJOR_CASES, ids=["Ak-Bn", "Am-Bk", "Am-Bn"])
 def test_cooperative_mn_major_operands_on_gpu(torch_cuda, a_major, b_major):
-    kernel = tvm_tirx.compile(make_gemm(1000, 1000, 1000, block_m=256, block_n=128, stages=4, a_major=a_major,
-                                        b_major=b_major), target="cuda")
+    kernel = tvm_tirx.compile(_majors_gemm(a_major, b_major), target="cuda")
     _run_majors(torch_cuda, kernel, 1000, 1000, 1000, a_major, b_major)
 
 
@@ -316,8 +345,7 @@ def test_cooperative_mn_major_operands_on_gpu(torch_cuda, a_major, b_major):
 def test_cooperative_fp8_on_gpu(torch_cuda):
     torch = torch_cuda
     m, n, k = 1000, 1024, 1024
-    kernel = tvm_tirx.compile(make_gemm(m, n, k, in_dtype="float8_e4m3fn", block_m=256, block_n=128, stages=4),
-                              target="cuda")
+    kernel = tvm_tirx.compile(_fp8_gemm(), target="cuda")
     torch.manual_seed(0)
     a8 = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
     b8 = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
