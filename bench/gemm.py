@@ -15,6 +15,7 @@ median of ``--runs`` runs after a warm-up, random inputs).
     python bench/gemm.py --sweep   # GPU: every variant at one size, fastest first
     python bench/gemm.py --sweep --run-time-m  # the same, kernels made for every m (the ops' kind)
     python bench/gemm.py --tiles   # GPU: every tile variant on every shape, the fastest per shape
+    python bench/gemm.py --tiles --only 256x  # ... the 256-row (cooperative) variants only (and 128x256)
     python bench/gemm.py --layouts # GPU: A and B K- or MN-major (TN, NN, NT, TT) against torch.matmul
     python bench/gemm.py --cpu     # no GPU: compile and assemble, ptxas and SASS counts
     python bench/gemm.py --hang-cost  # GPU: the cost of options={"detect_hangs": True}
@@ -68,7 +69,8 @@ VARIANTS = {
     "persistent, group_m 16, bf16": dict(persistent=True, group_m=16),
     "persistent, group_m 16, wait 0, bf16": dict(persistent=True, group_m=16, wait_depth=0),
 }
-#: What ``--tiles`` compares on every shape of the suite: the tile's columns and the ring's depth.
+#: What ``--tiles`` compares on every shape of the suite: the tile's rows and columns and the
+#: ring's depth.  The first is the reference of the rates (``_print_tile_rates``).
 TILE_VARIANTS = {
     "128x256 s3": dict(BEST["bfloat16"]),
     "128x192 s4": dict(BEST["bfloat16"], block_n=192, stages=4),
@@ -80,6 +82,11 @@ TILE_VARIANTS = {
     "128x128 s6": dict(BEST["bfloat16"], block_n=128, stages=6),
     "128x64 s6": dict(BEST["bfloat16"], block_n=64, stages=6),
     "128x64 s8": dict(BEST["bfloat16"], block_n=64, stages=8),
+    # the cooperative 256-row tiles (block_m=256: two 64-row blocks per consumer warpgroup), each
+    # with the deepest ring that fits; not in tiles.TILE_RATE (the planner) until measured here
+    "256x128 s4": dict(BEST["bfloat16"], block_m=256, block_n=128, stages=4),
+    "256x160 s4": dict(BEST["bfloat16"], block_m=256, block_n=160, stages=4),
+    "256x192 s3": dict(BEST["bfloat16"], block_m=256, block_n=192, stages=3),
 }
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 
@@ -161,7 +168,7 @@ def main_table(sizes, runs, sass, fp8=True, out_dtypes=("bfloat16",)):
             torch_ms, triton_ms, _ = _peers(a, b, out_dtype, runs)
             ratios.setdefault(out_dtype, []).append(torch_ms / ms)
             tri = [f"{_tflops(shape, triton_ms):.0f}", f"{triton_ms / ms:.3f}"] if triton_ms else ["-", "-"]
-            rows.append(["x".join(map(str, shape)), out_dtype, f"128x{config['block_n']}", f"{ms:.3f}",
+            rows.append(["x".join(map(str, shape)), out_dtype, _tile_label(config), f"{ms:.3f}",
                          f"{_tflops(shape, ms):.0f}",
                          f"{_tflops(shape, torch_ms):.0f}", f"{torch_ms / ms:.3f}", *tri, f"{err:.1e}"])
             print(rows[-1], flush=True)
@@ -178,6 +185,11 @@ def main_table(sizes, runs, sass, fp8=True, out_dtypes=("bfloat16",)):
               f"minimum {min(r):.3f}, shapes at >= 1.00x: {sum(x >= 1.0 for x in r)}")
     if sass:
         print(report(kernel))
+
+
+def _tile_label(config) -> str:
+    """A configuration's CTA tile, ``{block_m}x{block_n}`` (make_gemm's defaults 128 and 256)."""
+    return f"{config.get('block_m', 128)}x{config.get('block_n', 256)}"
 
 
 def fp8_row(shape, runs):
@@ -239,13 +251,15 @@ class _ShapeArgs:
         return self.args
 
 
-def main_tiles(sizes, runs):
-    """Every :data:`TILE_VARIANTS` on every shape (compiled in parallel by
+def main_tiles(sizes, runs, only=None):
+    """Every :data:`TILE_VARIANTS` (those whose name contains one of ``only``, and the
+    first, the reference) on every shape (compiled in parallel by
     :func:`tvm_tirx.testing.sweep`), the fastest per shape checked against fp32 and set
     against torch; the geometric means of the default tile and of the fastest per shape."""
-    configs = [dict(m=m, n=n, k=k, **v) for m, n, k in sizes for v in TILE_VARIANTS.values()]
+    names = [name for i, name in enumerate(TILE_VARIANTS) if i == 0 or not only or any(o in name for o in only)]
+    configs = [dict(m=m, n=n, k=k, **TILE_VARIANTS[name]) for m, n, k in sizes for name in names]
     result = testing.sweep(make_gemm, configs, _ShapeArgs(), timer=lambda fn: testing.do_bench(fn, runs=runs))
-    names, rows, ratios = list(TILE_VARIANTS), [], {"default": [], "best": []}
+    rows, ratios = [], {"default": [], "best": []}
     full_waves = []  # per shape whose every variant fills the SMs: each variant's time over 128 x 256's
     for i, shape in enumerate(sizes):
         group = result.rows[i * len(names) : (i + 1) * len(names)]
@@ -278,18 +292,23 @@ def _fills_the_sms(shape, sms: int = 132, waves: int = 4) -> bool:
 
 
 def _print_tile_rates(names, full_waves) -> None:
-    """Each width's rate relative to 128 x 256 (geometric mean over the shapes that fill
-    the SMs), in the form of ``tiles.TILE_RATE`` (the deepest ring of each width)."""
+    """Each tile's rate relative to 128 x 256 (geometric mean over the shapes that fill
+    the SMs; the best ring of each tile): the 128-row widths in the form of
+    ``tiles.TILE_RATE``, the 256-row tiles (keyed ``(block_m, block_n)``) apart, as they
+    are not in the planner's table yet."""
     if not full_waves:
         print("TILE_RATE: no shape here makes 4 full waves of 128 x 256 tiles; add one (e.g. 8192x8192x4096)")
         return
     rates = {}
     for j, name in enumerate(names):
-        block_n = TILE_VARIANTS[name].get("block_n", 256)
+        tile = (TILE_VARIANTS[name].get("block_m", 128), TILE_VARIANTS[name].get("block_n", 256))
         rate = statistics.geometric_mean(r[j] for r in full_waves)
-        rates[block_n] = max(rates.get(block_n, 0.0), rate)
-    print(f"TILE_RATE measured on {len(full_waves)} shapes of >= 4 full waves: "
-          f"{ {bn: round(r, 2) for bn, r in sorted(rates.items(), reverse=True)} }")
+        rates[tile] = max(rates.get(tile, 0.0), rate)
+    plain = {bn: round(r, 2) for (bm, bn), r in sorted(rates.items(), reverse=True) if bm == 128}
+    print(f"TILE_RATE measured on {len(full_waves)} shapes of >= 4 full waves: {plain}")
+    coop = {tile: round(r, 2) for tile, r in sorted(rates.items(), reverse=True) if tile[0] != 128}
+    if coop:
+        print(f"256-row tiles (block_m, block_n) -> rate relative to 128 x 256, same shapes: {coop}")
 
 
 def _run_checked(kernel, a, b) -> str:
@@ -384,7 +403,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cpu", action="store_true", help="compile and assemble only")
     parser.add_argument("--sweep", action="store_true", help="time every variant at --sweep-size")
     parser.add_argument("--sweep-size", type=int, nargs=3, default=[8192, 8192, 8192])
-    parser.add_argument("--only", type=str, nargs="*", default=None, help="variants whose name contains one of these")
+    parser.add_argument("--only", type=str, nargs="*", default=None,
+                        help="--sweep / --tiles: variants whose name contains one of these")
     parser.add_argument("--run-time-m", action="store_true", help="--sweep with kernels made for every m (as the ops)")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--sizes", type=str, nargs="*", default=None, help="MxNxK shapes for the table")
@@ -409,7 +429,8 @@ def main(argv=None) -> int:
     elif args.cpu or not testing.has_cuda():
         main_cpu(args.sass)
     elif args.tiles:
-        main_tiles([tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SUITE, args.runs)
+        main_tiles([tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SUITE, args.runs,
+                   args.only)
     elif args.hang_cost:
         sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes] if args.sizes else SIZES[:2]
         main_hang_cost(sizes, args.runs)

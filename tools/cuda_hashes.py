@@ -26,6 +26,7 @@ CASES = {
     "gemm_fp8": lambda: make_gemm(2048, 2048, 2048, in_dtype="float8_e4m3fn"),
     "gemm_cluster2": lambda: make_gemm(4096, 4096, 4096, cluster=2),
     "gemm_spin_wait0": lambda: make_gemm(4096, 4096, 4096, spin=True, wait_depth=0, persistent=False),
+    "gemm_coop_256": lambda: gemm_kernels.gemm_prim_func(4096, 4096, block_m=256, block_n=128, stages=4, residual=True),
     "small_m_split": lambda: gemm_kernels.SmallMSpec(4096, 4096, "bfloat16", "sm_90a", 8, 4, 8).prim_func(),
     "small_m_f32": lambda: gemm_kernels.SmallMSpec(1000, 200, "float32", "sm_90a", 64, 1, 8).prim_func(),
     "attn_128c": lambda: attention_kernels.attention_prim_func(32, 8, 128, True, "bfloat16", 0.088),

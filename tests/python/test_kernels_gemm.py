@@ -497,10 +497,11 @@ def test_narrow_tiles_on_gpu(torch_cuda, block_n, shape, out_dtype, options):
 
 def _tile_gemm(block_n, shape, out_dtype, options):
     """``make_gemm`` of one CTA per tile of ``block_n`` columns (plus ``options``); a
-    requested ``stages`` is capped at the deepest ring that fits this width and output."""
+    requested ``stages`` is capped at the deepest ring that fits this tile and output."""
     options = dict(dict(persistent=False, group_m=16, out_dtype=out_dtype), **options)
     if "stages" in options:
-        options["stages"] = min(options["stages"], deepest_ring(block_n, out_dtype))
+        rows = options.get("block_m", 128)
+        options["stages"] = min(options["stages"], deepest_ring(block_n, out_dtype, block_m=rows))
     return make_gemm(*shape, block_n=block_n, **options)
 
 
@@ -538,6 +539,8 @@ def test_every_gpu_tile_case_is_a_valid_configuration():
         _tile_gemm(block_n, shape, out_dtype, options)
     for block_n in NARROW_RUN_TIME_M_WIDTHS:
         _run_time_m_gemm(block_n)
+    for block_n, shape, out_dtype, options in COOPERATIVE_GPU_CASES:  # test_gemm_cooperative.py's
+        _tile_gemm(block_n, shape, out_dtype, options)
 
 
 @pytest.mark.gpu
@@ -562,6 +565,25 @@ UNBOXED_GPU_CASES = [
                          ids=["144-odd-b16", "152-pairs", "200-fp32", "160-cluster-2", "248-fp32-exact"])
 def test_widths_in_steps_of_8_on_gpu(torch_cuda, block_n, shape, out_dtype, options):
     _check_tile(torch_cuda, block_n, shape, out_dtype, options)
+
+
+#: 256-row (cooperative, ``block_m=256``) tiles on the GPU (test_gemm_cooperative.py runs them):
+#: (block_n, shape, out_dtype, options), m never a multiple of 256 but where the tiles are exact
+COOPERATIVE = dict(block_m=256)
+COOPERATIVE_GPU_CASES = [
+    (128, (1000, 1000, 512), "bfloat16", dict(COOPERATIVE, stages=4)),  # TMA stores clipped at both edges
+    (128, (4096, 1024, 4096), "bfloat16", dict(COOPERATIVE, stages=4)),
+    (192, (4096, 1024, 4096), "bfloat16", dict(COOPERATIVE, stages=3)),
+    (160, (4000, 4104, 4104), "bfloat16", dict(COOPERATIVE, stages=4)),  # guarded pairs (160: no whole boxes)
+    (128, (4097, 4095, 4104), "bfloat16", dict(COOPERATIVE, stages=4)),  # guarded st.global.b16 (odd n)
+    (128, (1000, 1000, 512), "float32", dict(COOPERATIVE, stages=4)),  # guarded v2 stores
+    (192, (1024, 1152, 512), "float32", dict(COOPERATIVE, persistent=True, stages=4)),  # exact tiles, unguarded
+    (128, (4096, 4104, 4104), "bfloat16", dict(COOPERATIVE, cluster=2)),  # 16 row tiles: pairs share B
+    (128, (4000, 4096, 4096), "bfloat16", dict(COOPERATIVE, persistent=True, group_m=8)),  # 2 rounds a CTA
+    (64, (1000, 264, 72), "bfloat16", dict(COOPERATIVE, stages=5)),
+]
+COOPERATIVE_IDS = ["256x128-clipped", "256x128-4096", "256x192-4096", "256x160-pairs", "256x128-odd-b16",
+                   "256x128-fp32", "256x192-fp32-exact", "256x128-cluster-2", "256x128-persistent", "256x64-small"]
 
 
 def _activation_reference(torch, x, name):

@@ -23,7 +23,7 @@ from typing import Optional
 import torch
 
 from ..kernels.gemm import choose_tile
-from ..kernels.gemm.config import GLU_ROWS
+from ..kernels.gemm.config import BM, GLU_ROWS
 from .eager import FastOp, Plans, signature
 from .gemm_kernels import on_clear_kernels
 from .gemm_plans import KernelPlan
@@ -102,7 +102,8 @@ def _kernel_plan(x, w_gate, w_up, activation, out_dtype):
         return lambda x, w_gate, w_up: torch.zeros(shape, dtype=out_dtype, device=x.device)
     m = x.numel() // k
     block_n = choose_tile(m, n, key.out_dtype, sm_count(x.device), gated=True)["block_n"]
-    key = key.replace(n=n, block_n=block_n, activation=activation, gated=True)
+    # a gated tile has 128 rows (an override may have given the plain GEMM of 2 n columns 256)
+    key = key.replace(n=n, block_n=block_n, activation=activation, gated=True, block_m=BM)
     plan = KernelPlan(key, shape, out_dtype, x, weight, None, None)
     return lambda x, w_gate, w_up: plan(x, interleaved(w_gate, w_up), None, None)
 

@@ -205,9 +205,10 @@ def tile_options(g: GemmMatch, options: dict) -> dict:
     if m is None or "block_n" in options:
         return options
     tile = choose_gemm(m, g.n, g.k, g.out_dtype, small_m=False)
-    if not isinstance(tile, dict) or tile["block_n"] == BN:
+    if not isinstance(tile, dict) or (tile["block_n"] == BN and "block_m" not in tile):
         return options
-    return {**options, "block_n": tile["block_n"], "stages": options.get("stages", tile["stages"])}
+    rows = {"block_m": tile["block_m"]} if "block_m" in tile else {}  # an override's 256-row tile
+    return {**options, "block_n": tile["block_n"], "stages": options.get("stages", tile["stages"]), **rows}
 
 
 def match_spec(g: GemmMatch, options: dict | None = None) -> GemmSpec:

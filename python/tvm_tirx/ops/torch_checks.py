@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..kernels.gemm import BN
+from ..kernels.gemm import BM, BN
 from ..kernels.gemm.planner import choose_gemm
 from ..kernels.gemm.tiles import SMS
 from .check_mode import ARCH, collected
@@ -200,8 +200,9 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmSpec:
     row stride rule: ``k * 2`` for a K-major operand, ``m * 2`` or ``n * 2`` for the
     others); both base pointers 16-byte aligned; at most
     :data:`INT32_ELEMENTS` (``2**31 - 129``) elements in each tensor (int32 offsets).
-    The key's ``block_n`` is :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm`'s tile for ``m`` (the
-    rows of ``x``), ``n`` and the device's SM count.
+    The key's ``block_n`` (and ``block_m``) is
+    :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm`'s tile for ``m`` (the rows of
+    ``x``), ``n`` and the device's SM count.
 
     Raises
     ------
@@ -216,9 +217,10 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmSpec:
     m = x.numel() // k if k else 0
     _check_sizes(names, m, n, k)
     choice = choose_gemm(m, int(n), int(k), _OUTPUTS[out_dtype], sm_count(x.device), small_m=False) if m and n and k else None
-    block_n = choice["block_n"] if isinstance(choice, dict) else BN  # a SmallMPlan: gemm_plans takes it
+    tile = choice if isinstance(choice, dict) else {}  # a SmallMPlan: gemm_plans takes it
     return GemmSpec(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch,
-                   block_n=block_n, a_major=a_major, b_major=b_major)
+                   block_n=tile.get("block_n", BN), a_major=a_major, b_major=b_major,
+                   block_m=tile.get("block_m", BM))
 
 
 #: bias dtypes the kernel adds in its epilogue (the Bias stage, kernels/parts/epilogue/stages.py)

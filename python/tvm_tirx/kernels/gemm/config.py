@@ -1,5 +1,5 @@
-"""The GEMM's options and the checks on sizes and options (its fixed geometry, re-exported
-here, is :mod:`.geometry`'s).
+"""The GEMM's options (its fixed geometry, re-exported here, is :mod:`.geometry`'s; the
+checks on sizes and options, :mod:`.checks`').
 
 :class:`GemmOptions` declares the options once; :class:`GemmConfig` adds ``m``, holds one
 kernel's sizes and options, validated once, and the quantities derived from them (tile
@@ -15,24 +15,21 @@ import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
 
-import tvm
 from tvm.runtime import DataType
 from tvm.script import tirx as T
 
 from ..parts.epilogue import (Activation, Bias, Epilogue, ExactStore, Gate, Geometry, GuardedStore, Residual,
                               Scale, TmaStore)
 from ..parts.ring import Ring
-from .geometry import (ACTIVATIONS, BIAS_DTYPES, BK_BYTES, BLOCK_N_MIN, BLOCK_N_STEP, BLOCK_NS, BM, BN, CONSUMERS,
-                       GATED_BLOCK_NS, GLU_ROWS, INPUTS, MAX_ELEMENTS, MAX_SIZE, MAX_STAGES, OUTPUTS, SMEM_LIMIT,
-                       TMA_STRIDE, WG_M, deepest_ring, gemm_smem_bytes, tma_epilogue)
-from .operands import CHUNK, Operand, check_major
+from .geometry import (ACTIVATIONS, BIAS_DTYPES, BK_BYTES, BLOCK_MS, BLOCK_NS, BM, BN, CONSUMERS, GATED_BLOCK_NS,
+                       GLU_ROWS, INPUTS, MAX_ELEMENTS, MAX_SIZE, MAX_STAGES, OUTPUTS, SMEM_LIMIT, TMA_STRIDE, WG_M,
+                       deepest_ring, gemm_smem_bytes, tma_epilogue)
+from .checks import check_options, check_sizes, static as _static
+from .operands import Operand
 
-__all__ = ["BM", "BN", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "GLU_ROWS",
-           "GATED_BLOCK_NS", "MAX_STAGES", "GemmOptions", "GemmConfig", "gemm_smem_bytes", "deepest_ring"]
-
-
-def _static(value) -> int | None:
-    return value if isinstance(value, int) else None
+__all__ = ["BM", "BN", "BLOCK_MS", "BLOCK_NS", "BK_BYTES", "WG_M", "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT",
+           "GLU_ROWS", "GATED_BLOCK_NS", "MAX_STAGES", "ACTIVATIONS", "BIAS_DTYPES", "MAX_SIZE", "MAX_ELEMENTS",
+           "TMA_STRIDE", "GemmOptions", "GemmConfig", "gemm_smem_bytes", "deepest_ring"]
 
 
 def _ceildiv(a, b: int):
@@ -63,7 +60,7 @@ class GemmOptions:  # pylint: disable=too-many-instance-attributes
         The CUDA architecture compiled for (``"sm_90a"``); not in the kernel's name
         (:attr:`.spec.GemmSpec.name`).
     block_n : int
-        Columns of C per CTA tile: 64, 128, 192 or 256.
+        Columns of C per CTA tile: a multiple of 8 from 64 to 256.
     bias, activation : str or None
         A fused bias vector's dtype and a fused activation (``make_gemm``'s).
     gated, residual : bool
@@ -77,6 +74,9 @@ class GemmOptions:  # pylint: disable=too-many-instance-attributes
     wait_depth, persistent, ctas, group_m, cluster, spin
         ``make_gemm``'s options (``persistent`` False and ``group_m`` 16 here, not its
         defaults).
+    block_m : int
+        Rows of C per CTA tile: 128 (the default) or 256, the cooperative tile
+        (``make_gemm``'s); last, so that the positional fields stay as they were.
     """
 
     n: int
@@ -98,6 +98,7 @@ class GemmOptions:  # pylint: disable=too-many-instance-attributes
     group_m: int = 16
     cluster: int = 1
     spin: bool = False
+    block_m: int = BM
 
     def __post_init__(self):
         if self.stages is None:
@@ -107,7 +108,10 @@ class GemmOptions:  # pylint: disable=too-many-instance-attributes
         """:func:`deepest_ring` of the tile, or None where the tile is not one the kernel
         has (:class:`GemmConfig` then says why)."""
         tile = type(self.block_n) is int and self.block_n in BLOCK_NS and type(self.gated) is bool  # noqa: E721
-        return deepest_ring(self.block_n, self.out_dtype, self.gated) if tile and self.out_dtype in OUTPUTS else None
+        tile = tile and type(self.block_m) is int and self.block_m in BLOCK_MS  # noqa: E721
+        if not tile or self.out_dtype not in OUTPUTS:
+            return None
+        return deepest_ring(self.block_n, self.out_dtype, self.gated, self.block_m)
 
     def options(self) -> dict:
         """The fields as a dict (``dataclasses.asdict`` without copying the values)."""
@@ -132,8 +136,8 @@ class GemmConfig(GemmOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        _check_options(self)
-        _check_sizes(self)
+        check_options(self)
+        check_sizes(self)
 
     @property
     def mma(self) -> str:
@@ -162,8 +166,15 @@ class GemmConfig(GemmOptions):
         stages += [Residual()] if self.residual else []
         exact_fp32 = self.exact and not self.bf16_out
         stages.append(TmaStore() if self.tma_store else ExactStore() if exact_fp32 else GuardedStore())
-        geometry = Geometry(self.m, self.n, self.out_dtype, self.block_n, self.out_block_n, self.b_rows, BM, WG_M)
+        geometry = Geometry(self.m, self.n, self.out_dtype, self.block_n, self.out_block_n, self.b_rows, self.block_m,
+                            WG_M, self.blocks)
         return Epilogue(geometry, tuple(stages))
+
+    @property
+    def blocks(self) -> int:
+        """64-row blocks per consumer warpgroup (wgmma batches per K step, accumulator
+        sets per thread): 1 in a 128-row tile, 2 in a 256-row one."""
+        return self.block_m // (CONSUMERS * WG_M)
 
     @property
     def kstep(self) -> int:
@@ -190,7 +201,7 @@ class GemmConfig(GemmOptions):
     @property
     def operand_a(self) -> Operand:
         """A's place in global memory and in the ring (:mod:`.operands`)."""
-        return Operand("A", self.a_major, BM, self.bk, self.in_dtype)
+        return Operand("A", self.a_major, self.block_m, self.bk, self.in_dtype)
 
     @property
     def operand_b(self) -> Operand:
@@ -204,8 +215,8 @@ class GemmConfig(GemmOptions):
 
     @property
     def tiles_m(self):
-        """Row tiles of C, ``ceil(m / 128)`` (an expression for a run-time ``m``)."""
-        return _ceildiv(self.m, BM)
+        """Row tiles of C, ``ceil(m / block_m)`` (an expression for a run-time ``m``)."""
+        return _ceildiv(self.m, self.block_m)
 
     @property
     def tiles_n(self):
@@ -239,7 +250,7 @@ class GemmConfig(GemmOptions):
         """Whether the tiles cover C exactly (static m, n multiples of the tile): the
         float32 epilogue then needs no bound guards."""
         m, n = _static(self.m), _static(self.n)
-        return m is not None and n is not None and m % BM == 0 and n % self.out_block_n == 0
+        return m is not None and n is not None and m % self.block_m == 0 and n % self.out_block_n == 0
 
     @property
     def bf16_out(self) -> bool:
@@ -260,127 +271,3 @@ class GemmConfig(GemmOptions):
         is a static even int, else 1 (``st.global.f32``: an odd or a run-time ``n``)."""
         n = _static(self.n)
         return 2 if n is not None and n % 2 == 0 else 1
-
-
-def _check_options(cfg: GemmConfig):
-    if cfg.in_dtype not in INPUTS:
-        raise ValueError(f"make_gemm: in_dtype must be one of {sorted(INPUTS)}, found {cfg.in_dtype!r}")
-    if cfg.out_dtype not in OUTPUTS:
-        raise ValueError(f"make_gemm: out_dtype must be one of {list(OUTPUTS)}, found {cfg.out_dtype!r}")
-    if cfg.bias not in BIAS_DTYPES:
-        raise ValueError(f"make_gemm: bias must be one of {list(BIAS_DTYPES)} (the Bias vector's dtype), "
-                         f"found {cfg.bias!r}")
-    if cfg.activation not in ACTIVATIONS:
-        raise ValueError(f"make_gemm: activation must be one of {list(ACTIVATIONS)}, found {cfg.activation!r}")
-    if type(cfg.block_n) is not int or cfg.block_n not in BLOCK_NS:  # noqa: E721  (not bool, not float)
-        raise ValueError(f"make_gemm: block_n must be a multiple of {BLOCK_N_STEP} from {BLOCK_N_MIN} to "
-                         f"{BLOCK_NS[-1]} (wgmma's N), found {cfg.block_n!r}")
-    for name in ("gated", "residual"):
-        if type(getattr(cfg, name)) is not bool:  # noqa: E721
-            raise ValueError(f"make_gemm: {name} must be a bool, found {getattr(cfg, name)!r}")
-    if cfg.residual and cfg.in_dtype != "bfloat16":
-        raise ValueError(f"make_gemm: residual needs in_dtype='bfloat16', found {cfg.in_dtype!r}")
-    check_major("A", cfg.a_major, cfg.in_dtype)
-    check_major("B", cfg.b_major, cfg.in_dtype)
-    if cfg.b_major != "k" and cfg.block_n % CHUNK:
-        raise ValueError(f"make_gemm: b_major='n' stores B's stage as {CHUNK}-column chunks: it needs block_n a "
-                         f"multiple of {CHUNK}, found {cfg.block_n}")
-    if cfg.gated and cfg.block_n not in GATED_BLOCK_NS:
-        raise ValueError(f"make_gemm: a gated GEMM needs block_n in {GATED_BLOCK_NS} (its output tile, block_n / 2 "
-                         f"columns, is stored in 64-column boxes), found {cfg.block_n}")
-    smem = (gemm_smem_bytes(cfg.stages, cfg.out_dtype, cfg.block_n, cfg.gated) if isinstance(cfg.stages, int)
-            else None)
-    rules = [
-        ("stages", isinstance(cfg.stages, int) and cfg.stages >= 1 and smem <= SMEM_LIMIT,
-         f"a positive int whose ring and epilogue fit {SMEM_LIMIT} bytes of shared memory"
-         + (f" ({smem} bytes with {cfg.out_dtype} output and block_n={cfg.block_n})" if smem else "")),
-        ("wait_depth", cfg.wait_depth in (0, 1), "0 or 1"),
-        ("cluster", cfg.cluster in (1, 2), "1 or 2"),
-        ("group_m", isinstance(cfg.group_m, int) and cfg.group_m >= 1, "a positive int"),
-        ("ctas", isinstance(cfg.ctas, int) and cfg.ctas >= 1, "a positive int"),
-    ]
-    for name, ok, want in rules:
-        if not ok:
-            raise ValueError(f"make_gemm: {name} must be {want}, found {getattr(cfg, name)!r}")
-
-
-def _check_stride(operands: str, elements: int, dtype: str):
-    """Refuse rows the TMA cannot address: every global stride of a tensor map but the
-    innermost is a multiple of 16 bytes (PTX ISA 5.5.5, ``cuTensorMapEncodeTiled``)."""
-    size = DataType(dtype).bits // 8
-    if elements * size % TMA_STRIDE:
-        raise ValueError(f"make_gemm: TMA row stride not a multiple of {TMA_STRIDE} bytes: {operands} rows of "
-                         f"{elements} {dtype} take {elements * size} bytes; the TMA needs a multiple of "
-                         f"{TMA_STRIDE} (pad it to a multiple of {TMA_STRIDE // size} elements)")
-
-
-def _check_size(name: str, value, in_dtype: str):
-    """A size is a positive int up to :data:`MAX_SIZE` or an int32 run-time extent (with bf16
-    inputs only: the TMA moves fp8 as bytes, through a ``.view("uint8")`` that a run-time
-    extent does not survive)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not 1 <= value <= MAX_SIZE:
-            raise ValueError(f"make_gemm: {name} must be in 1 .. {MAX_SIZE} (int32 row indices), found {value}")
-        return
-    dtype = str(value.ty.dtype) if isinstance(value, tvm.tirx.Var) else None
-    if dtype != "int32":
-        found = f"the run-time extent {value} of dtype {dtype}" if dtype else f"{value!r} ({type(value).__name__})"
-        raise ValueError(f"make_gemm: {name} must be a positive Python int or an int32 run-time extent "
-                         f"(T.dynamic({name!r})), found {found}")
-    if in_dtype != "bfloat16":
-        raise ValueError(f"make_gemm: a run-time {name} needs in_dtype='bfloat16', found {in_dtype!r} "
-                         f"(give {name} as an int for fp8 inputs)")
-
-
-def _check_elements(cfg: GemmConfig):
-    """A static A (m, k), B (n, k) and C (m, n) hold at most :data:`MAX_ELEMENTS` elements."""
-    for tensor, a, b in (("A", "m", "k"), ("B", "b_rows", "k"), ("C", "m", "n")):
-        x, y = _static(getattr(cfg, a)), _static(getattr(cfg, b))
-        if x is not None and y is not None and x * y > MAX_ELEMENTS:
-            how = f"give {a} as a run-time extent or split the product" if a == "m" else "split the product"
-            raise ValueError(f"make_gemm: {tensor} ({a}, {b}) = ({x}, {y}) holds {x * y} elements; at most "
-                             f"{MAX_ELEMENTS} (apache-tvm sizes a static buffer in int32): {how}")
-
-
-def _check_sizes(cfg: GemmConfig):
-    for name in ("m", "n", "k"):
-        _check_size(name, getattr(cfg, name), cfg.in_dtype)
-    _check_elements(cfg)
-    n, k = _static(cfg.n), _static(cfg.k)
-    if n is None:
-        # bf16: the TMA store sees C as uint32 pairs, a view a run-time last axis cannot take;
-        # float32: the bounds rule cannot prove row * n + col < m * n (non-linear in n)
-        raise ValueError(f"make_gemm: n must be an int (a run-time n is not supported), found {cfg.n!r}")
-    _check_strides(cfg)
-    if cfg.cluster == 2:
-        _check_cluster(cfg)
-
-
-def _check_strides(cfg: GemmConfig):
-    """The row stride of A and of B (their innermost extent) where it is static; a
-    run-time one is checked on the host at each call, by the TMA maps' encoding."""
-    k_major = [name for name, major in (("A (m, k)", cfg.a_major), ("B (n, k)", cfg.b_major)) if major == "k"]
-    if k_major and _static(cfg.k) is not None:
-        _check_stride(f"k: {' and '.join(k_major)}", cfg.k, cfg.in_dtype)
-    for major, extent, operand in ((cfg.a_major, cfg.m, "A (k, m)"), (cfg.b_major, cfg.b_rows, "B (k, n)")):
-        if major != "k" and _static(extent) is not None:
-            _check_stride(f"{major}: {operand}", extent, cfg.in_dtype)
-
-
-def _check_cluster(cfg: GemmConfig):
-    """The two CTAs of a cluster share B: every pair of consecutive tiles must have the same
-    column tile, which holds when every group of row tiles has an even size."""
-    tiles_m = _static(cfg.tiles_m)
-    if tiles_m is None or tiles_m % 2 or cfg.group_m % 2:
-        raise ValueError(f"make_gemm: cluster=2 pairs CTAs on tiles of the same B columns: it needs a static m "
-                         f"with an even number of {BM}-row tiles and an even group_m, found m={cfg.m}, "
-                         f"group_m={cfg.group_m}")
-    if cfg.block_n % 16:
-        raise ValueError(f"make_gemm: cluster=2 multicasts halves of B's stage, each whole 8-row groups of the "
-                         f"128-byte swizzle (1024 bytes): it needs block_n a multiple of 16, found {cfg.block_n}")
-    if cfg.b_major != "k" and cfg.block_n // 2 % CHUNK:
-        raise ValueError(f"make_gemm: cluster=2 with b_major='n' loads whole {CHUNK}-column chunks of B in each "
-                         f"CTA: it needs block_n 128 or 256, found {cfg.block_n}")
-    if not isinstance(cfg.grid, int) or cfg.grid % 2:
-        raise ValueError(f"make_gemm: a 2-CTA cluster needs an even grid (an int: a run-time grid is launched "
-                         f"without clusters), found {cfg.grid}")

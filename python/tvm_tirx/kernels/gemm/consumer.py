@@ -5,32 +5,69 @@ from __future__ import annotations
 from tvm.script import tirx as T
 
 from ..parts.epilogue import TilePlace
-from .config import WG_M, GemmConfig
+from .config import CONSUMERS, WG_M, GemmConfig
 from .order import tile_order
 
 __all__ = ["make_consumer"]
 
 
+def _make_mma(cfg: GemmConfig):
+    """The macro ``mma(acc, smem, s, row0, kt)``: one warpgroup-wide ``wgmma`` of stage
+    ``s`` (its K tile ``kt``: the accumulators are overwritten at ``kt == 0``) of the
+    ``WG_M`` (64) rows of A from ``row0`` by the stage's ``block_n`` rows of B, into the
+    fp32 accumulators ``acc``."""
+    mma, kstep, block_n = cfg.mma, cfg.kstep, cfg.block_n
+    op_a, op_b = cfg.operand_a, cfg.operand_b
+
+    @T.macro
+    def issue(acc, smem, s, row0, kt):
+        T.cuda.tile.apply(
+            T.ptx[mma],
+            acc,
+            op_a.mma_view(smem.sa, s, row0, WG_M, kstep),
+            op_b.mma_view(smem.sb, s, 0, block_n, kstep),
+            scope="warpgroup",
+            scale_d=kt > 0,
+        )
+
+    return issue
+
+
+def _make_finish(cfg: GemmConfig):
+    """The macro ``finish(C, ext, smem, regs, at)``: the epilogue chain's register stages
+    (if any) and its store of one 64-row block's registers ``regs`` at ``at``."""
+    apply, store = cfg.epilogue.apply, cfg.epilogue.store
+
+    @T.macro
+    def finish(C, ext, smem, regs, at):
+        if apply is not None:  # scale, bias, activation, gate, residual
+            apply(regs, ext, at)
+        store(C, regs, smem.so, at)
+
+    return finish
+
+
 def make_consumer(cfg: GemmConfig):
     """The macro ``consume_tile(C, ext, smem, regs, flag, work)`` of ``cfg``: ``ext`` the
     epilogue's tensors (``cfg.epilogue.bind(...)``), ``smem`` a :class:`Shared`, ``regs``
-    the :class:`~tvm_tirx.kernels.parts.epilogue.Registers`, ``flag`` the ring's wait
-    flag, ``work`` a :class:`.shared.Work`.
+    a tuple of ``cfg.blocks`` :class:`~tvm_tirx.kernels.parts.epilogue.Registers` (one per
+    64-row block of the warpgroup's rows), ``flag`` the ring's wait flag, ``work`` a
+    :class:`.shared.Work`.
 
-    Consumer warpgroup ``c`` computes rows ``64 c ..`` of output tile ``t``: per K tile
-    (ring iteration ``g0 + kt``) it waits for ``full``, issues the stage's
-    ``wgmma.m64n{block_n}k16`` (bf16; k32 for e4m3) batch into the fp32 accumulators
-    ``regs.acc``, leaves ``wait_depth`` batches in flight and releases the stage read
-    before them; then runs the epilogue chain (``cfg.epilogue``): its prefetch (the
-    residual's loads) before the last ``wgmma.wait_group``, its register stages (scale,
-    bias, activation, gate, residual) and its store of ``regs.out``.
+    Consumer warpgroup ``c`` computes rows ``block_m / 2 * c ..`` of output tile ``t``
+    (64 rows of a 128-row tile, 128 of a 256-row one): per K tile (ring iteration ``g0 +
+    kt``) it waits for ``full``, issues the stage's ``wgmma.m64n{block_n}k16`` (bf16; k32
+    for e4m3) batch into the fp32 accumulators ``regs[j].acc`` of each block ``j`` (rows
+    ``block_m / 2 * c + 64 j``: one batch of one or two wgmma calls, one commit group),
+    leaves ``wait_depth`` batches in flight and releases the stage read before them; then
+    runs the epilogue chain (``cfg.epilogue``) per block: its prefetch (the residual's
+    loads; block 0's before the last ``wgmma.wait_group``), its register stages (scale,
+    bias, activation, gate, residual) and its store of ``regs[j].out``.
     """
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
-    ring, kstep, mma = cfg.ring, cfg.kstep, cfg.mma
-    wait_depth, block_n = cfg.wait_depth, cfg.block_n
-    epilogue = cfg.epilogue
-    apply, prefetch, store = epilogue.apply, epilogue.prefetch, epilogue.store
-    op_a, op_b = cfg.operand_a, cfg.operand_b
+    ring, wait_depth, blocks, rows = cfg.ring, cfg.wait_depth, cfg.blocks, cfg.block_m // CONSUMERS
+    prefetch = cfg.epilogue.prefetch
+    mma, finish = _make_mma(cfg), _make_finish(cfg)
 
     @T.macro
     def consume_tile(C, ext, smem, regs, flag, work):
@@ -40,25 +77,22 @@ def make_consumer(cfg: GemmConfig):
             s = ring.slot(work.g0 + kt)
             ring.wait(smem.full, s, work.g0 + kt, flag)
             T.ptx["wgmma.fence.sync.aligned"]()
-            T.cuda.tile.apply(
-                T.ptx[mma],
-                regs.acc,
-                op_a.mma_view(smem.sa, s, work.c * WG_M, WG_M, kstep),
-                op_b.mma_view(smem.sb, s, 0, block_n, kstep),
-                scope="warpgroup",
-                scale_d=kt > 0,
-            )
+            mma(regs[0].acc, smem, s, work.c * rows, kt)
+            if blocks == 2:  # a 256-row tile: the warpgroup's second 64 rows, the same B
+                mma(regs[1].acc, smem, s, work.c * rows + WG_M, kt)
             T.ptx["wgmma.commit_group.sync.aligned"]()
             T.ptx["wgmma.wait_group.sync.aligned"](wait_depth)
             if wait_depth == 0 or kt > 0:
                 ring.release(smem.empty, ring.slot(work.g0 + kt - wait_depth), work.tid)
         if prefetch is not None:  # the residual's loads under the last products
-            prefetch(regs, ext, TilePlace(bm, bn, work.tid, work.c))
+            prefetch(regs[0], ext, TilePlace(bm, bn, work.tid, work.c))
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         if wait_depth == 1:
             ring.release(smem.empty, ring.slot(work.g0 + k_tiles - 1), work.tid)
-        if apply is not None:  # scale, bias, activation, gate, residual
-            apply(regs, ext, TilePlace(bm, bn, work.tid, work.c))
-        store(C, regs, smem.so, TilePlace(bm, bn, work.tid, work.c))
+        finish(C, ext, smem, regs[0], TilePlace(bm, bn, work.tid, work.c))
+        if blocks == 2:
+            if prefetch is not None:  # block 1 reuses block 0's words: its loads hide under no product
+                prefetch(regs[1], ext, TilePlace(bm, bn, work.tid, work.c, 1))
+            finish(C, ext, smem, regs[1], TilePlace(bm, bn, work.tid, work.c, 1))
 
     return consume_tile

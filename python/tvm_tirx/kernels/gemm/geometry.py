@@ -7,11 +7,22 @@ from __future__ import annotations
 
 from ..parts import epilogue as parts_epilogue
 
-__all__ = ["BM", "BN", "BLOCK_NS", "BLOCK_N_STEP", "BLOCK_N_MIN", "TMA_BOX_N", "tma_epilogue", "BK_BYTES", "WG_M",
+__all__ = ["BM", "BN", "BLOCK_MS", "COOP_MAX_BLOCK_N", "BLOCK_NS", "BLOCK_N_STEP", "BLOCK_N_MIN", "TMA_BOX_N", "tma_epilogue", "BK_BYTES", "WG_M",
            "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "TMA_STRIDE", "MAX_SIZE", "MAX_ELEMENTS", "BIAS_DTYPES", "ACTIVATIONS", "GLU_ROWS", "GATED_BLOCK_NS", "MAX_STAGES",
            "gemm_smem_bytes", "deepest_ring"]
 
-BM, BN = 128, 256  # rows of C per CTA tile; columns by default (``block_n``)
+BM, BN = 128, 256  # rows of C per CTA tile by default (``block_m``); columns by default (``block_n``)
+#: the rows a tile may have (``block_m``): 128, each consumer warpgroup 64 rows (one
+#: ``wgmma.m64`` per K step), or 256, the cooperative tile: each consumer warpgroup 128 rows,
+#: two ``wgmma.m64`` per K step into two sets of accumulators (cuBLAS's 256 x 128 and
+#: 256 x 192 tiles).  A stage then holds 256 rows of A for the same rows of B, so the tile
+#: does twice the products per byte of B loaded
+BLOCK_MS = (128, 256)
+#: the widest 256-row tile: a consumer thread holds ``2 * block_n / 2`` fp32 accumulators
+#: (two 64-row blocks), 192 at ``block_n=192``, which leaves 40 of the consumers' 232
+#: registers (``setmaxnreg``) for addresses and the epilogue; ``block_n=256`` would take all
+#: 256 registers a thread may have
+COOP_MAX_BLOCK_N = 192
 #: the columns a tile may have (``block_n``): wgmma's N, a multiple of 8 up to 256 (PTX ISA
 #: 9.7.15.5), from 64 (narrower tiles are the small-M kernel's).  Widths in steps of 8
 #: let the tile count fit the SMs (DeepGEMM's 112 and 160, cuBLAS's 152): 3072^2 makes
@@ -57,16 +68,19 @@ def tma_epilogue(out_dtype: str, block_n: int, gated: bool = False) -> bool:
     return out_dtype == "bfloat16" and (block_n // 2 if gated else block_n) % TMA_BOX_N == 0
 
 
-def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN, gated: bool = False) -> int:
+def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN, gated: bool = False, block_m: int = BM) -> int:
     """Dynamic shared memory of :func:`~tvm_tirx.kernels.gemm.make_gemm`, in bytes.
 
-    ``stages`` rings of A (128 rows) and B (``block_n`` rows) of 128 bytes each, the bf16
-    epilogue tiles of :func:`tma_epilogue` (``128 * out_columns * 2`` bytes,
+    ``stages`` rings of A (``block_m`` rows) and B (``block_n`` rows) of 128 bytes each,
+    the bf16 epilogue tiles of :func:`tma_epilogue` (``128 * out_columns * 2`` bytes,
     ``out_columns`` = ``block_n``, or ``block_n / 2`` when ``gated``: 64 KiB for 256
     columns; a token 1 KiB for the per-thread stores), the mbarriers and 1 KiB for
-    aligning the swizzled tiles.
+    aligning the swizzled tiles.  The epilogue tiles are one 64-row slot per consumer
+    warpgroup whatever ``block_m``: a warpgroup of a 256-row tile stores its two 64-row
+    blocks through its slot one after the other (256 x 128 bf16 fits 4 stages:
+    ``4 * 384 * 128 + 32768 + 64 + 1024`` = 230464 bytes).
     """
-    ring = stages * (BM + block_n) * BK_BYTES
+    ring = stages * (block_m + block_n) * BK_BYTES
     out_columns = block_n // 2 if gated else block_n
     epilogue = CONSUMERS * WG_M * out_columns * 2 if tma_epilogue(out_dtype, block_n, gated) else 1024
     return ring + epilogue + 16 * stages + 1024
@@ -76,13 +90,14 @@ def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN, gated: bool 
 MAX_STAGES = 8
 
 
-def deepest_ring(block_n: int, out_dtype: str, gated: bool = False) -> int:
+def deepest_ring(block_n: int, out_dtype: str, gated: bool = False, block_m: int = BM) -> int:
     """The most stages (at most :data:`MAX_STAGES`) whose ring and epilogue fit in the
     227 KiB of shared memory a CTA may take (:func:`gemm_smem_bytes`): 3 for ``block_n``
     256 with bf16 output, 4 for 192, 6 for 128, 8 for 64 (4, 5, 7, 8 with float32
     output); a gated GEMM's half-width epilogue tiles leave room for 4 at 256 with bf16
-    output."""
+    output.  A 256-row tile (``block_m=256``) fits 4 at ``block_n`` 128 and 160, 3 at
+    192 (bf16 output; 4 at each with float32)."""
     stages = MAX_STAGES
-    while stages > 1 and gemm_smem_bytes(stages, out_dtype, block_n, gated) > SMEM_LIMIT:
+    while stages > 1 and gemm_smem_bytes(stages, out_dtype, block_n, gated, block_m) > SMEM_LIMIT:
         stages -= 1
     return stages

@@ -16,6 +16,15 @@ from .shared import Shared, Work
 __all__ = ["build"]
 
 
+def _blocks(accs: tuple, out, words, tmp, factor) -> tuple:
+    """A consumer thread's :class:`~tvm_tirx.kernels.parts.epilogue.Registers`, one per
+    64-row block of its warpgroup (``accs``: one accumulator set per block): block 0
+    stores ``out`` (``acc`` itself unless gated), a 256-row tile's block 1 its own
+    accumulators (it is never gated); the packed words and the scratch registers are
+    shared (the blocks' epilogues run one after the other)."""
+    return tuple(Registers(acc, out if j == 0 else acc, words, tmp, factor) for j, acc in enumerate(accs))
+
+
 def _cluster_rank(clusters):
     """The CTA's rank in its cluster (0 in a launch without clusters)."""
     return T.cuda.cluster_ctaid("x") if clusters else 0
@@ -25,10 +34,11 @@ def _make_body(cfg: GemmConfig):
     """The macro ``body(A, B, C, extra)`` (``extra`` the tuple of the epilogue's parameters,
     in ``cfg.epilogue.params``' order): the launch, the shared ring and barriers, the
     producer warpgroup 0 and the consumer warpgroups 1 and 2, each walking this CTA's
-    output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t < n_tiles``."""
+    output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t < n_tiles``
+    (with ``cfg.blocks`` accumulator sets per consumer thread: two in a 256-row tile)."""
     stages, in_dtype, cluster = cfg.stages, cfg.in_dtype, cfg.cluster
     n_tiles, grid, rounds, k_tiles = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.k_tiles
-    bn, out_bn, gated, epilogue = cfg.block_n, cfg.out_block_n, cfg.gated, cfg.epilogue
+    bn, out_bn, gated, epilogue, blocks = cfg.block_n, cfg.out_block_n, cfg.gated, cfg.epilogue, cfg.blocks
     produce_tile, consume_tile, ring, drain = make_producer(cfg), make_consumer(cfg), cfg.ring, epilogue.drain
     op_a, op_b = cfg.operand_a, cfg.operand_b
     # the bf16 epilogue's tiles: per consumer out_bn / 64 boxes of 64 rows x 32 words (a token
@@ -39,7 +49,7 @@ def _make_body(cfg: GemmConfig):
     # not even of one CTA: it is a plain launch then (cluster=2 needs a static m)
     clusters = cluster if isinstance(grid, int) else None
     launch = T.cuda.LaunchConfig(grid=grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
-                                 dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype, bn, cfg.gated),
+                                 dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype, bn, gated, cfg.block_m),
                                  cluster=clusters)
 
     @T.macro
@@ -71,10 +81,12 @@ def _make_body(cfg: GemmConfig):
                     t = bx + i * grid  # this CTA's i-th output tile
                     if t < n_tiles:
                         produce_tile(A, B, Shared(sa, sb, so, full, empty), flag, t, i * k_tiles, rank)
-        else:  # two consumer warpgroups, 64 rows of the tile each
+        else:  # two consumer warpgroups, 64 rows of the tile each (128 of a 256-row tile)
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
             c = wg - 1
             acc = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
+            if blocks == 2:  # the accumulators of the warpgroup's second 64 rows
+                acc1 = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
             # what the epilogue stores: a gated GEMM's act(gate) * up, else acc itself
             out = T.alloc_local((WG_M, out_bn), "float32", layout=accumulator_layout(out_bn)) if gated else acc
             words = T.alloc_local((WG_M, out_bn // 2), "uint32", layout=accumulator_layout(out_bn, packed=True))
@@ -84,7 +96,8 @@ def _make_body(cfg: GemmConfig):
                 t = bx + i * grid
                 if t < n_tiles:
                     consume_tile(C, epilogue.bind(extra), Shared(sa, sb, so, full, empty),
-                                 Registers(acc, out, words, tmp, factor), flag, Work(t, i * k_tiles, tid, c))
+                                 _blocks((acc, acc1) if blocks == 2 else (acc,), out, words, tmp, factor), flag,
+                                 Work(t, i * k_tiles, tid, c))
             if drain is not None:  # the TMA store's last read of the shared tile
                 drain(tid)
         if cluster == 2:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .config import BLOCK_NS, SMEM_LIMIT
+from .config import BLOCK_MS as TILE_BLOCK_MS, BLOCK_NS, BM, SMEM_LIMIT
 from .small_m import BLOCK_MS, ROWS_W, small_m_smem_bytes
 from .tiles import SMS, choose_tile, deepest_ring
 
@@ -115,20 +115,28 @@ def override(n: int, k: int, plan, m: int | None = None) -> None:
     plan : SmallMPlan | dict
         A :class:`SmallMPlan` (the small-M kernel, taken even while :data:`SMALL_M_ROUTE`
         is off: any ``m`` is computed correctly, fast up to its ``block_m``) or the tile
-        kernel's options ``{"block_n": 64 | 128 | 192 | 256}`` (and optionally ``"stages"``).
+        kernel's options ``{"block_n": 64 | 128 | 192 | 256}`` (and optionally ``"stages"``,
+        and ``"block_m": 128 | 256``: the cooperative 256-row tile, which :func:`choose_gemm`
+        gives only through an override until it has been measured).
     m : int | None
         The rows the override is for; None: every ``m``.
 
     Raises
     ------
     ValueError
-        ``plan`` of another type, or a tile ``block_n`` the tile kernel does not have.
+        ``plan`` of another type, or a tile ``block_n`` or ``block_m`` the tile kernel does
+        not have (a 256-row tile's other rules, ``block_n`` at most 192, are the kernel's:
+        checked when the kernel is made).
     """
     if isinstance(plan, dict):
-        if set(plan) - {"block_n", "stages"} or plan.get("block_n") not in BLOCK_NS:
+        if (set(plan) - {"block_n", "stages", "block_m"} or plan.get("block_n") not in BLOCK_NS
+                or plan.get("block_m", BM) not in TILE_BLOCK_MS):
             raise ValueError(f"override: a tile plan is {{'block_n': a multiple of 8 from {BLOCK_NS[0]} to "
-                             f"{BLOCK_NS[-1]}}}, found {plan!r}")
-        plan = {"block_n": plan["block_n"], "stages": plan.get("stages", deepest_ring(plan["block_n"], "bfloat16"))}
+                             f"{BLOCK_NS[-1]}}} (and optionally 'stages', 'block_m' in {list(TILE_BLOCK_MS)}), "
+                             f"found {plan!r}")
+        block_m = plan.get("block_m", BM)
+        stages = plan.get("stages", deepest_ring(plan["block_n"], "bfloat16", block_m=block_m))
+        plan = {"block_n": plan["block_n"], "stages": stages, **({"block_m": block_m} if block_m != BM else {})}
     elif not isinstance(plan, SmallMPlan):
         raise ValueError(f"override: plan must be a SmallMPlan or a dict of tile options, found {plan!r}")
     _OVERRIDES[(n, k, m)] = plan
@@ -144,8 +152,8 @@ def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = 
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: an :func:`override` of the
     shape if there is one, else a :class:`SmallMPlan` for ``m <= SMALL_M`` (when
     ``small_m``; bf16 K-major operands, no fused epilogue), else
-    :func:`~.tiles.choose_tile`'s options (a dict with ``block_n`` and ``stages``) for the
-    tile kernel.  The torch operators and the Relax offload both take their tile here.
+    :func:`~.tiles.choose_tile`'s options (a dict with ``block_n`` and ``stages``; an
+    override's may add ``block_m``) for the tile kernel.  The torch operators and the Relax offload both take their tile here.
 
     Parameters
     ----------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tvm
 from tvm.script import tirx as T
 
-from .config import BM, BK_BYTES, GemmConfig
+from .config import BK_BYTES, GemmConfig
 from .order import tile_order
 
 __all__ = ["LOAD", "LOAD_MC", "make_producer"]
@@ -32,7 +32,7 @@ def make_producer(cfg: GemmConfig):
     Thread 0 of the producer warpgroup loads the K tiles of output tile ``t`` into ring
     iterations ``g0 ..`` (stage ``g % stages``, phase ``g // stages``): it waits until
     the consumers released the stage (``empty``), arms ``full`` with the stage's bytes
-    and issues the TMA loads of A (128 x 128 bytes) and B (``block_n`` x 128 bytes; with
+    and issues the TMA loads of A (``block_m`` x 128 bytes) and B (``block_n`` x 128 bytes; with
     ``cluster=2`` half of it, multicast to both CTAs), one box per stage of a K-major
     operand and one per 64-element chunk of an MN-major one (:mod:`.operands`).  Boxes
     past the edge of A or B (the M, N and K tails) are zero-filled by the TMA and still
@@ -40,8 +40,8 @@ def make_producer(cfg: GemmConfig):
     """
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
     ring, cluster, tma_dtype = cfg.ring, cfg.cluster, cfg.tma_dtype
-    bn_cols = cfg.block_n
-    stage_bytes = (BM + bn_cols) * BK_BYTES
+    bn_cols, bm_rows = cfg.block_n, cfg.block_m
+    stage_bytes = (bm_rows + bn_cols) * BK_BYTES
     b_rows = bn_cols // cluster  # rows of B each CTA of the cluster loads
     op_a, op_b = cfg.operand_a, cfg.operand_b
 
@@ -53,9 +53,9 @@ def make_producer(cfg: GemmConfig):
             s = ring.slot(g0 + kt)
             ring.acquire(smem.empty, s, g0 + kt, flag)
             ring.arm(smem.full, s, stage_bytes)
-            for j in T.unroll(op_a.boxes(BM)):
-                T.cuda.tile.apply(T.ptx[LOAD], op_a.box(smem.sa, s, 0, BM, j).view(tma_dtype), _as(A, tma_dtype),
-                                  mbar=smem.full.sub[s, :], coords=op_a.coords(bm * BM, 0, kt, j), swizzle=3,
+            for j in T.unroll(op_a.boxes(bm_rows)):
+                T.cuda.tile.apply(T.ptx[LOAD], op_a.box(smem.sa, s, 0, bm_rows, j).view(tma_dtype), _as(A, tma_dtype),
+                                  mbar=smem.full.sub[s, :], coords=op_a.coords(bm * bm_rows, 0, kt, j), swizzle=3,
                                   l2_promotion=3)
             if cluster == 2:  # half of B from each CTA of the pair, into both
                 for j in T.unroll(op_b.boxes(b_rows)):

@@ -35,7 +35,8 @@ from tvm.script import tirx as T
 
 from ...tile.fragments import accumulator_layout
 from ..parts.ring import Ring
-from .config import BK_BYTES, CONSUMERS, INPUTS, SMEM_LIMIT, WG_M, _ceildiv, _check_size, _check_stride
+from .checks import check_size, check_stride
+from .config import BK_BYTES, CONSUMERS, INPUTS, SMEM_LIMIT, WG_M, _ceildiv
 from .operands import Operand
 from .producer import LOAD
 from .small_m_epilogue import ROWS_W, Place, Workspace, make_reduce, make_store
@@ -77,13 +78,13 @@ class SmallMConfig:
     in_dtype: str = "bfloat16"
 
     def __post_init__(self):
-        _check_size("m", self.m, self.in_dtype)
+        check_size("m", self.m, self.in_dtype)
         for name in ("n", "k"):
             value = getattr(self, name)
             if type(value) is not int:  # noqa: E721
                 raise ValueError(f"make_small_m_gemm: {name} must be a Python int, found {value!r}")
-            _check_size(name, value, self.in_dtype)
-        _check_stride("k: X (m, k) and W (n, k)", self.k, self.in_dtype)
+            check_size(name, value, self.in_dtype)
+        check_stride("k: X (m, k) and W (n, k)", self.k, self.in_dtype)
         rules = [
             ("block_m", self.block_m in BLOCK_MS, f"one of {BLOCK_MS}"),
             ("splits", type(self.splits) is int and 1 <= self.splits <= self.k_tiles  # noqa: E721

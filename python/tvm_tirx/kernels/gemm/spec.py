@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import tvm
 
-from .config import BN, OUTPUTS, GemmConfig, GemmOptions
+from .config import BM, BN, OUTPUTS, GemmConfig, GemmOptions
 from .kernel import build as _build_kernel
 from .small_m import make_small_m_gemm
 
@@ -85,12 +85,13 @@ class GemmSpec(GemmOptions, _KernelSpec):
     @property
     def name(self) -> str:
         """The kernel's ``global_symbol``: ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``,
-        ``f32``; another dtype spelled out), then ``_bn{block_n}`` for a ``block_n`` other
-        than 256, ``_bias_{bf16|f32}`` for a fused bias, ``_{activation}``, ``_glu`` when
+        ``f32``; another dtype spelled out), then ``_bm{block_m}`` for a ``block_m`` other
+        than 128, ``_bn{block_n}`` for a ``block_n`` other than 256, ``_bias_{bf16|f32}`` for a fused bias, ``_{activation}``, ``_glu`` when
         gated, ``_residual``, ``_a_km`` for ``a_major="m"`` and ``_b_kn`` for
         ``b_major="n"``; last the schedule options that differ from the spec's defaults
         (:meth:`schedule_suffix`).  ``arch`` is not in it."""
         name = f"tvm_tirx_gemm_n{self.n}_k{self.k}_{_short(self.in_dtype)}_{_short(self.out_dtype)}"
+        name += f"_bm{self.block_m}" if self.block_m != BM else ""
         name += f"_bn{self.block_n}" if self.block_n != BN else ""
         name += f"_bias_{_short(self.bias)}" if self.bias else ""
         name += f"_{self.activation}" if self.activation else ""
@@ -203,7 +204,7 @@ class SmallMSpec(_KernelSpec):
 def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
               wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
               spin: bool = False, block_n: int = BN, bias: str | None = None, activation: str | None = None,
-              gated: bool = False, residual: bool = False, a_major: str = "k", b_major: str = "k"):
+              gated: bool = False, residual: bool = False, a_major: str = "k", b_major: str = "k", block_m: int = BM):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
     :func:`tvm_tirx.compile` (``arch="sm_90a"``).
 
@@ -251,7 +252,7 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         Row tiles per group of :func:`~tvm_tirx.kernels.gemm.tile_order`.
     cluster : int
         1, or 2: pairs of CTAs on tiles of the same columns each load half of B and
-        multicast it (needs a static ``m`` with an even number of 128-row tiles, an even
+        multicast it (needs a static ``m`` with an even number of ``block_m``-row tiles, an even
         ``group_m`` and an even grid).
     spin : bool
         Wait on mbarriers with a loop of plain ``try_wait`` instead of a suspend-time hint.
@@ -295,6 +296,16 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         B's innermost axis: ``"k"`` (B is ``(n, k)``) or ``"n"`` (B is ``(k, n)``,
         ``n * 2`` bytes a multiple of 16; bf16 only; with ``cluster=2``, ``block_n``
         128 or 256).  A gated B is then ``(k, b_rows)``, its columns interleaved.
+    block_m : int
+        Rows of C per CTA tile: 128, or 256, the cooperative tile: each consumer
+        warpgroup computes 128 rows as two 64-row blocks (two ``wgmma.m64`` per K step
+        into two accumulator sets, one commit group) and runs the epilogue once per block.
+        A stage then holds ``(256 + block_n) * 128`` bytes (256 x 128 with bf16 output
+        fits 4 stages); the bf16 epilogue tiles stay ``256 * block_n`` bytes (each
+        warpgroup stores its blocks through its one tile in turn).  256 needs
+        ``gated=False`` and ``block_n`` at most 192 (a consumer thread holds ``block_n``
+        fp32 accumulators; see :data:`~.geometry.COOP_MAX_BLOCK_N`); with ``cluster=2``
+        an even number of 256-row tiles.  The kernel's name then has ``_bm256``.
 
     Returns
     -------
@@ -317,4 +328,4 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
     """
     return GemmSpec(n, k, in_dtype, out_dtype, stages=stages, wait_depth=wait_depth, persistent=persistent, ctas=ctas,
                     group_m=group_m, cluster=cluster, spin=spin, block_n=block_n, bias=bias, activation=activation,
-                    gated=gated, residual=residual, a_major=a_major, b_major=b_major).build(m)
+                    gated=gated, residual=residual, a_major=a_major, b_major=b_major, block_m=block_m).build(m)

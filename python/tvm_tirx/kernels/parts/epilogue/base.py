@@ -1,11 +1,13 @@
 """The values an epilogue chain's stages share: the tile's geometry, the kernel parameters a
 stage declares, and the named tuples its macros take (registers, tensors, the thread's place).
 
-A consumer warpgroup holds ``rows`` (64) rows of a ``tile_m`` (128) x ``block_n`` tile of
-the product in fp32 accumulators laid out by the wgmma fragment map (PTX ISA
-9.7.15.5.1.1): thread ``32 w + 4 g + t`` holds register ``r = 4 j + 2 h + e`` at row ``16
-w + 8 h + g`` and column ``8 j + 2 t + e`` of its 64 rows
-(:func:`tvm_tirx.tile.fragments.accumulator_row` / ``accumulator_col``).
+A consumer warpgroup holds ``blocks`` (1, or 2 in a 256-row tile) blocks of ``rows`` (64)
+rows of a ``tile_m`` (128 or 256) x ``block_n`` tile of the product, each block in its
+own fp32 accumulators laid out by the wgmma fragment map (PTX ISA 9.7.15.5.1.1): thread
+``32 w + 4 g + t`` holds register ``r = 4 j + 2 h + e`` at row ``16 w + 8 h + g`` and
+column ``8 j + 2 t + e`` of the block's 64 rows
+(:func:`tvm_tirx.tile.fragments.accumulator_row` / ``accumulator_col``).  The chain runs
+once per block (:class:`TilePlace` ``sub`` says which).
 """
 
 from __future__ import annotations
@@ -86,13 +88,16 @@ class Tensors(NamedTuple):
 
 class TilePlace(NamedTuple):
     """Where a consumer thread works: output tile ``(bm, bn)`` (row and column tile of C,
-    int32 expressions), its thread index ``tid`` (0 .. 383) and its consumer warpgroup ``c``
-    (0 or 1: rows ``64 c ..`` of the tile)."""
+    int32 expressions), its thread index ``tid`` (0 .. 383), its consumer warpgroup ``c``
+    (0 or 1) and ``sub``, which of the warpgroup's :attr:`Geometry.blocks` 64-row blocks
+    (0, or 1 in a 256-row tile; a Python int): rows ``64 (c * blocks + sub) ..`` of the
+    tile (:meth:`Geometry.row0`)."""
 
     bm: object
     bn: object
     tid: object
     c: object
+    sub: int = 0
 
 
 @dataclass(frozen=True)
@@ -114,9 +119,12 @@ class Geometry:
     product_n : int
         Columns of the whole product ``A B^T`` (rows of B): ``n``, or more when gated.
     tile_m : int
-        Rows of C per CTA tile (128).
+        Rows of C per CTA tile (128, or 256: the cooperative tile).
     rows : int
-        Rows per consumer warpgroup (64, wgmma's M).
+        Rows of one block of a consumer warpgroup's accumulators (64, wgmma's M).
+    blocks : int
+        Blocks of ``rows`` rows per consumer warpgroup: 1, or 2 when two consumers share
+        a 256-row tile (each then holds two accumulator sets, one per wgmma of a K step).
     """
 
     m: object
@@ -127,16 +135,22 @@ class Geometry:
     product_n: int
     tile_m: int = 128
     rows: int = 64
+    blocks: int = 1
 
     @property
     def gated(self) -> bool:
         """Whether a tile's accumulators hold two columns (gate, up) per output column."""
         return self.out_block_n != self.block_n
 
+    def block(self, at: TilePlace):
+        """The 64-row block of its tile that ``at`` works on: ``c * blocks + sub`` (``c``
+        for one block per warpgroup: the expression of the 128-row tile, unchanged)."""
+        return at.c if self.blocks == 1 else at.c * self.blocks + at.sub
+
     def row0(self, at: TilePlace):
-        """The first row of C that consumer ``at.c`` stores of tile ``at.bm``: ``bm *
-        tile_m + c * rows`` (an int32 expression)."""
-        return at.bm * self.tile_m + at.c * self.rows
+        """The first row of C that consumer ``at.c`` stores of block ``at.sub`` of tile
+        ``at.bm``: ``bm * tile_m + (c * blocks + sub) * rows`` (an int32 expression)."""
+        return at.bm * self.tile_m + self.block(at) * self.rows
 
 
 class Stage:

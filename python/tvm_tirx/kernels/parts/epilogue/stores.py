@@ -71,7 +71,9 @@ def store_bf16_tile(acc, words, out, C, row0, col0, tid, c):
 class TmaStore(Store):
     """bf16 output through shared memory and TMA stores: the macro ``store(C, regs, so, at)``
     stores consumer ``at.c``'s rows through ``so.sub[c]`` (``so``: ``(2, out_block_n / 64,
-    64, 32)`` uint32, 128-byte swizzled, 1024-byte aligned shared memory).
+    64, 32)`` uint32, 128-byte swizzled, 1024-byte aligned shared memory).  A consumer with
+    two 64-row blocks (a 256-row tile) stores them one after the other through its one
+    slot: :func:`stage_tile` waits until the previous block's bulk store has read it.
 
     Raises
     ------
@@ -123,11 +125,11 @@ class ExactStore(Store):
         if g.out_dtype != "float32" or not isinstance(m, int) or m % g.tile_m or n % out_bn:
             raise ValueError(f"ExactStore: needs float32 output whose static (m, n) is a whole number of "
                              f"{g.tile_m} x {out_bn} tiles, found {g.out_dtype} ({m}, {n})")
-        per_tile = g.tile_m // rows  # consumer warpgroups per tile
+        per_tile = g.tile_m // rows  # 64-row blocks per tile
 
         @T.macro
         def store_exact(C, regs, so, at):  # pylint: disable=unused-argument
-            c_tile = C.view(m // rows, rows, n // out_bn, out_bn).sub[at.bm * per_tile + at.c, :, at.bn, :]
+            c_tile = C.view(m // rows, rows, n // out_bn, out_bn).sub[at.bm * per_tile + g.block(at), :, at.bn, :]
             T.cuda.tile.apply(T.ptx["st.global.v2.f32"], *accumulator_tile(c_tile, regs.out, "wgmma"),
                               scope="warpgroup")
 
