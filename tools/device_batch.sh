@@ -95,3 +95,7 @@ part ncu-backward 300 ncu -k regex:attention_backward --launch-skip 2 --launch-c
   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SourceCounters \
   python3 tools/profile_attention.py 1,32,32,8192,128 --causal
 show ncu-backward 120
+# the cooperative 256-row tiles (block_m=256) against 128 x 256, 128 x 192 and cuBLAS on the shapes cuBLAS takes them for
+part tiles-256 420 python3 bench/gemm.py --tiles --runs 20 --only 256x 128x192 --sizes 5000x5000x5000 \
+  4096x4096x4096 8192x1024x4096 3072x3072x3072 1024x10240x8192 8192x8192x4096 6144x6144x6144 2048x2048x2048
+show tiles-256 16
