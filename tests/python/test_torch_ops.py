@@ -783,6 +783,39 @@ def test_the_small_m_route_gives_each_stream_its_zeroed_workspaces(stand_in_comp
     assert launched()[1] == first
 
 
+def test_the_workspaces_are_made_outside_the_callers_thread(monkeypatch):
+    # torch routes a thread's allocations into a CUDA graph's pool while
+    # torch.compile(mode="reduce-overhead") warms one up: the process's workspaces must
+    # come from another thread, and the caller's stream must wait for their zeroing
+    import contextlib
+    import threading
+
+    from tvm_tirx.ops import small_m_plan
+
+    log = []
+
+    class Event:
+        def record(self):
+            log.append(("record", threading.get_ident()))
+
+    class Stream:
+        def wait_event(self, event):
+            log.append(("wait", threading.get_ident()))
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: Stream())
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    made = small_m_plan._outside_graph_pools("cuda:0", lambda: threading.get_ident())
+    caller = threading.get_ident()
+    assert made != caller and log == [("record", made), ("wait", caller)]
+
+    def fails():
+        raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        small_m_plan._outside_graph_pools("cuda:0", fails)
+
+
 def test_deterministic_mode_takes_one_split(stand_in_compiler, monkeypatch):
     monkeypatch.setattr(planner, "SMALL_M_ROUTE", True)
     x, w = _inputs(3, n=128, k=512)

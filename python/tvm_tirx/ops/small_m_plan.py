@@ -9,9 +9,17 @@ CUDA graph that captured a launch keeps valid addresses after the plan is forgot
 (``clear_kernels``, an override).  Calls of one stream with different ``m`` share the
 stream's buffer (their launches are ordered).  Two graphs that captured the same shape on
 one stream must not be replayed concurrently.
+
+The buffers are made on a thread of their own (:func:`_outside_graph_pools`): torch routes
+a thread's allocations into a CUDA graph's private memory pool while it warms up or
+records one (``torch.compile(mode="reduce-overhead")``'s CUDA graph trees do), and a
+buffer that outlives the call must not be in that pool (torch refuses to go on:
+"tensor(s) in the cudagraph pool not tracked as outputs").
 """
 
 from __future__ import annotations
+
+import threading
 
 import torch
 
@@ -38,6 +46,38 @@ def _stream_id(device) -> int:
     return torch.cuda.current_stream(device).cuda_stream
 
 
+def _outside_graph_pools(device, make):
+    """``make()``'s tensors, allocated and zeroed by a thread of its own (whose
+    allocations no CUDA graph pool takes: torch routes them per thread), the current
+    stream of ``device`` made to wait for that thread's work.  Exceptions propagate."""
+    made, failed, done = [], [], torch.cuda.Event()
+
+    def run():
+        try:
+            with torch.cuda.device(device):
+                made.append(make())
+                done.record()
+        except BaseException as error:  # pylint: disable=broad-except  (re-raised in the caller)
+            failed.append(error)
+
+    thread = threading.Thread(target=run, name="tvm_tirx-workspace")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    torch.cuda.current_stream(device).wait_event(done)
+    return made[0]
+
+
+def _zeroed(device, rows: int, n: int) -> tuple:
+    """``(Partial (rows, n) float32, Counters (rows, ceil(n / 128)) uint32)``, zero."""
+    def make():
+        counters = torch.zeros((rows, -(-n // 128)), dtype=torch.int32, device=device).view(torch.uint32)
+        return torch.zeros((rows, n), dtype=torch.float32, device=device), counters
+
+    return _outside_graph_pools(device, make) if device.type == "cuda" else make()
+
+
 def workspace(device, m: int, n: int) -> tuple:
     """``(Partial (m, n) float32, Counters (m, ceil(n / 128)) uint32)``, both zero, for a
     launch on ``device``'s current CUDA stream: views of the first ``m`` rows of this
@@ -50,9 +90,7 @@ def workspace(device, m: int, n: int) -> tuple:
         return found
     buffers = _BUFFERS.setdefault((str(device), stream, n), [])
     if not buffers or buffers[-1][0].shape[0] < m:
-        rows, tiles_n = max(m, MIN_ROWS), -(-n // 128)
-        counters = torch.zeros((rows, tiles_n), dtype=torch.int32, device=device).view(torch.uint32)
-        buffers.append((torch.zeros((rows, n), dtype=torch.float32, device=device), counters))
+        buffers.append(_zeroed(torch.device(device), max(m, MIN_ROWS), n))
     partial, counters = buffers[-1]
     found = _VIEWS[(str(device), stream, n, m)] = (partial[:m], counters[:m])
     return found
