@@ -1,6 +1,7 @@
 """The attention planner (issue 42, deliverable 4): one decision for the torch operator
 and the Relax offload, visible in the op's kernel key, overridable."""
 
+import dataclasses
 import math
 
 import pytest
@@ -29,7 +30,7 @@ def _no_overrides():
 @pytest.mark.parametrize("seq_len", [None, 1, 1000, PERSISTENT_ROWS, PERSISTENT_ROWS + 1, 10**5])
 def test_without_overrides_the_plan_is_the_tables(head_dim, causal, seq_len):
     plan = choose_attention(head_dim, causal, seq_len)
-    assert plan.options() == {**choose_schedule(head_dim, causal, seq_len), "tma_store": False}
+    assert plan.options() == choose_schedule(head_dim, causal, seq_len)
     assert plan.schedule == {64: "overlapped", 128: "pingpong+overlapped", 256: "pingpong"}[head_dim]
 
 
@@ -70,7 +71,7 @@ def test_the_relax_offload_takes_the_same_plan():
     assert _kernel_names(partition_for_tvm_tirx(_relax_attention(1024))) == ["tvm_tirx_attention_h8_kv8_d128_full_bf16"]
     planner.override(128, False, SERIAL, seq_len=1024)
     after = partition_for_tvm_tirx(_relax_attention(1024))
-    name = "tvm_tirx_attention_h8_kv8_d128_full_bf16_per_tile_pp0_ov0_st2"
+    name = "tvm_tirx_attention_h8_kv8_d128_full_bf16_per_tile_pp0_ov0_st2_thread_store"
     assert _kernel_names(after) == [name]
     assert after[name].same_as(attention_kernels.attention_prim_func(8, 8, 128, False, "bfloat16", 1 / math.sqrt(128),
                                                                      SERIAL))
@@ -79,7 +80,7 @@ def test_the_relax_offload_takes_the_same_plan():
 def test_kernels_of_different_plans_never_share_a_name():
     plans = [None, SERIAL, AttentionPlan(True, False, 2, False), AttentionPlan(False, True, 3, True),
              AttentionPlan(True, True, 3, True, persistent_rows=2048), choose_attention(128, True, PERSISTENT_ROWS + 1),
-             AttentionPlan(True, True, 3, True, tma_store=True)]
+             dataclasses.replace(choose_attention(128, True), tma_store=False)]  # the table's, but stores per thread
     names = {str(attention_kernels.attention_prim_func(4, 4, 128, True, "bfloat16", 128**-0.5, p)
                  .attrs["global_symbol"]) for p in plans}
     assert len(names) == len(plans)

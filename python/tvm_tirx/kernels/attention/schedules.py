@@ -39,11 +39,16 @@ OVERLAP_HEAD_DIMS = (64, 128)
 
 #: the longest rows (keys per query) head_dim 128 runs on the persistent grid
 PERSISTENT_ROWS = 4096
+#: head_dim -> whether its plan stores O by TMA (``tma_store``).  128: measured on an H100
+#: (2026-12-05, ``bench/attention.py`` with the TMA-store schedules, the table's schedule with
+#: and without it): 415 -> 440 TFLOP/s (32,16,512 full), 260 -> 276 (causal), 440 -> 475 and
+#: 281 -> 296 (64,16,512), 648 -> 675 (4,32,4096 full).  64 and 256: not measured yet.
+TMA_STORE_HEAD_DIMS = {64: False, 128: True, 256: False}
 
 
 def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> dict:
     """``make_attention`` options ``{"pingpong", "overlap", "stages", "persistent",
-    "persistent_rows"}`` for ``head_dim`` (64, 128 or 256 elements), ``causal`` masking and
+    "persistent_rows", "tma_store"}`` (``tma_store``: :data:`TMA_STORE_HEAD_DIMS`) for ``head_dim`` (64, 128 or 256 elements), ``causal`` masking and
     ``seq_len`` (keys per query; ``None``: not known when the kernel is made).  At head_dim
     128 a known length picks the grid (persistent for at most :data:`PERSISTENT_ROWS`
     keys); an unknown one gets ``persistent_rows=PERSISTENT_ROWS``, so that the kernel
@@ -64,7 +69,9 @@ def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> 
     if head_dim == 128:
         known = seq_len is not None  # else the kernel picks its grid at launch
         return {"pingpong": True, "overlap": True, "stages": 3, "persistent": not known or seq_len <= PERSISTENT_ROWS,
-                "persistent_rows": None if known else PERSISTENT_ROWS}
+                "persistent_rows": None if known else PERSISTENT_ROWS, "tma_store": TMA_STORE_HEAD_DIMS[128]}
     if head_dim in OVERLAP_HEAD_DIMS:
-        return {"pingpong": False, "overlap": True, "stages": 3, "persistent": True, "persistent_rows": None}
-    return {"pingpong": True, "overlap": False, "stages": 2, "persistent": False, "persistent_rows": None}
+        return {"pingpong": False, "overlap": True, "stages": 3, "persistent": True, "persistent_rows": None,
+                "tma_store": TMA_STORE_HEAD_DIMS[head_dim]}
+    return {"pingpong": True, "overlap": False, "stages": 2, "persistent": False, "persistent_rows": None,
+            "tma_store": TMA_STORE_HEAD_DIMS[head_dim]}
