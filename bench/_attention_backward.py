@@ -172,8 +172,9 @@ def main_backward(classes, dtype_name: str, repeats: int) -> None:
 #: (batch, heads, kv_heads, seq_len, head_dim, causal) of --backward-kernels
 KERNEL_ROWS = [(1, 32, 32, 8192, 128, True), (4, 32, 8, 2048, 128, True), (4, 32, 32, 4096, 128, False),
                (8, 16, 16, 2048, 64, False), (4, 32, 32, 4096, 64, True)]
-#: head_dim -> the (dq_split, stages, deterministic) variants timed ("keys", 2, False is
-#: ops.attention's kernel; deterministic=True its kernel under torch.use_deterministic_algorithms)
+#: head_dim -> the (dq_split, stages, deterministic) variants timed (ops.attention's kernel is
+#: the one of tvm_tirx.kernels.attention_backward.PLANS; deterministic=True the one it takes
+#: under torch.use_deterministic_algorithms)
 KERNEL_VARIANTS = {128: [("keys", 2, False), ("columns", 2, False), ("columns", 3, False), ("keys", 2, True)],
                    64: [("keys", 2, False), ("keys", 4, False), ("columns", 2, False), ("columns", 4, False),
                         ("keys", 2, True)]}

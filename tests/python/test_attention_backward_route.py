@@ -230,3 +230,21 @@ def test_the_op_on_the_backward_kernel_on_gpu(torch_cuda, monkeypatch, layout, c
         for name, g, w in zip("qkv", got, want):
             err = ((g.float() - w).abs().max() / w.abs().max()).item()
             assert err <= 3e-2, (n, d, name, err)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_the_operators_kernel_takes_the_measured_plan(head_dim):
+    import tvm_ffi
+    from tvm.script import tirx as T
+
+    from tvm_tirx.kernels.attention_backward import PLANS, make_attention_backward
+
+    key = AttentionBackwardKey(8, 2, head_dim, True, "bfloat16", head_dim ** -0.5, "sm_90a")
+    planned = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=True,
+                                      scale=key.scale, **PLANS[head_dim])
+    default = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=True,
+                                      scale=key.scale)
+    made = kernels.backward_prim_func(key)
+    assert PLANS[head_dim]["dq_split"] == "columns"
+    assert tvm_ffi.structural_equal(made.body, planned.body, map_free_vars=True)
+    assert not tvm_ffi.structural_equal(made.body, default.body, map_free_vars=True)

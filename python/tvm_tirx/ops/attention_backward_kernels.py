@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from tvm.script import tirx as T
 
 from ..build.kernel import compile as _tirx_compile
-from ..kernels.attention_backward import HEAD_DIMS, make_attention_backward
+from ..kernels.attention_backward import HEAD_DIMS, PLANS, make_attention_backward
 from ..kernels.attention.config import DTYPES
 from .attention_kernels import AttentionOperands, f32_bits
 from .kernel_table import KernelTable
@@ -66,7 +66,8 @@ def _name(key: AttentionBackwardKey) -> str:
 
 @functools.lru_cache(maxsize=None)
 def backward_prim_func(key: AttentionBackwardKey):
-    """``make_attention_backward`` of ``key`` with a run-time batch and sequence length,
+    """``make_attention_backward`` of ``key`` with a run-time batch and sequence length
+    and the ``dq_split`` / ``stages`` of :data:`~tvm_tirx.kernels.attention_backward.PLANS`,
     named ``tvm_tirx_attention_backward_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``
     (``_s{bits}`` appended for a scale other than ``1 / sqrt(head_dim)``, then
     ``_deterministic`` for that mode).
@@ -78,7 +79,7 @@ def backward_prim_func(key: AttentionBackwardKey):
     """
     func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), key.heads, key.head_dim, kv_heads=key.kv_heads,
                                    causal=key.causal, scale=key.scale, dtype=key.dtype,
-                                   deterministic=key.deterministic)
+                                   deterministic=key.deterministic, **PLANS[key.head_dim])
     return func.with_attr("global_symbol", _name(key))
 
 

@@ -58,7 +58,7 @@ from ..extents import MAX_ELEMENTS, is_int
 from ..gemm.operands import Operand
 from ..parts.ring import Ring
 
-__all__ = ["BQ", "BK", "WG_K", "CONSUMERS", "FILLS", "HEAD_DIMS", "DQ_SPLITS", "PRODUCER_REGISTERS",
+__all__ = ["BQ", "BK", "WG_K", "CONSUMERS", "FILLS", "HEAD_DIMS", "DQ_SPLITS", "PLANS", "PRODUCER_REGISTERS",
            "CONSUMER_REGISTERS", "BackwardConfig"]
 
 BQ = 64  # query rows per block (the N of S^T and dP^T, the M of dQ)
@@ -68,6 +68,13 @@ BK = WG_K * CONSUMERS  # keys per CTA
 HEAD_DIMS = (64, 128)
 #: how the two consumers share ``dQ`` (:mod:`.exchange`): by their 64 keys, or by head_dim columns
 DQ_SPLITS = ("keys", "columns")
+#: head_dim -> the ``dq_split`` and ``stages`` the torch operator's kernels take.  Measured on
+#: an H100 (2026-12-05, ``bench/attention.py --backward-kernels``, the kernel alone, us):
+#: head_dim 128 "keys"/2 -> "columns"/2: 3177 -> 3107 (1,32,32,8192 causal), 1155 -> 1038
+#: (4,32,8,2048 causal), 6210 -> 5478 (4,32,32,4096); 3 stages mixed (3084, 1038, 5730).
+#: head_dim 64 "keys"/2 -> "columns"/4: 1089 -> 949 (8,16,16,2048), 2276 -> 2160
+#: (4,32,32,4096 causal).
+PLANS = {128: {"dq_split": "columns", "stages": 2}, 64: {"dq_split": "columns", "stages": 4}}
 PRODUCER_REGISTERS = 40
 CONSUMER_REGISTERS = 232
 DQ_BOX = 32  # float32 columns per TMA reduce box: one 128-byte swizzle row
