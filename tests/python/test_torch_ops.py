@@ -816,6 +816,16 @@ def test_the_workspaces_are_made_outside_the_callers_thread(monkeypatch):
         small_m_plan._outside_graph_pools("cuda:0", fails)
 
 
+def test_a_fused_bias_keeps_the_cooperative_tile_spill_free(stand_in_compiler):
+    # 1024 x 10240: the planner's 256 x 160 tile; with a bias, no cooperative tile over 128 columns
+    x, w = _inputs(1024, n=10240, k=64)
+    ops.linear(x, w)
+    ops.linear(x, w, torch.randn(10240, dtype=torch.bfloat16))
+    plain, fused = stand_in_compiler[-2:]
+    assert (plain.block_m, plain.block_n) == (256, 160) and plain.bias is None
+    assert fused.bias is not None and (fused.block_m == 128 or fused.block_n <= 128)
+
+
 def test_deterministic_mode_takes_one_split(stand_in_compiler, monkeypatch):
     monkeypatch.setattr(planner, "SMALL_M_ROUTE", True)
     x, w = _inputs(3, n=128, k=512)

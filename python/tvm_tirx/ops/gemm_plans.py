@@ -146,7 +146,7 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):
     check_shapes(names, x, w)
     check_dtypes(names, x, w, out_dtype)
     try:
-        key = gemm_key(names, x, w, out_dtype)
+        key = gemm_key(names, x, w, out_dtype, fused=bias is not None or residual is not None)
         if bias is not None:
             key = key.replace(bias=bias_dtype(names, bias, x, w.shape[0]))
         if residual is not None:

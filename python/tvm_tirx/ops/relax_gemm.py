@@ -204,10 +204,11 @@ def tile_options(g: GemmMatch, options: dict) -> dict:
     m = _static(g.m)
     if m is None or "block_n" in options:
         return options
-    tile = choose_gemm(m, g.n, g.k, g.out_dtype, small_m=False)
+    fused = any(options.get(name) for name in ("bias", "activation", "residual"))
+    tile = choose_gemm(m, g.n, g.k, g.out_dtype, small_m=False, fused=fused)
     if not isinstance(tile, dict) or (tile["block_n"] == BN and "block_m" not in tile):
         return options
-    rows = {"block_m": tile["block_m"]} if "block_m" in tile else {}  # an override's 256-row tile
+    rows = {"block_m": tile["block_m"]} if "block_m" in tile else {}  # a 256-row tile
     return {**options, "block_n": tile["block_n"], "stages": options.get("stages", tile["stages"]), **rows}
 
 

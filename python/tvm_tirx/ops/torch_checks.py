@@ -188,7 +188,7 @@ def _check_sizes(names: Operands, m: int, n: int, k: int) -> None:
                                    f"offsets, so at most {INT32_ELEMENTS}")
 
 
-def gemm_key(names: Operands, x, w, out_dtype) -> GemmSpec:
+def gemm_key(names: Operands, x, w, out_dtype, fused: bool = False) -> GemmSpec:
     """The :class:`~tvm_tirx.kernels.gemm.spec.GemmSpec` of the kernel that computes ``x (*, k) @ w (n, k)^T`` in ``out_dtype``.
 
     The rules, in the order checked: both operands CUDA tensors on one device of compute
@@ -202,7 +202,8 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmSpec:
     :data:`INT32_ELEMENTS` (``2**31 - 129``) elements in each tensor (int32 offsets).
     The key's ``block_n`` (and ``block_m``) is
     :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm`'s tile for ``m`` (the rows of
-    ``x``), ``n`` and the device's SM count.
+    ``x``), ``n`` and the device's SM count (``fused``: the kernel will fuse a bias or a
+    residual, which narrows the cooperative tiles it may take).
 
     Raises
     ------
@@ -216,7 +217,8 @@ def gemm_key(names: Operands, x, w, out_dtype) -> GemmSpec:
     n, k = w.shape
     m = x.numel() // k if k else 0
     _check_sizes(names, m, n, k)
-    choice = choose_gemm(m, int(n), int(k), _OUTPUTS[out_dtype], sm_count(x.device), small_m=False) if m and n and k else None
+    choice = choose_gemm(m, int(n), int(k), _OUTPUTS[out_dtype], sm_count(x.device), small_m=False,
+                         fused=fused) if m and n and k else None
     tile = choice if isinstance(choice, dict) else {}  # a SmallMPlan: gemm_plans takes it
     return GemmSpec(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch,
                    block_n=tile.get("block_n", BN), a_major=a_major, b_major=b_major,

@@ -148,12 +148,13 @@ def clear_overrides() -> None:
 
 
 def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = SMS,
-                deterministic: bool = False, small_m: bool | None = None):
+                deterministic: bool = False, small_m: bool | None = None, fused: bool = False):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: an :func:`override` of the
     shape if there is one, else a :class:`SmallMPlan` for ``m <= SMALL_M`` (when
     ``small_m``; bf16 K-major operands, no fused epilogue), else
-    :func:`~.tiles.choose_tile`'s options (a dict with ``block_n`` and ``stages``; an
-    override's may add ``block_m``) for the tile kernel.  The torch operators and the Relax offload both take their tile here.
+    :func:`~.tiles.choose_tile`'s options (a dict with ``block_n`` and ``stages``, and
+    ``block_m`` for a 256-row tile) for the tile kernel.  The torch operators and the
+    Relax offload both take their tile here.
 
     Parameters
     ----------
@@ -167,6 +168,9 @@ def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = 
         Whether the result must not vary between runs (no split-K reduction).
     small_m : bool | None
         Whether the small-M kernel may be taken; None: :data:`SMALL_M_ROUTE`.
+    fused : bool
+        Whether the kernel fuses an epilogue stage (bias, activation, residual):
+        :func:`~.tiles.choose_tile`'s ``fused``.
 
     Raises
     ------
@@ -179,4 +183,4 @@ def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = 
         return found
     if m <= SMALL_M and (SMALL_M_ROUTE if small_m is None else small_m):
         return choose_small_m(m, n, k, sms, deterministic)
-    return choose_tile(m, n, out_dtype, sms)
+    return choose_tile(m, n, out_dtype, sms, fused=fused)

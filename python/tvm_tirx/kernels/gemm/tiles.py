@@ -1,12 +1,13 @@
-"""The tile table: which ``block_n`` (and ring depth) a GEMM of a given shape gets.
+"""The tile table: which tile (``block_n``, ``block_m``) and ring depth a GEMM of a given shape gets.
 
 A 128 x 256 tile is the fastest per tile, but a shape with few tiles leaves SMs idle
 (``128 x 8192``: 32 tiles on 132 SMs).  Narrower tiles make more of them at a lower
-rate each.  :func:`choose_tile` weighs the two: for each ``block_n`` of
-:data:`TILE_RATE` it takes the share of the launched waves' CTA slots that hold a tile,
-``tiles / (ceil(tiles / sms) * sms)``, times the tile's relative rate and the share of
-the tiles' columns inside C (``n = 40`` fills 40 of 64 columns, or of 256), and keeps the
-best.  The rates and the depths come from ``python bench/gemm.py --tiles`` on the H200
+rate each; cooperative 256-row tiles (:data:`COOPERATIVE_RATE`) fewer.
+:func:`choose_tile` weighs the two: for each tile of :data:`TILE_RATE` (128 rows) and
+:data:`COOPERATIVE_RATE` (256 rows) it takes the share of the launched waves' CTA slots
+that hold a tile, ``tiles / (ceil(tiles / sms) * sms)``, times the tile's relative rate
+and the share of the tiles' elements inside C (``n = 40`` fills 40 of 64 columns, or of
+256; ``m = 200`` 200 of 256 rows), and keeps the best.  The rates and the depths come from ``python bench/gemm.py --tiles`` on the H200
 (every tile variant on every shape of the suite, compiled in parallel by
 :func:`tvm_tirx.testing.sweep`): rerun it on another GPU and update the table.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from .config import BM, GATED_BLOCK_NS, MAX_STAGES, OUTPUTS, deepest_ring
 
-__all__ = ["TILE_RATE", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring"]
+__all__ = ["TILE_RATE", "COOPERATIVE_RATE", "FUSED_COOPERATIVE_N", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring"]
 
 #: block_n -> the tile's rate relative to 128 x 256 when every SM is busy (H200, bench/gemm.py
 #: --tiles).  :func:`choose_tile` picks among these widths only: a width of
@@ -31,11 +32,25 @@ __all__ = ["TILE_RATE", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring"]
 #: and 1536^3, 438 against 356).  176, 160 and 144 measured 0.86, 0.84 and 0.83 there and
 #: lost to 192 on every shape of the run (their epilogue stores per thread): not taken.
 TILE_RATE = {256: 1.0, 192: 0.94, 128: 0.91, 64: 0.55}
+#: block_n -> the rate of the cooperative 256 x block_n tile (``block_m=256``) relative to
+#: 128 x 256, measured on an H100 (2026-12-05, ``bench/gemm.py --tiles --only 256x``): 256 x 128
+#: 0.95 and 256 x 160 0.92 (bench's rates over shapes of >= 4 full waves); 256 x 192 ran at
+#: 1.004 and 0.988 of 128 x 256 on 6144^3 and 8192 x 8192 x 4096, taken as 0.98, below both, so
+#: that it wins on wave fill only (its 1.22 on
+#: 5000^3 is not a rate: every tile there runs at about half its speed, 256 x 192 least
+#: badly, for a reason the wave model does not see; rows of 10000 bytes, not a multiple of
+#: 128, are the suspect).  Where they win: few waves of 128-row tiles (1024 x 10240 x 8192:
+#: 256 x 160 at 712 TFLOP/s against 652 for 128 x 256).
+COOPERATIVE_RATE = {192: 0.98, 160: 0.92, 128: 0.95}
+#: the widest cooperative tile a fused epilogue (bias, activation, residual) takes: ptxas
+#: reports no spills for 256 x 128 with bias, GELU and residual, 148 to 408 bytes at 160 and 192
+FUSED_COOPERATIVE_N = 128
 #: SMs of an H100 SXM / H200 (the CTA slots of one wave: one CTA per SM)
 SMS = 132
 
 
-def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS, gated: bool = False) -> dict:
+def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS, gated: bool = False,
+                fused: bool = False) -> dict:
     """``make_gemm`` options ``{"block_n", "stages"}`` for ``C (m, n)``.
 
     Parameters
@@ -50,12 +65,17 @@ def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS, gat
         SMs of the GPU (one CTA per SM per wave).
     gated : bool
         Whether the GEMM is gated (``make_gemm(gated=True)``).
+    fused : bool
+        Whether the kernel fuses an epilogue stage (bias, activation, residual): its
+        cooperative tiles are then at most :data:`FUSED_COOPERATIVE_N` wide (wider ones
+        spill their epilogue's scratch registers, ptxas ``-v``).
 
     Returns
     -------
     dict
-        ``block_n`` from :data:`TILE_RATE` (ties go to the wider tile) and ``stages``
-        from :func:`deepest_ring`.
+        ``block_n`` from :data:`TILE_RATE` or :data:`COOPERATIVE_RATE` (ties go to the
+        128-row tiles, then to the wider), ``stages`` from :func:`deepest_ring`, and
+        ``block_m: 256`` where the cooperative tile scores best (never for a gated GEMM).
 
     Raises
     ------
@@ -68,12 +88,20 @@ def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS, gat
     if out_dtype not in OUTPUTS:
         raise ValueError(f"choose_tile: out_dtype must be one of {list(OUTPUTS)}, found {out_dtype!r}")
 
-    def score(block_n: int) -> float:
-        tiles_n = -(-n // block_n)
-        tiles = -(-m // BM) * tiles_n
-        return tiles / (-(-tiles // sms) * sms) * TILE_RATE[block_n] * n / (tiles_n * block_n)
+    def score(tile) -> float:
+        block_m, block_n, rate = tile
+        tiles_m, tiles_n = -(-m // block_m), -(-n // block_n)
+        tiles = tiles_m * tiles_n
+        inside = m / (tiles_m * block_m) * n / (tiles_n * block_n)  # the share of the tiles' elements in C
+        return tiles / (-(-tiles // sms) * sms) * rate * inside
 
-    if gated:
-        n *= 2  # the accumulator columns: a gate and an up column per output column
-    block_n = max(sorted(GATED_BLOCK_NS if gated else TILE_RATE, reverse=True), key=score)
-    return {"block_n": block_n, "stages": deepest_ring(block_n, out_dtype, gated)}
+    if gated:  # the accumulator columns: a gate and an up column per output column; 128-row tiles only
+        n *= 2
+        tiles = [(BM, block_n, TILE_RATE[block_n]) for block_n in sorted(GATED_BLOCK_NS, reverse=True)]
+    else:  # ties go to the 128-row tiles, then to the wider
+        tiles = [(BM, block_n, TILE_RATE[block_n]) for block_n in sorted(TILE_RATE, reverse=True)]
+        tiles += [(256, block_n, COOPERATIVE_RATE[block_n]) for block_n in sorted(COOPERATIVE_RATE, reverse=True)
+                  if not fused or block_n <= FUSED_COOPERATIVE_N]
+    block_m, block_n, _ = max(tiles, key=score)
+    plan = {"block_n": block_n, "stages": deepest_ring(block_n, out_dtype, gated, block_m=block_m)}
+    return {**plan, "block_m": block_m} if block_m != BM else plan
