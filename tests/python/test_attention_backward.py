@@ -15,7 +15,6 @@ dK / dV, several lengths (1000: not a multiple of the blocks) from one compiled 
 
 import math
 import re
-import subprocess
 
 import pytest
 
@@ -51,15 +50,6 @@ def _calls(kernel, name):
     return len(re.findall(rf"\b{name}\(", _body(kernel)))
 
 
-def _ptxas_report(kernel, tmp_path):
-    """``ptxas -v`` of the kernel's PTX for sm_90a: its stderr."""
-    path = tmp_path / "k.ptx"
-    path.write_text(kernel.ptx)
-    out = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(path), "-o", str(tmp_path / "k.cubin")],
-                         capture_output=True, text=True, check=True)
-    return out.stderr
-
-
 WGMMA = "tvm_builtin_ptx_wgmma_{t}_{form}_mma_async_sync_aligned_m64n{n}k16_f32_{t}_{t}_1_1{trans}"
 LOAD = ("tvm_builtin_ptx_cp_async_bulk_tensor_g2s_cluster_async_bulk_tensor_4d_shared__cluster_global_mbarrier"
         "__complete_tx__bytes")
@@ -75,7 +65,7 @@ EVERY = [(d, c, t, kv, s) for d in (64, 128) for c in (False, True) for t in ("b
 
 def _check_configuration(head_dim, causal, dtype, kv_heads, static, tmp_path, **options):
     kernel = _kernel(head_dim, causal, dtype, kv_heads, static, **options)
-    report = _ptxas_report(kernel, tmp_path)
+    report = testing.ptxas_report(kernel)
     assert "0 bytes spill stores, 0 bytes spill loads" in report, report
     assert not re.search(r"C75\d\d", report), report  # wgmma serialised (C7510, C7511, C7512, C7520, ...)
 
@@ -190,7 +180,7 @@ def test_dq_split_by_columns_reduces_half_the_boxes_per_consumer(head_dim, tmp_p
     # dS^T shared by both warpgroups (barrier 3, 256 threads); each tile freed for its writer (4 + c)
     assert "tvm_builtin_ptx_barrier_sync_count_sync_aligned((uint)3, (uint)256);" in body
     assert re.search(r"barrier_arrive_arrive_aligned\(.*\(uint\)256\);", body)
-    report = _ptxas_report(columns, tmp_path)
+    report = testing.ptxas_report(columns)
     assert "0 bytes spill stores, 0 bytes spill loads" in report, report
 
 

@@ -15,10 +15,11 @@ import re
 import pytest
 
 import tvm_tirx
+from tvm_tirx import testing
 from tvm_tirx.kernels.attention_backward import BackwardConfig, make_attention_backward
 from tvm_tirx.script import tirx as T
 
-from test_attention_backward import (REDUCE, _body, _kernel, _ptxas_report, check_gradients, reference,
+from test_attention_backward import (REDUCE, _body, _kernel, check_gradients, reference,
                                      relative_errors, run_backward)
 
 ACQUIRE = "tvm_builtin_ptx_ld_acquire_gpu_global_b32_s32"
@@ -45,7 +46,7 @@ def test_each_reduce_waits_for_its_turn_and_passes_it_on(head_dim, causal, dq_sp
     assert "fence_proxy_proxy_async_global" in spin
     # the spin loop costs thread 0 a few spilled registers at head_dim 128 (56 bytes causal,
     # 16 full, measured with ptxas 13.0; none at 64): bound them so that a growth shows
-    spilled = [int(n) for n in re.findall(r"(\d+) bytes spill stores", _ptxas_report(kernel, tmp_path))]
+    spilled = [int(n) for n in re.findall(r"(\d+) bytes spill stores", testing.ptxas_report(kernel))]
     assert spilled and max(spilled) <= (64 if head_dim == 128 else 0)
 
 

@@ -16,12 +16,12 @@ bias + gelu + residual epilogue, MN-major operands and fp8.
 
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
 import tvm_tirx
+from tvm_tirx import testing
 from tvm_tirx.kernels.gemm import GemmSpec, make_gemm, planner
 from tvm_tirx.kernels.gemm.geometry import BLOCK_MS, SMEM_LIMIT, deepest_ring, gemm_smem_bytes
 from tvm_tirx.kernels.parts.epilogue import Geometry, TilePlace
@@ -240,15 +240,6 @@ def test_the_bench_reports_256_row_rates_apart_from_tile_rate(capsys):
 # -- CPU: registers ----------------------------------------------------------------------------
 
 
-def _ptxas_report(kernel, tmp_path):
-    """``ptxas -v`` of the kernel's PTX for sm_90a: its stderr."""
-    path = tmp_path / "k.ptx"
-    path.write_text(kernel.ptx)
-    out = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(path), "-o", str(tmp_path / "k.cubin")],
-                         capture_output=True, text=True, check=True)
-    return out.stderr
-
-
 @pytest.mark.parametrize("block_n,stages,options", [(128, 4, {}), (160, 4, {}), (192, 3, {}),
                                                     (128, 4, dict(bias="float32", activation="gelu_tanh",
                                                                   residual=True))],
@@ -258,7 +249,7 @@ def test_the_consumers_hold_two_accumulator_sets_without_spills(block_n, stages,
     # (A fused epilogue at 160 or 192 columns spills: its scratch registers come on top.)
     kernel = _kernel(f"cooperative spills {block_n} {sorted(options.items())}", M, 4096, 4096, block_m=256,
                      block_n=block_n, stages=stages, persistent=False, group_m=16, **options)
-    report = _ptxas_report(kernel, tmp_path)
+    report = testing.ptxas_report(kernel)
     assert "0 bytes spill stores, 0 bytes spill loads" in report, report
     assert not re.search(r"C75\d\d", report), report  # wgmma serialised
 

@@ -23,7 +23,7 @@
 import tvm  # noqa: F401  pylint: disable=unused-import
 
 from . import markers
-from .assembly import assemble, compile_and_show, ptxas_errors, relax_cuda_source
+from .assembly import assemble, compile_and_show, ptxas_errors, ptxas_report, relax_cuda_source
 from .benchmark import SweepResult, SweepRow, Timing, do_bench, sweep
 from .forms import (
     BuiltForms,
@@ -58,6 +58,7 @@ __all__ = [
     "FormKernel",
     "BuiltForms",
     "ptxas_errors",
+    "ptxas_report",
     "relax_cuda_source",
     "requires_arch",
     "arch_supported",

@@ -10,7 +10,7 @@ import tempfile
 from ..build.kernel import compile as compile_kernel
 from ..build.stages import assemble
 
-__all__ = ["assemble", "compile_and_show", "ptxas_errors", "relax_cuda_source"]
+__all__ = ["assemble", "compile_and_show", "ptxas_errors", "ptxas_report", "relax_cuda_source"]
 
 
 def relax_cuda_source(executable) -> str:
@@ -65,6 +65,26 @@ def compile_and_show(func, *needles: str, arch: str | None = None, out=print):
             out(f"    {line.strip()}")
     out(f"assembled {kernel.name} for {target_arch}: {len(assemble(kernel))}-byte cubin")
     return kernel
+
+
+def ptxas_report(kernel, arch: str = "sm_90a") -> str:
+    """What ``ptxas -arch=<arch> -v`` prints (stderr) for a compiled kernel's PTX: per
+    function its registers, stack frame and spill stores / loads in bytes.
+
+    Raises
+    ------
+    subprocess.CalledProcessError
+        ptxas refused the PTX (its message in the exception's ``stderr``).
+    FileNotFoundError
+        No ``ptxas`` on the PATH.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/k.ptx"
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(kernel.ptx)
+        out = subprocess.run(["ptxas", f"-arch={arch}", "-v", path, "-o", f"{tmp}/k.cubin"],
+                             capture_output=True, text=True, check=True)
+    return out.stderr
 
 
 def ptxas_errors(ptx: str, arch: str) -> list:
