@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# The H200 steps the open issues (40, 42, 43) wait on; every part writes its whole log under
-# $OUT (the device's fetched folder) and prints its summary.  Measured on 2026-12-05 and no
-# longer waiting: the three routes (now on by default), the tile widths (192 joined
-# TILE_RATE), the backward and varlen tables.  What the next session should run, in calls
+# The GPU steps the open issues (40, 42, 43) wait on; every part writes its whole log under
+# $OUT (the device's fetched folder) and prints its summary.  Run on an H100 on 2026-12-05
+# (afternoon) and no longer waiting: the GPU suite with the cooperative 256-row GEMM tiles,
+# dq_split="columns", the forward's TMA store and the deterministic backward (376 passed;
+# the one failure, reduce-overhead compile, fixed since), backward-kernels (columns won:
+# now the operator's), attention-tma-store (D128 rows only: now the D128 plans'),
+# tiles-256 (now in the planner), ncu-backward.  What the next session should run, in calls
 # of at most 10 minutes on one warm machine (set DEADLINE so that every part ends in time:
 # DEADLINE=$(( $(date +%s) + 585 ))):
-#   A. gpu-suite (~250 s: every GPU test, the dq_split="columns" backward and the
-#      tma_store forward among them), backward-kernels (the dq_split variants, kernel
-#      alone, against cuDNN's backward);
-#   B. attention-tma-store (the forward's TMA-store O against the per-thread store on the
-#      rows it is for), sanitize-backward-columns;
-#   C. racecheck-attention-backward (the one sanitizer run the backward kernel lacks),
-#      sanitize (memcheck + racecheck of the small-M kernel), sanitize-varlen,
-#      decode-route-off (the tile kernel at m <= 64: is 64 rows better there?).
-# Other parts: route-tests, split-sweep, decode-route-on, tiles, attention-ops,
-# attention-backward (kernel off: SDPA's / the blocks' backward), attention-backward-kernel,
-# sanitize-attention-backward, varlen (kernel off: a launch per sequence), varlen-kernel.
+#   A. gpu-suite (~370 s on an H100), deterministic, dsum (make_dsum's GPU tests);
+#   B. attention-ops (the forward table through the op, now with the TMA store at D128),
+#      attention-backward-kernel (the backward table through the op, now by columns), and
+#      attention-backward-dsum (the same with make_dsum's Dsum: if faster, turn DSUM_ROUTE on);
+#   C. sanitize-backward-columns, racecheck-attention-backward (the operator's kernels now
+#      split by columns: memcheck and racecheck have not seen them), attention-tma-store
+#      with --rows 4,16,4096,256 1,16,16384,64 (D64 / D256: does the TMA store win there?);
+#   D. a tiles sweep on shapes whose K rows are not a multiple of 128 bytes (5000^3 ran
+#      every tile at half speed): bench/gemm.py --tiles --sizes 4000x4000x4000
+#      4096x4096x4000 5120x5120x5000, and decode-route-off, split-sweep.
+# Other parts: route-tests, sanitize, decode-route-on, tiles, attention-backward (kernel
+# off), sanitize-attention-backward, backward-kernels, varlen, varlen-kernel, ncu-backward.
 #
 #   . /tmp/tirx-site/env.sh && export PYTHONPATH=$PWD/python:$PYTHONPATH && export OUT && \
 #     DEADLINE=$(( $(date +%s) + 585 )) bash tools/device_batch.sh PART...
@@ -99,3 +103,8 @@ show ncu-backward 120
 part tiles-256 420 python3 bench/gemm.py --tiles --runs 20 --only 256x 128x192 --sizes 5000x5000x5000 \
   4096x4096x4096 8192x1024x4096 3072x3072x3072 1024x10240x8192 8192x8192x4096 6144x6144x6144 2048x2048x2048
 show tiles-256 16
+# the backward's Dsum in one pass (make_dsum; TVM_TIRX_ATTENTION_DSUM=1 takes it): its GPU tests, then the
+# backward table through the op with it (compare with attention-backward-kernel, same call)
+part dsum 200 python3 -m pytest tests/python/test_attention_dsum.py -m gpu -q -n 4 --tb=short -p no:cacheprovider
+part attention-backward-dsum 500 env TVM_TIRX_ATTENTION_DSUM=1 python3 bench/attention.py --backward
+show attention-backward-dsum 14

@@ -28,15 +28,20 @@ from tvm.script import tirx as T
 
 from ..build.kernel import compile as _tirx_compile
 from ..kernels.attention_backward import HEAD_DIMS, PLANS, make_attention_backward
+from ..kernels.attention_backward.dsum import make_dsum
 from ..kernels.attention.config import DTYPES
 from .attention_kernels import AttentionOperands, f32_bits
 from .kernel_table import KernelTable
 
-__all__ = ["ROUTE", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func", "backward_kernel", "cached_kernels",
-           "clear_kernels"]
+__all__ = ["ROUTE", "DSUM_ROUTE", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func", "backward_kernel",
+           "dsum_kernel", "cached_kernels", "clear_kernels"]
 
 #: Whether the operator's backward takes the kernel (on; ``TVM_TIRX_ATTENTION_BACKWARD=0`` turns it off).
 ROUTE = os.environ.get("TVM_TIRX_ATTENTION_BACKWARD", "1") != "0"
+#: Whether the kernel's ``Dsum = rowsum(dO * O)`` comes from :func:`dsum_kernel` (one pass over
+#: dO and O) rather than torch's float32 copies of both.  Off until its GPU test and timing
+#: have run (``TVM_TIRX_ATTENTION_DSUM=1`` turns it on; ``tools/device_batch.sh dsum``).
+DSUM_ROUTE = os.environ.get("TVM_TIRX_ATTENTION_DSUM", "0") == "1"
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,24 @@ def backward_kernel(key: AttentionBackwardKey):
     return _TABLE.get(key)
 
 
+def _compile_dsum(key: tuple):
+    heads, head_dim, dtype, arch = key
+    func = make_dsum(T.dynamic("B"), T.dynamic("L"), heads, head_dim, dtype)
+    return _tirx_compile(func.with_attr("global_symbol", f"tvm_tirx_attention_dsum_h{heads}_d{head_dim}_{DTYPES[dtype]}"),
+                         target="cuda", arch=arch)
+
+
+_DSUM = KernelTable(lambda key: _compile_dsum(key))
+
+
+def dsum_kernel(key: AttentionBackwardKey):
+    """The compiled :func:`~tvm_tirx.kernels.attention_backward.dsum.make_dsum` of ``key``'s
+    heads, head_dim and dtype (run-time batch and length), called as ``kernel(do, o,
+    dsum)``: do and o contiguous ``(batch, seq, heads, head_dim)``, dsum ``(batch, heads,
+    seq)`` float32 (overwritten)."""
+    return _DSUM.get((key.heads, key.head_dim, key.dtype, key.arch))
+
+
 def cached_kernels() -> dict:
     """A copy of this process's ``{AttentionBackwardKey: Kernel}`` table."""
     return _TABLE.cached()
@@ -113,3 +136,4 @@ def cached_kernels() -> dict:
 def clear_kernels() -> None:
     """Forget this process's compiled backward kernels (the on-disk compile cache is kept)."""
     _TABLE.clear()
+    _DSUM.clear()

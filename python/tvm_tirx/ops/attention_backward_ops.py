@@ -104,17 +104,19 @@ def _sdpa_grads(grad_o, q, k, v, causal: bool, scale: float, layout: str):
     return tuple(as_bshd(g.transpose(1, 2), layout) for g in vjp(bhsd(grad_o)))
 
 
-def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str, deterministic: bool = False):
+def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str, deterministic: bool = False,
+                 dsum_kernel=None):
     """dQ, dK, dV (q's, k's, v's dtypes, in ``layout``) by a compiled
     :func:`~tvm_tirx.kernels.attention_backward.make_attention_backward` ``kernel``, with
     what it needs around it: ``Dsum = rowsum(dO * O) - dLSE`` (float32 ``(batch, heads,
     seq)``; the LSE's gradient enters as ``dS = P (dP - Dsum)``), dQ accumulated in a
     zeroed float32 buffer and converted to q's dtype, and for a ``deterministic`` kernel
     its zeroed int32 ``Order`` counts.  ``grad_o`` (like ``o``) or ``grad_lse`` (like
-    ``lse``) may be None."""
+    ``lse``) may be None.  ``dsum_kernel`` (:func:`~.attention_backward_kernels.dsum_kernel`)
+    computes ``rowsum(dO * O)`` if given, else torch does (float32 copies of dO and O)."""
     qb, kb, vb, ob = (as_bshd(t, layout) for t in (q, k, v, o))
     do = torch.zeros_like(qb) if grad_o is None else as_bshd(grad_o, layout).contiguous()
-    dsum = (do.float() * ob.float()).sum(-1).transpose(1, 2)  # (batch, heads, seq)
+    dsum = _dsum(dsum_kernel, do, ob)  # (batch, heads, seq)
     dsum = (dsum if grad_lse is None else dsum - grad_lse).contiguous()
     dq_acc = torch.zeros(qb.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty(kb.shape, dtype=k.dtype, device=k.device), torch.empty(vb.shape, dtype=v.dtype,
@@ -125,13 +127,23 @@ def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str, determi
     return as_bshd(dq_acc.to(q.dtype), layout), as_bshd(dk, layout), as_bshd(dv, layout)
 
 
+def _dsum(kernel, do, o):
+    """``rowsum(dO * O)`` of bshd ``do`` and ``o``, float32 ``(batch, heads, seq)``: by
+    ``kernel`` (None: by torch, in float32)."""
+    if kernel is None:
+        return (do.float() * o.float()).sum(-1).transpose(1, 2)
+    dsum = torch.empty(do.shape[0], do.shape[2], do.shape[1], dtype=torch.float32, device=do.device)
+    kernel(do, o.contiguous(), dsum)
+    return dsum
+
+
 def _attention_backward(grad_o: Optional[torch.Tensor], grad_lse: Optional[torch.Tensor], q: torch.Tensor,
                         k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, causal: bool,
                         scale: float, layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     path, key = _route(q, k, v, causal, scale, layout, grad_o is not None, grad_lse is not None)
     if path == "kernel":
         grads = kernel_grads(kernels.backward_kernel(key), grad_o, grad_lse, q, k, v, o, lse, layout,
-                             key.deterministic)
+                             key.deterministic, kernels.dsum_kernel(key) if kernels.DSUM_ROUTE else None)
     elif path == "sdpa":
         grads = _sdpa_grads(grad_o, q, k, v, causal, scale, layout)
     else:

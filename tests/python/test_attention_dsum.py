@@ -1,0 +1,113 @@
+"""``make_dsum``: the attention backward's ``Dsum = rowsum(dO * O)`` in one pass.
+
+CPU: every head_dim and dtype compiles with the tile checker accepting it and assembles
+for sm_90a; a thread issues two 16-byte loads, ``log2(head_dim / 8)`` butterfly shuffles
+and one store; the sizes it refuses are ValueErrors; the operator's ``kernel_grads``
+hands the kernel bshd dO and O and a ``(batch, heads, seq)`` float32 Dsum.
+GPU (marker ``gpu``): against float64 sums for several lengths from one kernel, every
+entry of a NaN-filled Dsum written; the operator's gradients with the kernel's Dsum.
+"""
+
+import math
+import re
+
+import pytest
+
+import tvm_tirx
+from tvm_tirx import testing
+from tvm_tirx.kernels.attention_backward.dsum import make_dsum
+from tvm_tirx.script import tirx as T
+
+
+def _compiled(head_dim, dtype="bfloat16", arch="sm_90a"):
+    options = {"arch": arch} if arch else {}
+    return tvm_tirx.compile(make_dsum(T.dynamic("B"), T.dynamic("L"), 8, head_dim, dtype), target="cuda", **options)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_each_row_is_two_vector_loads_a_lane_and_a_butterfly(head_dim, dtype):
+    if not testing.has_nvcc():
+        pytest.skip("assembles for sm_90a: needs nvcc on the PATH")
+    kernel = _compiled(head_dim, dtype)
+    assert len(testing.assemble(kernel)) > 0
+    body = kernel.cuda_source[kernel.cuda_source.index("extern \"C\" __global__"):]
+    assert len(re.findall(r"\btvm_builtin_ptx_ld_vec_global_v4_b32\(", body)) == 2
+    assert len(re.findall(r"\btvm_builtin_ptx_st_global_b32\w*\(", body)) == 1
+    shuffles = re.findall(r"\btvm_builtin_ptx_shfl_sync_bfly\w*\(", body)
+    assert len(shuffles) == int(math.log2(head_dim // 8)), "one butterfly step per halving of the row's lanes"
+
+
+@pytest.mark.parametrize("args, match", [
+    ((2, 100, 8, 96, "bfloat16"), r"head_dim: expected one of \[64, 128, 256\], found 96"),
+    ((2, 100, 8, 64, "float32"), r"dtype: expected one of"),
+    ((2, 100, 0, 64, "bfloat16"), r"heads: expected a positive int, found 0"),
+    ((0, 100, 8, 64, "bfloat16"), r"batch: expected a positive int"),
+    ((2**16, 2**16, 8, 64, "bfloat16"), r"at most 2147483647 elements"),
+])
+def test_sizes_it_does_not_take_are_value_errors(args, match):
+    with pytest.raises(ValueError, match=match):
+        make_dsum(*args)
+
+
+def test_kernel_grads_hands_the_kernel_bshd_rows_and_takes_its_dsum():
+    torch = pytest.importorskip("torch")
+    from tvm_tirx.ops.attention_backward_ops import kernel_grads
+
+    seen = {}
+
+    def dsum_kernel(do, o, dsum):  # the kernel's contract, computed in float64
+        seen["args"] = (tuple(do.shape), tuple(o.shape), tuple(dsum.shape), dsum.dtype, o.is_contiguous())
+        dsum.copy_((do.double() * o.double()).sum(-1).transpose(1, 2))
+
+    def backward(*args):
+        seen["dsum"] = args[5].clone()
+
+    q = torch.randn(2, 70, 4, 64)
+    k, v = torch.randn(2, 70, 2, 64), torch.randn(2, 70, 2, 64)
+    o, do, lse = torch.randn(2, 4, 70, 64).transpose(1, 2), torch.randn(2, 70, 4, 64), torch.randn(2, 4, 70)
+    grad_lse = torch.randn(2, 4, 70)
+    kernel_grads(backward, do, grad_lse, q, k, v, o, lse, "bshd", dsum_kernel=dsum_kernel)
+    assert seen["args"] == ((2, 70, 4, 64), (2, 70, 4, 64), (2, 4, 70), torch.float32, True)
+    want = (do.double() * o.double()).sum(-1).transpose(1, 2) - grad_lse
+    torch.testing.assert_close(seen["dsum"].double(), want, rtol=1e-5, atol=1e-5)
+
+
+# -- on the GPU --------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_every_row_against_float64_sums_on_gpu(torch_cuda, head_dim, dtype):
+    torch = torch_cuda
+    kernel = _compiled(head_dim, dtype, arch=None)
+    tdtype = getattr(torch, dtype)
+    for batch, seq_len in ((1, 1), (2, 77), (3, 1000)):
+        torch.manual_seed(seq_len)
+        do, o = (torch.randn(batch, seq_len, 8, head_dim, device="cuda", dtype=tdtype) for _ in range(2))
+        dsum = torch.full((batch, 8, seq_len), float("nan"), device="cuda")
+        kernel(do, o, dsum)
+        torch.cuda.synchronize()
+        want = (do.double() * o.double()).sum(-1).transpose(1, 2)
+        assert not dsum.isnan().any(), f"{batch, seq_len}: entries not written"
+        torch.testing.assert_close(dsum.double(), want, rtol=1e-5, atol=1e-4 * math.sqrt(head_dim))
+
+
+@pytest.mark.gpu
+def test_the_operator_with_the_kernels_dsum_on_gpu(torch_cuda, monkeypatch):
+    torch = torch_cuda
+    from tvm_tirx import ops
+    from tvm_tirx.ops import attention_backward_kernels as kernels
+
+    torch.manual_seed(5)
+    q = torch.randn(2, 900, 8, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(2, 900, 2, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    grad = torch.randn(2, 900, 8, 128, device="cuda", dtype=torch.bfloat16)
+    grads = {}
+    for route in (False, True):
+        monkeypatch.setattr(kernels, "DSUM_ROUTE", route)
+        grads[route] = torch.autograd.grad(ops.attention(q, k, v, causal=True), (q, k, v), grad)
+    for name, a, b in zip(("dQ", "dK", "dV"), grads[False], grads[True]):
+        scale = a.float().abs().max().item()
+        assert (a.float() - b.float()).abs().max().item() <= 1e-2 * scale, name
