@@ -63,6 +63,44 @@ def test_the_function_takes_the_order_counts_last():
     assert static.endswith('Order: T.Buffer((2, 8, 16), "int32", align=16)'), static
 
 
+def _walks(cfg, seq_len):
+    """``{kb: [(h, qb), ...]}``: each key block's walk of key/value head 0, as ints."""
+    import tvm
+
+    analyzer = tvm.sym.Analyzer()
+    walks = {}
+    for kb in range(cfg.key_blocks):
+        steps = cfg.group * int(analyzer.simplify(cfg.query_blocks(T.int32(kb), T.int32(seq_len))))
+        walks[kb] = [tuple(int(analyzer.simplify(x)) for x in cfg.step(T.int32(g), T.int32(kb), T.int32(0),
+                                                                        T.int32(seq_len))) for g in range(steps)]
+    return walks
+
+
+@pytest.mark.parametrize("seq_len", [1, 64, 200, 1000, 4097])
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_query_block_takes_each_turn_once_and_the_walks_cannot_deadlock(seq_len, causal):
+    # a wrong turn would hang the GPU: the turns a query block receives must be 0, 1, 2, ...,
+    # and the CTAs, each walking its query blocks in order and waiting for its turn at each,
+    # must all finish (simulated: any CTA whose next reduces are due takes its step)
+    cfg = BackwardConfig(1, seq_len, 4, 2, 64, causal=causal, deterministic=True)
+    walks = _walks(cfg, seq_len)
+    turns = {}
+    for kb, walk in walks.items():
+        for block in walk:
+            turns.setdefault(block, []).extend(cfg.turn(kb, c) for c in range(2))
+    assert all(sorted(t) == list(range(len(t))) for t in turns.values())
+    count, position = {block: 0 for block in turns}, {kb: 0 for kb in walks}
+    moved = True
+    while moved:
+        moved = False
+        for kb, walk in walks.items():
+            if position[kb] < len(walk) and count[walk[position[kb]]] == cfg.turn(kb, 0):
+                count[walk[position[kb]]] += 2  # consumer 0's reduce, then consumer 1's
+                position[kb] += 1
+                moved = True
+    assert all(position[kb] == len(walk) for kb, walk in walks.items()), "a CTA waits for a turn never given"
+
+
 def test_deterministic_must_be_a_bool():
     with pytest.raises(ValueError, match="deterministic: expected a bool"):
         BackwardConfig(1, 128, 8, 2, 64, "bfloat16", False, None, 2, "keys", 1)
