@@ -63,7 +63,7 @@ EVERY = [(d, c, t, kv, s) for d in (64, 128) for c in (False, True) for t in ("b
          for kv in (2, 8) for s in (False, True)]
 
 
-def _check_configuration(head_dim, causal, dtype, kv_heads, static, tmp_path, **options):
+def _check_configuration(head_dim, causal, dtype, kv_heads, static, **options):
     kernel = _kernel(head_dim, causal, dtype, kv_heads, static, **options)
     report = testing.ptxas_report(kernel)
     assert "0 bytes spill stores, 0 bytes spill loads" in report, report
@@ -71,15 +71,14 @@ def _check_configuration(head_dim, causal, dtype, kv_heads, static, tmp_path, **
 
 
 @pytest.mark.parametrize("head_dim,causal,dtype,kv_heads,static", COVER)
-def test_a_covering_set_compiles_and_assembles_without_spills(head_dim, causal, dtype, kv_heads, static, tmp_path):
-    _check_configuration(head_dim, causal, dtype, kv_heads, static, tmp_path)
+def test_a_covering_set_compiles_and_assembles_without_spills(head_dim, causal, dtype, kv_heads, static):
+    _check_configuration(head_dim, causal, dtype, kv_heads, static)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("head_dim,causal,dtype,kv_heads,static", [c for c in EVERY if c not in COVER])
-def test_every_configuration_compiles_and_assembles_without_spills(head_dim, causal, dtype, kv_heads, static,
-                                                                   tmp_path):
-    _check_configuration(head_dim, causal, dtype, kv_heads, static, tmp_path)
+def test_every_configuration_compiles_and_assembles_without_spills(head_dim, causal, dtype, kv_heads, static):
+    _check_configuration(head_dim, causal, dtype, kv_heads, static)
 
 
 #: (head_dim, causal, dtype, kv_heads, static, stages) of dq_split="columns": both head_dims, causal or
@@ -90,9 +89,8 @@ COLUMNS = [(128, True, "bfloat16", 2, False, 2), (128, False, "float16", 8, True
 
 
 @pytest.mark.parametrize("head_dim,causal,dtype,kv_heads,static,stages", COLUMNS)
-def test_dq_split_by_columns_compiles_and_assembles_without_spills(head_dim, causal, dtype, kv_heads, static, stages,
-                                                                   tmp_path):
-    _check_configuration(head_dim, causal, dtype, kv_heads, static, tmp_path, stages=stages, dq_split="columns")
+def test_dq_split_by_columns_compiles_and_assembles_without_spills(head_dim, causal, dtype, kv_heads, static, stages):
+    _check_configuration(head_dim, causal, dtype, kv_heads, static, stages=stages, dq_split="columns")
 
 
 @pytest.mark.parametrize("head_dim,dtype", [(128, "bfloat16"), (64, "float16")])
@@ -156,7 +154,7 @@ def test_dq_is_reduced_once_per_query_block_by_tma_boxes_of_32_columns():
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_dq_split_by_columns_reduces_half_the_boxes_per_consumer(head_dim, tmp_path):
+def test_dq_split_by_columns_reduces_half_the_boxes_per_consumer(head_dim):
     keys, columns = _kernel(head_dim, True), _kernel(head_dim, True, dq_split="columns")
     half = head_dim // 2
     # per consumer: head_dim / 32 boxes ("keys"), head_dim / 64 ("columns"); at head_dim 64 the consumer is

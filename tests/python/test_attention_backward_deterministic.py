@@ -32,7 +32,7 @@ def _positions(body, name):
 
 
 @pytest.mark.parametrize("head_dim,causal,dq_split", [(128, True, "keys"), (64, False, "columns")])
-def test_each_reduce_waits_for_its_turn_and_passes_it_on(head_dim, causal, dq_split, tmp_path):
+def test_each_reduce_waits_for_its_turn_and_passes_it_on(head_dim, causal, dq_split):
     kernel = _kernel(head_dim, causal, dq_split=dq_split, deterministic=True)
     body = _body(kernel)
     acquire, reduce, release = _positions(body, ACQUIRE), _positions(body, REDUCE), _positions(body, RELEASE)

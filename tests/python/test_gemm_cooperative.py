@@ -244,7 +244,7 @@ def test_the_bench_reports_256_row_rates_apart_from_tile_rate(capsys):
                                                     (128, 4, dict(bias="float32", activation="gelu_tanh",
                                                                   residual=True))],
                          ids=["256x128", "256x160", "256x192", "256x128-bias-gelu-residual"])
-def test_the_consumers_hold_two_accumulator_sets_without_spills(block_n, stages, options, tmp_path):
+def test_the_consumers_hold_two_accumulator_sets_without_spills(block_n, stages, options):
     # 2 x block_n / 2 fp32 accumulators per consumer thread under setmaxnreg 232: 192 at block_n 192.
     # (A fused epilogue at 160 or 192 columns spills: its scratch registers come on top.)
     kernel = _kernel(f"cooperative spills {block_n} {sorted(options.items())}", M, 4096, 4096, block_m=256,

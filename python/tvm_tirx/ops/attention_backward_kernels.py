@@ -113,8 +113,8 @@ def backward_kernel(key: AttentionBackwardKey):
 def _compile_dsum(key: tuple):
     heads, head_dim, dtype, arch = key
     func = make_dsum(T.dynamic("B"), T.dynamic("L"), heads, head_dim, dtype)
-    return _tirx_compile(func.with_attr("global_symbol", f"tvm_tirx_attention_dsum_h{heads}_d{head_dim}_{DTYPES[dtype]}"),
-                         target="cuda", arch=arch)
+    name = f"tvm_tirx_attention_dsum_h{heads}_d{head_dim}_{DTYPES[dtype]}"
+    return _tirx_compile(func.with_attr("global_symbol", name), target="cuda", arch=arch)
 
 
 _DSUM = KernelTable(lambda key: _compile_dsum(key))

@@ -27,6 +27,7 @@ from typing import Optional
 import torch
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
+from ..kernels.attention_backward import BQ
 from . import attention_backward_kernels as kernels
 from . import attention_blocks
 from .attention_checks import as_bshd, attention_key
@@ -121,7 +122,7 @@ def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str, determi
     dq_acc = torch.zeros(qb.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty(kb.shape, dtype=k.dtype, device=k.device), torch.empty(vb.shape, dtype=v.dtype,
                                                                                   device=v.device)
-    order = (torch.zeros(dsum.shape[:2] + (-(-dsum.shape[2] // 64),), dtype=torch.int32, device=q.device),) \
+    order = (torch.zeros(dsum.shape[:2] + (-(-dsum.shape[2] // BQ),), dtype=torch.int32, device=q.device),) \
         if deterministic else ()
     kernel(qb, kb, vb, do, lse.contiguous(), dsum, dq_acc, dk, dv, *order)
     return as_bshd(dq_acc.to(q.dtype), layout), as_bshd(dk, layout), as_bshd(dv, layout)

@@ -67,6 +67,16 @@ def compile_and_show(func, *needles: str, arch: str | None = None, out=print):
     return kernel
 
 
+def _ptxas(ptx: str, arch: str, *flags: str) -> subprocess.CompletedProcess:
+    """``ptxas -arch=<arch> <flags>`` of ``ptx`` (written to a temporary file), its output captured."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/k.ptx"
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(ptx)
+        return subprocess.run(["ptxas", f"-arch={arch}", *flags, path, "-o", f"{tmp}/k.cubin"],
+                              capture_output=True, text=True, check=False)
+
+
 def ptxas_report(kernel, arch: str = "sm_90a") -> str:
     """What ``ptxas -arch=<arch> -v`` prints (stderr) for a compiled kernel's PTX: per
     function its registers, stack frame and spill stores / loads in bytes.
@@ -78,27 +88,14 @@ def ptxas_report(kernel, arch: str = "sm_90a") -> str:
     FileNotFoundError
         No ``ptxas`` on the PATH.
     """
-    with tempfile.TemporaryDirectory() as tmp:
-        path = f"{tmp}/k.ptx"
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(kernel.ptx)
-        out = subprocess.run(["ptxas", f"-arch={arch}", "-v", path, "-o", f"{tmp}/k.cubin"],
-                             capture_output=True, text=True, check=True)
+    out = _ptxas(kernel.ptx, arch, "-v")
+    out.check_returncode()
     return out.stderr
 
 
 def ptxas_errors(ptx: str, arch: str) -> list:
     """``[(line, message, instruction text)]`` that ``ptxas -arch=<arch>`` reports for ``ptx``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = f"{tmp}/k.ptx"
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(ptx)
-        out = subprocess.run(
-            ["ptxas", f"-arch={arch}", path, "-o", f"{tmp}/k.cubin"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+    out = _ptxas(ptx, arch)
     lines = ptx.splitlines()
     errors = []
     for m in re.finditer(r"line (\d+); error\s*:\s*(.*)", out.stderr):

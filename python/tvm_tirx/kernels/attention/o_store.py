@@ -5,9 +5,10 @@ The default epilogue stores each consumer thread's O words with ``st.global.b32`
 leaves the SM as ``head_dim / 8`` scattered stores per thread.  With ``tma_store`` each
 consumer warpgroup ``c`` instead, per tile:
 
-1. (steps 1 and 2 are the epilogue chain's :func:`tvm_tirx.kernels.parts.epilogue.stores.stage_tile`,
-   which the GEMM's TMA store uses too) thread ``128 c + 128`` (the warpgroup's first)
-   waits until its previous TMA store has read the staging tile (``cp.async.bulk.wait_group.read 0``, the bulk async-group
+1. (steps 1 and 2 are the epilogue chain's
+   :func:`tvm_tirx.kernels.parts.epilogue.stores.stage_tile`, which the GEMM's TMA store
+   uses too) thread ``128 c + 128`` (the warpgroup's first) waits until its previous TMA
+   store has read the staging tile (``cp.async.bulk.wait_group.read 0``, the bulk async-group
    instructions beside PTX ISA 9.7.9.25.5.1; the tile checker's bulk-store rule), and
    named barrier ``3 + c`` (128 threads, PTX ISA 9.7.13.1; ids 1 and 2 are the
    ping-pong turns of :mod:`.turns`, 0 is ``__syncthreads``) publishes that to the

@@ -48,7 +48,8 @@ TMA_STORE_HEAD_DIMS = {64: False, 128: True, 256: False}
 
 def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> dict:
     """``make_attention`` options ``{"pingpong", "overlap", "stages", "persistent",
-    "persistent_rows", "tma_store"}`` (``tma_store``: :data:`TMA_STORE_HEAD_DIMS`) for ``head_dim`` (64, 128 or 256 elements), ``causal`` masking and
+    "persistent_rows", "tma_store"}`` (``tma_store``: :data:`TMA_STORE_HEAD_DIMS`) for
+    ``head_dim`` (64, 128 or 256 elements), ``causal`` masking and
     ``seq_len`` (keys per query; ``None``: not known when the kernel is made).  At head_dim
     128 a known length picks the grid (persistent for at most :data:`PERSISTENT_ROWS`
     keys); an unknown one gets ``persistent_rows=PERSISTENT_ROWS``, so that the kernel
@@ -66,12 +67,15 @@ def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> 
         raise ValueError(f"choose_schedule: causal must be a bool, found {causal!r}")
     if seq_len is not None and (type(seq_len) is not int or seq_len < 0):  # noqa: E721
         raise ValueError(f"choose_schedule: seq_len must be None or a non-negative int, found {seq_len!r}")
+    return {**_schedule(head_dim, seq_len), "tma_store": TMA_STORE_HEAD_DIMS[head_dim]}
+
+
+def _schedule(head_dim: int, seq_len: int | None) -> dict:
+    """:func:`choose_schedule`'s options but ``tma_store``."""
     if head_dim == 128:
         known = seq_len is not None  # else the kernel picks its grid at launch
         return {"pingpong": True, "overlap": True, "stages": 3, "persistent": not known or seq_len <= PERSISTENT_ROWS,
-                "persistent_rows": None if known else PERSISTENT_ROWS, "tma_store": TMA_STORE_HEAD_DIMS[128]}
+                "persistent_rows": None if known else PERSISTENT_ROWS}
     if head_dim in OVERLAP_HEAD_DIMS:
-        return {"pingpong": False, "overlap": True, "stages": 3, "persistent": True, "persistent_rows": None,
-                "tma_store": TMA_STORE_HEAD_DIMS[head_dim]}
-    return {"pingpong": True, "overlap": False, "stages": 2, "persistent": False, "persistent_rows": None,
-            "tma_store": TMA_STORE_HEAD_DIMS[head_dim]}
+        return {"pingpong": False, "overlap": True, "stages": 3, "persistent": True, "persistent_rows": None}
+    return {"pingpong": True, "overlap": False, "stages": 2, "persistent": False, "persistent_rows": None}

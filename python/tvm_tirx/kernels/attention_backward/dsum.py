@@ -28,7 +28,8 @@ __all__ = ["DSUM_HEAD_DIMS", "make_dsum"]
 DSUM_HEAD_DIMS = (64, 128, 256)
 #: warps per CTA
 WARPS = 4
-ELEMENTS_MESSAGE = f"make_dsum: batch x seq_len x heads x head_dim must be at most {MAX_ELEMENTS} elements (int32 offsets)"
+ELEMENTS_MESSAGE = (f"make_dsum: batch x seq_len x heads x head_dim must be at most {MAX_ELEMENTS} elements "
+                    "(int32 offsets)")
 
 
 def _check(batch, seq_len, heads, head_dim, dtype) -> None:
@@ -40,14 +41,16 @@ def _check(batch, seq_len, heads, head_dim, dtype) -> None:
         raise ValueError(f"heads: expected a positive int, found {heads!r}")
     for name, value in (("batch", batch), ("seq_len", seq_len)):
         if not is_extent(value):
-            raise ValueError(f"{name}: expected a positive int or an int32 run-time extent (T.dynamic), found {value!r}")
-    if is_int(batch) and is_int(seq_len) and batch * seq_len * heads * head_dim > MAX_ELEMENTS:
-        raise ValueError(f"batch x seq_len x heads x head_dim = {batch * seq_len * heads * head_dim}: {ELEMENTS_MESSAGE}")
+            raise ValueError(f"{name}: expected a positive int or an int32 run-time extent (T.dynamic), "
+                             f"found {value!r}")
+    elements = batch * seq_len * heads * head_dim if is_int(batch) and is_int(seq_len) else None
+    if elements is not None and elements > MAX_ELEMENTS:
+        raise ValueError(f"batch x seq_len x heads x head_dim = {elements}: {ELEMENTS_MESSAGE}")
 
 
 def _make_row_dot(dtype: str):
-    """The macro ``row_dot(acc, do_words, o_words)``: ``acc[0, 0]`` = the sum of the products
-    of a lane's 8 elements of dO and O (``(4, 1)`` uint32 words each), in f32."""
+    """The macro ``row_dot(acc, do_words, o_words)``: adds to ``acc[0, 0]`` the products of
+    a lane's 8 elements of dO and O (``(4, 1)`` uint32 words each), in f32."""
     unpack = make_unpack_pairs(dtype, VECTOR)
 
     @T.macro
@@ -56,7 +59,6 @@ def _make_row_dot(dtype: str):
         b = T.alloc_local((VECTOR,), "float32")
         unpack(a, do_words)
         unpack(b, o_words)
-        acc[0, 0] = T.float32(0)
         for e in T.unroll(VECTOR):
             acc[0, 0] = acc[0, 0] + a[e] * b[e]
 
@@ -112,7 +114,7 @@ def make_dsum(batch, seq_len, heads: int, head_dim: int, dtype: str = "bfloat16"
         words_do = T.alloc_local((4, 1), "uint32")
         words_o = T.alloc_local((4, 1), "uint32")
         acc = T.alloc_local((1, 1), "float32")
-        acc[0, 0] = T.float32(0)
+        acc[0, 0] = T.float32(0)  # a lane past seq_len adds 0 to the butterfly
         if s < seq_len:
             T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], words_do.view(4),
                               dO.view("uint32").view(batch, seq_len, heads, lanes, 4).sub[b, s, h, part, :])

@@ -38,7 +38,7 @@ consumer's ``dQ`` product reads both consumers' ``dS^T`` (:mod:`.products`), so:
   box into ``dQacc[b, 64 qb .., h, 32 i ..]`` (PTX ISA 9.7.9.25.5.2) and commits the
   group.  The TMA skips the rows past ``seq_len``; the L2 adds the boxes of the CTAs
   working on the same query block in any order (not deterministic in the last bits).
-* ``deterministic=True`` fixes that order (:func:`_make_turns`): before its reduce,
+* ``deterministic=True`` fixes that order (:func:`await_turn`, :func:`pass_turn`): before its reduce,
   thread 0 of consumer ``c`` of key block ``kb`` spins until the block's count in
   ``order`` is ``2 kb + c`` (``ld.acquire.gpu``), and after it waits until the reduce is
   complete (``cp.async.bulk.wait_group 0``) and adds 1 to the count
@@ -97,27 +97,24 @@ def _make_barriers(cfg: BackwardConfig):
     return sync, (join if cfg.split_columns else sync), claim, release
 
 
-def _make_turns(cfg: BackwardConfig):
-    """``(await_turn, pass_turn)``, the macros of ``deterministic`` (see the module
-    docstring), run by thread 0 of a consumer warpgroup around its reduce:
-    ``await_turn(count, seen, turn)`` spins until the int32 ``count`` (a one-element
-    global view) equals ``turn`` (``seen``: an int32 ``(1,)`` register array);
-    ``pass_turn(count)`` waits for the reduce and increments ``count``."""
-
-    @T.macro
-    def await_turn(count, seen, turn):
+@T.macro
+def await_turn(count, seen, turn):
+    """``deterministic`` (see the module docstring), run by thread 0 of a consumer
+    warpgroup before its reduce: spin until the int32 ``count`` (a one-element global
+    view) equals ``turn`` (``seen``: an int32 ``(1,)`` register array)."""
+    T.cuda.tile.apply(T.ptx["ld.acquire.gpu.global.b32"], seen, count)
+    while seen[0] != turn:
         T.cuda.tile.apply(T.ptx["ld.acquire.gpu.global.b32"], seen, count)
-        while seen[0] != turn:
-            T.cuda.tile.apply(T.ptx["ld.acquire.gpu.global.b32"], seen, count)
-        T.ptx["fence.proxy.async.global"]()  # the reduce (async proxy) after the acquire
+    T.ptx["fence.proxy.async.global"]()  # the reduce (async proxy) after the acquire
 
-    @T.macro
-    def pass_turn(count):
-        T.ptx["cp.async.bulk.wait_group"](0)  # the reduce's additions are done
-        T.ptx["fence.proxy.async.global"]()
-        T.cuda.tile.apply(T.ptx["red.release.gpu.global.add.s32"], count, T.int32(1))
 
-    return await_turn, pass_turn
+@T.macro
+def pass_turn(count):
+    """``deterministic``, after the reduce: wait until its additions are done, then add 1
+    to ``count``."""
+    T.ptx["cp.async.bulk.wait_group"](0)
+    T.ptx["fence.proxy.async.global"]()
+    T.cuda.tile.apply(T.ptx["red.release.gpu.global.add.s32"], count, T.int32(1))
 
 
 def make_exchange(cfg: BackwardConfig):
@@ -131,7 +128,6 @@ def make_exchange(cfg: BackwardConfig):
     words = accumulator_layout(BQ, packed=True)
     sync, publish, claim, release = _make_barriers(cfg)
     ordered = cfg.deterministic
-    await_turn, pass_turn = _make_turns(cfg)
 
     def column0(c):
         """The first ``dQacc`` column of consumer ``c``'s boxes."""

@@ -116,8 +116,7 @@ def override(n: int, k: int, plan, m: int | None = None) -> None:
         A :class:`SmallMPlan` (the small-M kernel, taken even while :data:`SMALL_M_ROUTE`
         is off: any ``m`` is computed correctly, fast up to its ``block_m``) or the tile
         kernel's options ``{"block_n": 64 | 128 | 192 | 256}`` (and optionally ``"stages"``,
-        and ``"block_m": 128 | 256``: the cooperative 256-row tile, which :func:`choose_gemm`
-        gives only through an override until it has been measured).
+        and ``"block_m": 128 | 256``: the cooperative 256-row tile).
     m : int | None
         The rows the override is for; None: every ``m``.
 

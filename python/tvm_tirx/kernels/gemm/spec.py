@@ -86,10 +86,11 @@ class GemmSpec(GemmOptions, _KernelSpec):
     def name(self) -> str:
         """The kernel's ``global_symbol``: ``tvm_tirx_gemm_n{n}_k{k}_{in}_{out}`` (``bf16``,
         ``f32``; another dtype spelled out), then ``_bm{block_m}`` for a ``block_m`` other
-        than 128, ``_bn{block_n}`` for a ``block_n`` other than 256, ``_bias_{bf16|f32}`` for a fused bias, ``_{activation}``, ``_glu`` when
-        gated, ``_residual``, ``_a_km`` for ``a_major="m"`` and ``_b_kn`` for
-        ``b_major="n"``; last the schedule options that differ from the spec's defaults
-        (:meth:`schedule_suffix`).  ``arch`` is not in it."""
+        than 128, ``_bn{block_n}`` for a ``block_n`` other than 256, ``_bias_{bf16|f32}``
+        for a fused bias, ``_{activation}``, ``_glu`` when gated, ``_residual``, ``_a_km``
+        for ``a_major="m"`` and ``_b_kn`` for ``b_major="n"``; last the schedule options
+        that differ from the spec's defaults (:meth:`schedule_suffix`).  ``arch`` is not in
+        it."""
         name = f"tvm_tirx_gemm_n{self.n}_k{self.k}_{_short(self.in_dtype)}_{_short(self.out_dtype)}"
         name += f"_bm{self.block_m}" if self.block_m != BM else ""
         name += f"_bn{self.block_n}" if self.block_n != BN else ""
@@ -257,10 +258,10 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
     spin : bool
         Wait on mbarriers with a loop of plain ``try_wait`` instead of a suspend-time hint.
     block_n : int
-        Columns of C per CTA tile, 64, 128 or 256 (``wgmma.m64n{block_n}``): fewer columns
-        make more tiles, for shapes whose 128 x 256 tiles would leave SMs idle (small ``m``
-        or ``n``); a stage of the ring then takes ``(128 + block_n) * 128`` bytes and the
-        bf16 epilogue tiles ``256 * block_n`` bytes, so more stages fit.
+        Columns of C per CTA tile, a multiple of 8 from 64 to 256 (``wgmma.m64n{block_n}``):
+        fewer columns make more tiles, for shapes whose 128 x 256 tiles would leave SMs idle
+        (small ``m`` or ``n``); a stage of the ring then takes ``(block_m + block_n) * 128``
+        bytes and the bf16 epilogue tiles ``256 * block_n`` bytes, so more stages fit.
     bias : str or None
         The dtype of a ``Bias`` vector ``(n,)`` added to every row of the product
         (``"bfloat16"`` or ``"float32"``, converted to fp32 and added to the fp32

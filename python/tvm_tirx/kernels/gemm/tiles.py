@@ -7,7 +7,8 @@ rate each; cooperative 256-row tiles (:data:`COOPERATIVE_RATE`) fewer.
 :data:`COOPERATIVE_RATE` (256 rows) it takes the share of the launched waves' CTA slots
 that hold a tile, ``tiles / (ceil(tiles / sms) * sms)``, times the tile's relative rate
 and the share of the tiles' elements inside C (``n = 40`` fills 40 of 64 columns, or of
-256; ``m = 200`` 200 of 256 rows), and keeps the best.  The rates and the depths come from ``python bench/gemm.py --tiles`` on the H200
+256; ``m = 200`` 200 of 256 rows), and keeps the best.  The rates and the depths come
+from ``python bench/gemm.py --tiles`` on the H200
 (every tile variant on every shape of the suite, compiled in parallel by
 :func:`tvm_tirx.testing.sweep`): rerun it on another GPU and update the table.
 
