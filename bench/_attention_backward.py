@@ -272,3 +272,33 @@ def main_kernels(repeats: int) -> None:
 
 
 __all__ = ["main_backward", "main_kernels", "CLASSES", "KERNEL_ROWS", "KERNEL_VARIANTS"]
+
+
+def main_dsum(repeats: int) -> None:
+    """``ops.attention``'s backward per call with Dsum from float32 copies of dO and O
+    (the default) and with :func:`~tvm_tirx.kernels.attention_backward.make_dsum`'s one pass
+    (``TVM_TIRX_ATTENTION_DSUM=1``), on :data:`KERNEL_ROWS` (GPU, bfloat16): both in the same
+    process, interleaved rounds, the two routes' gradients checked against each other."""
+    import torch
+
+    from tvm_tirx import ops
+    from tvm_tirx.ops import attention_backward_kernels as kernels
+
+    rows = []
+    for row in KERNEL_ROWS:
+        q, k, v = _inputs(torch, row, torch.bfloat16)
+        do = torch.randn(q.shape, device="cuda", dtype=q.dtype, generator=torch.Generator("cuda").manual_seed(7))
+        fn = _backward_call(torch, ops, q, k, v, do, row[5], None)
+        times, grads = {False: [], True: []}, {}
+        for _ in range(3):  # interleaved rounds: clocks and L2 drift alike for both routes
+            for route in (False, True):
+                kernels.DSUM_ROUTE = route
+                grads[route] = fn()
+                times[route].append(_call_us(torch, fn, repeats))
+        kernels.DSUM_ROUTE = False
+        err = _relative_error(grads[True], [g.float() for g in grads[False]])
+        old, new = (statistics.median(times[r]) for r in (False, True))
+        rows.append([",".join(map(str, row[:5])), "yes" if row[5] else "no", f"{old:.0f}", f"{new:.0f}",
+                     f"{old / new:.3f}", f"{err:.1e}"])
+    print("ops.attention backward per call (us, bfloat16): Dsum from float32 copies vs make_dsum's one pass")
+    print(table(["B,H,KV,L,D", "causal", "copies us", "make_dsum us", "speedup", "rel diff"], rows))

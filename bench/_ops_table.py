@@ -32,7 +32,7 @@ def plan_name(key) -> str:
     """A kernel key (:mod:`tvm_tirx.ops.gemm_kernels`) as a short plan."""
     if hasattr(key, "splits"):
         return f"small-M bm{key.block_m} s{key.splits}"
-    return f"tile 128x{key.block_n}"
+    return f"tile {key.block_m}x{key.block_n}"
 
 
 def _plan(x, w) -> str:

@@ -14,6 +14,7 @@ is timed (CUDA events, median of ``--runs`` runs after a warm-up, random inputs)
     python bench/attention.py --ops [--classes ...] [--dtype float16]  # GPU: ops.attention per call
     python bench/attention.py --ops-plans    # no GPU: the plan ops.attention takes per row
     python bench/attention.py --backward [--classes ...]  # GPU: the backward (bench/_attention_backward.py)
+    python bench/attention.py --dsum  # GPU: the backward through the op with either Dsum route
     python bench/attention.py --backward-kernels  # GPU: the backward kernel's dq_split variants vs cuDNN
     python bench/attention.py --varlen   # GPU: packed sequences (bench/_attention_varlen.py)
 """
@@ -162,6 +163,8 @@ def main(argv=None) -> int:
     parser.add_argument("--backward-kernels", action="store_true",
                         help="make_attention_backward's variants (dq_split, stages) against cuDNN's backward "
                         "(bench/_attention_backward.py; without a GPU: assembled)")
+    parser.add_argument("--dsum", action="store_true",
+                        help="ops.attention's backward with either Dsum route (bench/_attention_backward.py; GPU)")
     parser.add_argument("--varlen", action="store_true",
                         help="ops.attention_varlen against FA2's and cuDNN's varlen kernels (bench/_attention_varlen.py)")
     parser.add_argument("--ops-plans", action="store_true", help="the plan ops.attention takes per row (no GPU)")
@@ -173,6 +176,8 @@ def main(argv=None) -> int:
         return _attention_varlen.main_varlen(args.dtype, max(5, args.runs // 2))
     if args.backward_kernels:
         return _attention_backward.main_kernels(max(5, args.runs // 2))
+    if args.dsum:
+        return _attention_backward.main_dsum(max(5, args.runs // 2))
     if args.backward:
         return _attention_backward.main_backward(args.classes, args.dtype, max(5, args.runs // 2))
     if args.ops_plans or args.ops:

@@ -108,3 +108,15 @@ show tiles-256 16
 part dsum 200 python3 -m pytest tests/python/test_attention_dsum.py -m gpu -q -n 4 --tb=short -p no:cacheprovider
 part attention-backward-dsum 500 env TVM_TIRX_ATTENTION_DSUM=1 python3 bench/attention.py --backward
 show attention-backward-dsum 14
+# what the last GPU run left unverified: the workspaces made outside CUDA graph pools (the one
+# failure of 2026-12-05's gpu-suite), make_dsum, and the deterministic backward by columns
+part verify 200 python3 -m pytest -m gpu -q -n 4 --tb=short -p no:cacheprovider \
+  tests/python/test_eager_ops.py tests/python/test_attention_dsum.py tests/python/test_attention_backward_deterministic.py
+# is it K's rows (not a multiple of 128 bytes) or M and N (not multiples of the tile) that halve 5000^3?
+part tiles-misaligned 300 python3 bench/gemm.py --tiles --runs 10 --only 128x192 256x160 256x192 \
+  --sizes 4096x4096x4096 4096x4096x4000 5000x5000x5120 5000x5000x5000
+show tiles-misaligned 12
+part dsum-route 300 python3 bench/attention.py --dsum --runs 10
+show dsum-route 10
+part gemm-ops 500 python3 bench/gemm.py --ops --runs 20
+show gemm-ops 70
