@@ -276,15 +276,15 @@ __all__ = ["main_backward", "main_kernels", "CLASSES", "KERNEL_ROWS", "KERNEL_VA
 
 def main_dsum(repeats: int) -> None:
     """``ops.attention``'s backward per call with Dsum from float32 copies of dO and O
-    (the default) and with :func:`~tvm_tirx.kernels.attention_backward.make_dsum`'s one pass
-    (``TVM_TIRX_ATTENTION_DSUM=1``), on :data:`KERNEL_ROWS` (GPU, bfloat16): both in the same
+    (``TVM_TIRX_ATTENTION_DSUM=0``) and with :func:`~tvm_tirx.kernels.attention_backward.make_dsum`'s
+    one pass (the default), on :data:`KERNEL_ROWS` (GPU, bfloat16): both in the same
     process, interleaved rounds, the two routes' gradients checked against each other."""
     import torch
 
     from tvm_tirx import ops
     from tvm_tirx.ops import attention_backward_kernels as kernels
 
-    rows = []
+    rows, default = [], kernels.DSUM_ROUTE
     for row in KERNEL_ROWS:
         q, k, v = _inputs(torch, row, torch.bfloat16)
         do = torch.randn(q.shape, device="cuda", dtype=q.dtype, generator=torch.Generator("cuda").manual_seed(7))
@@ -295,7 +295,7 @@ def main_dsum(repeats: int) -> None:
                 kernels.DSUM_ROUTE = route
                 grads[route] = fn()
                 times[route].append(_call_us(torch, fn, repeats))
-        kernels.DSUM_ROUTE = False
+        kernels.DSUM_ROUTE = default
         err = _relative_error(grads[True], [g.float() for g in grads[False]])
         old, new = (statistics.median(times[r]) for r in (False, True))
         rows.append([",".join(map(str, row[:5])), "yes" if row[5] else "no", f"{old:.0f}", f"{new:.0f}",

@@ -39,7 +39,10 @@ def _plan(x, w) -> str:
     from tvm_tirx import ops
 
     keys = ops.check(ops.linear, x, w)
-    return plan_name(keys[0]) if keys else "torch"
+    if not keys:
+        return "torch"
+    padded = getattr(keys[0], "k", x.shape[-1]) - x.shape[-1]  # planner.k_padding's zero columns
+    return plan_name(keys[0]) + (f" k+{padded}" if padded else "")
 
 
 def plans(shapes) -> None:

@@ -81,3 +81,51 @@ def test_check_shows_the_small_m_plan(overrides, torch_cpu):
     overrides.override(4096, 4096, SmallMPlan(8, 4, 8))
     gemm_kernels.clear_kernels()
     assert ops.check(ops.linear, x, w) == [SmallMSpec(4096, 4096, "bfloat16", "sm_90a", 8, 4, 8)]
+
+
+@pytest.mark.parametrize("itemsize", [1, 2])
+def test_k_padding_makes_every_padded_row_pitch_a_multiple_of_32_bytes(itemsize):
+    step = 16 // itemsize  # the operators' rule: rows of a multiple of 16 bytes
+    for k in range(step, 4096 + step, step):
+        pad = planner.k_padding(4096, 4096, k, itemsize)
+        assert ((k + pad) * itemsize) % planner.ROW_PITCH_BYTES == 0
+        assert pad == (0 if (k * itemsize) % planner.ROW_PITCH_BYTES == 0 else 16 // itemsize)
+
+
+def test_k_padding_only_where_the_copy_pays():
+    assert planner.k_padding(5000, 5000, 5000, 2) == 8
+    assert planner.k_padding(1000, 1000, 1000, 2) == 0  # 1000 * 1000 / 2000 = 500 < PAD_MIN_ROWS
+    assert planner.k_padding(64, 4096, 4104, 2) == 0  # decode: the small-M kernel's, and too few rows
+    edge = planner.PAD_MIN_ROWS * 2
+    assert planner.k_padding(edge, edge, 1000, 2) == 8 and planner.k_padding(edge - 1, edge, 1000, 2) == 0
+    with pytest.raises(ValueError, match="itemsize"):
+        planner.k_padding(8, 8, 8, 0)
+
+
+def test_the_operators_pad_k_and_check_shows_the_padded_kernel(torch_cpu):
+    torch = torch_cpu
+    from tvm_tirx import ops
+
+    x = torch.empty(5000, 5000, dtype=torch.bfloat16, device="meta")
+    w = torch.empty(4096, 5000, dtype=torch.bfloat16, device="meta")
+    (key,) = ops.check(ops.linear, x, w)
+    assert key.k == 5008 and key.n == 4096
+    (key,) = ops.check(ops.linear, x, w.t().contiguous().t())  # B stored N-major: its rows are not K's
+    assert key.k == 5000
+
+
+def test_a_padded_plan_appends_zero_columns_to_copies_and_runs_its_inner_plan(torch_cpu):
+    torch = torch_cpu
+    from tvm_tirx.ops.gemm_plans import PaddedK
+
+    seen = []
+    plan = PaddedK(8, lambda *args: seen.append(args) or "out")
+    x, w = torch.randn(2, 3, 40), torch.randn(5, 40)
+    x0, w0 = x.clone(), w.clone()
+    assert plan(x, w, None, "residual") == "out"
+    (xp, wp, bias, residual), = seen
+    assert xp.shape == (2, 3, 48) and wp.shape == (5, 48) and xp.is_contiguous() and wp.is_contiguous()
+    assert torch.equal(xp[..., :40], x0) and torch.equal(wp[:, :40], w0)
+    assert not xp[..., 40:].any() and not wp[:, 40:].any()
+    assert torch.equal(x, x0) and torch.equal(w, w0) and (bias, residual) == (None, "residual")
+    assert torch.equal(xp @ wp.t(), x @ w.t())  # zeros times anything add nothing

@@ -636,6 +636,26 @@ def test_linear_on_gpu_for_every_m_from_one_kernel_per_tile_width(torch_cuda, ou
 
 @pytest.mark.gpu
 @testing.requires_arch("sm_90a")
+def test_linear_pads_k_on_gpu_and_gives_the_unpadded_kernels_bits(torch_cuda, monkeypatch):
+    # k = 2056: rows of 4112 bytes (16 mod 32), padded to 2064 columns (planner.k_padding);
+    # the appended zeros change no bit of the product (they add 0 at the end of each sum)
+    x, w = _inputs(2048, n=2048, k=2056, device="cuda")
+    x[5, 7] = float("nan")  # a NaN in a real column still reaches its row
+    gemm_kernels.clear_kernels()
+    padded = ops.linear(x, w)
+    assert [key.k for key in ops.check(ops.linear, x, w)] == [2064]
+    monkeypatch.setattr(planner, "PAD_MIN_ROWS", 1 << 30)
+    gemm_kernels.clear_kernels()
+    assert [key.k for key in ops.check(ops.linear, x, w)] == [2056]
+    plain = ops.linear(x, w)
+    assert torch_cuda.equal(padded.isnan(), plain.isnan()) and padded[5].isnan().all()
+    assert torch_cuda.equal(padded.nan_to_num(), plain.nan_to_num())
+    x[5, 7] = 0
+    _close(ops.linear(x, w), _ref(x, w), BF16)
+
+
+@pytest.mark.gpu
+@testing.requires_arch("sm_90a")
 def test_a_column_major_a_on_gpu(torch_cuda):
     # the weight gradient's form: a (m, k) column-major, read M-major (m a multiple of 8)
     w = _inputs(1, n=1024, k=512, device="cuda")[1]

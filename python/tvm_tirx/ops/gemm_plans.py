@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels.gemm.planner import SmallMPlan, choose_gemm
+from ..kernels.gemm.planner import SmallMPlan, choose_gemm, k_padding
 from .eager import Plans, signature
 from .gemm_kernels import SmallMSpec, a_operand, b_operand, gemm_kernel, on_clear_kernels
 from .small_m_plan import workspace
 from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
                            gemm_key, sm_count)
 
-__all__ = ["plan", "run_gemm", "accumulator", "check_fallback", "KernelPlan", "SmallMLaunch", "FALLBACKS", "PLANS"]
+__all__ = ["plan", "run_gemm", "accumulator", "check_fallback", "KernelPlan", "SmallMLaunch", "PaddedK", "pad_k",
+           "FALLBACKS", "PLANS"]
 
 #: The values ``fallback`` takes: None (raise on an unsupported input) or ``"torch"``.
 FALLBACKS = (None, "torch")
@@ -163,7 +164,32 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):
     small = _small_m_key(key, x.numel() // k, x.device)
     if small is not None:
         return SmallMLaunch(small, shape, out_dtype, x, w)
+    pad = k_padding(x.numel() // k, n, k, x.element_size()) if key.a_major == key.b_major == "k" else 0
+    if pad:  # the plan of the padded operands (whose rows need no padding), padding each call's
+        return PaddedK(pad, _make_plan(names, pad_k(x, pad), pad_k(w, pad), out_dtype, fallback, bias, residual))
     return KernelPlan(key, shape, out_dtype, x, w, bias, residual)
+
+
+def pad_k(t: torch.Tensor, pad: int) -> torch.Tensor:
+    """A new contiguous ``(*, k + pad)`` copy of K-major ``t (*, k)`` with ``pad`` zero
+    columns appended (:func:`~tvm_tirx.kernels.gemm.planner.k_padding`)."""
+    return torch.nn.functional.pad(t, (0, pad))
+
+
+class PaddedK:
+    """A launch plan that appends ``pad`` zero columns to ``x (*, k)`` and ``w (n, k)`` on
+    every call (new tensors: the caller's are not touched) and runs ``inner``, the plan of
+    the padded operands, on them: the product is the same, and the kernel's TMA loads read
+    rows of a multiple of :data:`~tvm_tirx.kernels.gemm.planner.ROW_PITCH_BYTES`.  Called
+    as ``plan(x, w, bias, residual)``."""
+
+    __slots__ = ("pad", "inner")
+
+    def __init__(self, pad: int, inner):
+        self.pad, self.inner = pad, inner
+
+    def __call__(self, x, w, bias, residual):
+        return self.inner(pad_k(x, self.pad), pad_k(w, self.pad), bias, residual)
 
 
 def _small_m_key(key, m: int, device):

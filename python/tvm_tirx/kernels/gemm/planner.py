@@ -20,7 +20,7 @@ from .small_m import BLOCK_MS, ROWS_W, small_m_smem_bytes
 from .tiles import SMS, choose_tile, deepest_ring
 
 __all__ = ["SMALL_M", "SMALL_M_ROUTE", "MIN_SPLIT_TILES", "MAX_SPLITS", "SmallMPlan", "choose_small_m",
-           "choose_gemm", "override", "clear_overrides"]
+           "choose_gemm", "override", "clear_overrides", "ROW_PITCH_BYTES", "PAD_MIN_ROWS", "k_padding"]
 
 #: Whether :func:`choose_gemm` gives shapes of at most :data:`SMALL_M` rows to the small-M
 #: kernel by default.  On: its GPU tests passed on the H200 and through ``ops.linear`` it
@@ -39,6 +39,17 @@ CTA_OVERHEAD_TILES = 4
 MAX_SPLITS = 32
 #: the deepest ring the small-M kernel takes
 MAX_STAGES = 8
+#: the byte multiple of a K-major operand's row pitch at which the tile kernel's TMA loads
+#: run at full rate.  Measured on an H100 (2026-12-05, ``bench/gemm.py --tiles``, TFLOP/s of
+#: the best tile): 4096 x 4096 x 4000 (rows of 8000 bytes) 714 against 734 at k = 4096, but
+#: 5000 x 5000 x 5000 (10000 bytes: 16 mod 32) 485 against 657 at k = 5120, every tile at
+#: 0.55-0.78 of its rate
+ROW_PITCH_BYTES = 32
+#: the least ``m n / (m + n)`` at which padding K pays: the copy of both operands moves
+#: ``4 (m + n) k`` bytes (read and write, 2-byte elements), the kernel saves about a third
+#: of ``2 m n k`` FLOPs' time; at ~650 TFLOP/s and ~3 TB/s the saving is twice the copy
+#: from ``m n / (m + n)`` of about 1000
+PAD_MIN_ROWS = 1024
 
 
 @dataclass(frozen=True)
@@ -183,3 +194,30 @@ def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = 
     if m <= SMALL_M and (SMALL_M_ROUTE if small_m is None else small_m):
         return choose_small_m(m, n, k, sms, deterministic)
     return choose_tile(m, n, out_dtype, sms, fused=fused)
+
+
+def k_padding(m: int, n: int, k: int, itemsize: int) -> int:
+    """Zero elements to append to each row of K-major ``A (m, k)`` and ``B (n, k)`` (the
+    product is unchanged: the appended columns add ``0 * 0``) so that the tile kernel reads
+    rows of a multiple of :data:`ROW_PITCH_BYTES`, or 0 where the rows are already such or
+    where the copy would cost more than it saves (``m n < PAD_MIN_ROWS (m + n)``, which
+    leaves out every small-M shape).
+
+    Parameters
+    ----------
+    m, n, k : int
+        The GEMM's sizes, elements (positive).
+    itemsize : int
+        Bytes per element of A and B (2 for bfloat16, 1 for float8); the rows, as
+        stored, are a multiple of 16 bytes (the operators' rule).
+
+    Raises
+    ------
+    ValueError
+        A size or ``itemsize`` not a positive int.
+    """
+    _check_positive(m=m, n=n, k=k, itemsize=itemsize)
+    pitch = k * itemsize
+    if pitch % ROW_PITCH_BYTES == 0 or m * n < PAD_MIN_ROWS * (m + n):
+        return 0
+    return -pitch % ROW_PITCH_BYTES // itemsize
