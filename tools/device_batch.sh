@@ -120,3 +120,18 @@ part dsum-route 300 python3 bench/attention.py --dsum --runs 10
 show dsum-route 10
 part gemm-ops 500 python3 bench/gemm.py --ops --runs 20
 show gemm-ops 70
+# the backward's GPU time per kernel through the op (the preparation around the kernel): torch.profiler
+part backward-profile 200 bash -c "python3 tools/profile_attention.py 4,32,8,2048,128 --causal --calls 5 --table && \
+  python3 tools/profile_attention.py 1,32,32,8192,128 --causal --calls 3 --table"
+show backward-profile 40
+# the GEMM table through ops.linear in two calls (each under 10 minutes with its compiles)
+part gemm-ops-a 560 python3 bench/gemm.py --ops --runs 20 --classes suite
+show gemm-ops-a 32
+part gemm-ops-b 560 python3 bench/gemm.py --ops --runs 20 --classes square ragged-m narrow-n decode
+show gemm-ops-b 30
+part gemm-ops-c 560 python3 bench/gemm.py --ops --runs 20 --classes llama3-8b llama3-70b
+show gemm-ops-c 28
+# after the K padding (planner.k_padding) and make_dsum by default: their GPU tests, and every
+# backward GPU test through the operator (now with make_dsum's Dsum)
+part verify-2 300 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider tests/python/test_attention_dsum.py \
+  tests/python/test_attention_backward.py "tests/python/test_torch_ops.py::test_linear_pads_k_on_gpu_and_gives_the_unpadded_kernels_bits"

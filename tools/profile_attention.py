@@ -2,7 +2,9 @@
 
 ``ncu -k regex:attention_backward --launch-skip 2 --launch-count 1 python tools/profile_attention.py
 1,32,32,8192,128 --causal`` profiles the third launch of the backward kernel (the first
-two warm up caches and clocks); ``nsys`` or ``ncu`` on the forward kernel likewise.  The
+two warm up caches and clocks); ``nsys`` or ``ncu`` on the forward kernel likewise.  With
+``--table`` it runs torch's profiler itself and prints the GPU time per kernel of the
+backward calls (what the operator's preparation around the kernel costs).  The
 shape is ``B,H,KV,L,D`` (batch, query heads, key/value heads, sequence length, head_dim),
 bf16, layout bshd.  It prints the launches it made and nothing else: the profiler reports.
 """
@@ -21,6 +23,7 @@ def main(argv=None) -> None:
     parser.add_argument("shape", help="B,H,KV,L,D")
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--table", action="store_true", help="print torch.profiler's GPU time per kernel")
     args = parser.parse_args(argv)
     b, h, kv, length, d = (int(x) for x in args.shape.split(","))
     torch.manual_seed(0)
@@ -31,7 +34,23 @@ def main(argv=None) -> None:
     for _ in range(args.calls):
         ops.attention(q, k, v, causal=args.causal).backward(grad)
     torch.cuda.synchronize()
+    if args.table:
+        _table(q, k, v, grad, args)
     print(f"profile_attention: {args.calls} forward + backward calls of {args.shape} causal={args.causal}")
+
+
+def _table(q, k, v, grad, args) -> None:
+    """Profile ``args.calls`` backward calls (the forward made once, outside) and print the
+    GPU time per kernel, summed over the calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    o = ops.attention(q, k, v, causal=args.causal)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(args.calls):
+            torch.autograd.grad(o, (q, k, v), grad, retain_graph=True)
+        torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=60))
 
 
 if __name__ == "__main__":
