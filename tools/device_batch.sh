@@ -135,3 +135,6 @@ show gemm-ops-c 28
 # backward GPU test through the operator (now with make_dsum's Dsum)
 part verify-2 300 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider tests/python/test_attention_dsum.py \
   tests/python/test_attention_backward.py "tests/python/test_torch_ops.py::test_linear_pads_k_on_gpu_and_gives_the_unpadded_kernels_bits"
+# the host's share of a backward call (torch.profiler put ~500-950 us of CPU inside the op)
+part backward-host 120 python3 tools/profile_attention.py 4,32,8,2048,128 --causal --host
+show backward-host 45

@@ -24,6 +24,8 @@ def main(argv=None) -> None:
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--calls", type=int, default=3)
     parser.add_argument("--table", action="store_true", help="print torch.profiler's GPU time per kernel")
+    parser.add_argument("--host", action="store_true", help="print the host's time per backward call and its "
+                        "Python profile")
     args = parser.parse_args(argv)
     b, h, kv, length, d = (int(x) for x in args.shape.split(","))
     torch.manual_seed(0)
@@ -36,6 +38,8 @@ def main(argv=None) -> None:
     torch.cuda.synchronize()
     if args.table:
         _table(q, k, v, grad, args)
+    if args.host:
+        _host(q, k, v, grad, args)
     print(f"profile_attention: {args.calls} forward + backward calls of {args.shape} causal={args.causal}")
 
 
@@ -51,6 +55,33 @@ def _table(q, k, v, grad, args) -> None:
             torch.autograd.grad(o, (q, k, v), grad, retain_graph=True)
         torch.cuda.synchronize()
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=60))
+
+
+def _host(q, k, v, grad, args) -> None:
+    """The host's time to issue one backward call (the call returns before the GPU is
+    done: median of 20, each after a synchronize) and the cProfile of 20 calls (the 25
+    functions of most own time)."""
+    import cProfile
+    import pstats
+    import statistics
+    import time
+
+    o = ops.attention(q, k, v, causal=args.causal)
+    samples = []
+    for _ in range(20):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        torch.autograd.grad(o, (q, k, v), grad, retain_graph=True)
+        samples.append((time.perf_counter() - t0) * 1e6)
+    print(f"host time per backward call: median {statistics.median(samples):.0f} us, min {min(samples):.0f} us")
+    torch.cuda.synchronize()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(20):
+        torch.autograd.grad(o, (q, k, v), grad, retain_graph=True)
+        torch.cuda.synchronize()
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
 
 
 if __name__ == "__main__":
