@@ -28,6 +28,7 @@ def route_on_an_h200(monkeypatch):
     monkeypatch.setattr(kernels, "ROUTE", True)
     made = []
     monkeypatch.setattr(kernels, "_compile", lambda key: made.append(key) or _StandIn(key))
+    monkeypatch.setattr(kernels, "_compile_dsum", lambda key: _DsumStandIn())
     monkeypatch.setattr(attention_kernels, "_compile", lambda key: _Forward(key))
     kernels.clear_kernels()
     attention_kernels.clear_kernels()
@@ -49,6 +50,18 @@ class _Forward:
         lse.copy_(attention_blocks.forward(q, k, v, o, self.key.causal, self.key.scale, "bshd"))
 
 
+class _DsumStandIn:
+    """make_dsum's contract: ``dsum (b, h, n) = rowsum(dO * O)`` in float32, from contiguous bshd
+    dO and O; checked and unchecked calls alike (a plan launches it unchecked after its first call)."""
+
+    def launcher(self, *args):
+        return self
+
+    def __call__(self, do, o, dsum):
+        assert do.is_contiguous() and o.is_contiguous() and dsum.dtype == torch.float32
+        dsum.copy_((do.float() * o.float()).sum(-1).transpose(1, 2))
+
+
 class _StandIn:
     """The kernel's contract computed in float32 from its own arguments (bshd tensors):
     ``P = exp(scale q.k - LSE)``, ``dS = P (dO.v - Dsum)``, ``dq_acc += scale dS K``,
@@ -56,6 +69,9 @@ class _StandIn:
 
     def __init__(self, key):
         self.key, self.calls = key, 0
+
+    def launcher(self, *args):  # the plan's unchecked launch (checks: the operator's own)
+        return self
 
     def __call__(self, q, k, v, do, lse, dsum, dq_acc, dk, dv, *order):
         self.calls += 1
@@ -248,3 +264,28 @@ def test_the_operators_kernel_takes_the_measured_plan(head_dim):
     assert PLANS[head_dim]["dq_split"] == "columns"
     assert tvm_ffi.structural_equal(made.body, planned.body, map_free_vars=True)
     assert not tvm_ffi.structural_equal(made.body, default.body, map_free_vars=True)
+
+
+def test_a_backward_signature_is_planned_once_and_called_without_the_dispatcher(route_on_an_h200, monkeypatch):
+    from tvm_tirx.ops import eager
+
+    monkeypatch.setattr(eager, "_on_device", lambda t: True)  # the fast path serves these CPU tensors
+    routes, dispatched = [], []
+    real_route, real_op = attention_backward_ops._route, attention_backward_ops._BACKWARD_CALL.op
+    monkeypatch.setattr(attention_backward_ops, "_route", lambda *a: routes.append(a[-1]) or real_route(*a))
+    monkeypatch.setattr(attention_backward_ops._BACKWARD_CALL, "op", lambda *a: dispatched.append(1) or real_op(*a))
+    q, k, v = _qkv()
+    first, again = _grads(q, k, v, True, "bshd", False), _grads(q, k, v, True, "bshd", False)
+    (kernel,) = kernels.cached_kernels().values()
+    assert len(routes) == 1 and kernel.calls == 2 and dispatched == []  # one plan, two launches, direct
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    _grads(*_qkv(n=41), True, "bshd", False)  # another length: another signature, another plan
+    assert len(routes) == 2 and len(attention_backward_ops.PLANS) == 2
+    leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+    o = ops.attention(*leaves, causal=True, fallback="torch")
+    (dq,) = torch.autograd.grad(o.float().square().sum(), leaves[0], create_graph=True)  # grad mode on
+    assert dispatched == [1]  # the registered op, whose autograd refuses a double backward
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(dq.float().sum(), leaves[0])
+    kernels.clear_kernels()
+    assert len(attention_backward_ops.PLANS) == 0

@@ -34,7 +34,7 @@ from .attention_kernels import AttentionOperands, f32_bits
 from .kernel_table import KernelTable
 
 __all__ = ["ROUTE", "DSUM_ROUTE", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func", "backward_kernel",
-           "dsum_kernel", "cached_kernels", "clear_kernels"]
+           "on_clear_kernels", "dsum_kernel", "cached_kernels", "clear_kernels"]
 
 #: Whether the operator's backward takes the kernel (on; ``TVM_TIRX_ATTENTION_BACKWARD=0`` turns it off).
 ROUTE = os.environ.get("TVM_TIRX_ATTENTION_BACKWARD", "1") != "0"
@@ -134,7 +134,19 @@ def cached_kernels() -> dict:
     return _TABLE.cached()
 
 
+_ON_CLEAR: list = []
+
+
+def on_clear_kernels(forget) -> None:
+    """Call ``forget()`` whenever :func:`clear_kernels` runs (the backward's plans hold
+    these kernels)."""
+    _ON_CLEAR.append(forget)
+
+
 def clear_kernels() -> None:
-    """Forget this process's compiled backward kernels (the on-disk compile cache is kept)."""
+    """Forget this process's compiled backward kernels and every plan holding one (the
+    on-disk compile cache is kept)."""
     _TABLE.clear()
     _DSUM.clear()
+    for forget in _ON_CLEAR:
+        forget()
