@@ -40,11 +40,13 @@ MAX_SPLITS = 32
 #: the deepest ring the small-M kernel takes
 MAX_STAGES = 8
 #: the byte multiple of a K-major operand's row pitch at which the tile kernel's TMA loads
-#: run at full rate.  Measured on an H100 (2026-12-05, ``bench/gemm.py --tiles``, TFLOP/s of
-#: the best tile): 4096 x 4096 x 4000 (rows of 8000 bytes) 714 against 734 at k = 4096, but
-#: 5000 x 5000 x 5000 (10000 bytes: 16 mod 32) 485 against 657 at k = 5120, every tile at
-#: 0.55-0.78 of its rate
-ROW_PITCH_BYTES = 32
+#: run at full rate.  Measured on an H100 (2026-12-05, ``bench/gemm.py --tiles`` and
+#: ``--ops``, TFLOP/s of the best tile): rows of 8000 bytes (4096 x 4096 x 4000, 0 mod 64) ran
+#: at 714 against 734 at k = 4096; rows of 10000 bytes (5000^3, 16 mod 32) at 485 against 657
+#: at k = 5120, every tile at 0.55-0.78 of its rate; and padded to 32 bytes, rows of 10016
+#: (5000 x 5000 x 5008, 32 mod 64: 412) and 8224 bytes (4097 x 4095 x 4112: 354) stayed slow.
+#: So 64; that padding to 64 restores the rate has not yet run on a GPU
+ROW_PITCH_BYTES = 64
 #: the least ``m n / (m + n)`` at which padding K pays: the copy of both operands moves
 #: ``4 (m + n) k`` bytes (read and write, 2-byte elements), the kernel saves about a third
 #: of ``2 m n k`` FLOPs' time; at ~650 TFLOP/s and ~3 TB/s the saving is twice the copy
