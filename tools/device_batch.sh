@@ -1,25 +1,21 @@
 #!/usr/bin/env bash
 # The GPU steps the open issues (40, 42, 43) wait on; every part writes its whole log under
 # $OUT (the device's fetched folder) and prints its summary.  Run on an H100 on 2026-12-05
-# (afternoon) and no longer waiting: the GPU suite with the cooperative 256-row GEMM tiles,
-# dq_split="columns", the forward's TMA store and the deterministic backward (376 passed;
-# the one failure, reduce-overhead compile, fixed since), backward-kernels (columns won:
-# now the operator's), attention-tma-store (D128 rows only: now the D128 plans'),
-# tiles-256 (now in the planner), ncu-backward.  What the next session should run, in calls
-# of at most 10 minutes on one warm machine (set DEADLINE so that every part ends in time:
-# DEADLINE=$(( $(date +%s) + 585 ))):
-#   A. gpu-suite (~370 s on an H100), deterministic, dsum (make_dsum's GPU tests);
-#   B. attention-ops (the forward table through the op, now with the TMA store at D128),
-#      attention-backward-kernel (the backward table through the op, now by columns), and
-#      attention-backward-dsum (the same with make_dsum's Dsum: if faster, turn DSUM_ROUTE on);
-#   C. sanitize-backward-columns, racecheck-attention-backward (the operator's kernels now
-#      split by columns: memcheck and racecheck have not seen them), attention-tma-store
-#      with --rows 4,16,4096,256 1,16,16384,64 (D64 / D256: does the TMA store win there?);
-#   D. a tiles sweep on shapes whose K rows are not a multiple of 128 bytes (5000^3 ran
-#      every tile at half speed): bench/gemm.py --tiles --sizes 4000x4000x4000
-#      4096x4096x4000 5120x5120x5000, and decode-route-off, split-sweep.
+# (evening) and no longer waiting: verify (the workspace fix, make_dsum, deterministic by
+# columns: 14 passed), tiles-misaligned, dsum-route (make_dsum: 1.11-1.26x, now the
+# default), verify-2 (24 passed), backward-profile, backward-host (716 us of host per
+# call), gemm-ops-a (suite: graph geomean 1.055), gemm-ops-b (classes: 0.894),
+# attention-backward-kernel (geomean 0.746), sanitize-backward-columns (memcheck clean;
+# racecheck ran out of time).  What the next session should run, in calls of at most 10
+# minutes on one warm machine (DEADLINE=$(( $(date +%s) + 585 ))):
+#   A. gpu-suite (~370 s on an H100): the backward's plans and direct call (FastOp) and
+#      the 64-byte K padding (test_linear_pads_k_on_gpu...) have not run on a GPU;
+#   B. backward-host (did the plans cut the 716 us?), attention-backward-kernel, and
+#      gemm-ops-b (does 5000^3 padded to 64-byte rows reach 5000 x 5000 x 5120's rate?);
+#   C. racecheck-backward-columns, gemm-ops-c (the Llama classes, never run), deterministic.
 # Other parts: route-tests, sanitize, decode-route-on, tiles, attention-backward (kernel
-# off), sanitize-attention-backward, backward-kernels, varlen, varlen-kernel, ncu-backward.
+# off), sanitize-attention-backward, backward-kernels, varlen, varlen-kernel, ncu-backward,
+# tiles-256, attention-tma-store, dsum, attention-ops.
 #
 #   . /tmp/tirx-site/env.sh && export PYTHONPATH=$PWD/python:$PYTHONPATH && export OUT && \
 #     DEADLINE=$(( $(date +%s) + 585 )) bash tools/device_batch.sh PART...
@@ -138,3 +134,6 @@ part verify-2 300 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovide
 # the host's share of a backward call (torch.profiler put ~500-950 us of CPU inside the op)
 part backward-host 120 python3 tools/profile_attention.py 4,32,8,2048,128 --causal --host
 show backward-host 45
+# racecheck of the operator's backward kernels (by columns) on one configuration per head_dim
+part racecheck-backward-columns 400 bash tools/sanitize.sh racecheck tests/python/test_attention_backward.py \
+  -k "float16_heads_and_stages and (128-float16-8-3-columns or 64-float16-1-4-columns)"
