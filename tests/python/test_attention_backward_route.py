@@ -289,3 +289,20 @@ def test_a_backward_signature_is_planned_once_and_called_without_the_dispatcher(
         torch.autograd.grad(dq.float().sum(), leaves[0])
     kernels.clear_kernels()
     assert len(attention_backward_ops.PLANS) == 0
+
+
+def test_a_plan_is_remade_when_a_switch_of_the_route_changes(route_on_an_h200, monkeypatch):
+    # the plan key holds every switch _route reads besides the tensors: turning one flips the path
+    q, k, v = _qkv(n=33, d=256)
+    taken = []
+    real = attention_backward_ops._sdpa_grads
+    monkeypatch.setattr(attention_backward_ops, "_sdpa_grads", lambda *a: taken.append(1) or real(*a))
+    for devices, calls in ((("cpu",), [1]), ((), [1]), (("cpu",), [1, 1])):
+        monkeypatch.setattr(attention_backward_ops, "SDPA_DEVICES", devices)
+        _grads(q, k, v, True, "bshd", False)
+        assert taken == calls, devices
+    monkeypatch.setattr(kernels, "ROUTE", False)
+    _grads(*_qkv(), True, "bshd", False)
+    monkeypatch.setattr(kernels, "ROUTE", True)
+    _grads(*_qkv(), True, "bshd", False)
+    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a")]

@@ -190,9 +190,10 @@ kernels.on_clear_kernels(PLANS.clear)
 def _attention_backward(grad_o: Optional[torch.Tensor], grad_lse: Optional[torch.Tensor], q: torch.Tensor,
                         k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, causal: bool,
                         scale: float, layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    # the route depends on the module's switches, deterministic mode and dispatch modes too
-    key = (causal, scale, layout, kernels.ROUTE, kernels.DSUM_ROUTE, torch.are_deterministic_algorithms_enabled(),
-           is_in_torch_dispatch_mode(), *signature(grad_o, grad_lse, q, k, v, o, lse))
+    # the route depends on the modules' switches, deterministic mode and dispatch modes too
+    key = (causal, scale, layout, kernels.ROUTE, kernels.DSUM_ROUTE, SDPA_DEVICES,
+           torch.are_deterministic_algorithms_enabled(), is_in_torch_dispatch_mode(),
+           *signature(grad_o, grad_lse, q, k, v, o, lse))
     plan = PLANS.get(key, grad_o, grad_lse, q, k, v, o, lse, causal, scale, layout)
     grads = plan(grad_o, grad_lse, q, k, v, o, lse)
     # the fake's strides (a gradient already laid out like its input is returned as it is:
