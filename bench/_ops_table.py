@@ -35,25 +35,27 @@ def plan_name(key) -> str:
     return f"tile {key.block_m}x{key.block_n}"
 
 
-def _plan(x, w) -> str:
+def _keys(m: int, n: int, k: int) -> list:
+    """The keys of the kernels ``ops.linear`` launches for ``(m, k) @ (n, k)^T`` in bf16
+    (``ops.check`` on ``meta`` tensors: no GPU)."""
+    import torch
     from tvm_tirx import ops
 
-    keys = ops.check(ops.linear, x, w)
+    x = torch.empty(m, k, dtype=torch.bfloat16, device="meta")
+    return ops.check(ops.linear, x, torch.empty(n, k, dtype=torch.bfloat16, device="meta"))
+
+
+def _plan(m: int, n: int, k: int) -> str:
+    keys = _keys(m, n, k)
     if not keys:
         return "torch"
-    padded = getattr(keys[0], "k", x.shape[-1]) - x.shape[-1]  # planner.k_padding's zero columns
+    padded = keys[0].k - k  # planner.k_padding's zero columns
     return plan_name(keys[0]) + (f" k+{padded}" if padded else "")
 
 
 def plans(shapes) -> None:
     """Print the planner's kernel per shape (no GPU: ``meta`` tensors through ``ops.check``)."""
-    import torch
-
-    rows = []
-    for m, n, k in shapes:
-        x = torch.empty(m, k, dtype=torch.bfloat16, device="meta")
-        w = torch.empty(n, k, dtype=torch.bfloat16, device="meta")
-        rows.append([f"{m}x{n}x{k}", _plan(x, w)])
+    rows = [[f"{m}x{n}x{k}", _plan(m, n, k)] for m, n, k in shapes]
     print("the planner's kernel per shape (ops.check, as on an H200)")
     print(table(["M x N x K", "plan"], rows))
 
@@ -86,7 +88,7 @@ def _row(torch, ops, shape, repeats, triton):
     eager = per_call_us(lambda: ops.linear(x, w), calls, repeats, torch.cuda.synchronize, host_only=False)
     eager_t = per_call_us(lambda: F.linear(x, w), calls, repeats, torch.cuda.synchronize, host_only=False)
     tflops = 2 * m * n * k / ours / 1e6
-    return [f"{m}x{n}x{k}", _plan(x, w), f"{ours:.1f}", f"{theirs:.1f}", f"{theirs / ours:.2f}", tri, f"{tflops:.0f}",
+    return [f"{m}x{n}x{k}", _plan(m, n, k), f"{ours:.1f}", f"{theirs:.1f}", f"{theirs / ours:.2f}", tri, f"{tflops:.0f}",
             f"{eager:.1f}", f"{eager_t:.1f}", f"{eager_t / eager:.2f}"], theirs / ours, eager_t / eager
 
 
@@ -99,13 +101,9 @@ def compile_ahead(shapes) -> None:
     """Compile the kernels the operator takes for ``shapes`` in parallel worker processes
     (:func:`tvm_tirx.testing.sweep` without timing): they fill the compile cache, so each
     row's first call loads its kernel instead of compiling it."""
-    import torch
-    from tvm_tirx import ops, testing
+    from tvm_tirx import testing
 
-    keys = set()
-    for m, n, k in shapes:
-        x = torch.empty(m, k, dtype=torch.bfloat16, device="meta")
-        keys.update(ops.check(ops.linear, x, torch.empty(n, k, dtype=torch.bfloat16, device="meta")))
+    keys = {key for shape in shapes for key in _keys(*shape)}
     result = testing.sweep(_prim_func, [{"key": key} for key in keys], (), arch="sm_90a", measure=False,
                            progress=False)
     failed = [row for row in result.rows if row.error]

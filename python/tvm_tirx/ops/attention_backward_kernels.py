@@ -134,13 +134,10 @@ def cached_kernels() -> dict:
     return _TABLE.cached()
 
 
-_ON_CLEAR: list = []
-
-
 def on_clear_kernels(forget) -> None:
     """Call ``forget()`` whenever :func:`clear_kernels` runs (the backward's plans hold
     these kernels)."""
-    _ON_CLEAR.append(forget)
+    _TABLE.on_clear(forget)
 
 
 def clear_kernels() -> None:
@@ -148,5 +145,3 @@ def clear_kernels() -> None:
     on-disk compile cache is kept)."""
     _TABLE.clear()
     _DSUM.clear()
-    for forget in _ON_CLEAR:
-        forget()

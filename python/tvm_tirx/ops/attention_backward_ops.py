@@ -179,7 +179,8 @@ def _make_plan(grad_o, grad_lse, q, k, v, o, lse, causal: bool, scale: float, la
         return lambda *t: kernel_grads(main, *t, layout, key.deterministic, dsum)
     if path == "sdpa":
         return lambda grad_o, grad_lse, q, k, v, o, lse: _sdpa_grads(grad_o, q, k, v, causal, scale, layout)
-    return lambda *t: attention_blocks.backward(*t[2:5], *t[:2], causal, scale, layout)
+    return lambda grad_o, grad_lse, q, k, v, o, lse: attention_blocks.backward(q, k, v, grad_o, grad_lse, causal,
+                                                                                 scale, layout)
 
 
 #: The backward's plans per signature (emptied with the backward kernels' table).

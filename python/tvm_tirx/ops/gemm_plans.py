@@ -21,8 +21,8 @@ from .small_m_plan import workspace
 from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
                            gemm_key, sm_count)
 
-__all__ = ["plan", "run_gemm", "accumulator", "check_fallback", "KernelPlan", "SmallMLaunch", "PaddedK", "pad_k",
-           "FALLBACKS", "PLANS"]
+__all__ = ["plan", "run_gemm", "accumulator", "check_fallback", "KernelPlan", "SmallMLaunch", "PaddedK", "FALLBACKS",
+           "PLANS"]
 
 #: The values ``fallback`` takes: None (raise on an unsupported input) or ``"torch"``.
 FALLBACKS = (None, "torch")
@@ -166,11 +166,11 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):
         return SmallMLaunch(small, shape, out_dtype, x, w)
     pad = k_padding(x.numel() // k, n, k, x.element_size()) if key.a_major == key.b_major == "k" else 0
     if pad:  # the plan of the padded operands (whose rows need no padding), padding each call's
-        return PaddedK(pad, _make_plan(names, pad_k(x, pad), pad_k(w, pad), out_dtype, fallback, bias, residual))
+        return PaddedK(pad, _make_plan(names, _pad_k(x, pad), _pad_k(w, pad), out_dtype, fallback, bias, residual))
     return KernelPlan(key, shape, out_dtype, x, w, bias, residual)
 
 
-def pad_k(t: torch.Tensor, pad: int) -> torch.Tensor:
+def _pad_k(t: torch.Tensor, pad: int) -> torch.Tensor:
     """A new contiguous ``(*, k + pad)`` copy of K-major ``t (*, k)`` with ``pad`` zero
     columns appended (:func:`~tvm_tirx.kernels.gemm.planner.k_padding`)."""
     return torch.nn.functional.pad(t, (0, pad))
@@ -189,7 +189,7 @@ class PaddedK:
         self.pad, self.inner = pad, inner
 
     def __call__(self, x, w, bias, residual):
-        return self.inner(pad_k(x, self.pad), pad_k(w, self.pad), bias, residual)
+        return self.inner(_pad_k(x, self.pad), _pad_k(w, self.pad), bias, residual)
 
 
 def _small_m_key(key, m: int, device):

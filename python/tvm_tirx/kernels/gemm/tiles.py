@@ -39,8 +39,8 @@ TILE_RATE = {256: 1.0, 192: 0.94, 128: 0.91, 64: 0.55}
 #: 1.004 and 0.988 of 128 x 256 on 6144^3 and 8192 x 8192 x 4096, taken as 0.98, below both, so
 #: that it wins on wave fill only (its 1.22 on
 #: 5000^3 is not a rate: every tile there runs at about half its speed, 256 x 192 least
-#: badly, for a reason the wave model does not see; rows of 10000 bytes, not a multiple of
-#: 128, are the suspect).  Where they win: few waves of 128-row tiles (1024 x 10240 x 8192:
+#: badly, because rows of 10000 bytes are not a multiple of 64: the operators pad such K,
+#: :func:`~.planner.k_padding`).  Where they win: few waves of 128-row tiles (1024 x 10240 x 8192:
 #: 256 x 160 at 712 TFLOP/s against 652 for 128 x 256).
 COOPERATIVE_RATE = {192: 0.98, 160: 0.92, 128: 0.95}
 #: the widest cooperative tile a fused epilogue (bias, activation, residual) takes: ptxas
