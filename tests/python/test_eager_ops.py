@@ -72,7 +72,7 @@ class _StandIn:
     def __call__(self, a, b, *rest):
         *extra, c = rest
         self.launches += 1
-        if isinstance(self.key, gemm_kernels.SmallMSpec):  # extra: the zeroed workspaces, or none
+        if isinstance(self.key, gemm_kernels.SmallMSpec):  # extra: the workspaces (Partial, Counters), or none
             c.copy_(a.float() @ b.float().t())
             return
         x = a if self.key.a_major == "k" else a.t()

@@ -1,13 +1,15 @@
 """The small-M (decode) GEMM (``kernels/gemm/small_m.py``) and the planner that picks it.
 
 CPU: the planner's choice per shape (small-M up to 64 rows, split counts from the wave
-model, no split in deterministic mode, the tile kernel past 64 rows); the options the
-kernel refuses; the fragment map of the epilogue covers each element of a tile once; the
-kernel compiles and assembles for every block_m, with and without splits, and issues the
-split-K reduction only with splits (one ``red`` and one read-back per accumulator).
+model, the tile kernel past 64 rows); the options the kernel refuses; the fragment map of
+the epilogue covers each element of a tile once; the kernel compiles and assembles for
+every block_m, with and without splits, and issues the split-K reduction only with splits
+(one slab store per accumulator, one read-back per accumulator and split, the slabs
+added in order, no atomics but the count).
 GPU (marker ``gpu``): against torch in fp32 for decode shapes, ragged n and k, m past
-block_m, both output dtypes, NaN-filled outputs, the workspaces zero after each launch,
-repeated launches; ``ops.linear`` on the planner's path against ``F.linear``.
+block_m, both output dtypes, NaN-filled outputs and a NaN-filled ``Partial``, the counters
+zero after each launch, repeated launches bitwise equal; ``ops.linear`` on the planner's
+path against ``F.linear``.
 """
 
 import re
@@ -40,7 +42,6 @@ def test_decode_shapes_take_the_small_m_kernel_with_k_split_over_the_sms():
     narrow = choose_small_m(1, 1024, 4096)
     assert narrow.splits == 16 and -(-64 // narrow.splits) >= planner.MIN_SPLIT_TILES
     assert choose_small_m(1, 1024, 128).splits == 1  # two K tiles: nothing to split
-    assert choose_small_m(1, 4096, 4096, deterministic=True).splits == 1
     assert choose_small_m(1, 4096, 4096, sms=64).splits == 2
 
 
@@ -117,14 +118,21 @@ def test_the_kernel_assembles_and_reduces_only_with_splits(block_m, splits, out_
     assert f"m64n{block_m}k16" in source
     per_thread = block_m // 2  # accumulators of a consumer thread
     reductions = 1 if splits > 1 else 0
-    assert _calls(source, "red_global_add_f32") == per_thread * reductions
-    assert _calls(source, "ld_relaxed_gpu_global_f32") == per_thread * reductions
+    assert _calls(source, "red_global") == 0  # the partials meet in slabs, not by atomic adds
+    # the last CTA reads every split's slab back, and adds all but the first in order
+    assert _calls(source, "ld_relaxed_gpu_global_f32") == per_thread * splits * reductions
+    assert _calls(source, "add_rn_f32") == per_thread * (splits - 1) * reductions
     assert _calls(source, "atom_global_inc_u32") == reductions  # counts and wraps back to 0
     assert _calls(source, "st_global_u32") == 0  # so no counter reset store
-    # the stores of C: one per accumulator, on one path (the last split's, with splits)
-    store = "st_global_b16" if out_dtype == "bfloat16" else "st_global_f32"
-    zeroing = per_thread * reductions if out_dtype == "float32" else 0  # Partial set back to 0 (st.global.f32)
-    assert _calls(source, store) == per_thread + zeroing
+    # the stores of C: one per accumulator, on one path (the last split's, with splits);
+    # with splits, one slab store (st.global.f32) per accumulator before the count
+    slab = per_thread * reductions
+    if out_dtype == "bfloat16":
+        assert _calls(source, "st_global_b16") == per_thread and _calls(source, "st_global_f32") == slab
+    else:
+        assert _calls(source, "st_global_f32") == per_thread + slab
+    if splits > 1:  # split j's slab at columns j n ..: the read-back names each slab's offset
+        assert all(f"(int64_t){j * 1000})" in source for j in range(1, splits))
 
 
 # -- GPU -----------------------------------------------------------------------------------------
@@ -149,14 +157,18 @@ def test_the_small_m_kernel_on_gpu(torch_cuda, n, k, block_m, splits, out_dtype,
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         ref = x.float() @ w.float().t()
         counters = torch.zeros(m, -(-n // 128), device="cuda", dtype=torch.int32).view(torch.uint32)
-        work = [torch.zeros(m, n, device="cuda"), counters] if splits > 1 else []
-        for _ in range(2):  # a second launch on the same workspaces: they were left zero
+        # Partial needs no initial value: NaN in it must not reach C
+        work = [torch.full((m, splits * n), float("nan"), device="cuda"), counters] if splits > 1 else []
+        results = []
+        for _ in range(2):  # a second launch on the same workspaces: the counters were left zero
             c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
             kernel(x, w, *work, c)
             torch.cuda.synchronize()
             err = ((c.float() - ref).abs().max() / ref.abs().max()).item()  # NaN (unwritten) fails too
             assert err < (1e-2 if out_dtype == "bfloat16" else 1e-5), (m, err)
-        assert all(not t.view(torch.int32).any() for t in work)  # left zero (uint32 has few CUDA ops)
+            results.append(c)
+        assert torch.equal(results[0], results[1])  # the slabs add in one order: the same bits
+        assert not counters.view(torch.int32).any()  # left zero (uint32 has few CUDA ops)
 
 
 @pytest.mark.gpu
@@ -188,7 +200,7 @@ def test_linear_takes_the_small_m_kernel_on_gpu(torch_cuda, m, monkeypatch):
 
 
 @pytest.mark.parametrize("block_m,splits,out_dtype,reader", [(8, 1, "bfloat16", "F2FP"), (16, 1, "float32", "STG"),
-                                                             (8, 4, "bfloat16", "REDG"), (64, 2, "float32", "REDG")])
+                                                             (8, 4, "bfloat16", "STG"), (64, 2, "float32", "STG")])
 def test_the_epilogue_reads_the_accumulators_after_the_last_wgmma_wait_in_sass(block_m, splits, out_dtype, reader):
     # as for the tile kernel (test_kernels_gemm.py): ptxas once scheduled an epilogue's
     # first read of the accumulators above the WARPGROUP.DEPBAR of wgmma.wait_group 0

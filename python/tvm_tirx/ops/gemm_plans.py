@@ -125,7 +125,7 @@ class KernelPlan:
 class SmallMLaunch(KernelPlan):
     """A :class:`KernelPlan` of the small-M kernel (:class:`~tvm_tirx.kernels.gemm.spec.SmallMSpec`): it
     passes ``x`` as ``X (m, k)``, ``w`` as ``W (n, k)`` and, with more than one split, the
-    zeroed workspaces of the current stream (:func:`~.small_m_plan.workspace`) before C.
+    workspaces of the current stream (:func:`~.small_m_plan.workspace`) before C.
     Made as ``SmallMLaunch(key, shape, out_dtype, x, w)``; called as ``plan(x, w, None, None)``."""
 
     __slots__ = ("m",)
@@ -138,7 +138,7 @@ class SmallMLaunch(KernelPlan):
         a, c = (x, out) if self.flat else (x.view(self.m, self.key.k), out.view(self.m, self.key.n))
         if self.key.splits == 1:
             return (a, w, c)
-        return (a, w, *workspace(self.device, self.m, self.key.n), c)
+        return (a, w, *workspace(self.device, self.m, self.key.n, self.key.splits), c)
 
 
 def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):
@@ -199,7 +199,7 @@ def _small_m_key(key, m: int, device):
     plain = key.bias is None and not key.residual and key.a_major == "k" and key.b_major == "k"
     if not plain or key.in_dtype != "bfloat16":
         return None
-    choice = choose_gemm(m, key.n, key.k, key.out_dtype, sm_count(device), torch.are_deterministic_algorithms_enabled())
+    choice = choose_gemm(m, key.n, key.k, key.out_dtype, sm_count(device))
     if not isinstance(choice, SmallMPlan):
         return None
     return SmallMSpec.of(key, choice)
@@ -241,8 +241,7 @@ def plan(names: Operands, x, w, out_dtype, fallback, bias=None, residual=None):
     """
     check_fallback(names.op, fallback)  # before it is hashed
     out_dtype = x.dtype if out_dtype is None else out_dtype
-    # deterministic mode takes no split-K reduction (its partial sums add in varying order)
-    key = (names, out_dtype, fallback, torch.are_deterministic_algorithms_enabled(), *signature(x, w, bias, residual))
+    key = (names, out_dtype, fallback, *signature(x, w, bias, residual))
     return PLANS.get(key, names, x, w, out_dtype, fallback, bias, residual)
 
 

@@ -10,7 +10,7 @@ of :func:`tvm_tirx.ops.linear` take it:
   registered operators, and the route is decided again on every call;
 * the eager fast path (:func:`~.eager.direct`): the function calls the GEMM's launch
   plans (:func:`~.gemm_plans.plan`), made when the route is, and the route is kept per call
-  signature and deterministic mode (:data:`LINEAR_PLANS`), so a later call of that signature only allocates and
+  signature (:data:`LINEAR_PLANS`), so a later call of that signature only allocates and
   launches.
 
 Both run the same checks in the same order, so they raise the same errors.  Importing
@@ -144,7 +144,7 @@ def call_linear(x, weight, bias, residual, out_dtype, fallback):
     Returns the output ``(*, n)``; raises what :func:`tvm_tirx.ops.linear` documents
     (the same errors on both paths)."""
     if direct(x, weight, bias, residual) and typed((out_dtype, fallback), _ARG_TYPES):
-        key = (out_dtype, fallback, torch.are_deterministic_algorithms_enabled(), *signature(x, weight, bias, residual))
+        key = (out_dtype, fallback, *signature(x, weight, bias, residual))
         return LINEAR_PLANS.get(key, x, weight, bias, residual, out_dtype, fallback, True)(x, weight, bias, residual)
     return route(x, weight, bias, residual, out_dtype, fallback, False)(x, weight, bias, residual)
 
@@ -167,6 +167,6 @@ def call_matmul(a, b, out_dtype, fallback):
 
     Returns ``a @ b`` (``(*, n)``); raises what :func:`tvm_tirx.ops.matmul` documents."""
     if direct(a, b) and typed((out_dtype, fallback), _ARG_TYPES):
-        key = (out_dtype, fallback, torch.are_deterministic_algorithms_enabled(), *signature(a, b))
+        key = (out_dtype, fallback, *signature(a, b))
         return MATMUL_PLANS.get(key, a, b, out_dtype, fallback)(a, b)
     return torch.ops.tvm_tirx.matmul(a, b, out_dtype, fallback)

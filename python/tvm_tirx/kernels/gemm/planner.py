@@ -74,10 +74,8 @@ def _check_positive(**values):
             raise ValueError(f"choose_gemm: {name} must be a positive int, found {value!r}")
 
 
-def _splits(tiles: int, k_tiles: int, sms: int, deterministic: bool) -> int:
+def _splits(tiles: int, k_tiles: int, sms: int) -> int:
     """The split count of least modelled cost (module docstring)."""
-    if deterministic:
-        return 1
     most = max(1, min(MAX_SPLITS, k_tiles // MIN_SPLIT_TILES))
     # splits of ceil(k_tiles / s) tiles: only the counts that leave no split empty
     counts = {-(-k_tiles // -(-k_tiles // s)) for s in range(1, most + 1)}
@@ -85,13 +83,13 @@ def _splits(tiles: int, k_tiles: int, sms: int, deterministic: bool) -> int:
     return min(cost, key=lambda s: (cost[s], s))
 
 
-def choose_small_m(m: int, n: int, k: int, sms: int = SMS, deterministic: bool = False) -> SmallMPlan:
+def choose_small_m(m: int, n: int, k: int, sms: int = SMS) -> SmallMPlan:
     """The small-M kernel's plan for ``C (m, n) = X (m, k) @ W (n, k)^T``, ``m <= SMALL_M``.
 
     ``block_m`` is the narrowest of :data:`~.small_m.BLOCK_MS` holding ``m`` rows; the
-    splits come from the wave model of the module docstring (1 when ``deterministic``:
-    the split-K reduction adds partials in a varying order); the ring is as deep as fits,
-    at most :data:`MAX_STAGES`.
+    splits come from the wave model of the module docstring (the kernel's split-K sum is
+    bitwise reproducible, so deterministic mode takes the same plan); the ring is as deep
+    as fits, at most :data:`MAX_STAGES`.
 
     Raises
     ------
@@ -103,7 +101,7 @@ def choose_small_m(m: int, n: int, k: int, sms: int = SMS, deterministic: bool =
         raise ValueError(f"choose_small_m: m must be at most {SMALL_M}, found {m}")
     block_m = min(b for b in BLOCK_MS if b >= m)
     k_tiles = -(-k // 64)
-    splits = _splits(-(-n // ROWS_W), k_tiles, sms, deterministic)
+    splits = _splits(-(-n // ROWS_W), k_tiles, sms)
     stages = MAX_STAGES
     while small_m_smem_bytes(stages, block_m) > SMEM_LIMIT:
         stages -= 1
@@ -160,7 +158,7 @@ def clear_overrides() -> None:
 
 
 def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = SMS,
-                deterministic: bool = False, small_m: bool | None = None, fused: bool = False):
+                small_m: bool | None = None, fused: bool = False):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: an :func:`override` of the
     shape if there is one, else a :class:`SmallMPlan` for ``m <= SMALL_M`` (when
     ``small_m``; bf16 K-major operands, no fused epilogue), else
@@ -176,8 +174,6 @@ def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = 
         ``"bfloat16"`` or ``"float32"``.
     sms : int
         SMs of the GPU.
-    deterministic : bool
-        Whether the result must not vary between runs (no split-K reduction).
     small_m : bool | None
         Whether the small-M kernel may be taken; None: :data:`SMALL_M_ROUTE`.
     fused : bool
@@ -194,7 +190,7 @@ def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = 
     if found is not None:
         return found
     if m <= SMALL_M and (SMALL_M_ROUTE if small_m is None else small_m):
-        return choose_small_m(m, n, k, sms, deterministic)
+        return choose_small_m(m, n, k, sms)
     return choose_tile(m, n, out_dtype, sms, fused=fused)
 
 

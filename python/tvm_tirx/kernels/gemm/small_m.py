@@ -9,17 +9,20 @@ fills wgmma's M side (128 of its rows per CTA, 64 per consumer warpgroup) and th
 ``splits`` CTAs share one such tile, each over a contiguous ``1 / splits`` of K, so that
 ``ceil(n / 128) * splits`` CTAs stream the weight from every SM (split-K).
 
-Split-K reduction, in the one launch: every CTA adds its fp32 partial tile into the
-workspace ``Partial (m, n)`` (``red.global.add.f32``); after a barrier of its consumer
-threads one thread counts the CTA in ``Counters[row0, tile]`` between two
-``fence.acq_rel.gpu`` (PTX ISA 8.8: the release and acquire patterns; each thread also
-fences its own additions before the barrier, as CUDA's threadfence reduction does), with
-``atom.global.inc.u32`` bounded by ``splits - 1``: the CTA that finds ``splits - 1`` is the
-last, and its increment wraps the counter back to 0.  The last CTA reads the sums back
-(``ld.relaxed.gpu``), sets its part of ``Partial`` back to zero and writes C, so both
-workspaces are zero again after every launch (the caller allocates them zeroed once).  The order in
-which the partials are added varies between launches: results may differ in the last bit
-of fp32 from run to run (pass ``splits=1`` for bitwise-reproducible results).
+Split-K reduction, in the one launch: every CTA stores its fp32 partial tile into its own
+slab of the workspace ``Partial (m, splits * n)`` (split ``s`` in columns ``s n ..``, plain
+``st.global.f32``, no atomics: when the partials were added with ``red.global.add.f32``
+the H200's time per call grew with ``m`` by about 11 ns per thousand partial elements,
+to 0.43x cuBLAS at 64 x 4096 x 4096, as if the L2's atomic units bound it); after a barrier of its consumer threads one thread counts the CTA in
+``Counters[row0, tile]`` between two ``fence.acq_rel.gpu`` (PTX ISA 8.8: the release and
+acquire patterns; each thread also fences its own stores before the barrier, as CUDA's
+threadfence reduction does), with ``atom.global.inc.u32`` bounded by ``splits - 1``: the
+CTA that finds ``splits - 1`` is the last, and its increment wraps the counter back to 0,
+so ``Counters`` is zero again after every launch (the caller allocates it zeroed once;
+``Partial`` needs no initial value: every element read was stored in the same launch).
+The last CTA reads the slabs back (``ld.relaxed.gpu``), adds them in slab order and writes
+C: the sum does not depend on which CTA came last, so results are bitwise reproducible
+for any ``splits``.
 
 The producer warpgroup streams W (128 x 64 per stage) and X (``block_m`` x 64) by TMA into
 a ring of ``stages`` buffers (128-byte swizzle), as in :mod:`.producer`; rows of X past
@@ -257,12 +260,13 @@ def _make_body(cfg: SmallMConfig):
             acc = T.alloc_local((WG_M, bm), "float32", layout=accumulator_layout(bm))
             words = T.alloc_local((WG_M, bm // 2), "uint32", layout=accumulator_layout(bm, packed=True))
             got = T.alloc_local((1,), "uint32")
+            slab = T.alloc_local((bm // 2,), "float32")
             mainloop(RingBuffers(sw, sx, full, empty), acc, flag, tid, c)
             if reduce is None:
                 store(C, acc, words, Place(bx // tiles_n, bx % tiles_n, tid, c))
             else:
-                reduce(Workspace(Partial, Counters, slot), C, acc, words, got,
-                       Place(bx // (splits * tiles_n), bx // splits % tiles_n, tid, c))
+                reduce(Workspace(Partial, Counters, slot, slab), C, acc, words, got,
+                       Place(bx // (splits * tiles_n), bx // splits % tiles_n, tid, c, bx % splits))
 
     return body
 
@@ -297,10 +301,11 @@ def make_small_m_gemm(m, n: int, k: int, block_m: int = 8, splits: int = 1, stag
     tvm.tirx.PrimFunc
         ``small_m_gemm(X, W, C)``, or with ``splits > 1`` ``small_m_gemm_split(X, W,
         Partial, Counters, C)``: X ``(m, k)``, W ``(n, k)`` bf16 and C ``(m, n)``,
-        16-byte aligned and row-major; ``Partial`` ``(m, n)`` float32 and ``Counters``
-        ``(m, ceil(n / 128))`` uint32, both all zero before the call and left all zero by
-        it (the torch operators keep them: :func:`tvm_tirx.ops.small_m_plan.workspace`;
-        only the rows ``i * block_m`` of ``Counters`` are used).
+        16-byte aligned and row-major; ``Partial`` ``(m, splits * n)`` float32, of any
+        values (overwritten), and ``Counters`` ``(m, ceil(n / 128))`` uint32, all zero
+        before the call and left all zero by it (the torch operators keep both:
+        :func:`tvm_tirx.ops.small_m_plan.workspace`; only the rows ``i * block_m`` of
+        ``Counters`` are used).  Results are bitwise reproducible for any ``splits``.
 
     Raises
     ------
@@ -319,7 +324,7 @@ def make_small_m_gemm(m, n: int, k: int, block_m: int = 8, splits: int = 1, stag
             body(X, W, None, None, C)
 
         return small_m_gemm
-    p_spec = T.Tensor((m, n), "float32", align=4)
+    p_spec = T.Tensor((m, splits * n), "float32", align=4)
     n_spec = T.Tensor((m, cfg.tiles_n), "uint32", align=4)
 
     @T.function

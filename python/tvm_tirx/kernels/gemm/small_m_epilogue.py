@@ -27,22 +27,27 @@ _STORE = {"bfloat16": "st.global.b16", "float32": "st.global.f32"}
 
 class Place(NamedTuple):
     """Where a consumer thread works: its CTA's row tile ``tm`` and column tile ``tn`` of C
-    (int32 expressions), its thread index ``tid`` and its consumer warpgroup ``c``."""
+    (int32 expressions), its thread index ``tid``, its consumer warpgroup ``c`` and its
+    CTA's split of K (``split``, 0 with one split)."""
 
     tm: object
     tn: object
     tid: object
     c: object
+    split: object = 0
 
 
 class Workspace(NamedTuple):
-    """The split-K reduction's memory: ``partial`` (``Partial (m, n)`` float32, global),
-    ``counters`` (``Counters``, uint32, global) and ``slot`` (a ``(1,)`` uint32 shared
-    buffer that publishes the count to the CTA's consumer threads)."""
+    """The split-K reduction's memory: ``partial`` (``Partial (m, splits * n)`` float32,
+    global: split ``s``'s slab is columns ``s n .. s n + n - 1``), ``counters``
+    (``Counters``, uint32, global), ``slot`` (a ``(1,)`` uint32 shared buffer that
+    publishes the count to the CTA's consumer threads) and ``slab`` (a ``(block_m / 2,)``
+    float32 register array: a thread's elements of one slab as they are read back)."""
 
     partial: object
     counters: object
     slot: object
+    slab: object
 
 
 def element(cfg: SmallMConfig, b, h, e, at: Place):
@@ -55,7 +60,7 @@ def element(cfg: SmallMConfig, b, h, e, at: Place):
 
 
 def _make_walk(cfg: SmallMConfig, step):
-    """The macro ``walk(tensor, values, at)`` (``at`` a :class:`Place`): ``step(tensor, value, row, col)``
+    """The macro ``walk(tensor, values, at)`` (``at`` a :class:`Place`): ``step(tensor, value, row, col, at)``
     for each of the thread's accumulators inside C (``row < m and col < n``), ``value`` its
     register of ``values`` (a ``(block_m / 8, 2, 2, 1)`` view: register ``4 b + 2 h + e``)
     and ``row`` an int64 index."""
@@ -68,7 +73,7 @@ def _make_walk(cfg: SmallMConfig, step):
                 for e in T.unroll(2):
                     row, col = element(cfg, b, h, e, at)
                     if T.And(row < m, col < n):
-                        step(tensor, values.sub[b, h, e, :], T.Cast("int64", row), col)
+                        step(tensor, values.sub[b, h, e, :], T.Cast("int64", row), col, at)
 
     return walk
 
@@ -84,7 +89,7 @@ def make_store(cfg: SmallMConfig):
     packs = out == "bfloat16"
 
     @T.macro
-    def store_one(C, value, row, col):
+    def store_one(C, value, row, col, at):  # pylint: disable=unused-argument
         T.cuda.tile.apply(T.ptx[_STORE[out]], C.sub[row, col : col + 1], value)
 
     walk = _make_walk(cfg, store_one)
@@ -100,49 +105,61 @@ def make_store(cfg: SmallMConfig):
     return store
 
 
-@T.macro
-def _add_one(partial, value, row, col):
-    """``Partial[row, col] += value`` (``red.global.add.f32``)."""
-    T.cuda.tile.apply(T.ptx["red.global.add.f32"], partial.sub[row, col : col + 1], value)
+def _make_slab_step(n: int, reads: bool):
+    """The step between a register and its element of split ``at.split``'s slab,
+    ``Partial[row, split n + col]``: stores it (``st.global.f32``) or, with ``reads``,
+    loads it (``ld.relaxed.gpu``: from L2, never a stale L1 line)."""
 
+    @T.macro
+    def slab_step(work, value, row, col, at):
+        if reads:
+            T.cuda.tile.apply(T.ptx["ld.relaxed.gpu.global.f32"], value,
+                              work.partial.sub[row, at.split * n + col : at.split * n + col + 1])
+        else:
+            T.cuda.tile.apply(T.ptx["st.global.f32"], work.partial.sub[row, at.split * n + col : at.split * n + col + 1],
+                              value)
 
-@T.macro
-def _take_one(partial, value, row, col):
-    """``value = Partial[row, col]`` (``ld.relaxed.gpu``), then ``Partial[row, col] = 0``."""
-    T.cuda.tile.apply(T.ptx["ld.relaxed.gpu.global.f32"], value, partial.sub[row, col : col + 1])
-    T.cuda.tile.apply(T.ptx["st.global.f32"], partial.sub[row, col : col + 1], T.float32(0))
+    return slab_step
 
 
 def make_reduce(cfg: SmallMConfig):
     """The macro ``reduce(work, C, acc, words, got, at)`` (``work`` a :class:`Workspace`,
     ``at`` a :class:`Place`, ``got`` a ``(1,)`` uint32 register array): the split-K
-    reduction of the module docstring.  Named barrier 1 joins the two consumer
-    warpgroups (256 threads); thread 128 counts the CTA and publishes the count it found
-    in the shared ``slot``."""
-    splits, bm, m = cfg.splits, cfg.block_m, cfg.m
-    add_partial, take_sum = _make_walk(cfg, _add_one), _make_walk(cfg, _take_one)
+    reduction of the module docstring.  Each thread stores its partials into its split's
+    slab of ``Partial``; named barrier 1 joins the two consumer warpgroups (256 threads);
+    thread 128 counts the CTA and publishes the count it found in the shared ``slot``;
+    the CTA that completes the count reads slab 0 into ``acc``, then adds each further slab
+    in order (all of a slab's loads issued before its additions), and stores C."""
+    splits, bm, m, n = cfg.splits, cfg.block_m, cfg.m, cfg.n
+    put_slab, get_slab = _make_walk(cfg, _make_slab_step(n, False)), _make_walk(cfg, _make_slab_step(n, True))
     store = make_store(cfg)
-    consumers = CONSUMERS * 128
+    consumers, count = CONSUMERS * 128, bm // 2
 
     @T.macro
     def reduce(work, C, acc, words, got, at):
-        add_partial(work.partial, acc.local().view(bm // 8, 2, 2, 1), at)
-        T.ptx["fence.acq_rel.gpu"]()  # this thread's additions, visible at GPU scope
+        put_slab(work, acc.local().view(bm // 8, 2, 2, 1), at)
+        T.ptx["fence.acq_rel.gpu"]()  # this thread's stores, visible at GPU scope
         T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
         if at.tid == 128:
             if at.tm * bm < m:  # always: tm < ceil(m / block_m)
-                T.ptx["fence.acq_rel.gpu"]()  # release: the CTA's additions (the barrier's) before the count
+                T.ptx["fence.acq_rel.gpu"]()  # release: the CTA's stores (the barrier's) before the count
                 # atom.inc wraps: the last count (splits - 1) sets the counter back to 0 (PTX ISA,
                 # atom: .inc gives old >= b ? 0 : old + 1), for the next launch
                 T.cuda.tile.apply(T.ptx["atom.global.inc.u32"], got,
                                   work.counters.sub[T.Cast("int64", at.tm * bm), at.tn : at.tn + 1],
                                   T.uint32(splits - 1))
-                T.ptx["fence.acq_rel.gpu"]()  # acquire: the counted CTAs' additions before the reads
+                T.ptx["fence.acq_rel.gpu"]()  # acquire: the counted CTAs' stores before the reads
                 work.slot[0] = got[0]
         T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
-        if work.slot[0] == T.uint32(splits - 1):  # the last CTA of the tile: every partial is in
+        if work.slot[0] == T.uint32(splits - 1):  # the last CTA of the tile: every slab is in
             T.ptx["fence.acq_rel.gpu"]()
-            take_sum(work.partial, acc.local().view(bm // 8, 2, 2, 1), at)
+            get_slab(work, acc.local().view(bm // 8, 2, 2, 1), Place(at.tm, at.tn, at.tid, at.c, 0))
+            # elements outside C read nothing: their registers add 0 and are never stored
+            T.cuda.tile.apply(T.ptx["mov.b32"], work.slab.view("uint32").view(count, 1), T.uint32(0))
+            for j in T.unroll(1, splits):
+                get_slab(work, work.slab.view(bm // 8, 2, 2, 1), Place(at.tm, at.tn, at.tid, at.c, j))
+                T.cuda.tile.apply(T.ptx["add.rn.f32"], acc.local().view(count, 1), acc.local().view(count, 1),
+                                  work.slab.view(count, 1))
             store(C, acc, words, at)
 
     return reduce
