@@ -9,20 +9,14 @@ fills wgmma's M side (128 of its rows per CTA, 64 per consumer warpgroup) and th
 ``splits`` CTAs share one such tile, each over a contiguous ``1 / splits`` of K, so that
 ``ceil(n / 128) * splits`` CTAs stream the weight from every SM (split-K).
 
-Split-K reduction, in the one launch: every CTA stores its fp32 partial tile into its own
-slab of the workspace ``Partial (m, splits * n)`` (split ``s`` in columns ``s n ..``, plain
-``st.global.f32``, no atomics: when the partials were added with ``red.global.add.f32``
-the H200's time per call grew with ``m`` by about 11 ns per thousand partial elements,
-to 0.43x cuBLAS at 64 x 4096 x 4096, as if the L2's atomic units bound it); after a barrier of its consumer threads one thread counts the CTA in
-``Counters[row0, tile]`` between two ``fence.acq_rel.gpu`` (PTX ISA 8.8: the release and
-acquire patterns; each thread also fences its own stores before the barrier, as CUDA's
-threadfence reduction does), with ``atom.global.inc.u32`` bounded by ``splits - 1``: the
-CTA that finds ``splits - 1`` is the last, and its increment wraps the counter back to 0,
-so ``Counters`` is zero again after every launch (the caller allocates it zeroed once;
-``Partial`` needs no initial value: every element read was stored in the same launch).
-The last CTA reads the slabs back (``ld.relaxed.gpu``), adds them in slab order and writes
-C: the sum does not depend on which CTA came last, so results are bitwise reproducible
-for any ``splits``.
+Split-K reduction, in the one launch (:class:`~tvm_tirx.kernels.parts.split_k.SplitK`):
+every CTA stores its fp32 partial tile into its own slab of the workspace ``Partial (m,
+splits * n)`` with plain stores and counts itself in ``Counters[row0, tile]``; the CTA that
+completes the count adds the slabs in slab order and writes C, so results are bitwise
+reproducible for any ``splits``; ``Counters`` is left zero and ``Partial`` needs no
+initial value.  The partials were first added with ``red.global.add.f32`` into a zeroed
+workspace: the H200's time per call then grew with ``m`` by about 11 ns per thousand
+partial elements, to 0.43x cuBLAS at 64 x 4096 x 4096, as if the L2's atomic units bound it.
 
 The producer warpgroup streams W (128 x 64 per stage) and X (``block_m`` x 64) by TMA into
 a ring of ``stages`` buffers (128-byte swizzle), as in :mod:`.producer`; rows of X past
@@ -42,7 +36,8 @@ from .checks import check_size, check_stride
 from .config import BK_BYTES, CONSUMERS, INPUTS, SMEM_LIMIT, WG_M, _ceildiv
 from .operands import Operand
 from .producer import LOAD
-from .small_m_epilogue import ROWS_W, Place, Workspace, make_reduce, make_store
+from ..parts.split_k import Workspace
+from .small_m_epilogue import ROWS_W, Place, make_reduce, make_store
 
 __all__ = ["BLOCK_MS", "SmallMConfig", "make_small_m_gemm", "small_m_smem_bytes"]
 
@@ -260,12 +255,12 @@ def _make_body(cfg: SmallMConfig):
             acc = T.alloc_local((WG_M, bm), "float32", layout=accumulator_layout(bm))
             words = T.alloc_local((WG_M, bm // 2), "uint32", layout=accumulator_layout(bm, packed=True))
             got = T.alloc_local((1,), "uint32")
-            slab = T.alloc_local((bm // 2,), "float32")
+            part = T.alloc_local((1,), "float32")
             mainloop(RingBuffers(sw, sx, full, empty), acc, flag, tid, c)
             if reduce is None:
                 store(C, acc, words, Place(bx // tiles_n, bx % tiles_n, tid, c))
             else:
-                reduce(Workspace(Partial, Counters, slot, slab), C, acc, words, got,
+                reduce(Workspace(Partial, Counters, slot, got, part), C, acc, words,
                        Place(bx // (splits * tiles_n), bx // splits % tiles_n, tid, c, bx % splits))
 
     return body

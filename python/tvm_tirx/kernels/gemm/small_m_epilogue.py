@@ -1,5 +1,6 @@
 """The small-M kernel's epilogues (:mod:`.small_m`): each consumer thread's accumulators into C,
-directly (one split) or through the split-K reduction of the CTAs that share a tile.
+directly (one split) or through the split-K reduction of the CTAs that share a tile
+(:class:`~tvm_tirx.kernels.parts.split_k.SplitK`).
 
 A consumer thread's accumulator register ``4 b + 2 h + e`` holds, by the wgmma fragment map
 (PTX ISA 9.7.15.5.1.1), one element of ``C^T``: :func:`element` gives where it lies in C.
@@ -13,12 +14,13 @@ from tvm.script import tirx as T
 
 from ...tile.fragments import accumulator_col, accumulator_row
 from ..pairs import make_pack_pairs
+from ..parts.split_k import SplitK, make_walk
 from .config import CONSUMERS, WG_M
 
 if TYPE_CHECKING:  # the config's module imports this one
     from .small_m import SmallMConfig
 
-__all__ = ["Place", "Workspace", "element", "make_store", "make_reduce"]
+__all__ = ["Place", "element", "make_store", "make_reduce"]
 
 ROWS_W = CONSUMERS * WG_M  # rows of W (columns of C) per CTA tile
 #: the element stores of C per output dtype (C^T's elements are not contiguous in C)
@@ -37,19 +39,6 @@ class Place(NamedTuple):
     split: object = 0
 
 
-class Workspace(NamedTuple):
-    """The split-K reduction's memory: ``partial`` (``Partial (m, splits * n)`` float32,
-    global: split ``s``'s slab is columns ``s n .. s n + n - 1``), ``counters``
-    (``Counters``, uint32, global), ``slot`` (a ``(1,)`` uint32 shared buffer that
-    publishes the count to the CTA's consumer threads) and ``slab`` (a ``(block_m / 2,)``
-    float32 register array: a thread's elements of one slab as they are read back)."""
-
-    partial: object
-    counters: object
-    slot: object
-    slab: object
-
-
 def element(cfg: SmallMConfig, b, h, e, at: Place):
     """Where register ``4 b + 2 h + e`` of consumer ``c``'s accumulators lies in C: the
     wgmma fragment map (PTX ISA 9.7.15.5.1.1) gives its row of W (C's column) and its
@@ -60,22 +49,9 @@ def element(cfg: SmallMConfig, b, h, e, at: Place):
 
 
 def _make_walk(cfg: SmallMConfig, step):
-    """The macro ``walk(tensor, values, at)`` (``at`` a :class:`Place`): ``step(tensor, value, row, col, at)``
-    for each of the thread's accumulators inside C (``row < m and col < n``), ``value`` its
-    register of ``values`` (a ``(block_m / 8, 2, 2, 1)`` view: register ``4 b + 2 h + e``)
-    and ``row`` an int64 index."""
-    bm, m, n = cfg.block_m, cfg.m, cfg.n
-
-    @T.macro
-    def walk(tensor, values, at):
-        for b in T.unroll(bm // 8):
-            for h in T.unroll(2):
-                for e in T.unroll(2):
-                    row, col = element(cfg, b, h, e, at)
-                    if T.And(row < m, col < n):
-                        step(tensor, values.sub[b, h, e, :], T.Cast("int64", row), col, at)
-
-    return walk
+    """:func:`~tvm_tirx.kernels.parts.split_k.make_walk` over the thread's ``block_m / 2``
+    accumulators, placed by :func:`element`."""
+    return make_walk(cfg.block_m // 8, cfg.m, cfg.n, lambda b, h, e, at: element(cfg, b, h, e, at), step)
 
 
 def make_store(cfg: SmallMConfig):
@@ -105,61 +81,26 @@ def make_store(cfg: SmallMConfig):
     return store
 
 
-def _make_slab_step(n: int, reads: bool):
-    """The step between a register and its element of split ``at.split``'s slab,
-    ``Partial[row, split n + col]``: stores it (``st.global.f32``) or, with ``reads``,
-    loads it (``ld.relaxed.gpu``: from L2, never a stale L1 line)."""
-
-    @T.macro
-    def slab_step(work, value, row, col, at):
-        if reads:
-            T.cuda.tile.apply(T.ptx["ld.relaxed.gpu.global.f32"], value,
-                              work.partial.sub[row, at.split * n + col : at.split * n + col + 1])
-        else:
-            T.cuda.tile.apply(T.ptx["st.global.f32"], work.partial.sub[row, at.split * n + col : at.split * n + col + 1],
-                              value)
-
-    return slab_step
+def split_k(cfg: SmallMConfig) -> SplitK:
+    """The kernel's :class:`~tvm_tirx.kernels.parts.split_k.SplitK`: ``cfg.splits`` CTAs per
+    tile, the two consumer warpgroups (threads 128 .. 383) at named barrier 1."""
+    return SplitK(cfg.splits, cfg.m, cfg.n, cfg.block_m // 8, lambda b, h, e, at: element(cfg, b, h, e, at),
+                  threads=CONSUMERS * 128, leader=128, barrier=1)
 
 
 def make_reduce(cfg: SmallMConfig):
-    """The macro ``reduce(work, C, acc, words, got, at)`` (``work`` a :class:`Workspace`,
-    ``at`` a :class:`Place`, ``got`` a ``(1,)`` uint32 register array): the split-K
-    reduction of the module docstring.  Each thread stores its partials into its split's
-    slab of ``Partial``; named barrier 1 joins the two consumer warpgroups (256 threads);
-    thread 128 counts the CTA and publishes the count it found in the shared ``slot``;
-    the CTA that completes the count reads slab 0 into ``acc``, then adds each further slab
-    in order (all of a slab's loads issued before its additions), and stores C."""
-    splits, bm, m, n = cfg.splits, cfg.block_m, cfg.m, cfg.n
-    put_slab, get_slab = _make_walk(cfg, _make_slab_step(n, False)), _make_walk(cfg, _make_slab_step(n, True))
-    store = make_store(cfg)
-    consumers, count = CONSUMERS * 128, bm // 2
+    """The macro ``reduce(work, C, acc, words, at)`` (``work`` a
+    :class:`~tvm_tirx.kernels.parts.split_k.Workspace`, ``at`` a :class:`Place`): the
+    split-K reduction (:func:`split_k`); the CTA that completes its tile's count
+    (``Counters[tm * block_m, tn]``) sums the slabs and stores C."""
+    reduction, bm = split_k(cfg), cfg.block_m
+    publish, gather, store = reduction.make_publish(), reduction.make_gather(), make_store(cfg)
 
     @T.macro
-    def reduce(work, C, acc, words, got, at):
-        put_slab(work, acc.local().view(bm // 8, 2, 2, 1), at)
-        T.ptx["fence.acq_rel.gpu"]()  # this thread's stores, visible at GPU scope
-        T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
-        if at.tid == 128:
-            if at.tm * bm < m:  # always: tm < ceil(m / block_m)
-                T.ptx["fence.acq_rel.gpu"]()  # release: the CTA's stores (the barrier's) before the count
-                # atom.inc wraps: the last count (splits - 1) sets the counter back to 0 (PTX ISA,
-                # atom: .inc gives old >= b ? 0 : old + 1), for the next launch
-                T.cuda.tile.apply(T.ptx["atom.global.inc.u32"], got,
-                                  work.counters.sub[T.Cast("int64", at.tm * bm), at.tn : at.tn + 1],
-                                  T.uint32(splits - 1))
-                T.ptx["fence.acq_rel.gpu"]()  # acquire: the counted CTAs' stores before the reads
-                work.slot[0] = got[0]
-        T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(1), count=T.uint32(consumers))
-        if work.slot[0] == T.uint32(splits - 1):  # the last CTA of the tile: every slab is in
-            T.ptx["fence.acq_rel.gpu"]()
-            get_slab(work, acc.local().view(bm // 8, 2, 2, 1), Place(at.tm, at.tn, at.tid, at.c, 0))
-            # elements outside C read nothing: their registers add 0 and are never stored
-            T.cuda.tile.apply(T.ptx["mov.b32"], work.slab.view("uint32").view(count, 1), T.uint32(0))
-            for j in T.unroll(1, splits):
-                get_slab(work, work.slab.view(bm // 8, 2, 2, 1), Place(at.tm, at.tn, at.tid, at.c, j))
-                T.cuda.tile.apply(T.ptx["add.rn.f32"], acc.local().view(count, 1), acc.local().view(count, 1),
-                                  work.slab.view(count, 1))
+    def reduce(work, C, acc, words, at):
+        publish(work, acc.local().view(bm // 8, 2, 2, 1), at, (at.tm * bm, at.tn))
+        if reduction.last(work):  # the last CTA of the tile: every slab is in
+            gather(work, acc.local().view(bm // 8, 2, 2, 1), at)
             store(C, acc, words, at)
 
     return reduce

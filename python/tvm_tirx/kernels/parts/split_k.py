@@ -1,0 +1,181 @@
+"""Split-K in one launch: the CTAs that share an output tile, each over a part of K, meet
+in per-split slabs of a float32 workspace, and the last of them finishes the tile.
+
+A consumer thread holds its fp32 accumulators as a ``(chunks, 2, 2, 1)`` view: register
+``4 b + 2 h + e`` of the wgmma fragment map (PTX ISA 9.7.15.5.1.1); the kernel's
+``element(b, h, e, at)`` says where that register lies in C (``(row, col)``, int32), which
+differs between kernels (the tile kernel's ``C``, the small-M kernel's ``C^T``).
+
+:meth:`SplitK.make_publish`: every thread stores its registers inside C into its split's
+slab, ``Partial[row, split * n + col]`` (``st.global.f32``: plain stores, no atomics),
+fences them at GPU scope, and the consumer threads meet at a named barrier; one thread
+(``leader``) counts the CTA in ``Counters[tile]`` between two ``fence.acq_rel.gpu`` (PTX
+ISA 8.8: the release and acquire patterns, as CUDA's threadfence reduction) with
+``atom.global.inc.u32`` bounded by ``splits - 1``, which wraps the counter back to 0 on the
+last count, and publishes the count it found in a shared word; a second barrier hands it
+to every consumer thread.  :meth:`SplitK.last` is then true in the CTA that found
+``splits - 1``: it runs :meth:`SplitK.make_gather`, which reads slab 0 into the registers
+and adds slabs 1, 2, ... in order (``ld.relaxed.gpu``: from L2, never a stale L1 line;
+``add.rn.f32``), then the kernel's epilogue.  The sum is the same whichever CTA comes
+last, so the result is bitwise reproducible; ``Counters`` is zero again after every
+launch and ``Partial`` needs no initial value (every element read was stored in the same
+launch).  Only the elements inside C (``row < m`` and ``col < n``) are stored and read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+from tvm.script import tirx as T
+
+__all__ = ["SplitK", "Workspace", "make_walk"]
+
+
+class Workspace(NamedTuple):
+    """The memory of one split-K reduction.
+
+    Attributes
+    ----------
+    partial : Buffer
+        ``Partial (m, splits * n)`` float32, global: split ``s``'s slab is columns
+        ``s n .. s n + n - 1``.
+    counters : Buffer
+        ``Counters`` uint32, global, zero before a launch (and left zero by it).
+    slot : Buffer
+        A ``(1,)`` uint32 shared buffer: the count the leader found.
+    got : Buffer
+        A ``(1,)`` uint32 register array (the leader's ``atom`` result).
+    part : Buffer
+        A ``(1,)`` float32 register array: one element of a slab as it is read back.
+    """
+
+    partial: object
+    counters: object
+    slot: object
+    got: object
+    part: object
+
+
+def make_walk(chunks: int, m, n: int, element: Callable, step):
+    """The macro ``walk(tensor, values, at)``: ``step(tensor, value, row, col, at)`` for
+    each of a thread's registers inside C (``row < m and col < n``), ``values`` a
+    ``(chunks, 2, 2, 1)`` view (register ``4 b + 2 h + e``), ``value`` its ``(1,)`` view,
+    ``(row, col) = element(b, h, e, at)`` and ``row`` cast to int64 (row offsets of large
+    tensors pass 2^31 elements)."""
+
+    @T.macro
+    def walk(tensor, values, at):
+        for b in T.unroll(chunks):
+            for h in T.unroll(2):
+                for e in T.unroll(2):
+                    row, col = element(b, h, e, at)
+                    if T.And(row < m, col < n):
+                        step(tensor, values.sub[b, h, e, :], T.Cast("int64", row), col, at)
+
+    return walk
+
+
+def _make_slab_step(n: int, action: str):
+    """The step between a register and its element of slab ``at.split``: ``"store"`` it,
+    ``"load"`` the element into it, or ``"add"`` the element to it."""
+
+    @T.macro
+    def slab_step(work, value, row, col, at):
+        if action == "store":
+            T.cuda.tile.apply(T.ptx["st.global.f32"],
+                              work.partial.sub[row, at.split * n + col : at.split * n + col + 1], value)
+        elif action == "load":
+            T.cuda.tile.apply(T.ptx["ld.relaxed.gpu.global.f32"], value,
+                              work.partial.sub[row, at.split * n + col : at.split * n + col + 1])
+        else:
+            T.cuda.tile.apply(T.ptx["ld.relaxed.gpu.global.f32"], work.part,
+                              work.partial.sub[row, at.split * n + col : at.split * n + col + 1])
+            T.cuda.tile.apply(T.ptx["add.rn.f32"], value, value, work.part)
+
+    return slab_step
+
+
+@dataclass(frozen=True)
+class SplitK:
+    """The split-K reduction of a kernel whose consumer threads hold ``(chunks, 2, 2, 1)``
+    fp32 registers (module docstring).
+
+    Attributes
+    ----------
+    splits : int
+        CTAs per output tile (at least 2).
+    m : int or tvm.tirx.Var
+        Rows of C.
+    n : int
+        Columns of C (the width of one slab), elements.
+    chunks : int
+        The first extent of a thread's register view (registers / 4).
+    element : Callable
+        ``element(b, h, e, at) -> (row, col)``: where register ``4 b + 2 h + e`` lies in C.
+    threads : int
+        The consumer threads that meet at the named barrier (all of the CTA's but the
+        producer's), a multiple of 32.
+    leader : int
+        The thread index that counts the CTA (one of the consumers).
+    barrier : int
+        The named barrier's id (PTX ISA 9.7.13.1, ``barrier.sync``), not used by the kernel
+        between its main loop and its epilogue for anything else.
+    """
+
+    splits: int
+    m: object
+    n: int
+    chunks: int
+    element: Callable
+    threads: int = 256
+    leader: int = 128
+    barrier: int = 1
+
+    def make_publish(self):
+        """The macro ``publish(work, values, at, tile)``: the CTA's registers ``values``
+        into its slab ``at.split`` of ``work`` (a :class:`Workspace`), then its count in
+        ``work.counters[tile]`` (``tile`` a pair of int32 indices, the tile's row inside
+        ``Counters`` cast to int64 here); every consumer thread returns knowing
+        :meth:`last`."""
+        put = make_walk(self.chunks, self.m, self.n, self.element, _make_slab_step(self.n, "store"))
+        splits, leader, bar, count, m = self.splits, self.leader, self.barrier, self.threads, self.m
+
+        @T.macro
+        def publish(work, values, at, tile):
+            put(work, values, at)
+            T.ptx["fence.acq_rel.gpu"]()  # this thread's stores, visible at GPU scope
+            T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(bar), count=T.uint32(count))
+            if T.And(at.tid == leader, tile[0] < m):  # (tile[0] < m always: the tile's first row)
+                T.ptx["fence.acq_rel.gpu"]()  # release: the CTA's stores (the barrier's) before the count
+                # atom.inc wraps: the last count (splits - 1) sets the counter back to 0 (PTX ISA,
+                # atom: .inc gives old >= b ? 0 : old + 1), for the next launch
+                T.cuda.tile.apply(T.ptx["atom.global.inc.u32"], work.got,
+                                  work.counters.sub[T.Cast("int64", tile[0]), tile[1] : tile[1] + 1],
+                                  T.uint32(splits - 1))
+                T.ptx["fence.acq_rel.gpu"]()  # acquire: the counted CTAs' stores before the reads
+                work.slot[0] = work.got[0]
+            T.cuda.tile.apply(T.ptx["barrier.sync.aligned"], id=T.uint32(bar), count=T.uint32(count))
+
+        return publish
+
+    def last(self, work):
+        """Whether this CTA completed its tile's count (after :meth:`make_publish`'s macro)."""
+        return work.slot[0] == T.uint32(self.splits - 1)
+
+    def make_gather(self):
+        """The macro ``gather(work, values, at)``, for the CTA where :meth:`last` holds
+        (``at`` a named tuple with a ``split`` field): the tile's sum into ``values``, slab 0
+        then each further slab added in order."""
+        load = make_walk(self.chunks, self.m, self.n, self.element, _make_slab_step(self.n, "load"))
+        add = make_walk(self.chunks, self.m, self.n, self.element, _make_slab_step(self.n, "add"))
+        splits = self.splits
+
+        @T.macro
+        def gather(work, values, at):
+            T.ptx["fence.acq_rel.gpu"]()
+            load(work, values, at._replace(split=0))
+            for j in T.unroll(1, splits):
+                add(work, values, at._replace(split=j))
+
+        return gather
