@@ -84,8 +84,8 @@ class KernelPlan:
 
     Made with the kernel's spec (:class:`~tvm_tirx.kernels.gemm.spec.GemmSpec`), the output's shape and dtype
     and one call's tensors (``x (*, k)``, ``w (n, k)`` as the key reads them, the bias and
-    residual or None), whose arguments :meth:`tvm_tirx.Kernel.launcher` checks (raising
-    what a call would); called as ``plan(x, w, bias, residual)`` on tensors of that
+    residual or None; with splits, the workspaces of :func:`~.small_m_plan.workspace`),
+    whose arguments :meth:`tvm_tirx.Kernel.launcher` checks (raising what a call would); called as ``plan(x, w, bias, residual)`` on tensors of that
     call's signature, it returns the new output.
     """
 
@@ -112,6 +112,8 @@ class KernelPlan:
             a, c = a_operand(key, x), out.view(-1, key.n)
             r = None if residual is None else residual.view(-1, key.n)
         b = b_operand(key, w)
+        if key.splits > 1:  # a plain product (GemmConfig's checks): the split-K workspaces before C
+            return (a, b, *workspace(self.device, x.numel() // key.k, key.n, key.splits, -(-key.n // key.block_n)), c)
         if bias is None:
             return (a, b, c) if r is None else (a, b, r, c)
         return (a, b, bias, c) if r is None else (a, b, bias, r, c)
@@ -138,7 +140,7 @@ class SmallMLaunch(KernelPlan):
         a, c = (x, out) if self.flat else (x.view(self.m, self.key.k), out.view(self.m, self.key.n))
         if self.key.splits == 1:
             return (a, w, c)
-        return (a, w, *workspace(self.device, self.m, self.key.n, self.key.splits), c)
+        return (a, w, *workspace(self.device, self.m, self.key.n, self.key.splits, -(-self.key.n // 128)), c)
 
 
 def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):

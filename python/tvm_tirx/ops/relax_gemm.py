@@ -205,7 +205,8 @@ def tile_options(g: GemmMatch, options: dict) -> dict:
     if m is None or "block_n" in options:
         return options
     fused = any(options.get(name) for name in ("bias", "activation", "residual"))
-    tile = choose_gemm(m, g.n, g.k, g.out_dtype, small_m=False, fused=fused)
+    # no split-K: the offload has no workspaces to pass (the counters must stay zero between calls)
+    tile = choose_gemm(m, g.n, g.k, g.out_dtype, small_m=False, fused=fused, split_k=False)
     if not isinstance(tile, dict) or (tile["block_n"] == BN and "block_m" not in tile):
         return options
     rows = {"block_m": tile["block_m"]} if "block_m" in tile else {}  # a 256-row tile

@@ -1,10 +1,13 @@
-"""The workspaces of the small-M (decode) kernel's launches (:class:`~.gemm_plans.SmallMLaunch`).
+"""The workspaces of the split-K GEMM launches: the small-M (decode) kernel's
+(:class:`~.gemm_plans.SmallMLaunch`) and the tile kernel's with ``splits`` (:class:`~.gemm_plans.KernelPlan`).
 
-With more than one split :mod:`tvm_tirx.kernels.gemm.small_m` takes two workspaces:
-``Partial (m, splits * n)`` float32, which each launch overwrites before it reads (no
-initial value needed), and ``Counters (m, ceil(n / 128))`` uint32, zero before each launch
-and left zero by it.
-:func:`workspace` keeps them per (device, CUDA stream, n, splits) for the whole process, never
+With more than one split both kernels take two workspaces
+(:class:`~tvm_tirx.kernels.parts.split_k.SplitK`): ``Partial (m, splits * n)`` float32,
+which each launch overwrites before it reads (no initial value needed), and ``Counters
+(m, tiles_n)`` uint32 (one column per column tile: ``ceil(n / 128)`` for the small-M
+kernel, ``ceil(n / block_n)`` for the tile kernel), zero before each launch and left zero
+by it.
+:func:`workspace` keeps them per (device, CUDA stream, n, splits, tiles_n) for the whole process, never
 freed: two streams never share one (concurrent calls do not mix their partial sums), and a
 CUDA graph that captured a launch keeps valid addresses after the plan is forgotten
 (``clear_kernels``, an override).  Calls of one stream with different ``m`` share the
@@ -26,9 +29,9 @@ import torch
 
 __all__ = ["workspace"]
 
-#: (device, stream, n, splits) -> [(Partial, Counters), ...]: every buffer made, the last the largest
+#: (device, stream, n, splits, tiles_n) -> [(Partial, Counters), ...]: every buffer made, the last the largest
 _BUFFERS: dict = {}
-#: (device, stream, n, splits, m) -> the views :func:`workspace` gave
+#: (device, stream, n, splits, tiles_n, m) -> the views :func:`workspace` gave
 _VIEWS: dict = {}
 #: the rows a workspace buffer has at least (the small-M kernel's widest row tile)
 MIN_ROWS = 64
@@ -70,29 +73,31 @@ def _outside_graph_pools(device, make):
     return made[0]
 
 
-def _made(device, rows: int, n: int, splits: int) -> tuple:
-    """``(Partial (rows, splits * n) float32, uninitialized; Counters (rows, ceil(n / 128))
+def _made(device, rows: int, n: int, splits: int, tiles_n: int) -> tuple:
+    """``(Partial (rows, splits * n) float32, uninitialized; Counters (rows, tiles_n)
     uint32, zero)``."""
     def make():
-        counters = torch.zeros((rows, -(-n // 128)), dtype=torch.int32, device=device).view(torch.uint32)
+        counters = torch.zeros((rows, tiles_n), dtype=torch.int32, device=device).view(torch.uint32)
         return torch.empty((rows, splits * n), dtype=torch.float32, device=device), counters
 
     return _outside_graph_pools(device, make) if device.type == "cuda" else make()
 
 
-def workspace(device, m: int, n: int, splits: int) -> tuple:
-    """``(Partial (m, splits * n) float32, Counters (m, ceil(n / 128)) uint32)`` for a
-    launch of ``splits`` splits on ``device``'s current CUDA stream, ``Counters`` zero:
-    views of the first ``m`` rows of this (device, stream, n, splits)'s buffers, made on
-    first use (at least :data:`MIN_ROWS` rows; a larger ``m`` adds a larger buffer, the
-    old one is kept), the same views for every call of one (device, stream, n, splits, m)."""
+def workspace(device, m: int, n: int, splits: int, tiles_n: int) -> tuple:
+    """``(Partial (m, splits * n) float32, Counters (m, tiles_n) uint32)`` for a launch of
+    ``splits`` splits over ``tiles_n`` column tiles on ``device``'s current CUDA stream,
+    ``Counters`` zero: views of the first ``m`` rows of this (device, stream, n, splits,
+    tiles_n)'s buffers, made on first use (at least :data:`MIN_ROWS` rows; a larger ``m``
+    adds a larger buffer, the old one is kept), the same views for every call of one
+    (device, stream, n, splits, tiles_n, m)."""
     stream = _stream_id(device)
-    found = _VIEWS.get((str(device), stream, n, splits, m))
+    key = (str(device), stream, n, splits, tiles_n)
+    found = _VIEWS.get((*key, m))
     if found is not None:
         return found
-    buffers = _BUFFERS.setdefault((str(device), stream, n, splits), [])
+    buffers = _BUFFERS.setdefault(key, [])
     if not buffers or buffers[-1][0].shape[0] < m:
-        buffers.append(_made(torch.device(device), max(m, MIN_ROWS), n, splits))
+        buffers.append(_made(torch.device(device), max(m, MIN_ROWS), n, splits, tiles_n))
     partial, counters = buffers[-1]
-    found = _VIEWS[(str(device), stream, n, splits, m)] = (partial[:m], counters[:m])
+    found = _VIEWS[(*key, m)] = (partial[:m], counters[:m])
     return found

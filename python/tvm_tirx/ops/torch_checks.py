@@ -217,12 +217,14 @@ def gemm_key(names: Operands, x, w, out_dtype, fused: bool = False) -> GemmSpec:
     n, k = w.shape
     m = x.numel() // k if k else 0
     _check_sizes(names, m, n, k)
+    plain = x.dtype == torch.bfloat16 and not fused  # the only products the split-K kernel has
     choice = choose_gemm(m, int(n), int(k), _OUTPUTS[out_dtype], sm_count(x.device), small_m=False,
-                         fused=fused) if m and n and k else None
+                         fused=fused, split_k=None if plain else False) if m and n and k else None
     tile = choice if isinstance(choice, dict) else {}  # a SmallMPlan: gemm_plans takes it
+    splits = tile.get("splits", 1) if plain else 1  # an override's splits serve its plain calls only
     return GemmSpec(n=int(n), k=int(k), in_dtype=_INPUTS[x.dtype], out_dtype=_OUTPUTS[out_dtype], arch=arch,
                    block_n=tile.get("block_n", BN), a_major=a_major, b_major=b_major,
-                   block_m=tile.get("block_m", BM))
+                   block_m=tile.get("block_m", BM), splits=splits)
 
 
 #: bias dtypes the kernel adds in its epilogue (the Bias stage, kernels/parts/epilogue/stages.py)

@@ -60,7 +60,8 @@ def check_options(cfg: GemmConfig):
         raise ValueError(f"make_gemm: a gated GEMM needs block_n in {GATED_BLOCK_NS} (its output tile, block_n / 2 "
                          f"columns, is stored in 64-column boxes), found {cfg.block_n}")
     _check_block_m(cfg)
-    smem = (gemm_smem_bytes(cfg.stages, cfg.out_dtype, cfg.block_n, cfg.gated, cfg.block_m)
+    _check_splits(cfg)
+    smem = (gemm_smem_bytes(cfg.stages, cfg.out_dtype, cfg.block_n, cfg.gated, cfg.block_m, cfg.splits)
             if isinstance(cfg.stages, int) else None)
     tile = f"block_n={cfg.block_n}" + (f", block_m={cfg.block_m}" if cfg.block_m != BM else "")
     rules = [
@@ -75,6 +76,27 @@ def check_options(cfg: GemmConfig):
     for name, ok, want in rules:
         if not ok:
             raise ValueError(f"make_gemm: {name} must be {want}, found {getattr(cfg, name)!r}")
+
+
+def _check_splits(cfg: GemmConfig):
+    """``splits`` is a positive int; more than one needs a static ``k`` of at least
+    ``splits`` K tiles that leaves no split without one, one CTA per tile and split (not
+    persistent, no cluster), 128-row tiles and a plain product (no fused epilogue stage,
+    bf16 inputs): the kernel's signature with the workspaces exists for those only."""
+    splits = cfg.splits
+    if type(splits) is not int or splits < 1:  # noqa: E721  (not bool)
+        raise ValueError(f"make_gemm: splits must be a positive int, found {splits!r}")
+    if splits == 1:
+        return
+    k_tiles = static(cfg.k_tiles)
+    if k_tiles is None or (splits - 1) * -(-k_tiles // splits) >= k_tiles:
+        raise ValueError(f"make_gemm: splits={splits} needs a static k whose {cfg.bk}-element K tiles leave no "
+                         f"split without one (splits of ceil(k_tiles / splits) tiles), found k={cfg.k}")
+    fused = [name for name in ("bias", "activation", "gated", "residual") if getattr(cfg, name)]
+    if cfg.persistent or cfg.cluster != 1 or cfg.block_m != BM or fused or cfg.in_dtype != "bfloat16":
+        raise ValueError(f"make_gemm: splits={splits} needs persistent=False, cluster=1, block_m={BM}, bf16 inputs "
+                         f"and no fused epilogue, found persistent={cfg.persistent}, cluster={cfg.cluster}, "
+                         f"block_m={cfg.block_m}, in_dtype={cfg.in_dtype!r}, fused {fused or 'none'}")
 
 
 def _check_block_m(cfg: GemmConfig):

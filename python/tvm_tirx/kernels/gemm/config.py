@@ -21,6 +21,8 @@ from tvm.script import tirx as T
 from ..parts.epilogue import (Activation, Bias, Epilogue, ExactStore, Gate, Geometry, GuardedStore, Residual,
                               Scale, TmaStore)
 from ..parts.ring import Ring
+from ..parts.split_k import SplitK
+from ...tile.fragments import accumulator_col, accumulator_row
 from .geometry import (ACTIVATIONS, BIAS_DTYPES, BK_BYTES, BLOCK_MS, BLOCK_NS, BM, BN, CONSUMERS, GATED_BLOCK_NS,
                        GLU_ROWS, INPUTS, MAX_ELEMENTS, MAX_SIZE, MAX_STAGES, OUTPUTS, SMEM_LIMIT, TMA_STRIDE, WG_M,
                        deepest_ring, gemm_smem_bytes, tma_epilogue)
@@ -76,7 +78,11 @@ class GemmOptions:  # pylint: disable=too-many-instance-attributes
         defaults).
     block_m : int
         Rows of C per CTA tile: 128 (the default) or 256, the cooperative tile
-        (``make_gemm``'s); last, so that the positional fields stay as they were.
+        (``make_gemm``'s); after the others, so that the positional fields stay as they were.
+    splits : int
+        CTAs per output tile, each over a contiguous ``1 / splits`` of K (split-K, met in
+        a workspace: :class:`~tvm_tirx.kernels.parts.split_k.SplitK`); 1 (the default) for
+        none.  Last, like ``block_m``.
     """
 
     n: int
@@ -99,6 +105,7 @@ class GemmOptions:  # pylint: disable=too-many-instance-attributes
     cluster: int = 1
     spin: bool = False
     block_m: int = BM
+    splits: int = 1
 
     def __post_init__(self):
         if self.stages is None:
@@ -165,7 +172,12 @@ class GemmConfig(GemmOptions):
         stages += [Gate(activation)] if self.gated else [activation] if activation else []
         stages += [Residual()] if self.residual else []
         exact_fp32 = self.exact and not self.bf16_out
-        stages.append(TmaStore() if self.tma_store else ExactStore() if exact_fp32 else GuardedStore())
+        # with splits the store runs in one CTA per tile, under a guard read from shared memory
+        # (SplitK.last): only the per-thread stores, which no guard needs to be uniform for
+        if self.splits > 1:
+            stages.append(GuardedStore())
+        else:
+            stages.append(TmaStore() if self.tma_store else ExactStore() if exact_fp32 else GuardedStore())
         geometry = Geometry(self.m, self.n, self.out_dtype, self.block_n, self.out_block_n, self.b_rows, self.block_m,
                             WG_M, self.blocks)
         return Epilogue(geometry, tuple(stages))
@@ -234,9 +246,44 @@ class GemmConfig(GemmOptions):
         return self.tiles_m * self.tiles_n
 
     @property
+    def split_tiles(self):
+        """K tiles per split, ``ceil(k_tiles / splits)`` (``k_tiles`` with one split; the
+        last split's tiles past K are zero-filled by the TMA)."""
+        return self.k_tiles if self.splits == 1 else _ceildiv(self.k_tiles, self.splits)
+
+    @property
     def grid(self):
-        """CTAs launched: ``ctas`` (persistent) or one per output tile."""
+        """CTAs launched along x: ``ctas`` (persistent) or one per output tile (with
+        splits, each column of the grid's y, :attr:`launch_grid`, holds one split)."""
         return self.ctas if self.persistent else self.n_tiles
+
+    @property
+    def launch_grid(self):
+        """The launch's grid: :attr:`grid`, or ``(grid, splits)`` with splits (the split as
+        ``blockIdx.y``, whose bound the launch states: every slab index is provably in
+        ``Partial``)."""
+        return self.grid if self.splits == 1 else (self.grid, self.splits)
+
+    def split_of(self):
+        """The CTA's split of K: ``blockIdx.y``, or 0 with one split."""
+        return 0 if self.splits == 1 else T.cuda.block_idx("y")
+
+    @cached_property
+    def split_k(self) -> SplitK | None:
+        """The split-K reduction (:class:`~tvm_tirx.kernels.parts.split_k.SplitK`) of the
+        consumers' accumulators, placed by the wgmma fragment map (PTX ISA
+        9.7.15.5.1.1), or None with one split.  Counted in ``Counters[bm * block_m, bn]``
+        (``Counters (m, tiles_n)``: the first row of each row tile)."""
+        if self.splits == 1:
+            return None
+        geometry = self.epilogue.geometry
+
+        def element(b, h, e, at):
+            return (accumulator_row(geometry.row0(at), at.tid, h), accumulator_col(at.bn * self.block_n, at.tid, b, e))
+
+        # named barrier 3: the TMA store's are 1 and 2 (one per consumer warpgroup)
+        return SplitK(self.splits, self.m, self.n, self.block_n // 8, element, threads=CONSUMERS * 128, leader=128,
+                      barrier=3)
 
     @property
     def rounds(self):

@@ -62,12 +62,17 @@ def make_consumer(cfg: GemmConfig):
     leaves ``wait_depth`` batches in flight and releases the stage read before them; then
     runs the epilogue chain (``cfg.epilogue``) per block: its prefetch (the residual's
     loads; block 0's before the last ``wgmma.wait_group``), its register stages (scale,
-    bias, activation, gate, residual) and its store of ``regs[j].out``.
+    bias, activation, gate, residual) and its store of ``regs[j].out``.  With splits
+    (``cfg.split_k``) the K tiles are those of split ``work.split``, and the epilogue runs
+    in the CTA that completes the tile's count only, on the sum of the splits' slabs.
     """
-    tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
+    tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.split_tiles
     ring, wait_depth, blocks, rows = cfg.ring, cfg.wait_depth, cfg.blocks, cfg.block_m // CONSUMERS
-    prefetch = cfg.epilogue.prefetch
+    tiles_rows = cfg.block_m
+    prefetch, reduction = cfg.epilogue.prefetch, cfg.split_k
     mma, finish = _make_mma(cfg), _make_finish(cfg)
+    if reduction is not None:
+        publish, gather, chunks = reduction.make_publish(), reduction.make_gather(), cfg.block_n // 8
 
     @T.macro
     def consume_tile(C, ext, smem, regs, flag, work):
@@ -89,7 +94,14 @@ def make_consumer(cfg: GemmConfig):
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         if wait_depth == 1:
             ring.release(smem.empty, ring.slot(work.g0 + k_tiles - 1), work.tid)
-        finish(C, ext, smem, regs[0], TilePlace(bm, bn, work.tid, work.c))
+        if reduction is None:
+            finish(C, ext, smem, regs[0], TilePlace(bm, bn, work.tid, work.c))
+        else:  # 128-row tiles only (one block), no prefetch: GemmConfig's checks
+            at = TilePlace(bm, bn, work.tid, work.c, 0, work.split)
+            publish(work.work, regs[0].acc.local().view(chunks, 2, 2, 1), at, (bm * tiles_rows, bn))
+            if reduction.last(work.work):
+                gather(work.work, regs[0].acc.local().view(chunks, 2, 2, 1), at)
+                finish(C, ext, smem, regs[0], at)
         if blocks == 2:
             if prefetch is not None:  # block 1 reuses block 0's words: its loads hide under no product
                 prefetch(regs[1], ext, TilePlace(bm, bn, work.tid, work.c, 1))

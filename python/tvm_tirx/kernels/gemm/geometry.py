@@ -68,7 +68,8 @@ def tma_epilogue(out_dtype: str, block_n: int, gated: bool = False) -> bool:
     return out_dtype == "bfloat16" and (block_n // 2 if gated else block_n) % TMA_BOX_N == 0
 
 
-def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN, gated: bool = False, block_m: int = BM) -> int:
+def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN, gated: bool = False, block_m: int = BM,
+                    splits: int = 1) -> int:
     """Dynamic shared memory of :func:`~tvm_tirx.kernels.gemm.make_gemm`, in bytes.
 
     ``stages`` rings of A (``block_m`` rows) and B (``block_n`` rows) of 128 bytes each,
@@ -78,12 +79,13 @@ def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN, gated: bool 
     aligning the swizzled tiles.  The epilogue tiles are one 64-row slot per consumer
     warpgroup whatever ``block_m``: a warpgroup of a 256-row tile stores its two 64-row
     blocks through its slot one after the other (256 x 128 bf16 fits 4 stages:
-    ``4 * 384 * 128 + 32768 + 64 + 1024`` = 230464 bytes).
+    ``4 * 384 * 128 + 32768 + 64 + 1024`` = 230464 bytes).  With ``splits`` above 1, 16
+    bytes more: the split-K count's shared word.
     """
     ring = stages * (block_m + block_n) * BK_BYTES
     out_columns = block_n // 2 if gated else block_n
     epilogue = CONSUMERS * WG_M * out_columns * 2 if tma_epilogue(out_dtype, block_n, gated) else 1024
-    return ring + epilogue + 16 * stages + 1024
+    return ring + epilogue + 16 * stages + 1024 + (16 if splits > 1 else 0)
 
 
 #: the deepest ring worth having (deeper measured no faster on the H200: 128 x 64 with 8 stages)

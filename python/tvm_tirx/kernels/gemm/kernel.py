@@ -12,6 +12,7 @@ from ..parts.epilogue import Registers
 from .consumer import make_consumer
 from .producer import make_producer
 from .shared import Shared, Work
+from ..parts.split_k import Workspace
 
 __all__ = ["build"]
 
@@ -31,13 +32,15 @@ def _cluster_rank(clusters):
 
 
 def _make_body(cfg: GemmConfig):
-    """The macro ``body(A, B, C, extra)`` (``extra`` the tuple of the epilogue's parameters,
-    in ``cfg.epilogue.params``' order): the launch, the shared ring and barriers, the
-    producer warpgroup 0 and the consumer warpgroups 1 and 2, each walking this CTA's
-    output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t < n_tiles``
-    (with ``cfg.blocks`` accumulator sets per consumer thread: two in a 256-row tile)."""
-    stages, in_dtype, cluster = cfg.stages, cfg.in_dtype, cfg.cluster
-    n_tiles, grid, rounds, k_tiles = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.k_tiles
+    """The macro ``body(A, B, C, extra, split)`` (``extra`` the tuple of the epilogue's
+    parameters, in ``cfg.epilogue.params``' order; ``split`` the split-K workspaces
+    ``(Partial, Counters)``, or ``()`` with one split): the launch, the shared ring and
+    barriers, the producer warpgroup 0 and the consumer warpgroups 1 and 2, each walking
+    this CTA's output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t <
+    n_tiles`` (with splits, split ``blockIdx.y``: :attr:`~.config.GemmConfig.launch_grid`),
+    with ``cfg.blocks`` accumulator sets per consumer thread (two in a 256-row tile)."""
+    stages, in_dtype, cluster, splits = cfg.stages, cfg.in_dtype, cfg.cluster, cfg.splits
+    n_tiles, grid, rounds, k_tiles = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.split_tiles
     bn, out_bn, gated, epilogue, blocks = cfg.block_n, cfg.out_block_n, cfg.gated, cfg.epilogue, cfg.blocks
     produce_tile, consume_tile, ring, drain = make_producer(cfg), make_consumer(cfg), cfg.ring, epilogue.drain
     op_a, op_b = cfg.operand_a, cfg.operand_b
@@ -48,12 +51,13 @@ def _make_body(cfg: GemmConfig):
     # a run-time grid (one CTA per tile of a run-time m) cannot be launched in clusters,
     # not even of one CTA: it is a plain launch then (cluster=2 needs a static m)
     clusters = cluster if isinstance(grid, int) else None
-    launch = T.cuda.LaunchConfig(grid=grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
-                                 dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype, bn, gated, cfg.block_m),
+    launch = T.cuda.LaunchConfig(grid=cfg.launch_grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
+                                 dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype, bn, gated, cfg.block_m,
+                                                                    splits),
                                  cluster=clusters)
 
     @T.macro
-    def body(A, B, C, extra):
+    def body(A, B, C, extra, split):
         T.device_entry(launch=launch)
         sa = T.alloc_shared(op_a.stage_shape(stages), in_dtype, scope="shared.dyn", align=1024,
                             layout=op_a.ring_layout(stages))
@@ -62,6 +66,8 @@ def _make_body(cfg: GemmConfig):
         so = T.alloc_shared(out_shape, "uint32", scope="shared.dyn", align=1024, layout=out_layout)
         full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
         empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        if splits > 1:  # the split-K count the leader publishes (GemmConfig.split_k)
+            slot = T.alloc_shared((1,), "uint32", scope="shared.dyn", align=4)
         tid = T.cuda.thread_idx("x")
         bx = T.cuda.block_idx("x")
         wg = T.cuda.warp_id() // 4
@@ -80,7 +86,8 @@ def _make_body(cfg: GemmConfig):
                 for i in T.serial(rounds):
                     t = bx + i * grid  # this CTA's i-th output tile
                     if t < n_tiles:
-                        produce_tile(A, B, Shared(sa, sb, so, full, empty), flag, t, i * k_tiles, rank)
+                        produce_tile(A, B, Shared(sa, sb, so, full, empty), flag, t, i * k_tiles, rank,
+                                     cfg.split_of())
         else:  # two consumer warpgroups, 64 rows of the tile each (128 of a 256-row tile)
             T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
             c = wg - 1
@@ -92,12 +99,16 @@ def _make_body(cfg: GemmConfig):
             words = T.alloc_local((WG_M, out_bn // 2), "uint32", layout=accumulator_layout(out_bn, packed=True))
             factor = T.alloc_local((1,), "float32")
             tmp = T.alloc_local((out_bn // 2,), "float32")  # the fused activation's scratch registers
+            if splits > 1:  # the split-K reduction's registers
+                got = T.alloc_local((1,), "uint32")
+                part = T.alloc_local((1,), "float32")
             for i in T.serial(rounds):
                 t = bx + i * grid
                 if t < n_tiles:
                     consume_tile(C, epilogue.bind(extra), Shared(sa, sb, so, full, empty),
                                  _blocks((acc, acc1) if blocks == 2 else (acc,), out, words, tmp, factor), flag,
-                                 Work(t, i * k_tiles, tid, c))
+                                 Work(t, i * k_tiles, tid, c, cfg.split_of(),
+                                      Workspace(split[0], split[1], slot, got, part) if splits > 1 else None))
             if drain is not None:  # the TMA store's last read of the shared tile
                 drain(tid)
         if cluster == 2:
@@ -124,6 +135,10 @@ def _prim_func(cfg: GemmConfig, body):
              "C": T.Tensor((cfg.m, cfg.n), cfg.out_dtype, align=16)}
     specs.update((p.name, p.spec()) for p in epilogue.params)
     names = ("A", "B", *(p.name for p in epilogue.inputs), "C", *(p.name for p in epilogue.trailing))
+    if cfg.splits > 1:  # the split-K workspaces, before C (a plain product: GemmConfig's checks)
+        specs["Partial"] = T.Tensor((cfg.m, cfg.splits * cfg.n), "float32", align=4)
+        specs["Counters"] = T.Tensor((cfg.m, cfg.tiles_n), "uint32", align=4)
+        names = ("A", "B", "Partial", "Counters", "C")
     return _signature(names, specs, body)
 
 
@@ -147,42 +162,50 @@ def _signature(names: tuple, specs: dict, body):
 
         @T.function
         def hopper_gemm(A: a, B: b, C: c):
-            body(A, B, C, ())
+            body(A, B, C, (), ())
 
         return hopper_gemm
+    if names == ("A", "B", "Partial", "Counters", "C"):
+        p, n = specs["Partial"], specs["Counters"]
+
+        @T.function
+        def hopper_gemm_split(A: a, B: b, Partial: p, Counters: n, C: c):
+            body(A, B, C, (), (Partial, Counters))
+
+        return hopper_gemm_split
     if names == ("A", "B", "Bias", "C"):
 
         @T.function
         def hopper_gemm_bias(A: a, B: b, Bias: v, C: c):
-            body(A, B, C, (Bias,))
+            body(A, B, C, (Bias,), ())
 
         return hopper_gemm_bias
     if names == ("A", "B", "Residual", "C"):
 
         @T.function
         def hopper_gemm_residual(A: a, B: b, Residual: r, C: c):
-            body(A, B, C, (Residual,))
+            body(A, B, C, (Residual,), ())
 
         return hopper_gemm_residual
     if names == ("A", "B", "Bias", "Residual", "C"):
 
         @T.function
         def hopper_gemm_bias_residual(A: a, B: b, Bias: v, Residual: r, C: c):
-            body(A, B, C, (Bias, Residual))
+            body(A, B, C, (Bias, Residual), ())
 
         return hopper_gemm_bias_residual
     if names == ("A", "B", "C", "Scales"):
 
         @T.function
         def hopper_gemm_fp8(A: a, B: b, C: c, Scales: s):
-            body(A, B, C, (Scales,))
+            body(A, B, C, (Scales,), ())
 
         return hopper_gemm_fp8
     if names == ("A", "B", "Bias", "C", "Scales"):
 
         @T.function
         def hopper_gemm_fp8_bias(A: a, B: b, Bias: v, C: c, Scales: s):
-            body(A, B, C, (Bias, Scales))
+            body(A, B, C, (Bias, Scales), ())
 
         return hopper_gemm_fp8_bias
     raise ValueError(f"make_gemm: no kernel signature {names} (the epilogue chain's parameters)")

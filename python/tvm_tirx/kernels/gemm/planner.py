@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 from .config import BLOCK_MS as TILE_BLOCK_MS, BLOCK_NS, BM, SMEM_LIMIT
 from .small_m import BLOCK_MS, ROWS_W, small_m_smem_bytes
-from .tiles import SMS, choose_tile, deepest_ring
+from .tiles import COOPERATIVE_RATE, SMS, TILE_RATE, choose_tile, deepest_ring, wave_score
 
-__all__ = ["SMALL_M", "SMALL_M_ROUTE", "MIN_SPLIT_TILES", "MAX_SPLITS", "SmallMPlan", "choose_small_m",
-           "choose_gemm", "override", "clear_overrides", "ROW_PITCH_BYTES", "PAD_MIN_ROWS", "k_padding"]
+__all__ = ["SMALL_M", "SMALL_M_ROUTE", "SPLIT_K_ROUTE", "MIN_SPLIT_TILES", "MAX_SPLITS", "SmallMPlan",
+           "choose_small_m", "choose_split", "choose_gemm", "override", "clear_overrides", "ROW_PITCH_BYTES",
+           "PAD_MIN_ROWS", "k_padding"]
 
 #: Whether :func:`choose_gemm` gives shapes of at most :data:`SMALL_M` rows to the small-M
 #: kernel by default.  On: its GPU tests passed on the H200 and through ``ops.linear`` it
@@ -28,6 +29,19 @@ __all__ = ["SMALL_M", "SMALL_M_ROUTE", "MIN_SPLIT_TILES", "MAX_SPLITS", "SmallMP
 #: 2026-12-05; 0.43x at m = 64).  ``TVM_TIRX_SMALL_M=0`` in the environment (read at
 #: import) turns it off.
 SMALL_M_ROUTE = os.environ.get("TVM_TIRX_SMALL_M", "1") != "0"
+
+#: Whether :func:`choose_gemm` may split K in the tile kernel (:func:`choose_split`).  Off
+#: until it has run on a GPU: ``TVM_TIRX_SPLIT_K=1`` in the environment (read at import)
+#: turns it on; :func:`override` takes a ``splits`` either way.
+SPLIT_K_ROUTE = os.environ.get("TVM_TIRX_SPLIT_K", "0") == "1"
+#: the tile kernel's fixed cost per CTA in K tiles' time: the ring's filling
+FILL_TILES = 2
+#: the split-K reduction's cost per CTA in K tiles' time (the slab's stores; the last CTA's
+#: reads): a guess until measured (``bench/gemm.py --tiles`` with split variants)
+REDUCE_TILES = 3
+#: the tile widths split-K is planned with: 128 x 128 is spill-free but for 24 bytes with
+#: the reduction's addresses, 128 x 256 spills 928 (ptxas -v)
+SPLIT_BLOCK_NS = (128, 64)
 
 #: rows of C up to which the small-M kernel is taken (its widest tile, wgmma's N = 64)
 SMALL_M = max(BLOCK_MS)
@@ -108,6 +122,41 @@ def choose_small_m(m: int, n: int, k: int, sms: int = SMS) -> SmallMPlan:
     return SmallMPlan(block_m, splits, stages)
 
 
+def _k_share(k_tiles: int, splits: int) -> float:
+    """The share of a CTA's time that multiplies: its ``k_tiles / splits`` K tiles against
+    those (rounded up), :data:`FILL_TILES` and, with splits, :data:`REDUCE_TILES`."""
+    own = -(-k_tiles // splits)
+    return k_tiles / splits / (own + FILL_TILES + (REDUCE_TILES if splits > 1 else 0))
+
+
+def choose_split(m: int, n: int, k: int, tile: dict, out_dtype: str = "bfloat16", sms: int = SMS) -> dict:
+    """``tile`` (:func:`~.tiles.choose_tile`'s options for ``C (m, n)``) or, where the model
+    scores it higher, a 128-row tile of :data:`SPLIT_BLOCK_NS` with ``splits`` CTAs per
+    tile over parts of K: each candidate's :func:`~.tiles.wave_score` with its CTAs times
+    :func:`_k_share`; counts that leave a split without a K tile or with fewer than
+    :data:`MIN_SPLIT_TILES` are not tried.  The costs are not yet calibrated on a GPU
+    (:data:`FILL_TILES`, :data:`REDUCE_TILES`).
+
+    Returns
+    -------
+    dict
+        ``tile``, or ``{"block_n", "stages", "splits"}``.
+    """
+    k_tiles = -(-k // 64)
+    rate = COOPERATIVE_RATE[tile["block_n"]] if tile.get("block_m", BM) != BM else TILE_RATE[tile["block_n"]]
+    best = wave_score(m, n, tile.get("block_m", BM), tile["block_n"], rate, sms) * _k_share(k_tiles, 1)
+    choice = tile
+    for block_n in SPLIT_BLOCK_NS:
+        for splits in range(2, min(MAX_SPLITS, k_tiles // MIN_SPLIT_TILES) + 1):
+            if (splits - 1) * -(-k_tiles // splits) >= k_tiles:
+                continue
+            score = wave_score(m, n, BM, block_n, TILE_RATE[block_n], sms, splits) * _k_share(k_tiles, splits)
+            if score > best:
+                best, choice = score, {"block_n": block_n, "stages": deepest_ring(block_n, out_dtype),
+                                       "splits": splits}
+    return choice
+
+
 #: (n, k, m or None) -> the plan given by :func:`override`
 _OVERRIDES: dict = {}
 
@@ -129,7 +178,9 @@ def override(n: int, k: int, plan, m: int | None = None) -> None:
         kernel's options ``{"block_n": 64 | 128 | 192 | 256}`` (and optionally ``"stages"``,
         and ``"block_m": 128 | 256``: the cooperative 256-row tile).
     m : int | None
-        The rows the override is for; None: every ``m``.
+        The rows the override is for; None: every ``m``.  A tile plan's ``splits`` serves
+        the shape's plain bf16 products (the torch operators'; the Relax offload and fused
+        or fp8 calls take the tile unsplit).
 
     Raises
     ------
@@ -139,14 +190,16 @@ def override(n: int, k: int, plan, m: int | None = None) -> None:
         checked when the kernel is made).
     """
     if isinstance(plan, dict):
-        if (set(plan) - {"block_n", "stages", "block_m"} or plan.get("block_n") not in BLOCK_NS
-                or plan.get("block_m", BM) not in TILE_BLOCK_MS):
+        splits = plan.get("splits", 1)
+        if (set(plan) - {"block_n", "stages", "block_m", "splits"} or plan.get("block_n") not in BLOCK_NS
+                or plan.get("block_m", BM) not in TILE_BLOCK_MS or type(splits) is not int or splits < 1):  # noqa: E721
             raise ValueError(f"override: a tile plan is {{'block_n': a multiple of 8 from {BLOCK_NS[0]} to "
-                             f"{BLOCK_NS[-1]}}} (and optionally 'stages', 'block_m' in {list(TILE_BLOCK_MS)}), "
-                             f"found {plan!r}")
+                             f"{BLOCK_NS[-1]}}} (and optionally 'stages', 'block_m' in {list(TILE_BLOCK_MS)}, "
+                             f"'splits' a positive int), found {plan!r}")
         block_m = plan.get("block_m", BM)
         stages = plan.get("stages", deepest_ring(plan["block_n"], "bfloat16", block_m=block_m))
-        plan = {"block_n": plan["block_n"], "stages": stages, **({"block_m": block_m} if block_m != BM else {})}
+        plan = {"block_n": plan["block_n"], "stages": stages, **({"block_m": block_m} if block_m != BM else {}),
+                **({"splits": splits} if splits != 1 else {})}
     elif not isinstance(plan, SmallMPlan):
         raise ValueError(f"override: plan must be a SmallMPlan or a dict of tile options, found {plan!r}")
     _OVERRIDES[(n, k, m)] = plan
@@ -157,8 +210,8 @@ def clear_overrides() -> None:
     _OVERRIDES.clear()
 
 
-def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = SMS,
-                small_m: bool | None = None, fused: bool = False):
+def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = SMS,  # noqa: PLR0913
+                small_m: bool | None = None, fused: bool = False, split_k: bool | None = None):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: an :func:`override` of the
     shape if there is one, else a :class:`SmallMPlan` for ``m <= SMALL_M`` (when
     ``small_m``; bf16 K-major operands, no fused epilogue), else
@@ -178,7 +231,10 @@ def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = 
         Whether the small-M kernel may be taken; None: :data:`SMALL_M_ROUTE`.
     fused : bool
         Whether the kernel fuses an epilogue stage (bias, activation, residual):
-        :func:`~.tiles.choose_tile`'s ``fused``.
+        :func:`~.tiles.choose_tile`'s ``fused``; such a kernel never splits K.
+    split_k : bool | None
+        Whether the tile kernel may split K (:func:`choose_split`; bf16 inputs, a plain
+        product, a caller that passes the workspaces); None: :data:`SPLIT_K_ROUTE`.
 
     Raises
     ------
@@ -191,7 +247,10 @@ def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = 
         return found
     if m <= SMALL_M and (SMALL_M_ROUTE if small_m is None else small_m):
         return choose_small_m(m, n, k, sms)
-    return choose_tile(m, n, out_dtype, sms, fused=fused)
+    tile = choose_tile(m, n, out_dtype, sms, fused=fused)
+    if fused or not (SPLIT_K_ROUTE if split_k is None else split_k):
+        return tile
+    return choose_split(m, n, k, tile, out_dtype, sms)
 
 
 def k_padding(m: int, n: int, k: int, itemsize: int) -> int:

@@ -25,11 +25,12 @@ def _as(tensor, dtype: str):
 
 
 def make_producer(cfg: GemmConfig):
-    """The macro ``produce_tile(A, B, smem, flag, t, g0, rank)`` of ``cfg``: ``smem`` a
+    """The macro ``produce_tile(A, B, smem, flag, t, g0, rank, split)`` of ``cfg``: ``smem`` a
     :class:`.shared.Shared` (the ring's ``sa``, ``sb``, ``full``, ``empty``), ``flag`` the
-    ring's wait flag, ``rank`` the CTA's rank in its cluster.
+    ring's wait flag, ``rank`` the CTA's rank in its cluster, ``split`` its split of K.
 
-    Thread 0 of the producer warpgroup loads the K tiles of output tile ``t`` into ring
+    Thread 0 of the producer warpgroup loads the K tiles of output tile ``t`` (those of
+    split ``split``: ``split * split_tiles ..``, all of them with one split) into ring
     iterations ``g0 ..`` (stage ``g % stages``, phase ``g // stages``): it waits until
     the consumers released the stage (``empty``), arms ``full`` with the stage's bytes
     and issues the TMA loads of A (``block_m`` x 128 bytes) and B (``block_n`` x 128 bytes; with
@@ -38,7 +39,7 @@ def make_producer(cfg: GemmConfig):
     past the edge of A or B (the M, N and K tails) are zero-filled by the TMA and still
     count all their bytes (PTX ISA 5.5.5), so a K tail contributes zeros to the products.
     """
-    tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.k_tiles
+    tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.split_tiles
     ring, cluster, tma_dtype = cfg.ring, cfg.cluster, cfg.tma_dtype
     bn_cols, bm_rows = cfg.block_n, cfg.block_m
     stage_bytes = (bm_rows + bn_cols) * BK_BYTES
@@ -46,7 +47,7 @@ def make_producer(cfg: GemmConfig):
     op_a, op_b = cfg.operand_a, cfg.operand_b
 
     @T.macro
-    def produce_tile(A, B, smem, flag, t, g0, rank):
+    def produce_tile(A, B, smem, flag, t, g0, rank, split):
         bm = tile_order(t, tiles_m, tiles_n, group_m)[0]
         bn = tile_order(t, tiles_m, tiles_n, group_m)[1]
         for kt in T.serial(k_tiles):
@@ -55,19 +56,20 @@ def make_producer(cfg: GemmConfig):
             ring.arm(smem.full, s, stage_bytes)
             for j in T.unroll(op_a.boxes(bm_rows)):
                 T.cuda.tile.apply(T.ptx[LOAD], op_a.box(smem.sa, s, 0, bm_rows, j).view(tma_dtype), _as(A, tma_dtype),
-                                  mbar=smem.full.sub[s, :], coords=op_a.coords(bm * bm_rows, 0, kt, j), swizzle=3,
-                                  l2_promotion=3)
+                                  mbar=smem.full.sub[s, :], coords=op_a.coords(bm * bm_rows, 0, split * k_tiles + kt, j),
+                                  swizzle=3, l2_promotion=3)
             if cluster == 2:  # half of B from each CTA of the pair, into both
                 for j in T.unroll(op_b.boxes(b_rows)):
                     T.cuda.tile.apply(T.ptx[LOAD_MC],
                                       op_b.box(smem.sb, s, rank * b_rows, b_rows, j).view(tma_dtype),
                                       _as(B, tma_dtype), mbar=smem.full.sub[s, :],
-                                      coords=op_b.coords(bn * bn_cols, rank * b_rows, kt, j), swizzle=3,
-                                      l2_promotion=3, cta_mask=T.uint16(3))
+                                      coords=op_b.coords(bn * bn_cols, rank * b_rows, split * k_tiles + kt, j),
+                                      swizzle=3, l2_promotion=3, cta_mask=T.uint16(3))
             else:
                 for j in T.unroll(op_b.boxes(bn_cols)):
                     T.cuda.tile.apply(T.ptx[LOAD], op_b.box(smem.sb, s, 0, bn_cols, j).view(tma_dtype),
                                       _as(B, tma_dtype), mbar=smem.full.sub[s, :],
-                                      coords=op_b.coords(bn * bn_cols, 0, kt, j), swizzle=3, l2_promotion=3)
+                                      coords=op_b.coords(bn * bn_cols, 0, split * k_tiles + kt, j), swizzle=3,
+                                      l2_promotion=3)
 
     return produce_tile

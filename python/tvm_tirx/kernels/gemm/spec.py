@@ -104,7 +104,8 @@ class GemmSpec(GemmOptions, _KernelSpec):
     def schedule_suffix(self) -> str:
         """The schedule options that differ from the spec's defaults, as a name suffix:
         ``_s{stages}`` (a ring other than the deepest that fits), ``_wd{wait_depth}``,
-        ``_persistent{ctas}``, ``_gm{group_m}``, ``_cluster{cluster}``, ``_spin``; empty
+        ``_persistent{ctas}``, ``_gm{group_m}``, ``_cluster{cluster}``, ``_spin``,
+        ``_split{splits}``; empty
         for the torch operators' kernels, so that two kernels of one shape that differ
         only in their schedule never share a name."""
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
@@ -113,7 +114,8 @@ class GemmSpec(GemmOptions, _KernelSpec):
         suffix += f"_persistent{self.ctas}" if self.persistent else ""
         suffix += f"_gm{self.group_m}" if self.group_m != defaults["group_m"] else ""
         suffix += f"_cluster{self.cluster}" if self.cluster != defaults["cluster"] else ""
-        return suffix + ("_spin" if self.spin else "")
+        suffix += "_spin" if self.spin else ""
+        return suffix + (f"_split{self.splits}" if self.splits != 1 else "")
 
     def config(self, m) -> GemmConfig:
         """The checked :class:`~.config.GemmConfig` of this spec for ``m`` rows (an int or

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from .config import BM, GATED_BLOCK_NS, MAX_STAGES, OUTPUTS, deepest_ring
 
-__all__ = ["TILE_RATE", "COOPERATIVE_RATE", "FUSED_COOPERATIVE_N", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring"]
+__all__ = ["TILE_RATE", "COOPERATIVE_RATE", "FUSED_COOPERATIVE_N", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring",
+           "wave_score"]
 
 #: block_n -> the tile's rate relative to 128 x 256 when every SM is busy (H200, bench/gemm.py
 #: --tiles).  :func:`choose_tile` picks among these widths only: a width of
@@ -48,6 +49,17 @@ COOPERATIVE_RATE = {192: 0.98, 160: 0.92, 128: 0.95}
 FUSED_COOPERATIVE_N = 128
 #: SMs of an H100 SXM / H200 (the CTA slots of one wave: one CTA per SM)
 SMS = 132
+
+
+def wave_score(m: int, n: int, block_m: int, block_n: int, rate: float, sms: int, splits: int = 1) -> float:
+    """The model's worth of ``block_m x block_n`` tiles of relative ``rate`` on ``C (m,
+    n)`` with ``splits`` CTAs per tile: the share of the launched waves' CTA slots that hold
+    a CTA, ``ctas / (ceil(ctas / sms) * sms)``, times ``rate`` and the share of the tiles'
+    elements inside C (module docstring)."""
+    tiles_m, tiles_n = -(-m // block_m), -(-n // block_n)
+    ctas = tiles_m * tiles_n * splits
+    inside = m / (tiles_m * block_m) * n / (tiles_n * block_n)
+    return ctas / (-(-ctas // sms) * sms) * rate * inside
 
 
 def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS, gated: bool = False,
@@ -90,11 +102,7 @@ def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS, gat
         raise ValueError(f"choose_tile: out_dtype must be one of {list(OUTPUTS)}, found {out_dtype!r}")
 
     def score(tile) -> float:
-        block_m, block_n, rate = tile
-        tiles_m, tiles_n = -(-m // block_m), -(-n // block_n)
-        tiles = tiles_m * tiles_n
-        inside = m / (tiles_m * block_m) * n / (tiles_n * block_n)  # the share of the tiles' elements in C
-        return tiles / (-(-tiles // sms) * sms) * rate * inside
+        return wave_score(m, n, *tile, sms)
 
     if gated:  # the accumulator columns: a gate and an up column per output column; 128-row tiles only
         n *= 2

@@ -91,13 +91,15 @@ class TilePlace(NamedTuple):
     int32 expressions), its thread index ``tid`` (0 .. 383), its consumer warpgroup ``c``
     (0 or 1) and ``sub``, which of the warpgroup's :attr:`Geometry.blocks` 64-row blocks
     (0, or 1 in a 256-row tile; a Python int): rows ``64 (c * blocks + sub) ..`` of the
-    tile (:meth:`Geometry.row0`)."""
+    tile (:meth:`Geometry.row0`); ``split``, the CTA's split of K where the kernel splits
+    it (:mod:`~tvm_tirx.kernels.parts.split_k`), else 0."""
 
     bm: object
     bn: object
     tid: object
     c: object
     sub: int = 0
+    split: object = 0
 
 
 @dataclass(frozen=True)
