@@ -30,9 +30,11 @@ CLASSES = {
 
 def plan_name(key) -> str:
     """A kernel key (:mod:`tvm_tirx.ops.gemm_kernels`) as a short plan."""
-    if hasattr(key, "splits"):
+    from tvm_tirx.kernels.gemm.spec import SmallMSpec
+
+    if isinstance(key, SmallMSpec):
         return f"small-M bm{key.block_m} s{key.splits}"
-    return f"tile {key.block_m}x{key.block_n}"
+    return f"tile {key.block_m}x{key.block_n}" + (f" split{key.splits}" if key.splits > 1 else "")
 
 
 def _keys(m: int, n: int, k: int) -> list:

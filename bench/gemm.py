@@ -16,6 +16,7 @@ median of ``--runs`` runs after a warm-up, random inputs).
     python bench/gemm.py --sweep --run-time-m  # the same, kernels made for every m (the ops' kind)
     python bench/gemm.py --tiles   # GPU: every tile variant on every shape, the fastest per shape
     python bench/gemm.py --tiles --only 256x  # ... the 256-row (cooperative) variants only (and 128x256)
+    python bench/gemm.py --tiles --only split 128x128 128x64 --sizes 1000x1000x1000  # split-K against its tiles
     python bench/gemm.py --layouts # GPU: A and B K- or MN-major (TN, NN, NT, TT) against torch.matmul
     python bench/gemm.py --cpu     # no GPU: compile and assemble, ptxas and SASS counts
     python bench/gemm.py --hang-cost  # GPU: the cost of options={"detect_hangs": True}
@@ -87,6 +88,11 @@ TILE_VARIANTS = {
     "256x128 s4": dict(BEST["bfloat16"], block_m=256, block_n=128, stages=4),
     "256x160 s4": dict(BEST["bfloat16"], block_m=256, block_n=160, stages=4),
     "256x192 s3": dict(BEST["bfloat16"], block_m=256, block_n=192, stages=3),
+    # split-K (planner.choose_split; its costs FILL_TILES and REDUCE_TILES wait on these):
+    # splits CTAs per tile over parts of K, met in a workspace the bench passes
+    "128x128 s6 split2": dict(BEST["bfloat16"], block_n=128, stages=6, splits=2),
+    "128x128 s6 split4": dict(BEST["bfloat16"], block_n=128, stages=6, splits=4),
+    "128x64 s8 split2": dict(BEST["bfloat16"], block_n=64, stages=8, splits=2),
 }
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 
@@ -248,7 +254,20 @@ class _ShapeArgs:
             self.shape, self.args = None, None
             a, b = _inputs(shape)
             self.shape, self.args = shape, (a, b, torch.empty(shape[0], shape[1], device="cuda", dtype=torch.bfloat16))
-        return self.args
+        a, b, c = self.args
+        return (a, b, *_workspaces(config, shape), c)
+
+
+def _workspaces(config, shape) -> tuple:
+    """A split-K variant's ``(Partial, Counters)`` (``make_gemm(splits=...)``), else ``()``."""
+    import torch
+
+    splits, block_n = config.get("splits", 1), config.get("block_n", 256)
+    if splits == 1:
+        return ()
+    m, n, _ = shape
+    counters = torch.zeros(m, -(-n // block_n), device="cuda", dtype=torch.int32).view(torch.uint32)
+    return torch.empty(m, splits * n, device="cuda"), counters
 
 
 def main_tiles(sizes, runs, only=None):
@@ -268,7 +287,7 @@ def main_tiles(sizes, runs, only=None):
             full_waves.append([times[0] / t for t in times])
         best = min(range(len(names)), key=times.__getitem__)
         a, b = _inputs(shape)
-        err = _run_checked(group[best].kernel, a, b)
+        err = _run_checked(group[best].kernel, a, b, _workspaces(TILE_VARIANTS[names[best]], shape))
         torch_ms = testing.do_bench(_torch_product(a, b, "bfloat16"), runs=runs).median
         ratios["default"].append(torch_ms / times[0])
         ratios["best"].append(torch_ms / times[best])
@@ -301,6 +320,8 @@ def _print_tile_rates(names, full_waves) -> None:
         return
     rates = {}
     for j, name in enumerate(names):
+        if TILE_VARIANTS[name].get("splits", 1) > 1:  # a split's cost is not a tile's rate
+            continue
         tile = (TILE_VARIANTS[name].get("block_m", 128), TILE_VARIANTS[name].get("block_n", 256))
         rate = statistics.geometric_mean(r[j] for r in full_waves)
         rates[tile] = max(rates.get(tile, 0.0), rate)
@@ -311,12 +332,13 @@ def _print_tile_rates(names, full_waves) -> None:
         print(f"256-row tiles (block_m, block_n) -> rate relative to 128 x 256, same shapes: {coop}")
 
 
-def _run_checked(kernel, a, b) -> str:
-    """Run ``kernel`` into a NaN-filled C: its error against the fp32 product, or WRONG."""
+def _run_checked(kernel, a, b, workspaces=()) -> str:
+    """Run ``kernel`` into a NaN-filled C (after A and B, ``workspaces``: a split-K
+    kernel's): its error against the fp32 product, or WRONG."""
     import torch
 
     c = torch.full((a.shape[0], b.shape[0]), float("nan"), device="cuda", dtype=torch.bfloat16)
-    kernel(a, b, c)
+    kernel(a, b, *workspaces, c)
     try:
         return f"{_check(c, torch.matmul(a.float(), b.float().t()), 'bfloat16'):.1e}"
     except AssertionError as err:

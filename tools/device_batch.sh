@@ -7,12 +7,17 @@
 # call), gemm-ops-a (suite: graph geomean 1.055), gemm-ops-b (classes: 0.894),
 # attention-backward-kernel (geomean 0.746), sanitize-backward-columns (memcheck clean;
 # racecheck ran out of time).  What the next session should run, in calls of at most 10
-# minutes on one warm machine (DEADLINE=$(( $(date +%s) + 585 ))):
-#   A. gpu-suite (~370 s on an H100): the backward's plans and direct call (FastOp) and
-#      the 64-byte K padding (test_linear_pads_k_on_gpu...) have not run on a GPU;
-#   B. backward-host (did the plans cut the 716 us?), attention-backward-kernel, and
+# minutes on one warm machine (DEADLINE=$(( $(date +%s) + 585 ))); the session of 2026-12-05
+# (night) had no GPU, so this plan stands, with the split-K parts (end of file) added:
+#   A. gpu-suite (~370 s on an H100): the backward's plans and direct call (FastOp), the
+#      64-byte K padding (test_linear_pads_k_on_gpu...), the small-M kernel's slabs and the
+#      tile kernel's split-K (test_gemm_small_m.py, test_gemm_split_k.py) have not run on a GPU;
+#   B. decode-slabs, split-k-tiles (then set planner.FILL_TILES / REDUCE_TILES, and turn
+#      SPLIT_K_ROUTE on where it wins), split-k-ops;
+#   C. backward-host (did the plans cut the 716 us?), attention-backward-kernel, and
 #      gemm-ops-b (does 5000^3 padded to 64-byte rows reach 5000 x 5000 x 5120's rate?);
-#   C. racecheck-backward-columns, gemm-ops-c (the Llama classes, never run), deterministic.
+#   D. racecheck-backward-columns, gemm-ops-c (the Llama classes, never run), deterministic,
+#      sanitize-split-k.
 # Other parts: route-tests, sanitize, decode-route-on, tiles, attention-backward (kernel
 # off), sanitize-attention-backward, backward-kernels, varlen, varlen-kernel, ncu-backward,
 # tiles-256, attention-tma-store, dsum, attention-ops.
@@ -137,3 +142,19 @@ show backward-host 45
 # racecheck of the operator's backward kernels (by columns) on one configuration per head_dim
 part racecheck-backward-columns 400 bash tools/sanitize.sh racecheck tests/python/test_attention_backward.py \
   -k "float16_heads_and_stages and (128-float16-8-3-columns or 64-float16-1-4-columns)"
+# the split-K slabs (2026-12-05, night; no GPU that session): the small-M kernel's reduction now
+# stores per-split slabs and sums them in order (it added them with red.global.add.f32); the tile
+# kernel's split-K (make_gemm(splits=...), planner.choose_split behind TVM_TIRX_SPLIT_K=1)
+part split-k-tests 300 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider \
+  tests/python/test_gemm_small_m.py tests/python/test_gemm_split_k.py tests/python/test_torch_ops.py
+# the decode class after the slabs (64 x 4096 x 4096 was 0.42x with the atomics)
+part decode-slabs 240 python3 bench/gemm.py --ops --classes decode --triton --runs 10
+show decode-slabs 14
+# split-K against the tiles the planner takes unsplit: the costs FILL_TILES and REDUCE_TILES to calibrate
+part split-k-tiles 400 python3 bench/gemm.py --tiles --runs 20 --only split 128x128 128x64 --sizes \
+  1000x1000x1000 100x4096x4096 128x4096x4096 512x512x512 768x768x768 300x1024x8192 1536x1536x1536 1000x4096x4096
+show split-k-tiles 14
+# the ops on the split-K route (the classes whose waves are short), against F.linear
+part split-k-ops 500 env TVM_TIRX_SPLIT_K=1 python3 bench/gemm.py --ops --runs 20 --classes square ragged-m decode
+show split-k-ops 24
+part sanitize-split-k 300 bash tools/sanitize.sh all tests/python/test_gemm_split_k.py -k split_k_on_gpu

@@ -224,7 +224,8 @@ def test_every_bench_tile_variant_is_a_valid_configuration_named_by_its_tile():
     assert {"256x128 s4", "256x160 s4", "256x192 s3"} <= set(bench.TILE_VARIANTS)
     for name, config in bench.TILE_VARIANTS.items():
         make_gemm(4096, 4096, 4096, **config)
-        assert name == f"{bench._tile_label(config)} s{config['stages']}"
+        split = f" split{config['splits']}" if config.get("splits", 1) > 1 else ""
+        assert name == f"{bench._tile_label(config)} s{config['stages']}{split}"
 
 
 def test_the_bench_reports_256_row_rates_apart_from_tile_rate(capsys):

@@ -494,6 +494,12 @@ class _StandIn:
                                tuple((tuple(t.shape), t.dtype, t.data_ptr()) for t in bias)))
             c.copy_(a.float() @ b.float().t())
             return
+        if self.key.splits > 1:  # (A, B, Partial, Counters, C): a plain product with its workspaces
+            partial, counters = bias
+            assert partial.shape == (c.shape[0], self.key.splits * self.key.n) and partial.dtype == F32
+            assert counters.shape == (c.shape[0], -(-self.key.n // self.key.block_n))
+            assert not counters.view(torch.int32).any()  # zero before each launch
+            bias = []
         assert len(bias) == (self.key.bias is not None)  # the bias kernel, and only it, takes Bias
         self.calls.append((tuple(a.shape), tuple(b.shape), tuple(c.shape), c.dtype))
         w = b if self.key.b_major == "k" else b.t()  # b_major="n": B stored (k, n)
@@ -802,6 +808,25 @@ def test_the_small_m_route_gives_each_stream_its_zeroed_workspaces(stand_in_comp
     gemm_kernels.clear_kernels()
     stream[0] = 1
     assert launched()[1] == first
+
+
+def test_the_split_k_route_passes_plain_products_their_workspaces(stand_in_compiler, monkeypatch):
+    # 100 x 4096 x 4096: one row of 128 x 64 tiles fills 64 of 132 SMs; split in four, 128 x 128
+    # tiles make 128 CTAs (planner.choose_split)
+    monkeypatch.setattr(planner, "SPLIT_K_ROUTE", True)
+    monkeypatch.setattr(planner, "SMALL_M_ROUTE", False)
+    x, w = _inputs(100, n=4096, k=4096)
+    torch.testing.assert_close(ops.linear(x, w, out_dtype=F32), _ref(x, w))
+    (key,) = stand_in_compiler
+    assert (key.block_n, key.splits) == (128, 4) and key.name.endswith("_bn128_split4")
+    # a fused bias takes no split (the split-K kernel is a plain product), nor does the
+    # Relax offload (its own test: test_the_relax_offload_never_splits_k)
+    torch.testing.assert_close(ops.linear(x, w, torch.ones(4096, dtype=BF16), out_dtype=F32), _ref(x, w) + 1)
+    assert stand_in_compiler[-1].splits == 1 and stand_in_compiler[-1].bias == "bfloat16"
+    monkeypatch.setattr(planner, "SPLIT_K_ROUTE", False)
+    gemm_kernels.clear_kernels()
+    ops.linear(x, w)
+    assert stand_in_compiler[-1].splits == 1  # the route off: the model's tile alone
 
 
 def test_the_workspaces_are_made_outside_the_callers_thread(monkeypatch):

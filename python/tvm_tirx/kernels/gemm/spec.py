@@ -207,7 +207,8 @@ class SmallMSpec(_KernelSpec):
 def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat16", stages: int = 3,
               wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
               spin: bool = False, block_n: int = BN, bias: str | None = None, activation: str | None = None,
-              gated: bool = False, residual: bool = False, a_major: str = "k", b_major: str = "k", block_m: int = BM):
+              gated: bool = False, residual: bool = False, a_major: str = "k", b_major: str = "k", block_m: int = BM,
+              splits: int = 1):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
     :func:`tvm_tirx.compile` (``arch="sm_90a"``).
 
@@ -309,6 +310,16 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         ``gated=False`` and ``block_n`` at most 192 (a consumer thread holds ``block_n``
         fp32 accumulators; see :data:`~.geometry.COOP_MAX_BLOCK_N`); with ``cluster=2``
         an even number of 256-row tiles.  The kernel's name then has ``_bm256``.
+    splits : int
+        CTAs per output tile, each over a contiguous ``1 / splits`` of the K tiles
+        (split-K: :class:`~tvm_tirx.kernels.parts.split_k.SplitK`); 1 for none.  More than 1
+        needs ``persistent=False``, ``cluster=1``, ``block_m=128``, bf16 inputs, no fused
+        epilogue stage and a static ``k`` of enough K tiles for every split; the launch
+        grid is then ``(tiles, splits)`` and the function ``hopper_gemm_split(A, B,
+        Partial, Counters, C)``: ``Partial (m, splits * n)`` float32 of any values
+        (overwritten) and ``Counters (m, ceil(n / block_n))`` uint32, zero before the call
+        and left zero by it.  The result is bitwise reproducible; the name has
+        ``_split{splits}``.
 
     Returns
     -------
@@ -331,4 +342,5 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
     """
     return GemmSpec(n, k, in_dtype, out_dtype, stages=stages, wait_depth=wait_depth, persistent=persistent, ctas=ctas,
                     group_m=group_m, cluster=cluster, spin=spin, block_n=block_n, bias=bias, activation=activation,
-                    gated=gated, residual=residual, a_major=a_major, b_major=b_major, block_m=block_m).build(m)
+                    gated=gated, residual=residual, a_major=a_major, b_major=b_major, block_m=block_m,
+                    splits=splits).build(m)
