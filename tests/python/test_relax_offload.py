@@ -485,3 +485,53 @@ def test_fused_epilogues_compute_the_same_on_the_cpu_with_reference_kernels(torc
                      (q, ((r.float() @ w2.float().t()).bfloat16() + bias2).bfloat16())):
         err = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
         assert err < 1e-2, err
+
+
+# -- K padding (planner.k_padding, as the torch operators pad) -----------------------------
+
+
+@I.ir_module
+class OddK:
+    """K-major rows of 40 bf16 (80 bytes: a multiple of 16, not of 64), a static m and a
+    symbolic one, a plain GEMM and one with a fused bias."""
+
+    @R.function
+    def main(x: R.Tensor((8, 40), "bfloat16"), y: R.Tensor(("m", 40), "bfloat16"),
+             w: R.Tensor((16, 40), "bfloat16"), bias: R.Tensor((16,), "bfloat16")):
+        with R.dataflow():
+            a = R.matmul(x, R.permute_dims(w))
+            b = R.matmul(y, R.permute_dims(w))
+            c = R.add(R.matmul(x, R.permute_dims(w)), bias)
+            R.output(a, b, c)
+        return (a, b, c)
+
+
+def test_a_static_m_pads_k_like_the_torch_operators(monkeypatch):
+    from tvm_tirx.kernels.gemm import planner
+
+    monkeypatch.setattr(planner, "PAD_MIN_ROWS", 1)  # pad even these small shapes
+    after = partition_for_tvm_tirx(OddK, gemm_options={"block_n": 256})
+    names = sorted(gv.name_hint for gv in after.get_global_vars() if gv.name_hint != "main")
+    # 80-byte rows padded to 128 (k = 64) for the static m, plain and fused; the symbolic m keeps k = 40
+    assert names == ["tvm_tirx_gemm_n16_k40_bf16_bf16", "tvm_tirx_gemm_n16_k64_bf16_bf16",
+                     "tvm_tirx_gemm_n16_k64_bf16_bf16_bias_bf16"], names
+    main = after["main"].script()
+    assert main.count("R.nn.pad(") == 4 and main.count("pad_width=[0, 0, 0, 24]") == 4  # x and w, twice
+    monkeypatch.setattr(planner, "PAD_MIN_ROWS", 1024)  # the default: these shapes are too small to pay
+    assert "R.nn.pad" not in partition_for_tvm_tirx(OddK, gemm_options={"block_n": 256})["main"].script()
+
+
+def test_padded_k_computes_the_same_on_the_cpu_with_reference_kernels(torch_cpu, monkeypatch):
+    torch = torch_cpu
+    from tvm_tirx.kernels.gemm import planner
+
+    monkeypatch.setattr(planner, "PAD_MIN_ROWS", 1)
+    vm = _cpu_vm_with_reference_kernels(partition_for_tvm_tirx(OddK, gemm_options={"block_n": 256}))
+    torch.manual_seed(0)
+    x, y, w, bias = torch.randn(8, 40).bfloat16(), torch.randn(5, 40).bfloat16(), torch.randn(16, 40).bfloat16(), \
+        torch.randn(16).bfloat16()
+    a, b, c = (torch.from_dlpack(t) for t in vm["main"](*[tvm.runtime.from_dlpack(t) for t in (x, y, w, bias)]))
+    for got, ref in ((a, x.float() @ w.float().t()), (b, y.float() @ w.float().t()),
+                     (c, x.float() @ w.float().t() + bias.float())):
+        err = ((got.float() - ref).abs().max() / ref.abs().max()).item()
+        assert got.shape == ref.shape and err < 1e-2, err

@@ -28,7 +28,7 @@ import tvm
 from tvm import relax
 
 from .gemm_kernels import gemm_prim_func
-from .relax_gemm import GemmMatch, SkippedMatmul, emit_gemm_call, fusable_options, match_gemm, tile_options
+from .relax_gemm import GemmMatch, SkippedMatmul, emit_gemm_call, fusable_options, k_pad, match_gemm, tile_options
 from .relax_rewrite import Offloader
 
 __all__ = ["ACTIVATION_OPS", "EpilogueMatch", "match_epilogue", "epilogue_offloaders"]
@@ -124,13 +124,13 @@ def epilogue_offloaders(gemm_options: dict | None = None) -> list:
     def kernel(e: EpilogueMatch):
         fused = dict(options, activation=e.activation, bias=e.gemm.out_dtype if e.bias is not None else None,
                      residual=e.residual is not None or None)
-        return gemm_prim_func(e.gemm.n, e.gemm.k, e.gemm.in_dtype, e.gemm.out_dtype,
+        return gemm_prim_func(e.gemm.n, e.gemm.k + k_pad(e.gemm), e.gemm.in_dtype, e.gemm.out_dtype,
                               **tile_options(e.gemm, {k: v for k, v in fused.items() if v is not None}))
 
     def emit(emit_fn, kernel_var, e: EpilogueMatch):
         g, extra = e.gemm, [] if e.bias is None else [e.bias]
         if e.residual is not None:  # (*batch, n) -> (m, n), as x is
             extra.append(e.residual if len(g.batch) == 1 else emit_fn(relax.op.reshape(e.residual, [g.m, g.n])))
-        return emit_gemm_call(emit_fn, kernel_var, g, tuple(extra))
+        return emit_gemm_call(emit_fn, kernel_var, g, tuple(extra), pad=k_pad(g))
 
     return [Offloader(op, match_epilogue, kernel, emit, SkippedMatmul) for op in (_ADD, *ACTIVATION_OPS)]

@@ -13,13 +13,13 @@ import tvm
 from tvm import relax
 
 from ..kernels.gemm import BN, make_gemm
-from ..kernels.gemm.planner import choose_gemm
+from ..kernels.gemm.planner import choose_gemm, k_padding
 from ..kernels.gemm.config import MAX_SIZE, TMA_STRIDE
 from .gemm_kernels import GemmSpec, gemm_spec
 from .relax_rewrite import Offloader
 
 __all__ = ["IN_DTYPES", "OUT_DTYPES", "MAX_M", "SkippedMatmul", "GemmMatch", "match_gemm", "b_major",
-           "emit_gemm_call", "fusable_options", "tile_options", "match_spec", "gemm_offloader"]
+           "emit_gemm_call", "fusable_options", "tile_options", "match_spec", "gemm_offloader", "k_pad"]
 
 #: Input dtypes offloaded (both operands the same).
 IN_DTYPES = ("bfloat16",)
@@ -152,14 +152,29 @@ def b_major(g: GemmMatch) -> str:
     return "n" if g.transpose_b and row % TMA_STRIDE == 0 else "k"
 
 
-def emit_gemm_call(emit, kernel: tvm.ir.GlobalVar, g: GemmMatch, extra: tuple = ()) -> relax.Expr:
+def k_pad(g: GemmMatch) -> int:
+    """Zero columns the offload appends to the K-major ``x (m, k)`` and ``b (n, k)`` of the
+    match ``g`` (:func:`~tvm_tirx.kernels.gemm.planner.k_padding`: rows of a multiple of
+    64 bytes, where the copies cost less than they save): 0 for a symbolic ``m`` (the
+    trade-off depends on it) or an N-major ``b`` (:func:`b_major`)."""
+    m = _static(g.m)
+    if m is None or b_major(g) != "k":
+        return 0
+    return k_padding(m, g.n, g.k, tvm.runtime.DataType(g.in_dtype).bits // 8)
+
+
+def emit_gemm_call(emit, kernel: tvm.ir.GlobalVar, g: GemmMatch, extra: tuple = (), pad: int = 0) -> relax.Expr:
     """``R.call_tir(kernel, (x, b, *extra), (m, n))`` for the match ``g``: ``x`` reshaped
     to ``(m, k)`` first and the result back to ``(*batch, n)`` when ``x`` has more than
     one row axis; a ``(k, n)`` weight passed as it is to the N-major kernel
     (:func:`b_major`), or when its rows do not suit the TMA transposed by
-    ``R.permute_dims`` first."""
+    ``R.permute_dims`` first; with ``pad`` (:func:`k_pad`, a K-major ``b``), ``x`` and
+    ``b`` given ``pad`` zero columns by ``R.nn.pad`` (the kernel is then built for ``k +
+    pad``: the product is the same)."""
     x = g.x if len(g.batch) == 1 else emit(relax.op.reshape(g.x, [g.m, g.k]))
     b = emit(relax.op.permute_dims(g.b, [1, 0])) if b_major(g) == "k" and g.transpose_b else g.b
+    if pad:
+        x, b = (emit(relax.op.nn.pad(t, [0, 0, 0, pad])) for t in (x, b))
     out = relax.call_tir(kernel, [x, b, *extra], relax.TensorType([g.m, g.n], g.out_dtype))
     if len(g.batch) == 1:
         return out
@@ -219,12 +234,12 @@ def match_spec(g: GemmMatch, options: dict | None = None) -> GemmSpec:
     dtypes with ``options`` (checked ``gemm_options``, :func:`fusable_options`) and
     :func:`tile_options`; the torch operators' :func:`~tvm_tirx.ops.torch_checks.gemm_key`
     gives an equal spec for the same call."""
-    return gemm_spec(g.n, g.k, g.in_dtype, g.out_dtype, **tile_options(g, dict(options or {})))
+    return gemm_spec(g.n, g.k + k_pad(g), g.in_dtype, g.out_dtype, **tile_options(g, dict(options or {})))
 
 
 def gemm_offloader(gemm_options: dict | None = None) -> Offloader:
     """The :class:`~tvm_tirx.ops.relax_rewrite.Offloader` of ``R.matmul`` (:func:`match_gemm`,
     the run-time-``m`` kernel of :func:`match_spec` with ``gemm_options``)."""
     options = fusable_options(gemm_options)
-    return Offloader("relax.matmul", match_gemm, lambda g: match_spec(g, options).prim_func(), emit_gemm_call,
-                     SkippedMatmul)
+    return Offloader("relax.matmul", match_gemm, lambda g: match_spec(g, options).prim_func(),
+                     lambda emit, kernel, g: emit_gemm_call(emit, kernel, g, pad=k_pad(g)), SkippedMatmul)
