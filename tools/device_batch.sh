@@ -158,3 +158,8 @@ show split-k-tiles 14
 part split-k-ops 500 env TVM_TIRX_SPLIT_K=1 python3 bench/gemm.py --ops --runs 20 --classes square ragged-m decode
 show split-k-ops 24
 part sanitize-split-k 300 bash tools/sanitize.sh all tests/python/test_gemm_split_k.py -k split_k_on_gpu
+# FP8 with block scales (make_gemm(block_scales=True), 2026-12-05 night, no GPU then): its GPU tests,
+# then its rate against the per-tensor kernel and torch._scaled_mm (issue 40 asks 0.95x per-tensor)
+part fp8-blocks 400 bash -c "python3 -m pytest -m gpu -q -n 4 --tb=short -p no:cacheprovider \
+  tests/python/test_gemm_block_scales.py && python3 bench/gemm_fp8_blocks.py --runs 20"
+show fp8-blocks 14

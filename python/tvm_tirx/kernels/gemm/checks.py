@@ -12,6 +12,7 @@ from tvm.runtime import DataType
 from .geometry import (ACTIVATIONS, BIAS_DTYPES, BLOCK_MS, BLOCK_N_MIN, BLOCK_N_STEP, BLOCK_NS, BM, COOP_MAX_BLOCK_N,
                        GATED_BLOCK_NS, INPUTS, MAX_ELEMENTS, MAX_SIZE, OUTPUTS, SMEM_LIMIT, TMA_STRIDE,
                        gemm_smem_bytes)
+from .block_scales import BLOCK_NS as SCALED_BLOCK_NS
 from .operands import CHUNK, check_major
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ def check_options(cfg: GemmConfig):
                          f"columns, is stored in 64-column boxes), found {cfg.block_n}")
     _check_block_m(cfg)
     _check_splits(cfg)
+    _check_block_scales(cfg)
     smem = (gemm_smem_bytes(cfg.stages, cfg.out_dtype, cfg.block_n, cfg.gated, cfg.block_m, cfg.splits)
             if isinstance(cfg.stages, int) else None)
     tile = f"block_n={cfg.block_n}" + (f", block_m={cfg.block_m}" if cfg.block_m != BM else "")
@@ -97,6 +99,23 @@ def _check_splits(cfg: GemmConfig):
         raise ValueError(f"make_gemm: splits={splits} needs persistent=False, cluster=1, block_m={BM}, bf16 inputs "
                          f"and no fused epilogue, found persistent={cfg.persistent}, cluster={cfg.cluster}, "
                          f"block_m={cfg.block_m}, in_dtype={cfg.in_dtype!r}, fused {fused or 'none'}")
+
+
+def _check_block_scales(cfg: GemmConfig):
+    """``block_scales`` is a bool; True needs float8 inputs on 128-row tiles whose columns
+    lie in one 128-row block of B (``block_n`` 64 or 128), no fused epilogue stage and one
+    split (:mod:`.block_scales`)."""
+    if type(cfg.block_scales) is not bool:  # noqa: E721
+        raise ValueError(f"make_gemm: block_scales must be a bool, found {cfg.block_scales!r}")
+    if not cfg.block_scales:
+        return
+    fused = [name for name in ("bias", "activation", "gated", "residual") if getattr(cfg, name)]
+    if (cfg.in_dtype != "float8_e4m3fn" or cfg.block_m != BM or cfg.block_n not in SCALED_BLOCK_NS or fused
+            or cfg.splits != 1):
+        raise ValueError(f"make_gemm: block_scales=True needs in_dtype='float8_e4m3fn', block_m={BM}, block_n in "
+                         f"{SCALED_BLOCK_NS} (one 128-row block of B per tile), no fused epilogue and splits=1, "
+                         f"found in_dtype={cfg.in_dtype!r}, block_m={cfg.block_m}, block_n={cfg.block_n}, "
+                         f"fused {fused or 'none'}, splits={cfg.splits}")
 
 
 def _check_block_m(cfg: GemmConfig):

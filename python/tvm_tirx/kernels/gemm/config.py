@@ -82,7 +82,10 @@ class GemmOptions:  # pylint: disable=too-many-instance-attributes
     splits : int
         CTAs per output tile, each over a contiguous ``1 / splits`` of K (split-K, met in
         a workspace: :class:`~tvm_tirx.kernels.parts.split_k.SplitK`); 1 (the default) for
-        none.  Last, like ``block_m``.
+        none.  After ``block_m``.
+    block_scales : bool
+        FP8 inputs quantized in blocks (``ScalesA (m, ceil(k / 128))`` and ``ScalesB
+        (ceil(n / 128), ceil(k / 128))``: :mod:`.block_scales`) instead of per tensor.  Last.
     """
 
     n: int
@@ -106,6 +109,7 @@ class GemmOptions:  # pylint: disable=too-many-instance-attributes
     spin: bool = False
     block_m: int = BM
     splits: int = 1
+    block_scales: bool = False
 
     def __post_init__(self):
         if self.stages is None:
@@ -167,7 +171,7 @@ class GemmConfig(GemmOptions):
         :attr:`~tvm_tirx.kernels.parts.epilogue.Epilogue.params` are the kernel's
         parameters besides A, B and C."""
         activation = Activation(self.activation) if self.activation else None
-        stages = [Scale()] if self.in_dtype != "bfloat16" else []
+        stages = [Scale()] if self.in_dtype != "bfloat16" and not self.block_scales else []
         stages += [Bias(self.bias)] if self.bias else []
         stages += [Gate(activation)] if self.gated else [activation] if activation else []
         stages += [Residual()] if self.residual else []

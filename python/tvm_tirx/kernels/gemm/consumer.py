@@ -5,6 +5,7 @@ from __future__ import annotations
 from tvm.script import tirx as T
 
 from ..parts.epilogue import TilePlace
+from .block_scales import make_scaled_mainloop
 from .config import CONSUMERS, WG_M, GemmConfig
 from .order import tile_order
 
@@ -47,6 +48,31 @@ def _make_finish(cfg: GemmConfig):
     return finish
 
 
+def _make_mainloop(cfg: GemmConfig, mma):
+    """The macro ``mainloop(regs, smem, flag, work)``: per K tile (ring iteration ``work.g0 +
+    kt``) wait for ``full``, issue the stage's wgmma batch into each block's accumulators,
+    commit, leave ``wait_depth`` batches in flight and release the stage read before them
+    (the last batch's wait and release are the caller's)."""
+    k_tiles, ring, wait_depth, blocks = cfg.split_tiles, cfg.ring, cfg.wait_depth, cfg.blocks
+    rows = cfg.block_m // CONSUMERS
+
+    @T.macro
+    def mainloop(regs, smem, flag, work):
+        for kt in T.serial(k_tiles):
+            s = ring.slot(work.g0 + kt)
+            ring.wait(smem.full, s, work.g0 + kt, flag)
+            T.ptx["wgmma.fence.sync.aligned"]()
+            mma(regs[0].acc, smem, s, work.c * rows, kt)
+            if blocks == 2:  # a 256-row tile: the warpgroup's second 64 rows, the same B
+                mma(regs[1].acc, smem, s, work.c * rows + WG_M, kt)
+            T.ptx["wgmma.commit_group.sync.aligned"]()
+            T.ptx["wgmma.wait_group.sync.aligned"](wait_depth)
+            if wait_depth == 0 or kt > 0:
+                ring.release(smem.empty, ring.slot(work.g0 + kt - wait_depth), work.tid)
+
+    return mainloop
+
+
 def make_consumer(cfg: GemmConfig):
     """The macro ``consume_tile(C, ext, smem, regs, flag, work)`` of ``cfg``: ``ext`` the
     epilogue's tensors (``cfg.epilogue.bind(...)``), ``smem`` a :class:`Shared`, ``regs``
@@ -64,13 +90,15 @@ def make_consumer(cfg: GemmConfig):
     loads; block 0's before the last ``wgmma.wait_group``), its register stages (scale,
     bias, activation, gate, residual) and its store of ``regs[j].out``.  With splits
     (``cfg.split_k``) the K tiles are those of split ``work.split``, and the epilogue runs
-    in the CTA that completes the tile's count only, on the sum of the splits' slabs.
+    in the CTA that completes the tile's count only, on the sum of the splits' slabs.  With
+    fp8 block scales the main loop is :func:`~.block_scales.make_scaled_mainloop`'s.
     """
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.split_tiles
-    ring, wait_depth, blocks, rows = cfg.ring, cfg.wait_depth, cfg.blocks, cfg.block_m // CONSUMERS
-    tiles_rows = cfg.block_m
+    ring, wait_depth, blocks, tiles_rows = cfg.ring, cfg.wait_depth, cfg.blocks, cfg.block_m
     prefetch, reduction = cfg.epilogue.prefetch, cfg.split_k
     mma, finish = _make_mma(cfg), _make_finish(cfg)
+    mainloop = _make_mainloop(cfg, mma)
+    scaled_mainloop = make_scaled_mainloop(cfg, mma) if cfg.block_scales else None
     if reduction is not None:
         publish, gather, chunks = reduction.make_publish(), reduction.make_gather(), cfg.block_n // 8
 
@@ -78,22 +106,15 @@ def make_consumer(cfg: GemmConfig):
     def consume_tile(C, ext, smem, regs, flag, work):
         bm = tile_order(work.t, tiles_m, tiles_n, group_m)[0]
         bn = tile_order(work.t, tiles_m, tiles_n, group_m)[1]
-        for kt in T.serial(k_tiles):
-            s = ring.slot(work.g0 + kt)
-            ring.wait(smem.full, s, work.g0 + kt, flag)
-            T.ptx["wgmma.fence.sync.aligned"]()
-            mma(regs[0].acc, smem, s, work.c * rows, kt)
-            if blocks == 2:  # a 256-row tile: the warpgroup's second 64 rows, the same B
-                mma(regs[1].acc, smem, s, work.c * rows + WG_M, kt)
-            T.ptx["wgmma.commit_group.sync.aligned"]()
-            T.ptx["wgmma.wait_group.sync.aligned"](wait_depth)
-            if wait_depth == 0 or kt > 0:
-                ring.release(smem.empty, ring.slot(work.g0 + kt - wait_depth), work.tid)
-        if prefetch is not None:  # the residual's loads under the last products
-            prefetch(regs[0], ext, TilePlace(bm, bn, work.tid, work.c))
-        T.ptx["wgmma.wait_group.sync.aligned"](0)
-        if wait_depth == 1:
-            ring.release(smem.empty, ring.slot(work.g0 + k_tiles - 1), work.tid)
+        if scaled_mainloop is not None:  # fp8 block scales: 128-row tiles, no prefetch (GemmConfig's checks)
+            scaled_mainloop(regs[0].acc, work.scales, smem, flag, work, bm, bn)
+        else:
+            mainloop(regs, smem, flag, work)
+            if prefetch is not None:  # the residual's loads under the last products
+                prefetch(regs[0], ext, TilePlace(bm, bn, work.tid, work.c))
+            T.ptx["wgmma.wait_group.sync.aligned"](0)
+            if wait_depth == 1:
+                ring.release(smem.empty, ring.slot(work.g0 + k_tiles - 1), work.tid)
         if reduction is None:
             finish(C, ext, smem, regs[0], TilePlace(bm, bn, work.tid, work.c))
         else:  # 128-row tiles only (one block), no prefetch: GemmConfig's checks

@@ -13,6 +13,7 @@ from .consumer import make_consumer
 from .producer import make_producer
 from .shared import Shared, Work
 from ..parts.split_k import Workspace
+from .block_scales import BLOCK, Scales
 
 __all__ = ["build"]
 
@@ -32,14 +33,15 @@ def _cluster_rank(clusters):
 
 
 def _make_body(cfg: GemmConfig):
-    """The macro ``body(A, B, C, extra, split)`` (``extra`` the tuple of the epilogue's
-    parameters, in ``cfg.epilogue.params``' order; ``split`` the split-K workspaces
-    ``(Partial, Counters)``, or ``()`` with one split): the launch, the shared ring and
+    """The macro ``body(A, B, C, extra, aux)`` (``extra`` the tuple of the epilogue's
+    parameters, in ``cfg.epilogue.params``' order; ``aux`` the split-K workspaces
+    ``(Partial, Counters)`` with splits, the fp8 block scales ``(ScalesA, ScalesB)`` with
+    ``block_scales``, else ``()``): the launch, the shared ring and
     barriers, the producer warpgroup 0 and the consumer warpgroups 1 and 2, each walking
     this CTA's output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t <
     n_tiles`` (with splits, split ``blockIdx.y``: :attr:`~.config.GemmConfig.launch_grid`),
     with ``cfg.blocks`` accumulator sets per consumer thread (two in a 256-row tile)."""
-    stages, in_dtype, cluster, splits = cfg.stages, cfg.in_dtype, cfg.cluster, cfg.splits
+    stages, in_dtype, cluster, splits, block_scales = cfg.stages, cfg.in_dtype, cfg.cluster, cfg.splits, cfg.block_scales
     n_tiles, grid, rounds, k_tiles = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.split_tiles
     bn, out_bn, gated, epilogue, blocks = cfg.block_n, cfg.out_block_n, cfg.gated, cfg.epilogue, cfg.blocks
     produce_tile, consume_tile, ring, drain = make_producer(cfg), make_consumer(cfg), cfg.ring, epilogue.drain
@@ -57,7 +59,7 @@ def _make_body(cfg: GemmConfig):
                                  cluster=clusters)
 
     @T.macro
-    def body(A, B, C, extra, split):
+    def body(A, B, C, extra, aux):
         T.device_entry(launch=launch)
         sa = T.alloc_shared(op_a.stage_shape(stages), in_dtype, scope="shared.dyn", align=1024,
                             layout=op_a.ring_layout(stages))
@@ -102,13 +104,17 @@ def _make_body(cfg: GemmConfig):
             if splits > 1:  # the split-K reduction's registers
                 got = T.alloc_local((1,), "uint32")
                 part = T.alloc_local((1,), "float32")
+            if block_scales:  # fp8 block scales: a second accumulator set, the scales of a block
+                scaled = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
+                scale_regs = T.alloc_local((3,), "float32")
             for i in T.serial(rounds):
                 t = bx + i * grid
                 if t < n_tiles:
                     consume_tile(C, epilogue.bind(extra), Shared(sa, sb, so, full, empty),
                                  _blocks((acc, acc1) if blocks == 2 else (acc,), out, words, tmp, factor), flag,
                                  Work(t, i * k_tiles, tid, c, cfg.split_of(),
-                                      Workspace(split[0], split[1], slot, got, part) if splits > 1 else None))
+                                      Workspace(aux[0], aux[1], slot, got, part) if splits > 1 else None,
+                                      Scales(aux[0], aux[1], scaled, scale_regs) if block_scales else None))
             if drain is not None:  # the TMA store's last read of the shared tile
                 drain(tid)
         if cluster == 2:
@@ -135,6 +141,11 @@ def _prim_func(cfg: GemmConfig, body):
              "C": T.Tensor((cfg.m, cfg.n), cfg.out_dtype, align=16)}
     specs.update((p.name, p.spec()) for p in epilogue.params)
     names = ("A", "B", *(p.name for p in epilogue.inputs), "C", *(p.name for p in epilogue.trailing))
+    if cfg.block_scales:  # fp8 block scales after C, as the per-tensor Scales (a plain product)
+        blocks = -(-cfg.k // BLOCK)
+        specs["ScalesA"] = T.Tensor((cfg.m, blocks), "float32", align=4)
+        specs["ScalesB"] = T.Tensor((-(-cfg.n // BLOCK), blocks), "float32", align=4)
+        names = ("A", "B", "C", "ScalesA", "ScalesB")
     if cfg.splits > 1:  # the split-K workspaces, before C (a plain product: GemmConfig's checks)
         specs["Partial"] = T.Tensor((cfg.m, cfg.splits * cfg.n), "float32", align=4)
         specs["Counters"] = T.Tensor((cfg.m, cfg.tiles_n), "uint32", align=4)
@@ -173,6 +184,14 @@ def _signature(names: tuple, specs: dict, body):
             body(A, B, C, (), (Partial, Counters))
 
         return hopper_gemm_split
+    if names == ("A", "B", "C", "ScalesA", "ScalesB"):
+        sa, sb = specs["ScalesA"], specs["ScalesB"]
+
+        @T.function
+        def hopper_gemm_fp8_block_scaled(A: a, B: b, C: c, ScalesA: sa, ScalesB: sb):
+            body(A, B, C, (), (ScalesA, ScalesB))
+
+        return hopper_gemm_fp8_block_scaled
     if names == ("A", "B", "Bias", "C"):
 
         @T.function

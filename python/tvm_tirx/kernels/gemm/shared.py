@@ -32,8 +32,9 @@ class Shared(NamedTuple):
 class Work(NamedTuple):
     """A consumer's job: output tile ``t`` (int32), the ring iteration ``g0`` of its first K
     tile, the thread index ``tid``, the consumer warpgroup ``c`` (0 or 1), the CTA's split
-    of K ``split`` (0 with one split) and, with splits, the split-K
-    :class:`~tvm_tirx.kernels.parts.split_k.Workspace` ``work`` (None with one split)."""
+    of K ``split`` (0 with one split), with splits the split-K
+    :class:`~tvm_tirx.kernels.parts.split_k.Workspace` ``work`` (None with one split) and,
+    with fp8 block scales, their :class:`~.block_scales.Scales` ``scales`` (else None)."""
 
     t: object
     g0: object
@@ -41,3 +42,4 @@ class Work(NamedTuple):
     c: object
     split: object = 0
     work: object = None
+    scales: object = None

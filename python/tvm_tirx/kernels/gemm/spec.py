@@ -88,7 +88,8 @@ class GemmSpec(GemmOptions, _KernelSpec):
         ``f32``; another dtype spelled out), then ``_bm{block_m}`` for a ``block_m`` other
         than 128, ``_bn{block_n}`` for a ``block_n`` other than 256, ``_bias_{bf16|f32}``
         for a fused bias, ``_{activation}``, ``_glu`` when gated, ``_residual``, ``_a_km``
-        for ``a_major="m"`` and ``_b_kn`` for ``b_major="n"``; last the schedule options
+        for ``a_major="m"``, ``_b_kn`` for ``b_major="n"``, ``_block_scaled`` for fp8 block
+        scales; last the schedule options
         that differ from the spec's defaults (:meth:`schedule_suffix`).  ``arch`` is not in
         it."""
         name = f"tvm_tirx_gemm_n{self.n}_k{self.k}_{_short(self.in_dtype)}_{_short(self.out_dtype)}"
@@ -99,7 +100,8 @@ class GemmSpec(GemmOptions, _KernelSpec):
         name += "_glu" if self.gated else ""
         name += "_residual" if self.residual else ""
         name += "_a_km" if self.a_major != "k" else ""
-        return name + ("_b_kn" if self.b_major != "k" else "") + self.schedule_suffix()
+        name += "_b_kn" if self.b_major != "k" else ""
+        return name + ("_block_scaled" if self.block_scales else "") + self.schedule_suffix()
 
     def schedule_suffix(self) -> str:
         """The schedule options that differ from the spec's defaults, as a name suffix:
@@ -208,7 +210,7 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
               wait_depth: int = 1, persistent: bool = True, ctas: int = 132, group_m: int = 8, cluster: int = 1,
               spin: bool = False, block_n: int = BN, bias: str | None = None, activation: str | None = None,
               gated: bool = False, residual: bool = False, a_major: str = "k", b_major: str = "k", block_m: int = BM,
-              splits: int = 1):
+              splits: int = 1, block_scales: bool = False):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: a ``T.function`` to pass to
     :func:`tvm_tirx.compile` (``arch="sm_90a"``).
 
@@ -320,6 +322,15 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
         (overwritten) and ``Counters (m, ceil(n / block_n))`` uint32, zero before the call
         and left zero by it.  The result is bitwise reproducible; the name has
         ``_split{splits}``.
+    block_scales : bool
+        With ``in_dtype="float8_e4m3fn"``: A and B quantized in blocks, the DeepGEMM format
+        (:mod:`~tvm_tirx.kernels.gemm.block_scales`): the function is then
+        ``hopper_gemm_fp8_block_scaled(A, B, C, ScalesA, ScalesB)`` with ``ScalesA (m,
+        ceil(k / 128))`` (one scale per row of A and 128 elements of K) and ``ScalesB
+        (ceil(n / 128), ceil(k / 128))`` (one per 128 x 128 block of B), float32, and
+        computes ``C = sum_kb SA[:, kb] SB[nb, kb] (A_kb @ B_kb^T)``, each block's product
+        promoted into fp32 accumulators.  Needs 128-row tiles, ``block_n`` 64 or 128, no
+        fused epilogue, one split; the name has ``_block_scaled``.
 
     Returns
     -------
@@ -343,4 +354,4 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
     return GemmSpec(n, k, in_dtype, out_dtype, stages=stages, wait_depth=wait_depth, persistent=persistent, ctas=ctas,
                     group_m=group_m, cluster=cluster, spin=spin, block_n=block_n, bias=bias, activation=activation,
                     gated=gated, residual=residual, a_major=a_major, b_major=b_major, block_m=block_m,
-                    splits=splits).build(m)
+                    splits=splits, block_scales=block_scales).build(m)
