@@ -265,6 +265,8 @@ def test_gemm_options_reach_make_gemm_and_its_errors_surface():
         partition_for_tvm_tirx(Before, gemm_options={"b_major": "k"})
     with pytest.raises(ValueError, match=r"gemm_options: unknown option 'foo' \(make_gemm's options: stages, "):
         partition_for_tvm_tirx(Before, gemm_options={"foo": 1})
+    with pytest.raises(ValueError, match=r"gemm_options: block_scales, splits cannot be given .* workspaces"):
+        partition_for_tvm_tirx(Before, gemm_options={"splits": 2, "block_scales": True})
 
 
 # -- builds ---------------------------------------------------------------------------------

@@ -193,10 +193,16 @@ def fusable_options(gemm_options: dict | None) -> dict:
     ------
     ValueError
         A name of :data:`PER_CALL` (``bias`` and ``activation``: the offload fuses the
-        bias add and activation it finds after a matmul itself), or one ``make_gemm``
+        bias add and activation it finds after a matmul itself), ``splits`` or
+        ``block_scales`` (kernel forms the offload cannot call), or one ``make_gemm``
         does not take.
     """
     options = dict(gemm_options or {})
+    kernel_forms = sorted(set(options) & {"splits", "block_scales"})
+    if kernel_forms:
+        raise ValueError(f"gemm_options: {', '.join(kernel_forms)} cannot be given to the Relax offload (split-K "
+                         f"takes workspaces the offload does not keep; block scales take scale tensors a bf16 "
+                         f"matmul does not have)")
     per_call = sorted(set(options) & set(PER_CALL))
     if per_call:
         raise ValueError(f"gemm_options: {', '.join(per_call)} cannot be given to the Relax offload (it sets "
