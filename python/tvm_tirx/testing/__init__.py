@@ -16,6 +16,7 @@
 * :func:`do_bench` -- time GPU work with CUDA events (median and spread).
 * :func:`sweep` -- compile configurations in parallel, drop failures, time the rest
   (here, or with an :class:`RPCRunner` on the servers of an apache-tvm RPC tracker).
+* :func:`block_scaled_product` -- the fp32 reference of an FP8 product with block scales.
 """
 
 # First: importing tvm runs its tvm.backends hook (tvm_tirx._plugin), which imports
@@ -39,6 +40,7 @@ from .lowering import assert_lowers_to, lower
 from .rpc import RemoteRun, RPCRunner, export_cubin, remote_time_evaluator
 from .markers import arch_supported, has_cuda, has_nvcc, requires_arch
 from .ptx_counts import count_ptx, issue_counts, ptx_opcode_of
+from .references import block_scaled_product
 
 __all__ = [
     "requires_cuda",
@@ -74,6 +76,7 @@ __all__ = [
     "RemoteRun",
     "export_cubin",
     "remote_time_evaluator",
+    "block_scaled_product",
 ]
 
 

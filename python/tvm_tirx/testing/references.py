@@ -1,0 +1,31 @@
+"""Reference results that tests and benchmarks of the shipped kernels compare against (torch, float32)."""
+
+from __future__ import annotations
+
+__all__ = ["block_scaled_product"]
+
+
+def block_scaled_product(a8, b8, scales_a, scales_b, block: int = 128):
+    """The float32 product of float8 operands quantized in blocks (the DeepGEMM format of
+    :mod:`tvm_tirx.kernels.gemm.block_scales`): ``(a8 * SA) @ (b8 * SB)^T``.
+
+    Parameters
+    ----------
+    a8, b8 : torch.Tensor
+        ``(m, k)`` and ``(n, k)`` float8 tensors.
+    scales_a : torch.Tensor
+        ``(m, ceil(k / block))`` float32: one scale per row of A and ``block`` elements of K.
+    scales_b : torch.Tensor
+        ``(ceil(n / block), ceil(k / block))`` float32: one per ``block x block`` block of B.
+    block : int
+        Elements per scale along K (and rows of B per scale), 128.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(m, n)`` float32, on the operands' device.
+    """
+    k, n = a8.shape[1], b8.shape[0]
+    a = a8.float() * scales_a.repeat_interleave(block, dim=1)[:, :k]
+    b = b8.float() * scales_b.repeat_interleave(block, dim=0)[:n].repeat_interleave(block, dim=1)[:, :k]
+    return a @ b.t()
