@@ -40,15 +40,9 @@ def _tflops(shape, ms):
     return 2 * m * n * k / ms / 1e9
 
 
-def _quantized(torch, shape):
+def _quantized(shape):
     """``(a8, b8, sa, sb, ref)``: e4m3 operands, their block scales and the dequantized product."""
-    m, n, k = shape
-    torch.manual_seed(0)
-    blocks = -(-k // 128)
-    a8 = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
-    b8 = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
-    sa = torch.rand(m, blocks, device="cuda") + 0.5
-    sb = torch.rand(-(-n // 128), blocks, device="cuda") + 0.5
+    a8, b8, sa, sb = testing.random_block_scaled(*shape)
     return a8, b8, sa, sb, testing.block_scaled_product(a8, b8, sa, sb)
 
 
@@ -70,7 +64,7 @@ def _torch_blocks_ms(torch, a8, b8, sa, sb, runs):
 
 def _row(torch, shape, runs) -> list:
     m, n, k = shape
-    a8, b8, sa, sb, ref = _quantized(torch, shape)
+    a8, b8, sa, sb, ref = _quantized(shape)
     blocks = tvm_tirx.compile(make_gemm(m, n, k, **BLOCKS), target="cuda")
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     blocks(a8, b8, c, sa, sb)

@@ -79,12 +79,7 @@ GPU_CASES = [(256, 256, 512, 128), (1000, 1000, 4000, 64), (777, 4104, 1000, 128
 @pytest.mark.parametrize("m,n,k,block_n", GPU_CASES)
 def test_block_scales_on_gpu(torch_cuda, m, n, k, block_n):
     torch = torch_cuda
-    torch.manual_seed(0)
-    blocks = -(-k // 128)
-    a8 = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
-    b8 = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
-    sa = torch.rand(m, blocks, device="cuda") + 0.5
-    sb = torch.rand(-(-n // 128), blocks, device="cuda") + 0.5
+    a8, b8, sa, sb = testing.random_block_scaled(m, n, k)
     kernel = tvm_tirx.compile(make_gemm(m, n, k, in_dtype=FP8, block_n=block_n, block_scales=True, persistent=False),
                               target="cuda")
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)

@@ -16,7 +16,8 @@
 * :func:`do_bench` -- time GPU work with CUDA events (median and spread).
 * :func:`sweep` -- compile configurations in parallel, drop failures, time the rest
   (here, or with an :class:`RPCRunner` on the servers of an apache-tvm RPC tracker).
-* :func:`block_scaled_product` -- the fp32 reference of an FP8 product with block scales.
+* :func:`block_scaled_product` -- the fp32 reference of an FP8 product with block scales
+  (:func:`random_block_scaled` makes its operands).
 """
 
 # First: importing tvm runs its tvm.backends hook (tvm_tirx._plugin), which imports
@@ -40,7 +41,7 @@ from .lowering import assert_lowers_to, lower
 from .rpc import RemoteRun, RPCRunner, export_cubin, remote_time_evaluator
 from .markers import arch_supported, has_cuda, has_nvcc, requires_arch
 from .ptx_counts import count_ptx, issue_counts, ptx_opcode_of
-from .references import block_scaled_product
+from .references import block_scaled_product, random_block_scaled
 
 __all__ = [
     "requires_cuda",
@@ -77,6 +78,7 @@ __all__ = [
     "export_cubin",
     "remote_time_evaluator",
     "block_scaled_product",
+    "random_block_scaled",
 ]
 
 

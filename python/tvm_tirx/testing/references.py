@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-__all__ = ["block_scaled_product"]
+__all__ = ["block_scaled_product", "random_block_scaled"]
+
+
+def random_block_scaled(m: int, n: int, k: int, device="cuda", seed: int = 0, block: int = 128) -> tuple:
+    """Random float8 e4m3 operands quantized in blocks, for :func:`block_scaled_product`:
+    ``(a8 (m, k), b8 (n, k), scales_a (m, ceil(k / block)), scales_b (ceil(n / block),
+    ceil(k / block)))``, the scales float32 in ``[0.5, 1.5)``, made by torch's generator
+    seeded with ``seed`` on ``device``."""
+    import torch
+
+    torch.manual_seed(seed)
+    blocks = -(-k // block)
+    a8 = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
+    b8 = torch.randn(n, k, device=device).to(torch.float8_e4m3fn)
+    return (a8, b8, torch.rand(m, blocks, device=device) + 0.5,
+            torch.rand(-(-n // block), blocks, device=device) + 0.5)
 
 
 def block_scaled_product(a8, b8, scales_a, scales_b, block: int = 128):
