@@ -12,9 +12,10 @@
 #   A. gpu-suite (~370 s on an H100): the backward's plans and direct call (FastOp), the
 #      64-byte K padding (test_linear_pads_k_on_gpu...), the small-M kernel's slabs and the
 #      tile kernel's split-K (test_gemm_small_m.py, test_gemm_split_k.py) have not run on a GPU;
-#   B. decode-slabs, split-k-tiles (then set planner.FILL_TILES / REDUCE_TILES, and turn
-#      SPLIT_K_ROUTE on where it wins), split-k-ops, fp8-blocks (block-scaled FP8's tests
-#      and rate);
+#   B. decode-slabs, split-sweep (the small-M split counts after the slabs: recalibrate
+#      planner.CTA_OVERHEAD_TILES, which does not grow with m), split-k-tiles (then set
+#      planner.FILL_TILES / REDUCE_TILES, and turn SPLIT_K_ROUTE on where it wins),
+#      split-k-ops, fp8-blocks (block-scaled FP8's tests and rate);
 #   C. backward-host (did the plans cut the 716 us?), attention-backward-kernel, and
 #      gemm-ops-b (does 5000^3 padded to 64-byte rows reach 5000 x 5000 x 5120's rate?);
 #   D. racecheck-backward-columns, gemm-ops-c (the Llama classes, never run), deterministic,
