@@ -197,10 +197,15 @@ def test_a_recent_pair_is_served_without_the_cache_key_until_it_changes(torch_cp
     assert not glu_weights._LAST  # forgotten with its weights
 
 
-def test_the_key_is_the_output_width_the_gated_tile_and_the_activation(torch_cpu, monkeypatch):
+@pytest.mark.parametrize("k", [64, 512])
+def test_the_key_is_the_output_width_the_gated_tile_and_the_activation(torch_cpu, monkeypatch, k):
     torch = torch_cpu
     from tvm_tirx import ops
+    from tvm_tirx.kernels.gemm import planner
     from tvm_tirx.ops import gemm_kernels, torch_checks
+
+    if k == 512:  # a split plan for the plain GEMM of 2 n rows does not reach the gated kernel
+        monkeypatch.setattr(planner, "_OVERRIDES", {(80, 512, None): {"block_n": 128, "stages": 6, "splits": 2}})
 
     monkeypatch.setattr(torch_checks, "_check_device", lambda names, x, w: None)
     monkeypatch.setattr(torch_checks, "device_target", lambda op, device: "sm_90a")
@@ -220,12 +225,12 @@ def test_the_key_is_the_output_width_the_gated_tile_and_the_activation(torch_cpu
     monkeypatch.setattr(gemm_kernels, "_compile", stand_in)
     gemm_kernels.clear_kernels()
     try:
-        g, u = torch.randn(40, 64).bfloat16(), torch.randn(40, 64).bfloat16()
-        x = torch.randn(2, 9, 64).bfloat16()
+        g, u = torch.randn(40, k).bfloat16(), torch.randn(40, k).bfloat16()
+        x = torch.randn(2, 9, k).bfloat16()
         y = ops.glu_linear(x, g, u, "gelu_tanh", out_dtype=torch.float32)
         torch.testing.assert_close(y, _reference(torch, x, g, u, "gelu_tanh"))
         (key,) = keys
-        assert (key.n, key.k, key.gated, key.activation, key.block_n) == (40, 64, True, "gelu_tanh", 128)
+        assert (key.n, key.k, key.gated, key.activation, key.block_n, key.splits) == (40, k, True, "gelu_tanh", 128, 1)
     finally:
         gemm_kernels.clear_kernels()
 

@@ -26,7 +26,10 @@ def test_an_override_replaces_the_model_for_its_shape_only(overrides):
     assert choose_gemm(128, 8192, 8192) == choose_tile(128, 8192)
 
 
-@pytest.mark.parametrize("plan", [{"block_n": 100}, {"block_n": 264}, {"block_n": 64, "splits": 0}, {"block_n": 64, "group_m": 2}, (8, 1, 8)])
+@pytest.mark.parametrize("plan", [{"block_n": 100}, {"block_n": 264}, {"block_n": 64, "splits": 0},
+                                  {"block_n": 64, "group_m": 2}, (8, 1, 8),
+                                  {"block_n": 128, "block_m": 256, "splits": 2},  # split-K: 128-row tiles only
+                                  {"block_n": 64, "splits": 2}])  # k = 64: one K tile, two splits
 def test_an_override_the_kernels_cannot_take_is_refused(overrides, plan):
     with pytest.raises(ValueError, match="override: "):
         overrides.override(64, 64, plan)

@@ -829,6 +829,21 @@ def test_the_split_k_route_passes_plain_products_their_workspaces(stand_in_compi
     assert stand_in_compiler[-1].splits == 1  # the route off: the model's tile alone
 
 
+def test_workspace_buffers_grow_by_powers_of_two_rows(monkeypatch):
+    # the tile kernel's split-K takes any m: a buffer per new largest m would add up without bound
+    from tvm_tirx.ops import small_m_plan
+
+    monkeypatch.setattr(small_m_plan, "_BUFFERS", {})
+    monkeypatch.setattr(small_m_plan, "_VIEWS", {})
+    rows = []
+    for m in (3, 64, 65, 100, 128, 129, 1000):
+        partial, counters = small_m_plan.workspace(torch.device("cpu"), m, 40, 2, 1)
+        assert partial.shape == (m, 80) and counters.shape == (m, 1) and not counters.view(torch.int32).any()
+        rows.append(partial._base.shape[0])
+    assert rows == [64, 64, 128, 128, 128, 256, 1024]
+    assert [b[0].shape[0] for b in small_m_plan._BUFFERS[("cpu", 0, 40, 2, 1)]] == [64, 128, 256, 1024]
+
+
 def test_the_workspaces_are_made_outside_the_callers_thread(monkeypatch):
     # torch routes a thread's allocations into a CUDA graph's pool while
     # torch.compile(mode="reduce-overhead") warms one up: the process's workspaces must

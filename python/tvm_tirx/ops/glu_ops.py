@@ -102,8 +102,9 @@ def _kernel_plan(x, w_gate, w_up, activation, out_dtype):
         return lambda x, w_gate, w_up: torch.zeros(shape, dtype=out_dtype, device=x.device)
     m = x.numel() // k
     block_n = choose_tile(m, n, key.out_dtype, sm_count(x.device), gated=True)["block_n"]
-    # a gated tile has 128 rows (an override may have given the plain GEMM of 2 n columns 256)
-    key = key.replace(n=n, block_n=block_n, activation=activation, gated=True, block_m=BM)
+    # a gated tile has 128 rows and one split (the plain GEMM of 2 n columns may have got a
+    # 256-row tile or a split from an override or the split-K route)
+    key = key.replace(n=n, block_n=block_n, activation=activation, gated=True, block_m=BM, splits=1)
     plan = KernelPlan(key, shape, out_dtype, x, weight, None, None)
     return lambda x, w_gate, w_up: plan(x, interleaved(w_gate, w_up), None, None)
 

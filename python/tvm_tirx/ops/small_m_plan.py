@@ -87,9 +87,11 @@ def workspace(device, m: int, n: int, splits: int, tiles_n: int) -> tuple:
     """``(Partial (m, splits * n) float32, Counters (m, tiles_n) uint32)`` for a launch of
     ``splits`` splits over ``tiles_n`` column tiles on ``device``'s current CUDA stream,
     ``Counters`` zero: views of the first ``m`` rows of this (device, stream, n, splits,
-    tiles_n)'s buffers, made on first use (at least :data:`MIN_ROWS` rows; a larger ``m``
-    adds a larger buffer, the old one is kept), the same views for every call of one
-    (device, stream, n, splits, tiles_n, m)."""
+    tiles_n)'s buffers, made on first use with a power of two of rows, at least
+    :data:`MIN_ROWS` (a larger ``m`` adds a buffer of the next power of two and keeps the
+    old one: a CUDA graph may hold its address; so the kept buffers take less than twice
+    the largest), the same views for every call of one (device, stream, n, splits,
+    tiles_n, m)."""
     stream = _stream_id(device)
     key = (str(device), stream, n, splits, tiles_n)
     found = _VIEWS.get((*key, m))
@@ -97,7 +99,7 @@ def workspace(device, m: int, n: int, splits: int, tiles_n: int) -> tuple:
         return found
     buffers = _BUFFERS.setdefault(key, [])
     if not buffers or buffers[-1][0].shape[0] < m:
-        buffers.append(_made(torch.device(device), max(m, MIN_ROWS), n, splits, tiles_n))
+        buffers.append(_made(torch.device(device), max(1 << (m - 1).bit_length(), MIN_ROWS), n, splits, tiles_n))
     partial, counters = buffers[-1]
     found = _VIEWS[(*key, m)] = (partial[:m], counters[:m])
     return found

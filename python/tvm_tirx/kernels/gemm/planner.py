@@ -39,9 +39,12 @@ FILL_TILES = 2
 #: the split-K reduction's cost per CTA in K tiles' time (the slab's stores; the last CTA's
 #: reads): a guess until measured (``bench/gemm.py --tiles`` with split variants)
 REDUCE_TILES = 3
-#: the tile widths split-K is planned with: 128 x 128 is spill-free but for 24 bytes with
-#: the reduction's addresses, 128 x 256 spills 928 (ptxas -v)
+#: the tile widths split-K is planned with, and the most splits it plans: ``ptxas -v`` on
+#: the run-time-m kernels (n = 4096) reports spills that grow with the splits (the
+#: reduction's addresses next to the accumulators): 128 x 128 24 / 264 / 280 / 352 bytes at
+#: 2 / 4 / 8 / 16 splits, 128 x 64 0 / 12 / 184 / 124, 128 x 256 928 at 2 (not planned)
 SPLIT_BLOCK_NS = (128, 64)
+MAX_TILE_SPLITS = 4
 
 #: rows of C up to which the small-M kernel is taken (its widest tile, wgmma's N = 64)
 SMALL_M = max(BLOCK_MS)
@@ -133,8 +136,8 @@ def choose_split(m: int, n: int, k: int, tile: dict, out_dtype: str = "bfloat16"
     """``tile`` (:func:`~.tiles.choose_tile`'s options for ``C (m, n)``) or, where the model
     scores it higher, a 128-row tile of :data:`SPLIT_BLOCK_NS` with ``splits`` CTAs per
     tile over parts of K: each candidate's :func:`~.tiles.wave_score` with its CTAs times
-    :func:`_k_share`; counts that leave a split without a K tile or with fewer than
-    :data:`MIN_SPLIT_TILES` are not tried.  The costs are not yet calibrated on a GPU
+    :func:`_k_share`; counts above :data:`MAX_TILE_SPLITS`, or that leave a split without
+    a K tile or with fewer than :data:`MIN_SPLIT_TILES`, are not tried.  The costs are not yet calibrated on a GPU
     (:data:`FILL_TILES`, :data:`REDUCE_TILES`).
 
     Returns
@@ -147,7 +150,7 @@ def choose_split(m: int, n: int, k: int, tile: dict, out_dtype: str = "bfloat16"
     best = wave_score(m, n, tile.get("block_m", BM), tile["block_n"], rate, sms) * _k_share(k_tiles, 1)
     choice = tile
     for block_n in SPLIT_BLOCK_NS:
-        for splits in range(2, min(MAX_SPLITS, k_tiles // MIN_SPLIT_TILES) + 1):
+        for splits in range(2, min(MAX_TILE_SPLITS, k_tiles // MIN_SPLIT_TILES) + 1):
             if (splits - 1) * -(-k_tiles // splits) >= k_tiles:
                 continue
             score = wave_score(m, n, BM, block_n, TILE_RATE[block_n], sms, splits) * _k_share(k_tiles, splits)
@@ -159,6 +162,27 @@ def choose_split(m: int, n: int, k: int, tile: dict, out_dtype: str = "bfloat16"
 
 #: (n, k, m or None) -> the plan given by :func:`override`
 _OVERRIDES: dict = {}
+
+
+def _tile_override(plan: dict, k: int) -> dict:
+    """:func:`override`'s tile ``plan`` checked and completed (``stages``: the deepest ring),
+    or ValueError: keys other than ``block_n``, ``stages``, ``block_m``, ``splits``; a
+    width or a row count the tile kernel does not have; ``splits`` that is not a positive
+    int, or above 1 with 256 rows or with a split left without a 64-element K tile of
+    ``k``."""
+    splits, block_m = plan.get("splits", 1), plan.get("block_m", BM)
+    if (set(plan) - {"block_n", "stages", "block_m", "splits"} or plan.get("block_n") not in BLOCK_NS
+            or block_m not in TILE_BLOCK_MS or type(splits) is not int or splits < 1):  # noqa: E721
+        raise ValueError(f"override: a tile plan is {{'block_n': a multiple of 8 from {BLOCK_NS[0]} to "
+                         f"{BLOCK_NS[-1]}}} (and optionally 'stages', 'block_m' in {list(TILE_BLOCK_MS)}, "
+                         f"'splits' a positive int), found {plan!r}")
+    k_tiles = -(-k // 64)
+    if splits > 1 and (block_m != BM or (splits - 1) * -(-k_tiles // splits) >= k_tiles):
+        raise ValueError(f"override: 'splits': {splits} needs 128-row tiles and k = {k} of enough 64-element K "
+                         f"tiles ({k_tiles}) for every split, found {plan!r}")
+    stages = plan.get("stages", deepest_ring(plan["block_n"], "bfloat16", block_m=block_m))
+    return {"block_n": plan["block_n"], "stages": stages, **({"block_m": block_m} if block_m != BM else {}),
+            **({"splits": splits} if splits != 1 else {})}
 
 
 def override(n: int, k: int, plan, m: int | None = None) -> None:
@@ -186,20 +210,11 @@ def override(n: int, k: int, plan, m: int | None = None) -> None:
     ------
     ValueError
         ``plan`` of another type, or a tile ``block_n`` or ``block_m`` the tile kernel does
-        not have (a 256-row tile's other rules, ``block_n`` at most 192, are the kernel's:
-        checked when the kernel is made).
+        not have, or ``splits`` it cannot take for ``k`` (a 256-row tile's other rules,
+        ``block_n`` at most 192, are the kernel's: checked when the kernel is made).
     """
     if isinstance(plan, dict):
-        splits = plan.get("splits", 1)
-        if (set(plan) - {"block_n", "stages", "block_m", "splits"} or plan.get("block_n") not in BLOCK_NS
-                or plan.get("block_m", BM) not in TILE_BLOCK_MS or type(splits) is not int or splits < 1):  # noqa: E721
-            raise ValueError(f"override: a tile plan is {{'block_n': a multiple of 8 from {BLOCK_NS[0]} to "
-                             f"{BLOCK_NS[-1]}}} (and optionally 'stages', 'block_m' in {list(TILE_BLOCK_MS)}, "
-                             f"'splits' a positive int), found {plan!r}")
-        block_m = plan.get("block_m", BM)
-        stages = plan.get("stages", deepest_ring(plan["block_n"], "bfloat16", block_m=block_m))
-        plan = {"block_n": plan["block_n"], "stages": stages, **({"block_m": block_m} if block_m != BM else {}),
-                **({"splits": splits} if splits != 1 else {})}
+        plan = _tile_override(plan, k)
     elif not isinstance(plan, SmallMPlan):
         raise ValueError(f"override: plan must be a SmallMPlan or a dict of tile options, found {plan!r}")
     _OVERRIDES[(n, k, m)] = plan
