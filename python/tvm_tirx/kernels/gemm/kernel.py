@@ -32,6 +32,72 @@ def _cluster_rank(clusters):
     return T.cuda.cluster_ctaid("x") if clusters else 0
 
 
+def _output_tile(cfg: GemmConfig) -> tuple:
+    """``(shape, layout)`` of the bf16 epilogue's shared tiles: per consumer ``out_block_n /
+    64`` boxes of 64 rows x 32 words, 128-byte swizzled (a token 1 KiB for fp32 and for the
+    per-thread stores of widths that are not whole boxes)."""
+    if tma_epilogue(cfg.out_dtype, cfg.block_n, cfg.gated):
+        shape = (CONSUMERS, cfg.out_block_n // 64, WG_M, 32)
+    else:
+        shape = (1, 1, 8, 32)
+    return shape, swizzled_layout(shape, "uint32", 3)
+
+
+def _launch(cfg: GemmConfig) -> tuple:
+    """``(launch config, cluster size or None)``: :attr:`~.config.GemmConfig.launch_grid`,
+    three warpgroups, the dynamic shared memory of :func:`~.config.gemm_smem_bytes`.  A
+    run-time grid (one CTA per tile of a run-time m) cannot be launched in clusters, not
+    even of one CTA: it is a plain launch then (cluster=2 needs a static m)."""
+    clusters = cfg.cluster if isinstance(cfg.grid, int) else None
+    smem = gemm_smem_bytes(cfg.stages, cfg.out_dtype, cfg.block_n, cfg.gated, cfg.block_m, cfg.splits)
+    return T.cuda.LaunchConfig(grid=cfg.launch_grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
+                               dynamic_smem_bytes=smem, cluster=clusters), clusters
+
+
+def _make_consumer_role(cfg: GemmConfig):
+    """The macro ``consumer(C, extra, aux, smem, flag, at)`` (``at`` = ``(tid, bx, wg)``: the
+    thread, the CTA, the warpgroup 1 or 2; the rest :func:`_make_body`'s): a
+    consumer warpgroup's registers (``setmaxnreg`` to 232; the accumulators, with
+    ``cfg.blocks`` sets, the gated output, the packed words, the split-K and block-scale
+    registers where the options need them), its walk over the CTA's tiles
+    (:func:`~.consumer.make_consumer`'s ``consume_tile``) and the TMA store's drain."""
+    bn, out_bn, gated, blocks, splits = cfg.block_n, cfg.out_block_n, cfg.gated, cfg.blocks, cfg.splits
+    n_tiles, grid, rounds, k_tiles, block_scales = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.split_tiles, cfg.block_scales
+    consume_tile, epilogue, drain = make_consumer(cfg), cfg.epilogue, cfg.epilogue.drain
+
+    @T.macro
+    def consumer(C, extra, aux, smem, flag, at):
+        T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
+        c = at[2] - 1
+        acc = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
+        if blocks == 2:  # the accumulators of the warpgroup's second 64 rows
+            acc1 = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
+        # what the epilogue stores: a gated GEMM's act(gate) * up, else acc itself
+        out = T.alloc_local((WG_M, out_bn), "float32", layout=accumulator_layout(out_bn)) if gated else acc
+        words = T.alloc_local((WG_M, out_bn // 2), "uint32", layout=accumulator_layout(out_bn, packed=True))
+        factor = T.alloc_local((1,), "float32")
+        tmp = T.alloc_local((out_bn // 2,), "float32")  # the fused activation's scratch registers
+        if splits > 1:  # the split-K reduction's count (shared: the leader publishes it) and registers
+            slot = T.alloc_shared((1,), "uint32", scope="shared.dyn", align=4)
+            got = T.alloc_local((1,), "uint32")
+            part = T.alloc_local((1,), "float32")
+        if block_scales:  # fp8 block scales: a second accumulator set, the scales of a block
+            scaled = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
+            scale_regs = T.alloc_local((3,), "float32")
+        for i in T.serial(rounds):
+            t = at[1] + i * grid
+            if t < n_tiles:
+                consume_tile(C, epilogue.bind(extra), smem,
+                             _blocks((acc, acc1) if blocks == 2 else (acc,), out, words, tmp, factor), flag,
+                             Work(t, i * k_tiles, at[0], c, cfg.split_of(),
+                                  Workspace(aux[0], aux[1], slot, got, part) if splits > 1 else None,
+                                  Scales(aux[0], aux[1], scaled, scale_regs) if block_scales else None))
+        if drain is not None:  # the TMA store's last read of the shared tile
+            drain(at[0])
+
+    return consumer
+
+
 def _make_body(cfg: GemmConfig):
     """The macro ``body(A, B, C, extra, aux)`` (``extra`` the tuple of the epilogue's
     parameters, in ``cfg.epilogue.params``' order; ``aux`` the split-K workspaces
@@ -41,22 +107,12 @@ def _make_body(cfg: GemmConfig):
     this CTA's output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t <
     n_tiles`` (with splits, split ``blockIdx.y``: :attr:`~.config.GemmConfig.launch_grid`),
     with ``cfg.blocks`` accumulator sets per consumer thread (two in a 256-row tile)."""
-    stages, in_dtype, cluster, splits, block_scales = cfg.stages, cfg.in_dtype, cfg.cluster, cfg.splits, cfg.block_scales
+    stages, in_dtype, cluster = cfg.stages, cfg.in_dtype, cfg.cluster
     n_tiles, grid, rounds, k_tiles = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.split_tiles
-    bn, out_bn, gated, epilogue, blocks = cfg.block_n, cfg.out_block_n, cfg.gated, cfg.epilogue, cfg.blocks
-    produce_tile, consume_tile, ring, drain = make_producer(cfg), make_consumer(cfg), cfg.ring, epilogue.drain
+    produce_tile, consumer, ring = make_producer(cfg), _make_consumer_role(cfg), cfg.ring
     op_a, op_b = cfg.operand_a, cfg.operand_b
-    # the bf16 epilogue's tiles: per consumer out_bn / 64 boxes of 64 rows x 32 words (a token
-    # 1 KiB for fp32 and for the per-thread stores of widths that are not whole boxes)
-    out_shape = (CONSUMERS, out_bn // 64, WG_M, 32) if tma_epilogue(cfg.out_dtype, bn, gated) else (1, 1, 8, 32)
-    out_layout = swizzled_layout(out_shape, "uint32", 3)
-    # a run-time grid (one CTA per tile of a run-time m) cannot be launched in clusters,
-    # not even of one CTA: it is a plain launch then (cluster=2 needs a static m)
-    clusters = cluster if isinstance(grid, int) else None
-    launch = T.cuda.LaunchConfig(grid=cfg.launch_grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
-                                 dynamic_smem_bytes=gemm_smem_bytes(stages, cfg.out_dtype, bn, gated, cfg.block_m,
-                                                                    splits),
-                                 cluster=clusters)
+    out_shape, out_layout = _output_tile(cfg)
+    launch, clusters = _launch(cfg)
 
     @T.macro
     def body(A, B, C, extra, aux):
@@ -68,8 +124,6 @@ def _make_body(cfg: GemmConfig):
         so = T.alloc_shared(out_shape, "uint32", scope="shared.dyn", align=1024, layout=out_layout)
         full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
         empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
-        if splits > 1:  # the split-K count the leader publishes (GemmConfig.split_k)
-            slot = T.alloc_shared((1,), "uint32", scope="shared.dyn", align=4)
         tid = T.cuda.thread_idx("x")
         bx = T.cuda.block_idx("x")
         wg = T.cuda.warp_id() // 4
@@ -91,32 +145,7 @@ def _make_body(cfg: GemmConfig):
                         produce_tile(A, B, Shared(sa, sb, so, full, empty), flag, t, i * k_tiles, rank,
                                      cfg.split_of())
         else:  # two consumer warpgroups, 64 rows of the tile each (128 of a 256-row tile)
-            T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
-            c = wg - 1
-            acc = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
-            if blocks == 2:  # the accumulators of the warpgroup's second 64 rows
-                acc1 = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
-            # what the epilogue stores: a gated GEMM's act(gate) * up, else acc itself
-            out = T.alloc_local((WG_M, out_bn), "float32", layout=accumulator_layout(out_bn)) if gated else acc
-            words = T.alloc_local((WG_M, out_bn // 2), "uint32", layout=accumulator_layout(out_bn, packed=True))
-            factor = T.alloc_local((1,), "float32")
-            tmp = T.alloc_local((out_bn // 2,), "float32")  # the fused activation's scratch registers
-            if splits > 1:  # the split-K reduction's registers
-                got = T.alloc_local((1,), "uint32")
-                part = T.alloc_local((1,), "float32")
-            if block_scales:  # fp8 block scales: a second accumulator set, the scales of a block
-                scaled = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
-                scale_regs = T.alloc_local((3,), "float32")
-            for i in T.serial(rounds):
-                t = bx + i * grid
-                if t < n_tiles:
-                    consume_tile(C, epilogue.bind(extra), Shared(sa, sb, so, full, empty),
-                                 _blocks((acc, acc1) if blocks == 2 else (acc,), out, words, tmp, factor), flag,
-                                 Work(t, i * k_tiles, tid, c, cfg.split_of(),
-                                      Workspace(aux[0], aux[1], slot, got, part) if splits > 1 else None,
-                                      Scales(aux[0], aux[1], scaled, scale_regs) if block_scales else None))
-            if drain is not None:  # the TMA store's last read of the shared tile
-                drain(tid)
+            consumer(C, extra, aux, Shared(sa, sb, so, full, empty), flag, (tid, bx, wg))
         if cluster == 2:
             T.cuda.cluster_sync()  # no CTA leaves while its peer may still signal or fill it
 
