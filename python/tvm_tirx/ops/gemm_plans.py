@@ -85,7 +85,8 @@ class KernelPlan:
     Made with the kernel's spec (:class:`~tvm_tirx.kernels.gemm.spec.GemmSpec`), the output's shape and dtype
     and one call's tensors (``x (*, k)``, ``w (n, k)`` as the key reads them, the bias and
     residual or None; with splits, the workspaces of :func:`~.small_m_plan.workspace`),
-    whose arguments :meth:`tvm_tirx.Kernel.launcher` checks (raising what a call would); called as ``plan(x, w, bias, residual)`` on tensors of that
+    whose arguments :meth:`tvm_tirx.Kernel.launcher` checks (raising what a call would);
+    called as ``plan(x, w, bias, residual)`` on tensors of that
     call's signature, it returns the new output.
     """
 

@@ -14,6 +14,7 @@ from .geometry import (ACTIVATIONS, BIAS_DTYPES, BLOCK_MS, BLOCK_N_MIN, BLOCK_N_
                        gemm_smem_bytes)
 from .block_scales import BLOCK_NS as SCALED_BLOCK_NS
 from .operands import CHUNK, check_major
+from ..parts.split_k import no_empty_split
 
 if TYPE_CHECKING:
     from .config import GemmConfig
@@ -80,6 +81,11 @@ def check_options(cfg: GemmConfig):
             raise ValueError(f"make_gemm: {name} must be {want}, found {getattr(cfg, name)!r}")
 
 
+def _fused(cfg: GemmConfig) -> list:
+    """The fused epilogue options ``cfg`` sets, by name (what split-K and block scales refuse)."""
+    return [name for name in ("bias", "activation", "gated", "residual") if getattr(cfg, name)]
+
+
 def _check_splits(cfg: GemmConfig):
     """``splits`` is a positive int; more than one needs a static ``k`` of at least
     ``splits`` K tiles that leaves no split without one, one CTA per tile and split (not
@@ -91,10 +97,10 @@ def _check_splits(cfg: GemmConfig):
     if splits == 1:
         return
     k_tiles = static(cfg.k_tiles)
-    if k_tiles is None or (splits - 1) * -(-k_tiles // splits) >= k_tiles:
+    if k_tiles is None or not no_empty_split(k_tiles, splits):
         raise ValueError(f"make_gemm: splits={splits} needs a static k whose {cfg.bk}-element K tiles leave no "
                          f"split without one (splits of ceil(k_tiles / splits) tiles), found k={cfg.k}")
-    fused = [name for name in ("bias", "activation", "gated", "residual") if getattr(cfg, name)]
+    fused = _fused(cfg)
     if cfg.persistent or cfg.cluster != 1 or cfg.block_m != BM or fused or cfg.in_dtype != "bfloat16":
         raise ValueError(f"make_gemm: splits={splits} needs persistent=False, cluster=1, block_m={BM}, bf16 inputs "
                          f"and no fused epilogue, found persistent={cfg.persistent}, cluster={cfg.cluster}, "
@@ -109,7 +115,7 @@ def _check_block_scales(cfg: GemmConfig):
         raise ValueError(f"make_gemm: block_scales must be a bool, found {cfg.block_scales!r}")
     if not cfg.block_scales:
         return
-    fused = [name for name in ("bias", "activation", "gated", "residual") if getattr(cfg, name)]
+    fused = _fused(cfg)
     if (cfg.in_dtype != "float8_e4m3fn" or cfg.block_m != BM or cfg.block_n not in SCALED_BLOCK_NS or fused
             or cfg.splits != 1):
         raise ValueError(f"make_gemm: block_scales=True needs in_dtype='float8_e4m3fn', block_m={BM}, block_n in "

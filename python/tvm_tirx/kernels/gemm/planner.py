@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from .config import BLOCK_MS as TILE_BLOCK_MS, BLOCK_NS, BM, SMEM_LIMIT
 from .small_m import BLOCK_MS, ROWS_W, small_m_smem_bytes
+from ..parts.split_k import no_empty_split
 from .tiles import COOPERATIVE_RATE, SMS, TILE_RATE, choose_tile, deepest_ring, wave_score
 
 __all__ = ["SMALL_M", "SMALL_M_ROUTE", "SPLIT_K_ROUTE", "MIN_SPLIT_TILES", "MAX_SPLITS", "SmallMPlan",
@@ -151,7 +152,7 @@ def choose_split(m: int, n: int, k: int, tile: dict, out_dtype: str = "bfloat16"
     choice = tile
     for block_n in SPLIT_BLOCK_NS:
         for splits in range(2, min(MAX_TILE_SPLITS, k_tiles // MIN_SPLIT_TILES) + 1):
-            if (splits - 1) * -(-k_tiles // splits) >= k_tiles:
+            if not no_empty_split(k_tiles, splits):
                 continue
             score = wave_score(m, n, BM, block_n, TILE_RATE[block_n], sms, splits) * _k_share(k_tiles, splits)
             if score > best:
@@ -177,7 +178,7 @@ def _tile_override(plan: dict, k: int) -> dict:
                          f"{BLOCK_NS[-1]}}} (and optionally 'stages', 'block_m' in {list(TILE_BLOCK_MS)}, "
                          f"'splits' a positive int), found {plan!r}")
     k_tiles = -(-k // 64)
-    if splits > 1 and (block_m != BM or (splits - 1) * -(-k_tiles // splits) >= k_tiles):
+    if splits > 1 and (block_m != BM or not no_empty_split(k_tiles, splits)):
         raise ValueError(f"override: 'splits': {splits} needs 128-row tiles and k = {k} of enough 64-element K "
                          f"tiles ({k_tiles}) for every split, found {plan!r}")
     stages = plan.get("stages", deepest_ring(plan["block_n"], "bfloat16", block_m=block_m))

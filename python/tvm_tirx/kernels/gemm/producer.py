@@ -56,8 +56,9 @@ def make_producer(cfg: GemmConfig):
             ring.arm(smem.full, s, stage_bytes)
             for j in T.unroll(op_a.boxes(bm_rows)):
                 T.cuda.tile.apply(T.ptx[LOAD], op_a.box(smem.sa, s, 0, bm_rows, j).view(tma_dtype), _as(A, tma_dtype),
-                                  mbar=smem.full.sub[s, :], coords=op_a.coords(bm * bm_rows, 0, split * k_tiles + kt, j),
-                                  swizzle=3, l2_promotion=3)
+                                  mbar=smem.full.sub[s, :],
+                                  coords=op_a.coords(bm * bm_rows, 0, split * k_tiles + kt, j), swizzle=3,
+                                  l2_promotion=3)
             if cluster == 2:  # half of B from each CTA of the pair, into both
                 for j in T.unroll(op_b.boxes(b_rows)):
                     T.cuda.tile.apply(T.ptx[LOAD_MC],

@@ -36,7 +36,7 @@ from .checks import check_size, check_stride
 from .config import BK_BYTES, CONSUMERS, INPUTS, SMEM_LIMIT, WG_M, _ceildiv
 from .operands import Operand
 from .producer import LOAD
-from ..parts.split_k import Workspace
+from ..parts.split_k import Workspace, no_empty_split
 from .small_m_epilogue import ROWS_W, Place, make_reduce, make_store
 
 __all__ = ["BLOCK_MS", "SmallMConfig", "make_small_m_gemm", "small_m_smem_bytes"]
@@ -86,7 +86,7 @@ class SmallMConfig:
         rules = [
             ("block_m", self.block_m in BLOCK_MS, f"one of {BLOCK_MS}"),
             ("splits", type(self.splits) is int and 1 <= self.splits <= self.k_tiles  # noqa: E721
-             and (self.splits - 1) * self.split_tiles < self.k_tiles,
+             and no_empty_split(self.k_tiles, self.splits),
              f"an int in 1 .. {self.k_tiles} (the 64-element K tiles) that leaves no split without a K tile "
              f"(splits of ceil(k_tiles / splits) tiles)"),
             ("stages", type(self.stages) is int and self.stages >= 1  # noqa: E721

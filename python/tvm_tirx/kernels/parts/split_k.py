@@ -29,7 +29,13 @@ from typing import Callable, NamedTuple
 
 from tvm.script import tirx as T
 
-__all__ = ["SplitK", "Workspace", "make_walk"]
+__all__ = ["SplitK", "Workspace", "make_walk", "no_empty_split"]
+
+
+def no_empty_split(k_tiles: int, splits: int) -> bool:
+    """Whether ``splits`` splits of ``ceil(k_tiles / splits)`` K tiles each leave every
+    split at least one of the ``k_tiles`` (the last split's range starts inside K)."""
+    return (splits - 1) * -(-k_tiles // splits) < k_tiles
 
 
 class Workspace(NamedTuple):
