@@ -12,7 +12,10 @@ freed: two streams never share one (concurrent calls do not mix their partial su
 CUDA graph that captured a launch keeps valid addresses after the plan is forgotten
 (``clear_kernels``, an override).  Calls of one stream with different ``m`` share the
 stream's buffer (their launches are ordered).  Two graphs that captured the same shape on
-one stream must not be replayed concurrently.
+one stream must not be replayed concurrently.  A launch captured on a stream that has no
+buffer yet (``torch.cuda.graph``'s own capture stream, the first time) takes a temporary of
+the capture instead (:func:`_for_this_capture`): the graph then zeroes its ``Counters`` on
+every replay.
 
 The buffers are made on a thread of their own (:func:`_outside_graph_pools`): torch routes
 a thread's allocations into a CUDA graph's private memory pool while it warms up or
@@ -83,6 +86,18 @@ def _made(device, rows: int, n: int, splits: int, tiles_n: int) -> tuple:
     return _outside_graph_pools(device, make) if device.type == "cuda" else make()
 
 
+def _for_this_capture(device, m: int, n: int, splits: int, tiles_n: int) -> tuple:
+    """``(Partial, Counters)`` of ``m`` rows for one launch that a CUDA graph captures on a
+    stream with no buffer yet: ordinary allocations of the capturing stream, so they live in
+    the graph's private pool like any temporary of the captured work, and the zeroing of
+    ``Counters`` is captured too (a memset node before the launch on every replay).  Not
+    kept: a buffer made on another thread could not be ordered before the capture (CUDA
+    refuses a captured wait on uncaptured work: cudaErrorStreamCaptureIsolation), and one
+    kept past the capture would pin the graph's pool."""
+    counters = torch.zeros((m, tiles_n), dtype=torch.int32, device=device).view(torch.uint32)
+    return torch.empty((m, splits * n), dtype=torch.float32, device=device), counters
+
+
 def workspace(device, m: int, n: int, splits: int, tiles_n: int) -> tuple:
     """``(Partial (m, splits * n) float32, Counters (m, tiles_n) uint32)`` for a launch of
     ``splits`` splits over ``tiles_n`` column tiles on ``device``'s current CUDA stream,
@@ -97,6 +112,8 @@ def workspace(device, m: int, n: int, splits: int, tiles_n: int) -> tuple:
     found = _VIEWS.get((*key, m))
     if found is not None:
         return found
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return _for_this_capture(device, m, n, splits, tiles_n)
     buffers = _BUFFERS.setdefault(key, [])
     if not buffers or buffers[-1][0].shape[0] < m:
         buffers.append(_made(torch.device(device), max(1 << (m - 1).bit_length(), MIN_ROWS), n, splits, tiles_n))
