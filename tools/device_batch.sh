@@ -165,3 +165,13 @@ part sanitize-split-k 300 bash tools/sanitize.sh all tests/python/test_gemm_spli
 part fp8-blocks 400 bash -c "python3 -m pytest -m gpu -q -n 4 --tb=short -p no:cacheprovider \
   tests/python/test_gemm_block_scales.py && python3 bench/gemm_fp8_blocks.py --runs 20"
 show fp8-blocks 14
+# where the time goes (2026-12-06, H100): the tile split-K ran 2.5x slower than its unsplit tile at
+# 1000^3 (58 vs 148 TFLOP/s), and 64 x 4096 x 4096 decode stayed at 0.47x cuBLAS after the slabs
+NCU_SECTIONS="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
+  --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters"
+part ncu-split-k 200 bash -c "ncu -k regex:bn128_split2 --launch-count 1 $NCU_SECTIONS python3 bench/gemm.py --tiles \
+  --runs 1 --only '128x128 s6 split2' --sizes 1000x1000x1000 && ncu -k regex:bn128 --launch-count 1 $NCU_SECTIONS \
+  python3 bench/gemm.py --tiles --runs 1 --only '128x128 s5' --sizes 1000x1000x1000"
+part ncu-decode 150 ncu -k regex:small_m_n4096_k4096_bm64 --launch-skip 3 --launch-count 1 $NCU_SECTIONS python3 -c \
+  "import torch; from tvm_tirx import ops; x = torch.randn(64, 4096, device='cuda', dtype=torch.bfloat16); \
+w = torch.randn(4096, 4096, device='cuda', dtype=torch.bfloat16); [ops.linear(x, w) for _ in range(6)]; torch.cuda.synchronize()"
