@@ -4,8 +4,8 @@ planner's choice of it (``planner.choose_split``).
 CPU: the options split-K refuses; the name and launch (a 2-d grid, the split as
 ``blockIdx.y``); the kernel compiles and assembles with bf16 and float32 output and ragged
 sizes, each CTA loads only its split's K tiles, stores every accumulator into its slab once
-and the last CTA reads every slab back and adds all but the first in order before the one
-epilogue store; a kernel without splits has none of it; the planner splits only where the
+and the last CTA reads every slab back and adds all but the first in order (a group of
+reads before its adds) before the one epilogue store; a kernel without splits has none of it; the planner splits only where the
 wave model says so, never a fused product or the Relax offload's.
 GPU (marker ``gpu``): against the fp32 product into NaN-filled outputs with a NaN-filled
 ``Partial``, odd m, n and k, a run-time m past one row tile; repeated launches bitwise
@@ -21,6 +21,7 @@ from tvm_tirx import testing
 from tvm_tirx.kernels.gemm import GemmSpec, make_gemm, planner
 from tvm_tirx.kernels.gemm.planner import choose_gemm, choose_split
 from tvm_tirx.kernels.gemm.tiles import choose_tile
+from tvm_tirx.kernels.parts import split_k
 from tvm_tirx.script import tirx as T
 
 
@@ -30,6 +31,21 @@ def _body(source: str) -> str:
 
 def _calls(source: str, name: str) -> int:
     return len(re.findall(rf"\b\w*{name}\w*\(", _body(source)))
+
+
+def gather_order(source: str) -> str:
+    """The slab reads (``L``) and adds (``A``) of the kernel, in the order it issues them."""
+    return "".join("L" if "ld_relaxed" in call else "A"
+                   for call in re.findall(r"\b\w*(?:ld_relaxed_gpu_global_f32|add_rn_f32)\w*\(", _body(source)))
+
+
+def expected_gather(registers: int, splits: int) -> str:
+    """Slab 0 read into the registers, then each further slab read and added a group of
+    ``4 * split_k.GROUP`` registers at a time (every read of a group before its adds: a
+    read and its add in turns keep one load in flight)."""
+    group = 4 * split_k.GROUP
+    spans = [min(group, registers - start) for start in range(0, registers, group)]
+    return "L" * registers + "".join("L" * size + "A" * size for size in spans) * (splits - 1)
 
 
 # -- CPU: options --------------------------------------------------------------------------------
@@ -82,8 +98,7 @@ def test_the_split_kernel_assembles_and_meets_in_slabs(n, k, block_n, splits, ou
     assert "blockIdx.y" in _body(source) and _calls(source, "red_global") == 0
     # each thread stores each accumulator into its slab once; the last CTA reads slab 0 into
     # them and adds each other slab in order; one count; then the epilogue's own stores
-    assert _calls(source, "ld_relaxed_gpu_global_f32") == per_thread * splits
-    assert _calls(source, "add_rn_f32") == per_thread * (splits - 1)
+    assert gather_order(source) == expected_gather(per_thread, splits)
     assert _calls(source, "atom_global_inc_u32") == 1
     slab_stores = per_thread
     if out_dtype == "float32":  # the guarded epilogue stores fp32 pairs (even n) or singles

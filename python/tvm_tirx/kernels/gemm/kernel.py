@@ -64,6 +64,7 @@ def _make_consumer_role(cfg: GemmConfig):
     bn, out_bn, gated, blocks, splits = cfg.block_n, cfg.out_block_n, cfg.gated, cfg.blocks, cfg.splits
     n_tiles, grid, rounds, k_tiles, block_scales = cfg.n_tiles, cfg.grid, cfg.rounds, cfg.split_tiles, cfg.block_scales
     consume_tile, epilogue, drain = make_consumer(cfg), cfg.epilogue, cfg.epilogue.drain
+    scratch = cfg.split_k.part_registers if splits > 1 else 1  # the split-K gather's registers
 
     @T.macro
     def consumer(C, extra, aux, smem, flag, at):
@@ -80,7 +81,7 @@ def _make_consumer_role(cfg: GemmConfig):
         if splits > 1:  # the split-K reduction's count (shared: the leader publishes it) and registers
             slot = T.alloc_shared((1,), "uint32", scope="shared.dyn", align=4)
             got = T.alloc_local((1,), "uint32")
-            part = T.alloc_local((1,), "float32")
+            part = T.alloc_local((scratch,), "float32")
         if block_scales:  # fp8 block scales: a second accumulator set, the scales of a block
             scaled = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
             scale_regs = T.alloc_local((3,), "float32")

@@ -37,7 +37,7 @@ from .config import BK_BYTES, CONSUMERS, INPUTS, SMEM_LIMIT, WG_M, _ceildiv
 from .operands import Operand
 from .producer import LOAD
 from ..parts.split_k import Workspace, no_empty_split
-from .small_m_epilogue import ROWS_W, Place, make_reduce, make_store
+from .small_m_epilogue import ROWS_W, Place, make_reduce, make_store, split_k
 
 __all__ = ["BLOCK_MS", "SmallMConfig", "make_small_m_gemm", "small_m_smem_bytes"]
 
@@ -225,6 +225,7 @@ def _make_body(cfg: SmallMConfig):
     op_w, op_x = cfg.operand_w, cfg.operand_x
     produce, mainloop, store = _make_producer(cfg), _make_mainloop(cfg), make_store(cfg)
     reduce = make_reduce(cfg) if splits > 1 else None
+    scratch = split_k(cfg).part_registers if splits > 1 else 1  # the split-K gather's registers
     launch = T.cuda.LaunchConfig(grid=cfg.grid, block=128 * (1 + CONSUMERS),
                                  dynamic_smem_bytes=small_m_smem_bytes(stages, bm))
 
@@ -255,7 +256,7 @@ def _make_body(cfg: SmallMConfig):
             acc = T.alloc_local((WG_M, bm), "float32", layout=accumulator_layout(bm))
             words = T.alloc_local((WG_M, bm // 2), "uint32", layout=accumulator_layout(bm, packed=True))
             got = T.alloc_local((1,), "uint32")
-            part = T.alloc_local((1,), "float32")
+            part = T.alloc_local((scratch,), "float32")
             mainloop(RingBuffers(sw, sx, full, empty), acc, flag, tid, c)
             if reduce is None:
                 store(C, acc, words, Place(bx // tiles_n, bx % tiles_n, tid, c))
