@@ -41,8 +41,7 @@ def gather_order(source: str) -> str:
 
 def expected_gather(registers: int, splits: int) -> str:
     """Slab 0 read into the registers, then each further slab read and added a group of
-    ``4 * split_k.GROUP`` registers at a time (every read of a group before its adds: a
-    read and its add in turns keep one load in flight)."""
+    ``4 * split_k.GROUP`` registers at a time (every read of a group before its adds)."""
     group = 4 * split_k.GROUP
     spans = [min(group, registers - start) for start in range(0, registers, group)]
     return "L" * registers + "".join("L" * size + "A" * size for size in spans) * (splits - 1)
