@@ -117,6 +117,24 @@ def test_the_operators_pad_k_and_check_shows_the_padded_kernel(torch_cpu):
     assert key.k == 5000
 
 
+def test_an_override_of_the_callers_k_serves_the_padded_call_as_in_relax(torch_cpu):
+    torch = torch_cpu
+    from tvm_tirx import ops
+
+    x = torch.empty(5000, 5000, dtype=torch.bfloat16, device="meta")
+    w = torch.empty(4096, 5000, dtype=torch.bfloat16, device="meta")
+    (unforced,) = ops.check(ops.linear, x, w)
+    other = 64 if unforced.block_n != 64 else 128
+    planner.override(4096, 5000, {"block_n": other})  # the k the user's tensors have
+    try:
+        (key,) = ops.check(ops.linear, x, w)
+        assert key.k > 5000 and key.block_n == other  # the padded kernel, with the override's tile
+        # the Relax offload asks the planner with the same k (relax_gemm.tile_options)
+        assert planner.choose_gemm(5000, 4096, 5000, small_m=False, split_k=False)["block_n"] == other
+    finally:
+        planner.clear_overrides()
+
+
 def test_a_padded_plan_appends_zero_columns_to_copies_and_runs_its_inner_plan(torch_cpu):
     torch = torch_cpu
     from tvm_tirx.ops.gemm_plans import PaddedK

@@ -144,13 +144,15 @@ class SmallMLaunch(KernelPlan):
         return (a, w, *workspace(self.device, self.m, self.key.n, self.key.splits, -(-self.key.n // 128)), c)
 
 
-def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):
-    """The plan of a call's signature (every check of the call runs here), or raise."""
+def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual, plan_k=None):  # noqa: PLR0913
+    """The plan of a call's signature (every check of the call runs here), or raise;
+    ``plan_k``: the caller's ``k`` when ``x`` and ``w`` are its operands padded along K
+    (the planner and its overrides see the call as the caller made it)."""
     check_fallback(names.op, fallback)
     check_shapes(names, x, w)
     check_dtypes(names, x, w, out_dtype)
     try:
-        key = gemm_key(names, x, w, out_dtype, fused=bias is not None or residual is not None)
+        key = gemm_key(names, x, w, out_dtype, fused=bias is not None or residual is not None, plan_k=plan_k)
         if bias is not None:
             key = key.replace(bias=bias_dtype(names, bias, x, w.shape[0]))
         if residual is not None:
@@ -169,7 +171,7 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual):
         return SmallMLaunch(small, shape, out_dtype, x, w)
     pad = k_padding(x.numel() // k, n, k, x.element_size()) if key.a_major == key.b_major == "k" else 0
     if pad:  # the plan of the padded operands (whose rows need no padding), padding each call's
-        return PaddedK(pad, _make_plan(names, _pad_k(x, pad), _pad_k(w, pad), out_dtype, fallback, bias, residual))
+        return PaddedK(pad, _make_plan(names, _pad_k(x, pad), _pad_k(w, pad), out_dtype, fallback, bias, residual, k))
     return KernelPlan(key, shape, out_dtype, x, w, bias, residual)
 
 

@@ -188,7 +188,7 @@ def _check_sizes(names: Operands, m: int, n: int, k: int) -> None:
                                    f"offsets, so at most {INT32_ELEMENTS}")
 
 
-def gemm_key(names: Operands, x, w, out_dtype, fused: bool = False) -> GemmSpec:
+def gemm_key(names: Operands, x, w, out_dtype, fused: bool = False, plan_k: int | None = None) -> GemmSpec:
     """The :class:`~tvm_tirx.kernels.gemm.spec.GemmSpec` of the kernel that computes ``x (*, k) @ w (n, k)^T`` in ``out_dtype``.
 
     The rules, in the order checked: both operands CUDA tensors on one device of compute
@@ -203,7 +203,10 @@ def gemm_key(names: Operands, x, w, out_dtype, fused: bool = False) -> GemmSpec:
     The key's ``block_n`` (and ``block_m``) is
     :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm`'s tile for ``m`` (the rows of
     ``x``), ``n`` and the device's SM count (``fused``: the kernel will fuse a bias or a
-    residual, which narrows the cooperative tiles it may take).
+    residual, which narrows the cooperative tiles it may take; ``plan_k``: the ``k`` the
+    planner is asked with, None for ``w``'s: a plan for operands padded along K is the
+    planner's, and the user's :func:`~tvm_tirx.kernels.gemm.planner.override`, for the
+    caller's ``k``).
 
     Raises
     ------
@@ -218,7 +221,8 @@ def gemm_key(names: Operands, x, w, out_dtype, fused: bool = False) -> GemmSpec:
     m = x.numel() // k if k else 0
     _check_sizes(names, m, n, k)
     plain = x.dtype == torch.bfloat16 and not fused  # the only products the split-K kernel has
-    choice = choose_gemm(m, int(n), int(k), _OUTPUTS[out_dtype], sm_count(x.device), small_m=False,
+    choice = choose_gemm(m, int(n), int(k if plan_k is None else plan_k), _OUTPUTS[out_dtype], sm_count(x.device),
+                         small_m=False,
                          fused=fused, split_k=None if plain else False) if m and n and k else None
     tile = choice if isinstance(choice, dict) else {}  # a SmallMPlan: gemm_plans takes it
     splits = tile.get("splits", 1) if plain else 1  # an override's splits serve its plain calls only

@@ -196,7 +196,9 @@ def override(n: int, k: int, plan, m: int | None = None) -> None:
     Parameters
     ----------
     n, k : int
-        The GEMM's columns and reduction length, elements.
+        The GEMM's columns and reduction length, elements, as the caller's tensors have
+        them (the operators and the Relax offload ask for the unpadded ``k`` when they
+        pad K, :func:`k_padding`).
     plan : SmallMPlan | dict
         A :class:`SmallMPlan` (the small-M kernel, taken even while :data:`SMALL_M_ROUTE`
         is off: any ``m`` is computed correctly, fast up to its ``block_m``) or the tile
