@@ -1,25 +1,20 @@
 #!/usr/bin/env bash
 # The GPU steps the open issues (40, 42, 43) wait on; every part writes its whole log under
 # $OUT (the device's fetched folder) and prints its summary.  Run on an H100 on 2026-12-05
-# (evening) and no longer waiting: verify (the workspace fix, make_dsum, deterministic by
-# columns: 14 passed), tiles-misaligned, dsum-route (make_dsum: 1.11-1.26x, now the
-# default), verify-2 (24 passed), backward-profile, backward-host (716 us of host per
-# call), gemm-ops-a (suite: graph geomean 1.055), gemm-ops-b (classes: 0.894),
-# attention-backward-kernel (geomean 0.746), sanitize-backward-columns (memcheck clean;
-# racecheck ran out of time).  What the next session should run, in calls of at most 10
-# minutes on one warm machine (DEADLINE=$(( $(date +%s) + 585 ))); the session of 2026-12-05
-# (night) had no GPU, so this plan stands, with the split-K parts (end of file) added:
-#   A. gpu-suite (~370 s on an H100): the backward's plans and direct call (FastOp), the
-#      64-byte K padding (test_linear_pads_k_on_gpu...), the small-M kernel's slabs and the
-#      tile kernel's split-K (test_gemm_small_m.py, test_gemm_split_k.py) have not run on a GPU;
-#   B. decode-slabs, split-sweep (the small-M split counts after the slabs: recalibrate
-#      planner.CTA_OVERHEAD_TILES, which does not grow with m), split-k-tiles (then set
-#      planner.FILL_TILES / REDUCE_TILES, and turn SPLIT_K_ROUTE on where it wins),
-#      split-k-ops, fp8-blocks (block-scaled FP8's tests and rate);
-#   C. backward-host (did the plans cut the 716 us?), attention-backward-kernel, and
-#      gemm-ops-b (does 5000^3 padded to 64-byte rows reach 5000 x 5000 x 5120's rate?);
-#   D. racecheck-backward-columns, gemm-ops-c (the Llama classes, never run), deterministic,
-#      sanitize-split-k.
+# (evening) and no longer waiting: verify, tiles-misaligned, dsum-route, verify-2, backward-profile,
+# gemm-ops-a, gemm-ops-b, attention-backward-kernel, sanitize-backward-columns.  Run on an H100 on
+# 2026-12-06: gpu-suite (394 passed after two fixes), decode-slabs (64 x 4096 x 4096 still 0.47x:
+# the slabs were not its cause), split-k-tiles (split-K 1.04-5x slower than unsplit: route stays
+# off), fp8-blocks (0.70-0.84x per-tensor), backward-host (416 us median, was 716),
+# sanitize-split-k (clean).  What the next session should run, in calls of at most 10 minutes on
+# one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
+#   A. split-k-tests (the split-K gather in groups and the capture-time workspace, 2026-12-06,
+#      not yet on a GPU), deterministic;
+#   B. ncu-split-k, ncu-decode (end of file: where split-K's and the 64-row decode's time goes);
+#   C. split-sweep (the small-M split counts), gemm-ops-c (the Llama classes, never run),
+#      attention-backward-kernel, racecheck-backward-columns.
+# A refused start costs device time (15 s to 2 min each; on 2026-12-06 three refusals took ~440
+# of the 1800 s): after one, wait out the minutes it names before one more try.
 # Other parts: route-tests, sanitize, decode-route-on, tiles, attention-backward (kernel
 # off), sanitize-attention-backward, backward-kernels, varlen, varlen-kernel, ncu-backward,
 # tiles-256, attention-tma-store, dsum, attention-ops.
