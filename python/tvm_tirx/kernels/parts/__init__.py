@@ -2,7 +2,8 @@
 buffers guarded by full / empty mbarriers), :mod:`.epilogue` (a GEMM consumer's
 epilogue chain: register stages, a store, and the kernel parameters they read) and
 :mod:`.split_k` (the CTAs that share an output tile over parts of K meet in per-split
-slabs of a workspace; the last one finishes the tile).  A part
+slabs of a workspace; the last one finishes the tile), with :mod:`.sequence` (macros
+run one after another).  A part
 is a small object of Python values whose macros a kernel calls; it uses only the public
 API (``T.cuda.tile.apply`` calls), so the tile contract checks what it emits like any
 user's code."""

@@ -34,6 +34,8 @@ from typing import Callable, NamedTuple
 
 from tvm.script import tirx as T
 
+from .sequence import then
+
 __all__ = ["GROUP", "SplitK", "Workspace", "make_walk", "no_empty_split"]
 
 #: register chunks (4 fp32 registers each) of one slab read before they are added: the
@@ -71,17 +73,6 @@ class Workspace(NamedTuple):
     slot: object
     got: object
     part: object
-
-
-def _then(first, second):
-    """The macro ``both(work, values, at)``: ``first``, then ``second``."""
-
-    @T.macro
-    def both(work, values, at):
-        first(work, values, at)
-        second(work, values, at)
-
-    return both
 
 
 def make_walk(chunks: int, m, n: int, element: Callable, step, start: int = 0):
@@ -216,7 +207,7 @@ class SplitK:
         step = _make_slab_step(self.n, "load")
         load = make_walk(self.chunks, self.m, self.n, self.element, step)
         group = min(self.chunks, GROUP)
-        add = functools.reduce(_then, [self._make_add_span(step, start, min(group, self.chunks - start), group)
+        add = functools.reduce(then, [self._make_add_span(step, start, min(group, self.chunks - start), group)
                                        for start in range(0, self.chunks, group)])
         splits = self.splits
 

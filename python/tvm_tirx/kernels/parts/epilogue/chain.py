@@ -6,24 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from tvm.script import tirx as T
-
+from ..sequence import then
 from .activation import Activation
 from .base import Geometry, Tensors
 from .stages import Gate
 
 __all__ = ["Epilogue"]
-
-
-def _then(first, second):
-    """The macro ``apply(regs, ext, at)`` that runs ``first`` and then ``second``."""
-
-    @T.macro
-    def both(regs, ext, at):
-        first(regs, ext, at)
-        second(regs, ext, at)
-
-    return both
 
 
 @dataclass(frozen=True)
@@ -123,7 +111,7 @@ class Epilogue:
             return None
         chain = macros[0]
         for macro in macros[1:]:
-            chain = _then(chain, macro)
+            chain = then(chain, macro)
         return chain
 
     @cached_property
