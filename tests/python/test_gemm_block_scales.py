@@ -62,10 +62,19 @@ def test_the_kernel_promotes_each_block_once_without_spills(block_n):
     loop = loop[: loop.index("\n      }\n")]
     calls = {name: len(re.findall(rf"\b\w*{name}\w*\(", loop))
              for name in ("ld_global_f32", "mul_rn_f32", "fma_rn_f32", "wait_group_sync_aligned_0", "m64n")}
-    # per 128-element K block: the two rows' scales of A and B's, one product of 4 k32 wgmma,
-    # its wait, the two rows' factors and one fma per accumulator register
+    # per 128-element K block: the two rows' scales of A and B's (of the next block), one
+    # product of 4 k32 wgmma, its wait, the two rows' factors and one fma per accumulator register
     assert calls == {"ld_global_f32": 3, "mul_rn_f32": 2, "fma_rn_f32": block_n // 2, "wait_group_sync_aligned_0": 1,
                      "m64n": 4}, calls
+    # the first block's scales before the loop; in it, block kt + 1's (but after the last block)
+    # into the second three registers, loaded before this block's wait; copied at its end
+    before = body[: body.index(loop)]
+    assert len(re.findall(r"ld_global_f32\(scale_regs_ptr\[[012]\]", before[before.rindex("mov_b32"):])) == 3
+    prefetch = re.findall(r"if \(kt_1 < 31\) \{\s*(?:(?:tvm_builtin_ptx_ld_global_f32\(scale_regs_ptr\[[345]\][^;]*"
+                          r"kt_1\) \+ 1\)\]\)\)\);\s*){3})\}", loop)
+    assert len(prefetch) == 1 and loop.index("if (kt_1 < 31)") < loop.index("mbarrier_wait")
+    assert re.search(r"if \(kt_1 < 31\) \{\s*scale_regs_ptr\[0\] = scale_regs_ptr\[3\];\s*"
+                     r"scale_regs_ptr\[1\] = scale_regs_ptr\[4\];\s*scale_regs_ptr\[2\] = scale_regs_ptr\[5\];", loop)
     assert len(re.findall(r"m64n\d+k32\w*\([^;]*\(bool\)0\)", loop)) == 1  # the first overwrites the block's sum
     assert "mul_rn_f32" not in body[body.index(loop) + len(loop):]  # no per-tensor Scale after the loop
 

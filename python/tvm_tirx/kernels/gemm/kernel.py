@@ -13,7 +13,7 @@ from .consumer import make_consumer
 from .producer import make_producer
 from .shared import Shared, Work
 from ..parts.split_k import Workspace
-from .block_scales import BLOCK, Scales
+from .block_scales import BLOCK, FACTORS, Scales
 
 __all__ = ["build"]
 
@@ -84,7 +84,7 @@ def _make_consumer_role(cfg: GemmConfig):
             part = T.alloc_local((scratch,), "float32")
         if block_scales:  # fp8 block scales: a second accumulator set, the scales of a block
             scaled = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
-            scale_regs = T.alloc_local((3,), "float32")
+            scale_regs = T.alloc_local((FACTORS,), "float32")
         for i in T.serial(rounds):
             t = at[1] + i * grid
             if t < n_tiles:
