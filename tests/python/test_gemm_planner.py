@@ -120,6 +120,7 @@ def test_the_operators_pad_k_and_check_shows_the_padded_kernel(torch_cpu):
 def test_an_override_of_the_callers_k_serves_the_padded_call_as_in_relax(torch_cpu):
     torch = torch_cpu
     from tvm_tirx import ops
+    from tvm_tirx.ops import gemm_kernels
 
     x = torch.empty(5000, 5000, dtype=torch.bfloat16, device="meta")
     w = torch.empty(4096, 5000, dtype=torch.bfloat16, device="meta")
@@ -131,8 +132,15 @@ def test_an_override_of_the_callers_k_serves_the_padded_call_as_in_relax(torch_c
         assert key.k > 5000 and key.block_n == other  # the padded kernel, with the override's tile
         # the Relax offload asks the planner with the same k (relax_gemm.tile_options)
         assert planner.choose_gemm(5000, 4096, 5000, small_m=False, split_k=False)["block_n"] == other
+        # a small-M override of the padded k is not the caller's: the tile kernel keeps the call
+        planner.clear_overrides()
+        planner.override(4096, key.k, planner.SmallMPlan(64, 1, 4))
+        gemm_kernels.clear_kernels()
+        (key,) = ops.check(ops.linear, x, w)
+        assert not isinstance(key, gemm_kernels.SmallMSpec) and key.k > 5000
     finally:
         planner.clear_overrides()
+        gemm_kernels.clear_kernels()
 
 
 def test_a_padded_plan_appends_zero_columns_to_copies_and_runs_its_inner_plan(torch_cpu):

@@ -166,7 +166,7 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual, plan_
     shape = (*x.shape[:-1], n)
     if k == 0 or 0 in shape:
         return _empty_plan(shape, out_dtype)
-    small = _small_m_key(key, x.numel() // k, x.device)
+    small = _small_m_key(key, x.numel() // k, x.device, k if plan_k is None else plan_k)
     if small is not None:
         return SmallMLaunch(small, shape, out_dtype, x, w)
     pad = k_padding(x.numel() // k, n, k, x.element_size()) if key.a_major == key.b_major == "k" else 0
@@ -197,14 +197,14 @@ class PaddedK:
         return self.inner(_pad_k(x, self.pad), _pad_k(w, self.pad), bias, residual)
 
 
-def _small_m_key(key, m: int, device):
+def _small_m_key(key, m: int, device, plan_k: int):
     """The :class:`~tvm_tirx.kernels.gemm.spec.SmallMSpec` of the call when
-    :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm` gives it to the small-M kernel (a
-    plain product of K-major operands), else None."""
+    :func:`~tvm_tirx.kernels.gemm.planner.choose_gemm`, asked with the caller's ``plan_k``,
+    gives it to the small-M kernel (a plain product of K-major operands), else None."""
     plain = key.bias is None and not key.residual and key.a_major == "k" and key.b_major == "k"
     if not plain or key.in_dtype != "bfloat16":
         return None
-    choice = choose_gemm(m, key.n, key.k, key.out_dtype, sm_count(device))
+    choice = choose_gemm(m, key.n, int(plan_k), key.out_dtype, sm_count(device))
     if not isinstance(choice, SmallMPlan):
         return None
     return SmallMSpec.of(key, choice)

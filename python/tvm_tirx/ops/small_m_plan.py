@@ -13,8 +13,8 @@ CUDA graph that captured a launch keeps valid addresses after the plan is forgot
 (``clear_kernels``, an override).  Calls of one stream with different ``m`` share the
 stream's buffer (their launches are ordered).  Two graphs that captured the same shape on
 one stream must not be replayed concurrently.  A launch captured on a stream that has no
-buffer yet (``torch.cuda.graph``'s own capture stream, the first time) takes a temporary of
-the capture instead (:func:`_for_this_capture`): the graph then zeroes its ``Counters`` on
+view for its ``m`` yet (``torch.cuda.graph``'s own capture stream, the first time) takes a
+temporary of the capture instead (:func:`_for_this_capture`): the graph then zeroes its ``Counters`` on
 every replay.
 
 The buffers are made on a thread of their own (:func:`_outside_graph_pools`): torch routes
@@ -88,7 +88,7 @@ def _made(device, rows: int, n: int, splits: int, tiles_n: int) -> tuple:
 
 def _for_this_capture(device, m: int, n: int, splits: int, tiles_n: int) -> tuple:
     """``(Partial, Counters)`` of ``m`` rows for one launch that a CUDA graph captures on a
-    stream with no buffer yet: ordinary allocations of the capturing stream, so they live in
+    stream with no view for ``m`` yet: ordinary allocations of the capturing stream, so they live in
     the graph's private pool like any temporary of the captured work, and the zeroing of
     ``Counters`` is captured too (a memset node before the launch on every replay).  Not
     kept: a buffer made on another thread could not be ordered before the capture (CUDA
