@@ -9,7 +9,8 @@
 # sanitize-split-k (clean).  What the next session should run, in calls of at most 10 minutes on
 # one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
 #   A. split-k-tests (the split-K gather in groups and the capture-time workspace, 2026-12-06,
-#      not yet on a GPU), deterministic;
+#      not yet on a GPU), fp8-blocks (the scales loaded one block ahead, 2026-12-06: tests and
+#      rate against the 0.70-0.84x above), deterministic;
 #   B. ncu-split-k, ncu-decode (end of file: where split-K's and the 64-row decode's time goes);
 #   C. split-sweep (the small-M split counts), gemm-ops-c (the Llama classes, never run),
 #      attention-backward-kernel, racecheck-backward-columns.
