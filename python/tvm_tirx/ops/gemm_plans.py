@@ -151,6 +151,7 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual, plan_
     check_fallback(names.op, fallback)
     check_shapes(names, x, w)
     check_dtypes(names, x, w, out_dtype)
+    plan_k = int(w.shape[1]) if plan_k is None else plan_k
     try:
         key = gemm_key(names, x, w, out_dtype, fused=bias is not None or residual is not None, plan_k=plan_k)
         if bias is not None:
@@ -166,7 +167,7 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual, plan_
     shape = (*x.shape[:-1], n)
     if k == 0 or 0 in shape:
         return _empty_plan(shape, out_dtype)
-    small = _small_m_key(key, x.numel() // k, x.device, k if plan_k is None else plan_k)
+    small = _small_m_key(key, x.numel() // k, x.device, plan_k)
     if small is not None:
         return SmallMLaunch(small, shape, out_dtype, x, w)
     pad = k_padding(x.numel() // k, n, k, x.element_size()) if key.a_major == key.b_major == "k" else 0
@@ -204,7 +205,7 @@ def _small_m_key(key, m: int, device, plan_k: int):
     plain = key.bias is None and not key.residual and key.a_major == "k" and key.b_major == "k"
     if not plain or key.in_dtype != "bfloat16":
         return None
-    choice = choose_gemm(m, key.n, int(plan_k), key.out_dtype, sm_count(device))
+    choice = choose_gemm(m, key.n, plan_k, key.out_dtype, sm_count(device))
     if not isinstance(choice, SmallMPlan):
         return None
     return SmallMSpec.of(key, choice)

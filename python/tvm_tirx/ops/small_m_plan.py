@@ -77,13 +77,18 @@ def _outside_graph_pools(device, make):
 
 
 def _made(device, rows: int, n: int, splits: int, tiles_n: int) -> tuple:
-    """``(Partial (rows, splits * n) float32, uninitialized; Counters (rows, tiles_n)
-    uint32, zero)``."""
+    """:func:`_allocate`'s pair, made outside any CUDA graph pool (:func:`_outside_graph_pools`)."""
     def make():
-        counters = torch.zeros((rows, tiles_n), dtype=torch.int32, device=device).view(torch.uint32)
-        return torch.empty((rows, splits * n), dtype=torch.float32, device=device), counters
+        return _allocate(device, rows, n, splits, tiles_n)
 
     return _outside_graph_pools(device, make) if device.type == "cuda" else make()
+
+
+def _allocate(device, rows: int, n: int, splits: int, tiles_n: int) -> tuple:
+    """``(Partial (rows, splits * n) float32, uninitialized; Counters (rows, tiles_n) uint32,
+    zero)``, allocated by the calling thread on its current stream."""
+    counters = torch.zeros((rows, tiles_n), dtype=torch.int32, device=device).view(torch.uint32)
+    return torch.empty((rows, splits * n), dtype=torch.float32, device=device), counters
 
 
 def _for_this_capture(device, m: int, n: int, splits: int, tiles_n: int) -> tuple:
@@ -94,8 +99,7 @@ def _for_this_capture(device, m: int, n: int, splits: int, tiles_n: int) -> tupl
     kept: a buffer made on another thread could not be ordered before the capture (CUDA
     refuses a captured wait on uncaptured work: cudaErrorStreamCaptureIsolation), and one
     kept past the capture would pin the graph's pool."""
-    counters = torch.zeros((m, tiles_n), dtype=torch.int32, device=device).view(torch.uint32)
-    return torch.empty((m, splits * n), dtype=torch.float32, device=device), counters
+    return _allocate(device, m, n, splits, tiles_n)
 
 
 def workspace(device, m: int, n: int, splits: int, tiles_n: int) -> tuple:

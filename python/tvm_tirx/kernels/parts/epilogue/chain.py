@@ -3,6 +3,7 @@ parameters they read."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -109,10 +110,7 @@ class Epilogue:
         macros = [s.make(self.geometry) for s in self.stages[:-1]]
         if not macros:
             return None
-        chain = macros[0]
-        for macro in macros[1:]:
-            chain = then(chain, macro)
-        return chain
+        return functools.reduce(then, macros)
 
     @cached_property
     def prefetch(self):
