@@ -165,9 +165,9 @@ show fp8-blocks 14
 # 1000^3 (58 vs 148 TFLOP/s), and 64 x 4096 x 4096 decode stayed at 0.47x cuBLAS after the slabs
 NCU_SECTIONS="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
   --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters"
-part ncu-split-k 200 bash -c "ncu -k regex:bn128_split2 --launch-count 1 $NCU_SECTIONS python3 bench/gemm.py --tiles \
-  --runs 1 --only '128x128 s6 split2' --sizes 1000x1000x1000 && ncu -k regex:bn128 --launch-count 1 $NCU_SECTIONS \
-  python3 bench/gemm.py --tiles --runs 1 --only '128x128 s5' --sizes 1000x1000x1000"
-part ncu-decode 150 ncu -k regex:small_m_n4096_k4096_bm64 --launch-skip 3 --launch-count 1 $NCU_SECTIONS python3 -c \
-  "import torch; from tvm_tirx import ops; x = torch.randn(64, 4096, device='cuda', dtype=torch.bfloat16); \
-w = torch.randn(4096, 4096, device='cuda', dtype=torch.bfloat16); [ops.linear(x, w) for _ in range(6)]; torch.cuda.synchronize()"
+# (gemm_ncu.py profiles exactly its two launches, ours then torch.matmul: --profile-from-start off)
+NCU="ncu --profile-from-start off $NCU_SECTIONS"
+part ncu-split-k 300 bash -c "$NCU python3 bench/gemm_ncu.py 1000x1000x1000 --option block_n=128 --option stages=6 \
+  --option persistent=False --option splits=2 && $NCU python3 bench/gemm_ncu.py 1000x1000x1000 --option block_n=128 \
+  --option stages=6 --option persistent=False"
+part ncu-decode 150 $NCU python3 bench/gemm_ncu.py 64x4096x4096 --ops
