@@ -34,17 +34,26 @@ def _calls(source: str, name: str) -> int:
 
 
 def gather_order(source: str) -> str:
-    """The slab reads (``L``) and adds (``A``) of the kernel, in the order it issues them."""
-    return "".join("L" if "ld_relaxed" in call else "A"
-                   for call in re.findall(r"\b\w*(?:ld_relaxed_gpu_global_f32|add_rn_f32)\w*\(", _body(source)))
+    """The slab reads (``L``, one per ``ld``, scalar or ``.v2``) and adds (``A``, one per
+    register) of the kernel, in the order it issues them."""
+    calls = re.findall(r"\b\w*(?:ld_(?:vec_)?relaxed_gpu_global_(?:v2_)?f32|add_rn_f32)\w*\(", _body(source))
+    return "".join("L" if "ld_" in call else "A" for call in calls)
 
 
-def expected_gather(registers: int, splits: int) -> str:
+def expected_gather(registers: int, splits: int, width: int = 1) -> str:
     """Slab 0 read into the registers, then each further slab read and added a group of
-    ``4 * split_k.GROUP`` registers at a time (every read of a group before its adds)."""
+    ``4 * split_k.GROUP`` registers at a time (every read of a group before its adds), with
+    ``width`` registers per read."""
     group = 4 * split_k.GROUP
     spans = [min(group, registers - start) for start in range(0, registers, group)]
-    return "L" * registers + "".join("L" * size + "A" * size for size in spans) * (splits - 1)
+    return "L" * (registers // width) + "".join("L" * (size // width) + "A" * size for size in spans) * (splits - 1)
+
+
+def slab_accesses(source: str) -> list:
+    """The kernel's statements that store into or load from ``Partial``: ``(callee, the
+    statement)``."""
+    statements = [st.strip() for st in _body(source).split(";") if "Partial_ptr[" in st]
+    return [(re.search(r"(\w+)\(", st).group(1), st) for st in statements]
 
 
 # -- CPU: options --------------------------------------------------------------------------------
@@ -97,13 +106,18 @@ def test_the_split_kernel_assembles_and_meets_in_slabs(n, k, block_n, splits, ou
     assert "blockIdx.y" in _body(source) and _calls(source, "red_global") == 0
     # each thread stores each accumulator into its slab once; the last CTA reads slab 0 into
     # them and adds each other slab in order; one count; then the epilogue's own stores
-    assert gather_order(source) == expected_gather(per_thread, splits)
+    # (n even: a thread's register pairs lie side by side in C's rows, so they move as .v2)
+    assert gather_order(source) == expected_gather(per_thread, splits, width=2)
     assert _calls(source, "atom_global_inc_u32") == 1
-    slab_stores = per_thread
-    if out_dtype == "float32":  # the guarded epilogue stores fp32 pairs (even n) or singles
-        assert _calls(source, "st_global_f32") == slab_stores
-    else:
-        assert _calls(source, "st_global_f32") == slab_stores and _calls(source, "st_global_b32") > 0
+    # every slab access is one predicated instruction (PTX @p: no branch around it), under
+    # row < m and col + 1 < n
+    accesses = slab_accesses(source)
+    stores = [name for name, _ in accesses if "st_vec_global_v2_f32_pred" in name]
+    assert len(stores) == per_thread // 2 and len(accesses) == per_thread // 2 * (1 + splits)
+    assert all(name.endswith(("_pred", "_pred_undef")) and re.search(rf"&& \(col_ptr_?\d*\[0\] < {n - 1}\)\)\)$", st)
+               for name, st in accesses)
+    if out_dtype == "bfloat16":  # the last CTA's stores of C: predicated too (GuardedStore(predicated=True))
+        assert _calls(source, "st_global_b32_pred") == _calls(source, "st_global_b32") == per_thread // 2
     # split j's K tiles start at j * split_tiles: the TMA's K coordinate holds blockIdx.y
     tiles = -(-(-(-k // 64)) // splits)
     assert f"((int)blockIdx.y) * {tiles * 64}" in source or f"((int)blockIdx.y) * {tiles}" in source

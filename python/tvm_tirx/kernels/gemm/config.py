@@ -178,8 +178,10 @@ class GemmConfig(GemmOptions):
         exact_fp32 = self.exact and not self.bf16_out
         # with splits the store runs in one CTA per tile, under a guard read from shared memory
         # (SplitK.last): only the per-thread stores, which no guard needs to be uniform for
+        # (predicated: the H100's split-K ran 2.5x slower than unsplit at 1000^3, its last CTA's
+        # epilogue issue-bound on a branch, address and reconvergence per element, ncu 2026-12-06)
         if self.splits > 1:
-            stages.append(GuardedStore())
+            stages.append(GuardedStore(predicated=True))
         else:
             stages.append(TmaStore() if self.tma_store else ExactStore() if exact_fp32 else GuardedStore())
         geometry = Geometry(self.m, self.n, self.out_dtype, self.block_n, self.out_block_n, self.b_rows, self.block_m,
@@ -287,7 +289,7 @@ class GemmConfig(GemmOptions):
 
         # named barrier 3: the TMA store's are 1 and 2 (one per consumer warpgroup)
         return SplitK(self.splits, self.m, self.n, self.block_n // 8, element, threads=CONSUMERS * 128, leader=128,
-                      barrier=3)
+                      barrier=3, pairs=True)
 
     @property
     def rounds(self):

@@ -100,7 +100,7 @@ def make_consumer(cfg: GemmConfig):
     mainloop = _make_mainloop(cfg, mma)
     scaled_mainloop = make_scaled_mainloop(cfg, mma) if cfg.block_scales else None
     if reduction is not None:
-        publish, gather, chunks = reduction.make_publish(), reduction.make_gather(), cfg.block_n // 8
+        publish, gather, shape = reduction.make_publish(), reduction.make_gather(), reduction.values_shape
 
     @T.macro
     def consume_tile(C, ext, smem, regs, flag, work):
@@ -119,9 +119,9 @@ def make_consumer(cfg: GemmConfig):
             finish(C, ext, smem, regs[0], TilePlace(bm, bn, work.tid, work.c))
         else:  # 128-row tiles only (one block), no prefetch: GemmConfig's checks
             at = TilePlace(bm, bn, work.tid, work.c, 0, work.split)
-            publish(work.work, regs[0].acc.local().view(chunks, 2, 2, 1), at, (bm * tiles_rows, bn))
+            publish(work.work, regs[0].acc.local().view(*shape), at, (bm * tiles_rows, bn))
             if reduction.last(work.work):
-                gather(work.work, regs[0].acc.local().view(chunks, 2, 2, 1), at)
+                gather(work.work, regs[0].acc.local().view(*shape), at)
                 finish(C, ext, smem, regs[0], at)
         if blocks == 2:
             if prefetch is not None:  # block 1 reuses block 0's words: its loads hide under no product

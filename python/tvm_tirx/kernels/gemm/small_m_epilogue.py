@@ -57,7 +57,7 @@ def _make_walk(cfg: SmallMConfig, step):
 def make_store(cfg: SmallMConfig):
     """The macro ``store(C, acc, words, at)`` (``at`` a :class:`Place`): each thread stores its
     accumulators into C one element at a time (C^T's elements are not contiguous), each
-    under ``row < m and col < n``; bf16 output is rounded in pairs first
+    predicated on ``row < m and col < n`` (``pred=``); bf16 output is rounded in pairs first
     (``cvt.rn.bf16x2.f32``, as the GEMM's ``GuardedStore`` does,
     :mod:`tvm_tirx.kernels.parts.epilogue.stores`)."""
     bm, out = cfg.block_m, cfg.out_dtype
@@ -65,8 +65,8 @@ def make_store(cfg: SmallMConfig):
     packs = out == "bfloat16"
 
     @T.macro
-    def store_one(C, value, row, col, at):  # pylint: disable=unused-argument
-        T.cuda.tile.apply(T.ptx[_STORE[out]], C.sub[row, col : col + 1], value)
+    def store_one(C, value, row, col, at, pred):  # pylint: disable=unused-argument
+        T.cuda.tile.apply(T.ptx[_STORE[out]], C.sub[row, col : col + 1], value, pred=pred)
 
     walk = _make_walk(cfg, store_one)
 

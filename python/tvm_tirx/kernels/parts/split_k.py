@@ -1,8 +1,9 @@
 """Split-K in one launch: the CTAs that share an output tile, each over a part of K, meet
 in per-split slabs of a float32 workspace, and the last of them finishes the tile.
 
-A consumer thread holds its fp32 accumulators as a ``(chunks, 2, 2, 1)`` view: register
-``4 b + 2 h + e`` of the wgmma fragment map (PTX ISA 9.7.15.5.1.1); the kernel's
+A consumer thread holds its fp32 accumulators as a ``(chunks, 2, 2 // width, width)``
+view (:attr:`SplitK.values_shape`): register ``4 b + 2 h + e`` of the wgmma fragment map
+(PTX ISA 9.7.15.5.1.1); the kernel's
 ``element(b, h, e, at)`` says where that register lies in C (``(row, col)``, int32), which
 differs between kernels (the tile kernel's ``C``, the small-M kernel's ``C^T``).
 
@@ -75,46 +76,51 @@ class Workspace(NamedTuple):
     part: object
 
 
-def make_walk(chunks: int, m, n: int, element: Callable, step, start: int = 0):
-    """The macro ``walk(tensor, values, at)``: ``step(tensor, value, row, col, at)`` for
-    each of a thread's registers inside C (``row < m and col < n``), ``values`` a
-    ``(chunks, 2, 2, 1)`` view of chunks ``start .. start + chunks - 1`` (register ``4 b +
-    2 h + e`` at ``values[b - start, h, e]``), ``value`` its ``(1,)`` view, ``(row, col) =
-    element(b, h, e, at)`` and ``row`` cast to int64 (row offsets of large tensors pass
-    2^31 elements)."""
+def make_walk(chunks: int, m, n: int, element: Callable, step, start: int = 0, width: int = 1):
+    """The macro ``walk(tensor, values, at)``: ``step(tensor, value, row, col, at, pred)``
+    for each of a thread's registers (``width`` 1) or side-by-side register pairs (``width``
+    2: registers ``4 b + 2 h`` and ``4 b + 2 h + 1``, which ``element`` places at ``col``
+    and ``col + 1`` of one row), ``values`` a ``(chunks, 2, 2 // width, width)`` view of
+    chunks ``start .. start + chunks - 1`` (register ``4 b + 2 h + e`` at ``values[b -
+    start, h, e // width, e % width]``), ``value`` its ``(width,)`` view, ``(row, col) =
+    element(b, h, e, at)`` of its first register, ``row`` cast to int64 (row offsets of
+    large tensors pass 2^31 elements) and ``pred`` whether all of it lies inside C (``row <
+    m and col + width - 1 < n``): the step's access takes it as ``pred=`` (PTX ``@p``), so
+    no branch surrounds it."""
 
     @T.macro
     def walk(tensor, values, at):
         for b in T.unroll(chunks):
             for h in T.unroll(2):
-                for e in T.unroll(2):
-                    row, col = element(start + b, h, e, at)
-                    if T.And(row < m, col < n):
-                        step(tensor, values.sub[b, h, e, :], T.Cast("int64", row), col, at)
+                for e in T.unroll(2 // width):
+                    row, col = element(start + b, h, e * width, at)
+                    step(tensor, values.sub[b, h, e, :], T.Cast("int64", row), col, at,
+                         T.And(row < m, col + (width - 1) < n))
 
     return walk
 
 
-def _make_slab_step(n: int, action: str):
-    """The step between a register and its element of slab ``at.split``: ``"store"`` it,
-    or ``"load"`` the element into it."""
+def _make_slab_step(n: int, action: str, width: int):
+    """The step between ``width`` registers and their elements of slab ``at.split``:
+    ``"store"`` them, or ``"load"`` the elements into them (``.v2`` for a pair)."""
+    vector = ".v2" if width == 2 else ""
 
     @T.macro
-    def slab_step(work, value, row, col, at):
+    def slab_step(work, value, row, col, at, pred):
         if action == "store":
-            T.cuda.tile.apply(T.ptx["st.global.f32"],
-                              work.partial.sub[row, at.split * n + col : at.split * n + col + 1], value)
+            T.cuda.tile.apply(T.ptx[f"st.global{vector}.f32"],
+                              work.partial.sub[row, at.split * n + col : at.split * n + col + width], value, pred=pred)
         else:
-            T.cuda.tile.apply(T.ptx["ld.relaxed.gpu.global.f32"], value,
-                              work.partial.sub[row, at.split * n + col : at.split * n + col + 1])
+            T.cuda.tile.apply(T.ptx[f"ld.relaxed.gpu.global{vector}.f32"], value,
+                              work.partial.sub[row, at.split * n + col : at.split * n + col + width], pred=pred)
 
     return slab_step
 
 
 @dataclass(frozen=True)
 class SplitK:
-    """The split-K reduction of a kernel whose consumer threads hold ``(chunks, 2, 2, 1)``
-    fp32 registers (module docstring).
+    """The split-K reduction of a kernel whose consumer threads hold ``4 chunks`` fp32
+    registers, viewed :attr:`values_shape` (module docstring).
 
     Attributes
     ----------
@@ -136,6 +142,11 @@ class SplitK:
     barrier : int
         The named barrier's id (PTX ISA 9.7.13.1, ``barrier.sync``), not used by the kernel
         between its main loop and its epilogue for anything else.
+    pairs : bool
+        Whether ``element`` puts registers ``4 b + 2 h`` and ``4 b + 2 h + 1`` side by side
+        in one row of C at an even column (the tile kernel's C; not the small-M kernel's
+        C^T): with an even ``n`` they then move as one 8-byte ``.v2`` access
+        (:attr:`width`), and ``Partial`` must be 8-byte aligned.
     """
 
     splits: int
@@ -146,6 +157,19 @@ class SplitK:
     threads: int = 256
     leader: int = 128
     barrier: int = 1
+    pairs: bool = False
+
+    @property
+    def width(self) -> int:
+        """Registers per slab access: 2 with :attr:`pairs` and an even ``n`` (every pair
+        then starts at an 8-byte boundary of ``Partial``), else 1."""
+        return 2 if self.pairs and self.n % 2 == 0 else 1
+
+    @property
+    def values_shape(self) -> tuple:
+        """The view of a thread's registers the macros take: ``(chunks, 2, 2 // width,
+        width)``, register ``4 b + 2 h + e`` at ``[b, h, e // width, e % width]``."""
+        return (self.chunks, 2, 2 // self.width, self.width)
 
     def make_publish(self):
         """The macro ``publish(work, values, at, tile)``: the CTA's registers ``values``
@@ -153,7 +177,8 @@ class SplitK:
         ``work.counters[tile]`` (``tile`` a pair of int32 indices, the tile's row inside
         ``Counters`` cast to int64 here); every consumer thread returns knowing
         :meth:`last`."""
-        put = make_walk(self.chunks, self.m, self.n, self.element, _make_slab_step(self.n, "store"))
+        put = make_walk(self.chunks, self.m, self.n, self.element, _make_slab_step(self.n, "store", self.width),
+                        width=self.width)
         splits, leader, bar, count, m = self.splits, self.leader, self.barrier, self.threads, self.m
 
         @T.macro
@@ -187,14 +212,15 @@ class SplitK:
         """The macro ``add(work, values, at)``: chunks ``start .. start + size - 1`` of slab
         ``at.split`` read into ``work.part`` (viewed ``(group, 2, 2, 1)``), then added to
         ``values``."""
-        read = make_walk(size, self.m, self.n, self.element, step, start)
+        read = make_walk(size, self.m, self.n, self.element, step, start, self.width)
+        shape, chunks = (group, *self.values_shape[1:]), self.chunks
 
         @T.macro
         def add(work, values, at):
-            scratch = work.part.view(group, 2, 2, 1)
-            read(work, scratch, at)
-            T.cuda.tile.apply(T.ptx["add.rn.f32"], values.sub[start : start + size, :, :, :],
-                              values.sub[start : start + size, :, :, :], scratch.sub[0:size, :, :, :])
+            read(work, work.part.view(*shape), at)
+            acc, scratch = values.view(chunks, 4, 1), work.part.view(group, 4, 1)  # add.rn.f32's atom: one register
+            T.cuda.tile.apply(T.ptx["add.rn.f32"], acc.sub[start : start + size, :, :], acc.sub[start : start + size, :, :],
+                              scratch.sub[0:size, :, :])
 
         return add
 
@@ -204,8 +230,8 @@ class SplitK:
         then each further slab added in order, a group of :data:`GROUP` chunks at a time
         (all its loads, then its adds; registers outside C add stale scratch values and
         are never stored)."""
-        step = _make_slab_step(self.n, "load")
-        load = make_walk(self.chunks, self.m, self.n, self.element, step)
+        step = _make_slab_step(self.n, "load", self.width)
+        load = make_walk(self.chunks, self.m, self.n, self.element, step, width=self.width)
         group = min(self.chunks, GROUP)
         add = functools.reduce(then, [self._make_add_span(step, start, min(group, self.chunks - start), group)
                                        for start in range(0, self.chunks, group)])

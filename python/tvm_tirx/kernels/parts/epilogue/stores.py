@@ -207,7 +207,14 @@ def _as(tensor, dtype: str):
 class GuardedStore(Store):
     """Per-thread stores, each under its :func:`bound_guard`, by the :func:`store_plan`: the
     macro ``store(C, regs, so, at)`` (``so`` unused) converts ``regs.out`` into
-    ``regs.words`` first for bf16 output.  Serves any tile (C's edge, a run-time ``m``)."""
+    ``regs.words`` first for bf16 output.  Serves any tile (C's edge, a run-time ``m``).
+
+    ``predicated``: each store carries its guard as ``pred=`` (PTX ``@p``) instead of
+    sitting in an ``if``; fewer instructions (no branch and reconvergence per store), but
+    ptxas keeps more live values: the 256 x 160 tile's two accumulator sets then spill 36
+    bytes (ptxas 13.0), so only the split-K kernel's last CTA takes it."""
+
+    predicated: bool = False
 
     def make(self, geometry: Geometry):
         g = geometry
@@ -218,6 +225,18 @@ class GuardedStore(Store):
         guard = bound_guard  # read when the kernel is made (a test swaps it for a looser one)
         m, per, atom, cols = g.m, plan.per_pair, plan.atom, plan.columns_per_element
         columns = g.n // cols  # of C seen as plan.view_dtype
+        predicated = self.predicated
+
+        @T.macro
+        def store_one(C, value, row, col):
+            # C seen as plan.view_dtype, written in place: a name bound to C itself would
+            # rename the kernel's parameter C; the offset in int64: m * n may pass 2**31
+            if predicated:
+                T.cuda.tile.apply(T.ptx[plan.store], _as(C, plan.view_dtype).sub[T.Cast("int64", row), col : col + atom],
+                                  value, pred=guard(row, col, m, atom, columns))
+            elif guard(row, col, m, atom, columns):
+                T.cuda.tile.apply(T.ptx[plan.store], _as(C, plan.view_dtype).sub[T.Cast("int64", row), col : col + atom],
+                                  value)
 
         @T.macro
         def store_guarded(C, regs, so, at):  # pylint: disable=unused-argument
@@ -231,11 +250,6 @@ class GuardedStore(Store):
                     for e in T.unroll(per):
                         row = accumulator_row(g.row0(at), at.tid, h)
                         col = at.bn * (bn_cols // cols) + j * (8 // cols) + at.tid % 4 * (2 // cols) + e * atom
-                        if guard(row, col, m, atom, columns):  # the offset in int64: m * n may pass 2**31
-                            # C seen as plan.view_dtype, written in place: a name bound to C
-                            # itself would rename the kernel's parameter C
-                            T.cuda.tile.apply(T.ptx[plan.store],
-                                              _as(C, plan.view_dtype).sub[T.Cast("int64", row), col : col + atom],
-                                              out.sub[j, h, e, :])
+                        store_one(C, out.sub[j, h, e, :], row, col)
 
         return store_guarded
