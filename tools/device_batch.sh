@@ -6,14 +6,16 @@
 # 2026-12-06: gpu-suite (394 passed after two fixes), decode-slabs (64 x 4096 x 4096 still 0.47x:
 # the slabs were not its cause), split-k-tiles (split-K 1.04-5x slower than unsplit: route stays
 # off), fp8-blocks (0.70-0.84x per-tensor), backward-host (416 us median, was 716),
-# sanitize-split-k (clean).  What the next session should run, in calls of at most 10 minutes on
-# one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
-#   A. split-k-tests (the split-K gather in groups and the capture-time workspace, 2026-12-06,
-#      not yet on a GPU), fp8-blocks (the scales loaded one block ahead, 2026-12-06: tests and
-#      rate against the 0.70-0.84x above), deterministic;
-#   B. ncu-split-k, ncu-decode (end of file: where split-K's and the 64-row decode's time goes);
-#   C. split-sweep (the small-M split counts), gemm-ops-c (the Llama classes, never run),
-#      attention-backward-kernel, racecheck-backward-columns.
+# sanitize-split-k (clean).  Run on an H100 later on 2026-12-06: ncu-split-k and ncu-decode (the
+# split-K epilogue issue-bound: fixed by predicated .v2 slab accesses), split-k-tests (20 passed,
+# before and after that fix), fp8-blocks (the scale prefetch: +1-3%), gemm-ops-c (Llama classes:
+# geomean 0.981, min 0.866), decode-slabs and split-k-tiles (after the fix).  What the next
+# session should run, in calls of at most 10 minutes on one warm machine
+# (DEADLINE=$(( $(date +%s) + 580 ))):
+#   A. gemm-ops-b (the square / ragged / narrow / decode classes after the fix), deterministic;
+#   B. sanitize-split-k (the predicated .v2 slab accesses under memcheck and racecheck),
+#      split-k-ops (TVM_TIRX_SPLIT_K=1: the route's choices against F.linear);
+#   C. attention-backward-kernel, racecheck-backward-columns.
 # A refused start costs device time (15 s to 2 min each; on 2026-12-06 three refusals took ~440
 # of the 1800 s): after one, wait out the minutes it names before one more try.
 # Other parts: route-tests, sanitize, decode-route-on, tiles, attention-backward (kernel

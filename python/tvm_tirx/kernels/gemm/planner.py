@@ -31,9 +31,12 @@ __all__ = ["SMALL_M", "SMALL_M_ROUTE", "SPLIT_K_ROUTE", "MIN_SPLIT_TILES", "MAX_
 #: import) turns it off.
 SMALL_M_ROUTE = os.environ.get("TVM_TIRX_SMALL_M", "1") != "0"
 
-#: Whether :func:`choose_gemm` may split K in the tile kernel (:func:`choose_split`).  Off
-#: until it has run on a GPU: ``TVM_TIRX_SPLIT_K=1`` in the environment (read at import)
-#: turns it on; :func:`override` takes a ``splits`` either way.
+#: Whether :func:`choose_gemm` may split K in the tile kernel (:func:`choose_split`).  Off:
+#: on an H100 (2026-12-06) a split beat the best unsplit tile only where K is long and C
+#: small (300 x 1024 x 8192: 162 TFLOP/s against 139), not at 1000^3 (93 against 148), and
+#: :data:`FILL_TILES` / :data:`REDUCE_TILES` are not fitted to that yet (docs/kernels.rst,
+#: split-K).  ``TVM_TIRX_SPLIT_K=1`` in the environment (read at import) turns it on;
+#: :func:`override` takes a ``splits`` either way.
 SPLIT_K_ROUTE = os.environ.get("TVM_TIRX_SPLIT_K", "0") == "1"
 #: the tile kernel's fixed cost per CTA in K tiles' time: the ring's filling
 FILL_TILES = 2
