@@ -173,3 +173,8 @@ part ncu-split-k 300 bash -c "$NCU python3 bench/gemm_ncu.py 1000x1000x1000 --op
   --option persistent=False --option splits=2 && $NCU python3 bench/gemm_ncu.py 1000x1000x1000 --option block_n=128 \
   --option stages=6 --option persistent=False"
 part ncu-decode 150 $NCU python3 bench/gemm_ncu.py 64x4096x4096 --ops
+# where in the split kernel the warps wait, per SASS instruction (ncu's sampled stall reasons, as CSV:
+# 2026-12-06, after the predicated slab accesses, 1000^3 128 x 128 in 2 splits took 22.6 us, 13.5 unsplit)
+part ncu-split-k-source 200 bash -c "ncu --profile-from-start off --section WarpStateStats --section SourceCounters \
+  --page source --print-source sass --csv python3 bench/gemm_ncu.py 1000x1000x1000 --option block_n=128 \
+  --option stages=6 --option persistent=False --option splits=2"
