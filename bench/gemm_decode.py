@@ -9,6 +9,7 @@ bench/gemm.py --ops --classes decode --triton`` (with ``TVM_TIRX_SMALL_M=1``; wi
 the tile kernel the operators take today).
 
     python bench/gemm_decode.py            # GPU: every split count per shape, planner's pick marked
+    python bench/gemm_decode.py --m 64 --nk 4096x4096 --block-ms 32 64   # chosen shapes and block_m
     python bench/gemm_decode.py --cpu      # no GPU: the planner's plans, compiled and assembled
 """
 
@@ -40,34 +41,47 @@ def _error(torch, y, x, w) -> float:
     return ((y.float() - ref).abs().max() / ref.abs().max()).item()
 
 
-def main_sweep(repeats: int) -> None:
+def main_sweep(repeats: int, ms=(1, 16, 64), nks=NKS, block_ms=None) -> None:
+    """Every split count (and each of ``block_ms``, default the planner's) per shape:
+    checked, then timed under a CUDA graph; the table marks the planner's pick."""
     import torch
     from tvm_tirx.kernels.gemm.planner import choose_small_m
-    from tvm_tirx.ops import gemm_kernels
-    from tvm_tirx.ops.small_m_plan import workspace
 
     rows = []
-    for n, k in NKS:
-        for m in (1, 16, 64):
+    for n, k in nks:
+        for m in ms:
             x, w = _inputs(torch, m, n, k)
             pick = choose_small_m(m, n, k)
             times = {}
-            for splits in sorted({1, 2, 4, 8, 16, pick.splits}):
-                if splits > -(-k // 64):
-                    continue
-                key = gemm_kernels.SmallMSpec(n, k, "bfloat16", "sm_90a", pick.block_m, splits, pick.stages)
-                kernel = gemm_kernels.gemm_kernel(key)
-                c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-                work = workspace(x.device, m, n, splits, -(-n // 128)) if splits > 1 else ()
-                kernel(x, w, *work, c)
-                assert _error(torch, c, x, w) < 1e-2
-                times[splits] = _graph_us(torch, lambda: kernel(x, w, *work, c), repeats)
+            for block_m in block_ms or (pick.block_m,):
+                for splits in sorted({1, 2, 4, 8, 16, pick.splits}):
+                    if splits <= -(-k // 64):
+                        times[block_m, splits] = _time_one(torch, x, w, block_m, splits, pick.stages, repeats)
             best = min(times, key=times.get)
-            rows.append([f"{m}x{n}x{k}", pick.splits, best,
-                         "  ".join(f"s{s}:{t:.1f}{'*' if s == pick.splits else ''}" for s, t in times.items())])
+            rows.append([f"{m}x{n}x{k}", f"bm{pick.block_m} s{pick.splits}", f"bm{best[0]} s{best[1]}",
+                         "  ".join(f"bm{b} s{s}:{t:.1f}{'*' if (b, s) == (pick.block_m, pick.splits) else ''}"
+                                   for (b, s), t in times.items())])
             print("  ".join(map(str, rows[-1])), flush=True)  # as measured: a cut-off run keeps its rows
-    print("small-M kernel per split count, GPU us per call (CUDA graph); * the planner's pick")
+    print("small-M kernel per block_m and split count, GPU us per call (CUDA graph); * the planner's pick")
     print(table(["M x N x K", "planner", "fastest", "times"], rows))
+
+
+def _time_one(torch, x, w, block_m, splits, stages, repeats) -> float:
+    """One small-M kernel on ``x``, ``w``: checked against fp32, then its GPU us per call."""
+    from tvm_tirx.kernels.gemm.small_m import small_m_smem_bytes
+    from tvm_tirx.kernels.gemm.config import SMEM_LIMIT
+    from tvm_tirx.ops import gemm_kernels
+    from tvm_tirx.ops.small_m_plan import workspace
+
+    (m, k), n = x.shape, w.shape[0]
+    while small_m_smem_bytes(stages, block_m) > SMEM_LIMIT:
+        stages -= 1
+    kernel = gemm_kernels.gemm_kernel(gemm_kernels.SmallMSpec(n, k, "bfloat16", "sm_90a", block_m, splits, stages))
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    work = workspace(x.device, m, n, splits, -(-n // 128)) if splits > 1 else ()
+    kernel(x, w, *work, c)
+    assert _error(torch, c, x, w) < 1e-2
+    return _graph_us(torch, lambda: kernel(x, w, *work, c), repeats)
 
 
 def main_cpu() -> None:
@@ -94,11 +108,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--cpu", action="store_true", help="compile and assemble the plans only")
+    parser.add_argument("--m", type=int, nargs="+", default=[1, 16, 64], help="rows of x")
+    parser.add_argument("--nk", nargs="+", help="NxK shapes of w (default: the Llama-like list)")
+    parser.add_argument("--block-ms", type=int, nargs="+", help="block_m values (default: the planner's)")
     args = parser.parse_args(argv)
     if args.cpu:
         main_cpu()
     else:
-        main_sweep(args.repeats)
+        nks = [tuple(int(v) for v in s.split("x")) for s in args.nk] if args.nk else NKS
+        main_sweep(args.repeats, args.m, nks, args.block_ms)
     return 0
 
 

@@ -178,3 +178,7 @@ part ncu-decode 150 $NCU python3 bench/gemm_ncu.py 64x4096x4096 --ops
 part ncu-split-k-source 200 bash -c "ncu --profile-from-start off --section WarpStateStats --section SourceCounters \
   --page source --print-source sass --csv python3 bench/gemm_ncu.py 1000x1000x1000 --option block_n=128 \
   --option stages=6 --option persistent=False --option splits=2"
+# the 64-row decode (0.58x cuBLAS after the predicated slabs): narrower row tiles (two or four CTAs
+# per W tile, W's rereads from L2) against block_m 64, every split count
+part decode-block-m 300 python3 bench/gemm_decode.py --m 64 --nk 4096x4096 --block-ms 16 32 64 --repeats 20
+show decode-block-m 6
