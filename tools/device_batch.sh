@@ -9,15 +9,17 @@
 # sanitize-split-k (clean).  Run on an H100 later on 2026-12-06: ncu-split-k and ncu-decode (the
 # split-K epilogue issue-bound: fixed by predicated .v2 slab accesses), split-k-tests (20 passed,
 # before and after that fix), fp8-blocks (the scale prefetch: +1-3%), gemm-ops-c (Llama classes:
-# geomean 0.981, min 0.866), decode-slabs and split-k-tiles (after the fix).  What the next
+# geomean 0.981, min 0.866), decode-slabs and split-k-tiles (after the fix), sanitize-split-k (clean),
+# ncu-split-k-source (the split kernel's stalls: ring fill 40%, slabs 20%, fences 10%),
+# decode-block-m (block_m 64 in 4 splits stays the fastest at 64 x 4096 x 4096).  What the next
 # session should run, in calls of at most 10 minutes on one warm machine
 # (DEADLINE=$(( $(date +%s) + 580 ))):
 #   A. gemm-ops-b (the square / ragged / narrow / decode classes after the fix), deterministic;
-#   B. sanitize-split-k (the predicated .v2 slab accesses under memcheck and racecheck),
-#      split-k-ops (TVM_TIRX_SPLIT_K=1: the route's choices against F.linear);
+#   B. split-k-ops (TVM_TIRX_SPLIT_K=1: the route's choices against F.linear);
 #   C. attention-backward-kernel, racecheck-backward-columns.
-# A refused start costs device time (15 s to 2 min each; on 2026-12-06 three refusals took ~440
-# of the 1800 s): after one, wait out the minutes it names before one more try.
+# A refused start costs device time (15 s to 3 min each; on 2026-12-06 three refusals took ~440
+# of the 1800 s, and in the later session five took ~560): after one, wait out the minutes it
+# names (or 10 minutes where it names none) before one more try, and keep the kind the same.
 # Other parts: route-tests, sanitize, decode-route-on, tiles, attention-backward (kernel
 # off), sanitize-attention-backward, backward-kernels, varlen, varlen-kernel, ncu-backward,
 # tiles-256, attention-tma-store, dsum, attention-ops.
