@@ -24,7 +24,12 @@ the tile kernel fewer registers: 128 x 128 tiles in 2 / 4 splits spill 0 / 188 b
 264 taken element by element).  The sum is the same whichever CTA comes
 last, so the result is bitwise reproducible; ``Counters`` is zero again after every
 launch and ``Partial`` needs no initial value (every element read was stored in the same
-launch).  Only the elements inside C (``row < m`` and ``col < n``) are stored and read.
+launch).  Only the elements inside C (``row < m`` and ``col < n``) are stored and read:
+each access is predicated on that (``pred=``, PTX ``@p``), and where :attr:`SplitK.pairs`
+holds with an even ``n`` a thread's two registers side by side in a row of C move as one
+``.v2`` access.  On an H100 (ncu, 2026-12-06, ``1000^3`` in 2 splits) the earlier form --
+an ``if``, an address and a 4-byte access per element -- left the last CTA issue-bound
+(33.7 us against 13.3 unsplit); this one took 22.6 us.
 """
 
 from __future__ import annotations
@@ -210,8 +215,8 @@ class SplitK:
 
     def _make_add_span(self, step, start: int, size: int, group: int):
         """The macro ``add(work, values, at)``: chunks ``start .. start + size - 1`` of slab
-        ``at.split`` read into ``work.part`` (viewed ``(group, 2, 2, 1)``), then added to
-        ``values``."""
+        ``at.split`` read into ``work.part`` (viewed as ``values``, with ``group`` chunks),
+        then added to ``values``."""
         read = make_walk(size, self.m, self.n, self.element, step, start, self.width)
         shape, chunks = (group, *self.values_shape[1:]), self.chunks
 
