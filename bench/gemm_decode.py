@@ -56,7 +56,7 @@ def main_sweep(repeats: int, ms=(1, 16, 64), nks=NKS, block_ms=None) -> None:
             for block_m in block_ms or (pick.block_m,):
                 for splits in sorted({1, 2, 4, 8, 16, pick.splits}):
                     if splits <= -(-k // 64):
-                        times[block_m, splits] = _time_one(torch, x, w, block_m, splits, pick.stages, repeats)
+                        times[block_m, splits] = _time_one(torch, x, w, block_m, splits, repeats)
             best = min(times, key=times.get)
             rows.append([f"{m}x{n}x{k}", f"bm{pick.block_m} s{pick.splits}", f"bm{best[0]} s{best[1]}",
                          "  ".join(f"bm{b} s{s}:{t:.1f}{'*' if (b, s) == (pick.block_m, pick.splits) else ''}"
@@ -66,16 +66,15 @@ def main_sweep(repeats: int, ms=(1, 16, 64), nks=NKS, block_ms=None) -> None:
     print(table(["M x N x K", "planner", "fastest", "times"], rows))
 
 
-def _time_one(torch, x, w, block_m, splits, stages, repeats) -> float:
-    """One small-M kernel on ``x``, ``w``: checked against fp32, then its GPU us per call."""
-    from tvm_tirx.kernels.gemm.small_m import small_m_smem_bytes
-    from tvm_tirx.kernels.gemm.config import SMEM_LIMIT
+def _time_one(torch, x, w, block_m, splits, repeats) -> float:
+    """One small-M kernel on ``x``, ``w`` (the deepest ring that fits): checked against
+    fp32, then its GPU us per call."""
+    from tvm_tirx.kernels.gemm.planner import small_m_stages
     from tvm_tirx.ops import gemm_kernels
     from tvm_tirx.ops.small_m_plan import workspace
 
     (m, k), n = x.shape, w.shape[0]
-    while small_m_smem_bytes(stages, block_m) > SMEM_LIMIT:
-        stages -= 1
+    stages = small_m_stages(block_m)
     kernel = gemm_kernels.gemm_kernel(gemm_kernels.SmallMSpec(n, k, "bfloat16", "sm_90a", block_m, splits, stages))
     c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     work = workspace(x.device, m, n, splits, -(-n // 128)) if splits > 1 else ()

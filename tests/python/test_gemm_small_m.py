@@ -47,6 +47,20 @@ def test_decode_shapes_take_the_small_m_kernel_with_k_split_over_the_sms():
     assert choose_small_m(1, 4096, 4096, sms=64).splits == 2
 
 
+@pytest.mark.parametrize("block_m", BLOCK_MS)
+def test_the_ring_is_the_deepest_that_fits(block_m, monkeypatch):
+    from tvm_tirx.kernels.gemm.config import SMEM_LIMIT  # pylint: disable=import-outside-toplevel
+    from tvm_tirx.kernels.gemm.small_m import small_m_smem_bytes  # pylint: disable=import-outside-toplevel
+
+    stages = planner.small_m_stages(block_m)
+    assert stages == planner.MAX_STAGES and small_m_smem_bytes(stages, block_m) <= SMEM_LIMIT
+    assert choose_small_m(block_m, 4096, 4096).stages == stages
+    # with a deeper cap the ring stops where one more buffer would not fit
+    monkeypatch.setattr(planner, "MAX_STAGES", 64)
+    deep = planner.small_m_stages(block_m)
+    assert small_m_smem_bytes(deep, block_m) <= SMEM_LIMIT < small_m_smem_bytes(deep + 1, block_m)
+
+
 def test_choose_gemm_takes_the_tile_kernel_past_small_m():
     assert isinstance(choose_gemm(planner.SMALL_M, 4096, 4096, small_m=True), SmallMPlan)
     assert isinstance(choose_gemm(1, 4096, 4096, small_m=False), dict)  # the route switched off

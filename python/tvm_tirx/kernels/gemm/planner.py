@@ -21,8 +21,8 @@ from ..parts.split_k import no_empty_split
 from .tiles import COOPERATIVE_RATE, SMS, TILE_RATE, choose_tile, deepest_ring, wave_score
 
 __all__ = ["SMALL_M", "SMALL_M_ROUTE", "SPLIT_K_ROUTE", "MIN_SPLIT_TILES", "MAX_SPLITS", "SmallMPlan",
-           "choose_small_m", "choose_split", "choose_gemm", "override", "clear_overrides", "ROW_PITCH_BYTES",
-           "PAD_MIN_ROWS", "k_padding"]
+           "choose_small_m", "small_m_stages", "choose_split", "choose_gemm", "override", "clear_overrides",
+           "ROW_PITCH_BYTES", "PAD_MIN_ROWS", "k_padding"]
 
 #: Whether :func:`choose_gemm` gives shapes of at most :data:`SMALL_M` rows to the small-M
 #: kernel by default.  On: its GPU tests passed on the H200 and through ``ops.linear`` it
@@ -123,10 +123,17 @@ def choose_small_m(m: int, n: int, k: int, sms: int = SMS) -> SmallMPlan:
     block_m = min(b for b in BLOCK_MS if b >= m)
     k_tiles = -(-k // 64)
     splits = _splits(-(-n // ROWS_W), k_tiles, sms)
+    return SmallMPlan(block_m, splits, small_m_stages(block_m))
+
+
+def small_m_stages(block_m: int) -> int:
+    """The deepest ring of the small-M kernel with tiles of ``block_m`` rows of X (one of
+    :data:`~.small_m.BLOCK_MS`) that fits :data:`~.config.SMEM_LIMIT` bytes of shared
+    memory, at most :data:`MAX_STAGES` buffers."""
     stages = MAX_STAGES
     while small_m_smem_bytes(stages, block_m) > SMEM_LIMIT:
         stages -= 1
-    return SmallMPlan(block_m, splits, stages)
+    return stages
 
 
 def _k_share(k_tiles: int, splits: int) -> float:
