@@ -93,6 +93,13 @@ TILE_VARIANTS = {
     "128x128 s6 split2": dict(BEST["bfloat16"], block_n=128, stages=6, splits=2),
     "128x128 s6 split4": dict(BEST["bfloat16"], block_n=128, stages=6, splits=4),
     "128x64 s8 split2": dict(BEST["bfloat16"], block_n=64, stages=8, splits=2),
+    # decode (C of one row tile): narrow tiles over the whole K, alone or in 2-CTA clusters that
+    # share A (x) by multicast: cuBLAS's 64 x 32 tile in 1 x 2 clusters at 64 x 4096 x 4096
+    "128x64 s8 cluster2": dict(BEST["bfloat16"], block_n=64, stages=8, cluster=2),
+    "128x32 s8": dict(BEST["bfloat16"], block_n=32, stages=8),
+    "128x32 s8 cluster2": dict(BEST["bfloat16"], block_n=32, stages=8, cluster=2),
+    "128x16 s8": dict(BEST["bfloat16"], block_n=16, stages=8),
+    "128x16 s8 cluster2": dict(BEST["bfloat16"], block_n=16, stages=8, cluster=2),
 }
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 

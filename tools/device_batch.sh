@@ -184,3 +184,13 @@ part ncu-split-k-source 200 bash -c "ncu --profile-from-start off --section Warp
 # per W tile, W's rereads from L2) against block_m 64, every split count
 part decode-block-m 300 python3 bench/gemm_decode.py --m 64 --nk 4096x4096 --block-ms 16 32 64 --repeats 20
 show decode-block-m 6
+# decode on the tile kernel (2026-12-07): widths below 64 over the whole K, and 2-CTA clusters
+# sharing A (x) by multicast, cuBLAS's form at 64 x 4096 x 4096 (nvjet 64x32, 1x2 clusters)
+part decode-tiles-tests 240 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider \
+  tests/python/test_gemm_decode_tiles.py
+part decode-tiles 400 python3 bench/gemm.py --tiles --runs 50 --only 128x64 128x32 128x16 --sizes 1x4096x4096 \
+  8x4096x4096 16x4096x4096 64x4096x4096 1x14336x4096 16x4096x14336 64x14336x4096 128x4096x4096
+show decode-tiles 16
+# cuBLAS's kernels at the Llama M = 512 rows below 0.9x (gemm-ops-c, 2026-12-06) and ours
+part ncu-llama 300 bash -c "$NCU python3 bench/gemm_ncu.py 512x28672x4096 --ops && \
+  $NCU python3 bench/gemm_ncu.py 512x4096x4096 --ops && $NCU python3 bench/gemm_ncu.py 2048x6144x4096 --ops"

@@ -117,7 +117,7 @@ def test_make_gemm_is_its_spec_built():
 
 @pytest.mark.parametrize("options, message", [
     (dict(stages=99), "make_gemm: stages must be a positive int whose ring and epilogue fit 232448 bytes"),
-    (dict(block_n=100), r"make_gemm: block_n must be a multiple of 8 from 64 to 256 \(wgmma's N\), found 100"),
+    (dict(block_n=100), r"make_gemm: block_n must be a multiple of 8 from 16 to 256 \(wgmma's N\), found 100"),
     (dict(gated=True, block_n=64), r"make_gemm: a gated GEMM needs block_n in \(128, 256\)"),
     (dict(residual=1), "make_gemm: residual must be a bool, found 1"),
     (dict(bias="float16"), "make_gemm: bias must be one of"),

@@ -225,6 +225,7 @@ def test_every_bench_tile_variant_is_a_valid_configuration_named_by_its_tile():
     for name, config in bench.TILE_VARIANTS.items():
         make_gemm(4096, 4096, 4096, **config)
         split = f" split{config['splits']}" if config.get("splits", 1) > 1 else ""
+        split += f" cluster{config['cluster']}" if config.get("cluster", 1) > 1 else ""
         assert name == f"{bench._tile_label(config)} s{config['stages']}{split}"
 
 

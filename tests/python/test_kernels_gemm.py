@@ -164,7 +164,7 @@ def test_widths_in_steps_of_8_take_deeper_rings_and_their_rules():
                                          r"multiple of 64, found 144"):
         make_gemm(4096, 4096, 4096, block_n=144, b_major="n")
     for bad in (60, 100, 264, 8):
-        with pytest.raises(ValueError, match=rf"block_n must be a multiple of 8 from 64 to 256 \(wgmma's N\), "
+        with pytest.raises(ValueError, match=rf"block_n must be a multiple of 8 from 16 to 256 \(wgmma's N\), "
                                              rf"found {bad}"):
             make_gemm(4096, 4096, 4096, block_n=bad)
 
@@ -376,8 +376,8 @@ def test_a_column_guard_one_element_too_loose_is_refused(monkeypatch):
         ((1024, 256, 64), dict(stages=4), r"stages must be a positive int whose ring and epilogue fit 232448 bytes "
                                           r"of shared memory \(263232 bytes with bfloat16 output and block_n=256\), found 4"),
         ((1024, 256, 64), dict(wait_depth=2), r"wait_depth must be 0 or 1, found 2"),
-        ((1024, 256, 64), dict(block_n=100), r"block_n must be a multiple of 8 from 64 to 256 \(wgmma's N\), found 100"),
-        ((1024, 256, 64), dict(block_n=64.0), r"block_n must be a multiple of 8 from 64 to 256 \(wgmma's N\), found 64.0"),
+        ((1024, 256, 64), dict(block_n=100), r"block_n must be a multiple of 8 from 16 to 256 \(wgmma's N\), found 100"),
+        ((1024, 256, 64), dict(block_n=64.0), r"block_n must be a multiple of 8 from 16 to 256 \(wgmma's N\), found 64.0"),
     ],
     ids=["k-stride", "k-stride-fp8", "fp8-run-time-m", "cluster-run-time-m", "run-time-n",
          "m-zero", "m-over-int32", "c-over-int32-elements", "m-bool", "out-dtype", "stages", "wait-depth",

@@ -28,7 +28,8 @@ tile, ``block_n`` at most 192), with three warpgroups (384 threads):
 
 ``persistent=True`` launches ``ctas`` CTAs that walk the output tiles in the grouped
 order of :mod:`.order`; ``cluster=2`` pairs CTAs on vertically adjacent tiles that each
-load half of the B tile and multicast it to both.  Any (m, n, k) whose A and B rows take
+load half of the B tile and multicast it to both (or, where C has one row tile, on
+tiles side by side that share A the same way).  Any (m, n, k) whose A and B rows take
 a multiple of 16 bytes (``k * sizeof(in_dtype)``): the TMA zero-fills the loads past the edges of A and B, so the
 tails contribute zeros; ``m`` and ``k`` may be run-time extents (:mod:`.config`).
 

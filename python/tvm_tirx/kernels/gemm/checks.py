@@ -217,19 +217,23 @@ def _check_strides(cfg: GemmConfig):
 
 
 def _check_cluster(cfg: GemmConfig):
-    """The two CTAs of a cluster share B: every pair of consecutive tiles must have the same
-    column tile, which holds when every group of row tiles has an even size."""
+    """The two CTAs of a cluster share one operand (:attr:`~.config.GemmConfig.multicast`):
+    B when every pair of consecutive tiles has the same column tile (every group of row
+    tiles has an even size), A when C has one row tile (consecutive tiles side by side);
+    each CTA loads half of the shared stage, whole 8-row groups of the 128-byte swizzle."""
     tiles_m = static(cfg.tiles_m)
-    if tiles_m is None or tiles_m % 2 or cfg.group_m % 2:
-        raise ValueError(f"make_gemm: cluster=2 pairs CTAs on tiles of the same B columns: it needs a static m "
-                         f"with an even number of {cfg.block_m}-row tiles and an even group_m, found m={cfg.m}, "
-                         f"group_m={cfg.group_m}")
-    if cfg.block_n % 16:
-        raise ValueError(f"make_gemm: cluster=2 multicasts halves of B's stage, each whole 8-row groups of the "
-                         f"128-byte swizzle (1024 bytes): it needs block_n a multiple of 16, found {cfg.block_n}")
-    if cfg.b_major != "k" and cfg.block_n // 2 % CHUNK:
-        raise ValueError(f"make_gemm: cluster=2 with b_major='n' loads whole {CHUNK}-column chunks of B in each "
-                         f"CTA: it needs block_n 128 or 256, found {cfg.block_n}")
+    if tiles_m is None or (tiles_m != 1 and (tiles_m % 2 or cfg.group_m % 2)):
+        raise ValueError(f"make_gemm: cluster=2 pairs CTAs on tiles of the same B columns or, with one row tile, "
+                         f"of the same A rows: it needs a static m with one or an even number of "
+                         f"{cfg.block_m}-row tiles, and an even group_m, found m={cfg.m}, group_m={cfg.group_m}")
+    operand, rows, major = ("A", "block_m", cfg.a_major) if tiles_m == 1 else ("B", "block_n", cfg.b_major)
+    if getattr(cfg, rows) % 16:
+        raise ValueError(f"make_gemm: cluster=2 multicasts halves of {operand}'s stage, each whole 8-row groups of "
+                         f"the 128-byte swizzle (1024 bytes): it needs {rows} a multiple of 16, found "
+                         f"{getattr(cfg, rows)}")
+    if major != "k" and getattr(cfg, rows) // 2 % CHUNK:
+        raise ValueError(f"make_gemm: cluster=2 with {operand.lower()}_major='{major}' loads whole {CHUNK}-column "
+                         f"chunks of {operand} in each CTA: it needs {rows} 128 or 256, found {getattr(cfg, rows)}")
     if not isinstance(cfg.grid, int) or cfg.grid % 2:
         raise ValueError(f"make_gemm: a 2-CTA cluster needs an even grid (an int: a run-time grid is launched "
                          f"without clusters), found {cfg.grid}")

@@ -62,7 +62,7 @@ class GemmOptions:  # pylint: disable=too-many-instance-attributes
         The CUDA architecture compiled for (``"sm_90a"``); not in the kernel's name
         (:attr:`.spec.GemmSpec.name`).
     block_n : int
-        Columns of C per CTA tile: a multiple of 8 from 64 to 256.
+        Columns of C per CTA tile: a multiple of 8 from 16 to 256.
     bias, activation : str or None
         A fused bias vector's dtype and a fused activation (``make_gemm``'s).
     gated, residual : bool
@@ -160,6 +160,18 @@ class GemmConfig(GemmOptions):
         """The shared ring (:class:`~tvm_tirx.kernels.parts.Ring`): ``stages`` buffers,
         released by each consumer warpgroup of each CTA of the cluster."""
         return Ring(self.stages, CONSUMERS * self.cluster, self.cluster, self.spin)
+
+    @property
+    def multicast(self) -> str | None:
+        """The operand a 2-CTA cluster shares (each CTA loads half of its stage rows and
+        multicasts them to both): ``"B"`` where the pair's tiles are vertically adjacent
+        (same columns: an even number of row tiles in groups of an even ``group_m``),
+        ``"A"`` where C has one row tile (the pair's tiles side by side in the same rows:
+        decode's ``x``, shared by every column tile), None with one CTA per cluster.
+        :func:`~.checks.check_sizes` refuses a cluster whose tiles pair neither way."""
+        if self.cluster == 1:
+            return None
+        return "A" if _static(self.tiles_m) == 1 else "B"
 
     @cached_property
     def epilogue(self) -> Epilogue:

@@ -24,12 +24,13 @@ BLOCK_MS = (128, 256)
 #: 256 registers a thread may have
 COOP_MAX_BLOCK_N = 192
 #: the columns a tile may have (``block_n``): wgmma's N, a multiple of 8 up to 256 (PTX ISA
-#: 9.7.15.5), from 64 (narrower tiles are the small-M kernel's).  Widths in steps of 8
+#: 9.7.15.5), from 16: the widths below 64 are decode's (C of one row tile, many narrow
+#: column tiles over the whole K, cuBLAS's 64 x 32 tile at m = 64).  Widths in steps of 8
 #: let the tile count fit the SMs (DeepGEMM's 112 and 160, cuBLAS's 152): 3072^2 makes
 #: 288 tiles of 128 x 256 on 132 SMs (the last wave 18% full), 384 of 128 x 192.  The
 #: bf16 epilogue stores whole 64-column boxes by TMA (:data:`TMA_BOX_N`); other widths
 #: store per thread (the epilogue chain's ``GuardedStore``)
-BLOCK_N_STEP, BLOCK_N_MIN = 8, 64
+BLOCK_N_STEP, BLOCK_N_MIN = 8, 16
 BLOCK_NS = tuple(range(BLOCK_N_MIN, 257, BLOCK_N_STEP))
 #: the columns of one TMA store box of the bf16 epilogue (64 bf16: one 128-byte swizzle row)
 TMA_BOX_N = 64

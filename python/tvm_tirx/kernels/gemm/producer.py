@@ -34,17 +34,18 @@ def make_producer(cfg: GemmConfig):
     iterations ``g0 ..`` (stage ``g % stages``, phase ``g // stages``): it waits until
     the consumers released the stage (``empty``), arms ``full`` with the stage's bytes
     and issues the TMA loads of A (``block_m`` x 128 bytes) and B (``block_n`` x 128 bytes; with
-    ``cluster=2`` half of it, multicast to both CTAs), one box per stage of a K-major
-    operand and one per 64-element chunk of an MN-major one (:mod:`.operands`).  Boxes
-    past the edge of A or B (the M, N and K tails) are zero-filled by the TMA and still
-    count all their bytes (PTX ISA 5.5.5), so a K tail contributes zeros to the products.
+    ``cluster=2`` half of one of them, multicast to both CTAs: :attr:`~.config.GemmConfig.multicast`),
+    one box per stage of a K-major operand and one per 64-element chunk of an MN-major one
+    (:mod:`.operands`).  Boxes past the edge of A or B (the M, N and K tails) are
+    zero-filled by the TMA and still count all their bytes (PTX ISA 5.5.5), so a K tail
+    contributes zeros to the products.
     """
     tiles_m, tiles_n, group_m, k_tiles = cfg.tiles_m, cfg.tiles_n, cfg.group_m, cfg.split_tiles
-    ring, cluster, tma_dtype = cfg.ring, cfg.cluster, cfg.tma_dtype
+    ring, tma_dtype = cfg.ring, cfg.tma_dtype
     bn_cols, bm_rows = cfg.block_n, cfg.block_m
     stage_bytes = (bm_rows + bn_cols) * BK_BYTES
-    b_rows = bn_cols // cluster  # rows of B each CTA of the cluster loads
-    op_a, op_b = cfg.operand_a, cfg.operand_b
+    load_a = _make_load(cfg.operand_a, bm_rows, cfg.multicast == "A", tma_dtype)
+    load_b = _make_load(cfg.operand_b, bn_cols, cfg.multicast == "B", tma_dtype)
 
     @T.macro
     def produce_tile(A, B, smem, flag, t, g0, rank, split):
@@ -54,23 +55,35 @@ def make_producer(cfg: GemmConfig):
             s = ring.slot(g0 + kt)
             ring.acquire(smem.empty, s, g0 + kt, flag)
             ring.arm(smem.full, s, stage_bytes)
-            for j in T.unroll(op_a.boxes(bm_rows)):
-                T.cuda.tile.apply(T.ptx[LOAD], op_a.box(smem.sa, s, 0, bm_rows, j).view(tma_dtype), _as(A, tma_dtype),
-                                  mbar=smem.full.sub[s, :],
-                                  coords=op_a.coords(bm * bm_rows, 0, split * k_tiles + kt, j), swizzle=3,
-                                  l2_promotion=3)
-            if cluster == 2:  # half of B from each CTA of the pair, into both
-                for j in T.unroll(op_b.boxes(b_rows)):
-                    T.cuda.tile.apply(T.ptx[LOAD_MC],
-                                      op_b.box(smem.sb, s, rank * b_rows, b_rows, j).view(tma_dtype),
-                                      _as(B, tma_dtype), mbar=smem.full.sub[s, :],
-                                      coords=op_b.coords(bn * bn_cols, rank * b_rows, split * k_tiles + kt, j),
-                                      swizzle=3, l2_promotion=3, cta_mask=T.uint16(3))
-            else:
-                for j in T.unroll(op_b.boxes(bn_cols)):
-                    T.cuda.tile.apply(T.ptx[LOAD], op_b.box(smem.sb, s, 0, bn_cols, j).view(tma_dtype),
-                                      _as(B, tma_dtype), mbar=smem.full.sub[s, :],
-                                      coords=op_b.coords(bn * bn_cols, 0, split * k_tiles + kt, j), swizzle=3,
-                                      l2_promotion=3)
+            load_a(A, smem.sa, smem.full, s, bm * bm_rows, split * k_tiles + kt, rank)
+            load_b(B, smem.sb, smem.full, s, bn * bn_cols, split * k_tiles + kt, rank)
 
     return produce_tile
+
+
+def _make_load(op, rows: int, shared: bool, tma_dtype: str):
+    """The macro ``load(tensor, ring, full, s, first, kt, rank)`` of operand ``op``: the TMA
+    loads of its ``rows`` MN-rows from ``first`` at K tile ``kt`` into stage ``s`` of
+    ``ring``, completing on ``full[s]``; with ``shared`` (a 2-CTA cluster's multicast
+    operand) the CTA of rank ``rank`` loads half of them, rows ``rank * rows / 2 ..``,
+    into that place of both CTAs' rings (``.multicast::cluster``, CTA mask ``0b11``)."""
+    if shared:
+        half = rows // 2
+
+        @T.macro
+        def load(tensor, ring, full, s, first, kt, rank):
+            for j in T.unroll(op.boxes(half)):
+                T.cuda.tile.apply(T.ptx[LOAD_MC], op.box(ring, s, rank * half, half, j).view(tma_dtype),
+                                  _as(tensor, tma_dtype), mbar=full.sub[s, :],
+                                  coords=op.coords(first, rank * half, kt, j), swizzle=3, l2_promotion=3,
+                                  cta_mask=T.uint16(3))
+
+        return load
+
+    @T.macro
+    def load(tensor, ring, full, s, first, kt, rank):  # pylint: disable=unused-argument
+        for j in T.unroll(op.boxes(rows)):
+            T.cuda.tile.apply(T.ptx[LOAD], op.box(ring, s, 0, rows, j).view(tma_dtype), _as(tensor, tma_dtype),
+                              mbar=full.sub[s, :], coords=op.coords(first, 0, kt, j), swizzle=3, l2_promotion=3)
+
+    return load

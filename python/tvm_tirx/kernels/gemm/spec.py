@@ -259,11 +259,12 @@ def make_gemm(m, n: int, k, out_dtype: str = "bfloat16", in_dtype: str = "bfloat
     cluster : int
         1, or 2: pairs of CTAs on tiles of the same columns each load half of B and
         multicast it (needs a static ``m`` with an even number of ``block_m``-row tiles, an even
-        ``group_m`` and an even grid).
+        ``group_m`` and an even grid), or, where ``m`` makes one row tile, pairs of CTAs on
+        tiles of the same rows each load half of A and multicast it (an even grid).
     spin : bool
         Wait on mbarriers with a loop of plain ``try_wait`` instead of a suspend-time hint.
     block_n : int
-        Columns of C per CTA tile, a multiple of 8 from 64 to 256 (``wgmma.m64n{block_n}``):
+        Columns of C per CTA tile, a multiple of 8 from 16 to 256 (``wgmma.m64n{block_n}``):
         fewer columns make more tiles, for shapes whose 128 x 256 tiles would leave SMs idle
         (small ``m`` or ``n``); a stage of the ring then takes ``(block_m + block_n) * 128``
         bytes and the bf16 epilogue tiles ``256 * block_n`` bytes, so more stages fit.
