@@ -327,8 +327,8 @@ def _print_tile_rates(names, full_waves) -> None:
         return
     rates = {}
     for j, name in enumerate(names):
-        if TILE_VARIANTS[name].get("splits", 1) > 1:  # a split's cost is not a tile's rate
-            continue
+        if TILE_VARIANTS[name].get("splits", 1) > 1 or TILE_VARIANTS[name].get("cluster", 1) > 1:
+            continue  # a split's cost, a cluster's sharing are not a tile's rate
         tile = (TILE_VARIANTS[name].get("block_m", 128), TILE_VARIANTS[name].get("block_n", 256))
         rate = statistics.geometric_mean(r[j] for r in full_waves)
         rates[tile] = max(rates.get(tile, 0.0), rate)
