@@ -100,6 +100,14 @@ TILE_VARIANTS = {
     "128x32 s8 cluster2": dict(BEST["bfloat16"], block_n=32, stages=8, cluster=2),
     "128x16 s8": dict(BEST["bfloat16"], block_n=16, stages=8),
     "128x16 s8 cluster2": dict(BEST["bfloat16"], block_n=16, stages=8, cluster=2),
+    # 64-row tiles (one consumer warpgroup): no A rows past m = 64 for the TMA to fill
+    "64x64 s8": dict(BEST["bfloat16"], block_m=64, block_n=64, stages=8),
+    "64x64 s8 cluster2": dict(BEST["bfloat16"], block_m=64, block_n=64, stages=8, cluster=2),
+    "64x32 s8": dict(BEST["bfloat16"], block_m=64, block_n=32, stages=8),
+    "64x32 s12": dict(BEST["bfloat16"], block_m=64, block_n=32, stages=12),
+    "64x32 s8 cluster2": dict(BEST["bfloat16"], block_m=64, block_n=32, stages=8, cluster=2),
+    "64x32 s12 cluster2": dict(BEST["bfloat16"], block_m=64, block_n=32, stages=12, cluster=2),
+    "64x16 s12": dict(BEST["bfloat16"], block_m=64, block_n=16, stages=12),
 }
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 

@@ -2,14 +2,15 @@
 
 One CTA computes a 128 x ``block_n`` tile of C (``block_n`` 256 by default; 128 or 64 for
 shapes with few tiles), or with ``block_m=256`` a 256 x ``block_n`` one (the cooperative
-tile, ``block_n`` at most 192), with three warpgroups (384 threads):
+tile, ``block_n`` at most 192), with three warpgroups (384 threads); or with ``block_m=64``
+a 64 x ``block_n`` one with two (256 threads: one consumer), decode's tile:
 
 * warpgroup 0, the **producer** (:mod:`.producer`), gives up registers (``setmaxnreg.dec``
   to 40) and one of its threads streams the K tiles of A (``block_m`` x 64) and B
   (``block_n`` x 64) into a ring of ``stages`` shared buffers with TMA loads (128-byte swizzle), each stage
   guarded by two mbarriers: ``full[s]`` (armed with the stage's bytes, completed by the
   TMA) and ``empty[s]`` (one arrival per consumer warpgroup when it is done reading);
-* warpgroups 1 and 2, the **consumers** (:mod:`.consumer`), take registers
+* warpgroups 1 and 2 (1 alone in a 64-row tile), the **consumers** (:mod:`.consumer`), take registers
   (``setmaxnreg.inc`` to 232) and each multiplies its 64 rows of A by all of B with
   ``wgmma.m64n{block_n}k16`` (four per K tile), keeping ``wait_depth`` wgmma batches in flight
   before releasing a stage; in a 256-row tile each takes 128 rows, two 64-row blocks with

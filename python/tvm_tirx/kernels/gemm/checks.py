@@ -125,7 +125,7 @@ def _check_block_scales(cfg: GemmConfig):
 
 
 def _check_block_m(cfg: GemmConfig):
-    """``block_m`` is 128 or 256; a 256-row tile is neither gated (the gated epilogue's
+    """``block_m`` is 64, 128 or 256; a 256-row tile is neither gated (the gated epilogue's
     second register set, ``activation(gate) * up``, would come on top of two accumulator
     sets) nor wider than :data:`~.geometry.COOP_MAX_BLOCK_N` columns (a consumer thread
     holds ``block_n`` fp32 accumulators, two 64-row blocks of ``block_n / 2``: 256 of them
@@ -133,7 +133,7 @@ def _check_block_m(cfg: GemmConfig):
     if type(cfg.block_m) is not int or cfg.block_m not in BLOCK_MS:  # noqa: E721  (not bool, not float)
         raise ValueError(f"make_gemm: block_m must be one of {list(BLOCK_MS)} (rows of C per CTA tile), "
                          f"found {cfg.block_m!r}")
-    if cfg.block_m == BM:
+    if cfg.block_m <= BM:  # one accumulator set per consumer thread
         return
     if cfg.gated:
         raise ValueError(f"make_gemm: block_m={cfg.block_m} (two accumulator sets per consumer thread) cannot be "

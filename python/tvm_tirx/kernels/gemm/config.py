@@ -24,7 +24,7 @@ from ..parts.ring import Ring
 from ..parts.split_k import SplitK
 from ...tile.fragments import accumulator_col, accumulator_row
 from .geometry import (ACTIVATIONS, BIAS_DTYPES, BK_BYTES, BLOCK_MS, BLOCK_NS, BM, BN, CONSUMERS, GATED_BLOCK_NS,
-                       GLU_ROWS, INPUTS, MAX_ELEMENTS, MAX_SIZE, MAX_STAGES, OUTPUTS, SMEM_LIMIT, TMA_STRIDE, WG_M,
+                       GLU_ROWS, INPUTS, consumers, MAX_ELEMENTS, MAX_SIZE, MAX_STAGES, OUTPUTS, SMEM_LIMIT, TMA_STRIDE, WG_M,
                        deepest_ring, gemm_smem_bytes, tma_epilogue)
 from .checks import check_options, check_sizes, static as _static
 from .operands import Operand
@@ -159,7 +159,12 @@ class GemmConfig(GemmOptions):
     def ring(self) -> Ring:
         """The shared ring (:class:`~tvm_tirx.kernels.parts.Ring`): ``stages`` buffers,
         released by each consumer warpgroup of each CTA of the cluster."""
-        return Ring(self.stages, CONSUMERS * self.cluster, self.cluster, self.spin)
+        return Ring(self.stages, self.consumers * self.cluster, self.cluster, self.spin)
+
+    @property
+    def consumers(self) -> int:
+        """Consumer warpgroups: one in a 64-row tile, two in a 128- or 256-row one."""
+        return consumers(self.block_m)
 
     @property
     def multicast(self) -> str | None:
@@ -204,7 +209,7 @@ class GemmConfig(GemmOptions):
     def blocks(self) -> int:
         """64-row blocks per consumer warpgroup (wgmma batches per K step, accumulator
         sets per thread): 1 in a 128-row tile, 2 in a 256-row one."""
-        return self.block_m // (CONSUMERS * WG_M)
+        return self.block_m // (self.consumers * WG_M)
 
     @property
     def kstep(self) -> int:
@@ -300,7 +305,7 @@ class GemmConfig(GemmOptions):
             return (accumulator_row(geometry.row0(at), at.tid, h), accumulator_col(at.bn * self.block_n, at.tid, b, e))
 
         # named barrier 3: the TMA store's are 1 and 2 (one per consumer warpgroup)
-        return SplitK(self.splits, self.m, self.n, self.block_n // 8, element, threads=CONSUMERS * 128, leader=128,
+        return SplitK(self.splits, self.m, self.n, self.block_n // 8, element, threads=self.consumers * 128, leader=128,
                       barrier=3, pairs=True)
 
     @property

@@ -6,7 +6,7 @@ from tvm.script import tirx as T
 
 from ..parts.epilogue import TilePlace
 from .block_scales import make_scaled_mainloop
-from .config import CONSUMERS, WG_M, GemmConfig
+from .config import WG_M, GemmConfig
 from .order import tile_order
 
 __all__ = ["make_consumer"]
@@ -54,7 +54,7 @@ def _make_mainloop(cfg: GemmConfig, mma):
     commit, leave ``wait_depth`` batches in flight and release the stage read before them
     (the last batch's wait and release are the caller's)."""
     k_tiles, ring, wait_depth, blocks = cfg.split_tiles, cfg.ring, cfg.wait_depth, cfg.blocks
-    rows = cfg.block_m // CONSUMERS
+    rows = cfg.block_m // cfg.consumers
 
     @T.macro
     def mainloop(regs, smem, flag, work):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..parts import epilogue as parts_epilogue
 
 __all__ = ["BM", "BN", "BLOCK_MS", "COOP_MAX_BLOCK_N", "BLOCK_NS", "BLOCK_N_STEP", "BLOCK_N_MIN", "TMA_BOX_N", "tma_epilogue", "BK_BYTES", "WG_M",
-           "CONSUMERS", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "TMA_STRIDE", "MAX_SIZE", "MAX_ELEMENTS", "BIAS_DTYPES", "ACTIVATIONS", "GLU_ROWS", "GATED_BLOCK_NS", "MAX_STAGES",
+           "CONSUMERS", "consumers", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "TMA_STRIDE", "MAX_SIZE", "MAX_ELEMENTS", "BIAS_DTYPES", "ACTIVATIONS", "GLU_ROWS", "GATED_BLOCK_NS", "MAX_STAGES",
            "gemm_smem_bytes", "deepest_ring"]
 
 BM, BN = 128, 256  # rows of C per CTA tile by default (``block_m``); columns by default (``block_n``)
@@ -16,8 +16,11 @@ BM, BN = 128, 256  # rows of C per CTA tile by default (``block_m``); columns by
 #: ``wgmma.m64`` per K step), or 256, the cooperative tile: each consumer warpgroup 128 rows,
 #: two ``wgmma.m64`` per K step into two sets of accumulators (cuBLAS's 256 x 128 and
 #: 256 x 192 tiles).  A stage then holds 256 rows of A for the same rows of B, so the tile
-#: does twice the products per byte of B loaded
-BLOCK_MS = (128, 256)
+#: does twice the products per byte of B loaded.  Or 64, one consumer warpgroup: decode's
+#: tile (cuBLAS's 64 x 32 at m = 64), whose A box has no rows past C's when m is 64 (rows
+#: past the edge of a tensor cost the TMA: on an H100, 2026-12-07, 128 x 32 tiles took 30 us
+#: at 64 x 4096 x 4096 against 17 us at 128 x 4096 x 4096, the same boxes, half of them past m)
+BLOCK_MS = (64, 128, 256)
 #: the widest 256-row tile: a consumer thread holds ``2 * block_n / 2`` fp32 accumulators
 #: (two 64-row blocks), 192 at ``block_n=192``, which leaves 40 of the consumers' 232
 #: registers (``setmaxnreg``) for addresses and the epilogue; ``block_n=256`` would take all
@@ -42,7 +45,7 @@ INPUTS = {
 }
 OUTPUTS = ("bfloat16", "float32")
 WG_M = 64  # rows of C per consumer warpgroup
-CONSUMERS = 2
+CONSUMERS = 2  # consumer warpgroups of a 128- or 256-row tile (one in a 64-row tile: :func:`consumers`)
 SMEM_LIMIT = 227 * 1024  # dynamic shared memory one sm_90 CTA may take, bytes
 TMA_STRIDE = 16  # TMA: every global stride but the innermost is a multiple of 16 bytes (PTX ISA 5.5.5)
 #: The largest ``m`` (and ``n``, ``k``): row indices and TMA coordinates are int32, and a
@@ -61,6 +64,11 @@ ACTIVATIONS = (None, *parts_epilogue.ACTIVATIONS)
 GLU_ROWS = 8
 #: the tile widths a gated GEMM may take: whole 64-column output boxes (block_n / 2)
 GATED_BLOCK_NS = (128, 256)
+
+
+def consumers(block_m: int) -> int:
+    """Consumer warpgroups of a ``block_m``-row tile: 1 for 64 rows, else :data:`CONSUMERS`."""
+    return 1 if block_m == WG_M else CONSUMERS
 
 
 def tma_epilogue(out_dtype: str, block_n: int, gated: bool = False) -> bool:
@@ -85,7 +93,7 @@ def gemm_smem_bytes(stages: int, out_dtype: str, block_n: int = BN, gated: bool 
     """
     ring = stages * (block_m + block_n) * BK_BYTES
     out_columns = block_n // 2 if gated else block_n
-    epilogue = CONSUMERS * WG_M * out_columns * 2 if tma_epilogue(out_dtype, block_n, gated) else 1024
+    epilogue = consumers(block_m) * WG_M * out_columns * 2 if tma_epilogue(out_dtype, block_n, gated) else 1024
     return ring + epilogue + 16 * stages + 1024 + (16 if splits > 1 else 0)
 
 

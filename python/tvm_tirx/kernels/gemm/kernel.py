@@ -6,7 +6,7 @@ from tvm.script import tirx as T
 
 from ...tile.families.tma import swizzled_layout
 from ...tile.fragments import accumulator_layout
-from .config import CONSUMERS, WG_M, GemmConfig, gemm_smem_bytes
+from .config import WG_M, GemmConfig, gemm_smem_bytes
 from .geometry import tma_epilogue
 from ..parts.epilogue import Registers
 from .consumer import make_consumer
@@ -37,7 +37,7 @@ def _output_tile(cfg: GemmConfig) -> tuple:
     64`` boxes of 64 rows x 32 words, 128-byte swizzled (a token 1 KiB for fp32 and for the
     per-thread stores of widths that are not whole boxes)."""
     if tma_epilogue(cfg.out_dtype, cfg.block_n, cfg.gated):
-        shape = (CONSUMERS, cfg.out_block_n // 64, WG_M, 32)
+        shape = (cfg.consumers, cfg.out_block_n // 64, WG_M, 32)
     else:
         shape = (1, 1, 8, 32)
     return shape, swizzled_layout(shape, "uint32", 3)
@@ -45,12 +45,12 @@ def _output_tile(cfg: GemmConfig) -> tuple:
 
 def _launch(cfg: GemmConfig) -> tuple:
     """``(launch config, cluster size or None)``: :attr:`~.config.GemmConfig.launch_grid`,
-    three warpgroups, the dynamic shared memory of :func:`~.config.gemm_smem_bytes`.  A
+    one producer and :attr:`~.config.GemmConfig.consumers` consumer warpgroups, the dynamic shared memory of :func:`~.config.gemm_smem_bytes`.  A
     run-time grid (one CTA per tile of a run-time m) cannot be launched in clusters, not
     even of one CTA: it is a plain launch then (cluster=2 needs a static m)."""
     clusters = cfg.cluster if isinstance(cfg.grid, int) else None
     smem = gemm_smem_bytes(cfg.stages, cfg.out_dtype, cfg.block_n, cfg.gated, cfg.block_m, cfg.splits)
-    return T.cuda.LaunchConfig(grid=cfg.launch_grid, block=128 * (1 + CONSUMERS), min_blocks_per_sm=1,
+    return T.cuda.LaunchConfig(grid=cfg.launch_grid, block=128 * (1 + cfg.consumers), min_blocks_per_sm=1,
                                dynamic_smem_bytes=smem, cluster=clusters), clusters
 
 
@@ -104,7 +104,8 @@ def _make_body(cfg: GemmConfig):
     parameters, in ``cfg.epilogue.params``' order; ``aux`` the split-K workspaces
     ``(Partial, Counters)`` with splits, the fp8 block scales ``(ScalesA, ScalesB)`` with
     ``block_scales``, else ``()``): the launch, the shared ring and
-    barriers, the producer warpgroup 0 and the consumer warpgroups 1 and 2, each walking
+    barriers, the producer warpgroup 0 and the consumer warpgroups 1 and 2 (1 alone in a
+    64-row tile), each walking
     this CTA's output tiles ``t = blockIdx.x + i * grid`` for ``i < rounds`` while ``t <
     n_tiles`` (with splits, split ``blockIdx.y``: :attr:`~.config.GemmConfig.launch_grid`),
     with ``cfg.blocks`` accumulator sets per consumer thread (two in a 256-row tile)."""
@@ -145,7 +146,7 @@ def _make_body(cfg: GemmConfig):
                     if t < n_tiles:
                         produce_tile(A, B, Shared(sa, sb, so, full, empty), flag, t, i * k_tiles, rank,
                                      cfg.split_of())
-        else:  # two consumer warpgroups, 64 rows of the tile each (128 of a 256-row tile)
+        else:  # the consumer warpgroups, 64 rows of the tile each (128 of a 256-row tile)
             consumer(C, extra, aux, Shared(sa, sb, so, full, empty), flag, (tid, bx, wg))
         if cluster == 2:
             T.cuda.cluster_sync()  # no CTA leaves while its peer may still signal or fill it
