@@ -191,6 +191,12 @@ part decode-tiles-tests 240 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:ca
 part decode-tiles 400 python3 bench/gemm.py --tiles --runs 50 --only 128x64 128x32 128x16 --sizes 1x4096x4096 \
   8x4096x4096 16x4096x4096 64x4096x4096 1x14336x4096 16x4096x14336 64x14336x4096 128x4096x4096
 show decode-tiles 16
+# the 64-row tiles (one consumer warpgroup; 128-row tiles at m = 64 took 30 us against 17 at m = 128)
+part decode-64-tests 240 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider \
+  tests/python/test_gemm_decode_tiles.py
+part decode-64 400 python3 bench/gemm.py --tiles --runs 50 --only 64x 128x64 --sizes 1x4096x4096 8x4096x4096 \
+  16x4096x4096 32x4096x4096 64x4096x4096 16x4096x14336 64x14336x4096 64x28672x4096 128x4096x4096
+show decode-64 16
 # cuBLAS's kernels at the Llama M = 512 rows below 0.9x (gemm-ops-c, 2026-12-06) and ours
 part ncu-llama 300 bash -c "$NCU python3 bench/gemm_ncu.py 512x28672x4096 --ops && \
   $NCU python3 bench/gemm_ncu.py 512x4096x4096 --ops && $NCU python3 bench/gemm_ncu.py 2048x6144x4096 --ops"
