@@ -139,7 +139,7 @@ def test_each_block_stores_its_own_rows():
 
 
 def test_shared_memory_and_ring_depths_of_256_rows():
-    assert BLOCK_MS == (128, 256)
+    assert BLOCK_MS == (64, 128, 256)
     # a stage: (256 + block_n) rows of 128 bytes; the bf16 epilogue tiles stay 2 x 64 rows (32 KiB at 128)
     assert gemm_smem_bytes(4, "bfloat16", 128, block_m=256) == 4 * 384 * 128 + 32768 + 64 + 1024 == 230464
     assert gemm_smem_bytes(4, "bfloat16", 128, block_m=256) <= SMEM_LIMIT < gemm_smem_bytes(5, "bfloat16", 128,
@@ -161,9 +161,9 @@ def test_shared_memory_and_ring_depths_of_256_rows():
                                                r"bytes of shared memory \(279632 bytes with bfloat16 output and "
                                                r"block_n=128, block_m=256\), found 5"),
     (dict(block_m=256, block_n=192, stages=4), r"\(279616 bytes with bfloat16 output and block_n=192, block_m=256\)"),
-    (dict(block_m=192), r"block_m must be one of \[128, 256\] \(rows of C per CTA tile\), found 192"),
-    (dict(block_m=256.0, block_n=128), r"block_m must be one of \[128, 256\] .* found 256.0"),
-    (dict(block_m=True), r"block_m must be one of \[128, 256\] .* found True"),
+    (dict(block_m=192), r"block_m must be one of \[64, 128, 256\] \(rows of C per CTA tile\), found 192"),
+    (dict(block_m=256.0, block_n=128), r"block_m must be one of \[64, 128, 256\] .* found 256.0"),
+    (dict(block_m=True), r"block_m must be one of \[64, 128, 256\] .* found True"),
 ], ids=["gated", "block-n-256", "block-n-200", "stages-5", "192-stages-4", "block-m-192", "float", "bool"])
 def test_what_a_256_row_tile_refuses(options, match):
     with pytest.raises(ValueError, match=match):
@@ -172,7 +172,7 @@ def test_what_a_256_row_tile_refuses(options, match):
 
 def test_cluster_2_needs_an_even_number_of_256_row_tiles():
     make_gemm(1024, 1024, 1024, block_m=256, block_n=128, cluster=2, persistent=False, group_m=16)  # 4 row tiles
-    with pytest.raises(ValueError, match=r"cluster=2 .* an even number of 256-row tiles .* found m=1280"):
+    with pytest.raises(ValueError, match=r"cluster=2 .* one or an even number of 256-row tiles, .* found m=1280"):
         make_gemm(1280, 1024, 1024, block_m=256, block_n=128, cluster=2, persistent=False, group_m=16)
 
 

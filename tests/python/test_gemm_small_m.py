@@ -62,8 +62,13 @@ def test_the_ring_is_the_deepest_that_fits(block_m, monkeypatch):
 
 
 def test_choose_gemm_takes_the_tile_kernel_past_small_m():
-    assert isinstance(choose_gemm(planner.SMALL_M, 4096, 4096, small_m=True), SmallMPlan)
-    assert isinstance(choose_gemm(1, 4096, 4096, small_m=False), dict)  # the route switched off
+    last = planner.SMALL_M_TILE_FROM - 1
+    assert isinstance(choose_gemm(last, 4096, 4096, small_m=True), SmallMPlan)
+    decode = {"block_m": 64, "block_n": 64, "stages": 8}  # the 64-row tile, then the 128-row tiles
+    for m in (last + 1, 64):
+        assert choose_gemm(m, 4096, 4096, small_m=True) == choose_gemm(m, 4096, 14336, small_m=True) == decode
+    assert choose_gemm(1, 4096, 4096, small_m=False) == decode  # the route switched off
+    assert choose_gemm(64, 4096, 4096, out_dtype="float32")["block_m"] == 64
     past = choose_gemm(planner.SMALL_M + 1, 4096, 4096, small_m=True)
     assert isinstance(past, dict) and set(past) == {"block_n", "stages"}
     with pytest.raises(ValueError, match="m must be a positive int, found 0"):

@@ -187,9 +187,11 @@ def test_a_static_m_gets_the_tile_tables_width_and_a_symbolic_m_the_default_kern
 
     after = partition_for_tvm_tirx(Before)
     kernels = sorted(gv.name_hint for gv, f in after.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
-    assert kernels == ["tvm_tirx_gemm_n256_k64_bf16_bf16", "tvm_tirx_gemm_n256_k64_bf16_bf16_bn64"]
+    # m = 1: the planner's 64-row tile (planner.DECODE_TILE; the offload has no small-M form)
+    assert kernels == ["tvm_tirx_gemm_n256_k64_bf16_bf16", "tvm_tirx_gemm_n256_k64_bf16_bf16_bm64_bn64"]
     assert after["tvm_tirx_gemm_n256_k64_bf16_bf16"].same_as(gemm_prim_func(256, 64))  # every m
-    assert after["tvm_tirx_gemm_n256_k64_bf16_bf16_bn64"].same_as(gemm_prim_func(256, 64, block_n=64, stages=8))
+    assert after["tvm_tirx_gemm_n256_k64_bf16_bf16_bm64_bn64"].same_as(
+        gemm_prim_func(256, 64, block_m=64, block_n=64, stages=8))
     assert partition_for_tvm_tirx(Before, gemm_options={"block_n": 256})["main"].script().count(
         "tvm_tirx_gemm_n256_k64_bf16_bf16,") == 2  # a width given in gemm_options: one kernel for both
     calls = [b.value for b in after["main"].body.blocks[0].bindings]

@@ -536,10 +536,11 @@ def test_one_kernel_serves_every_m(stand_in_compiler, monkeypatch):
     assert stand_in_compiler == [small, tiles]
     kernel = gemm_kernels.cached_kernels()[tiles]
     assert [call[0] for call in kernel.calls] == [(m, 64) for m in MS if m > SMALL_M]
-    monkeypatch.setattr(planner, "SMALL_M_ROUTE", False)  # turned off (TVM_TIRX_SMALL_M=0)
-    gemm_kernels.clear_kernels()
+    monkeypatch.setattr(planner, "SMALL_M_ROUTE", False)  # turned off (TVM_TIRX_SMALL_M=0): m = 1 takes
+    gemm_kernels.clear_kernels()  # the tile kernel's 64-row tile (planner.DECODE_TILE)
     ops.linear(_inputs(1, n=40, k=64)[0], w, out_dtype=F32)
-    assert stand_in_compiler[-1] == tiles
+    assert stand_in_compiler[-1] == gemm_kernels.GemmSpec(40, 64, "bfloat16", "float32", "sm_90a", block_n=64,
+                                                          block_m=64)
 
 
 def test_the_key_is_n_k_dtypes_and_arch(stand_in_compiler):

@@ -230,7 +230,7 @@ def tile_options(g: GemmMatch, options: dict) -> dict:
     tile = choose_gemm(m, g.n, g.k, g.out_dtype, small_m=False, fused=fused, split_k=False)
     if not isinstance(tile, dict) or (tile["block_n"] == BN and "block_m" not in tile):
         return options
-    rows = {"block_m": tile["block_m"]} if "block_m" in tile else {}  # a 256-row tile
+    rows = {"block_m": tile["block_m"]} if "block_m" in tile else {}  # a 64- or 256-row tile
     return {**options, "block_n": tile["block_n"], "stages": options.get("stages", tile["stages"]), **rows}
 
 

@@ -1,9 +1,9 @@
-"""Which GEMM kernel a shape gets: the 128-row tile kernel or the small-M (decode) kernel.
+"""Which GEMM kernel a shape gets: the tile kernel or the small-M (decode) kernel.
 
 :func:`choose_gemm` is the one decision the torch operators take (:mod:`tvm_tirx.ops`):
-for ``m <= SMALL_M`` rows the small-M kernel (:mod:`.small_m`: the weight on wgmma's M
-side, split-K over the SMs), else the tile kernel with :func:`~.tiles.choose_tile`'s
-width.  The split count is a wave model: with ``tiles`` output tiles of 128 columns and
+for ``m < SMALL_M_TILE_FROM`` (32) rows the small-M kernel (:mod:`.small_m`: the weight
+on wgmma's M side, split-K over the SMs), for up to 64 rows the tile kernel's 64-row tile
+(:data:`DECODE_TILE`), else the tile kernel with :func:`~.tiles.choose_tile`'s width.  The split count is a wave model: with ``tiles`` output tiles of 128 columns and
 ``t`` K tiles, ``s`` splits take ``ceil(tiles * s / sms)`` waves of ``ceil(t / s)`` K tiles
 each, plus :data:`CTA_OVERHEAD_TILES` per CTA (filling the ring, the reduction); the
 fewest splits among those of least cost, keeping at least :data:`MIN_SPLIT_TILES` K tiles
@@ -21,8 +21,8 @@ from ..parts.split_k import no_empty_split
 from .tiles import COOPERATIVE_RATE, SMS, TILE_RATE, choose_tile, deepest_ring, wave_score
 
 __all__ = ["SMALL_M", "SMALL_M_ROUTE", "SPLIT_K_ROUTE", "MIN_SPLIT_TILES", "MAX_SPLITS", "SmallMPlan",
-           "choose_small_m", "small_m_stages", "choose_split", "choose_gemm", "override", "clear_overrides",
-           "ROW_PITCH_BYTES", "PAD_MIN_ROWS", "k_padding"]
+           "SMALL_M_TILE_FROM", "DECODE_TILE", "choose_small_m", "small_m_stages", "choose_split", "choose_gemm",
+           "override", "clear_overrides", "ROW_PITCH_BYTES", "PAD_MIN_ROWS", "k_padding"]
 
 #: Whether :func:`choose_gemm` gives shapes of at most :data:`SMALL_M` rows to the small-M
 #: kernel by default.  On: its GPU tests passed on the H200 and through ``ops.linear`` it
@@ -50,8 +50,19 @@ REDUCE_TILES = 3
 SPLIT_BLOCK_NS = (128, 64)
 MAX_TILE_SPLITS = 4
 
-#: rows of C up to which the small-M kernel is taken (its widest tile, wgmma's N = 64)
+#: rows of C up to which the small-M kernel may be taken (its widest tile, wgmma's N = 64)
 SMALL_M = max(BLOCK_MS)
+#: rows of C from which the tile kernel's 64-row tile (:data:`DECODE_TILE`) is taken instead
+#: of the small-M kernel.  On an H100 (2026-12-07, ``bench/gemm.py --tiles`` and ``--ops``
+#: in one run) 64 x 64 tiles in 8 stages ran 64 x 4096 x 4096 at 168 TFLOP/s against
+#: cuBLAS's 185 (12.8 against 11.6 us), where the small-M kernel took 14.9 us under a CUDA
+#: graph against F.linear's 9.1 (0.61x); at m = 32 the tile ran at 60 against 99 (its A
+#: boxes half past m), at m = 16 at 31 against 49, where the small-M kernel is at 0.84x
+SMALL_M_TILE_FROM = 33
+#: the tile of ``m <= 64`` rows in the tile kernel: 64 rows (one consumer warpgroup, no A rows
+#: past m = 64 for the TMA to fill) by 64 columns, the fastest of widths 16 / 32 / 64 alone
+#: or in 2-CTA clusters at m = 32 and 64 (same run); 64 x 14336 x 4096 at 161 against 162
+DECODE_TILE = {"block_m": 64, "block_n": 64}
 #: the fewest K tiles (64 elements each) a split keeps
 MIN_SPLIT_TILES = 4
 #: a CTA's fixed cost in K tiles' time: its ring filling, its share of the reduction
@@ -241,10 +252,10 @@ def clear_overrides() -> None:
 def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = SMS,  # noqa: PLR0913
                 small_m: bool | None = None, fused: bool = False, split_k: bool | None = None):
     """The kernel for ``C (m, n) = A (m, k) @ B (n, k)^T``: an :func:`override` of the
-    shape if there is one, else a :class:`SmallMPlan` for ``m <= SMALL_M`` (when
-    ``small_m``; bf16 K-major operands, no fused epilogue), else
-    :func:`~.tiles.choose_tile`'s options (a dict with ``block_n`` and ``stages``, and
-    ``block_m`` for a 256-row tile) for the tile kernel.  The torch operators and the
+    shape if there is one, else a :class:`SmallMPlan` for ``m < SMALL_M_TILE_FROM`` (when
+    ``small_m``; bf16 K-major operands, no fused epilogue), else the tile kernel's options
+    (a dict with ``block_n`` and ``stages``, and ``block_m`` where it is not 128):
+    :data:`DECODE_TILE` for ``m <= 64``, else :func:`~.tiles.choose_tile`'s.  The torch operators and the
     Relax offload both take their tile here.
 
     Parameters
@@ -273,8 +284,10 @@ def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = 
     found = _OVERRIDES.get((n, k, m), _OVERRIDES.get((n, k, None)))
     if found is not None:
         return found
-    if m <= SMALL_M and (SMALL_M_ROUTE if small_m is None else small_m):
+    if m < SMALL_M_TILE_FROM and (SMALL_M_ROUTE if small_m is None else small_m):
         return choose_small_m(m, n, k, sms)
+    if m <= DECODE_TILE["block_m"]:
+        return {**DECODE_TILE, "stages": deepest_ring(DECODE_TILE["block_n"], out_dtype, block_m=DECODE_TILE["block_m"])}
     tile = choose_tile(m, n, out_dtype, sms, fused=fused)
     if fused or not (SPLIT_K_ROUTE if split_k is None else split_k):
         return tile
