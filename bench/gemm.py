@@ -108,6 +108,10 @@ TILE_VARIANTS = {
     "64x32 s8 cluster2": dict(BEST["bfloat16"], block_m=64, block_n=32, stages=8, cluster=2),
     "64x32 s12 cluster2": dict(BEST["bfloat16"], block_m=64, block_n=32, stages=12, cluster=2),
     "64x16 s12": dict(BEST["bfloat16"], block_m=64, block_n=16, stages=12),
+    "64x64 s12": dict(BEST["bfloat16"], block_m=64, block_n=64, stages=12),
+    "64x48 s12": dict(BEST["bfloat16"], block_m=64, block_n=48, stages=12),
+    "64x96 s8": dict(BEST["bfloat16"], block_m=64, block_n=96, stages=8),
+    "64x128 s6": dict(BEST["bfloat16"], block_m=64, block_n=128, stages=6),
 }
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
 

@@ -200,3 +200,9 @@ show decode-64 16
 # cuBLAS's kernels at the Llama M = 512 rows below 0.9x (gemm-ops-c, 2026-12-06) and ours
 part ncu-llama 300 bash -c "$NCU python3 bench/gemm_ncu.py 512x28672x4096 --ops && \
   $NCU python3 bench/gemm_ncu.py 512x4096x4096 --ops && $NCU python3 bench/gemm_ncu.py 2048x6144x4096 --ops"
+# the 64-row tile's widths and depths at m = 32..64 (64 x 64 in 8 stages: 0.76x F.linear under a graph at
+# 64 x 4096 x 4096, 11.4 against 8.7 us, H100 2026-12-07), and cuBLAS's kernel beside it under ncu
+part decode-64-widths 300 python3 bench/gemm.py --tiles --runs 50 --only 64x --sizes 32x4096x4096 48x4096x4096 \
+  64x4096x4096 64x14336x4096
+show decode-64-widths 10
+part ncu-decode-64 150 $NCU python3 bench/gemm_ncu.py 64x4096x4096 --ops

@@ -192,8 +192,9 @@ def test_the_small_m_kernel_on_gpu(torch_cuda, n, k, block_m, splits, out_dtype,
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [1, 5, 16, 64])
+@pytest.mark.parametrize("m", [1, 5, 16, 32, 64])
 def test_linear_takes_the_small_m_kernel_on_gpu(torch_cuda, m, monkeypatch):
+    # m = 64: past planner.SMALL_M_TILE_FROM, the tile kernel's 64-row tile (the same checks)
     torch = torch_cuda
     from tvm_tirx import ops
     from tvm_tirx.ops import gemm_kernels
@@ -206,7 +207,9 @@ def test_linear_takes_the_small_m_kernel_on_gpu(torch_cuda, m, monkeypatch):
     for _ in range(3):
         y = ops.linear(x, w)
         torch.testing.assert_close(y.float(), torch.nn.functional.linear(x, w).float(), rtol=2e-2, atol=2e-2)
-    assert any(isinstance(key, gemm_kernels.SmallMSpec) and key.n == 4096 for key in gemm_kernels.cached_kernels())
+    small = m < planner.SMALL_M_TILE_FROM
+    assert any((isinstance(key, gemm_kernels.SmallMSpec) if small else key.block_m == 64) and key.n == 4096
+               for key in gemm_kernels.cached_kernels())
     graph_out = None
     graph = torch.cuda.CUDAGraph()
     ops.linear(x, w)  # warm (plan made outside the capture)

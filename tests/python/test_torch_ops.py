@@ -636,10 +636,10 @@ def test_linear_on_gpu_for_every_m_from_one_kernel_per_tile_width(torch_cuda, ou
         _close(ops.linear(x, w, out_dtype=out_dtype), _ref(x, w), out_dtype)
         _close(ops.matmul(x, w.t(), out_dtype=out_dtype), _ref(x, w), out_dtype)
         _close(ops.matmul(x, w.t().contiguous(), out_dtype=out_dtype), _ref(x, w), out_dtype)  # row-major b
-    # m = 1 and 127: 16 tiles of 128 x 256 on 132 SMs, so one kernel of 64-column tiles;
-    # m = 1000 and 4096: 128 and 512 tiles of 128 x 256, one kernel of those
-    assert sorted((key.block_n, key.b_major) for key in gemm_kernels.cached_kernels()) == [
-        (64, "k"), (64, "n"), (256, "k"), (256, "n")]
+    # m = 1: the 64-row tile (planner.DECODE_TILE); m = 127: 16 tiles of 128 x 256 on 132 SMs, so
+    # one kernel of 64-column tiles; m = 1000 and 4096: 128 and 512 tiles of 128 x 256, one kernel of those
+    assert sorted((key.block_m, key.block_n, key.b_major) for key in gemm_kernels.cached_kernels()) == [
+        (64, 64, "k"), (64, 64, "n"), (128, 64, "k"), (128, 64, "n"), (128, 256, "k"), (128, 256, "n")]
 
 
 @pytest.mark.gpu
