@@ -206,3 +206,10 @@ part decode-64-widths 300 python3 bench/gemm.py --tiles --runs 50 --only 64x --s
   64x4096x4096 64x14336x4096
 show decode-64-widths 10
 part ncu-decode-64 150 $NCU python3 bench/gemm_ncu.py 64x4096x4096 --ops
+# the 64-row tiles where 128-row ones leave SMs idle (few tiles: 100 x 4096^2 at 0.62x F.linear under a
+# graph with 64 CTAs of 128 x 64, 1000^3 0.70x, 2048 x 256 x 8192 0.75x; H100 2026-12-07, gemm-ops-b)
+part few-tiles-64 300 python3 bench/gemm.py --tiles --runs 30 --only 64x64 64x32 64x128 128x64 128x32 128x128 \
+  --sizes 100x4096x4096 1000x1000x1000 512x512x512 2048x256x8192 300x1024x8192 4096x512x4096 1000x4096x4096
+show few-tiles-64 14
+# 5000^3 stays at 0.71x with K padded to 64-byte rows (578 against 411 us): where its time goes
+part ncu-5000 200 $NCU python3 bench/gemm_ncu.py 5000x5000x5000 --ops
