@@ -22,7 +22,6 @@ torch = pytest.importorskip("torch")
 from tvm_tirx import ops, testing  # noqa: E402
 from tvm_tirx.kernels.gemm import choose_tile  # noqa: E402
 from tvm_tirx.kernels.gemm import planner  # noqa: E402
-from tvm_tirx.kernels.gemm.planner import SMALL_M  # noqa: E402
 from tvm_tirx.ops import gemm_kernels, torch_checks  # noqa: E402
 from tvm_tirx.ops.torch_checks import UnsupportedInput  # noqa: E402
 
@@ -530,12 +529,14 @@ def test_one_kernel_serves_every_m(stand_in_compiler, monkeypatch):
         y = ops.linear(x, w, out_dtype=F32)
         torch.testing.assert_close(y, _ref(x, w))
     # m = 1 takes the small-M kernel (planner.choose_gemm); n = 40 fills 40 of a tile's
-    # columns: the 64-column tile (choose_tile), for every m past SMALL_M
+    # columns: the 64-column tile (choose_tile), 128 rows at m = 127 (one row tile), 64 rows
+    # past it (twice the CTAs: tiles.ROW64_RATE); one kernel serves every m of a tile
     small = gemm_kernels.SmallMSpec(40, 64, "float32", "sm_90a", block_m=8, splits=1, stages=8)
     tiles = gemm_kernels.GemmSpec(40, 64, "bfloat16", "float32", "sm_90a", block_n=64)
-    assert stand_in_compiler == [small, tiles]
-    kernel = gemm_kernels.cached_kernels()[tiles]
-    assert [call[0] for call in kernel.calls] == [(m, 64) for m in MS if m > SMALL_M]
+    rows64 = tiles.replace(block_m=64)
+    assert stand_in_compiler == [small, tiles, rows64]
+    assert [call[0] for call in gemm_kernels.cached_kernels()[tiles].calls] == [(127, 64)]
+    assert [call[0] for call in gemm_kernels.cached_kernels()[rows64].calls] == [(1000, 64), (4096, 64)]
     monkeypatch.setattr(planner, "SMALL_M_ROUTE", False)  # turned off (TVM_TIRX_SMALL_M=0): m = 1 takes
     gemm_kernels.clear_kernels()  # the tile kernel's 64-row tile (planner.DECODE_TILE)
     ops.linear(_inputs(1, n=40, k=64)[0], w, out_dtype=F32)
@@ -546,7 +547,8 @@ def test_one_kernel_serves_every_m(stand_in_compiler, monkeypatch):
 def test_the_key_is_n_k_dtypes_and_arch(stand_in_compiler):
     x, w = _inputs(65, n=40, k=64)  # past SMALL_M: the tile kernel
     first = gemm_kernels.gemm_kernel(torch_checks.gemm_key(LINEAR, x, w, BF16))
-    assert gemm_kernels.gemm_kernel(torch_checks.gemm_key(LINEAR, _inputs(999, n=40, k=64)[0], w, BF16)) is first
+    # m = 127: the same tile (one 128-row tile of C: tiles.ROW64_RATE is not scored there)
+    assert gemm_kernels.gemm_kernel(torch_checks.gemm_key(LINEAR, _inputs(127, n=40, k=64)[0], w, BF16)) is first
     ops.linear(x, w)
     ops.matmul(x.view(1, 65, 64), w.t())  # b = w.t() reads the same (n, k) weight
     ops.linear(x, w, out_dtype=F32)

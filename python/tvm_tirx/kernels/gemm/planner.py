@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from .config import BLOCK_MS as TILE_BLOCK_MS, BLOCK_NS, BM, SMEM_LIMIT
 from .small_m import BLOCK_MS, ROWS_W, small_m_smem_bytes
 from ..parts.split_k import no_empty_split
-from .tiles import COOPERATIVE_RATE, SMS, TILE_RATE, choose_tile, deepest_ring, wave_score
+from .tiles import SMS, TILE_RATE, choose_tile, deepest_ring, tile_rate, wave_score
 
 __all__ = ["SMALL_M", "SMALL_M_ROUTE", "SPLIT_K_ROUTE", "MIN_SPLIT_TILES", "MAX_SPLITS", "SmallMPlan",
            "SMALL_M_TILE_FROM", "DECODE_TILE", "choose_small_m", "small_m_stages", "choose_split", "choose_gemm",
@@ -168,7 +168,7 @@ def choose_split(m: int, n: int, k: int, tile: dict, out_dtype: str = "bfloat16"
         ``tile``, or ``{"block_n", "stages", "splits"}``.
     """
     k_tiles = -(-k // 64)
-    rate = COOPERATIVE_RATE[tile["block_n"]] if tile.get("block_m", BM) != BM else TILE_RATE[tile["block_n"]]
+    rate = tile_rate(tile.get("block_m", BM), tile["block_n"])
     best = wave_score(m, n, tile.get("block_m", BM), tile["block_n"], rate, sms) * _k_share(k_tiles, 1)
     choice = tile
     for block_n in SPLIT_BLOCK_NS:

@@ -3,8 +3,8 @@
 A 128 x 256 tile is the fastest per tile, but a shape with few tiles leaves SMs idle
 (``128 x 8192``: 32 tiles on 132 SMs).  Narrower tiles make more of them at a lower
 rate each; cooperative 256-row tiles (:data:`COOPERATIVE_RATE`) fewer.
-:func:`choose_tile` weighs the two: for each tile of :data:`TILE_RATE` (128 rows) and
-:data:`COOPERATIVE_RATE` (256 rows) it takes the share of the launched waves' CTA slots
+:func:`choose_tile` weighs the two: for each tile of :data:`TILE_RATE` (128 rows),
+:data:`COOPERATIVE_RATE` (256 rows) and :data:`ROW64_RATE` (64 rows) it takes the share of the launched waves' CTA slots
 that hold a tile, ``tiles / (ceil(tiles / sms) * sms)``, times the tile's relative rate
 and the share of the tiles' elements inside C (``n = 40`` fills 40 of 64 columns, or of
 256; ``m = 200`` 200 of 256 rows), and keeps the best.  The rates and the depths come
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from .config import BM, GATED_BLOCK_NS, MAX_STAGES, OUTPUTS, deepest_ring
 
-__all__ = ["TILE_RATE", "COOPERATIVE_RATE", "FUSED_COOPERATIVE_N", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring",
-           "wave_score"]
+__all__ = ["TILE_RATE", "COOPERATIVE_RATE", "ROW64_RATE", "FUSED_COOPERATIVE_N", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring",
+           "tile_rate", "wave_score"]
 
 #: block_n -> the tile's rate relative to 128 x 256 when every SM is busy (H200, bench/gemm.py
 #: --tiles).  :func:`choose_tile` picks among these widths only: a width of
@@ -44,11 +44,32 @@ TILE_RATE = {256: 1.0, 192: 0.94, 128: 0.91, 64: 0.55}
 #: :func:`~.planner.k_padding`).  Where they win: few waves of 128-row tiles (1024 x 10240 x 8192:
 #: 256 x 160 at 712 TFLOP/s against 652 for 128 x 256).
 COOPERATIVE_RATE = {192: 0.98, 160: 0.92, 128: 0.95}
+#: block_n -> the rate of the 64-row tile (``block_m=64``, one consumer warpgroup) relative to
+#: 128 x 256, fitted to where it won and lost on an H100 (2026-12-07, ``bench/gemm.py --tiles
+#: --runs 30``, TFLOP/s, 64 x 64 in 8 stages against 128 x 64): 2048 x 256 x 8192 332 against
+#: 263, 300 x 1024 x 8192 203 against 151, 512^3 50 against 45 (more CTAs where 128-row tiles
+#: leave SMs idle: a rate above 0.28 takes them), 1000^3 113 against 141 (a rate below 0.44
+#: leaves it).  Not scored where C is one 128-row tile (m <= 128), where it lost on the same
+#: run although the model scores it higher: 100 x 4096 x 4096 141 against 152, 128 x 4096 x
+#: 4096 240 against 268 (each W tile read by two CTAs instead of one); where C has at most 64
+#: rows the planner takes it outright (:data:`~.planner.DECODE_TILE`)
+ROW64_RATE = {64: 0.40}
 #: the widest cooperative tile a fused epilogue (bias, activation, residual) takes: ptxas
 #: reports no spills for 256 x 128 with bias, GELU and residual, 148 to 408 bytes at 160 and 192
 FUSED_COOPERATIVE_N = 128
 #: SMs of an H100 SXM / H200 (the CTA slots of one wave: one CTA per SM)
 SMS = 132
+
+
+def tile_rate(block_m: int, block_n: int) -> float:
+    """The rate relative to 128 x 256 of a ``block_m`` x ``block_n`` tile of the tables
+    (:data:`TILE_RATE`, :data:`COOPERATIVE_RATE`, :data:`ROW64_RATE`).
+
+    Raises
+    ------
+    KeyError
+        A tile the tables do not have."""
+    return {BM: TILE_RATE, 256: COOPERATIVE_RATE, 64: ROW64_RATE}[block_m][block_n]
 
 
 def wave_score(m: int, n: int, block_m: int, block_n: int, rate: float, sms: int, splits: int = 1) -> float:
@@ -86,9 +107,10 @@ def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS, gat
     Returns
     -------
     dict
-        ``block_n`` from :data:`TILE_RATE` or :data:`COOPERATIVE_RATE` (ties go to the
-        128-row tiles, then to the wider), ``stages`` from :func:`deepest_ring`, and
-        ``block_m: 256`` where the cooperative tile scores best (never for a gated GEMM).
+        ``block_n`` from :data:`TILE_RATE`, :data:`COOPERATIVE_RATE` or :data:`ROW64_RATE`
+        (ties go to the 128-row tiles, then to the wider), ``stages`` from
+        :func:`deepest_ring`, and ``block_m`` 256 or 64 where the cooperative or the
+        64-row tile scores best (never for a gated GEMM).
 
     Raises
     ------
@@ -107,10 +129,12 @@ def choose_tile(m: int, n: int, out_dtype: str = "bfloat16", sms: int = SMS, gat
     if gated:  # the accumulator columns: a gate and an up column per output column; 128-row tiles only
         n *= 2
         tiles = [(BM, block_n, TILE_RATE[block_n]) for block_n in sorted(GATED_BLOCK_NS, reverse=True)]
-    else:  # ties go to the 128-row tiles, then to the wider
+    else:  # ties go to the 128-row tiles, then to the wider, then to the 256- and 64-row ones
         tiles = [(BM, block_n, TILE_RATE[block_n]) for block_n in sorted(TILE_RATE, reverse=True)]
         tiles += [(256, block_n, COOPERATIVE_RATE[block_n]) for block_n in sorted(COOPERATIVE_RATE, reverse=True)
                   if not fused or block_n <= FUSED_COOPERATIVE_N]
+        if m > BM:
+            tiles += [(64, block_n, ROW64_RATE[block_n]) for block_n in sorted(ROW64_RATE, reverse=True)]
     block_m, block_n, _ = max(tiles, key=score)
     plan = {"block_n": block_n, "stages": deepest_ring(block_n, out_dtype, gated, block_m=block_m)}
     return {**plan, "block_m": block_m} if block_m != BM else plan
