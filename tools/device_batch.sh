@@ -213,3 +213,7 @@ part few-tiles-64 300 python3 bench/gemm.py --tiles --runs 30 --only 64x64 64x32
 show few-tiles-64 14
 # 5000^3 stays at 0.71x with K padded to 64-byte rows (578 against 411 us): where its time goes
 part ncu-5000 200 $NCU python3 bench/gemm_ncu.py 5000x5000x5000 --ops
+# the same kernel on unpadded rows of 10000 bytes (the padded kernel took 441 us under ncu, cuBLAS
+# 387, the two pads 168 more: F.pad's fill and a copy each)
+part ncu-5000-unpadded 200 $NCU python3 bench/gemm_ncu.py 5000x5000x5000 --option block_m=256 --option block_n=160 \
+  --option stages=4 --option persistent=False
