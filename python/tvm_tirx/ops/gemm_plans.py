@@ -17,6 +17,7 @@ import torch
 from ..kernels.gemm.planner import SmallMPlan, choose_gemm, k_padding
 from .eager import Plans, signature
 from .gemm_kernels import SmallMSpec, a_operand, b_operand, gemm_kernel, on_clear_kernels
+from .pad_kernels import pad_k
 from .small_m_plan import workspace
 from .torch_checks import (Operands, UnsupportedInput, bias_dtype, check_dtypes, check_residual, check_shapes,
                            gemm_key, sm_count)
@@ -178,8 +179,9 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual, plan_
 
 def _pad_k(t: torch.Tensor, pad: int) -> torch.Tensor:
     """A new contiguous ``(*, k + pad)`` copy of K-major ``t (*, k)`` with ``pad`` zero
-    columns appended (:func:`~tvm_tirx.kernels.gemm.planner.k_padding`)."""
-    return torch.nn.functional.pad(t, (0, pad))
+    columns appended (:func:`~tvm_tirx.kernels.gemm.planner.k_padding`), in one pass on a
+    GPU (:func:`~.pad_kernels.pad_k`)."""
+    return pad_k(t, pad)
 
 
 class PaddedK:
