@@ -1,7 +1,7 @@
 """K padding for the GEMM operators: ``t (*, k)`` as a new ``(*, k + pad)`` tensor whose
 appended columns are zero, by :func:`~tvm_tirx.kernels.pad.make_pad_rows` (one pass) on a
-CUDA tensor, by ``torch.nn.functional.pad`` elsewhere (the CPU and meta tensors of
-:func:`tvm_tirx.ops.check`, and rows or padding that are not whole 16-byte vectors, or
+CUDA tensor, by ``torch.nn.functional.pad`` elsewhere (CPU and meta tensors, any tensor
+inside :func:`tvm_tirx.ops.check`, and rows or padding that are not whole 16-byte vectors, or
 no columns).
 
 The kernels are kept per (words per row, words of padding, arch), compiled on first use
@@ -14,6 +14,7 @@ import torch
 
 from ..build.kernel import compile as _tirx_compile
 from ..kernels.pad import VECTOR, make_pad_rows
+from .check_mode import collected
 from .gemm_kernels import on_clear_kernels
 from .kernel_table import KernelTable
 from .torch_checks import device_target
@@ -50,7 +51,8 @@ def pad_k(t: torch.Tensor, pad: int) -> torch.Tensor:
     """
     k, size = t.shape[-1], t.element_size()
     whole = (k * size) % _VECTOR_BYTES == 0 and (pad * size) % _VECTOR_BYTES == 0
-    if t.device.type != "cuda" or not t.is_contiguous() or not whole or k == 0:
+    checking = collected() is not None  # ops.check lists the GEMM kernels a call takes, not this one
+    if t.device.type != "cuda" or not t.is_contiguous() or not whole or k == 0 or checking:
         return torch.nn.functional.pad(t, (0, pad))
     out = t.new_empty(*t.shape[:-1], k + pad)
     rows = t.numel() // k
