@@ -11,12 +11,15 @@
 # before and after that fix), fp8-blocks (the scale prefetch: +1-3%), gemm-ops-c (Llama classes:
 # geomean 0.981, min 0.866), decode-slabs and split-k-tiles (after the fix), sanitize-split-k (clean),
 # ncu-split-k-source (the split kernel's stalls: ring fill 40%, slabs 20%, fences 10%),
-# decode-block-m (block_m 64 in 4 splits stays the fastest at 64 x 4096 x 4096).  What the next
+# decode-block-m (block_m 64 in 4 splits stays the fastest at 64 x 4096 x 4096).  Run on an H100 in a
+# third session on 2026-12-06: decode-tiles(-tests) (128-row tiles at m = 64 slow: A box rows past m), decode-64(-tests)
+# and decode-64-widths (the 64-row tile), ncu-llama, ncu-decode-64, route-tests, decode-slabs,
+# gemm-ops-b, few-tiles-64, ncu-5000(-unpadded), pad-k, gemm-ops-square.  What the next
 # session should run, in calls of at most 10 minutes on one warm machine
 # (DEADLINE=$(( $(date +%s) + 580 ))):
-#   A. gemm-ops-b (the square / ragged / narrow / decode classes after the fix), deterministic;
-#   B. split-k-ops (TVM_TIRX_SPLIT_K=1: the route's choices against F.linear);
-#   C. attention-backward-kernel, racecheck-backward-columns.
+#   A. gpu-suite (everything, after the 64-row tile and the pad kernel), deterministic;
+#   B. gemm-ops-a, gemm-ops-c (the suite and the Llama classes with the 64-row tile in the table);
+#   C. attention-backward-kernel, racecheck-backward-columns; split-k-ops (TVM_TIRX_SPLIT_K=1).
 # A refused start costs device time (15 s to 3 min each; on 2026-12-06 three refusals took ~440
 # of the 1800 s, and in the later session five took ~560): after one, wait out the minutes it
 # names (or 10 minutes where it names none) before one more try, and keep the kind the same.
@@ -184,7 +187,7 @@ part ncu-split-k-source 200 bash -c "ncu --profile-from-start off --section Warp
 # per W tile, W's rereads from L2) against block_m 64, every split count
 part decode-block-m 300 python3 bench/gemm_decode.py --m 64 --nk 4096x4096 --block-ms 16 32 64 --repeats 20
 show decode-block-m 6
-# decode on the tile kernel (2026-12-07): widths below 64 over the whole K, and 2-CTA clusters
+# decode on the tile kernel (2026-12-06): widths below 64 over the whole K, and 2-CTA clusters
 # sharing A (x) by multicast, cuBLAS's form at 64 x 4096 x 4096 (nvjet 64x32, 1x2 clusters)
 part decode-tiles-tests 240 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider \
   tests/python/test_gemm_decode_tiles.py
@@ -201,13 +204,13 @@ show decode-64 16
 part ncu-llama 300 bash -c "$NCU python3 bench/gemm_ncu.py 512x28672x4096 --ops && \
   $NCU python3 bench/gemm_ncu.py 512x4096x4096 --ops && $NCU python3 bench/gemm_ncu.py 2048x6144x4096 --ops"
 # the 64-row tile's widths and depths at m = 32..64 (64 x 64 in 8 stages: 0.76x F.linear under a graph at
-# 64 x 4096 x 4096, 11.4 against 8.7 us, H100 2026-12-07), and cuBLAS's kernel beside it under ncu
+# 64 x 4096 x 4096, 11.4 against 8.7 us, H100 2026-12-06), and cuBLAS's kernel beside it under ncu
 part decode-64-widths 300 python3 bench/gemm.py --tiles --runs 50 --only 64x --sizes 32x4096x4096 48x4096x4096 \
   64x4096x4096 64x14336x4096
 show decode-64-widths 10
 part ncu-decode-64 150 $NCU python3 bench/gemm_ncu.py 64x4096x4096 --ops
 # the 64-row tiles where 128-row ones leave SMs idle (few tiles: 100 x 4096^2 at 0.62x F.linear under a
-# graph with 64 CTAs of 128 x 64, 1000^3 0.70x, 2048 x 256 x 8192 0.75x; H100 2026-12-07, gemm-ops-b)
+# graph with 64 CTAs of 128 x 64, 1000^3 0.70x, 2048 x 256 x 8192 0.75x; H100 2026-12-06, gemm-ops-b)
 part few-tiles-64 300 python3 bench/gemm.py --tiles --runs 30 --only 64x64 64x32 64x128 128x64 128x32 128x128 \
   --sizes 100x4096x4096 1000x1000x1000 512x512x512 2048x256x8192 300x1024x8192 4096x512x4096 1000x4096x4096
 show few-tiles-64 14

@@ -143,7 +143,7 @@ def test_the_planner_splits_where_waves_are_short():
     # full waves of wide tiles, or too few K tiles to split: the tile as it was
     assert choose_split(4096, 4096, 4096, choose_tile(4096, 4096)) == choose_tile(4096, 4096)
     # 512^3: 64 tiles of 64 x 64 (tiles.ROW64_RATE) outscore 2 splits of 32 tiles of 128 x 64 (on an
-    # H100, 2026-12-07: 50 against 25 TFLOP/s)
+    # H100, 2026-12-06: 50 against 25 TFLOP/s)
     assert choose_split(512, 512, 512, choose_tile(512, 512)) == choose_tile(512, 512) == {
         "block_n": 64, "stages": 8, "block_m": 64}
     assert choose_split(100, 4096, 256, choose_tile(100, 4096)) == choose_tile(100, 4096)

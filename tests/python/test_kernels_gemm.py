@@ -198,7 +198,7 @@ def test_the_tile_table_picks_what_the_h200_measured_fastest(m, n, block_n):
 
 @pytest.mark.parametrize("m,n", [(512, 512), (2048, 256), (300, 1024)])
 def test_the_tile_table_takes_a_64_row_tile_where_128_row_ones_leave_sms_idle(m, n):
-    # bench/gemm.py --tiles on an H100 (2026-12-07): 64 x 64 against 128 x 64, TFLOP/s, 50 / 45 at
+    # bench/gemm.py --tiles on an H100 (2026-12-06): 64 x 64 against 128 x 64, TFLOP/s, 50 / 45 at
     # 512^3, 332 / 263 at 2048 x 256 x 8192, 203 / 151 at 300 x 1024 x 8192; at one 128-row tile of
     # C it lost (100 x 4096 x 4096: 141 / 152, 128 x 4096 x 4096: 240 / 268): not taken there
     assert choose_tile(m, n) == {"block_n": 64, "stages": 8, "block_m": 64}

@@ -6,7 +6,7 @@ The GEMM operators pad K this way where the tile kernel reads rows of a multiple
 bytes at full rate and the operands' rows are not (:func:`~.gemm.planner.k_padding`).
 ``torch.nn.functional.pad`` does it in two passes: a fill of the whole output, then a copy
 that takes one element per thread because the rows of the two tensors are not aligned
-alike (on an H100, 2026-12-07, ``ncu``: 17 + 67 us for one 5000 x 5000 bf16 operand, 168
+alike (on an H100, 2026-12-06, ``ncu``: 17 + 67 us for one 5000 x 5000 bf16 operand, 168
 us for both, against 441 us for the GEMM that needs them).  Here each thread writes one
 16-byte vector of an output row: the input's vector at the same column
 (``ld.global.v4.b32``), or zeros past the input's row; one read of ``In`` and one write

@@ -18,7 +18,7 @@ BM, BN = 128, 256  # rows of C per CTA tile by default (``block_m``); columns by
 #: 256 x 192 tiles).  A stage then holds 256 rows of A for the same rows of B, so the tile
 #: does twice the products per byte of B loaded.  Or 64, one consumer warpgroup: decode's
 #: tile (cuBLAS's 64 x 32 at m = 64), whose A box has no rows past C's when m is 64 (rows
-#: past the edge of a tensor cost the TMA: on an H100, 2026-12-07, 128 x 32 tiles took 30 us
+#: past the edge of a tensor cost the TMA: on an H100, 2026-12-06, 128 x 32 tiles took 30 us
 #: at 64 x 4096 x 4096 against 17 us at 128 x 4096 x 4096, the same boxes, half of them past m)
 BLOCK_MS = (64, 128, 256)
 #: the widest 256-row tile: a consumer thread holds ``2 * block_n / 2`` fp32 accumulators

@@ -53,7 +53,7 @@ MAX_TILE_SPLITS = 4
 #: rows of C up to which the small-M kernel may be taken (its widest tile, wgmma's N = 64)
 SMALL_M = max(BLOCK_MS)
 #: rows of C from which the tile kernel's 64-row tile (:data:`DECODE_TILE`) is taken instead
-#: of the small-M kernel.  On an H100 (2026-12-07, ``bench/gemm.py --tiles`` and ``--ops``
+#: of the small-M kernel.  On an H100 (2026-12-06, ``bench/gemm.py --tiles`` and ``--ops``
 #: in one run) 64 x 64 tiles in 8 stages ran 64 x 4096 x 4096 at 168 TFLOP/s against
 #: cuBLAS's 185 (12.8 against 11.6 us), where the small-M kernel took 14.9 us under a CUDA
 #: graph against F.linear's 9.1 (0.61x); at m = 32 the tile ran at 60 against 99 (its A

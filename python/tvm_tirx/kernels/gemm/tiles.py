@@ -45,7 +45,7 @@ TILE_RATE = {256: 1.0, 192: 0.94, 128: 0.91, 64: 0.55}
 #: 256 x 160 at 712 TFLOP/s against 652 for 128 x 256).
 COOPERATIVE_RATE = {192: 0.98, 160: 0.92, 128: 0.95}
 #: block_n -> the rate of the 64-row tile (``block_m=64``, one consumer warpgroup) relative to
-#: 128 x 256, fitted to where it won and lost on an H100 (2026-12-07, ``bench/gemm.py --tiles
+#: 128 x 256, fitted to where it won and lost on an H100 (2026-12-06, ``bench/gemm.py --tiles
 #: --runs 30``, TFLOP/s, 64 x 64 in 8 stages against 128 x 64): 2048 x 256 x 8192 332 against
 #: 263, 300 x 1024 x 8192 203 against 151, 512^3 50 against 45 (more CTAs where 128-row tiles
 #: leave SMs idle: a rate above 0.28 takes them), 1000^3 113 against 141 (a rate below 0.44
