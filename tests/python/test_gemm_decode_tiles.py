@@ -1,7 +1,8 @@
 """The tile kernel's decode forms: tiles narrower than 64 columns (``block_n`` 16..56), tiles
-of 64 rows (``block_m=64``: one consumer warpgroup, 256 threads) and 2-CTA clusters that share A when C has one row tile (``GemmConfig.multicast == "A"``:
-every column tile reads the same rows of ``x``, so each CTA of a pair loads half of A's
-stage and multicasts it to both, cuBLAS's 64 x 32 decode tile in 1 x 2 clusters).
+of 64 rows (``block_m=64``: one consumer warpgroup, 256 threads) and 2-CTA clusters that
+share A when C has one row tile (``GemmConfig.multicast == "A"``: every column tile reads
+the same rows of ``x``, so each CTA of a pair loads half of A's stage and multicasts it to
+both, cuBLAS's 64 x 32 decode tile in 1 x 2 clusters).
 
 CPU: the configurations, the instructions they issue and their refusals (compiled for
 sm_90a and assembled by ptxas).  GPU (marker ``gpu``): results against the fp32 product,
@@ -101,6 +102,15 @@ def test_the_64_row_tile_takes_one_warpgroup_s_shared_memory():
     assert deepest_ring(256, "bfloat16", block_m=64) == 4 and deepest_ring(256, "bfloat16") == 3
     kernel = _kernel("decode-64x256", 64, 4096, 4096, block_m=64, block_n=256, **DECODE)
     assert TMA_STORE in kernel.cuda_source
+    assert "0 bytes spill stores, 0 bytes spill loads" in testing.ptxas_report(kernel)
+
+
+def test_the_64_row_tile_holds_a_fused_epilogue_without_spills():
+    # bias, GELU and residual on one accumulator set per thread (its GPU test: test_kernels_gemm.py's
+    # test_the_fused_epilogue_on_gpu, 64-row cases)
+    kernel = _kernel("decode-64x128-fused", T.dynamic("m"), 1000, 256, block_m=64, block_n=128, bias="float32",
+                     activation="gelu_tanh", residual=True, **DECODE)
+    assert "__launch_bounds__(256, 1)" in kernel.cuda_source
     assert "0 bytes spill stores, 0 bytes spill loads" in testing.ptxas_report(kernel)
 
 

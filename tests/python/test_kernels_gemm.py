@@ -617,14 +617,16 @@ def _activation_reference(torch, x, name):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("options", FUSED, ids=["bias", "silu", "bias-gelu", "bias-relu"])
-@pytest.mark.parametrize("shape,out_dtype,block_n", [((1000, 1000, 256), "bfloat16", 256), ((129, 999, 72), "bfloat16", 64),
-                                                     ((300, 513, 200), "float32", 128)],
-                         ids=["tma-store", "guarded-b16", "fp32"])
-def test_the_fused_epilogue_on_gpu(torch_cuda, options, shape, out_dtype, block_n):
+@pytest.mark.parametrize("shape,out_dtype,block_n,block_m", [
+    ((1000, 1000, 256), "bfloat16", 256, 128), ((129, 999, 72), "bfloat16", 64, 128),
+    ((300, 513, 200), "float32", 128, 128),
+    ((50, 1000, 256), "bfloat16", 128, 64), ((129, 999, 72), "float32", 64, 64),  # the 64-row tile (one consumer)
+], ids=["tma-store", "guarded-b16", "fp32", "64-row-tma-store", "64-row-fp32"])
+def test_the_fused_epilogue_on_gpu(torch_cuda, options, shape, out_dtype, block_n, block_m):
     torch = torch_cuda
     m, n, k = shape
-    kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), n, k, out_dtype=out_dtype, block_n=block_n, persistent=False,
-                                        **options), target="cuda")
+    kernel = tvm_tirx.compile(make_gemm(T.dynamic("m"), n, k, out_dtype=out_dtype, block_n=block_n, block_m=block_m,
+                                        persistent=False, **options), target="cuda")
     torch.manual_seed(1)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)

@@ -24,8 +24,8 @@ from ..parts.ring import Ring
 from ..parts.split_k import SplitK
 from ...tile.fragments import accumulator_col, accumulator_row
 from .geometry import (ACTIVATIONS, BIAS_DTYPES, BK_BYTES, BLOCK_MS, BLOCK_NS, BM, BN, CONSUMERS, GATED_BLOCK_NS,
-                       GLU_ROWS, INPUTS, consumers, MAX_ELEMENTS, MAX_SIZE, MAX_STAGES, OUTPUTS, SMEM_LIMIT, TMA_STRIDE, WG_M,
-                       deepest_ring, gemm_smem_bytes, tma_epilogue)
+                       GLU_ROWS, INPUTS, MAX_ELEMENTS, MAX_SIZE, MAX_STAGES, OUTPUTS, SMEM_LIMIT, TMA_STRIDE, WG_M,
+                       consumers, deepest_ring, gemm_smem_bytes, tma_epilogue)
 from .checks import check_options, check_sizes, static as _static
 from .operands import Operand
 

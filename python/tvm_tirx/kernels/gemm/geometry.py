@@ -8,7 +8,8 @@ from __future__ import annotations
 from ..parts import epilogue as parts_epilogue
 
 __all__ = ["BM", "BN", "BLOCK_MS", "COOP_MAX_BLOCK_N", "BLOCK_NS", "BLOCK_N_STEP", "BLOCK_N_MIN", "TMA_BOX_N", "tma_epilogue", "BK_BYTES", "WG_M",
-           "CONSUMERS", "consumers", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "TMA_STRIDE", "MAX_SIZE", "MAX_ELEMENTS", "BIAS_DTYPES", "ACTIVATIONS", "GLU_ROWS", "GATED_BLOCK_NS", "MAX_STAGES",
+           "CONSUMERS", "consumers", "INPUTS", "OUTPUTS", "SMEM_LIMIT", "TMA_STRIDE", "MAX_SIZE", "MAX_ELEMENTS",
+           "BIAS_DTYPES", "ACTIVATIONS", "GLU_ROWS", "GATED_BLOCK_NS", "MAX_STAGES",
            "gemm_smem_bytes", "deepest_ring"]
 
 BM, BN = 128, 256  # rows of C per CTA tile by default (``block_m``); columns by default (``block_n``)

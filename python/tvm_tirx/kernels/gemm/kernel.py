@@ -45,7 +45,8 @@ def _output_tile(cfg: GemmConfig) -> tuple:
 
 def _launch(cfg: GemmConfig) -> tuple:
     """``(launch config, cluster size or None)``: :attr:`~.config.GemmConfig.launch_grid`,
-    one producer and :attr:`~.config.GemmConfig.consumers` consumer warpgroups, the dynamic shared memory of :func:`~.config.gemm_smem_bytes`.  A
+    one producer and :attr:`~.config.GemmConfig.consumers` consumer warpgroups, the dynamic
+    shared memory of :func:`~.config.gemm_smem_bytes`.  A
     run-time grid (one CTA per tile of a run-time m) cannot be launched in clusters, not
     even of one CTA: it is a plain launch then (cluster=2 needs a static m)."""
     clusters = cfg.cluster if isinstance(cfg.grid, int) else None

@@ -1,11 +1,12 @@
 """Which GEMM kernel a shape gets: the tile kernel or the small-M (decode) kernel.
 
 :func:`choose_gemm` is the one decision the torch operators take (:mod:`tvm_tirx.ops`):
-for ``m < SMALL_M_TILE_FROM`` (32) rows the small-M kernel (:mod:`.small_m`: the weight
-on wgmma's M side, split-K over the SMs), for up to 64 rows the tile kernel's 64-row tile
-(:data:`DECODE_TILE`), else the tile kernel with :func:`~.tiles.choose_tile`'s width.  The split count is a wave model: with ``tiles`` output tiles of 128 columns and
-``t`` K tiles, ``s`` splits take ``ceil(tiles * s / sms)`` waves of ``ceil(t / s)`` K tiles
-each, plus :data:`CTA_OVERHEAD_TILES` per CTA (filling the ring, the reduction); the
+for up to 32 rows (``m < SMALL_M_TILE_FROM``) the small-M kernel (:mod:`.small_m`: the
+weight on wgmma's M side, split-K over the SMs), for up to 64 rows the tile kernel's
+64-row tile (:data:`DECODE_TILE`), else the tile kernel with :func:`~.tiles.choose_tile`'s
+width.  The small-M kernel's split count is a wave model: with ``tiles`` output tiles of
+128 columns and ``t`` K tiles, ``s`` splits take ``ceil(tiles * s / sms)`` waves of
+``ceil(t / s)`` K tiles each, plus :data:`CTA_OVERHEAD_TILES` per CTA (filling the ring, the reduction); the
 fewest splits among those of least cost, keeping at least :data:`MIN_SPLIT_TILES` K tiles
 per split.  The model is not yet calibrated on the H200 (``bench/gemm_decode.py --sweep``).
 """
@@ -287,7 +288,8 @@ def choose_gemm(m: int, n: int, k: int, out_dtype: str = "bfloat16", sms: int = 
     if m < SMALL_M_TILE_FROM and (SMALL_M_ROUTE if small_m is None else small_m):
         return choose_small_m(m, n, k, sms)
     if m <= DECODE_TILE["block_m"]:
-        return {**DECODE_TILE, "stages": deepest_ring(DECODE_TILE["block_n"], out_dtype, block_m=DECODE_TILE["block_m"])}
+        rows, columns = DECODE_TILE["block_m"], DECODE_TILE["block_n"]
+        return {**DECODE_TILE, "stages": deepest_ring(columns, out_dtype, block_m=rows)}
     tile = choose_tile(m, n, out_dtype, sms, fused=fused)
     if fused or not (SPLIT_K_ROUTE if split_k is None else split_k):
         return tile

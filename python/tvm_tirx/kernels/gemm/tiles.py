@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from .config import BM, GATED_BLOCK_NS, MAX_STAGES, OUTPUTS, deepest_ring
 
-__all__ = ["TILE_RATE", "COOPERATIVE_RATE", "ROW64_RATE", "FUSED_COOPERATIVE_N", "MAX_STAGES", "SMS", "choose_tile", "deepest_ring",
-           "tile_rate", "wave_score"]
+__all__ = ["TILE_RATE", "COOPERATIVE_RATE", "ROW64_RATE", "FUSED_COOPERATIVE_N", "MAX_STAGES", "SMS", "choose_tile",
+           "deepest_ring", "tile_rate", "wave_score"]
 
 #: block_n -> the tile's rate relative to 128 x 256 when every SM is busy (H200, bench/gemm.py
 #: --tiles).  :func:`choose_tile` picks among these widths only: a width of
