@@ -25,11 +25,11 @@ __all__ = ["SMALL_M", "SMALL_M_ROUTE", "SPLIT_K_ROUTE", "MIN_SPLIT_TILES", "MAX_
            "SMALL_M_TILE_FROM", "DECODE_TILE", "choose_small_m", "small_m_stages", "choose_split", "choose_gemm",
            "override", "clear_overrides", "ROW_PITCH_BYTES", "PAD_MIN_ROWS", "k_padding"]
 
-#: Whether :func:`choose_gemm` gives shapes of at most :data:`SMALL_M` rows to the small-M
-#: kernel by default.  On: its GPU tests passed on the H200 and through ``ops.linear`` it
-#: ran at 0.92-1.42x ``F.linear`` for m <= 16 (``bench/gemm.py --ops --classes decode``,
-#: 2026-12-05; 0.43x at m = 64).  ``TVM_TIRX_SMALL_M=0`` in the environment (read at
-#: import) turns it off.
+#: Whether :func:`choose_gemm` gives shapes of fewer than :data:`SMALL_M_TILE_FROM` rows to
+#: the small-M kernel by default.  On: its GPU tests passed on the H200 and through
+#: ``ops.linear`` it ran at 0.92-1.42x ``F.linear`` for m <= 16 (``bench/gemm.py --ops
+#: --classes decode``, 2026-12-05; 0.43x at m = 64, where the 64-row tile now serves).
+#: ``TVM_TIRX_SMALL_M=0`` in the environment (read at import) turns it off.
 SMALL_M_ROUTE = os.environ.get("TVM_TIRX_SMALL_M", "1") != "0"
 
 #: Whether :func:`choose_gemm` may split K in the tile kernel (:func:`choose_split`).  Off:
