@@ -239,11 +239,13 @@ def test_the_key_is_the_output_width_the_gated_tile_and_the_activation(torch_cpu
 
 GPU_CASES = [((1000, 1000, 256), "bfloat16", 256, dict(activation="silu")),
              ((129, 999, 72), "bfloat16", 128, dict(activation="gelu_tanh", bias="bfloat16")),
-             ((300, 520, 200), "float32", 128, dict(activation="relu", bias="float32"))]
+             ((300, 520, 200), "float32", 128, dict(activation="relu", bias="float32")),
+             ((129, 999, 72), "bfloat16", 128, dict(activation="silu", block_m=64))]  # one consumer warpgroup
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape,out_dtype,block_n,options", GPU_CASES, ids=["tma-store", "guarded-b16", "fp32"])
+@pytest.mark.parametrize("shape,out_dtype,block_n,options", GPU_CASES,
+                         ids=["tma-store", "guarded-b16", "fp32", "64-row"])
 def test_the_gated_kernel_on_gpu(torch_cuda, shape, out_dtype, block_n, options):
     torch = torch_cuda
     m_max, n, k = shape
