@@ -72,10 +72,14 @@ def test_an_even_number_of_row_tiles_multicasts_halves_of_b():
 @pytest.mark.parametrize("shape, options, match", [
     ((300, 4096, 4096), dict(block_n=32), r"one or an even number of 128-row tiles"),
     ((64, 4104, 4096), dict(block_n=32), r"a 2-CTA cluster needs an even grid .* found 129"),
-], ids=["three-row-tiles", "odd-grid"])
+    # persistent: an even grid, but the pair walking 3 tiles would split at the last one (a hang)
+    ((64, 192, 4096), dict(block_m=64, block_n=64, persistent=True, ctas=2),
+     r"the CTAs of a 2-CTA cluster take their tiles together \(each loads half of A's stage for both\): it "
+     r"needs an even number of tiles, found 3"),
+], ids=["three-row-tiles", "odd-grid", "persistent-odd-tiles"])
 def test_clusters_that_pair_neither_way_are_refused(shape, options, match):
     with pytest.raises(ValueError, match=match):
-        make_gemm(*shape, cluster=2, **DECODE, **options)
+        make_gemm(*shape, cluster=2, **{**DECODE, **options})
 
 
 @pytest.mark.parametrize("cluster", [1, 2])
@@ -136,10 +140,12 @@ DECODE_GPU_CASES = [
     (128, (100, 1000, 264), "bfloat16", dict(block_m=64)),  # TMA stores clipped at both edges
     (64, (1000, 1000, 1000), "float32", dict(block_m=64)),  # 16 row tiles, guarded v2 stores
     (256, (130, 4104, 512), "bfloat16", dict(block_m=64, stages=4)),  # the widest, 3 row tiles
+    (64, (128, 1000, 264), "bfloat16", dict(block_m=64, cluster=2)),  # 2 row tiles: pairs share B
+    (64, (64, 4096, 1024), "bfloat16", dict(block_m=64, cluster=2, persistent=True, ctas=16)),  # 4 rounds a pair
 ]
 DECODE_IDS = ["16-odd", "32-cluster-a", "32-cluster-a-m1", "16-cluster-fp32", "48-partial", "24-fp32",
               "256x32-cluster-a", "64x32", "64x32-cluster-a", "64x16-cluster-a-m7", "64x128-tma-clipped",
-              "64x64-fp32", "64x256"]
+              "64x64-fp32", "64x256", "64x64-cluster-b", "64x64-cluster-a-persistent"]
 
 
 def test_every_decode_gpu_case_is_a_valid_configuration():

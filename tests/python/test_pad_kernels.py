@@ -51,12 +51,15 @@ def test_the_operators_pad_on_the_cpu_with_torch(torch_cpu):
     ((33, 1040), 48, "float8_e4m3fn"),  # 1-byte elements: 16 per vector
     ((0, 1000), 24, "bfloat16"),  # no rows: nothing launched
     ((1, 8), 1016, "float16"),  # more padding than columns: several CTAs of zeros per row
+    ((4, 1001), 24, "bfloat16"),  # rows of 2002 bytes: torch's pad (not whole vectors)
 ])
 def test_pad_k_equals_torch_pad_on_gpu(torch_cuda, shape, pad, dtype):
     torch = torch_cuda
     from tvm_tirx.ops.pad_kernels import pad_k
 
     t = torch.randn(shape, device="cuda").to(getattr(torch, dtype))
+    if shape == (4, 1001):  # and a view 16 bytes in: contiguous but not 16-byte aligned, torch's pad too
+        t = torch.randn(4 * 1001 + 8, device="cuda").to(torch.bfloat16)[8:].view(shape)
     nbytes = t.numel() // max(shape[-1], 1) * (shape[-1] + pad) * t.element_size()
     garbage = torch.full((nbytes,), 0xFF, dtype=torch.uint8, device="cuda")  # freed: the output's block, NaN bytes
     del garbage
@@ -65,3 +68,11 @@ def test_pad_k_equals_torch_pad_on_gpu(torch_cuda, shape, pad, dtype):
     want = torch.nn.functional.pad(t.view(torch.uint8), (0, pad * t.element_size())).view(t.dtype)
     assert out.shape == want.shape and out.dtype == t.dtype and out.is_contiguous()
     assert torch.equal(out.view(torch.uint8), want.view(torch.uint8))  # bit for bit, the zeros too
+
+
+def test_rows_wider_than_the_grid_s_y_are_refused():
+    from tvm_tirx.kernels.pad import MAX_GRID_Y
+
+    make_pad_rows(MAX_GRID_Y * 1024 - 4, 4)  # 65535 CTAs of 1024 words per row
+    with pytest.raises(ValueError, match=r"words \+ pad must be at most 67107840 .* found 67107844"):
+        make_pad_rows(MAX_GRID_Y * 1024, 4)

@@ -25,6 +25,7 @@ __all__ = ["VECTOR", "THREADS", "make_pad_rows"]
 
 VECTOR = 4  # words per thread: one 16-byte vector
 THREADS = 256  # threads per CTA: one CTA covers 256 vectors (4 KiB) of one output row
+MAX_GRID_Y = 65535  # CTAs along a grid's y (CUDA's limit): the CTAs of one row
 ELEMENTS_MESSAGE = f"pad_rows: m x (words + pad) must be at most {MAX_ELEMENTS} words (int32 offsets)"
 
 
@@ -51,13 +52,18 @@ def make_pad_rows(words: int, pad: int):
     Raises
     ------
     ValueError
-        ``words`` or ``pad`` not a positive int multiple of :data:`VECTOR`.
+        ``words`` or ``pad`` not a positive int multiple of :data:`VECTOR`; rows of more
+        than ``65535 * 1024`` words (the grid's y).
     """
     for name, value in (("words", words), ("pad", pad)):
         if not is_int(value) or value <= 0 or value % VECTOR:
             raise ValueError(f"make_pad_rows: {name} must be a positive multiple of {VECTOR} (whole 16-byte "
                              f"vectors), found {value!r}")
     words, pad = int(words), int(pad)
+    if -(-(words + pad) // (VECTOR * THREADS)) > MAX_GRID_Y:
+        raise ValueError(f"make_pad_rows: words + pad must be at most {MAX_GRID_Y * VECTOR * THREADS} (one CTA per "
+                         f"{VECTOR * THREADS} words of a row, at most {MAX_GRID_Y} per row: gridDim.y), found "
+                         f"{words + pad}")
     m = T.dynamic("m")
     width = words + pad
     vectors_in, vectors_out = words // VECTOR, width // VECTOR

@@ -39,10 +39,10 @@ def pad_k(t: torch.Tensor, pad: int) -> torch.Tensor:
     ----------
     t : torch.Tensor
         ``(*, k)``, any dtype; on a CUDA device of :func:`~.torch_checks.device_target`'s
-        arch, contiguous, with rows and padding of whole 16-byte vectors, it takes the
-        kernel, else ``torch.nn.functional.pad``.
+        arch, contiguous, 16-byte aligned, with rows and padding of whole 16-byte vectors,
+        it takes the kernel, else ``torch.nn.functional.pad``.
     pad : int
-        Columns to append (elements, positive; a multiple of 16 bytes for the kernel).
+        Columns to append (elements; a positive multiple of 16 bytes for the kernel).
 
     Raises
     ------
@@ -50,9 +50,11 @@ def pad_k(t: torch.Tensor, pad: int) -> torch.Tensor:
         The CUDA device is not one the kernels are compiled for (``device_target``).
     """
     k, size = t.shape[-1], t.element_size()
-    whole = (k * size) % _VECTOR_BYTES == 0 and (pad * size) % _VECTOR_BYTES == 0
-    checking = collected() is not None  # ops.check lists the GEMM kernels a call takes, not this one
-    if t.device.type != "cuda" or not t.is_contiguous() or not whole or k == 0 or checking:
+    # ops.check (collected) lists the GEMM kernels a call takes, not this one
+    usable = (t.device.type == "cuda" and collected() is None and t.is_contiguous() and k > 0 and pad > 0
+              and (k * size) % _VECTOR_BYTES == 0 and (pad * size) % _VECTOR_BYTES == 0
+              and t.data_ptr() % _VECTOR_BYTES == 0)
+    if not usable:
         return torch.nn.functional.pad(t, (0, pad))
     out = t.new_empty(*t.shape[:-1], k + pad)
     rows = t.numel() // k

@@ -237,3 +237,6 @@ def _check_cluster(cfg: GemmConfig):
     if not isinstance(cfg.grid, int) or cfg.grid % 2:
         raise ValueError(f"make_gemm: a 2-CTA cluster needs an even grid (an int: a run-time grid is launched "
                          f"without clusters), found {cfg.grid}")
+    if cfg.n_tiles % 2:  # a persistent pair would split at the last tile: one CTA waiting for the other's half
+        raise ValueError(f"make_gemm: the CTAs of a 2-CTA cluster take their tiles together (each loads half of "
+                         f"{operand}'s stage for both): it needs an even number of tiles, found {cfg.n_tiles}")

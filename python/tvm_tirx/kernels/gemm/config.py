@@ -77,8 +77,8 @@ class GemmOptions:  # pylint: disable=too-many-instance-attributes
         ``make_gemm``'s options (``persistent`` False and ``group_m`` 16 here, not its
         defaults).
     block_m : int
-        Rows of C per CTA tile: 128 (the default) or 256, the cooperative tile
-        (``make_gemm``'s); after the others, so that the positional fields stay as they were.
+        Rows of C per CTA tile: 128 (the default), 256 (the cooperative tile) or 64 (one
+        consumer warpgroup: decode's tile) (``make_gemm``'s); after the others, so that the positional fields stay as they were.
     splits : int
         CTAs per output tile, each over a contiguous ``1 / splits`` of K (split-K, met in
         a workspace: :class:`~tvm_tirx.kernels.parts.split_k.SplitK`); 1 (the default) for

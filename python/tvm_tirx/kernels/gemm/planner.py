@@ -224,8 +224,9 @@ def override(n: int, k: int, plan, m: int | None = None) -> None:
     plan : SmallMPlan | dict
         A :class:`SmallMPlan` (the small-M kernel, taken even while :data:`SMALL_M_ROUTE`
         is off: any ``m`` is computed correctly, fast up to its ``block_m``) or the tile
-        kernel's options ``{"block_n": 64 | 128 | 192 | 256}`` (and optionally ``"stages"``,
-        and ``"block_m": 128 | 256``: the cooperative 256-row tile).
+        kernel's options ``{"block_n": a multiple of 8 from 16 to 256}`` (and optionally
+        ``"stages"``, ``"splits"``, and ``"block_m": 64 | 128 | 256``: the 64-row tile of one
+        consumer warpgroup, the cooperative 256-row tile).
     m : int | None
         The rows the override is for; None: every ``m``.  A tile plan's ``splits`` serves
         the shape's plain bf16 products (the torch operators'; the Relax offload and fused

@@ -121,7 +121,7 @@ class Geometry:
     product_n : int
         Columns of the whole product ``A B^T`` (rows of B): ``n``, or more when gated.
     tile_m : int
-        Rows of C per CTA tile (128, or 256: the cooperative tile).
+        Rows of C per CTA tile (128; 256, the cooperative tile; 64, one consumer warpgroup).
     rows : int
         Rows of one block of a consumer warpgroup's accumulators (64, wgmma's M).
     blocks : int
