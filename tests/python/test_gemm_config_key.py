@@ -164,4 +164,4 @@ def test_the_torch_operators_and_the_relax_offload_make_one_spec(torch_cpu, m, n
     match = relax_gemm.GemmMatch(None, None, b_major == "n", (m,), m, n, k, "bfloat16", out)
     spec = relax_gemm.match_spec(match, relax_gemm.fusable_options(None))
     assert key == spec and hash(key) == hash(spec) and key.b_major == b_major
-    assert key == GemmSpec(n, k, "bfloat16", out, block_n=key.block_n, b_major=b_major)
+    assert key == GemmSpec(n, k, "bfloat16", out, block_n=key.block_n, block_m=key.block_m, b_major=b_major)
