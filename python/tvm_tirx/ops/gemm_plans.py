@@ -173,15 +173,8 @@ def _make_plan(names: Operands, x, w, out_dtype, fallback, bias, residual, plan_
         return SmallMLaunch(small, shape, out_dtype, x, w)
     pad = k_padding(x.numel() // k, n, k, x.element_size()) if key.a_major == key.b_major == "k" else 0
     if pad:  # the plan of the padded operands (whose rows need no padding), padding each call's
-        return PaddedK(pad, _make_plan(names, _pad_k(x, pad), _pad_k(w, pad), out_dtype, fallback, bias, residual, k))
+        return PaddedK(pad, _make_plan(names, pad_k(x, pad), pad_k(w, pad), out_dtype, fallback, bias, residual, k))
     return KernelPlan(key, shape, out_dtype, x, w, bias, residual)
-
-
-def _pad_k(t: torch.Tensor, pad: int) -> torch.Tensor:
-    """A new contiguous ``(*, k + pad)`` copy of K-major ``t (*, k)`` with ``pad`` zero
-    columns appended (:func:`~tvm_tirx.kernels.gemm.planner.k_padding`), in one pass on a
-    GPU (:func:`~.pad_kernels.pad_k`)."""
-    return pad_k(t, pad)
 
 
 class PaddedK:
@@ -197,7 +190,7 @@ class PaddedK:
         self.pad, self.inner = pad, inner
 
     def __call__(self, x, w, bias, residual):
-        return self.inner(_pad_k(x, self.pad), _pad_k(w, self.pad), bias, residual)
+        return self.inner(pad_k(x, self.pad), pad_k(w, self.pad), bias, residual)
 
 
 def _small_m_key(key, m: int, device, plan_k: int):
