@@ -31,7 +31,7 @@ sys.path[:] = [_ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.
 
 import tvm_tirx  # noqa: E402
 from tvm_tirx import testing  # noqa: E402
-from tvm_tirx.kernels.attention import make_attention  # noqa: E402
+from tvm_tirx.kernels.attention import AttentionConfig, make_attention  # noqa: E402
 from tvm_tirx.script import tirx as T  # noqa: E402
 
 from bench import _attention_backward, _attention_ops, _attention_varlen  # noqa: E402
@@ -52,6 +52,9 @@ SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(ove
              "persistent ping-pong": dict(pingpong=True, persistent=True),
              "persistent overlap": dict(overlap=True, stages=3, persistent=True),
              "persistent both": dict(pingpong=True, overlap=True, stages=3, persistent=True),
+             # FlashAttention-3's two stages: where a third does not fit (wider blocks)
+             "both, 2 stages": dict(pingpong=True, overlap=True, stages=2),
+             "persistent both, 2 stages": dict(pingpong=True, overlap=True, stages=2, persistent=True),
              # the persistent kernel's code with a grid of one CTA per tile (every CTA walks one tile)
              "persistent both, a CTA per tile": dict(pingpong=True, overlap=True, stages=3, persistent=True,
                                                      ctas=2**31 - 1),
@@ -63,6 +66,7 @@ SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(ove
 #: persistent ping-pong that keeps a buffer of its own for O at head_dim 128
 SCHEDULES.update({f"{name}, TMA store": dict(SCHEDULES[name], tma_store=True)
                   for name in ("ping-pong", "persistent ping-pong", "persistent overlap", "persistent both",
+                               "both, 2 stages", "persistent both, 2 stages",
                                "persistent both, rows <= 4096")})
 DEFAULT_SCHEDULES = tuple(name for name in SCHEDULES if "TMA store" not in name)
 
@@ -122,8 +126,24 @@ def _ours(torch, q, k, v, causal, schedule, runs):
 
 
 def _fits(schedule, head_dim):
-    """Whether ``schedule`` takes ``head_dim``: a third stage fits head_dim 64 and 128 only."""
-    return "stages" not in SCHEDULES[schedule] or head_dim <= 128
+    """Whether ``schedule`` takes ``head_dim`` (its stages and blocks fit a CTA's shared
+    memory and a consumer's registers: :class:`AttentionConfig`'s checks)."""
+    try:
+        AttentionConfig(1, 128, 1, 1, head_dim, **SCHEDULES[schedule])
+    except ValueError:
+        return False
+    return True
+
+
+def with_block_n(schedules, block_ns):
+    """``schedules`` and, for each of ``block_ns`` (keys per block), each schedule with
+    ``block_n`` set: named ``"<schedule> bn<N>"`` (added to :data:`SCHEDULES`)."""
+    named = list(schedules)
+    for bn in block_ns:
+        for name in schedules:
+            SCHEDULES[f"{name} bn{bn}"] = dict(SCHEDULES[name], block_n=bn)
+            named.append(f"{name} bn{bn}")
+    return tuple(named)
 
 
 def row(torch, shape, causal, runs, kv_heads=None, schedules=DEFAULT_SCHEDULES):
@@ -157,6 +177,8 @@ def main(argv=None) -> int:
     parser.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     parser.add_argument("--schedules", nargs="*", choices=tuple(SCHEDULES), default=DEFAULT_SCHEDULES,
                         help="the schedules to time (default: all but the TMA-store ones)")
+    parser.add_argument("--block-n", nargs="*", type=int, default=(),
+                        help="also time each schedule with these keys per block (make_attention's block_n)")
     parser.add_argument("--ops", action="store_true", help="ops.attention per call (bench/_attention_ops.py)")
     parser.add_argument("--backward", action="store_true",
                         help="ops.attention's backward against SDPA's (bench/_attention_backward.py; GPU)")
@@ -172,6 +194,7 @@ def main(argv=None) -> int:
                         help="--ops / --ops-plans (default: every class), --backward (default: table): these only")
     parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16", help="--ops: q, k, v's dtype")
     args = parser.parse_args(argv)
+    args.schedules = with_block_n(args.schedules, args.block_n)
     if args.varlen:
         return _attention_varlen.main_varlen(args.dtype, max(5, args.runs // 2))
     if args.backward_kernels:

@@ -226,3 +226,16 @@ part pad-k 200 python3 -m pytest -m gpu -q -n 4 --tb=short -p no:cacheprovider t
   tests/python/test_torch_ops.py -k "pad"
 part gemm-ops-square 300 python3 bench/gemm.py --ops --runs 20 --classes square
 show gemm-ops-square 12
+# keys per block (make_attention's block_n): correctness, then the sweep per head_dim
+part attention-block-n-tests 300 python3 -m pytest tests/python/test_attention_block_n.py -m gpu -q -n 8 --tb=short \
+  -p no:cacheprovider
+part attention-bn-256 400 python3 bench/attention.py --runs 10 --rows 4,16,4096,256 2,8,4096,256 \
+  --schedules ping-pong "ping-pong, TMA store" serial --block-n 80 48
+show attention-bn-256 12
+part attention-bn-64 400 python3 bench/attention.py --runs 10 --rows 4,32,4096,64 8,16,2048,64 \
+  --schedules "persistent overlap" "persistent both" "persistent overlap, TMA store" --block-n 160 192
+show attention-bn-64 12
+part attention-bn-128 500 python3 bench/attention.py --runs 10 --rows 4,32,4096,128 16,32,1024,128 2,16,16384,128 \
+  --schedules "persistent both, TMA store" "both, TMA store" "both, 2 stages, TMA store" \
+  "persistent both, 2 stages, TMA store" --block-n 160 176 96
+show attention-bn-128 14

@@ -18,7 +18,7 @@ from tvm.script import tirx as T
 from ...tile.fragments import accumulator_row
 from ..parts.ring import Ring
 
-__all__ = ["first_row", "check_heads", "check_numerics", "AttentionSizes", "BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "AttentionConfig"]
+__all__ = ["first_row", "check_heads", "check_numerics", "AttentionSizes", "BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "MAX_BLOCK_N", "MAX_FRAGMENT_REGISTERS", "AttentionConfig"]
 
 BM = 128  # query rows per CTA: 64 per consumer warpgroup
 WG_M = 64
@@ -29,6 +29,11 @@ DTYPES = {"bfloat16": "bf16", "float16": "f16"}
 #: head_dim -> key/value rows per block (BN): S (64 x BN) and O (64 x head_dim) fp32
 #: accumulators of a consumer thread take BN / 2 + head_dim / 2 registers
 HEAD_DIMS = {64: 128, 128: 128, 256: 64}
+#: the most keys per block (``block_n``): Q K^T's wgmma has N <= 256 (PTX ISA 9.7.15.5)
+MAX_BLOCK_N = 256
+#: the most O, S and P registers (``head_dim / 2 + 3 bn / 4``) a consumer thread may hold
+#: of its 232 (setmaxnreg): the rest hold addresses, the softmax's state and the loop
+MAX_FRAGMENT_REGISTERS = 200
 SMEM_LIMIT = 227 * 1024  # dynamic shared memory one sm_90 CTA may take, bytes
 LOG2E = math.log2(math.e)
 FLOAT32_MAX = 3.4028234663852886e38
@@ -128,7 +133,9 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
         is not a bool; ``ctas`` not a positive int; ``persistent_rows`` neither None nor a
         non-negative int, or set without ``persistent``; ``varlen`` not a bool, or with
         ``persistent`` (the persistent walk over packed sequences is not written);
-        ``tma_store`` not a bool, or with ``varlen``.
+        ``tma_store`` not a bool, or with ``varlen``; ``block_n`` neither None nor a
+        multiple of 16 in 16..256, or one whose O, S and P fragments would take more than
+        :data:`MAX_FRAGMENT_REGISTERS` registers per consumer thread.
     """
 
     pingpong: bool = False
@@ -138,10 +145,12 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
     persistent_rows: int | None = None
     varlen: bool = False
     tma_store: bool = False
+    block_n: int | None = None
 
     def __post_init__(self):
         self._check_sizes()
         self._check_options()
+        self._check_block_n()
         if self.smem_bytes > SMEM_LIMIT:
             raise ValueError(f"stages={self.stages}: the kernel needs {self.smem_bytes} bytes of shared memory, "
                              f"more than the {SMEM_LIMIT} a CTA may have; use fewer stages")
@@ -190,6 +199,19 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
                 raise ValueError(f"{what} x heads x head_dim = {elements} elements: the kernel indexes Q "
                                  f"and O with int32 offsets, so at most {MAX_ELEMENTS}")
 
+    def _check_block_n(self):
+        bn = self.block_n
+        if bn is None:
+            return
+        if isinstance(bn, bool) or not isinstance(bn, int) or bn % 16 or not 16 <= bn <= MAX_BLOCK_N:
+            raise ValueError(f"block_n: expected None or a multiple of 16 in 16..{MAX_BLOCK_N} (keys per block: "
+                             f"P V takes them 16 at a time, Q K^T's wgmma has N <= 256), found {bn!r}")
+        registers = self.head_dim // 2 + 3 * bn // 4  # O, S and P words per consumer thread
+        if registers > MAX_FRAGMENT_REGISTERS:
+            raise ValueError(f"block_n={bn}: a consumer thread would hold {registers} registers of O, S and P "
+                             f"at head_dim {self.head_dim} (head_dim / 2 + 3 block_n / 4), more than the "
+                             f"{MAX_FRAGMENT_REGISTERS} that leave room for the rest under setmaxnreg 232")
+
     @property
     def ring(self) -> Ring:
         """The key/value ring (:class:`~tvm_tirx.kernels.parts.Ring`): ``stages`` buffers
@@ -198,8 +220,8 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
 
     @property
     def bn(self) -> int:
-        """Key/value rows per block."""
-        return HEAD_DIMS[self.head_dim]
+        """Key/value rows per block: ``block_n``, or :data:`HEAD_DIMS`'s for head_dim."""
+        return HEAD_DIMS[self.head_dim] if self.block_n is None else self.block_n
 
     @property
     def chunks(self) -> int:

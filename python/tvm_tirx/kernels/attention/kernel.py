@@ -247,7 +247,8 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
 def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None, causal: bool = False,
                    scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False,
                    overlap: bool = False, persistent: bool = False, ctas: int = SMS,
-                   persistent_rows: int | None = None, varlen: bool = False, tma_store: bool = False):
+                   persistent_rows: int | None = None, varlen: bool = False, tma_store: bool = False,
+                   block_n: int | None = None):
     """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
     log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
     (``arch="sm_90a"``).
@@ -306,6 +307,12 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         its own where it fits (head_dim 64; 128 with 2 stages), else the consumer's rows
         of Q's buffer: on the persistent grid Q's rows are then released after the store
         has read them, not after the last ``Q K^T``.  Not with ``varlen``.
+    block_n : int, optional
+        Keys (and values) per block of the ring, a multiple of 16 up to 256; ``None``:
+        :data:`~.config.HEAD_DIMS`'s for the head_dim (128, 128, 64).  Larger blocks
+        amortise each block's softmax and synchronisation over more keys; they take
+        ``3 block_n / 4`` registers of S and P per consumer thread and ``4 block_n
+        head_dim`` bytes of shared memory per stage.
 
     Returns
     -------
@@ -334,7 +341,7 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     """
     kv_heads = heads if kv_heads is None else kv_heads
     cfg = AttentionConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, pingpong, overlap,
-                          persistent, ctas, persistent_rows, varlen, tma_store)
+                          persistent, ctas, persistent_rows, varlen, tma_store, block_n)
     body = _make_body(cfg)
     if varlen:
         return varlen_function(cfg, body)
