@@ -235,7 +235,6 @@ show attention-bn-256 12
 part attention-bn-64 400 python3 bench/attention.py --runs 10 --rows 4,32,4096,64 8,16,2048,64 \
   --schedules "persistent overlap" "persistent both" "persistent overlap, TMA store" --block-n 160 192
 show attention-bn-64 12
-part attention-bn-128 500 python3 bench/attention.py --runs 10 --rows 4,32,4096,128 16,32,1024,128 2,16,16384,128 \
-  --schedules "persistent both, TMA store" "both, TMA store" "both, 2 stages, TMA store" \
-  "persistent both, 2 stages, TMA store" --block-n 160 176 96
+part attention-bn-128 500 python3 bench/attention.py --runs 10 --rows 4,32,4096,128 16,32,1024,128 \
+  --schedules "persistent both, TMA store" "persistent both, 2 stages, TMA store" --block-n 176 160
 show attention-bn-128 14
