@@ -62,14 +62,14 @@ def test_a_block_of_n_keys_issues_the_products_of_n_keys(head_dim, block_n, sche
 
 
 def test_the_default_block_is_the_head_dims():
-    for head_dim, bn in ((64, 128), (128, 128), (256, 64)):
+    for head_dim, bn in ((64, 128), (128, 128), (256, 80)):
         assert AttentionConfig(1, 128, 1, 1, head_dim).bn == bn
         assert AttentionConfig(1, 128, 1, 1, head_dim, block_n=80).bn == 80
 
 
 def test_a_stage_of_n_keys_takes_its_bytes():
-    base = AttentionConfig(1, 128, 1, 1, 256, stages=2)
-    wide = AttentionConfig(1, 128, 1, 1, 256, stages=2, block_n=80)
+    base = AttentionConfig(1, 128, 1, 1, 256, stages=2, block_n=64)
+    wide = AttentionConfig(1, 128, 1, 1, 256, stages=2)
     assert wide.kv_bytes == 2 * 80 * 256 * 2 and wide.smem_bytes - base.smem_bytes == 2 * 2 * 16 * 256 * 2
 
 

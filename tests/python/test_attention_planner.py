@@ -80,7 +80,8 @@ def test_the_relax_offload_takes_the_same_plan():
 def test_kernels_of_different_plans_never_share_a_name():
     plans = [None, SERIAL, AttentionPlan(True, False, 2, False), AttentionPlan(False, True, 3, True),
              AttentionPlan(True, True, 3, True, persistent_rows=2048), choose_attention(128, True, PERSISTENT_ROWS + 1),
-             dataclasses.replace(choose_attention(128, True), tma_store=False)]  # the table's, but stores per thread
+             dataclasses.replace(choose_attention(128, True), tma_store=False),  # the table's, but stores per thread
+             dataclasses.replace(choose_attention(128, True), block_n=96)]  # the table's, in blocks of 96 keys
     names = {str(attention_kernels.attention_prim_func(4, 4, 128, True, "bfloat16", 128**-0.5, p)
                  .attrs["global_symbol"]) for p in plans}
     assert len(names) == len(plans)
@@ -95,6 +96,17 @@ def test_the_varlen_kernel_stores_per_thread_whatever_the_override():
     assert not varlen_plan(128, True, 1000).tma_store
 
 
+def test_a_plan_in_blocks_of_the_head_dims_default_is_the_tables_kernel():
+    table = choose_attention(256, True)
+    named = dataclasses.replace(table, block_n=80)  # HEAD_DIMS[256]: the same kernel, the same name
+    names = {str(attention_kernels.attention_prim_func(4, 4, 256, True, "bfloat16", 256**-0.5, p)
+                 .attrs["global_symbol"]) for p in (table, named)}
+    default = dataclasses.replace(table, block_n=None)  # None: the head_dim's
+    names |= {str(attention_kernels.attention_prim_func(4, 4, 256, True, "bfloat16", 256**-0.5, default)
+                  .attrs["global_symbol"])}
+    assert len(names) == 1 and table.block_n == 80 and default.options()["block_n"] is None
+
+
 def test_every_plan_is_a_kernel_make_attention_builds():
     for plan in (SERIAL, AttentionPlan(True, False, 2, True), AttentionPlan(False, True, 3, False)):
         func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, 128, **plan.options())
@@ -106,6 +118,10 @@ def test_every_plan_is_a_kernel_make_attention_builds():
     ((96, False, SERIAL), r"head_dim must be one of \[64, 128, 256\]"),
     ((128, 1, SERIAL), r"causal must be a bool"),
     ((128, False, {"pingpong": True}), r"plan must be an AttentionPlan"),
+    ((256, True, AttentionPlan(True, False, 2, False, block_n=96)),
+     r"the plan does not fit head_dim 256: stages=2: the kernel needs \d+ bytes of shared memory"),
+    ((64, True, AttentionPlan(False, True, 3, True, block_n=72)),
+     r"the plan does not fit head_dim 64: block_n: expected None or a multiple of 16"),
 ])
 def test_an_override_the_kernels_cannot_take_is_refused(args, match):
     with pytest.raises(ValueError, match=match):
@@ -116,6 +132,7 @@ def test_an_override_the_kernels_cannot_take_is_refused(args, match):
     (dict(pingpong=False, overlap=True, stages=2, persistent=False), r"overlapped schedule needs stages=3"),
     (dict(pingpong=False, overlap=False, stages=4, persistent=False), r"stages must be 2 or 3"),
     (dict(pingpong=False, overlap=False, stages=2, persistent=False, persistent_rows=10), r"persistent grid only"),
+    (dict(pingpong=False, overlap=False, stages=2, persistent=False, block_n="80"), r"block_n must be None or an int"),
 ])
 def test_a_plan_the_kernel_cannot_take_is_refused(fields, match):
     with pytest.raises(ValueError, match=match):

@@ -69,12 +69,14 @@ def _body(built):
 def test_every_varlen_kernel_compiles_checked_and_assembles(head_dim, causal, dtype, heads, kv_heads, options):
     built = _compile(head_dim, causal, dtype, heads, kv_heads, **options)
     t = {"bfloat16": "bf16", "float16": "f16"}[dtype]
-    bn = {64: 128, 128: 128, 256: 64}[head_dim]
+    bn = {64: 128, 128: 128, 256: 80}[head_dim]
     assert f"wgmma_{t}_rs_mma_async_sync_aligned_m64n{head_dim}k16" in _body(built)
     # the early exit, the key mask of the sequence's length and the store guard are in every one
     assert "CuSeqlens_ptr[((int)blockIdx.z)]" in _body(built)
     assert re.search(r"key_ptr\w*\[0\] < \(end_ptr\[0\] - start_ptr\[0\]\)", _body(built))
-    assert f"(((end_ptr[0] + {bn - 1}) - start_ptr[0]) >> {int(math.log2(bn))})" in _body(built)  # ceil(len / bn)
+    length = f"((end_ptr[0] + {bn - 1}) - start_ptr[0])"  # ceil(len / bn): a shift where bn is a power of two
+    assert (f"({length} >> {int(math.log2(bn))})" if bn & (bn - 1) == 0 else f"{length}, ") in _body(built)
+    assert bn & (bn - 1) == 0 or f") / {bn})" in _body(built)
 
 
 def test_the_signature_is_flash_attentions_varlen_layout():

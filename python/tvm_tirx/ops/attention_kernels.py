@@ -25,7 +25,7 @@ from tvm.script import tirx as T
 
 from ..build.kernel import compile as _tirx_compile
 from ..kernels.attention import AttentionPlan, choose_attention, choose_schedule, make_attention
-from ..kernels.attention.config import DTYPES
+from ..kernels.attention.config import DTYPES, HEAD_DIMS
 from .kernel_table import KernelTable
 
 __all__ = ["AttentionOperands", "AttentionKey", "kernel_plan", "attention_prim_func", "attention_kernel", "cached_kernels", "clear_kernels",
@@ -107,6 +107,9 @@ def _name(heads, kv_heads, head_dim, causal, dtype, scale, plan: AttentionPlan) 
         name += f"_rows{plan.persistent_rows or 0}"
     if plan.tma_store != table.tma_store:
         name += "_tma_store" if plan.tma_store else "_thread_store"
+    block_n = plan.block_n or HEAD_DIMS[head_dim]
+    if block_n != (table.block_n or HEAD_DIMS[head_dim]):
+        name += f"_bn{block_n}"
     if f32_bits(scale) != f32_bits(1.0 / math.sqrt(head_dim)):
         name += f"_s{f32_bits(scale)}"
     return name

@@ -26,9 +26,13 @@ CONSUMERS = 2
 CHUNK = 64  # head_dim columns per shared box: one 128-byte swizzle row of bf16/f16
 #: tensor dtype -> the wgmma input type (PTX ISA 9.7.15.5, f32 accumulators)
 DTYPES = {"bfloat16": "bf16", "float16": "f16"}
-#: head_dim -> key/value rows per block (BN): S (64 x BN) and O (64 x head_dim) fp32
-#: accumulators of a consumer thread take BN / 2 + head_dim / 2 registers
-HEAD_DIMS = {64: 128, 128: 128, 256: 64}
+#: head_dim -> key/value rows per block (BN) unless ``block_n`` sets it: S (64 x BN) and O
+#: (64 x head_dim) fp32 accumulators of a consumer thread take BN / 2 + head_dim / 2
+#: registers.  256: 80, the most two stages of K and V leave room for next to Q (2 x 40 KB +
+#: 64 KB); on an H100 (2026-12-06, ``bench/attention.py --block-n 80 48``, TFLOP/s, blocks of
+#: 64 / 80) ping-pong 616 / 647 at 4 x 16 x 4096 (causal 545 / 570), with the TMA store 639 /
+#: 666 (causal 568 / 598), serial 616 / 635; blocks of 48 were slower than both.
+HEAD_DIMS = {64: 128, 128: 128, 256: 80}
 #: the most keys per block (``block_n``): Q K^T's wgmma has N <= 256 (PTX ISA 9.7.15.5)
 MAX_BLOCK_N = 256
 #: the most O, S and P registers (``head_dim / 2 + 3 bn / 4``) a consumer thread may hold

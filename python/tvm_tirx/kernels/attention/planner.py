@@ -3,9 +3,9 @@ offload take (:func:`choose_attention`), visible and overridable.
 
 A plan (:class:`AttentionPlan`) is :func:`~tvm_tirx.kernels.attention.make_attention`'s
 schedule: the consumers' schedule (serial, ping-pong, overlapped, or ping-pong and
-overlapped together), the ring's depth and the grid (one CTA per tile, or persistent).
-The block sizes follow from ``head_dim`` (:class:`~.config.AttentionConfig`: 128 query
-rows per CTA, two consumer warpgroups of 64, ``bn`` keys per block), as does the table
+overlapped together), the ring's depth, the grid (one CTA per tile, or persistent), how
+O is stored and the keys per block (128 query rows per CTA, two consumer warpgroups of
+64: :class:`~.config.AttentionConfig`).  They follow from ``head_dim``, as does the table
 of :func:`~.schedules.choose_schedule` the plan comes from by default -- the H200's
 fastest per head_dim, masking and row length.  :func:`override` replaces it where a
 measurement says so; ``tvm_tirx.ops.check(tvm_tirx.ops.attention, q, k, v)`` on meta
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import HEAD_DIMS
+from .config import BM, HEAD_DIMS, AttentionConfig
 from .schedules import OVERLAP_HEAD_DIMS, choose_schedule
 
 __all__ = ["AttentionPlan", "choose_attention", "override", "clear_overrides"]
@@ -45,12 +45,15 @@ class AttentionPlan:
     tma_store : bool
         O stored through shared memory by TMA boxes (:mod:`.o_store`) instead of per
         thread; False (the default) keeps every plan's kernel as it was.
+    block_n : int | None
+        Keys per key/value block (``make_attention``'s ``block_n``); None: the head_dim's
+        (:data:`~.config.HEAD_DIMS`).
 
     Raises
     ------
     ValueError
-        ``stages`` not 2 or 3, ``overlap`` with fewer than 3 stages, or
-        ``persistent_rows`` without ``persistent``.
+        ``stages`` not 2 or 3, ``overlap`` with fewer than 3 stages, ``persistent_rows``
+        without ``persistent``, or ``block_n`` neither None nor an int.
     """
 
     pingpong: bool
@@ -59,8 +62,11 @@ class AttentionPlan:
     persistent: bool
     persistent_rows: int | None = None
     tma_store: bool = False
+    block_n: int | None = None
 
     def __post_init__(self):
+        if self.block_n is not None and (isinstance(self.block_n, bool) or not isinstance(self.block_n, int)):
+            raise ValueError(f"AttentionPlan: block_n must be None or an int (keys per block), found {self.block_n!r}")
         if not isinstance(self.tma_store, bool):
             raise ValueError(f"AttentionPlan: tma_store must be a bool, found {self.tma_store!r}")
         if self.stages not in (2, 3):
@@ -80,7 +86,8 @@ class AttentionPlan:
     def options(self) -> dict:
         """The plan as keyword arguments of ``make_attention``."""
         return {"pingpong": self.pingpong, "overlap": self.overlap, "stages": self.stages,
-                "persistent": self.persistent, "persistent_rows": self.persistent_rows, "tma_store": self.tma_store}
+                "persistent": self.persistent, "persistent_rows": self.persistent_rows, "tma_store": self.tma_store,
+                "block_n": self.block_n}
 
 
 #: (head_dim, causal, seq_len or None) -> the plan given by :func:`override`
@@ -105,8 +112,10 @@ def override(head_dim: int, causal: bool, plan: AttentionPlan, seq_len: int | No
     ------
     ValueError
         A ``head_dim``, ``causal`` or ``seq_len`` :func:`choose_attention` refuses, a
-        ``plan`` that is no :class:`AttentionPlan`, or an overlapped plan at a head_dim
-        whose shared memory holds no third stage (256).
+        ``plan`` that is no :class:`AttentionPlan`, an overlapped plan at a head_dim
+        whose shared memory holds no third stage (256), or one whose blocks and stages
+        :class:`~.config.AttentionConfig` refuses at that head_dim (shared memory,
+        registers), with its message.
     """
     _check(head_dim, causal, seq_len, "override")
     if not isinstance(plan, AttentionPlan):
@@ -114,6 +123,10 @@ def override(head_dim: int, causal: bool, plan: AttentionPlan, seq_len: int | No
     if plan.stages == 3 and head_dim not in OVERLAP_HEAD_DIMS:
         raise ValueError(f"override: head_dim {head_dim} has room for 2 stages only (3: head_dim "
                          f"{' or '.join(map(str, OVERLAP_HEAD_DIMS))})")
+    try:
+        AttentionConfig(1, BM, 1, 1, head_dim, causal=causal, **plan.options())
+    except ValueError as err:
+        raise ValueError(f"override: the plan does not fit head_dim {head_dim}: {err}") from None
     _OVERRIDES[(head_dim, causal, seq_len)] = plan
 
 

@@ -23,7 +23,9 @@ third stage, so ``head_dim`` 64 and 128 only); ping-pong and overlapped combine.
 * head_dim 64: overlapped on the persistent grid (446 against 407 with ping-pong too on
   one CTA per tile, and 425 overlapped alone, at 4 x 32 x 4096; causal 415 / 355 / 358);
 * head_dim 256 (no third stage fits): ping-pong on one CTA per tile (642 / 629 serial,
-  causal 560 / 548; 479 / 450 on the persistent grid).
+  causal 560 / 548; 479 / 450 on the persistent grid), in blocks of 80 keys
+  (:data:`~.config.HEAD_DIMS`) with O stored by TMA (666 against 616 with blocks of 64
+  and per-thread stores at 4 x 16 x 4096 on an H100, causal 598 / 545).
 
 Rerun the benchmark on another GPU and update the table.
 """
@@ -42,13 +44,16 @@ PERSISTENT_ROWS = 4096
 #: head_dim -> whether its plan stores O by TMA (``tma_store``).  128: measured on an H100
 #: (2026-12-05, ``bench/attention.py`` with the TMA-store schedules, the table's schedule with
 #: and without it): 415 -> 440 TFLOP/s (32,16,512 full), 260 -> 276 (causal), 440 -> 475 and
-#: 281 -> 296 (64,16,512), 648 -> 675 (4,32,4096 full).  64 and 256: not measured yet.
-TMA_STORE_HEAD_DIMS = {64: False, 128: True, 256: False}
+#: 281 -> 296 (64,16,512), 648 -> 675 (4,32,4096 full).  256 (blocks of 80 keys, H100,
+#: 2026-12-06, ping-pong): 647 -> 666 (4,16,4096), 570 -> 598 (causal), 633 -> 660 (2,8,4096),
+#: 476 -> 498 (causal).  64: within 2% either way (persistent overlap 451 / 450 at 4,32,4096).
+TMA_STORE_HEAD_DIMS = {64: False, 128: True, 256: True}
 
 
 def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> dict:
     """``make_attention`` options ``{"pingpong", "overlap", "stages", "persistent",
-    "persistent_rows", "tma_store"}`` (``tma_store``: :data:`TMA_STORE_HEAD_DIMS`) for
+    "persistent_rows", "tma_store", "block_n"}`` (``tma_store``: :data:`TMA_STORE_HEAD_DIMS`;
+    ``block_n``: :data:`~.config.HEAD_DIMS`) for
     ``head_dim`` (64, 128 or 256 elements), ``causal`` masking and
     ``seq_len`` (keys per query; ``None``: not known when the kernel is made).  At head_dim
     128 a known length picks the grid (persistent for at most :data:`PERSISTENT_ROWS`
@@ -67,11 +72,11 @@ def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> 
         raise ValueError(f"choose_schedule: causal must be a bool, found {causal!r}")
     if seq_len is not None and (type(seq_len) is not int or seq_len < 0):  # noqa: E721
         raise ValueError(f"choose_schedule: seq_len must be None or a non-negative int, found {seq_len!r}")
-    return {**_schedule(head_dim, seq_len), "tma_store": TMA_STORE_HEAD_DIMS[head_dim]}
+    return {**_schedule(head_dim, seq_len), "tma_store": TMA_STORE_HEAD_DIMS[head_dim], "block_n": HEAD_DIMS[head_dim]}
 
 
 def _schedule(head_dim: int, seq_len: int | None) -> dict:
-    """:func:`choose_schedule`'s options but ``tma_store``."""
+    """:func:`choose_schedule`'s options but ``tma_store`` and ``block_n``."""
     if head_dim == 128:
         known = seq_len is not None  # else the kernel picks its grid at launch
         return {"pingpong": True, "overlap": True, "stages": 3, "persistent": not known or seq_len <= PERSISTENT_ROWS,
