@@ -238,3 +238,9 @@ show attention-bn-64 12
 part attention-bn-128 500 python3 bench/attention.py --runs 10 --rows 4,32,4096,128 16,32,1024,128 \
   --schedules "persistent both, TMA store" "persistent both, 2 stages, TMA store" --block-n 176 160
 show attention-bn-128 14
+# head_dim 256 in blocks of 80 keys by default: its GPU tests (varlen, the op, the table's plan), then the op's table
+part attention-256-tests 300 python3 -m pytest -q -m gpu -n 14 --tb=short -p no:cacheprovider \
+  tests/python/test_attention_varlen.py tests/python/test_attention_varlen_op.py tests/python/test_torch_attention.py \
+  tests/python/test_kernels_attention.py tests/python/test_attention_tma_store.py tests/python/test_attention_planner.py
+part attention-ops-256 400 python3 bench/attention.py --ops --classes table head-dim long
+show attention-ops-256 30
