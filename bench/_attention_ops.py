@@ -50,10 +50,11 @@ def rows_of(classes) -> list:
 
 def plan_of(row) -> str:
     """The plan ``ops.attention`` takes for ``row`` (``ops.check`` on meta tensors of the
-    row's shapes: its schedule, stages and grid)."""
+    row's shapes: its schedule, stages, grid, keys per block and O's store)."""
     import torch
 
     from tvm_tirx import ops
+    from tvm_tirx.kernels.attention import HEAD_DIMS
 
     b, h, kv, n, d, causal = row
     q = torch.empty(b, n, h, d, dtype=torch.bfloat16, device="meta")
@@ -62,7 +63,9 @@ def plan_of(row) -> str:
     plan = key.plan
     grid = "persistent" if plan.persistent else "CTA/tile"
     rows = f"<={plan.persistent_rows}" if plan.persistent_rows else ""
-    return f"{plan.schedule} s{plan.stages} {grid}{rows}"
+    store = " tma" if plan.tma_store else ""
+    block_n = plan.block_n or HEAD_DIMS[d]  # None: the head_dim's
+    return f"{plan.schedule} s{plan.stages} bn{block_n} {grid}{rows}{store}"
 
 
 def main_plans(classes) -> None:
