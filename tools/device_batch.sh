@@ -14,12 +14,16 @@
 # decode-block-m (block_m 64 in 4 splits stays the fastest at 64 x 4096 x 4096).  Run on an H100 in a
 # third session on 2026-12-06: decode-tiles(-tests) (128-row tiles at m = 64 slow: A box rows past m), decode-64(-tests)
 # and decode-64-widths (the 64-row tile), ncu-llama, ncu-decode-64, route-tests, decode-slabs,
-# gemm-ops-b, few-tiles-64, ncu-5000(-unpadded), pad-k, gemm-ops-square.  What the next
-# session should run, in calls of at most 10 minutes on one warm machine
-# (DEADLINE=$(( $(date +%s) + 580 ))):
-#   A. gpu-suite (everything, after the 64-row tile and the pad kernel), deterministic;
-#   B. gemm-ops-a, gemm-ops-c (the suite and the Llama classes with the 64-row tile in the table);
-#   C. attention-backward-kernel, racecheck-backward-columns; split-k-ops (TVM_TIRX_SPLIT_K=1).
+# gemm-ops-b, few-tiles-64, ncu-5000(-unpadded), pad-k, gemm-ops-square.  Run on an H100 in a
+# fourth session on 2026-12-06: attention-block-n-tests (8 passed), attention-bn-256 (blocks of 80:
+# +5-10%), attention-bn-64 (no gain; cut at 400 s), attention-bn-128 (two stages lose), gpu-suite
+# (437 passed, 2 skipped), then by hand the head_dim 256 GPU tests (-k "256 or head_dims": 10
+# passed) and --ops --classes head-dim / ragged / table.  What the next session should run, in
+# calls of at most 10 minutes on one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
+#   A. attention-256-tests (all of them, with head_dim 256 in blocks of 80 by default),
+#      attention-consumers-tests (three consumer warpgroups, never run on a GPU), deterministic;
+#   B. attention-consumers (the 192-row tile at head_dim 64 against the table's), attention-ops;
+#   C. gemm-ops-a, gemm-ops-c; attention-backward-kernel, racecheck-backward-columns.
 # A refused start costs device time (15 s to 3 min each; on 2026-12-06 three refusals took ~440
 # of the 1800 s, and in the later session five took ~560): after one, wait out the minutes it
 # names (or 10 minutes where it names none) before one more try, and keep the kind the same.
@@ -244,3 +248,9 @@ part attention-256-tests 300 python3 -m pytest -q -m gpu -n 14 --tb=short -p no:
   tests/python/test_kernels_attention.py tests/python/test_attention_tma_store.py tests/python/test_attention_planner.py
 part attention-ops-256 400 python3 bench/attention.py --ops --classes table head-dim long
 show attention-ops-256 30
+# three consumer warpgroups (192 query rows per CTA) at head_dim 64: correctness, then against the table's schedule
+part attention-consumers-tests 300 python3 -m pytest tests/python/test_attention_consumers.py -m gpu -q -n 8 --tb=short \
+  -p no:cacheprovider
+part attention-consumers 400 python3 bench/attention.py --runs 10 --rows 4,32,4096,64 8,16,2048,64 16,16,16384,64 \
+  --schedules "persistent overlap" "overlap, 3 consumers" "persistent overlap, 3 consumers" --block-n 192
+show attention-consumers 12
