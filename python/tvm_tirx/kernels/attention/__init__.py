@@ -1,12 +1,13 @@
 """Fused attention forward on Hopper (sm_90a), FlashAttention-style.
 
-One CTA computes 128 query rows of one (batch, head) with three warpgroups:
+One CTA computes 128 query rows of one (batch, head) with three warpgroups (with
+``consumers=3``, head_dim 64: 192 rows, a third consumer warpgroup):
 
 * warpgroup 0, the **producer** (:mod:`.producer`), gives up registers and one thread
   loads the Q block once and streams the key/value blocks into a ring of ``stages``
   shared buffers by 4-d TMA boxes (128-byte swizzle), guarded by ``full`` / ``empty``
   mbarriers;
-* warpgroups 1 and 2, the **consumers** (:mod:`.consumer`), 64 query rows each: per
+* warpgroups 1 and 2 (and 3), the **consumers** (:mod:`.consumer`), 64 query rows each: per
   block ``S = Q K^T`` (``wgmma`` ss), the online softmax in registers (:mod:`.softmax`:
   row maxima over the four lanes of an accumulator row, ``exp2``, the running sum, ``O``
   rescaled), ``P`` packed to 16-bit pairs straight into the rs form's A registers and

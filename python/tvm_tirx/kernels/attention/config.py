@@ -18,11 +18,17 @@ from tvm.script import tirx as T
 from ...tile.fragments import accumulator_row
 from ..parts.ring import Ring
 
-__all__ = ["first_row", "check_heads", "check_numerics", "AttentionSizes", "BM", "WG_M", "CONSUMERS", "DTYPES", "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "MAX_BLOCK_N", "MAX_FRAGMENT_REGISTERS", "AttentionConfig"]
+__all__ = ["first_row", "check_heads", "check_numerics", "AttentionSizes", "BM", "WG_M", "CONSUMERS", "DTYPES",
+           "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "MAX_BLOCK_N", "MAX_FRAGMENT_REGISTERS", "REGISTERS",
+           "AttentionConfig"]
 
-BM = 128  # query rows per CTA: 64 per consumer warpgroup
+BM = 128  # query rows per CTA with the default two consumers: 64 per consumer warpgroup
 WG_M = 64
-CONSUMERS = 2
+CONSUMERS = 2  # consumer warpgroups unless ``consumers`` sets it (AttentionConfig.consumers)
+#: consumer warpgroups -> (producer, consumer) registers per thread (setmaxnreg: multiples of
+#: 8 in 24..256, PTX ISA 9.7.19.5): 128 threads per warpgroup, at most 64K registers per SM
+#: (128 x (40 + 2 x 232) = 64512; 128 x (24 + 3 x 160) = 64512)
+REGISTERS = {2: (40, 232), 3: (24, 160)}
 CHUNK = 64  # head_dim columns per shared box: one 128-byte swizzle row of bf16/f16
 #: tensor dtype -> the wgmma input type (PTX ISA 9.7.15.5, f32 accumulators)
 DTYPES = {"bfloat16": "bf16", "float16": "f16"}
@@ -50,11 +56,11 @@ GRID_Z = 65535
 SMS = 132
 
 
-def _is_extent(value) -> bool:
+def _is_extent(value, bm=BM) -> bool:
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
-        return 1 <= value <= 2**31 - 1 - BM
+        return 1 <= value <= 2**31 - 1 - bm
     return isinstance(value, tvm.tirx.Var) and str(value.ty.dtype) == "int32"
 
 
@@ -94,11 +100,12 @@ def check_numerics(dtype, scale, stages) -> None:
         raise ValueError(f"stages: expected an int in 1..4, found {stages!r}")
 
 
-def first_row(qb, c, tid):
+def first_row(qb, c, tid, bm=BM):
     """The first of the two query rows thread ``tid`` holds in consumer ``c`` of query
-    block ``qb``: ``128 qb + 64 c + 16 w + g`` (warp ``w`` of the warpgroup, lane ``4 g +
-    t``; the other row is 8 below it, PTX ISA 9.7.15.5.1.1)."""
-    return accumulator_row(qb * BM + c * WG_M, tid)
+    block ``qb`` of ``bm`` rows (:attr:`AttentionConfig.bm`): ``bm qb + 64 c + 16 w + g``
+    (warp ``w`` of the warpgroup, lane ``4 g + t``; the other row is 8 below it, PTX ISA
+    9.7.15.5.1.1)."""
+    return accumulator_row(qb * bm + c * WG_M, tid)
 
 
 @dataclass(frozen=True)
@@ -139,7 +146,8 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
         ``persistent`` (the persistent walk over packed sequences is not written);
         ``tma_store`` not a bool, or with ``varlen``; ``block_n`` neither None nor a
         multiple of 16 in 16..256, or one whose O, S and P fragments would take more than
-        :data:`MAX_FRAGMENT_REGISTERS` registers per consumer thread.
+        :attr:`fragment_budget` registers per consumer thread; ``consumers`` not 2 or 3,
+        or 3 with a head_dim other than 64, ``pingpong`` or ``varlen``.
     """
 
     pingpong: bool = False
@@ -150,8 +158,10 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
     varlen: bool = False
     tma_store: bool = False
     block_n: int | None = None
+    consumers: int = CONSUMERS
 
     def __post_init__(self):
+        self._check_consumers()
         self._check_sizes()
         self._check_options()
         self._check_block_n()
@@ -183,12 +193,27 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
                              "block j before it releases block j - 1; with one stage the producer could never "
                              "load block j)")
 
+    def _check_consumers(self):
+        n = self.consumers
+        if isinstance(n, bool) or not isinstance(n, int) or n not in REGISTERS:
+            raise ValueError(f"consumers: expected 2 or 3 (consumer warpgroups of 64 query rows), found {n!r}")
+        if n == CONSUMERS:
+            return
+        if self.head_dim != 64:
+            raise ValueError(f"consumers={n}: {n} consumer warpgroups ({self.consumer_registers} registers each) are "
+                             f"written for head_dim 64 only, found head_dim={self.head_dim!r}")
+        for name, why in (("pingpong", "the turns of .turns are written for two consumers"),
+                          ("varlen", "the packed-sequence grid counts query blocks of 128 rows")):
+            if getattr(self, name) is True:
+                raise ValueError(f"consumers={n}: {name}=True is not supported with {n} consumers ({why}); "
+                                 f"pass {name}=False or consumers=2")
+
     def _check_sizes(self):
         for name in ("batch", "seq_len"):
             value = getattr(self, name)
-            if not _is_extent(value):
+            if not _is_extent(value, self.bm):
                 kind = f" of dtype {value.ty.dtype}" if isinstance(value, tvm.tirx.Var) else ""
-                raise ValueError(f"{name}: expected a positive int below 2**31 - {BM} or an int32 run-time extent "
+                raise ValueError(f"{name}: expected a positive int below 2**31 - {self.bm} or an int32 run-time extent "
                                  f"(T.dynamic), found {value!r}{kind}")
         check_heads(self.heads, self.kv_heads)
         if isinstance(self.batch, int) and self.batch > GRID_Z and not self.persistent:
@@ -211,16 +236,38 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
             raise ValueError(f"block_n: expected None or a multiple of 16 in 16..{MAX_BLOCK_N} (keys per block: "
                              f"P V takes them 16 at a time, Q K^T's wgmma has N <= 256), found {bn!r}")
         registers = self.head_dim // 2 + 3 * bn // 4  # O, S and P words per consumer thread
-        if registers > MAX_FRAGMENT_REGISTERS:
+        if registers > self.fragment_budget:
             raise ValueError(f"block_n={bn}: a consumer thread would hold {registers} registers of O, S and P "
                              f"at head_dim {self.head_dim} (head_dim / 2 + 3 block_n / 4), more than the "
-                             f"{MAX_FRAGMENT_REGISTERS} that leave room for the rest under setmaxnreg 232")
+                             f"{self.fragment_budget} that leave room for the rest under setmaxnreg "
+                             f"{self.consumer_registers}")
+
+    @property
+    def bm(self) -> int:
+        """Query rows per CTA: 64 per consumer warpgroup (:data:`BM` with the default two)."""
+        return WG_M * self.consumers
+
+    @property
+    def producer_registers(self) -> int:
+        """Registers per producer thread after ``setmaxnreg.dec`` (:data:`REGISTERS`)."""
+        return REGISTERS[self.consumers][0]
+
+    @property
+    def consumer_registers(self) -> int:
+        """Registers per consumer thread after ``setmaxnreg.inc`` (:data:`REGISTERS`)."""
+        return REGISTERS[self.consumers][1]
+
+    @property
+    def fragment_budget(self) -> int:
+        """The most O, S and P registers a consumer thread may hold: :data:`MAX_FRAGMENT_REGISTERS`
+        (of 232 registers) scaled to :attr:`consumer_registers` (rounded down)."""
+        return MAX_FRAGMENT_REGISTERS * self.consumer_registers // REGISTERS[CONSUMERS][1]
 
     @property
     def ring(self) -> Ring:
         """The key/value ring (:class:`~tvm_tirx.kernels.parts.Ring`): ``stages`` buffers
         released by each consumer warpgroup."""
-        return Ring(self.stages, CONSUMERS)
+        return Ring(self.stages, self.consumers)
 
     @property
     def bn(self) -> int:
@@ -254,7 +301,8 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
 
     @property
     def q_bytes(self) -> int:
-        return BM * self.head_dim * 2
+        """Bytes of Q's shared tile, ``bm x head_dim`` elements."""
+        return self.bm * self.head_dim * 2
 
     @property
     def kv_bytes(self) -> int:
@@ -264,7 +312,7 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
     @property
     def o_tile(self) -> str | None:
         """Where ``tma_store`` stages O (:mod:`.o_store`): ``"own"``, a buffer of its own
-        (``CONSUMERS x 64 x head_dim`` elements, :attr:`q_bytes` bytes) when it fits next
+        (``consumers x 64 x head_dim`` elements, :attr:`q_bytes` bytes) when it fits next
         to Q and the ring; else ``"q"``, each consumer's own 64 rows of Q's buffer (read
         by nothing but its own ``Q K^T``, all retired before the epilogue); None without
         ``tma_store``."""
@@ -274,7 +322,7 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
 
     @property
     def _base_bytes(self) -> int:
-        return self.q_bytes + self.stages * self.kv_bytes + 8 * 2 * (CONSUMERS + self.stages) + 1024
+        return self.q_bytes + self.stages * self.kv_bytes + 8 * 2 * (self.consumers + self.stages) + 1024
 
     @property
     def smem_bytes(self) -> int:
@@ -284,8 +332,8 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
 
     @property
     def q_blocks(self):
-        """CTAs along the sequence: ``ceil(seq_len / 128)``."""
-        return -(-self.seq_len // BM) if isinstance(self.seq_len, int) else T.ceildiv(self.seq_len, BM)
+        """CTAs along the sequence: ``ceil(seq_len / bm)``."""
+        return -(-self.seq_len // self.bm) if isinstance(self.seq_len, int) else T.ceildiv(self.seq_len, self.bm)
 
     @property
     def tiles(self):

@@ -26,7 +26,7 @@ from ...tile.fragments import accumulator_layout
 from ..gemm.operands import Operand
 from ..parts.ring import release_stage
 from ..pairs import make_pack_pairs
-from .config import BM, CHUNK, WG_M, AttentionConfig, first_row
+from .config import CHUNK, WG_M, AttentionConfig, first_row
 from .softmax import NEG_INF, make_softmax
 from .turns import make_turns
 
@@ -78,7 +78,7 @@ def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
 
     @T.macro
     def scores(regs, j, row, tile, place):
-        if _needs_mask(cfg, j, tile.qb * BM + place.c * WG_M, place.seq_len):
+        if _needs_mask(cfg, j, tile.qb * cfg.bm + place.c * WG_M, place.seq_len):
             softmax(regs, j * bn, row, place.seq_len, place.tid % 4, True)
         else:
             softmax(regs, j * bn, row, place.seq_len, place.tid % 4, False)
@@ -115,7 +115,7 @@ def _serial(cfg: AttentionConfig, st: SimpleNamespace):
     @T.macro
     def consume(smem, bars, regs, tile, place):
         st.start(bars, regs, tile, place)
-        row = first_row(tile.qb, place.c, place.tid)
+        row = first_row(tile.qb, place.c, place.tid, cfg.bm)
         for j in T.serial(tile.n_kv):
             ring.wait(bars.full, ring.slot(tile.done + j), tile.done + j, None)
             st.take_turn(place.c)
@@ -139,7 +139,7 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
     @T.macro
     def consume(smem, bars, regs, tile, place):
         st.start(bars, regs, tile, place)
-        row = first_row(tile.qb, place.c, place.tid)
+        row = first_row(tile.qb, place.c, place.tid, cfg.bm)
         ring.wait(bars.full, ring.slot(tile.done), tile.done, None)
         st.take_turn(place.c)
         st.issue_qk(regs.S, smem.sq, smem.sk, ring.slot(tile.done), place.c)
@@ -171,7 +171,7 @@ def make_consumer(cfg: AttentionConfig):
     """The macro ``consume(smem, bars, regs, tile, place)`` (:mod:`.state`'s
     :class:`~.state.Shared`, :class:`~.state.Barriers`, :class:`~.state.Registers`,
     :class:`~.state.Tile`, :class:`~.state.Place`; ``qb`` below is ``tile.qb``, ``c`` is
-    ``place.c``, and so on): consumer ``c`` (0 or 1) computes rows
+    ``place.c``, and so on): consumer ``c`` (0 .. ``cfg.consumers - 1``) computes rows
     ``64 c ..`` of query block ``qb`` over key/value blocks ``0 .. n_kv - 1``, in the
     schedule ``cfg.overlap`` names (see the module docstring); with ``cfg.pingpong`` the
     consumers issue their products in turns (:mod:`.turns`; ``last``: this is the CTA's

@@ -77,7 +77,7 @@ def _make_stores(cfg: AttentionConfig):
         wl = regs.W.local()
         for jj in T.unroll(chunks * 8):
             for hh in T.unroll(2):
-                row = first_row(tile.qb, place.c, place.tid) + hh * 8
+                row = first_row(tile.qb, place.c, place.tid, cfg.bm) + hh * 8
                 col = jj * 4 + place.tid % 4  # in words: columns 8 jj + 2 t
                 if varlen:
                     if packed_row_stored(row, tile.start, place.seq_len, Out.shape[0]):
@@ -94,7 +94,7 @@ def _make_stores(cfg: AttentionConfig):
     def store_lse(LSE, regs, tile, place):
         if place.tid % 4 == 0:
             for hh in T.unroll(2):
-                row = first_row(tile.qb, place.c, place.tid) + hh * 8
+                row = first_row(tile.qb, place.c, place.tid, cfg.bm) + hh * 8
                 if varlen:  # by st.global, so that the checker proves it (alpha is free after O's scaling)
                     if packed_row_stored(row, tile.start, place.seq_len, LSE.shape[1]):
                         regs.alpha[hh] = (regs.m[hh] + T.log2(regs.rmax[hh, 0])) * T.float32(LN2)

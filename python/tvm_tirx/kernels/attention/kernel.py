@@ -1,4 +1,4 @@
-"""The kernel: shared memory, barriers, the producer and the two consumer warpgroups."""
+"""The kernel: shared memory, barriers, the producer and the two (or three) consumer warpgroups."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tvm.script import tirx as T
 from ...tile.families.tma import swizzled_layout
 from ...tile.families.wgmma import a_fragment_layout
 from ...tile.fragments import accumulator_layout
-from .config import BM, CHUNK, CONSUMERS, MAX_ELEMENTS, SMS, WG_M, AttentionConfig
+from .config import CHUNK, CONSUMERS, MAX_ELEMENTS, SMS, WG_M, AttentionConfig
 from .consumer import make_consumer
 from .epilogue import make_epilogue
 from .o_store import make_o_store
@@ -29,7 +29,7 @@ def _kv_blocks(cfg: AttentionConfig, qb, seq_len):
     """Key/value blocks query block ``qb`` reads: all of them, or (causal) those up to the
     block holding its last row."""
     every = T.ceildiv(seq_len, cfg.bn)
-    return T.min(every, T.ceildiv(qb * BM + BM, cfg.bn)) if cfg.causal else every
+    return T.min(every, T.ceildiv(qb * cfg.bm + cfg.bm, cfg.bn)) if cfg.causal else every
 
 
 def _walk(cfg: AttentionConfig):
@@ -109,14 +109,15 @@ class _Cta(NamedTuple):
 
 def _make_roles(cfg: AttentionConfig):
     """The macros ``producer_role(Q, K, V, smem, bars, cta)`` and ``consumer_role(Out, LSE,
-    smem, bars, cta)`` (a :class:`_Cta`): warpgroup 0 and warpgroups 1 and 2 of the CTA."""
+    smem, bars, cta)`` (a :class:`_Cta`): warpgroup 0 and warpgroups 1 .. ``cfg.consumers`` of the
+    CTA, with ``cfg.producer_registers`` and ``cfg.consumer_registers`` registers per thread."""
     bn, chunks = cfg.bn, cfg.chunks
     produce, consume, epilogue = make_producer(cfg), make_consumer(cfg), make_epilogue(cfg)
     _, drain = make_o_store(cfg)
 
     @T.macro
     def producer_role(Q, K, V, smem, bars, cta):
-        T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=40)
+        T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=cfg.producer_registers)
         if cta.tid == 0:
             if cfg.persistent:
                 for i in T.serial(cta.rounds):
@@ -131,7 +132,7 @@ def _make_roles(cfg: AttentionConfig):
 
     @T.macro
     def consumer_role(Out, LSE, smem, bars, cta):
-        T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=232)
+        T.cuda.tile.apply(T.ptx["setmaxnreg.inc.sync.aligned.u32"], scope="warpgroup", nreg=cfg.consumer_registers)
         c = cta.wg - 1
         S = T.alloc_local((WG_M, bn), "float32", layout=accumulator_layout(bn))
         P = T.alloc_local((1, bn // 16, WG_M, 8), "uint32", layout=a_fragment_layout(1, bn // 16))
@@ -194,7 +195,7 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
     sequence (:func:`.varlen.sequence_live`), every thread of the CTA alike."""
     stages, bn, chunks, dtype = cfg.stages, cfg.bn, cfg.chunks, cfg.dtype
     run = _make_run(cfg)
-    q_layout = swizzled_layout((chunks, BM, CHUNK), dtype, 3)
+    q_layout = swizzled_layout((chunks, cfg.bm, CHUNK), dtype, 3)
     kv_layout = swizzled_layout((stages, chunks, bn, CHUNK), dtype, 3)
     if cfg.varlen:  # elements of Q and O: the packed rows, or the batch entries' rows
         elements, too_many = T.Cast("int64", cfg.seq_len) * cfg.heads * cfg.head_dim, VARLEN_ELEMENTS_MESSAGE
@@ -207,7 +208,8 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
 
     def launch(packed):
         return T.cuda.LaunchConfig(grid=grid if packed is None else varlen_grid(cfg, packed),
-                                   block=128 * (1 + CONSUMERS), min_blocks_per_sm=1, dynamic_smem_bytes=cfg.smem_bytes)
+                                   block=128 * (1 + cfg.consumers), min_blocks_per_sm=1,
+                                   dynamic_smem_bytes=cfg.smem_bytes)
 
     @T.macro
     def body(Q, K, V, Out, LSE, seq_len, packed):
@@ -216,11 +218,11 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
         if count_at_run_time:
             assert packed.cu_seqlens.shape[0] >= 2, ("ValueError", [SEQUENCES_MESSAGE])
         T.device_entry(launch=launch(packed))
-        sq = T.alloc_shared((chunks, BM, CHUNK), dtype, scope="shared.dyn", align=1024, layout=q_layout)
+        sq = T.alloc_shared((chunks, cfg.bm, CHUNK), dtype, scope="shared.dyn", align=1024, layout=q_layout)
         sk = T.alloc_shared((stages, chunks, bn, CHUNK), dtype, scope="shared.dyn", align=1024, layout=kv_layout)
         sv = T.alloc_shared((stages, chunks, bn, CHUNK), dtype, scope="shared.dyn", align=1024, layout=kv_layout)
-        q_full = T.alloc_shared((CONSUMERS, 1), "uint64", scope="shared.dyn", align=8)  # per consumer's Q rows
-        q_empty = T.alloc_shared((CONSUMERS, 1), "uint64", scope="shared.dyn", align=8)
+        q_full = T.alloc_shared((cfg.consumers, 1), "uint64", scope="shared.dyn", align=8)  # per consumer's Q rows
+        q_empty = T.alloc_shared((cfg.consumers, 1), "uint64", scope="shared.dyn", align=8)
         full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
         empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
         done = T.alloc_local((1,), "int32")  # key/value blocks of this CTA's earlier tiles
@@ -234,7 +236,7 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
                     Barriers(q_full, q_empty, full, empty),
                     _Cta(tid, wg, done, 1, varlen_tile(packed), end - start, start))
         elif own_o_tile:  # O's staging tile for the TMA store (.o_store), after the mbarriers
-            so = T.alloc_shared((chunks, BM, CHUNK), dtype, scope="shared.dyn", align=1024, layout=q_layout)
+            so = T.alloc_shared((chunks, cfg.bm, CHUNK), dtype, scope="shared.dyn", align=1024, layout=q_layout)
             run(Q, K, V, Out, LSE, Shared(sq, sk, sv, so), Barriers(q_full, q_empty, full, empty),
                 _Cta(tid, wg, done, rounds, tile, seq_len, 0))
         else:  # with tma_store, O is staged in Q's rows (else Shared.so is not used)
@@ -248,7 +250,7 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
                    scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False,
                    overlap: bool = False, persistent: bool = False, ctas: int = SMS,
                    persistent_rows: int | None = None, varlen: bool = False, tma_store: bool = False,
-                   block_n: int | None = None):
+                   block_n: int | None = None, consumers: int = CONSUMERS):
     """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
     log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
     (``arch="sm_90a"``).
@@ -313,6 +315,11 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         amortise each block's softmax and synchronisation over more keys; they take
         ``3 block_n / 4`` registers of S and P per consumer thread and ``4 block_n
         head_dim`` bytes of shared memory per stage.
+    consumers : int
+        Consumer warpgroups, 2 (default) or 3: a CTA computes ``64 consumers`` query rows
+        with ``128 (1 + consumers)`` threads (FlashAttention-3's layout at head_dim 64:
+        three consumers of 160 registers, the producer 24).  3 takes head_dim 64 only and
+        refuses ``pingpong`` and ``varlen``.
 
     Returns
     -------
@@ -341,7 +348,7 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     """
     kv_heads = heads if kv_heads is None else kv_heads
     cfg = AttentionConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, pingpong, overlap,
-                          persistent, ctas, persistent_rows, varlen, tma_store, block_n)
+                          persistent, ctas, persistent_rows, varlen, tma_store, block_n, consumers)
     body = _make_body(cfg)
     if varlen:
         return varlen_function(cfg, body)

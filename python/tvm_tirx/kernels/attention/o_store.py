@@ -45,7 +45,7 @@ from tvm.script import tirx as T
 from ...tile.fragments import accumulator_layout
 from ..parts.epilogue.stores import stage_tile
 from ..parts.ring import release_stage
-from .config import BM, CHUNK, WG_M, AttentionConfig
+from .config import CHUNK, WG_M, AttentionConfig
 
 __all__ = ["STORE", "BARRIER_BASE", "make_o_store"]
 
@@ -57,7 +57,7 @@ BARRIER_BASE = 3
 def make_o_store(cfg: AttentionConfig):
     """``(store_o, drain)``: the macros ``store_o(Out, smem, bars, regs, tile, place)`` (steps
     1 to 3 of the module docstring: ``regs.W``, O's ``(chunks, 64, 32)`` packed words, into
-    ``smem.so``'s rows ``64 c ..``, ``(chunks, 128, 64)`` ``dtype``, then to ``Out[b, rows,
+    ``smem.so``'s rows ``64 c ..``, ``(chunks, bm, 64)`` ``dtype``, then to ``Out[b, rows,
     h, :]``; with Q's buffer as the tile on the persistent grid it also releases Q's rows
     on ``bars.q_empty[c]``) and ``drain(tid)`` (step 4)."""
     chunks, head_dim = cfg.chunks, cfg.head_dim
@@ -66,13 +66,13 @@ def make_o_store(cfg: AttentionConfig):
 
     @T.macro
     def store_o(Out, smem, bars, regs, tile, place):
-        rows = smem.so.view(chunks, BM // WG_M, WG_M, CHUNK).sub[:, place.c, :, :]  # (chunks, 64, 64)
+        rows = smem.so.view(chunks, cfg.consumers, WG_M, CHUNK).sub[:, place.c, :, :]  # (chunks, 64, 64)
         stage_tile(rows.permute(1, 0, 2), regs.W.view(WG_M, head_dim // 2, layout=words), place.tid,
                    T.Cast("uint32", BARRIER_BASE + place.c))
         if place.tid % 128 == 0:
             for k in T.unroll(chunks):
                 T.cuda.tile.apply(T.ptx[STORE], Out, rows.sub[k].view(1, WG_M, 1, CHUNK),
-                                  coords=(tile.b, tile.qb * BM + place.c * WG_M, tile.h, k * CHUNK), swizzle=3)
+                                  coords=(tile.b, tile.qb * cfg.bm + place.c * WG_M, tile.h, k * CHUNK), swizzle=3)
             T.ptx["cp.async.bulk.commit_group"]()
             if release_after_store:
                 T.ptx["cp.async.bulk.wait_group.read"](0)  # O has left Q's rows: the producer may reload them

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tvm.script import tirx as T
 
 from ..parts.ring import wait_phase
-from .config import BM, CHUNK, CONSUMERS, WG_M, AttentionConfig
+from .config import CHUNK, WG_M, AttentionConfig
 
 __all__ = ["LOAD", "make_producer"]
 
@@ -18,7 +18,7 @@ def make_producer(cfg: AttentionConfig):
     is ``tile.b``, and so on).
 
     Q, K and V are ``(batch, seq_len, heads, head_dim)`` tensors, read as 4-d TMA boxes
-    ``(1, rows, 1, 64)`` (128-byte swizzle): Q's 128 rows of query block ``qb`` into
+    ``(1, rows, 1, 64)`` (128-byte swizzle): Q's ``bm`` rows of query block ``qb`` into
     ``sq`` (on ``q_full[0]``; with ``cfg.persistent`` the 64 rows of consumer ``w`` on
     ``q_full[w]``), then per key/value block ``j < n_kv`` the 64-column boxes of
     K and V of key/value head ``h // group`` into stage ``(done + j) % stages`` (on
@@ -36,28 +36,28 @@ def make_producer(cfg: AttentionConfig):
     parity 1 passes at once: PTX ISA, ``mbarrier.try_wait.parity``).
     """
     ring, bn, chunks = cfg.ring, cfg.bn, cfg.chunks
-    q_bytes, kv_bytes, group = cfg.q_bytes, cfg.kv_bytes, cfg.group
+    q_bytes, kv_bytes, group, bm, consumers = cfg.q_bytes, cfg.kv_bytes, cfg.group, cfg.bm, cfg.consumers
 
     @T.macro
     def produce(Q, K, V, smem, bars, tile):
-        if not cfg.persistent:  # all 128 rows on q_full[0] (one barrier measured 25% faster for the serial schedules)
+        if not cfg.persistent:  # all bm rows on q_full[0] (one barrier measured 25% faster for the serial schedules)
             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bars.q_full.sub[0, :],
                               tx=T.uint32(q_bytes))
             for c in T.unroll(chunks):
-                T.cuda.tile.apply(T.ptx[LOAD], smem.sq.sub[c].view(1, BM, 1, CHUNK), Q, mbar=bars.q_full.sub[0, :],
-                                  coords=(tile.b, tile.start + tile.qb * BM, tile.h, c * CHUNK), swizzle=3)
+                T.cuda.tile.apply(T.ptx[LOAD], smem.sq.sub[c].view(1, bm, 1, CHUNK), Q, mbar=bars.q_full.sub[0, :],
+                                  coords=(tile.b, tile.start + tile.qb * bm, tile.h, c * CHUNK), swizzle=3)
         # each consumer's 64 rows on its own barrier; one-tile kernels keep a loop of 0 consumers here (as
         # they always had), but varlen ones have none: guarded by loads of CuSeqlens, the dead call's bounds
         # would have to be proved symbolically (the checker proves them for no point only without loads)
         if cfg.persistent or not cfg.varlen:
-            for w in T.unroll(CONSUMERS if cfg.persistent else 0):
+            for w in T.unroll(consumers if cfg.persistent else 0):
                 wait_phase(bars.q_empty.sub[w, :], (tile.i + 1) % 2, None, False)
                 T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bars.q_full.sub[w, :],
-                                  tx=T.uint32(q_bytes // CONSUMERS))
+                                  tx=T.uint32(q_bytes // consumers))
                 for c in T.unroll(chunks):
                     rows = smem.sq.sub[c, w * WG_M : w * WG_M + WG_M, :]
                     T.cuda.tile.apply(T.ptx[LOAD], rows.view(1, WG_M, 1, CHUNK), Q, mbar=bars.q_full.sub[w, :],
-                                      coords=(tile.b, tile.start + tile.qb * BM + w * WG_M, tile.h, c * CHUNK),
+                                      coords=(tile.b, tile.start + tile.qb * bm + w * WG_M, tile.h, c * CHUNK),
                                       swizzle=3)
         for j in T.serial(tile.n_kv):
             s = ring.slot(tile.done + j)

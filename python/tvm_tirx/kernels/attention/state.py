@@ -19,11 +19,11 @@ class Shared(NamedTuple):
     Attributes
     ----------
     sq : Buffer
-        Q's block, ``(chunks, 128, 64)``.
+        Q's block, ``(chunks, bm, 64)`` (``bm``: 64 rows per consumer warpgroup).
     sk, sv : Buffer
         The ring of K and V blocks, ``(stages, chunks, bn, 64)`` each.
     so : Buffer | None
-        With ``tma_store``, O's staging tile ``(chunks, 128, 64)`` (consumer ``c``'s rows
+        With ``tma_store``, O's staging tile ``(chunks, bm, 64)`` (consumer ``c``'s rows
         ``64 c ..``): a buffer of its own, or ``sq`` itself (:mod:`.o_store`); else None.
     """
 
@@ -39,8 +39,8 @@ class Barriers(NamedTuple):
     Attributes
     ----------
     q_full, q_empty : Buffer
-        Q's rows loaded / released, one per consumer ``(2, 1)`` (one-tile kernels use
-        ``q_full[0]`` for all 128 rows, and no ``q_empty``).
+        Q's rows loaded / released, one per consumer ``(consumers, 1)`` (one-tile kernels
+        use ``q_full[0]`` for all ``bm`` rows, and no ``q_empty``).
     full, empty : Buffer
         The key/value ring's stages loaded / released, ``(stages, 1)``
         (:class:`~tvm_tirx.kernels.parts.Ring`).
@@ -88,7 +88,7 @@ class Tile(NamedTuple):
     Attributes
     ----------
     b, h, qb : PrimExpr
-        Batch entry, query head, query block (128 rows), int32.  With ``varlen`` the
+        Batch entry, query head, query block (``bm`` rows), int32.  With ``varlen`` the
         packed tensors are one batch entry (``b`` is 0) and ``qb`` counts the blocks of
         the tile's sequence, from its first row ``start``.
     n_kv : PrimExpr
@@ -125,7 +125,7 @@ class Place(NamedTuple):
     tid : PrimExpr
         ``threadIdx.x``.
     c : PrimExpr
-        The consumer warpgroup, 0 or 1 (rows ``64 c ..`` of the tile).
+        The consumer warpgroup, 0 .. ``consumers - 1`` (rows ``64 c ..`` of the tile).
     seq_len : PrimExpr
         Keys (and queries) of the tile's sequence, int32: ``seq_len``, or with
         ``varlen`` the sequence's own length ``CuSeqlens[i + 1] - CuSeqlens[i]``.
