@@ -43,7 +43,9 @@ HEAD_DIMS = {64: 128, 128: 128, 256: 80}
 MAX_BLOCK_N = 256
 #: the most O, S and P registers (``head_dim / 2 + 3 bn / 4``) a consumer thread may hold
 #: of its 232 (setmaxnreg): the rest hold addresses, the softmax's state and the loop
-MAX_FRAGMENT_REGISTERS = 200
+#: (ptxas, sm_90a: head_dim 256 in blocks of 80, 188, and 64 in blocks of 192, 176, do not
+#: spill; head_dim 128 in blocks of 176, 196, spilled 4 bytes causal)
+MAX_FRAGMENT_REGISTERS = 192
 SMEM_LIMIT = 227 * 1024  # dynamic shared memory one sm_90 CTA may take, bytes
 LOG2E = math.log2(math.e)
 FLOAT32_MAX = 3.4028234663852886e38
