@@ -55,6 +55,9 @@ SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(ove
              # FlashAttention-3's two stages: where a third does not fit (wider blocks)
              "both, 2 stages": dict(pingpong=True, overlap=True, stages=2),
              "persistent both, 2 stages": dict(pingpong=True, overlap=True, stages=2, persistent=True),
+             # three consumer warpgroups, 192 query rows per CTA (head_dim 64)
+             "overlap, 3 consumers": dict(overlap=True, stages=3, consumers=3),
+             "persistent overlap, 3 consumers": dict(overlap=True, stages=3, persistent=True, consumers=3),
              # the persistent kernel's code with a grid of one CTA per tile (every CTA walks one tile)
              "persistent both, a CTA per tile": dict(pingpong=True, overlap=True, stages=3, persistent=True,
                                                      ctas=2**31 - 1),
@@ -66,7 +69,7 @@ SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(ove
 #: persistent ping-pong that keeps a buffer of its own for O at head_dim 128
 SCHEDULES.update({f"{name}, TMA store": dict(SCHEDULES[name], tma_store=True)
                   for name in ("ping-pong", "persistent ping-pong", "persistent overlap", "persistent both",
-                               "both, 2 stages", "persistent both, 2 stages",
+                               "both, 2 stages", "persistent both, 2 stages", "persistent overlap, 3 consumers",
                                "persistent both, rows <= 4096")})
 DEFAULT_SCHEDULES = tuple(name for name in SCHEDULES if "TMA store" not in name)
 

@@ -252,5 +252,6 @@ show attention-ops-256 30
 part attention-consumers-tests 300 python3 -m pytest tests/python/test_attention_consumers.py -m gpu -q -n 8 --tb=short \
   -p no:cacheprovider
 part attention-consumers 400 python3 bench/attention.py --runs 10 --rows 4,32,4096,64 8,16,2048,64 16,16,16384,64 \
-  --schedules "persistent overlap" "overlap, 3 consumers" "persistent overlap, 3 consumers" --block-n 192
+  --schedules "persistent overlap" "overlap, 3 consumers" "persistent overlap, 3 consumers" \
+  "persistent overlap, 3 consumers, TMA store"
 show attention-consumers 12
