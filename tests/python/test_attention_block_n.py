@@ -10,8 +10,6 @@ straddle the query blocks' rows unevenly), on one CTA per tile and on a persiste
 of 3 CTAs whose ring runs on over dozens of tiles (bounded waits: a broken protocol fails).
 """
 
-import re
-
 import pytest
 
 import tvm_tirx
@@ -19,7 +17,7 @@ from tvm_tirx import testing
 from tvm_tirx.kernels.attention import AttentionConfig, make_attention
 from tvm_tirx.script import tirx as T
 
-from test_kernels_attention import check
+from test_kernels_attention import _calls, _kernel, check
 
 #: (head_dim, block_n, schedule): the sizes the block sweep measures
 CASES = [(256, 80, dict(pingpong=True)), (256, 80, dict(pingpong=True, tma_store=True)),
@@ -27,30 +25,15 @@ CASES = [(256, 80, dict(pingpong=True)), (256, 80, dict(pingpong=True, tma_store
          (128, 160, dict(pingpong=True, overlap=True, stages=2, tma_store=True)),
          (128, 96, dict(pingpong=True, overlap=True, stages=3, persistent=True, tma_store=True))]
 _IDS = [f"d{d}-bn{bn}-" + "-".join(f"{k}{v}" for k, v in s.items()) for d, bn, s in CASES]
-_BUILT = {}
 
 
-def _kernel(head_dim, block_n, schedule, causal):
-    if not testing.has_nvcc():
-        pytest.skip("compiles for sm_90a: needs nvcc on the PATH")
-    key = (head_dim, block_n, repr(schedule), causal)
-    if key not in _BUILT:
-        func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, head_dim, kv_heads=2, causal=causal,
-                              block_n=block_n, **schedule)
-        kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
-        assert len(testing.assemble(kernel)) > 0
-        _BUILT[key] = kernel
-    return _BUILT[key]
-
-
-def _calls(kernel, name):
-    body = kernel.cuda_source[kernel.cuda_source.index("__global__") :]
-    return len(re.findall(rf"\b{name}\(", body))
+def _built(head_dim, block_n, schedule, causal):
+    return _kernel(head_dim, causal, block_n=block_n, **schedule)
 
 
 @pytest.mark.parametrize("head_dim,block_n,schedule", CASES[::2] + CASES[3:4], ids=_IDS[::2] + _IDS[3:4])
 def test_a_block_of_n_keys_issues_the_products_of_n_keys(head_dim, block_n, schedule):
-    kernel = _kernel(head_dim, block_n, schedule, True)
+    kernel = _built(head_dim, block_n, schedule, True)
     chunks = head_dim // 64
     qk = f"tvm_builtin_ptx_wgmma_bf16_ss_mma_async_sync_aligned_m64n{block_n}k16_f32_bf16_bf16_1_1_0_0"
     pv = f"tvm_builtin_ptx_wgmma_bf16_rs_mma_async_sync_aligned_m64n{head_dim}k16_f32_bf16_bf16_1_1_1"

@@ -21,36 +21,21 @@ from tvm_tirx.kernels.attention import BM, AttentionConfig, make_attention
 from tvm_tirx.kernels.attention.config import CONSUMERS, MAX_FRAGMENT_REGISTERS
 from tvm_tirx.script import tirx as T
 
-from test_kernels_attention import check
+from test_kernels_attention import _calls, _kernel, check
 
 #: the schedules three consumers run: (name, options)
 SCHEDULES = {"serial": {}, "overlap": dict(overlap=True, stages=3),
              "persistent-overlap": dict(overlap=True, stages=3, persistent=True, ctas=3)}
-_BUILT = {}
 
 
-def _kernel(causal, **options):
+def _built(causal, **options):
     """head_dim 64, three consumers, run-time batch and length; compiled and assembled once."""
-    if not testing.has_nvcc():
-        pytest.skip("compiles for sm_90a: needs nvcc on the PATH")
-    key = (causal, tuple(sorted(options.items())))
-    if key not in _BUILT:
-        func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, 64, kv_heads=2, causal=causal, consumers=3,
-                              **options)
-        kernel = tvm_tirx.compile(func, target="cuda", arch="sm_90a")
-        assert len(testing.assemble(kernel)) > 0
-        _BUILT[key] = kernel
-    return _BUILT[key]
-
-
-def _calls(kernel, name):
-    body = kernel.cuda_source[kernel.cuda_source.index("__global__") :]
-    return len(re.findall(rf"\b{name}\(", body))
+    return _kernel(64, causal, consumers=3, **options)
 
 
 @pytest.mark.parametrize("name,causal", [("serial", False), ("overlap", True), ("persistent-overlap", True)])
 def test_three_consumers_launch_512_threads_with_their_registers_and_products(name, causal):
-    kernel = _kernel(causal, **SCHEDULES[name])
+    kernel = _built(causal, **SCHEDULES[name])
     source = kernel.cuda_source
     assert "__launch_bounds__(512, 1)" in source and "__launch_bounds__(384" not in source
     assert "setmaxnreg.dec.sync.aligned.u32 24;" in source and "setmaxnreg.inc.sync.aligned.u32 160;" in source
@@ -64,12 +49,12 @@ def test_three_consumers_launch_512_threads_with_their_registers_and_products(na
 
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_three_consumers_do_not_spill(name):
-    report = testing.ptxas_report(_kernel(True, **SCHEDULES[name]))
+    report = testing.ptxas_report(_built(True, **SCHEDULES[name]))
     assert "0 bytes spill stores, 0 bytes spill loads" in report, report
 
 
 def test_the_persistent_kernel_loads_each_consumers_64_rows_of_q():
-    source = _kernel(True, **SCHEDULES["persistent-overlap"]).cuda_source
+    source = _built(True, **SCHEDULES["persistent-overlap"]).cuda_source
     # Q's 192 rows: 3 x 64 x 64 bf16 -> 8192 bytes expected per consumer's barrier
     assert re.search(r"mbarrier_arrive_expect_tx\w*\([^;]*\(uint\)8192\)", source)
 
@@ -107,7 +92,7 @@ def test_what_three_consumers_do_not_take_are_value_errors(head_dim, options, ma
 
 
 def test_three_consumers_store_o_by_tma():
-    kernel = _kernel(False, tma_store=True, persistent=True, ctas=3)
+    kernel = _built(False, tma_store=True, persistent=True, ctas=3)
     assert len(re.findall(r"cp\.async\.bulk\.tensor\.4d\.global\.shared::cta", kernel.ptx)) == 1
 
 
