@@ -107,8 +107,8 @@ def _name(heads, kv_heads, head_dim, causal, dtype, scale, plan: AttentionPlan) 
         name += f"_rows{plan.persistent_rows or 0}"
     if plan.tma_store != table.tma_store:
         name += "_tma_store" if plan.tma_store else "_thread_store"
-    block_n = plan.block_n or HEAD_DIMS[head_dim]
-    if block_n != (table.block_n or HEAD_DIMS[head_dim]):
+    block_n = plan.block_n or HEAD_DIMS[head_dim]  # None: the head_dim's, which the table names
+    if block_n != table.block_n:
         name += f"_bn{block_n}"
     if f32_bits(scale) != f32_bits(1.0 / math.sqrt(head_dim)):
         name += f"_s{f32_bits(scale)}"
