@@ -255,3 +255,7 @@ part attention-consumers 400 python3 bench/attention.py --runs 10 --rows 4,32,40
   --schedules "persistent overlap" "overlap, 3 consumers" "persistent overlap, 3 consumers" \
   "persistent overlap, 3 consumers, TMA store"
 show attention-consumers 12
+# the backward's overlapped schedule (make_attention_backward(overlap=True), 2026-12-06, fifth session):
+# its GPU tests (the deterministic ones with it are in the part deterministic), then the variants
+part backward-overlap-tests 300 python3 -m pytest tests/python/test_attention_backward_overlap.py -m gpu -q -n 8 \
+  --tb=short -p no:cacheprovider

@@ -163,12 +163,13 @@ def _run(torch, kernel, q, k, v, do, causal):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("head_dim,causal,kv_heads,dq_split", [(128, True, 2, "keys"), (128, False, 8, "keys"),
-                                                               (64, True, 1, "columns")])
-def test_the_same_bits_on_every_run_on_gpu(torch_cuda, head_dim, causal, kv_heads, dq_split):
+@pytest.mark.parametrize("head_dim,causal,kv_heads,dq_split,overlap", [
+    (128, True, 2, "keys", False), (128, False, 8, "keys", False), (64, True, 1, "columns", False),
+    (128, True, 2, "columns", True), (64, False, 8, "columns", True)])
+def test_the_same_bits_on_every_run_on_gpu(torch_cuda, head_dim, causal, kv_heads, dq_split, overlap):
     torch = torch_cuda
     func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=kv_heads, causal=causal,
-                                   dq_split=dq_split, deterministic=True)
+                                   dq_split=dq_split, deterministic=True, overlap=overlap)
     kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
     for seq_len in (77, 1000, 2049):
         shape = (2, seq_len, 8, kv_heads, head_dim)

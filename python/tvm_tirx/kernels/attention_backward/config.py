@@ -77,6 +77,11 @@ DQ_SPLITS = ("keys", "columns")
 PLANS = {128: {"dq_split": "columns", "stages": 2}, 64: {"dq_split": "columns", "stages": 4}}
 PRODUCER_REGISTERS = 40
 CONSUMER_REGISTERS = 232
+#: with ``overlap``, the most registers of a consumer thread that ``dV``, ``dK``, ``dQ`` and the
+#: packed ``P^T`` / ``dS^T`` may take for ``dV`` to stay in flight while ``dQ`` and ``dK`` are
+#: issued: ptxas 13.0 serialised the wgmmas (C7512) with the 192 of head_dim 128, not with the
+#: 112 of head_dim 64 (there ``dV`` is waited for first)
+IN_FLIGHT_REGISTERS = 112
 DQ_BOX = 32  # float32 columns per TMA reduce box: one 128-byte swizzle row
 #: arrivals that fill a ring stage: the TMA thread's ``arrive.expect_tx`` and the 32 lanes
 #: that copy the LSE and Dsum values (:func:`.producer.make_row_copier`)
@@ -109,11 +114,12 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         :data:`~tvm_tirx.kernels.extents.MAX_ELEMENTS` elements in Q; ``stages`` outside
         1..4 or more shared memory than a CTA has; a ``scale`` that is not a positive
         finite number; ``causal`` or ``deterministic`` not a bool; ``dq_split`` not one of
-        :data:`DQ_SPLITS`.
+        :data:`DQ_SPLITS`; ``overlap`` not a bool, or True without ``dq_split="columns"``.
     """
 
     dq_split: str = "keys"
     deterministic: bool = False
+    overlap: bool = False
 
     def __post_init__(self):
         self._check_sizes()
@@ -146,6 +152,11 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
             raise ValueError(f"dq_split: expected one of {list(DQ_SPLITS)}, found {self.dq_split!r}")
         if not isinstance(self.deterministic, bool):
             raise ValueError(f"deterministic: expected a bool, found {self.deterministic!r}")
+        if not isinstance(self.overlap, bool):
+            raise ValueError(f"overlap: expected a bool, found {self.overlap!r}")
+        if self.overlap and not self.split_columns:
+            raise ValueError("overlap=True needs dq_split='columns': with 'keys' a consumer's dQ (64 x head_dim "
+                             "float32) in flight next to dV and dK takes more registers than a thread has")
 
     # -- what follows from the sizes ---------------------------------------------------------
 
@@ -199,6 +210,15 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         """Columns of the ``dQ`` block one consumer computes and reduces: head_dim, or
         head_dim / 2 (``"columns"``)."""
         return self.head_dim // 2 if self.split_columns else self.head_dim
+
+    @property
+    def dv_in_flight(self) -> bool:
+        """With ``overlap``: whether ``dV`` may still run while ``dQ`` and ``dK`` are issued
+        (their registers, ``dV + dK + dQ`` accumulators and the packed ``P^T`` and ``dS^T``,
+        at most :data:`IN_FLIGHT_REGISTERS`: head_dim 64); else the schedule waits for
+        ``dV`` first."""
+        registers = (2 * WG_K * self.head_dim + BQ * self.dq_columns) // 128 + 2 * BQ * WG_K // 256
+        return registers <= IN_FLIGHT_REGISTERS
 
     @property
     def mma_dq(self) -> str:

@@ -53,10 +53,14 @@ def _keep(causal: bool, key, query, seq_len):
 
 
 def make_gradients(cfg: BackwardConfig):
-    """The macro ``gradients(regs, srows, k0, q0, place)`` (``regs`` a
-    :class:`.state.Registers`, ``srows`` the stage's ``(2, 64)`` float32 LSE / Dsum rows,
-    ``k0`` the warpgroup's first key, ``q0`` the block's first query, ``place`` a
-    :class:`.state.Place`)."""
+    """``(probabilities, finish, gradients)``: the macros ``probabilities(regs, srows, k0,
+    q0, place)`` (``regs.S`` becomes ``P^T``, in float32), ``finish(regs, srows, place)``
+    (``regs.dP`` becomes ``dS^T`` times the scale, then both are packed into ``regs.Pw``
+    and ``regs.dSw``) and ``gradients`` (both in turn, the arguments of
+    ``probabilities``); ``regs`` a :class:`.state.Registers`, ``srows`` the stage's ``(2,
+    64)`` float32 LSE / Dsum rows, ``k0`` the warpgroup's first key, ``q0`` the block's
+    first query, ``place`` a :class:`.state.Place`.  Apart, a schedule computes ``P^T``
+    while ``dP^T`` is still in flight (``overlap``, :mod:`.consumer`)."""
     scale, scale_log2, causal = cfg.softmax_scale, cfg.scale_log2, cfg.causal
     pack = make_pack_pairs(cfg.dtype, REGS)
 
@@ -68,16 +72,25 @@ def make_gradients(cfg: BackwardConfig):
                                    sl[r], T.float32(0))
 
     @T.macro
-    def gradients(regs, srows, k0, q0, place):
-        sl, dl = regs.S.local(), regs.dP.local()
+    def p_values(regs, srows, k0, q0, place):
+        sl = regs.S.local()
         for r in T.unroll(REGS):  # column 8 j + 2 t + e of register r = 4 j + 2 h + e
             sl[r] = sl[r] * T.float32(scale_log2) - srows[0, accumulator_col(0, place.tid, r // 4, r % 2)]
         T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sl.view(REGS, 1), sl.view(REGS, 1))
         if _needs_mask(cfg, k0, q0, place.seq_len):
             mask(sl, k0, q0, place)
+
+    @T.macro
+    def finish(regs, srows, place):  # packed last: S + dP + dV + dK is the peak (.config)
+        sl, dl = regs.S.local(), regs.dP.local()
         for r in T.unroll(REGS):
             dl[r] = sl[r] * (dl[r] - srows[1, accumulator_col(0, place.tid, r // 4, r % 2)]) * T.float32(scale)
         pack(regs.Pw.local(), sl)
         pack(regs.dSw.local(), dl)
 
-    return gradients
+    @T.macro
+    def gradients(regs, srows, k0, q0, place):
+        p_values(regs, srows, k0, q0, place)
+        finish(regs, srows, place)
+
+    return p_values, finish, gradients

@@ -141,7 +141,8 @@ def _make_body(cfg: BackwardConfig):
 
 def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None,
                             causal: bool = False, scale: float | None = None, dtype: str = "bfloat16",
-                            stages: int = 2, dq_split: str = "keys", deterministic: bool = False):
+                            stages: int = 2, dq_split: str = "keys", deterministic: bool = False,
+                            overlap: bool = False):
     """The fused attention backward: ``dQ``, ``dK`` and ``dV`` of ``O = softmax(scale * Q
     K^T [+ causal mask]) V`` from ``dO``, recomputing the probabilities from the forward's
     log-sum-exp (FlashAttention-2/3's algorithm, key/value blocks outermost): a
@@ -186,6 +187,9 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         Add the ``dQ`` partial sums of a query block in key order (:mod:`.exchange`), so
         that ``dQ`` is the same bits on every run; the kernel then takes ``Order``.  Its
         cost: each reduce waits for the previous key block's and for its own completion.
+    overlap : bool
+        Issue each iteration's products so that they run under the consumer's arithmetic
+        and exchanges (:mod:`.consumer`); needs ``dq_split="columns"``.
 
     Returns
     -------
@@ -209,7 +213,7 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
     """
     kv_heads = heads if kv_heads is None else kv_heads
     cfg = BackwardConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, dq_split,
-                         deterministic)
+                         deterministic, overlap)
     return _prim_func(cfg, _make_body(cfg))
 
 

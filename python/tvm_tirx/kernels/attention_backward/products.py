@@ -17,11 +17,14 @@ the stage's Q and dO blocks (64 rows each):
   128 keys -- ``sk`` is stored chunk-major then, so that a chunk's two 64-key halves are
   adjacent and one descriptor steps 2 KiB per k16 step through both.
 
-Each macro issues its calls after a ``wgmma.fence`` and closes them into one group
-(``commit_group``); the caller waits.
+Each macro issues its calls after a ``wgmma.fence`` and closes them into groups
+(``commit_group``): the default schedule's ``scores`` and ``grads``, and the pieces the
+``overlap`` schedule issues apart (:mod:`.consumer`); the caller waits.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from tvm.script import tirx as T
 
@@ -29,7 +32,7 @@ from ..attention.config import CHUNK
 from ..gemm.operands import Operand
 from .config import BK, BQ, BackwardConfig
 
-__all__ = ["make_products"]
+__all__ = ["Products", "make_products"]
 
 
 def _ds_all(cfg: BackwardConfig, sds):
@@ -76,37 +79,80 @@ def _make_dq(cfg: BackwardConfig):
     return dq_columns if cfg.split_columns else dq_keys
 
 
-def make_products(cfg: BackwardConfig):
-    """``(scores, grads)``: the macros ``scores(smem, regs, s, c)`` (``S^T`` and ``dP^T``
-    from stage ``s``) and ``grads(smem, regs, step, c)`` (``dV``, ``dK`` -- added to after
-    the first iteration, overwritten in it -- and ``dQ``, always overwritten)
-    (:class:`.state.Shared`, :class:`.state.Registers`, :class:`.state.Step`)."""
+class Products(NamedTuple):
+    """The product macros of :func:`make_products` (``smem`` a :class:`.state.Shared`,
+    ``regs`` a :class:`.state.Registers`, ``step`` a :class:`.state.Step`, ``c`` the
+    consumer)."""
+
+    #: ``scores(smem, regs, s, c)``: ``S^T`` and ``dP^T`` from stage ``s``, one group
+    scores: object
+    #: ``grads(smem, regs, step, c)``: ``dV`` and ``dK`` (one group), waits, then ``dQ``
+    grads: object
+    #: ``scores_apart(smem, regs, s, c)``: ``S^T`` (a group), then ``dP^T`` (a group)
+    scores_apart: object
+    #: ``dv(smem, regs, step)``: ``dV`` alone, one group
+    dv: object
+    #: ``dq_dk(smem, regs, step, c)``: ``dQ`` (a group), then ``dK`` (a group)
+    dq_dk: object
+
+
+def make_products(cfg: BackwardConfig) -> Products:
+    """The product macros of one iteration (:class:`Products`): ``dV`` and ``dK`` are added
+    to after the first iteration (overwritten in it), ``dQ`` always overwritten.  Every
+    macro issues its calls after a ``wgmma.fence`` and commits them; the caller waits."""
     ops, chunks, head_dim = cfg.operands, cfg.chunks, cfg.head_dim
     kv, qdo, qdo_n = ops["kv"], ops["qdo"], ops["qdo_n"]
     dq = _make_dq(cfg)
 
     @T.macro
+    def score(acc, tiles, s, c, ring):
+        for cc in T.unroll(chunks):
+            T.cuda.tile.apply(T.ptx[cfg.mma_scores], acc, kv.mma_view(tiles.sub[c], cc, 0, kv.rows, 16),
+                              qdo.mma_view(ring.sub[s], cc, 0, qdo.rows, 16), scope="warpgroup", scale_d=cc > 0)
+
+    @T.macro
     def scores(smem, regs, s, c):
         T.ptx["wgmma.fence.sync.aligned"]()
-        for cc in T.unroll(chunks):
-            T.cuda.tile.apply(T.ptx[cfg.mma_scores], regs.S, kv.mma_view(smem.sk.sub[c], cc, 0, kv.rows, 16),
-                              qdo.mma_view(smem.sq.sub[s], cc, 0, qdo.rows, 16), scope="warpgroup", scale_d=cc > 0)
-        for cc in T.unroll(chunks):
-            T.cuda.tile.apply(T.ptx[cfg.mma_scores], regs.dP, kv.mma_view(smem.sv.sub[c], cc, 0, kv.rows, 16),
-                              qdo.mma_view(smem.sdo.sub[s], cc, 0, qdo.rows, 16), scope="warpgroup", scale_d=cc > 0)
+        score(regs.S, smem.sk, s, c, smem.sq)
+        score(regs.dP, smem.sv, s, c, smem.sdo)
         T.ptx["wgmma.commit_group.sync.aligned"]()
+
+    @T.macro
+    def scores_apart(smem, regs, s, c):
+        T.ptx["wgmma.fence.sync.aligned"]()
+        score(regs.S, smem.sk, s, c, smem.sq)
+        T.ptx["wgmma.commit_group.sync.aligned"]()
+        score(regs.dP, smem.sv, s, c, smem.sdo)
+        T.ptx["wgmma.commit_group.sync.aligned"]()
+
+    @T.macro
+    def grad(acc, a, ring, step):
+        T.cuda.tile.apply(T.ptx[cfg.mma_grads], acc, a, qdo_n.mma_view(ring, step.s, 0, head_dim, 16),
+                          scope="warpgroup", scale_d=step.g > 0)
 
     @T.macro
     def grads(smem, regs, step, c):
         T.ptx["wgmma.fence.sync.aligned"]()
-        T.cuda.tile.apply(T.ptx[cfg.mma_grads], regs.dV, regs.Pw, qdo_n.mma_view(smem.sdo, step.s, 0, head_dim, 16),
-                          scope="warpgroup", scale_d=step.g > 0)
-        T.cuda.tile.apply(T.ptx[cfg.mma_grads], regs.dK, regs.dSw, qdo_n.mma_view(smem.sq, step.s, 0, head_dim, 16),
-                          scope="warpgroup", scale_d=step.g > 0)
+        grad(regs.dV, regs.Pw, smem.sdo, step)
+        grad(regs.dK, regs.dSw, smem.sq, step)
         T.ptx["wgmma.commit_group.sync.aligned"]()
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         T.ptx["wgmma.fence.sync.aligned"]()
         dq(smem, regs, c)
         T.ptx["wgmma.commit_group.sync.aligned"]()
 
-    return scores, grads
+    @T.macro
+    def dv(smem, regs, step):
+        T.ptx["wgmma.fence.sync.aligned"]()
+        grad(regs.dV, regs.Pw, smem.sdo, step)
+        T.ptx["wgmma.commit_group.sync.aligned"]()
+
+    @T.macro
+    def dq_dk(smem, regs, step, c):
+        T.ptx["wgmma.fence.sync.aligned"]()
+        dq(smem, regs, c)
+        T.ptx["wgmma.commit_group.sync.aligned"]()
+        grad(regs.dK, regs.dSw, smem.sq, step)
+        T.ptx["wgmma.commit_group.sync.aligned"]()
+
+    return Products(scores, grads, scores_apart, dv, dq_dk)
