@@ -29,8 +29,8 @@ JOIN = "tvm_builtin_ptx_barrier_sync_count_sync_aligned((uint)3, (uint)256);"
 
 #: (head_dim, causal, dtype, kv_heads, static, stages): both head_dims, causal or not, both dtypes,
 #: static and run-time sizes, the stages each head_dim's plans take
-OVERLAP = [(128, True, "bfloat16", 2, False, 2), (128, False, "float16", 8, True, 3), (64, True, "bfloat16", 2, False, 4),
-           (64, False, "float16", 8, True, 2)]
+OVERLAP = [(128, True, "bfloat16", 2, False, 2), (128, False, "float16", 8, True, 3),
+           (64, True, "bfloat16", 2, False, 4), (64, False, "float16", 8, True, 2)]
 
 
 @pytest.mark.parametrize("head_dim,causal,dtype,kv_heads,static,stages", OVERLAP)

@@ -68,13 +68,16 @@ BK = WG_K * CONSUMERS  # keys per CTA
 HEAD_DIMS = (64, 128)
 #: how the two consumers share ``dQ`` (:mod:`.exchange`): by their 64 keys, or by head_dim columns
 DQ_SPLITS = ("keys", "columns")
-#: head_dim -> the ``dq_split`` and ``stages`` the torch operator's kernels take.  Measured on
-#: an H100 (2026-12-05, ``bench/attention.py --backward-kernels``, the kernel alone, us):
+#: head_dim -> the ``dq_split``, ``stages`` and ``overlap`` the torch operator's kernels take.
+#: Measured on an H100 (2026-12-05, ``bench/attention.py --backward-kernels``, the kernel alone, us):
 #: head_dim 128 "keys"/2 -> "columns"/2: 3177 -> 3107 (1,32,32,8192 causal), 1155 -> 1038
 #: (4,32,8,2048 causal), 6210 -> 5478 (4,32,32,4096); 3 stages mixed (3084, 1038, 5730).
 #: head_dim 64 "keys"/2 -> "columns"/4: 1089 -> 949 (8,16,16,2048), 2276 -> 2160
 #: (4,32,32,4096 causal).
-PLANS = {128: {"dq_split": "columns", "stages": 2}, 64: {"dq_split": "columns", "stages": 4}}
+#: ``overlap`` (H100, 2026-12-06, the same benchmark, "columns", us): head_dim 128 2 stages 3050 ->
+#: 2905, 1012 -> 960, 5462 -> 5234 (3 stages overlapped: 2790, 966, 5389); head_dim 64 4 stages
+#: 930 -> 945, 2128 -> 2127 (no gain: not taken).
+PLANS = {128: {"dq_split": "columns", "stages": 2, "overlap": True}, 64: {"dq_split": "columns", "stages": 4}}
 PRODUCER_REGISTERS = 40
 CONSUMER_REGISTERS = 232
 #: with ``overlap``, the most registers of a consumer thread that ``dV``, ``dK``, ``dQ`` and the
