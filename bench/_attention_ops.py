@@ -50,7 +50,8 @@ def rows_of(classes) -> list:
 
 def plan_of(row) -> str:
     """The plan ``ops.attention`` takes for ``row`` (``ops.check`` on meta tensors of the
-    row's shapes: its schedule, stages, grid, keys per block and O's store)."""
+    row's shapes: its schedule, ``3c`` with three consumer warpgroups, stages, keys per
+    block, grid and O's store)."""
     import torch
 
     from tvm_tirx import ops
@@ -65,7 +66,8 @@ def plan_of(row) -> str:
     rows = f"<={plan.persistent_rows}" if plan.persistent_rows else ""
     store = " tma" if plan.tma_store else ""
     block_n = plan.block_n or HEAD_DIMS[d]  # None: the head_dim's
-    return f"{plan.schedule} s{plan.stages} bn{block_n} {grid}{rows}{store}"
+    consumers = f" {plan.consumers}c" if plan.consumers != 2 else ""  # two: the default, unnamed
+    return f"{plan.schedule}{consumers} s{plan.stages} bn{block_n} {grid}{rows}{store}"
 
 
 def main_plans(classes) -> None:

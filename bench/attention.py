@@ -69,8 +69,8 @@ SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(ove
 #: persistent ping-pong that keeps a buffer of its own for O at head_dim 128
 SCHEDULES.update({f"{name}, TMA store": dict(SCHEDULES[name], tma_store=True)
                   for name in ("ping-pong", "persistent ping-pong", "persistent overlap", "persistent both",
-                               "both, 2 stages", "persistent both, 2 stages", "persistent overlap, 3 consumers",
-                               "persistent both, rows <= 4096")})
+                               "both, 2 stages", "persistent both, 2 stages", "overlap, 3 consumers",
+                               "persistent overlap, 3 consumers", "persistent both, rows <= 4096")})
 DEFAULT_SCHEDULES = tuple(name for name in SCHEDULES if "TMA store" not in name)
 
 

@@ -295,7 +295,9 @@ def test_the_schedule_table_puts_short_rows_of_head_dim_128_on_the_persistent_gr
 
     assert [choose_schedule(128, causal, n)["persistent"] for n in (0, 1000, PERSISTENT_ROWS, PERSISTENT_ROWS + 1)] == [
         True, True, True, False]
-    assert choose_schedule(64, causal, 10**6)["persistent"] and not choose_schedule(256, causal, 100)["persistent"]
+    # head_dim 64: full rows persistent at every length; causal rows past PERSISTENT_ROWS on one CTA per tile
+    assert choose_schedule(64, causal, 10**6)["persistent"] is not causal
+    assert not choose_schedule(256, causal, 100)["persistent"]
     assert all(choose_schedule(128, causal, n)["persistent_rows"] is None for n in (0, PERSISTENT_ROWS + 1))
     # the op's two head_dim 128 kernels: the table's for rows of unknown length (persistent up to
     # PERSISTENT_ROWS keys, chosen at launch) serves the short rows; the long ones get one CTA per tile

@@ -6,7 +6,10 @@ are not in the key: every kernel is made with both as run-time extents, so one c
 kernel serves every (batch, length) -- two at head_dim 128, whose schedule table puts rows
 of at most :data:`~tvm_tirx.kernels.attention.schedules.PERSISTENT_ROWS` keys on the
 persistent grid (that kernel is also the one for rows of unknown length: it launches one
-CTA per tile for longer rows) and longer rows on one CTA per tile.  Kernels are compiled
+CTA per tile for longer rows) and longer rows on one CTA per tile, and two at head_dim 64
+causal, whose table gives rows known to be longer than ``PERSISTENT_ROWS`` keys three
+consumer warpgroups on one CTA per tile and the others (unknown lengths too) two on the
+persistent grid.  Kernels are compiled
 on first use (the on-disk compile cache of :mod:`tvm_tirx.build.cache` may serve them)
 and kept for the process (:class:`.KernelTable`).
 
@@ -110,6 +113,8 @@ def _name(heads, kv_heads, head_dim, causal, dtype, scale, plan: AttentionPlan) 
     block_n = plan.block_n or HEAD_DIMS[head_dim]  # None: the head_dim's, which the table names
     if block_n != table.block_n:
         name += f"_bn{block_n}"
+    if plan.consumers != table.consumers:
+        name += f"_c{plan.consumers}"
     if f32_bits(scale) != f32_bits(1.0 / math.sqrt(head_dim)):
         name += f"_s{f32_bits(scale)}"
     return name
@@ -124,7 +129,8 @@ def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, 
     table's for rows of unknown length (:func:`~tvm_tirx.kernels.attention.choose_schedule`),
     ``_pp{0|1}_ov{0|1}_st{stages}`` where its schedule is not, ``_rows{n}`` where its
     launch-time grid choice is not, ``_tma_store`` / ``_thread_store`` where its O store
-    is not, and ``_s{bits}`` (the float32 bits of ``scale``, hex)
+    is not, ``_bn{block_n}`` where its keys per block are not, ``_c{consumers}`` where its
+    consumer warpgroups are not, and ``_s{bits}`` (the float32 bits of ``scale``, hex)
     unless ``scale`` is the default ``1 / sqrt(head_dim)``: kernels of different plans or
     scales never share a name (the Relax offload adds one PrimFunc per name).
 

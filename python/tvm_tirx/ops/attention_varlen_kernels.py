@@ -56,7 +56,11 @@ class VarlenKey(AttentionOperands):
 def varlen_plan(head_dim: int, causal: bool, max_seqlen: int) -> AttentionPlan:
     """The schedule :func:`~tvm_tirx.kernels.attention.choose_attention` gives rows of
     ``max_seqlen`` keys, on the one-CTA-per-tile grid, storing O per thread (a TMA store
-    would write whole 64-row boxes, past a sequence's end into the next one's rows).
+    would write whole 64-row boxes, past a sequence's end into the next one's rows), in two
+    consumer warpgroups (the packed-sequence grid counts query blocks of 128 rows; the
+    table gives head_dim 64 three where it can).  ``make_attention(..., varlen=True)``
+    refuses the other three (``persistent``, ``tma_store``, ``consumers=3``); the rest of
+    the plan (schedule, stages, ``block_n``) is kept.
 
     Raises
     ------
@@ -64,7 +68,7 @@ def varlen_plan(head_dim: int, causal: bool, max_seqlen: int) -> AttentionPlan:
         What ``choose_attention`` refuses.
     """
     return replace(choose_attention(head_dim, causal, max_seqlen), persistent=False, persistent_rows=None,
-                   tma_store=False)
+                   tma_store=False, consumers=2)
 
 
 @functools.lru_cache(maxsize=None)

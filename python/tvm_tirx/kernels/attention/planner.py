@@ -4,10 +4,11 @@ offload take (:func:`choose_attention`), visible and overridable.
 A plan (:class:`AttentionPlan`) is :func:`~tvm_tirx.kernels.attention.make_attention`'s
 schedule: the consumers' schedule (serial, ping-pong, overlapped, or ping-pong and
 overlapped together), the ring's depth, the grid (one CTA per tile, or persistent), how
-O is stored and the keys per block (128 query rows per CTA, two consumer warpgroups of
-64: :class:`~.config.AttentionConfig`).  They follow from ``head_dim``, as does the table
-of :func:`~.schedules.choose_schedule` the plan comes from by default -- the H200's
-fastest per head_dim, masking and row length.  :func:`override` replaces it where a
+O is stored, the keys per block and the consumer warpgroups of 64 query rows (two: 128
+rows per CTA; three, head_dim 64 only: 192; :class:`~.config.AttentionConfig`).  They
+follow from ``head_dim``, as does the table of :func:`~.schedules.choose_schedule` the
+plan comes from by default -- the fastest measured per head_dim, masking and row length
+(H200 and H100).  :func:`override` replaces it where a
 measurement says so; ``tvm_tirx.ops.check(tvm_tirx.ops.attention, q, k, v)`` on meta
 tensors shows the plan a call gets (in its kernel key).
 """
@@ -48,12 +49,18 @@ class AttentionPlan:
     block_n : int | None
         Keys per key/value block (``make_attention``'s ``block_n``); None: the head_dim's
         (:data:`~.config.HEAD_DIMS`).
+    consumers : int
+        Consumer warpgroups of 64 query rows each: 2 (the default, 128 rows per CTA) or 3
+        (192 rows per CTA; head_dim 64 only, without ``pingpong``, not for packed
+        sequences: :class:`~.config.AttentionConfig` refuses the rest, and so does
+        :func:`override`).
 
     Raises
     ------
     ValueError
         ``stages`` not 2 or 3, ``overlap`` with fewer than 3 stages, ``persistent_rows``
-        without ``persistent``, or ``block_n`` neither None nor an int.
+        without ``persistent``, ``tma_store`` not a bool, ``block_n`` neither None nor an
+        int, or ``consumers`` not the int 2 or 3.
     """
 
     pingpong: bool
@@ -63,8 +70,12 @@ class AttentionPlan:
     persistent_rows: int | None = None
     tma_store: bool = False
     block_n: int | None = None
+    consumers: int = 2
 
     def __post_init__(self):
+        if isinstance(self.consumers, bool) or not isinstance(self.consumers, int) or self.consumers not in (2, 3):
+            raise ValueError(f"AttentionPlan: consumers must be 2 or 3 (consumer warpgroups of 64 query rows), "
+                             f"found {self.consumers!r}")
         if self.block_n is not None and (isinstance(self.block_n, bool) or not isinstance(self.block_n, int)):
             raise ValueError(f"AttentionPlan: block_n must be None or an int (keys per block), found {self.block_n!r}")
         if not isinstance(self.tma_store, bool):
@@ -87,7 +98,7 @@ class AttentionPlan:
         """The plan as keyword arguments of ``make_attention``."""
         return {"pingpong": self.pingpong, "overlap": self.overlap, "stages": self.stages,
                 "persistent": self.persistent, "persistent_rows": self.persistent_rows, "tma_store": self.tma_store,
-                "block_n": self.block_n}
+                "block_n": self.block_n, "consumers": self.consumers}
 
 
 #: (head_dim, causal, seq_len or None) -> the plan given by :func:`override`
@@ -113,9 +124,10 @@ def override(head_dim: int, causal: bool, plan: AttentionPlan, seq_len: int | No
     ValueError
         A ``head_dim``, ``causal`` or ``seq_len`` :func:`choose_attention` refuses, a
         ``plan`` that is no :class:`AttentionPlan`, an overlapped plan at a head_dim
-        whose shared memory holds no third stage (256), or one whose blocks and stages
-        :class:`~.config.AttentionConfig` refuses at that head_dim (shared memory,
-        registers), with its message.
+        whose shared memory holds no third stage (256), or one whose blocks, stages or
+        consumers :class:`~.config.AttentionConfig` refuses at that head_dim (shared
+        memory, registers; three consumers anywhere but head_dim 64, or with
+        ``pingpong``), with its message.
     """
     _check(head_dim, causal, seq_len, "override")
     if not isinstance(plan, AttentionPlan):

@@ -6,7 +6,7 @@ take turns on named barriers, one's softmax under the other's products) and over
 (a consumer issues block ``j + 1``'s ``Q K^T`` before block ``j``'s softmax; it needs a
 third stage, so ``head_dim`` 64 and 128 only); ping-pong and overlapped combine.
 :func:`choose_schedule` gives the fastest on the H200 in ``python bench/attention.py``
-(December 2026, bf16, TFLOP/s, one run of every schedule):
+(December 2026, bf16, TFLOP/s, one run of every schedule) unless said otherwise:
 
 * head_dim 128: ping-pong and overlapped together (``pingpong=True, overlap=True,
   stages=3``: FlashAttention-3's two overlaps), full and causal: 655 / 650 overlapped /
@@ -19,13 +19,44 @@ third stage, so ``head_dim`` 64 and 128 only); ping-pong and overlapped combine.
   / 656 at 4 x 32 x 4096, causal 557 / 546; but not for longer rows (604 / 628 at 2 x
   16 x 16384, causal 602 / 625).  For rows whose length is not known when the kernel is
   made (a run-time ``seq_len``) the persistent kernel picks its grid at launch
-  (``persistent_rows``): one CTA per tile past :data:`PERSISTENT_ROWS` keys;
-* head_dim 64: overlapped on the persistent grid (446 against 407 with ping-pong too on
-  one CTA per tile, and 425 overlapped alone, at 4 x 32 x 4096; causal 415 / 355 / 358);
+  (``persistent_rows``): one CTA per tile past :data:`PERSISTENT_ROWS` keys.  O stored
+  by TMA (H100, 2026-12-05, the table's schedule without -> with it): 415 -> 440 at 32 x
+  16 x 512 (causal 260 -> 276), 440 -> 475 at 64 x 16 x 512 (causal 281 -> 296), 648 ->
+  675 at 4 x 32 x 4096;
+* head_dim 64: overlapped, in three consumer warpgroups of 64
+  query rows (``consumers=3``, 192 rows per CTA) where they win.  On an H100
+  (2026-12-06, bf16, ``bench/attention.py --runs 10``): two consumers on the persistent
+  grid (``2c, p``: the plan before), three on one CTA per tile (``3c``), three on the
+  persistent grid (``3c, p``), the same with O stored by TMA (``3c, p, TMA``), and SDPA's
+  cuDNN and FlashAttention-2 and JAX's Mosaic GPU (float16):
+
+  ===============  ======  =====  ===  =====  ==========  =====  ===  ======
+  B x H x L        causal  2c, p  3c   3c, p  3c, p, TMA  cuDNN  FA2  Mosaic
+  ===============  ======  =====  ===  =====  ==========  =====  ===  ======
+  4 x 32 x 4096    no      449    516  521    527         486    308  426
+  4 x 32 x 4096    yes     418    398  393    405         435    285  388
+  8 x 16 x 2048    no      421    456  469    477         452    292  380
+  8 x 16 x 2048    yes     344    312  307    318         363    244  295
+  16 x 16 x 16384  no      440    526  529    533         462    304  438
+  16 x 16 x 16384  yes     437    481  447    458         457    309  397
+  ===============  ======  =====  ===  =====  ==========  =====  ===  ======
+
+  Full rows: three consumers on the persistent grid with O stored by TMA, at every
+  length.  Causal rows known to be longer than :data:`PERSISTENT_ROWS` keys: three
+  consumers on one CTA per tile with O stored per thread (481 against 437; the TMA store
+  was not timed on that grid).  Other causal rows (at most :data:`PERSISTENT_ROWS` keys,
+  or a length not known when the kernel is made) keep the plan before, two consumers on
+  the persistent grid with O stored per thread, since three lose there: 398 against 418
+  at 4 x 32 x 4096 and 312 against 344 at 8 x 16 x 2048 (cuDNN is faster than both on
+  those rows).  The plan before came from the H200 (446 against 407 with ping-pong too on
+  one CTA per tile, and 425 overlapped alone, at 4 x 32 x 4096; causal 415 / 355 / 358;
+  O stored by TMA within 2% either way);
 * head_dim 256 (no third stage fits): ping-pong on one CTA per tile (642 / 629 serial,
   causal 560 / 548; 479 / 450 on the persistent grid), in blocks of 80 keys
   (:data:`~.config.HEAD_DIMS`) with O stored by TMA (666 against 616 with blocks of 64
-  and per-thread stores at 4 x 16 x 4096 on an H100, causal 598 / 545).
+  and per-thread stores at 4 x 16 x 4096 on an H100, causal 598 / 545; H100, 2026-12-06,
+  ping-pong without -> with the TMA store: 647 -> 666, causal 570 -> 598 at 4 x 16 x 4096;
+  633 -> 660, causal 476 -> 498 at 2 x 8 x 4096).
 
 Rerun the benchmark on another GPU and update the table.
 """
@@ -39,26 +70,21 @@ __all__ = ["OVERLAP_HEAD_DIMS", "PERSISTENT_ROWS", "choose_schedule"]
 #: head_dims whose shared memory holds the overlapped schedule's three stages
 OVERLAP_HEAD_DIMS = (64, 128)
 
-#: the longest rows (keys per query) head_dim 128 runs on the persistent grid
+#: the longest rows (keys per query) head_dim 128 runs on the persistent grid, and the
+#: longest causal rows head_dim 64 runs in two consumer warpgroups
 PERSISTENT_ROWS = 4096
-#: head_dim -> whether its plan stores O by TMA (``tma_store``).  128: measured on an H100
-#: (2026-12-05, ``bench/attention.py`` with the TMA-store schedules, the table's schedule with
-#: and without it): 415 -> 440 TFLOP/s (32,16,512 full), 260 -> 276 (causal), 440 -> 475 and
-#: 281 -> 296 (64,16,512), 648 -> 675 (4,32,4096 full).  256 (blocks of 80 keys, H100,
-#: 2026-12-06, ping-pong): 647 -> 666 (4,16,4096), 570 -> 598 (causal), 633 -> 660 (2,8,4096),
-#: 476 -> 498 (causal).  64: within 2% either way (persistent overlap 451 / 450 at 4,32,4096).
-TMA_STORE_HEAD_DIMS = {64: False, 128: True, 256: True}
 
 
 def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> dict:
     """``make_attention`` options ``{"pingpong", "overlap", "stages", "persistent",
-    "persistent_rows", "tma_store", "block_n"}`` (``tma_store``: :data:`TMA_STORE_HEAD_DIMS`;
-    ``block_n``: :data:`~.config.HEAD_DIMS`) for
-    ``head_dim`` (64, 128 or 256 elements), ``causal`` masking and
-    ``seq_len`` (keys per query; ``None``: not known when the kernel is made).  At head_dim
-    128 a known length picks the grid (persistent for at most :data:`PERSISTENT_ROWS`
-    keys); an unknown one gets ``persistent_rows=PERSISTENT_ROWS``, so that the kernel
-    picks it at launch.
+    "persistent_rows", "tma_store", "block_n", "consumers"}`` for ``head_dim`` (64, 128 or
+    256 elements), ``causal`` masking and ``seq_len`` (keys per query; ``None``: not known
+    when the kernel is made); ``block_n`` is the head_dim's (:data:`~.config.HEAD_DIMS`).
+    At head_dim 128 a known length picks the grid (persistent for at most
+    :data:`PERSISTENT_ROWS` keys); an unknown one gets ``persistent_rows=PERSISTENT_ROWS``,
+    so that the kernel picks it at launch.  At head_dim 64 full rows take three consumer
+    warpgroups, and so do causal rows known to be longer than :data:`PERSISTENT_ROWS`
+    keys (the module's table).
 
     Raises
     ------
@@ -72,15 +98,33 @@ def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> 
         raise ValueError(f"choose_schedule: causal must be a bool, found {causal!r}")
     if seq_len is not None and (type(seq_len) is not int or seq_len < 0):  # noqa: E721
         raise ValueError(f"choose_schedule: seq_len must be None or a non-negative int, found {seq_len!r}")
-    return {**_schedule(head_dim, seq_len), "tma_store": TMA_STORE_HEAD_DIMS[head_dim], "block_n": HEAD_DIMS[head_dim]}
+    schedule = {64: _head_dim_64, 128: _head_dim_128, 256: _head_dim_256}[head_dim](causal, seq_len)
+    return {**schedule, "block_n": HEAD_DIMS[head_dim]}
 
 
-def _schedule(head_dim: int, seq_len: int | None) -> dict:
-    """:func:`choose_schedule`'s options but ``tma_store`` and ``block_n``."""
-    if head_dim == 128:
-        known = seq_len is not None  # else the kernel picks its grid at launch
-        return {"pingpong": True, "overlap": True, "stages": 3, "persistent": not known or seq_len <= PERSISTENT_ROWS,
-                "persistent_rows": None if known else PERSISTENT_ROWS}
-    if head_dim in OVERLAP_HEAD_DIMS:
-        return {"pingpong": False, "overlap": True, "stages": 3, "persistent": True, "persistent_rows": None}
-    return {"pingpong": True, "overlap": False, "stages": 2, "persistent": False, "persistent_rows": None}
+def _head_dim_128(causal: bool, seq_len: int | None) -> dict:
+    """Ping-pong and overlapped, two consumers, O by TMA; persistent up to :data:`PERSISTENT_ROWS`
+    keys (an unknown length: chosen at launch)."""
+    del causal  # the same schedule either way
+    known = seq_len is not None  # else the kernel picks its grid at launch
+    return {"pingpong": True, "overlap": True, "stages": 3, "persistent": not known or seq_len <= PERSISTENT_ROWS,
+            "persistent_rows": None if known else PERSISTENT_ROWS, "tma_store": True, "consumers": 2}
+
+
+def _head_dim_64(causal: bool, seq_len: int | None) -> dict:
+    """Overlapped: full rows in three consumers, persistent, O by TMA; causal rows known to be longer
+    than :data:`PERSISTENT_ROWS` keys in three on one CTA per tile, O per thread; other causal rows in
+    two, persistent, O per thread."""
+    overlap = {"pingpong": False, "overlap": True, "stages": 3, "persistent_rows": None}
+    if not causal:
+        return {**overlap, "persistent": True, "tma_store": True, "consumers": 3}
+    if seq_len is not None and seq_len > PERSISTENT_ROWS:
+        return {**overlap, "persistent": False, "tma_store": False, "consumers": 3}
+    return {**overlap, "persistent": True, "tma_store": False, "consumers": 2}
+
+
+def _head_dim_256(causal: bool, seq_len: int | None) -> dict:
+    """Ping-pong (no third stage fits) on one CTA per tile, two consumers, O by TMA."""
+    del causal, seq_len  # the same schedule for every row
+    return {"pingpong": True, "overlap": False, "stages": 2, "persistent": False, "persistent_rows": None,
+            "tma_store": True, "consumers": 2}
