@@ -259,3 +259,6 @@ show attention-consumers 12
 # its GPU tests (the deterministic ones with it are in the part deterministic), then the variants
 part backward-overlap-tests 300 python3 -m pytest tests/python/test_attention_backward_overlap.py -m gpu -q -n 8 \
   --tb=short -p no:cacheprovider
+# the planner's three consumer warpgroups at head_dim 64 through ops.attention (2b6c854), with the peers
+part attention-ops-64 400 python3 bench/attention.py --ops --classes table head-dim
+show attention-ops-64 30
