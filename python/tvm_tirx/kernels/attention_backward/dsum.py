@@ -65,7 +65,7 @@ def _make_row_dot(dtype: str):
     return row_dot
 
 
-def make_dsum(batch, seq_len, heads: int, head_dim: int, dtype: str = "bfloat16"):
+def make_dsum(batch, seq_len, heads: int, head_dim: int, dtype: str = "bfloat16", zero_dq: bool = False):
     """``Dsum = rowsum(dO * O)`` for the attention backward: a ``T.function`` to pass to
     :func:`tvm_tirx.compile` (any CUDA arch from sm_80).
 
@@ -80,31 +80,69 @@ def make_dsum(batch, seq_len, heads: int, head_dim: int, dtype: str = "bfloat16"
     dtype : str
         ``"bfloat16"`` or ``"float16"``: dO and O; the products and sums are f32, the
         values widened exactly.
+    zero_dq : bool
+        Also zero the backward kernel's float32 ``dQacc`` in the same pass: each lane
+        stores zeros over the 8 columns of its row it reads (two ``st.global.v4.b32``),
+        instead of a memset of its own before the backward kernel.
 
     Returns
     -------
     tvm.tirx.PrimFunc
-        ``dsum(dO, O, Dsum)``: dO and O ``(batch, seq_len, heads, head_dim)``, contiguous
-        and 16-byte aligned; Dsum ``(batch, heads, seq_len)`` float32, overwritten.  With
-        run-time sizes the host refuses more than 2**31 - 1 elements before the launch.
+        ``dsum(dO, O, Dsum)``, or ``dsum(dO, O, Dsum, dQacc)`` with ``zero_dq``: dO and O
+        ``(batch, seq_len, heads, head_dim)``, contiguous and 16-byte aligned; Dsum
+        ``(batch, heads, seq_len)`` float32, overwritten; dQacc ``(batch, seq_len, heads,
+        head_dim)`` float32, contiguous and 16-byte aligned, zeroed.  With run-time sizes
+        the host refuses more than 2**31 - 1 elements before the launch.
 
     Raises
     ------
     ValueError
-        A dtype, head_dim, heads or size it does not take.
+        A dtype, head_dim, heads or size it does not take; ``zero_dq`` not a bool.
     """
     _check(batch, seq_len, heads, head_dim, dtype)
+    if not isinstance(zero_dq, bool):
+        raise ValueError(f"zero_dq: expected a bool, found {zero_dq!r}")
+    body = _make_body(batch, seq_len, heads, head_dim, dtype)
+    shape = (batch, seq_len, heads, head_dim)
+    do_spec, o_spec = T.Tensor(shape, dtype, align=16), T.Tensor(shape, dtype, align=16)  # one object per parameter
+    out_spec = T.Tensor((batch, heads, seq_len), "float32", align=16)
+    if zero_dq:
+        dq_spec = T.Tensor(shape, "float32", align=16)
+
+        @T.function
+        def dsum_zero_dq(dO: do_spec, O: o_spec, Dsum: out_spec, dQacc: dq_spec):
+            body(dO, O, Dsum, dQacc)
+
+        return dsum_zero_dq
+
+    @T.function
+    def dsum(dO: do_spec, O: o_spec, Dsum: out_spec):
+        body(dO, O, Dsum, None)
+
+    return dsum
+
+
+def _make_body(batch, seq_len, heads: int, head_dim: int, dtype: str):
+    """The macro ``body(dO, O, Dsum, dQacc)`` of :func:`make_dsum` (``dQacc`` None: not zeroed)."""
     lanes = head_dim // VECTOR  # per row
     per_cta = WARPS * (32 // lanes)  # rows
     launch = T.cuda.LaunchConfig(grid=(T.ceildiv(seq_len * heads, per_cta), batch), block=32 * WARPS)
     elements = T.Cast("int64", batch) * seq_len * heads * head_dim
     run_time = not (is_int(batch) and is_int(seq_len))
-    row_dot, shape = _make_row_dot(dtype), (batch, seq_len, heads, head_dim)
-    do_spec, o_spec = T.Tensor(shape, dtype, align=16), T.Tensor(shape, dtype, align=16)  # one object per parameter
-    out_spec = T.Tensor((batch, heads, seq_len), "float32", align=16)
+    row_dot = _make_row_dot(dtype)
 
-    @T.function
-    def dsum(dO: do_spec, O: o_spec, Dsum: out_spec):
+    @T.macro
+    def zero(dQacc, b, s, h, part):  # a lane's 8 float32 columns: two 16-byte stores
+        zeros = T.alloc_local((4,), "uint32")
+        for i in T.unroll(4):
+            zeros[i] = T.uint32(0)
+        for i in T.unroll(2):
+            T.cuda.tile.apply(T.ptx["st.global.v4.b32"],
+                              dQacc.view("uint32").view(batch, seq_len, heads, lanes, 2, 4).sub[b, s, h, part, i, :],
+                              zeros)
+
+    @T.macro
+    def body(dO, O, Dsum, dQacc):
         if run_time:
             assert elements <= T.int64(MAX_ELEMENTS), ("ValueError", [ELEMENTS_MESSAGE])
         T.device_entry(launch=launch)
@@ -121,8 +159,10 @@ def make_dsum(batch, seq_len, heads: int, head_dim: int, dtype: str = "bfloat16"
             T.cuda.tile.apply(T.ptx["ld.global.v4.b32"], words_o.view(4),
                               O.view("uint32").view(batch, seq_len, heads, lanes, 4).sub[b, s, h, part, :])
             row_dot(acc, words_do, words_o)
+            if dQacc is not None:
+                zero(dQacc, b, s, h, part)
         T.cuda.tile.reduce_lanes(T.ptx["add.f32"], acc, lanes=lanes)
         if s < seq_len and part == 0:
             T.cuda.tile.apply(T.ptx["st.global.b32"], Dsum.sub[b, h, s:s + 1], acc.view(1))
 
-    return dsum
+    return body
