@@ -262,3 +262,6 @@ part backward-overlap-tests 300 python3 -m pytest tests/python/test_attention_ba
 # the planner's three consumer warpgroups at head_dim 64 through ops.attention (2b6c854), with the peers
 part attention-ops-64 400 python3 bench/attention.py --ops --classes table head-dim
 show attention-ops-64 30
+# make_dsum(zero_dq=True): the operator's backward without its memset (d655d59): the dsum and route GPU tests
+part backward-route-tests 300 python3 -m pytest tests/python/test_attention_dsum.py tests/python/test_attention_backward_route.py \
+  -m gpu -q -n 6 --tb=short -p no:cacheprovider
