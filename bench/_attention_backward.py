@@ -18,8 +18,10 @@ gradients are not summed over the group: a small advantage to the peers).
 ``--backward-kernels`` (:func:`main_kernels`, bfloat16) times the backward kernel itself, per variant
 of :data:`KERNEL_VARIANTS` (``dq_split``, ``stages``, ``deterministic``, ``overlap``), on :data:`KERNEL_ROWS`: the
 kernel's launch alone ("kernel": LSE and O from our forward kernel, Dsum and the zeroed
-dQacc prepared once, as :func:`tvm_tirx.ops.attention_backward_ops.kernel_grads` prepares
-them) and with that preparation and dQ's conversion ("+prep"), against one backward of
+dQacc prepared once) and with the preparation the operator runs around it ("+prep":
+:func:`tvm_tirx.ops.attention_backward_ops.kernel_grads` with ``make_dsum``'s Dsum, the
+zeroed dQacc and dQ's conversion; until 2026-12-06 it took Dsum from torch's float32
+copies of dO and O instead), against one backward of
 SDPA's cuDNN backend (``torch.autograd.grad`` of a forward made once).  Without a GPU it
 compiles and assembles each variant.
 """
@@ -208,6 +210,15 @@ def _forward(torch, row, q, k, v):
     return o, lse
 
 
+def _dsum_kernel(row, dtype_name: str):
+    """The operator's Dsum kernel for ``row`` (:func:`~tvm_tirx.kernels.attention_backward.dsum.make_dsum`)."""
+    import tvm_tirx
+    from tvm_tirx.kernels.attention_backward.dsum import make_dsum
+    from tvm_tirx.script import tirx as T
+
+    return tvm_tirx.compile(make_dsum(T.dynamic("B"), T.dynamic("L"), row[1], row[4], dtype_name), target="cuda")
+
+
 def _kernel_cells(torch, row, variant, ref, repeats):
     """``[us kernel, us +prep, TFLOP/s, max rel err]`` of one variant on one row, and the
     +prep time; ``ref`` = (q, k, v, do, o, lse, cuDNN's dq, dk, dv in bshd)."""
@@ -215,8 +226,13 @@ def _kernel_cells(torch, row, variant, ref, repeats):
 
     q, k, v, do, o, lse, *grads = ref
     b, h, kv, n, d, causal = row
-    bwd, det = _compiled(row, variant, str(q.dtype).split(".")[-1]), variant[2]
-    err = _relative_error(kernel_grads(bwd, do, None, q, k, v, o, lse, "bshd", det), [g.float() for g in grads])
+    dtype_name = str(q.dtype).split(".")[-1]
+    bwd, det, dsum_kernel = _compiled(row, variant, dtype_name), variant[2], _dsum_kernel(row, dtype_name)
+
+    def prepared():  # what the operator runs: make_dsum's Dsum, the zeroed dQacc, the kernel, dQ's conversion
+        return kernel_grads(bwd, do, None, q, k, v, o, lse, "bshd", det, dsum_kernel)
+
+    err = _relative_error(prepared(), [g.float() for g in grads])
     dsum = (do.float() * o.float()).sum(-1).transpose(1, 2).contiguous()  # the kernel's arguments, made once
     dq_acc, dk, dv = torch.zeros(q.shape, dtype=torch.float32, device="cuda"), torch.empty_like(k), torch.empty_like(v)
     order = torch.zeros(b, h, -(-n // 64), dtype=torch.int32, device="cuda")
@@ -225,7 +241,7 @@ def _kernel_cells(torch, row, variant, ref, repeats):
         bwd(q, k, v, do, lse, dsum, dq_acc, dk, dv, *((order.zero_(),) if det else ()))
 
     kernel_us = _call_us(torch, launch, repeats)
-    prep_us = _call_us(torch, lambda: kernel_grads(bwd, do, None, q, k, v, o, lse, "bshd", det), repeats)
+    prep_us = _call_us(torch, prepared, repeats)
     return [f"{kernel_us:.0f}", f"{prep_us:.0f}", f"{2.5 * tflops(b, h, n, d, causal, kernel_us * 1e-6):.0f}",
             f"{err:.1e}"], prep_us
 
