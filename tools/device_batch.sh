@@ -18,12 +18,19 @@
 # fourth session on 2026-12-06: attention-block-n-tests (8 passed), attention-bn-256 (blocks of 80:
 # +5-10%), attention-bn-64 (no gain; cut at 400 s), attention-bn-128 (two stages lose), gpu-suite
 # (437 passed, 2 skipped), then by hand the head_dim 256 GPU tests (-k "256 or head_dims": 10
-# passed) and --ops --classes head-dim / ragged / table.  What the next session should run, in
+# passed) and --ops --classes head-dim / ragged / table.  Run on an H100 in a fifth session on
+# 2026-12-06: attention-consumers-tests (12 passed), deterministic (4, then 6 with the overlapped
+# backward), attention-256-tests (48 passed, twice: before and after the planner took three
+# consumers), attention-consumers (three consumers win at head_dim 64 full: +13-21%),
+# backward-overlap-tests (8 passed), backward-kernels (overlap +4-5% at head_dim 128),
+# attention-backward-kernel (geomean 0.784x, was 0.746), backward-host (388 us median),
+# attention-ops-64 (13 rows: graph geomean 1.025).  What the next session should run, in
 # calls of at most 10 minutes on one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
-#   A. attention-256-tests (all of them, with head_dim 256 in blocks of 80 by default),
-#      attention-consumers-tests (three consumer warpgroups, never run on a GPU), deterministic;
-#   B. attention-consumers (the 192-row tile at head_dim 64 against the table's), attention-ops;
-#   C. gemm-ops-a, gemm-ops-c; attention-backward-kernel, racecheck-backward-columns.
+#   A. dsum (make_dsum(zero_dq=True): its GPU test never ran); if it passes, cherry-pick the
+#      operator's wiring (commit d655d59, branch dsum-zero-dq: kernel_grads' dQacc zeroed by the
+#      Dsum kernel, no memset) and run backward-route-tests, attention-backward-kernel;
+#   B. backward-kernels (its +prep now with make_dsum's Dsum), backward-host;
+#   C. gemm-ops-a, gemm-ops-c; racecheck-backward-columns, racecheck-backward-overlap, memcheck-backward-overlap.
 # A refused start costs device time (15 s to 3 min each; on 2026-12-06 three refusals took ~440
 # of the 1800 s, and in the later session five took ~560): after one, wait out the minutes it
 # names (or 10 minutes where it names none) before one more try, and keep the kind the same.
@@ -265,3 +272,8 @@ show attention-ops-64 30
 # make_dsum(zero_dq=True): the operator's backward without its memset (d655d59): the dsum and route GPU tests
 part backward-route-tests 300 python3 -m pytest tests/python/test_attention_dsum.py tests/python/test_attention_backward_route.py \
   -m gpu -q -n 6 --tb=short -p no:cacheprovider
+# the overlapped backward under racecheck and memcheck, one configuration per head_dim
+part racecheck-backward-overlap 400 bash tools/sanitize.sh racecheck tests/python/test_attention_backward_overlap.py \
+  -k "float16_heads_and_stages_overlapped and (128-float16-8-3 or 64-float16-1-4)"
+part memcheck-backward-overlap 400 bash tools/sanitize.sh memcheck tests/python/test_attention_backward_overlap.py \
+  -k "every_length_from_one_overlapped"
