@@ -46,14 +46,15 @@ from .state import Step
 __all__ = ["make_consumer"]
 
 
-def _make_iterations(cfg: BackwardConfig):
-    """``(serial, overlapped)``: the macros ``serial(smem, regs, keys, step, place)``
-    (steps 1-4 of the module docstring; the caller releases the stage, then reduces) and
+def _make_iterations(cfg: BackwardConfig, exchange):
+    """``(serial, overlapped)``, with ``exchange`` the macros of :func:`.exchange.make_exchange`:
+    ``serial(smem, regs, keys, step, place)`` (steps 1-4 of the module docstring; the
+    caller releases the stage, then reduces) and
     ``overlapped(outputs, smem, regs, keys, step, place)`` (``overlap=True``: the whole
     iteration, the reduce under ``dK``; the caller releases the stage after it)."""
     products = make_products(cfg)
     probabilities, finish, gradients = make_gradients(cfg)
-    share_ds, release_ds, reduce_dq, _ = make_exchange(cfg)
+    share_ds, release_ds, reduce_dq, _ = exchange
     wait = T.ptx["wgmma.wait_group.sync.aligned"]
 
     @T.macro
@@ -93,9 +94,9 @@ def make_consumer(cfg: BackwardConfig):
     :class:`.state.Registers`, :class:`.state.Keys`, :class:`.state.Place` -- the loop of
     the module docstring over ``keys.steps`` iterations (``overlap``: its overlapped
     order)."""
-    ring = cfg.ring
-    serial, overlapped = _make_iterations(cfg)
-    _, _, reduce_dq, drain = make_exchange(cfg)
+    ring, exchange = cfg.ring, make_exchange(cfg)
+    serial, overlapped = _make_iterations(cfg, exchange)
+    _, _, reduce_dq, drain = exchange
 
     @T.macro
     def consume(outputs, smem, bars, regs, keys, place):
