@@ -73,7 +73,7 @@ def _name(key: AttentionBackwardKey) -> str:
 @functools.lru_cache(maxsize=None)
 def backward_prim_func(key: AttentionBackwardKey):
     """``make_attention_backward`` of ``key`` with a run-time batch and sequence length
-    and the ``dq_split`` / ``stages`` of :data:`~tvm_tirx.kernels.attention_backward.PLANS`,
+    and the ``dq_split`` / ``stages`` / ``overlap`` of :data:`~tvm_tirx.kernels.attention_backward.PLANS`,
     named ``tvm_tirx_attention_backward_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``
     (``_s{bits}`` appended for a scale other than ``1 / sqrt(head_dim)``, then
     ``_deterministic`` for that mode).

@@ -51,9 +51,10 @@ class AttentionPlan:
         (:data:`~.config.HEAD_DIMS`).
     consumers : int
         Consumer warpgroups of 64 query rows each: 2 (the default, 128 rows per CTA) or 3
-        (192 rows per CTA; head_dim 64 only, without ``pingpong``, not for packed
-        sequences: :class:`~.config.AttentionConfig` refuses the rest, and so does
-        :func:`override`).
+        (192 rows per CTA; head_dim 64 only, without ``pingpong``:
+        :class:`~.config.AttentionConfig` refuses the rest, and so does :func:`override`;
+        with packed sequences ``make_attention`` refuses 3 too, and the varlen operator
+        runs its plan with 2).
 
     Raises
     ------

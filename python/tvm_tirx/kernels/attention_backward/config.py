@@ -82,8 +82,8 @@ PRODUCER_REGISTERS = 40
 CONSUMER_REGISTERS = 232
 #: with ``overlap``, the most registers of a consumer thread that ``dV``, ``dK``, ``dQ`` and the
 #: packed ``P^T`` / ``dS^T`` may take for ``dV`` to stay in flight while ``dQ`` and ``dK`` are
-#: issued: ptxas 13.0 serialised the wgmmas (C7512) with the 192 of head_dim 128, not with the
-#: 112 of head_dim 64 (there ``dV`` is waited for first)
+#: issued: ptxas 13.0 serialised the wgmmas (C7512) with the 192 of head_dim 128 (so there ``dV``
+#: is waited for first), not with the 112 of head_dim 64
 IN_FLIGHT_REGISTERS = 112
 DQ_BOX = 32  # float32 columns per TMA reduce box: one 128-byte swizzle row
 #: arrivals that fill a ring stage: the TMA thread's ``arrive.expect_tx`` and the 32 lanes

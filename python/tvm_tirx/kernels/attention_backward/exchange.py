@@ -12,8 +12,9 @@ consumer's ``dQ`` product reads both consumers' ``dS^T`` (:mod:`.products`), so:
   the warpgroup's own), 0 is ``__syncthreads``.
 * the hazard: consumer ``c`` overwriting ``sds[c]`` in iteration ``g + 1`` while the other
   consumer's ``dQ`` wgmma of iteration ``g`` still reads it.  Named barriers
-  :data:`FREE` + ``c`` (4 and 5, 256 threads each) order them: after its ``wait_group 0``
-  of iteration ``g`` (its wgmma reads of both tiles retired, PTX ISA 9.7.15.7) consumer
+  :data:`FREE` + ``c`` (4 and 5, 256 threads each) order them: after the wait of iteration ``g``
+  that retires its ``dQ`` (``wait_group 0``; ``wait_group 1`` in the ``overlap`` schedule,
+  where only ``dK`` may still run: its wgmma reads of both tiles retired, PTX ISA 9.7.15.7) consumer
   ``c'`` arrives (``barrier.arrive``, not waiting) on ``FREE + (1 - c')``, the barrier of
   the other consumer's tile; consumer ``c`` syncs on ``FREE + c`` before it writes
   ``sds[c]`` in iteration ``g + 1``.  Each barrier completes once per iteration ``g >=
