@@ -10,7 +10,7 @@ from tvm import relax
 from tvm_tirx import ops
 from tvm_tirx.kernels.attention import AttentionPlan, choose_attention, choose_schedule, make_attention
 from tvm_tirx.kernels.attention import planner
-from tvm_tirx.kernels.attention.schedules import PERSISTENT_ROWS
+from tvm_tirx.kernels.attention.schedules import PERSISTENT_ROWS, TWO_CONSUMER_CAUSAL_ROWS
 from tvm_tirx.ops import attention_kernels
 from tvm_tirx.ops.relax_offload import partition_for_tvm_tirx
 from tvm_tirx.script import tirx as T
@@ -44,9 +44,9 @@ THREE_PER_TILE = dataclasses.replace(TWO_PERSISTENT, persistent=False, consumers
     (False, None, THREE_PERSISTENT_TMA), (False, 1, THREE_PERSISTENT_TMA), (False, 1000, THREE_PERSISTENT_TMA),
     (False, PERSISTENT_ROWS, THREE_PERSISTENT_TMA), (False, PERSISTENT_ROWS + 1, THREE_PERSISTENT_TMA),
     (False, 10**5, THREE_PERSISTENT_TMA),
-    # causal: three consumers win on rows past PERSISTENT_ROWS keys only (481 against 437 at 16384)
+    # causal: three consumers win on rows past TWO_CONSUMER_CAUSAL_ROWS keys only (481 against 437 at 16384)
     (True, None, TWO_PERSISTENT), (True, 0, TWO_PERSISTENT), (True, 2048, TWO_PERSISTENT),
-    (True, PERSISTENT_ROWS, TWO_PERSISTENT), (True, PERSISTENT_ROWS + 1, THREE_PER_TILE),
+    (True, TWO_CONSUMER_CAUSAL_ROWS, TWO_PERSISTENT), (True, TWO_CONSUMER_CAUSAL_ROWS + 1, THREE_PER_TILE),
     (True, 16384, THREE_PER_TILE),
 ])
 def test_head_dim_64_takes_three_consumers_for_full_rows_and_long_causal_rows(causal, seq_len, plan):
@@ -113,7 +113,7 @@ def test_the_ops_key_at_head_dim_64_shows_three_consumers():
     (full,) = ops.check(ops.attention, *_meta(1000, d=64))
     assert full.plan == THREE_PERSISTENT_TMA
     (short,) = ops.check(ops.attention, *_meta(1000, d=64), causal=True)
-    (long,) = ops.check(ops.attention, *_meta(PERSISTENT_ROWS + 1, d=64), causal=True)
+    (long,) = ops.check(ops.attention, *_meta(TWO_CONSUMER_CAUSAL_ROWS + 1, d=64), causal=True)
     assert (short.plan, long.plan) == (TWO_PERSISTENT, THREE_PER_TILE)
 
 

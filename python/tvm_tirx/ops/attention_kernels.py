@@ -7,7 +7,8 @@ kernel serves every (batch, length) -- two at head_dim 128, whose schedule table
 of at most :data:`~tvm_tirx.kernels.attention.schedules.PERSISTENT_ROWS` keys on the
 persistent grid (that kernel is also the one for rows of unknown length: it launches one
 CTA per tile for longer rows) and longer rows on one CTA per tile, and two at head_dim 64
-causal, whose table gives rows known to be longer than ``PERSISTENT_ROWS`` keys three
+causal, whose table gives rows known to be longer than
+:data:`~tvm_tirx.kernels.attention.schedules.TWO_CONSUMER_CAUSAL_ROWS` keys three
 consumer warpgroups on one CTA per tile and the others (unknown lengths too) two on the
 persistent grid.  Kernels are compiled
 on first use (the on-disk compile cache of :mod:`tvm_tirx.build.cache` may serve them)

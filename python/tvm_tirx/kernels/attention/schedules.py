@@ -42,9 +42,9 @@ third stage, so ``head_dim`` 64 and 128 only); ping-pong and overlapped combine.
   ===============  ======  =====  ===  =====  ==========  =====  ===  ======
 
   Full rows: three consumers on the persistent grid with O stored by TMA, at every
-  length.  Causal rows known to be longer than :data:`PERSISTENT_ROWS` keys: three
+  length.  Causal rows known to be longer than :data:`TWO_CONSUMER_CAUSAL_ROWS` keys: three
   consumers on one CTA per tile with O stored per thread (481 against 437; the TMA store
-  was not timed on that grid).  Other causal rows (at most :data:`PERSISTENT_ROWS` keys,
+  was not timed on that grid).  Other causal rows (at most :data:`TWO_CONSUMER_CAUSAL_ROWS` keys,
   or a length not known when the kernel is made) keep the plan before, two consumers on
   the persistent grid with O stored per thread, since three lose there: 398 against 418
   at 4 x 32 x 4096 and 312 against 344 at 8 x 16 x 2048 (cuDNN is faster than both on
@@ -65,14 +65,16 @@ from __future__ import annotations
 
 from .config import HEAD_DIMS
 
-__all__ = ["OVERLAP_HEAD_DIMS", "PERSISTENT_ROWS", "choose_schedule"]
+__all__ = ["OVERLAP_HEAD_DIMS", "PERSISTENT_ROWS", "TWO_CONSUMER_CAUSAL_ROWS", "choose_schedule"]
 
 #: head_dims whose shared memory holds the overlapped schedule's three stages
 OVERLAP_HEAD_DIMS = (64, 128)
 
-#: the longest rows (keys per query) head_dim 128 runs on the persistent grid, and the
-#: longest causal rows head_dim 64 runs in two consumer warpgroups
+#: the longest rows (keys per query) head_dim 128 runs on the persistent grid
 PERSISTENT_ROWS = 4096
+#: the longest causal rows head_dim 64 runs in two consumer warpgroups (three lost at 4096 keys
+#: and won at 16384; no length between was measured)
+TWO_CONSUMER_CAUSAL_ROWS = 4096
 
 
 def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> dict:
@@ -83,8 +85,8 @@ def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> 
     At head_dim 128 a known length picks the grid (persistent for at most
     :data:`PERSISTENT_ROWS` keys); an unknown one gets ``persistent_rows=PERSISTENT_ROWS``,
     so that the kernel picks it at launch.  At head_dim 64 full rows take three consumer
-    warpgroups, and so do causal rows known to be longer than :data:`PERSISTENT_ROWS`
-    keys (the module's table).
+    warpgroups, and so do causal rows known to be longer than
+    :data:`TWO_CONSUMER_CAUSAL_ROWS` keys (the module's table).
 
     Raises
     ------
@@ -113,12 +115,12 @@ def _head_dim_128(causal: bool, seq_len: int | None) -> dict:
 
 def _head_dim_64(causal: bool, seq_len: int | None) -> dict:
     """Overlapped: full rows in three consumers, persistent, O by TMA; causal rows known to be longer
-    than :data:`PERSISTENT_ROWS` keys in three on one CTA per tile, O per thread; other causal rows in
+    than :data:`TWO_CONSUMER_CAUSAL_ROWS` keys in three on one CTA per tile, O per thread; other causal rows in
     two, persistent, O per thread."""
     overlap = {"pingpong": False, "overlap": True, "stages": 3, "persistent_rows": None}
     if not causal:
         return {**overlap, "persistent": True, "tma_store": True, "consumers": 3}
-    if seq_len is not None and seq_len > PERSISTENT_ROWS:
+    if seq_len is not None and seq_len > TWO_CONSUMER_CAUSAL_ROWS:
         return {**overlap, "persistent": False, "tma_store": False, "consumers": 3}
     return {**overlap, "persistent": True, "tma_store": False, "consumers": 2}
 
