@@ -110,20 +110,19 @@ def make_products(cfg: BackwardConfig) -> Products:
             T.cuda.tile.apply(T.ptx[cfg.mma_scores], acc, kv.mma_view(tiles.sub[c], cc, 0, kv.rows, 16),
                               qdo.mma_view(ring.sub[s], cc, 0, qdo.rows, 16), scope="warpgroup", scale_d=cc > 0)
 
-    @T.macro
-    def scores(smem, regs, s, c):
-        T.ptx["wgmma.fence.sync.aligned"]()
-        score(regs.S, smem.sk, s, c, smem.sq)
-        score(regs.dP, smem.sv, s, c, smem.sdo)
-        T.ptx["wgmma.commit_group.sync.aligned"]()
+    def scores_in(groups: int):
+        """``S^T`` and ``dP^T`` in one group, or in two (``S^T`` first)."""
 
-    @T.macro
-    def scores_apart(smem, regs, s, c):
-        T.ptx["wgmma.fence.sync.aligned"]()
-        score(regs.S, smem.sk, s, c, smem.sq)
-        T.ptx["wgmma.commit_group.sync.aligned"]()
-        score(regs.dP, smem.sv, s, c, smem.sdo)
-        T.ptx["wgmma.commit_group.sync.aligned"]()
+        @T.macro
+        def scores(smem, regs, s, c):
+            T.ptx["wgmma.fence.sync.aligned"]()
+            score(regs.S, smem.sk, s, c, smem.sq)
+            if groups == 2:
+                T.ptx["wgmma.commit_group.sync.aligned"]()
+            score(regs.dP, smem.sv, s, c, smem.sdo)
+            T.ptx["wgmma.commit_group.sync.aligned"]()
+
+        return scores
 
     @T.macro
     def grad(acc, a, ring, step):
@@ -155,4 +154,4 @@ def make_products(cfg: BackwardConfig) -> Products:
         grad(regs.dK, regs.dSw, smem.sq, step)
         T.ptx["wgmma.commit_group.sync.aligned"]()
 
-    return Products(scores, grads, scores_apart, dv, dq_dk)
+    return Products(scores_in(1), grads, scores_in(2), dv, dq_dk)
