@@ -277,3 +277,13 @@ part racecheck-backward-overlap 400 bash tools/sanitize.sh racecheck tests/pytho
   -k "float16_heads_and_stages_overlapped and (128-float16-8-3 or 64-float16-1-4)"
 part memcheck-backward-overlap 400 bash tools/sanitize.sh memcheck tests/python/test_attention_backward_overlap.py \
   -k "every_length_from_one_overlapped"
+# the backward call's timeline (when the host issues each launch, when the GPU runs it), ours and cuDNN
+part backward-timeline 240 bash -c "python3 tools/profile_attention.py 8,16,16,2048,64 --calls 2 --timeline && \
+  python3 tools/profile_attention.py 4,32,8,2048,128 --causal --calls 2 --timeline && \
+  python3 tools/profile_attention.py 32,16,16,512,128 --calls 2 --timeline"
+show backward-timeline 80
+# the forward's short rows (32 x 16 x 512 x 128: 0.88x cuDNN through the operator): the schedules at the kernel
+part attention-short 300 python3 bench/attention.py --runs 10 --rows 32,16,512,128 16,16,1024,128 --schedules \
+  "persistent both, TMA store" "persistent overlap, TMA store" "persistent ping-pong, TMA store" \
+  "both, 2 stages, TMA store" "persistent both, 2 stages, TMA store" "ping-pong, TMA store"
+show attention-short 12

@@ -26,6 +26,8 @@ def main(argv=None) -> None:
     parser.add_argument("--table", action="store_true", help="print torch.profiler's GPU time per kernel")
     parser.add_argument("--host", action="store_true", help="print the host's time per backward call and its "
                         "Python profile")
+    parser.add_argument("--timeline", action="store_true", help="print when the host issued each launch of one "
+                        "backward call and when the GPU ran it, for ours and SDPA's cuDNN backend")
     args = parser.parse_args(argv)
     b, h, kv, length, d = (int(x) for x in args.shape.split(","))
     torch.manual_seed(0)
@@ -40,6 +42,8 @@ def main(argv=None) -> None:
         _table(q, k, v, grad, args)
     if args.host:
         _host(q, k, v, grad, args)
+    if args.timeline:
+        _timeline(q, k, v, grad, args)
     print(f"profile_attention: {args.calls} forward + backward calls of {args.shape} causal={args.causal}")
 
 
@@ -82,6 +86,55 @@ def _host(q, k, v, grad, args) -> None:
         torch.cuda.synchronize()
     profiler.disable()
     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
+#: the trace categories of a launch on the host and of what it runs on the GPU
+_HOST_CATEGORIES, _GPU_CATEGORIES = ("cuda_runtime", "cuda_driver"), ("kernel", "gpu_memset", "gpu_memcpy")
+
+
+def _timeline(q, k, v, grad, args) -> None:
+    """For ours and SDPA's cuDNN backend: one backward call (the third after a synchronize)
+    under torch's profiler, each launch as ``host issue (us) | GPU start - end (us) | name``
+    from the call's start, and the call's end."""
+    import json
+    import tempfile
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.profiler import ProfilerActivity, profile
+
+    leaves = [x.detach().transpose(1, 2).repeat_interleave(q.shape[2] // x.shape[2], 1).requires_grad_(True)
+              for x in (q, k, v)]
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        o_sdpa = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=args.causal)
+    o_ours = ops.attention(q, k, v, causal=args.causal)
+    calls = {"ours": lambda: torch.autograd.grad(o_ours, (q, k, v), grad, retain_graph=True),
+             "cudnn": lambda: torch.autograd.grad(o_sdpa, leaves, grad.transpose(1, 2), retain_graph=True)}
+    for name, call in calls.items():
+        for _ in range(3):
+            call()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            with torch.profiler.record_function("backward call"):
+                call()
+            torch.cuda.synchronize()
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            prof.export_chrome_trace(f.name)
+            events = json.load(open(f.name))["traceEvents"]
+        _print_timeline(name, events)
+
+
+def _print_timeline(name: str, events) -> None:
+    """Print the launches of a chrome trace's ``backward call`` range (see :func:`_timeline`)."""
+    call = next(e for e in events if e.get("name") == "backward call" and e.get("cat") == "user_annotation")
+    t0 = call["ts"]
+    gpu = {e["args"].get("correlation"): e for e in events if e.get("cat") in _GPU_CATEGORIES}
+    print(f"== {name}: host call {call['dur']:.0f} us")
+    for e in sorted((e for e in events if e.get("cat") in _HOST_CATEGORIES), key=lambda e: e["ts"]):
+        run = gpu.get(e.get("args", {}).get("correlation"))
+        if run is None:
+            continue
+        print(f"  host {e['ts'] - t0:8.1f} | GPU {run['ts'] - t0:8.1f} - {run['ts'] + run['dur'] - t0:8.1f} | "
+              f"{e['name']}: {run['name'][:70]}")
 
 
 if __name__ == "__main__":

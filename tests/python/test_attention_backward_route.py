@@ -51,15 +51,18 @@ class _Forward:
 
 
 class _DsumStandIn:
-    """make_dsum's contract: ``dsum (b, h, n) = rowsum(dO * O)`` in float32, from contiguous bshd
-    dO and O; checked and unchecked calls alike (a plan launches it unchecked after its first call)."""
+    """make_dsum's contract (``zero_dq=True``): ``dsum (b, h, n) = rowsum(dO * O)`` in float32, from
+    contiguous bshd dO and O, and dQ's float32 accumulator zeroed (it arrives uninitialised);
+    checked and unchecked calls alike (a plan launches it unchecked after its first call)."""
 
     def launcher(self, *args):
         return self
 
-    def __call__(self, do, o, dsum):
+    def __call__(self, do, o, dsum, dq_acc):
         assert do.is_contiguous() and o.is_contiguous() and dsum.dtype == torch.float32
+        assert dq_acc.dtype == torch.float32 and dq_acc.shape == do.shape and dq_acc.is_contiguous()
         dsum.copy_((do.float() * o.float()).sum(-1).transpose(1, 2))
+        dq_acc.zero_()
 
 
 class _StandIn:

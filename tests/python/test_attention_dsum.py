@@ -3,9 +3,8 @@
 CPU: every head_dim and dtype compiles with the tile checker accepting it and assembles
 for sm_90a; a thread issues two 16-byte loads, ``log2(head_dim / 8)`` butterfly shuffles
 and one store; the sizes it refuses are ValueErrors; the operator's ``kernel_grads``
-hands the kernel bshd dO and O and a ``(batch, heads, seq)`` float32 Dsum; ``zero_dq``
-(not yet taken by the operator: not run on a GPU) adds two 16-byte stores a lane that
-zero dQ's float32 accumulator.
+hands the kernel bshd dO and O, a ``(batch, heads, seq)`` float32 Dsum and dQ's float32
+accumulator to zero (``zero_dq``: two 16-byte stores a lane).
 GPU (marker ``gpu``): against float64 sums for several lengths from one kernel, every
 entry of a NaN-filled Dsum written, every entry of a NaN-filled dQacc zeroed; the
 operator's gradients with the kernel's Dsum.
@@ -80,12 +79,15 @@ def test_kernel_grads_hands_the_kernel_bshd_rows_and_takes_its_dsum():
 
     seen = {}
 
-    def dsum_kernel(do, o, dsum):  # the kernel's contract, computed in float64
+    def dsum_kernel(do, o, dsum, dq_acc):  # the kernel's contract, computed in float64
         seen["args"] = (tuple(do.shape), tuple(o.shape), tuple(dsum.shape), dsum.dtype, o.is_contiguous())
+        seen["dq_acc"] = (tuple(dq_acc.shape), dq_acc.dtype, dq_acc.is_contiguous(), dq_acc.data_ptr())
         dsum.copy_((do.double() * o.double()).sum(-1).transpose(1, 2))
+        dq_acc.zero_()
 
     def backward(*args):
         seen["dsum"] = args[5].clone()
+        seen["backward_dq_acc"] = args[6].data_ptr()
 
     q = torch.randn(2, 70, 4, 64)
     k, v = torch.randn(2, 70, 2, 64), torch.randn(2, 70, 2, 64)
@@ -93,6 +95,9 @@ def test_kernel_grads_hands_the_kernel_bshd_rows_and_takes_its_dsum():
     grad_lse = torch.randn(2, 4, 70)
     kernel_grads(backward, do, grad_lse, q, k, v, o, lse, "bshd", dsum_kernel=dsum_kernel)
     assert seen["args"] == ((2, 70, 4, 64), (2, 70, 4, 64), (2, 4, 70), torch.float32, True)
+    # the dsum kernel zeroes the accumulator the backward kernel then adds into (no memset of its own)
+    assert seen["dq_acc"][:3] == ((2, 70, 4, 64), torch.float32, True)
+    assert seen["dq_acc"][3] == seen["backward_dq_acc"]
     want = (do.double() * o.double()).sum(-1).transpose(1, 2) - grad_lse
     torch.testing.assert_close(seen["dsum"].double(), want, rtol=1e-5, atol=1e-5)
 

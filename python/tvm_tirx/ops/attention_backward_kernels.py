@@ -113,8 +113,8 @@ def backward_kernel(key: AttentionBackwardKey):
 
 def _compile_dsum(key: tuple):
     heads, head_dim, dtype, arch = key
-    func = make_dsum(T.dynamic("B"), T.dynamic("L"), heads, head_dim, dtype)
-    name = f"tvm_tirx_attention_dsum_h{heads}_d{head_dim}_{DTYPES[dtype]}"
+    func = make_dsum(T.dynamic("B"), T.dynamic("L"), heads, head_dim, dtype, zero_dq=True)
+    name = f"tvm_tirx_attention_dsum_zero_dq_h{heads}_d{head_dim}_{DTYPES[dtype]}"
     return _tirx_compile(func.with_attr("global_symbol", name), target="cuda", arch=arch)
 
 
@@ -123,9 +123,9 @@ _DSUM = KernelTable(lambda key: _compile_dsum(key))
 
 def dsum_kernel(key: AttentionBackwardKey):
     """The compiled :func:`~tvm_tirx.kernels.attention_backward.dsum.make_dsum` of ``key``'s
-    heads, head_dim and dtype (run-time batch and length), called as ``kernel(do, o,
-    dsum)``: do and o contiguous ``(batch, seq, heads, head_dim)``, dsum ``(batch, heads,
-    seq)`` float32 (overwritten)."""
+    heads, head_dim and dtype (run-time batch and length, ``zero_dq=True``), called as
+    ``kernel(do, o, dsum, dq_acc)``: do and o contiguous ``(batch, seq, heads, head_dim)``,
+    dsum ``(batch, heads, seq)`` float32 (overwritten), dq_acc float32 like do (zeroed)."""
     return _DSUM.get((key.heads, key.head_dim, key.dtype, key.arch))
 
 

@@ -122,15 +122,17 @@ def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str, determi
     seq)``; the LSE's gradient enters as ``dS = P (dP - Dsum)``), dQ accumulated in a
     zeroed float32 buffer and converted to q's dtype, and for a ``deterministic`` kernel
     its zeroed int32 ``Order`` counts.  ``grad_o`` (like ``o``) or ``grad_lse`` (like
-    ``lse``) may be None.  ``dsum_kernel`` (:func:`~.attention_backward_kernels.dsum_kernel`)
-    computes ``rowsum(dO * O)`` if given, else torch does (float32 copies of dO and O).
+    ``lse``) may be None.  ``dsum_kernel`` (:func:`~.attention_backward_kernels.dsum_kernel`,
+    called as ``dsum_kernel(do, o, dsum, dq_acc)``) computes ``rowsum(dO * O)`` and zeroes
+    dQ's float32 accumulator in the same pass if given, else torch does both (float32
+    copies of dO and O, a memset).
     Either kernel may also be any callable taking its arguments (a plan's checked-once
     launch)."""
     qb, kb, vb, ob = (as_bshd(t, layout) for t in (q, k, v, o))
     do = torch.zeros_like(qb) if grad_o is None else as_bshd(grad_o, layout).contiguous()
-    dsum = _dsum(dsum_kernel, do, ob)  # (batch, heads, seq)
+    dq_acc = torch.empty(qb.shape, dtype=torch.float32, device=q.device)
+    dsum = _dsum(dsum_kernel, do, ob, dq_acc)  # (batch, heads, seq); dq_acc zeroed
     dsum = (dsum if grad_lse is None else dsum - grad_lse).contiguous()
-    dq_acc = torch.zeros(qb.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty(kb.shape, dtype=k.dtype, device=k.device), torch.empty(vb.shape, dtype=v.dtype,
                                                                                   device=v.device)
     order = (torch.zeros(dsum.shape[:2] + (-(-dsum.shape[2] // BQ),), dtype=torch.int32, device=q.device),) \
@@ -139,13 +141,14 @@ def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str, determi
     return as_bshd(dq_acc.to(q.dtype), layout), as_bshd(dk, layout), as_bshd(dv, layout)
 
 
-def _dsum(kernel, do, o):
-    """``rowsum(dO * O)`` of bshd ``do`` and ``o``, float32 ``(batch, heads, seq)``: by
-    ``kernel`` (None: by torch, in float32)."""
+def _dsum(kernel, do, o, dq_acc):
+    """``rowsum(dO * O)`` of bshd ``do`` and ``o``, float32 ``(batch, heads, seq)``, and
+    ``dq_acc`` zeroed: by ``kernel`` (None: by torch, in float32)."""
     if kernel is None:
+        dq_acc.zero_()
         return (do.float() * o.float()).sum(-1).transpose(1, 2)
     dsum = torch.empty(do.shape[0], do.shape[2], do.shape[1], dtype=torch.float32, device=do.device)
-    kernel(do, o.contiguous(), dsum)
+    kernel(do, o.contiguous(), dsum, dq_acc)
     return dsum
 
 
