@@ -16,7 +16,7 @@ gradients are not summed over the group: a small advantage to the peers).
     python bench/attention.py --backward-kernels           # GPU: make_attention_backward's variants
 
 ``--backward-kernels`` (:func:`main_kernels`, bfloat16) times the backward kernel itself, per variant
-of :data:`KERNEL_VARIANTS` (``dq_split``, ``stages``, ``deterministic``, ``overlap``), on :data:`KERNEL_ROWS`: the
+of :data:`KERNEL_VARIANTS` (``dq_split``, ``stages``, ``deterministic``, ``overlap``, ``longest_first``), on :data:`KERNEL_ROWS`: the
 kernel's launch alone ("kernel": LSE and O from our forward kernel, Dsum and the zeroed
 dQacc prepared once) and with the preparation the operator runs around it ("+prep":
 :func:`tvm_tirx.ops.attention_backward_ops.kernel_grads` with ``make_dsum``'s Dsum, the
@@ -174,27 +174,27 @@ def main_backward(classes, dtype_name: str, repeats: int) -> None:
 #: (batch, heads, kv_heads, seq_len, head_dim, causal) of --backward-kernels
 KERNEL_ROWS = [(1, 32, 32, 8192, 128, True), (4, 32, 8, 2048, 128, True), (4, 32, 32, 4096, 128, False),
                (8, 16, 16, 2048, 64, False), (4, 32, 32, 4096, 64, True)]
-#: head_dim -> the (dq_split, stages, deterministic, overlap) variants timed (ops.attention's kernel
-#: is the one of tvm_tirx.kernels.attention_backward.PLANS; deterministic=True the one it takes
-#: under torch.use_deterministic_algorithms)
-KERNEL_VARIANTS = {128: [("columns", 2, False, False), ("columns", 2, False, True), ("columns", 3, False, True),
-                         ("keys", 2, True, False)],
-                   64: [("columns", 4, False, False), ("columns", 2, False, True), ("columns", 4, False, True),
-                        ("keys", 2, True, False)]}
+#: head_dim -> the (dq_split, stages, deterministic, overlap, longest_first) variants timed (ops.attention's
+#: kernel is the one of tvm_tirx.kernels.attention_backward.PLANS with longest_first = causal; deterministic=True
+#: the one it takes under torch.use_deterministic_algorithms)
+KERNEL_VARIANTS = {128: [("columns", 2, False, True, False), ("columns", 2, False, True, True),
+                         ("columns", 3, False, True, True), ("keys", 2, True, False, True)],
+                   64: [("columns", 4, False, False, False), ("columns", 4, False, False, True),
+                        ("columns", 4, False, True, True), ("keys", 2, True, False, True)]}
 
 
 def _compiled(row, variant, dtype_name: str, arch=None):
-    """The backward kernel of one ``(dq_split, stages, deterministic, overlap)`` variant, static sizes
-    (``arch``: for the CPU's assembly)."""
+    """The backward kernel of one ``(dq_split, stages, deterministic, overlap, longest_first)`` variant,
+    static sizes (``arch``: for the CPU's assembly)."""
     import tvm_tirx
     from tvm_tirx.kernels.attention_backward import make_attention_backward
 
     b, h, kv, n, d, causal = row
-    dq_split, stages, deterministic, overlap = variant
+    dq_split, stages, deterministic, overlap, longest_first = variant
     options = {"arch": arch} if arch else {}
     return tvm_tirx.compile(make_attention_backward(b, n, h, d, kv_heads=kv, causal=causal, dtype=dtype_name,
                                                     stages=stages, dq_split=dq_split, deterministic=deterministic,
-                                                    overlap=overlap),
+                                                    overlap=overlap, longest_first=longest_first),
                             target="cuda", **options)
 
 
@@ -211,12 +211,14 @@ def _forward(torch, row, q, k, v):
 
 
 def _dsum_kernel(row, dtype_name: str):
-    """The operator's Dsum kernel for ``row`` (:func:`~tvm_tirx.kernels.attention_backward.dsum.make_dsum`)."""
+    """The operator's Dsum kernel for ``row`` (:func:`~tvm_tirx.kernels.attention_backward.dsum.make_dsum`,
+    ``zero_dq=True``)."""
     import tvm_tirx
     from tvm_tirx.kernels.attention_backward.dsum import make_dsum
     from tvm_tirx.script import tirx as T
 
-    return tvm_tirx.compile(make_dsum(T.dynamic("B"), T.dynamic("L"), row[1], row[4], dtype_name), target="cuda")
+    return tvm_tirx.compile(make_dsum(T.dynamic("B"), T.dynamic("L"), row[1], row[4], dtype_name, zero_dq=True),
+                            target="cuda")
 
 
 def _kernel_cells(torch, row, variant, ref, repeats):
@@ -277,7 +279,8 @@ def main_kernels(repeats: int) -> None:
             cells, prep_us = _kernel_cells(torch, row, variant, (q, k, v, do, o, lse, *cudnn), repeats) \
                 if cudnn is not None else (["-"] * 4, None)
             ratio = f"{cudnn_us / prep_us:.2f}" if prep_us else "-"
-            name = f"{variant[0]}/{variant[1]}" + " determ." * variant[2] + " overlap" * variant[3]
+            name = (f"{variant[0]}/{variant[1]}" + " determ." * variant[2] + " overlap" * variant[3]
+                    + " longest first" * variant[4])
             rows.append([",".join(map(str, row[:5])), "yes" if causal else "no", name,
                          *cells, f"{cudnn_us:.0f}" if cudnn_us else "-", ratio])
             print("  ".join(rows[-1]), flush=True)

@@ -287,3 +287,18 @@ part attention-short 300 python3 bench/attention.py --runs 10 --rows 32,16,512,1
   "persistent both, TMA store" "persistent overlap, TMA store" "persistent ping-pong, TMA store" \
   "both, 2 stages, TMA store" "persistent both, 2 stages, TMA store" "ping-pong, TMA store"
 show attention-short 12
+# the host's time of each step of the backward call; our backward kernel against cuDNN's under ncu
+part backward-launch 150 python3 tools/profile_attention.py 4,32,8,2048,128 --causal --calls 2 --launch
+show backward-launch 10
+part ncu-backward-vs-cudnn 500 bash -c "for row in '4,32,8,2048,128 --causal' '8,16,16,2048,64'; do \
+  for who in '' --cudnn; do ncu --section SpeedOfLight --section LaunchStats --section Occupancy \
+  --section WarpStateStats --section SchedulerStats \
+  --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
+  -k 'regex:attention_backward_h|flash_bprop' --launch-skip 1 --launch-count 1 \
+  python3 tools/profile_attention.py \$row --calls 2 \$who; done; done"
+# the causal backward launched longest walks first (make_attention_backward(longest_first=), the default for
+# causal): its GPU tests (every causal test now takes it), the overlapped and deterministic kernels with it
+part backward-lpt-tests 300 python3 -m pytest tests/python/test_attention_backward.py \
+  tests/python/test_attention_backward_overlap.py -m gpu -q -n 8 --tb=short -p no:cacheprovider
+part backward-lpt-deterministic 150 python3 -m pytest tests/python/test_attention_backward_deterministic.py -m gpu \
+  -q -n 4 --tb=short -p no:cacheprovider

@@ -26,6 +26,10 @@ def main(argv=None) -> None:
     parser.add_argument("--table", action="store_true", help="print torch.profiler's GPU time per kernel")
     parser.add_argument("--host", action="store_true", help="print the host's time per backward call and its "
                         "Python profile")
+    parser.add_argument("--cudnn", action="store_true", help="run SDPA's cuDNN backend instead of ours (K and V "
+                        "repeated to the query heads), for ncu")
+    parser.add_argument("--launch", action="store_true", help="print the host's time (no GPU wait) of each "
+                        "step of the operator's backward call: allocations, the Dsum and main kernels' launches")
     parser.add_argument("--timeline", action="store_true", help="print when the host issued each launch of one "
                         "backward call and when the GPU ran it, for ours and SDPA's cuDNN backend")
     args = parser.parse_args(argv)
@@ -36,7 +40,10 @@ def main(argv=None) -> None:
     v = torch.randn(b, length, kv, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     grad = torch.randn(b, length, h, d, device="cuda", dtype=torch.bfloat16)
     for _ in range(args.calls):
-        ops.attention(q, k, v, causal=args.causal).backward(grad)
+        if args.cudnn:
+            _sdpa_leaves(q, k, v, args.causal)[0].backward(grad.transpose(1, 2))
+        else:
+            ops.attention(q, k, v, causal=args.causal).backward(grad)
     torch.cuda.synchronize()
     if args.table:
         _table(q, k, v, grad, args)
@@ -44,6 +51,8 @@ def main(argv=None) -> None:
         _host(q, k, v, grad, args)
     if args.timeline:
         _timeline(q, k, v, grad, args)
+    if args.launch:
+        _launch(q, k, v, grad, args)
     print(f"profile_attention: {args.calls} forward + backward calls of {args.shape} causal={args.causal}")
 
 
@@ -88,8 +97,58 @@ def _host(q, k, v, grad, args) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
 
 
+def _host_us(fn, repeats: int = 30) -> float:
+    """Median host time of ``fn()`` in us, each after a synchronize (the GPU's queue empty)."""
+    import statistics
+    import time
+
+    samples = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(samples)
+
+
+def _launch(q, k, v, grad, args) -> None:
+    """The host's time of each step of one backward call through the operator's kernel path."""
+    from tvm_tirx.ops import attention_backward_kernels as kernels
+    from tvm_tirx.ops.attention_backward_ops import backward_key, kernel_grads
+
+    o, lse = ops.attention(q, k, v, causal=args.causal, return_lse=True)
+    key = backward_key(q, k, v, args.causal, q.shape[-1] ** -0.5, "bshd")
+    main, dsum_kernel = kernels.backward_kernel(key), kernels.dsum_kernel(key)
+    dsum = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda")
+    dq_acc = torch.empty(q.shape, device="cuda")
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    main_args = (q, k, v, grad, lse, dsum, dq_acc, dk, dv)
+    main_launch, dsum_launch = main.launcher(*main_args), dsum_kernel.launcher(grad, o, dsum, dq_acc)
+    steps = {"torch.empty (dQacc)": lambda: torch.empty(q.shape, device="cuda"),
+             "dq_acc.to(bf16)": lambda: dq_acc.to(q.dtype),
+             "Dsum launch (unchecked)": lambda: dsum_launch(grad, o, dsum, dq_acc),
+             "main launch (unchecked)": lambda: main_launch(*main_args),
+             "main call (checked)": lambda: main(*main_args),
+             "kernel_grads": lambda: kernel_grads(main_launch, grad, None, q, k, v, o, lse, "bshd",
+                                                  dsum_kernel=dsum_launch),
+             "torch.autograd.grad": lambda: torch.autograd.grad(o, (q, k, v), grad, retain_graph=True)}
+    for name, fn in steps.items():
+        print(f"host {name}: median {_host_us(fn):.1f} us")
+
+
 #: the trace categories of a launch on the host and of what it runs on the GPU
 _HOST_CATEGORIES, _GPU_CATEGORIES = ("cuda_runtime", "cuda_driver"), ("kernel", "gpu_memset", "gpu_memcpy")
+
+
+def _sdpa_leaves(q, k, v, causal: bool):
+    """``(O, leaves)``: SDPA's cuDNN backend on (b, h, s, d) leaves made from bshd q, k, v
+    (K and V repeated to the query heads)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    leaves = [x.detach().transpose(1, 2).repeat_interleave(q.shape[2] // x.shape[2], 1).requires_grad_(True)
+              for x in (q, k, v)]
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        return torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal), leaves
 
 
 def _timeline(q, k, v, grad, args) -> None:
@@ -99,13 +158,9 @@ def _timeline(q, k, v, grad, args) -> None:
     import json
     import tempfile
 
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.profiler import ProfilerActivity, profile
 
-    leaves = [x.detach().transpose(1, 2).repeat_interleave(q.shape[2] // x.shape[2], 1).requires_grad_(True)
-              for x in (q, k, v)]
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        o_sdpa = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=args.causal)
+    o_sdpa, leaves = _sdpa_leaves(q, k, v, args.causal)
     o_ours = ops.attention(q, k, v, causal=args.causal)
     calls = {"ours": lambda: torch.autograd.grad(o_ours, (q, k, v), grad, retain_graph=True),
              "cudnn": lambda: torch.autograd.grad(o_sdpa, leaves, grad.transpose(1, 2), retain_graph=True)}

@@ -232,13 +232,35 @@ def test_the_walk_meets_every_block_of_keys_and_queries_that_counts(seq_len, cau
 
 
 def test_a_causal_kernel_starts_its_walk_at_its_own_keys():
-    causal, full = _body(_kernel(128, True)), _body(_kernel(128, False))
+    causal, full = _body(_kernel(128, True, longest_first=False)), _body(_kernel(128, False))
     # iterations: group (4) x query blocks from 2 kb on (causal), or all of them
     assert "for (int g = 0; g < ((((L + 63) >> 6) * 4) - (((int)blockIdx.x) * 8)); ++g) {" in causal
     assert "for (int g = 0; g < (((L + 63) >> 6) * 4); ++g) {" in full
     # the mask where a block crosses seq_len or, causal, holds a key after a query: q0 < k0 + 63
     diagonal = r"\(qb_ptr_\d+\[0\] \* 64\) < \(\(\(\(\(int\)blockIdx.x\) \* 128\) \+ \(c_ptr\[0\] \* 64\)\) \+ 63\)"
     assert re.search(diagonal, causal) and not re.search(diagonal, full)
+
+
+def test_a_causal_kernel_launches_the_longest_walks_first_by_default():
+    causal, full = _body(_kernel(128, True)), _body(_kernel(128, False))
+    # one axis, the key block slowest: blockIdx.x / (batch x kv_heads), kv_heads 2
+    assert "keys_2_ptr[0] = (((int)blockIdx.x) / (B * 2));" in causal
+    assert "for (int g = 0; g < ((((L + 63) >> 6) * 4) - ((((int)blockIdx.x) / (B * 2)) * 8)); ++g) {" in causal
+    assert "blockIdx.z" not in causal and "blockIdx.z" in full
+
+
+@pytest.mark.parametrize("batch,kv_heads,seq_len", [(3, 2, 1000), (1, 1, 128), (2, 5, 129)])
+def test_longest_first_launches_every_block_once_key_block_by_key_block(batch, kv_heads, seq_len):
+    import tvm
+
+    cfg = BackwardConfig(batch, seq_len, kv_heads * 2, kv_heads, 64, causal=True, longest_first=True)
+    analyzer = tvm.sym.Analyzer()
+    (ctas,) = cfg.grid
+    blocks = [tuple(int(analyzer.simplify(x)) for x in cfg.block(T.int32(i))) for i in range(ctas)]
+    every = {(b, hk, kb) for b in range(batch) for hk in range(kv_heads) for kb in range(cfg.key_blocks)}
+    assert len(blocks) == len(every) and set(blocks) == every
+    assert [kb for _, _, kb in blocks] == sorted(kb for _, _, kb in blocks)  # key block 0 of every pair first
+    assert BackwardConfig(batch, seq_len, kv_heads, kv_heads, 64).grid == (cfg.key_blocks, kv_heads, batch)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -359,10 +381,11 @@ def test_shared_memory_fits_and_is_stated():
                                         r"more than the 232448"),
      ((1, 2**20, 64, 128), {}, r"batch x seq_len x heads x head_dim = 8589934592 elements: .* at most 2147483647"),
      ((2, 128, 4, 128), dict(dq_split="rows"), r"dq_split: expected one of \['keys', 'columns'\], found 'rows'"),
-     ((2, 128, 4, 128), dict(dq_split=None), r"dq_split: expected one of \['keys', 'columns'\], found None")],
+     ((2, 128, 4, 128), dict(dq_split=None), r"dq_split: expected one of \['keys', 'columns'\], found None"),
+     ((2, 128, 4, 128), dict(longest_first=1), r"longest_first: expected a bool, found 1")],
     ids=["head-dim-256", "head-dim-96", "head-dim-float", "gqa-ratio", "dtype", "seq-len", "batch-bool",
          "batch-grid-z", "heads-0", "kv-heads-0", "scale-0", "scale-nan", "causal", "stages-0", "smem",
-         "int32-elements", "dq-split", "dq-split-none"],
+         "int32-elements", "dq-split", "dq-split-none", "longest-first"],
 )
 def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, match):
     with pytest.raises(ValueError, match=match):

@@ -42,7 +42,8 @@ def test_each_reduce_waits_for_its_turn_and_passes_it_on(head_dim, causal, dq_sp
     waits = [p for p in _positions(body, WAIT) if reduce[0] < p < release[0]]
     assert acquire[1] < reduce[0] and reduce[-1] < release[-1] and waits, "acquire, reduce, wait_group 0, release"
     spin = body[acquire[0] : reduce[0]]
-    assert "while" in spin and "blockIdx.x) * 2)" in spin, "the turn is 2 kb + c"
+    kb = "(((int)blockIdx.x) / (B * 2))" if causal else "((int)blockIdx.x)"  # causal: longest walks first
+    assert "while" in spin and f"({kb} * 2)" in spin, "the turn is 2 kb + c"
     assert "fence_proxy_proxy_async_global" in spin
     # the spin loop costs thread 0 a few spilled registers at head_dim 128 (56 bytes causal,
     # 16 full, measured with ptxas 13.0; none at 64): bound them so that a growth shows

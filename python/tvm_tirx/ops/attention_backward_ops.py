@@ -130,13 +130,15 @@ def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str, determi
     launch)."""
     qb, kb, vb, ob = (as_bshd(t, layout) for t in (q, k, v, o))
     do = torch.zeros_like(qb) if grad_o is None else as_bshd(grad_o, layout).contiguous()
+    # everything allocated (and the counts zeroed) before the first launch: the host's work
+    # between the Dsum kernel's launch and the main kernel's would leave the GPU idle
     dq_acc = torch.empty(qb.shape, dtype=torch.float32, device=q.device)
-    dsum = _dsum(dsum_kernel, do, ob, dq_acc)  # (batch, heads, seq); dq_acc zeroed
-    dsum = (dsum if grad_lse is None else dsum - grad_lse).contiguous()
     dk, dv = torch.empty(kb.shape, dtype=k.dtype, device=k.device), torch.empty(vb.shape, dtype=v.dtype,
                                                                                   device=v.device)
-    order = (torch.zeros(dsum.shape[:2] + (-(-dsum.shape[2] // BQ),), dtype=torch.int32, device=q.device),) \
+    order = (torch.zeros(qb.shape[0], qb.shape[2], -(-qb.shape[1] // BQ), dtype=torch.int32, device=q.device),) \
         if deterministic else ()
+    dsum = _dsum(dsum_kernel, do, ob, dq_acc)  # (batch, heads, seq); dq_acc zeroed
+    dsum = (dsum if grad_lse is None else dsum - grad_lse).contiguous()
     kernel(qb, kb, vb, do, lse.contiguous(), dsum, dq_acc, dk, dv, *order)
     return as_bshd(dq_acc.to(q.dtype), layout), as_bshd(dk, layout), as_bshd(dv, layout)
 

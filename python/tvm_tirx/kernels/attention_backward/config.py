@@ -123,6 +123,7 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
     dq_split: str = "keys"
     deterministic: bool = False
     overlap: bool = False
+    longest_first: bool = False
 
     def __post_init__(self):
         self._check_sizes()
@@ -157,6 +158,8 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
             raise ValueError(f"deterministic: expected a bool, found {self.deterministic!r}")
         if not isinstance(self.overlap, bool):
             raise ValueError(f"overlap: expected a bool, found {self.overlap!r}")
+        if not isinstance(self.longest_first, bool):
+            raise ValueError(f"longest_first: expected a bool, found {self.longest_first!r}")
         if self.overlap and not self.split_columns:
             raise ValueError("overlap=True needs dq_split='columns': with 'keys' a consumer's dQ (64 x head_dim "
                              "float32) in flight next to dV and dK takes more registers than a thread has")
@@ -269,6 +272,28 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
     def key_blocks(self):
         """CTAs along the sequence: ``ceil(seq_len / 128)``."""
         return self.extent(self.seq_len, BK)
+
+    @property
+    def grid(self) -> tuple:
+        """The launch grid: ``(key_blocks, kv_heads, batch)``, or with :attr:`longest_first`
+        all of them on one axis, ``(key_blocks x kv_heads x batch,)`` (:meth:`block`)."""
+        if self.longest_first:
+            return (self.key_blocks * self.kv_heads * self.batch,)
+        return (self.key_blocks, self.kv_heads, self.batch)
+
+    def block(self, x, y=None, z=None) -> tuple:
+        """``(b, hk, kb)`` of the CTA at ``blockIdx`` ``(x, y, z)`` of :attr:`grid` (``x``
+        alone with :attr:`longest_first`).  With
+        :attr:`longest_first` the key block is the slowest index: every (batch entry,
+        key/value head)'s key block 0 is launched first, then every key block 1, and so on;
+        causal walks shorten with the key block, so the longest start first and the short
+        ones fill the SMs at the end (the order of FlashAttention-3's "LPT" scheduler).
+        Otherwise a (batch entry, key/value head)'s key blocks are launched together, one
+        pair after another (``y``, ``z``)."""
+        if not self.longest_first:
+            return z, y, x
+        pairs = self.kv_heads * self.batch  # x >= 0: truncated division is floor division
+        return T.truncdiv(T.truncmod(x, pairs), self.kv_heads), T.truncmod(x, self.kv_heads), T.truncdiv(x, pairs)
 
     def first_query_block(self, kb):
         """The first query block key block ``kb`` meets: 0, or (causal) ``2 kb`` -- the

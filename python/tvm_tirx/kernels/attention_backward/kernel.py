@@ -24,11 +24,11 @@ ELEMENTS_MESSAGE = (f"make_attention_backward: batch x seq_len x heads x head_di
 
 
 def _keys(cfg: BackwardConfig, seq_len) -> Keys:
-    """The CTA's block: key block ``blockIdx.x``, key/value head ``blockIdx.y``, batch entry
-    ``blockIdx.z`` (call it after the launch); the longest causal walks (key block 0)
-    have the lowest ids, so they start first."""
-    kb = T.cuda.block_idx("x")
-    return Keys(T.cuda.block_idx("z"), T.cuda.block_idx("y"), kb, cfg.group * cfg.query_blocks(kb, seq_len))
+    """The CTA's block (call it after the launch): :meth:`.config.BackwardConfig.block` of
+    its ``blockIdx``; within a (batch entry, key/value head) the longest causal walks (key
+    block 0) have the lowest ids, so they start first."""
+    b, hk, kb = cfg.block(*(T.cuda.block_idx(axis) for axis in "xyz"[:len(cfg.grid)]))
+    return Keys(b, hk, kb, cfg.group * cfg.query_blocks(kb, seq_len))
 
 
 def key_tiles(cfg: BackwardConfig, tile):
@@ -94,7 +94,7 @@ def _make_body(cfg: BackwardConfig):
     consume, epilogue = make_consumer(cfg), make_epilogue(cfg)
     elements = T.Cast("int64", cfg.batch) * cfg.seq_len * cfg.heads * cfg.head_dim  # of Q, dO and dQacc
     run_time = not isinstance(cfg.batch, int) or not isinstance(cfg.seq_len, int)  # else checked when made
-    launch = T.cuda.LaunchConfig(grid=(cfg.key_blocks, cfg.kv_heads, cfg.batch), block=128 * (1 + CONSUMERS),
+    launch = T.cuda.LaunchConfig(grid=cfg.grid, block=128 * (1 + CONSUMERS),
                                  min_blocks_per_sm=1, dynamic_smem_bytes=cfg.smem_bytes)
 
     @T.macro
@@ -117,6 +117,9 @@ def _make_body(cfg: BackwardConfig):
             T.ptx["fence.mbarrier_init.release.cluster"]()
         T.cuda.cta_sync()
         keys = _keys(cfg, seq_len)
+        if cfg.longest_first:  # blockIdx.x < key_blocks x kv_heads x batch: a product of run-time
+            T.assume(keys.b < cfg.batch)  # extents, which the prover does not multiply
+            T.assume(keys.kb < cfg.key_blocks)
         if wg == 0:  # the producer warpgroup: thread 0 issues the TMA loads, warp 1 copies LSE and Dsum
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=PRODUCER_REGISTERS)
             if tid == 0:
@@ -142,7 +145,7 @@ def _make_body(cfg: BackwardConfig):
 def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None,
                             causal: bool = False, scale: float | None = None, dtype: str = "bfloat16",
                             stages: int = 2, dq_split: str = "keys", deterministic: bool = False,
-                            overlap: bool = False):
+                            overlap: bool = False, longest_first: bool | None = None):
     """The fused attention backward: ``dQ``, ``dK`` and ``dV`` of ``O = softmax(scale * Q
     K^T [+ causal mask]) V`` from ``dO``, recomputing the probabilities from the forward's
     log-sum-exp (FlashAttention-2/3's algorithm, key/value blocks outermost): a
@@ -190,6 +193,11 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
     overlap : bool
         Issue each iteration's products so that they run under the consumer's arithmetic
         and exchanges (:mod:`.consumer`); needs ``dq_split="columns"``.
+    longest_first : bool, optional
+        Launch the CTAs with the longest walks first across every (batch entry, key/value
+        head) (:meth:`.config.BackwardConfig.block`: key block 0 of every pair, then key
+        block 1, ...) on a one-dimensional grid, rather than each pair's key blocks
+        together.  Default: ``causal`` (the walks are all equal without causal masking).
 
     Returns
     -------
@@ -212,8 +220,9 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         From :class:`.config.BackwardConfig`: a size, dtype or option it refuses.
     """
     kv_heads = heads if kv_heads is None else kv_heads
+    longest_first = causal if longest_first is None else longest_first
     cfg = BackwardConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, dq_split,
-                         deterministic, overlap)
+                         deterministic, overlap, longest_first)
     return _prim_func(cfg, _make_body(cfg))
 
 
