@@ -296,9 +296,9 @@ part ncu-backward-vs-cudnn 500 bash -c "for row in '4,32,8,2048,128 --causal' '8
   --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
   -k 'regex:attention_backward_h|flash_bprop' --launch-skip 1 --launch-count 1 \
   python3 tools/profile_attention.py \$row --calls 2 \$who; done; done"
-# the causal backward launched longest walks first (make_attention_backward(longest_first=), the default for
-# causal): its GPU tests (every causal test now takes it), the overlapped and deterministic kernels with it
-part backward-lpt-tests 300 python3 -m pytest tests/python/test_attention_backward.py \
-  tests/python/test_attention_backward_overlap.py -m gpu -q -n 8 --tb=short -p no:cacheprovider
+# the causal backward launched longest walks first (make_attention_backward(longest_first=True)): its GPU tests,
+# and the deterministic kernels with it (then backward-kernels times it against the default order)
+part backward-lpt-tests 300 python3 -m pytest tests/python/test_attention_backward.py -m gpu -q -n 8 --tb=short \
+  -p no:cacheprovider -k "longest or every_length or forward_kernels"
 part backward-lpt-deterministic 150 python3 -m pytest tests/python/test_attention_backward_deterministic.py -m gpu \
   -q -n 4 --tb=short -p no:cacheprovider

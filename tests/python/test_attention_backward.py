@@ -241,26 +241,31 @@ def test_a_causal_kernel_starts_its_walk_at_its_own_keys():
     assert re.search(diagonal, causal) and not re.search(diagonal, full)
 
 
-def test_a_causal_kernel_launches_the_longest_walks_first_by_default():
-    causal, full = _body(_kernel(128, True)), _body(_kernel(128, False))
-    # one axis, the key block slowest: blockIdx.x / (batch x kv_heads), kv_heads 2
-    assert "keys_2_ptr[0] = (((int)blockIdx.x) / (B * 2));" in causal
-    assert "for (int g = 0; g < ((((L + 63) >> 6) * 4) - ((((int)blockIdx.x) / (B * 2)) * 8)); ++g) {" in causal
-    assert "blockIdx.z" not in causal and "blockIdx.z" in full
+def test_longest_first_puts_the_key_blocks_on_the_slowest_axis():
+    causal = _body(_kernel(128, True, longest_first=True))
+    # (b, hk, kb) = (blockIdx.y, blockIdx.x, blockIdx.z); the walk shortens with blockIdx.z
+    assert all(f"int keys_{i} = ((int)blockIdx.{axis});" in causal for i, axis in enumerate("yxz"))
+    assert "for (int g = 0; g < ((((L + 63) >> 6) * 4) - (((int)blockIdx.z) * 8)); ++g) {" in causal
+    assert "int keys_2 = ((int)blockIdx.x);" in _body(_kernel(128, True))  # the default: off
 
 
 @pytest.mark.parametrize("batch,kv_heads,seq_len", [(3, 2, 1000), (1, 1, 128), (2, 5, 129)])
 def test_longest_first_launches_every_block_once_key_block_by_key_block(batch, kv_heads, seq_len):
-    import tvm
+    for longest_first in (False, True):
+        cfg = BackwardConfig(batch, seq_len, kv_heads * 2, kv_heads, 64, causal=True, longest_first=longest_first)
+        gx, gy, gz = cfg.grid
+        linear = [cfg.block(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]  # launch order
+        every = {(b, hk, kb) for b in range(batch) for hk in range(kv_heads) for kb in range(cfg.key_blocks)}
+        assert len(linear) == len(every) and set(linear) == every
+        key_blocks = [kb for _, _, kb in linear]
+        assert (key_blocks == sorted(key_blocks)) == (longest_first or batch * kv_heads == 1)
 
-    cfg = BackwardConfig(batch, seq_len, kv_heads * 2, kv_heads, 64, causal=True, longest_first=True)
-    analyzer = tvm.sym.Analyzer()
-    (ctas,) = cfg.grid
-    blocks = [tuple(int(analyzer.simplify(x)) for x in cfg.block(T.int32(i))) for i in range(ctas)]
-    every = {(b, hk, kb) for b in range(batch) for hk in range(kv_heads) for kb in range(cfg.key_blocks)}
-    assert len(blocks) == len(every) and set(blocks) == every
-    assert [kb for _, _, kb in blocks] == sorted(kb for _, _, kb in blocks)  # key block 0 of every pair first
-    assert BackwardConfig(batch, seq_len, kv_heads, kv_heads, 64).grid == (cfg.key_blocks, kv_heads, batch)
+
+def test_longest_first_refuses_more_key_blocks_than_the_grid_takes():
+    with pytest.raises(ValueError, match=r"longest_first=True: seq_len must be at most 8388480 keys"):
+        make_attention_backward(1, 8388481, 1, 64, causal=True, longest_first=True)
+    func = make_attention_backward(1, T.dynamic("L"), 1, 64, causal=True, longest_first=True)
+    assert "8388480 keys (65535 key blocks" in func.script()
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -487,6 +492,16 @@ def test_every_length_from_one_kernel_on_gpu(torch_cuda, head_dim, causal, dq_sp
     kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
     for seq_len in (1, 77, 128, 1000, 2049):
         check_gradients(torch_cuda, kernel, (2, seq_len, 8, 2, head_dim), causal, "bfloat16", seed=seq_len)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim,dq_split", [(128, "columns"), (64, "keys")])
+def test_longest_first_every_length_on_gpu(torch_cuda, head_dim, dq_split):
+    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=True,
+                                   dq_split=dq_split, longest_first=True)
+    kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
+    for batch, seq_len in ((3, 1), (2, 77), (1, 1000), (3, 2049)):
+        check_gradients(torch_cuda, kernel, (batch, seq_len, 8, 2, head_dim), True, "bfloat16", seed=seq_len)
 
 
 @pytest.mark.gpu

@@ -117,7 +117,8 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         :data:`~tvm_tirx.kernels.extents.MAX_ELEMENTS` elements in Q; ``stages`` outside
         1..4 or more shared memory than a CTA has; a ``scale`` that is not a positive
         finite number; ``causal`` or ``deterministic`` not a bool; ``dq_split`` not one of
-        :data:`DQ_SPLITS`; ``overlap`` not a bool, or True without ``dq_split="columns"``.
+        :data:`DQ_SPLITS`; ``overlap`` not a bool, or True without ``dq_split="columns"``;
+        ``longest_first`` not a bool, or True with more than 65535 key blocks.
     """
 
     dq_split: str = "keys"
@@ -160,6 +161,9 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
             raise ValueError(f"overlap: expected a bool, found {self.overlap!r}")
         if not isinstance(self.longest_first, bool):
             raise ValueError(f"longest_first: expected a bool, found {self.longest_first!r}")
+        if self.longest_first and is_int(self.seq_len) and self.key_blocks > GRID_Z:
+            raise ValueError(f"longest_first=True: seq_len must be at most {GRID_Z * BK} keys ({GRID_Z} key blocks "
+                             f"of {BK} on the grid's z axis), found {self.seq_len}")
         if self.overlap and not self.split_columns:
             raise ValueError("overlap=True needs dq_split='columns': with 'keys' a consumer's dQ (64 x head_dim "
                              "float32) in flight next to dV and dK takes more registers than a thread has")
@@ -276,24 +280,21 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
     @property
     def grid(self) -> tuple:
         """The launch grid: ``(key_blocks, kv_heads, batch)``, or with :attr:`longest_first`
-        all of them on one axis, ``(key_blocks x kv_heads x batch,)`` (:meth:`block`)."""
+        ``(kv_heads, batch, key_blocks)`` (:meth:`block`)."""
         if self.longest_first:
-            return (self.key_blocks * self.kv_heads * self.batch,)
+            return (self.kv_heads, self.batch, self.key_blocks)
         return (self.key_blocks, self.kv_heads, self.batch)
 
-    def block(self, x, y=None, z=None) -> tuple:
-        """``(b, hk, kb)`` of the CTA at ``blockIdx`` ``(x, y, z)`` of :attr:`grid` (``x``
-        alone with :attr:`longest_first`).  With
-        :attr:`longest_first` the key block is the slowest index: every (batch entry,
+    def block(self, x, y, z) -> tuple:
+        """``(b, hk, kb)`` of the CTA at ``blockIdx`` ``(x, y, z)`` of :attr:`grid`.  CTAs
+        are launched in the order of their linear index (``x`` fastest).  With
+        :attr:`longest_first` the key block is the slowest axis: every (batch entry,
         key/value head)'s key block 0 is launched first, then every key block 1, and so on;
         causal walks shorten with the key block, so the longest start first and the short
         ones fill the SMs at the end (the order of FlashAttention-3's "LPT" scheduler).
         Otherwise a (batch entry, key/value head)'s key blocks are launched together, one
-        pair after another (``y``, ``z``)."""
-        if not self.longest_first:
-            return z, y, x
-        pairs = self.kv_heads * self.batch  # x >= 0: truncated division is floor division
-        return T.truncdiv(T.truncmod(x, pairs), self.kv_heads), T.truncmod(x, self.kv_heads), T.truncdiv(x, pairs)
+        pair after another."""
+        return (y, x, z) if self.longest_first else (z, y, x)
 
     def first_query_block(self, kb):
         """The first query block key block ``kb`` meets: 0, or (causal) ``2 kb`` -- the

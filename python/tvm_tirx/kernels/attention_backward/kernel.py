@@ -8,6 +8,7 @@ from ...tile.families.tma import swizzled_layout
 from ...tile.families.wgmma import a_fragment_layout
 from ...tile.fragments import accumulator_layout
 from ..attention.config import CHUNK
+from ..attention.config import GRID_Z
 from ..extents import MAX_ELEMENTS
 from .config import BQ, CONSUMER_REGISTERS, CONSUMERS, DQ_BOX, FILLS, PRODUCER_REGISTERS, WG_K, BackwardConfig
 from .consumer import make_consumer
@@ -21,13 +22,16 @@ __all__ = ["make_attention_backward", "ELEMENTS_MESSAGE"]
 #: the host's error for run-time sizes whose Q, dO and dQacc the kernel's int32 offsets cannot index
 ELEMENTS_MESSAGE = (f"make_attention_backward: batch x seq_len x heads x head_dim elements of Q, dO and dQacc must "
                     f"be at most {MAX_ELEMENTS}: the kernel indexes them with int32 offsets")
+#: the host's error for a run-time length with more key blocks than the grid's z axis takes (longest_first)
+KEY_BLOCKS_MESSAGE = (f"make_attention_backward(longest_first=True): seq_len must be at most {GRID_Z * 128} keys "
+                      f"({GRID_Z} key blocks of 128 on the grid's z axis)")
 
 
 def _keys(cfg: BackwardConfig, seq_len) -> Keys:
     """The CTA's block (call it after the launch): :meth:`.config.BackwardConfig.block` of
     its ``blockIdx``; within a (batch entry, key/value head) the longest causal walks (key
     block 0) have the lowest ids, so they start first."""
-    b, hk, kb = cfg.block(*(T.cuda.block_idx(axis) for axis in "xyz"[:len(cfg.grid)]))
+    b, hk, kb = cfg.block(*(T.cuda.block_idx(axis) for axis in "xyz"))
     return Keys(b, hk, kb, cfg.group * cfg.query_blocks(kb, seq_len))
 
 
@@ -106,6 +110,8 @@ def _make_body(cfg: BackwardConfig):
     def body(inputs, outputs, seq_len):
         if run_time:  # on the host, before the launch: Q, dO and dQacc are indexed with int32 offsets
             assert elements <= T.int64(MAX_ELEMENTS), ("ValueError", [ELEMENTS_MESSAGE])
+        if run_time and cfg.longest_first:  # the key blocks on the grid's z axis
+            assert cfg.key_blocks <= GRID_Z, ("ValueError", [KEY_BLOCKS_MESSAGE])
         T.device_entry(launch=launch)
         smem, bars = _allocate_shared(cfg)
         tid = T.cuda.thread_idx("x")
@@ -117,9 +123,6 @@ def _make_body(cfg: BackwardConfig):
             T.ptx["fence.mbarrier_init.release.cluster"]()
         T.cuda.cta_sync()
         keys = _keys(cfg, seq_len)
-        if cfg.longest_first:  # blockIdx.x < key_blocks x kv_heads x batch: a product of run-time
-            T.assume(keys.b < cfg.batch)  # extents, which the prover does not multiply
-            T.assume(keys.kb < cfg.key_blocks)
         if wg == 0:  # the producer warpgroup: thread 0 issues the TMA loads, warp 1 copies LSE and Dsum
             T.cuda.tile.apply(T.ptx["setmaxnreg.dec.sync.aligned.u32"], scope="warpgroup", nreg=PRODUCER_REGISTERS)
             if tid == 0:
@@ -145,7 +148,7 @@ def _make_body(cfg: BackwardConfig):
 def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None,
                             causal: bool = False, scale: float | None = None, dtype: str = "bfloat16",
                             stages: int = 2, dq_split: str = "keys", deterministic: bool = False,
-                            overlap: bool = False, longest_first: bool | None = None):
+                            overlap: bool = False, longest_first: bool = False):
     """The fused attention backward: ``dQ``, ``dK`` and ``dV`` of ``O = softmax(scale * Q
     K^T [+ causal mask]) V`` from ``dO``, recomputing the probabilities from the forward's
     log-sum-exp (FlashAttention-2/3's algorithm, key/value blocks outermost): a
@@ -193,11 +196,12 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
     overlap : bool
         Issue each iteration's products so that they run under the consumer's arithmetic
         and exchanges (:mod:`.consumer`); needs ``dq_split="columns"``.
-    longest_first : bool, optional
-        Launch the CTAs with the longest walks first across every (batch entry, key/value
-        head) (:meth:`.config.BackwardConfig.block`: key block 0 of every pair, then key
-        block 1, ...) on a one-dimensional grid, rather than each pair's key blocks
-        together.  Default: ``causal`` (the walks are all equal without causal masking).
+    longest_first : bool
+        Launch the CTAs with the longest causal walks first across every (batch entry,
+        key/value head) (:meth:`.config.BackwardConfig.block`: key block 0 of every pair,
+        then key block 1, ...), rather than each pair's key blocks together.  Its grid puts
+        the key blocks on the z axis: at most 65535 (8,388,480 keys; run-time lengths are
+        checked on the host).
 
     Returns
     -------
@@ -220,7 +224,6 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         From :class:`.config.BackwardConfig`: a size, dtype or option it refuses.
     """
     kv_heads = heads if kv_heads is None else kv_heads
-    longest_first = causal if longest_first is None else longest_first
     cfg = BackwardConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, dq_split,
                          deterministic, overlap, longest_first)
     return _prim_func(cfg, _make_body(cfg))
