@@ -24,13 +24,23 @@
 # consumers), attention-consumers (three consumers win at head_dim 64 full: +13-21%),
 # backward-overlap-tests (8 passed), backward-kernels (overlap +4-5% at head_dim 128),
 # attention-backward-kernel (geomean 0.784x, was 0.746), backward-host (388 us median),
-# attention-ops-64 (13 rows: graph geomean 1.025).  What the next session should run, in
-# calls of at most 10 minutes on one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
-#   A. dsum (make_dsum(zero_dq=True): its GPU test never ran); if it passes, cherry-pick the
-#      operator's wiring (commit d655d59, branch dsum-zero-dq: kernel_grads' dQacc zeroed by the
-#      Dsum kernel, no memset) and run backward-route-tests, attention-backward-kernel;
-#   B. backward-kernels (its +prep now with make_dsum's Dsum), backward-host;
-#   C. gemm-ops-a, gemm-ops-c; racecheck-backward-columns, racecheck-backward-overlap, memcheck-backward-overlap.
+# attention-ops-64 (13 rows: graph geomean 1.025).  Run on an H100 in a sixth session on 2026-12-06:
+# dsum (9 passed) and backward-route-tests (13 passed: the operator now takes make_dsum(zero_dq=True)),
+# backward-timeline (the main kernel is the gap: 945 vs cuDNN's 709 us at 4,32,8,2048,128 causal),
+# attention-short (no schedule beats the plan at 32 x 16 x 512 x 128: 436 vs cuDNN 506 TFLOP/s),
+# backward-launch (kernel_grads 68.5 us of autograd.grad's 357), backward-lpt-tests (12 passed),
+# backward-lpt-deterministic (8 passed, after the grid of (kv_heads, batch, key_blocks)),
+# attention-backward-kernel (with the first, one-dimensional longest-first order on for causal:
+# geomean 0.745), backward-kernels (longest_first loses everywhere but the longest causal row: off),
+# racecheck-backward-overlap (16 hazards between the row copier's srows stores and the consumers'
+# loads; see docs/kernels.rst).  What the next session should run, in calls of at most 10 minutes on
+# one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
+#   A. racecheck-backward-columns (the serial kernel has the same srows chain: does racecheck report it
+#      too? if so the tool does not follow a named barrier into one thread's mbarrier.arrive);
+#   B. attention-backward-kernel (the operator as it is now: zero_dq, buffers allocated before the first
+#      launch, the default launch order), memcheck-backward-overlap;
+#   C. ncu-backward-vs-cudnn (our backward kernel and cuDNN's under ncu: where the 0.75-0.85x comes from);
+#   D. gemm-ops-a, gemm-ops-c.
 # A refused start costs device time (15 s to 3 min each; on 2026-12-06 three refusals took ~440
 # of the 1800 s, and in the later session five took ~560): after one, wait out the minutes it
 # names (or 10 minutes where it names none) before one more try, and keep the kind the same.
