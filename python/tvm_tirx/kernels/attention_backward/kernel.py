@@ -7,10 +7,9 @@ from tvm.script import tirx as T
 from ...tile.families.tma import swizzled_layout
 from ...tile.families.wgmma import a_fragment_layout
 from ...tile.fragments import accumulator_layout
-from ..attention.config import CHUNK
-from ..attention.config import GRID_Z
+from ..attention.config import CHUNK, GRID_Z
 from ..extents import MAX_ELEMENTS
-from .config import BQ, CONSUMER_REGISTERS, CONSUMERS, DQ_BOX, FILLS, PRODUCER_REGISTERS, WG_K, BackwardConfig
+from .config import BK, BQ, CONSUMER_REGISTERS, CONSUMERS, DQ_BOX, FILLS, PRODUCER_REGISTERS, WG_K, BackwardConfig
 from .consumer import make_consumer
 from .epilogue import make_epilogue
 from .gradients import first_key
@@ -23,8 +22,8 @@ __all__ = ["make_attention_backward", "ELEMENTS_MESSAGE"]
 ELEMENTS_MESSAGE = (f"make_attention_backward: batch x seq_len x heads x head_dim elements of Q, dO and dQacc must "
                     f"be at most {MAX_ELEMENTS}: the kernel indexes them with int32 offsets")
 #: the host's error for a run-time length with more key blocks than the grid's z axis takes (longest_first)
-KEY_BLOCKS_MESSAGE = (f"make_attention_backward(longest_first=True): seq_len must be at most {GRID_Z * 128} keys "
-                      f"({GRID_Z} key blocks of 128 on the grid's z axis)")
+KEY_BLOCKS_MESSAGE = (f"make_attention_backward(longest_first=True): seq_len must be at most {GRID_Z * BK} keys "
+                      f"({GRID_Z} key blocks of {BK} on the grid's z axis)")
 
 
 def _keys(cfg: BackwardConfig, seq_len) -> Keys:
