@@ -115,9 +115,10 @@ def _launch(q, k, v, grad, args) -> None:
     """The host's time of each step of one backward call through the operator's kernel path."""
     from tvm_tirx.ops import attention_backward_kernels as kernels
     from tvm_tirx.ops.attention_backward_ops import backward_key, kernel_grads
+    from tvm_tirx.ops.attention_checks import resolve_scale
 
     o, lse = ops.attention(q, k, v, causal=args.causal, return_lse=True)
-    key = backward_key(q, k, v, args.causal, q.shape[-1] ** -0.5, "bshd")
+    key = backward_key(q, k, v, args.causal, resolve_scale(None, q.shape[-1]), "bshd")  # the operator's
     main, dsum_kernel = kernels.backward_kernel(key), kernels.dsum_kernel(key)
     dsum = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda")
     dq_acc = torch.empty(q.shape, device="cuda")
@@ -152,8 +153,8 @@ def _sdpa_leaves(q, k, v, causal: bool):
 
 
 def _timeline(q, k, v, grad, args) -> None:
-    """For ours and SDPA's cuDNN backend: one backward call (the third after a synchronize)
-    under torch's profiler, each launch as ``host issue (us) | GPU start - end (us) | name``
+    """For ours and SDPA's cuDNN backend: one backward call (after three unprofiled ones and
+    a synchronize) under torch's profiler, each launch as ``host issue (us) | GPU start - end (us) | name``
     from the call's start, and the call's end."""
     import json
     import tempfile

@@ -102,6 +102,27 @@ def test_kernel_grads_hands_the_kernel_bshd_rows_and_takes_its_dsum():
     torch.testing.assert_close(seen["dsum"].double(), want, rtol=1e-5, atol=1e-5)
 
 
+def test_kernel_grads_without_the_dsum_kernel_zeroes_dq_acc_itself():
+    torch = pytest.importorskip("torch")
+    from tvm_tirx.ops.attention_backward_ops import kernel_grads
+
+    seen = {}
+
+    def backward(*args):  # what the main kernel would add into
+        seen["dq_acc"] = args[6].clone()
+
+    q, do = torch.randn(2, 70, 4, 64), torch.randn(2, 70, 4, 64)
+    k, v, o, lse = torch.randn(2, 70, 2, 64), torch.randn(2, 70, 2, 64), torch.randn(2, 70, 4, 64), torch.randn(2, 4, 70)
+    enabled = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)  # torch.empty then fills float tensors with NaN
+    try:
+        assert torch.empty(4).isnan().all()  # else this test could not fail
+        kernel_grads(backward, do, None, q, k, v, o, lse, "bshd")
+    finally:
+        torch.use_deterministic_algorithms(enabled)
+    assert not seen["dq_acc"].isnan().any() and not seen["dq_acc"].any()
+
+
 # -- on the GPU --------------------------------------------------------------------------------
 
 

@@ -130,8 +130,9 @@ def kernel_grads(kernel, grad_o, grad_lse, q, k, v, o, lse, layout: str, determi
     launch)."""
     qb, kb, vb, ob = (as_bshd(t, layout) for t in (q, k, v, o))
     do = torch.zeros_like(qb) if grad_o is None else as_bshd(grad_o, layout).contiguous()
-    # everything allocated (and the counts zeroed) before the first launch: the host's work
-    # between the Dsum kernel's launch and the main kernel's would leave the GPU idle
+    # the buffers allocated (and the counts zeroed) before the first launch: the host's work
+    # between the Dsum kernel's launch and the main kernel's leaves the GPU idle (with
+    # grad_lse, its subtraction still runs between them)
     dq_acc = torch.empty(qb.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty(kb.shape, dtype=k.dtype, device=k.device), torch.empty(vb.shape, dtype=v.dtype,
                                                                                   device=v.device)

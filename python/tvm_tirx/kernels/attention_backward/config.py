@@ -116,12 +116,13 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         A head_dim other than the ints 64 and 128 (256 does not fit the registers: see the
         module docstring); a dtype other than bfloat16 / float16; ``heads`` not a multiple
         of ``kv_heads``; a size that is not a positive int or an int32 run-time extent;
-        more than 65535 batch entries (the grid's z axis); static sizes of more than
-        :data:`~tvm_tirx.kernels.extents.MAX_ELEMENTS` elements in Q; ``stages`` outside
-        1..4 or more shared memory than a CTA has; a ``scale`` that is not a positive
-        finite number; ``causal`` or ``deterministic`` not a bool; ``dq_split`` not one of
-        :data:`DQ_SPLITS`; ``overlap`` not a bool, or True without ``dq_split="columns"``;
-        ``longest_first`` not a bool, or True with more than 65535 key blocks.
+        more than 65535 batch entries (a grid axis: z, or y with ``longest_first``);
+        static sizes of more than :data:`~tvm_tirx.kernels.extents.MAX_ELEMENTS` elements
+        in Q; ``stages`` outside 1..4 or more shared memory than a CTA has; a ``scale``
+        that is not a positive finite number; ``causal`` or ``deterministic`` not a bool;
+        ``dq_split`` not one of :data:`DQ_SPLITS`; ``overlap`` not a bool, or True without
+        ``dq_split="columns"``; ``longest_first`` not a bool, or True with more than 65535
+        key blocks.
     """
 
     dq_split: str = "keys"

@@ -83,8 +83,8 @@ def make_dsum(batch, seq_len, heads: int, head_dim: int, dtype: str = "bfloat16"
     zero_dq : bool
         Also zero the backward kernel's float32 ``dQacc`` in the same pass: each lane
         stores zeros over the 8 columns of its row it reads (two ``st.global.v4.b32``),
-        instead of a memset of its own before the backward kernel.  Compiled and
-        assembled on the CPU; not yet run on a GPU, so the operator does not take it.
+        instead of a memset of its own before the backward kernel (the torch operator's
+        Dsum kernel: :func:`~tvm_tirx.ops.attention_backward_kernels.dsum_kernel`).
 
     Returns
     -------

@@ -46,8 +46,9 @@ consumer's ``dQ`` product reads both consumers' ``dS^T`` (:mod:`.products`), so:
   (``red.release.gpu``); ``fence.proxy.async.global`` on both sides orders the TMA's
   (async proxy) accesses with the count's (generic proxy; PTX ISA 8.6, 8.7).  Each
   element of ``dQacc`` then receives its partial sums in key order on every run.  A CTA
-  only waits for CTAs of lower ``blockIdx.x`` of its own head and batch entry, which
-  the GPU launches before it, so the waits cannot close a cycle.
+  only waits for CTAs of lower key blocks of its own head and batch entry, which have
+  lower linear block indices in either launch order (``longest_first`` or not), so the
+  GPU launches them before it and the waits cannot close a cycle.
 
 Why TMA rather than ``red.global.add.f32`` per element: one instruction per 64 x 32 box
 instead of ``head_dim / 4`` vector reductions per thread and block, no guard per row

@@ -166,7 +166,7 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
     batch, seq_len : int or tvm.tirx.Var
         Sizes of Q, K, V, dO ``(batch, seq_len, heads, head_dim)`` (K and V with
         ``kv_heads``): positive ints, or int32 run-time extents (``T.dynamic("L")``), taken
-        from the tensors at each call.  At most 65535 batch entries (the grid's z axis).
+        from the tensors at each call.  At most 65535 batch entries (a grid axis).
     heads : int
         Query heads (1 .. 65535).
     head_dim : int
@@ -201,7 +201,7 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         then key block 1, ...), rather than each pair's key blocks together.  Its grid puts
         the key blocks on the z axis: at most 65535 (8,388,480 keys; run-time lengths are
         checked on the host).  Measured on an H100 (2026-12-06): 3% faster on the longest
-        causal rows, 5-30% slower on shorter causal rows and twice as slow on full ones
+        causal rows, 5-30% slower on shorter causal rows and 1.5-2.1x slower on full ones
         (the CTAs running together no longer share Q and dO blocks in L2; docs/kernels.rst),
         so the operator does not take it.
 
