@@ -16,8 +16,8 @@ gradients are not summed over the group: a small advantage to the peers).
     python bench/attention.py --backward-kernels           # GPU: make_attention_backward's variants
 
 ``--backward-kernels`` (:func:`main_kernels`, bfloat16) times the backward kernel itself, per variant
-of :data:`KERNEL_VARIANTS` (``dq_split``, ``stages``, ``deterministic``, ``overlap``, ``longest_first``), on :data:`KERNEL_ROWS`: the
-kernel's launch alone ("kernel": LSE and O from our forward kernel, Dsum and the zeroed
+of :data:`KERNEL_VARIANTS` (``dq_split``, ``stages``, ``deterministic``, ``overlap``, ``longest_first``),
+on :data:`KERNEL_ROWS`: the kernel's launch alone ("kernel": LSE and O from our forward kernel, Dsum and the zeroed
 dQacc prepared once) and with the preparation the operator runs around it ("+prep":
 :func:`tvm_tirx.ops.attention_backward_ops.kernel_grads` with ``make_dsum``'s Dsum, the
 zeroed dQacc and dQ's conversion; until 2026-12-06 it took Dsum from torch's float32

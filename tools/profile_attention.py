@@ -77,15 +77,9 @@ def _host(q, k, v, grad, args) -> None:
     import cProfile
     import pstats
     import statistics
-    import time
 
     o = ops.attention(q, k, v, causal=args.causal)
-    samples = []
-    for _ in range(20):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        torch.autograd.grad(o, (q, k, v), grad, retain_graph=True)
-        samples.append((time.perf_counter() - t0) * 1e6)
+    samples = _host_samples(lambda: torch.autograd.grad(o, (q, k, v), grad, retain_graph=True), 20)
     print(f"host time per backward call: median {statistics.median(samples):.0f} us, min {min(samples):.0f} us")
     torch.cuda.synchronize()
     profiler = cProfile.Profile()
@@ -97,9 +91,9 @@ def _host(q, k, v, grad, args) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
 
 
-def _host_us(fn, repeats: int = 30) -> float:
-    """Median host time of ``fn()`` in us, each after a synchronize (the GPU's queue empty)."""
-    import statistics
+def _host_samples(fn, repeats: int = 30) -> list:
+    """The host's time of ``fn()`` in us, ``repeats`` times, each after a synchronize (the
+    GPU's queue empty)."""
     import time
 
     samples = []
@@ -108,11 +102,13 @@ def _host_us(fn, repeats: int = 30) -> float:
         t0 = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(samples)
+    return samples
 
 
 def _launch(q, k, v, grad, args) -> None:
     """The host's time of each step of one backward call through the operator's kernel path."""
+    import statistics
+
     from tvm_tirx.ops import attention_backward_kernels as kernels
     from tvm_tirx.ops.attention_backward_ops import backward_key, kernel_grads
     from tvm_tirx.ops.attention_checks import resolve_scale
@@ -134,7 +130,7 @@ def _launch(q, k, v, grad, args) -> None:
                                                   dsum_kernel=dsum_launch),
              "torch.autograd.grad": lambda: torch.autograd.grad(o, (q, k, v), grad, retain_graph=True)}
     for name, fn in steps.items():
-        print(f"host {name}: median {_host_us(fn):.1f} us")
+        print(f"host {name}: median {statistics.median(_host_samples(fn)):.1f} us")
 
 
 #: the trace categories of a launch on the host and of what it runs on the GPU
@@ -175,7 +171,8 @@ def _timeline(q, k, v, grad, args) -> None:
             torch.cuda.synchronize()
         with tempfile.NamedTemporaryFile(suffix=".json") as f:
             prof.export_chrome_trace(f.name)
-            events = json.load(open(f.name))["traceEvents"]
+            with open(f.name, encoding="utf-8") as trace:  # written by its name
+                events = json.load(trace)["traceEvents"]
         _print_timeline(name, events)
 
 

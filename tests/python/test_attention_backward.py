@@ -264,8 +264,22 @@ def test_longest_first_launches_every_block_once_key_block_by_key_block(batch, k
 def test_longest_first_refuses_more_key_blocks_than_the_grid_takes():
     with pytest.raises(ValueError, match=r"longest_first=True: seq_len must be at most 8388480 keys"):
         make_attention_backward(1, 8388481, 1, 64, causal=True, longest_first=True)
+    # a run-time length: the launch-size check every run-time grid gets, before the launch
+    from types import SimpleNamespace
+
+    from tvm_tirx.build.launch_sizes import LaunchSizes
+    from tvm_tirx.tile.ir.views import int_or_none
+
     func = make_attention_backward(1, T.dynamic("L"), 1, 64, causal=True, longest_first=True)
-    assert "8388480 keys (65535 key blocks" in func.script()
+    sizes = LaunchSizes.of(func, "backward", "sm_90a")
+
+    def args(seq_len):  # every parameter a tensor whose only run-time extent is L
+        return [SimpleNamespace(shape=tuple(n if isinstance(n, int) else seq_len
+                                            for n in (int_or_none(e) for e in p.shape))) for p in func.params]
+
+    sizes(args(8388480))  # 65535 key blocks: accepted (no error)
+    with pytest.raises(ValueError, match=r"grid.z = .* = 65536 with L = 8388481: a CUDA grid has 1 to 65535"):
+        sizes(args(8388481))
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -7,9 +7,9 @@ from tvm.script import tirx as T
 from ...tile.families.tma import swizzled_layout
 from ...tile.families.wgmma import a_fragment_layout
 from ...tile.fragments import accumulator_layout
-from ..attention.config import CHUNK, GRID_Z
+from ..attention.config import CHUNK
 from ..extents import MAX_ELEMENTS
-from .config import BK, BQ, CONSUMER_REGISTERS, CONSUMERS, DQ_BOX, FILLS, PRODUCER_REGISTERS, WG_K, BackwardConfig
+from .config import BQ, CONSUMER_REGISTERS, CONSUMERS, DQ_BOX, FILLS, PRODUCER_REGISTERS, WG_K, BackwardConfig
 from .consumer import make_consumer
 from .epilogue import make_epilogue
 from .gradients import first_key
@@ -21,9 +21,6 @@ __all__ = ["make_attention_backward", "ELEMENTS_MESSAGE"]
 #: the host's error for run-time sizes whose Q, dO and dQacc the kernel's int32 offsets cannot index
 ELEMENTS_MESSAGE = (f"make_attention_backward: batch x seq_len x heads x head_dim elements of Q, dO and dQacc must "
                     f"be at most {MAX_ELEMENTS}: the kernel indexes them with int32 offsets")
-#: the host's error for a run-time length with more key blocks than the grid's z axis takes (longest_first)
-KEY_BLOCKS_MESSAGE = (f"make_attention_backward(longest_first=True): seq_len must be at most {GRID_Z * BK} keys "
-                      f"({GRID_Z} key blocks of {BK} on the grid's z axis)")
 
 
 def _keys(cfg: BackwardConfig, seq_len) -> Keys:
@@ -109,8 +106,6 @@ def _make_body(cfg: BackwardConfig):
     def body(inputs, outputs, seq_len):
         if run_time:  # on the host, before the launch: Q, dO and dQacc are indexed with int32 offsets
             assert elements <= T.int64(MAX_ELEMENTS), ("ValueError", [ELEMENTS_MESSAGE])
-        if run_time and cfg.longest_first:  # the key blocks on the grid's z axis
-            assert cfg.key_blocks <= GRID_Z, ("ValueError", [KEY_BLOCKS_MESSAGE])
         T.device_entry(launch=launch)
         smem, bars = _allocate_shared(cfg)
         tid = T.cuda.thread_idx("x")
@@ -199,11 +194,12 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         Launch the CTAs with the longest causal walks first across every (batch entry,
         key/value head) (:meth:`.config.BackwardConfig.block`: key block 0 of every pair,
         then key block 1, ...), rather than each pair's key blocks together.  Its grid puts
-        the key blocks on the z axis: at most 65535 (8,388,480 keys; run-time lengths are
-        checked on the host).  Measured on an H100 (2026-12-06): 3% faster on the longest
-        causal rows, 5-30% slower on shorter causal rows and 1.5-2.1x slower on full ones
-        (the CTAs running together no longer share Q and dO blocks in L2; docs/kernels.rst),
-        so the operator does not take it.
+        the key blocks on the z axis: at most 65535 (8,388,480 keys; a run-time length is
+        checked before each launch, as every run-time grid is:
+        :mod:`tvm_tirx.build.launch_sizes`).  Measured on an H100 (2026-12-06): 3% faster
+        on the longest causal rows, 5-30% slower on shorter causal rows and 1.5-2.1x slower
+        on full ones (the CTAs running together no longer share Q and dO blocks in L2;
+        docs/kernels.rst), so the operator does not take it.
 
     Returns
     -------
