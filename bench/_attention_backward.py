@@ -176,11 +176,12 @@ KERNEL_ROWS = [(1, 32, 32, 8192, 128, True), (4, 32, 8, 2048, 128, True), (4, 32
                (8, 16, 16, 2048, 64, False), (4, 32, 32, 4096, 64, True)]
 #: head_dim -> the (dq_split, stages, deterministic, overlap, longest_first) variants timed (ops.attention's
 #: kernel is the first, that of tvm_tirx.kernels.attention_backward.PLANS, and the last, the same deterministic,
-#: the one it takes under torch.use_deterministic_algorithms)
-KERNEL_VARIANTS = {128: [("columns", 2, False, True, False), ("columns", 2, False, True, True),
-                         ("columns", 3, False, True, True), ("columns", 2, True, True, False)],
-                   64: [("columns", 4, False, False, False), ("columns", 4, False, False, True),
-                        ("columns", 4, False, True, False), ("columns", 4, True, False, False)]}
+#: the one it takes under torch.use_deterministic_algorithms).  longest_first "waves": in sections of
+#: wave_section(kv_heads, seq_len) key/value heads, timed on causal rows only (a full row's walks are equal)
+KERNEL_VARIANTS = {128: [("columns", 2, False, True, False), ("columns", 2, False, True, "waves"),
+                         ("columns", 3, False, True, "waves"), ("columns", 2, True, True, False)],
+                   64: [("columns", 4, False, False, False), ("columns", 4, False, False, "waves"),
+                        ("columns", 4, True, False, False)]}
 
 
 def _compiled(row, variant, dtype_name: str, arch=None):
@@ -189,12 +190,16 @@ def _compiled(row, variant, dtype_name: str, arch=None):
     import tvm_tirx
     from tvm_tirx.kernels.attention_backward import make_attention_backward
 
+    from tvm_tirx.kernels.attention_backward import wave_section
+
     b, h, kv, n, d, causal = row
     dq_split, stages, deterministic, overlap, longest_first = variant
     options = {"arch": arch} if arch else {}
+    section = wave_section(kv, n) if longest_first == "waves" else None
     return tvm_tirx.compile(make_attention_backward(b, n, h, d, kv_heads=kv, causal=causal, dtype=dtype_name,
                                                     stages=stages, dq_split=dq_split, deterministic=deterministic,
-                                                    overlap=overlap, longest_first=longest_first),
+                                                    overlap=overlap, longest_first=bool(longest_first),
+                                                    section=section),
                             target="cuda", **options)
 
 
@@ -254,6 +259,8 @@ def _cpu_kernels(dtype_name: str) -> None:
 
     for row in KERNEL_ROWS:
         for variant in KERNEL_VARIANTS[row[4]]:
+            if variant[4] and not row[5]:
+                continue
             bwd = _compiled(row, variant, dtype_name, arch="sm_90a")
             print(row, variant, "assembled" if len(testing.assemble(bwd)) > 0 else "FAILED", flush=True)
 
@@ -276,11 +283,13 @@ def main_kernels(repeats: int) -> None:
         cudnn_us = _call_us(torch, fn, repeats) if fn is not None else None
         o, lse = _forward(torch, row, q, k, v)
         for variant in KERNEL_VARIANTS[d]:
+            if variant[4] and not causal:
+                continue
             cells, prep_us = _kernel_cells(torch, row, variant, (q, k, v, do, o, lse, *cudnn), repeats) \
                 if cudnn is not None else (["-"] * 4, None)
             ratio = f"{cudnn_us / prep_us:.2f}" if prep_us else "-"
             name = (f"{variant[0]}/{variant[1]}" + " determ." * variant[2] + " overlap" * variant[3]
-                    + " longest first" * variant[4])
+                    + (f" longest first ({variant[4]})" if variant[4] else ""))
             rows.append([",".join(map(str, row[:5])), "yes" if causal else "no", name,
                          *cells, f"{cudnn_us:.0f}" if cudnn_us else "-", ratio])
             print("  ".join(rows[-1]), flush=True)

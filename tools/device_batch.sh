@@ -306,6 +306,15 @@ part ncu-backward-vs-cudnn 500 bash -c "for row in '4,32,8,2048,128 --causal' '8
   --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
   -k 'regex:attention_backward_h|flash_bprop' --launch-skip 1 --launch-count 1 \
   python3 tools/profile_attention.py \$row --calls 2 \$who; done; done"
+# longest first in sections of key/value heads (make_attention_backward(longest_first=True, section=...)):
+# its GPU tests (every length, and the same bits on every run), then bench/attention.py --backward-kernels
+part backward-sections-tests 300 bash -c "python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider \
+  tests/python/test_attention_backward.py -k longest_first && timeout 150 python3 -m pytest -m gpu -q -n 4 \
+  --tb=short -p no:cacheprovider tests/python/test_attention_backward_deterministic.py -k 'same_bits and True-1]'"
+# where in our backward kernel the warps wait, per SASS instruction (ncu's sampled stall reasons, CSV)
+part ncu-backward-source 300 bash -c "ncu -k regex:attention_backward_h --launch-skip 1 --launch-count 1 \
+  --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
+  python3 tools/profile_attention.py 4,32,8,2048,128 --causal --calls 2"
 # the causal backward launched longest walks first (make_attention_backward(longest_first=True)): its GPU tests,
 # and the deterministic kernels with it (then backward-kernels times it against the default order)
 part backward-lpt-tests 300 python3 -m pytest tests/python/test_attention_backward.py -m gpu -q -n 8 --tb=short \

@@ -20,7 +20,7 @@ import pytest
 
 import tvm_tirx
 from tvm_tirx import testing
-from tvm_tirx.kernels.attention_backward import BackwardConfig, make_attention_backward
+from tvm_tirx.kernels.attention_backward import BackwardConfig, make_attention_backward, wave_section
 from tvm_tirx.kernels.attention_backward.config import BK, BQ, FILLS
 from tvm_tirx.script import tirx as T
 
@@ -241,24 +241,47 @@ def test_a_causal_kernel_starts_its_walk_at_its_own_keys():
     assert re.search(diagonal, causal) and not re.search(diagonal, full)
 
 
-def test_longest_first_puts_the_key_blocks_on_the_slowest_axis():
+def test_longest_first_puts_the_key_blocks_on_the_middle_axis():
     causal = _body(_kernel(128, True, longest_first=True))
-    # (b, hk, kb) = (blockIdx.y, blockIdx.x, blockIdx.z); the walk shortens with blockIdx.z
-    assert all(f"int keys_{i} = ((int)blockIdx.{axis});" in causal for i, axis in enumerate("yxz"))
-    assert "for (int g = 0; g < ((((L + 63) >> 6) * 4) - (((int)blockIdx.z) * 8)); ++g) {" in causal
+    # one section per batch entry: (b, hk, kb) = (blockIdx.z, blockIdx.x, blockIdx.y); the walk shortens with y
+    assert all(f"int keys_{i} = ((int)blockIdx.{axis});" in causal for i, axis in enumerate("zxy"))
+    assert "for (int g = 0; g < ((((L + 63) >> 6) * 4) - (((int)blockIdx.y) * 8)); ++g) {" in causal
     assert "int keys_2 = ((int)blockIdx.x);" in _body(_kernel(128, True))  # the default: off
+    # sections of one key/value head (kv_heads=2): blockIdx.z is (batch entry, section)
+    sectioned = _body(_kernel(128, True, longest_first=True, section=1))
+    assert re.search(r"keys_0(_ptr\[0\])? = \(\(\(int\)blockIdx.z\) >> 1\);", sectioned)  # b = z // 2
+    assert re.search(r"keys_1(_ptr\[0\])? = \(\(\(int\)blockIdx.z\) & 1\);", sectioned)  # hk = z % 2 + x, x < 1
 
 
-@pytest.mark.parametrize("batch,kv_heads,seq_len", [(3, 2, 1000), (1, 1, 128), (2, 5, 129)])
-def test_longest_first_launches_every_block_once_key_block_by_key_block(batch, kv_heads, seq_len):
-    for longest_first in (False, True):
-        cfg = BackwardConfig(batch, seq_len, kv_heads * 2, kv_heads, 64, causal=True, longest_first=longest_first)
-        gx, gy, gz = cfg.grid
-        linear = [cfg.block(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]  # launch order
-        every = {(b, hk, kb) for b in range(batch) for hk in range(kv_heads) for kb in range(cfg.key_blocks)}
-        assert len(linear) == len(every) and set(linear) == every
-        key_blocks = [kb for _, _, kb in linear]
-        assert (key_blocks == sorted(key_blocks)) == (longest_first or batch * kv_heads == 1)
+def _launch_order(cfg):
+    gx, gy, gz = cfg.grid
+    return [cfg.block(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
+
+
+@pytest.mark.parametrize("batch,kv_heads,seq_len,section", [(3, 2, 1000, None), (1, 1, 128, None),
+                                                            (2, 5, 129, None), (2, 6, 700, 2), (3, 4, 300, 1)])
+def test_longest_first_launches_every_block_once_key_block_by_key_block(batch, kv_heads, seq_len, section):
+    every = {(b, hk, kb) for b in range(batch) for hk in range(kv_heads) for kb in range(math.ceil(seq_len / 128))}
+    cfg = BackwardConfig(batch, seq_len, kv_heads * 2, kv_heads, 64, causal=True)
+    linear = _launch_order(cfg)
+    assert len(linear) == len(every) and set(linear) == every
+    assert [kb for _, _, kb in linear] == [kb for _ in range(batch * kv_heads) for kb in range(cfg.key_blocks)]
+    cfg = BackwardConfig(batch, seq_len, kv_heads * 2, kv_heads, 64, causal=True, longest_first=True, section=section)
+    linear = _launch_order(cfg)
+    assert len(linear) == len(every) and set(linear) == every
+    per = kv_heads if section is None else section  # each section's CTAs together, key blocks in order
+    chunks = [linear[i:i + per * cfg.key_blocks] for i in range(0, len(linear), per * cfg.key_blocks)]
+    assert len(chunks) == batch * kv_heads // per
+    for chunk in chunks:
+        assert len({(b, hk // per) for b, hk, _ in chunk}) == 1
+        assert [kb for _, _, kb in chunk] == sorted(kb for _, _, kb in chunk)
+
+
+@pytest.mark.parametrize("kv_heads,seq_len,sms,expected", [(8, 2048, 132, 8), (32, 8192, 132, 2), (32, 3000, 132, 4),
+                                                          (8, 16384, 132, 1), (6, 2048, 64, 3), (5, 100, 4, 1)])
+def test_wave_section_is_the_largest_divisor_whose_key_blocks_fit_one_wave(kv_heads, seq_len, sms, expected):
+    assert wave_section(kv_heads, seq_len, sms) == expected
+    assert kv_heads % expected == 0 and (expected == 1 or expected * math.ceil(seq_len / BK) <= sms)
 
 
 def test_longest_first_refuses_more_key_blocks_than_the_grid_takes():
@@ -278,7 +301,7 @@ def test_longest_first_refuses_more_key_blocks_than_the_grid_takes():
                                             for n in (int_or_none(e) for e in p.shape))) for p in func.params]
 
     sizes(args(8388480))  # 65535 key blocks: accepted (no error)
-    with pytest.raises(ValueError, match=r"grid.z = .* = 65536 with L = 8388481: a CUDA grid has 1 to 65535"):
+    with pytest.raises(ValueError, match=r"grid.y = .* = 65536 with L = 8388481: a CUDA grid has 1 to 65535"):
         sizes(args(8388481))
 
 
@@ -401,10 +424,16 @@ def test_shared_memory_fits_and_is_stated():
      ((1, 2**20, 64, 128), {}, r"batch x seq_len x heads x head_dim = 8589934592 elements: .* at most 2147483647"),
      ((2, 128, 4, 128), dict(dq_split="rows"), r"dq_split: expected one of \['keys', 'columns'\], found 'rows'"),
      ((2, 128, 4, 128), dict(dq_split=None), r"dq_split: expected one of \['keys', 'columns'\], found None"),
-     ((2, 128, 4, 128), dict(longest_first=1), r"longest_first: expected a bool, found 1")],
+     ((2, 128, 4, 128), dict(longest_first=1), r"longest_first: expected a bool, found 1"),
+     ((2, 128, 4, 128), dict(section=2), r"section=2 needs longest_first=True"),
+     ((2, 128, 4, 128), dict(longest_first=True, section=3), r"section: expected an int dividing kv_heads=4"),
+     ((2, 128, 4, 128), dict(longest_first=True, section=True), r"section: expected an int dividing kv_heads=4"),
+     ((32768, 128, 4, 128), dict(longest_first=True, section=2), r"batch: expected at most 32767 \(the grid's z "
+                                                                  r"axis: batch x 2 sections\), found 32768")],
     ids=["head-dim-256", "head-dim-96", "head-dim-float", "gqa-ratio", "dtype", "seq-len", "batch-bool",
          "batch-grid-z", "heads-0", "kv-heads-0", "scale-0", "scale-nan", "causal", "stages-0", "smem",
-         "int32-elements", "dq-split", "dq-split-none", "longest-first"],
+         "int32-elements", "dq-split", "dq-split-none", "longest-first", "section-alone", "section-divisor",
+         "section-bool", "section-grid-z"],
 )
 def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, match):
     with pytest.raises(ValueError, match=match):
@@ -509,13 +538,15 @@ def test_every_length_from_one_kernel_on_gpu(torch_cuda, head_dim, causal, dq_sp
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("head_dim,dq_split", [(128, "columns"), (64, "keys")])
-def test_longest_first_every_length_on_gpu(torch_cuda, head_dim, dq_split):
-    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=True,
-                                   dq_split=dq_split, longest_first=True)
+@pytest.mark.parametrize("head_dim,dq_split,kv_heads,section", [(128, "columns", 2, None), (64, "keys", 2, None),
+                                                                (128, "columns", 4, 2), (64, "columns", 4, 1)])
+def test_longest_first_every_length_on_gpu(torch_cuda, head_dim, dq_split, kv_heads, section):
+    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=kv_heads, causal=True,
+                                   dq_split=dq_split, longest_first=True, section=section,
+                                   overlap=head_dim == 128 and dq_split == "columns")
     kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
     for batch, seq_len in ((3, 1), (2, 77), (1, 1000), (3, 2049)):
-        check_gradients(torch_cuda, kernel, (batch, seq_len, 8, 2, head_dim), True, "bfloat16", seed=seq_len)
+        check_gradients(torch_cuda, kernel, (batch, seq_len, 8, kv_heads, head_dim), True, "bfloat16", seed=seq_len)
 
 
 @pytest.mark.gpu

@@ -52,14 +52,14 @@ from dataclasses import dataclass
 import tvm
 from tvm.script import tirx as T
 
-from ..attention.config import (CHUNK, DTYPES, GRID_Z, LOG2E, SMEM_LIMIT, AttentionSizes, check_heads,
+from ..attention.config import (CHUNK, DTYPES, GRID_Z, LOG2E, SMEM_LIMIT, SMS, AttentionSizes, check_heads,
                                 check_numerics)
 from ..extents import MAX_ELEMENTS, is_int
 from ..gemm.operands import Operand
 from ..parts.ring import Ring
 
 __all__ = ["BQ", "BK", "WG_K", "CONSUMERS", "FILLS", "HEAD_DIMS", "DQ_SPLITS", "PLANS", "PRODUCER_REGISTERS",
-           "CONSUMER_REGISTERS", "BackwardConfig"]
+           "CONSUMER_REGISTERS", "BackwardConfig", "wave_section"]
 
 BQ = 64  # query rows per block (the N of S^T and dP^T, the M of dQ)
 WG_K = 64  # keys per consumer warpgroup (the M of S^T, dP^T, dV, dK)
@@ -94,6 +94,21 @@ DQ_BOX = 32  # float32 columns per TMA reduce box: one 128-byte swizzle row
 FILLS = 1 + 32
 
 
+def wave_section(kv_heads: int, seq_len: int, sms: int = SMS) -> int:
+    """The ``section`` of ``longest_first`` whose CTAs fill at most one wave: the largest
+    divisor ``s`` of ``kv_heads`` (an int >= 1) with ``s x ceil(seq_len / 128) <= sms``
+    (the CTAs of one section, one per SM), and 1 where even one head's key blocks are
+    more.  ``seq_len`` a positive int (keys).  A simulation of ``sms`` SMs filled in launch
+    order, each CTA's time its query blocks, puts 4 x 32 x 8 x 2048 causal (GQA 4) at 1.29x
+    its balanced time in the default order and at 1.03x in sections of 8 key/value heads
+    (1.06 -> 1.00 at 1 x 32 x 32 x 8192 in sections of 2, 1.09 -> 1.06 at 2 x 32 x 32 x
+    3000 in sections of 4); the simulation knows nothing of L2, which is why the sections
+    are a wave wide rather than all the heads (docs/kernels.rst)."""
+    blocks = -(-seq_len // BK)
+    fits = [s for s in range(1, kv_heads + 1) if kv_heads % s == 0 and s * blocks <= sms]
+    return max(fits, default=1)
+
+
 def _check_extent(name: str, value):
     if is_int(value) and 1 <= value <= 2**31 - 1 - BK:
         return
@@ -116,19 +131,22 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         A head_dim other than the ints 64 and 128 (256 does not fit the registers: see the
         module docstring); a dtype other than bfloat16 / float16; ``heads`` not a multiple
         of ``kv_heads``; a size that is not a positive int or an int32 run-time extent;
-        more than 65535 batch entries (a grid axis: z, or y with ``longest_first``);
+        more than 65535 batch entries (the grid's z axis; with ``longest_first``, batch x
+        ``kv_heads / section``);
         static sizes of more than :data:`~tvm_tirx.kernels.extents.MAX_ELEMENTS` elements
         in Q; ``stages`` outside 1..4 or more shared memory than a CTA has; a ``scale``
         that is not a positive finite number; ``causal`` or ``deterministic`` not a bool;
         ``dq_split`` not one of :data:`DQ_SPLITS`; ``overlap`` not a bool, or True without
         ``dq_split="columns"``; ``longest_first`` not a bool, or True with more than 65535
-        key blocks.
+        key blocks; ``section`` set without ``longest_first``, or not an int dividing
+        ``kv_heads``.
     """
 
     dq_split: str = "keys"
     deterministic: bool = False
     overlap: bool = False
     longest_first: bool = False
+    section: int | None = None
 
     def __post_init__(self):
         self._check_sizes()
@@ -141,8 +159,11 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         _check_extent("batch", self.batch)
         _check_extent("seq_len", self.seq_len)
         check_heads(self.heads, self.kv_heads)
-        if is_int(self.batch) and self.batch > GRID_Z:
-            raise ValueError(f"batch: expected at most {GRID_Z} (the grid's z axis), found {self.batch}")
+        self._check_section()
+        if is_int(self.batch) and self.batch * self.sections > GRID_Z:
+            per = f": batch x {self.sections} sections" if self.sections > 1 else ""
+            raise ValueError(f"batch: expected at most {GRID_Z // self.sections} (the grid's z axis{per}), "
+                             f"found {self.batch}")
         if type(self.head_dim) is not int or self.head_dim not in HEAD_DIMS:  # noqa: E721  (not bool, not float)
             why = (" (256: the fp32 dK and dV accumulators of 64 keys would take 256 registers per thread)"
                    if self.head_dim == 256 else "")
@@ -167,10 +188,19 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
             raise ValueError(f"longest_first: expected a bool, found {self.longest_first!r}")
         if self.longest_first and is_int(self.seq_len) and self.key_blocks > GRID_Z:
             raise ValueError(f"longest_first=True: seq_len must be at most {GRID_Z * BK} keys ({GRID_Z} key blocks "
-                             f"of {BK} on the grid's z axis), found {self.seq_len}")
+                             f"of {BK} on the grid's y axis), found {self.seq_len}")
         if self.overlap and not self.split_columns:
             raise ValueError("overlap=True needs dq_split='columns': with 'keys' a consumer's dQ (64 x head_dim "
                              "float32) in flight next to dV and dK takes more registers than a thread has")
+
+    def _check_section(self):
+        if self.section is None:
+            return
+        if not self.longest_first:
+            raise ValueError(f"section={self.section!r} needs longest_first=True (it sizes that order's sections)")
+        if type(self.section) is not int or self.section < 1 or self.kv_heads % self.section:  # noqa: E721
+            raise ValueError(f"section: expected an int dividing kv_heads={self.kv_heads} (key/value heads per "
+                             f"section), found {self.section!r}")
 
     # -- what follows from the sizes ---------------------------------------------------------
 
@@ -282,23 +312,41 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         return self.extent(self.seq_len, BK)
 
     @property
+    def heads_per_section(self) -> int:
+        """With :attr:`longest_first`, the key/value heads of one section: :attr:`section`,
+        or every key/value head (a section per batch entry)."""
+        return self.kv_heads if self.section is None else self.section
+
+    @property
+    def sections(self) -> int:
+        """Sections per batch entry: ``kv_heads / heads_per_section`` (1 without
+        :attr:`longest_first`)."""
+        return self.kv_heads // self.heads_per_section if self.longest_first else 1
+
+    @property
     def grid(self) -> tuple:
         """The launch grid: ``(key_blocks, kv_heads, batch)``, or with :attr:`longest_first`
-        ``(kv_heads, batch, key_blocks)`` (:meth:`block`)."""
+        ``(heads_per_section, key_blocks, batch * sections)`` (:meth:`block`)."""
         if self.longest_first:
-            return (self.kv_heads, self.batch, self.key_blocks)
+            return (self.heads_per_section, self.key_blocks, self.batch * self.sections)
         return (self.key_blocks, self.kv_heads, self.batch)
 
     def block(self, x, y, z) -> tuple:
         """``(b, hk, kb)`` of the CTA at ``blockIdx`` ``(x, y, z)`` of :attr:`grid`.  CTAs
         are launched in the order of their linear index (``x`` fastest).  With
-        :attr:`longest_first` the key block is the slowest axis: every (batch entry,
-        key/value head)'s key block 0 is launched first, then every key block 1, and so on;
-        causal walks shorten with the key block, so the longest start first and the short
-        ones fill the SMs at the end (the order of FlashAttention-3's "LPT" scheduler).
-        Otherwise a (batch entry, key/value head)'s key blocks are launched together, one
-        pair after another."""
-        return (y, x, z) if self.longest_first else (z, y, x)
+        :attr:`longest_first` the (batch entry, key/value head) pairs are cut into sections
+        of :attr:`heads_per_section` heads of one batch entry, launched one section after
+        another; within a section, every pair's key block 0 first, then every key block 1,
+        and so on.  Causal walks shorten with the key block, so the longest start first and
+        the short ones fill the SMs at the end (the order of FlashAttention-3's "LPT"
+        scheduler), while the CTAs running together stay within a few sections, whose Q
+        and dO blocks they share in L2.  Otherwise a (batch entry, key/value head)'s key
+        blocks are launched together, one pair after another."""
+        if not self.longest_first:
+            return (z, y, x)
+        if self.sections == 1:
+            return (z, x, y)
+        return (z // self.sections, z % self.sections * self.heads_per_section + x, y)
 
     def first_query_block(self, kb):
         """The first query block key block ``kb`` meets: 0, or (causal) ``2 kb`` -- the

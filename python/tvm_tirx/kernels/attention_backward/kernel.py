@@ -142,7 +142,7 @@ def _make_body(cfg: BackwardConfig):
 def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None,
                             causal: bool = False, scale: float | None = None, dtype: str = "bfloat16",
                             stages: int = 2, dq_split: str = "keys", deterministic: bool = False,
-                            overlap: bool = False, longest_first: bool = False):
+                            overlap: bool = False, longest_first: bool = False, section: int | None = None):
     """The fused attention backward: ``dQ``, ``dK`` and ``dV`` of ``O = softmax(scale * Q
     K^T [+ causal mask]) V`` from ``dO``, recomputing the probabilities from the forward's
     log-sum-exp (FlashAttention-2/3's algorithm, key/value blocks outermost): a
@@ -191,15 +191,21 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         Issue each iteration's products so that they run under the consumer's arithmetic
         and exchanges (:mod:`.consumer`); needs ``dq_split="columns"``.
     longest_first : bool
-        Launch the CTAs with the longest causal walks first across every (batch entry,
-        key/value head) (:meth:`.config.BackwardConfig.block`: key block 0 of every pair,
-        then key block 1, ...), rather than each pair's key blocks together.  Its grid puts
-        the key blocks on the z axis: at most 65535 (8,388,480 keys; a run-time length is
-        checked before each launch, as every run-time grid is:
-        :mod:`tvm_tirx.build.launch_sizes`).  Measured on an H100 (2026-12-06): 3% faster
-        on the longest causal rows, 5-30% slower on shorter causal rows and 1.5-2.1x slower
-        on full ones (the CTAs running together no longer share Q and dO blocks in L2;
-        docs/kernels.rst), so the operator does not take it.
+        Launch the CTAs with the longest causal walks first (:meth:`.config.BackwardConfig.block`):
+        the (batch entry, key/value head) pairs in sections of ``section`` key/value heads of
+        one batch entry, and within a section key block 0 of every pair, then key block 1,
+        ..., rather than each pair's key blocks together.  Its grid puts the key blocks on
+        the y axis: at most 65535 (8,388,480 keys; a run-time length is checked before each
+        launch, as every run-time grid is: :mod:`tvm_tirx.build.launch_sizes`).  Measured on
+        an H100 (2026-12-06) with the key blocks slowest over every pair (no sections): 3%
+        faster on the longest causal rows, 5-30% slower on shorter causal rows and 1.5-2.1x
+        slower on full ones (the CTAs running together no longer shared Q and dO blocks in
+        L2; docs/kernels.rst), so the operator does not take it.
+    section : int, optional
+        With ``longest_first``: key/value heads per section, dividing ``kv_heads`` (default
+        ``kv_heads``: one section per batch entry).  A section's Q and dO are what its CTAs
+        read from L2 while they run; sections of about ``132 / key_blocks`` pairs keep a
+        wave of CTAs within one or two sections.
 
     Returns
     -------
@@ -223,7 +229,7 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
     """
     kv_heads = heads if kv_heads is None else kv_heads
     cfg = BackwardConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, dq_split,
-                         deterministic, overlap, longest_first)
+                         deterministic, overlap, longest_first, section)
     return _prim_func(cfg, _make_body(cfg))
 
 
