@@ -311,9 +311,12 @@ part ncu-backward-vs-cudnn 500 bash -c "for row in '4,32,8,2048,128 --causal' '8
 part backward-sections-tests 300 bash -c "python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider \
   tests/python/test_attention_backward.py -k longest_first && timeout 150 python3 -m pytest -m gpu -q -n 4 \
   --tb=short -p no:cacheprovider tests/python/test_attention_backward_deterministic.py -k 'same_bits and True-1]'"
-# the same on the causal rows only (the sections change nothing on a full row), with the row 2,32,32,3000
+# the plan and the sections alone (2 stages, not deterministic) on the causal rows (the sections change nothing on a
+# full row) and 2,32,32,3000
 part backward-sections 560 python3 -c "import sys; sys.path.insert(0, '.'); import bench._attention_backward as m; \
-m.KERNEL_ROWS[:] = [r for r in m.KERNEL_ROWS if r[5]] + [(2, 32, 32, 3000, 128, True)]; m.main_kernels(20)"
+m.KERNEL_ROWS[:] = [r for r in m.KERNEL_ROWS if r[5]] + [(2, 32, 32, 3000, 128, True)]; \
+m.KERNEL_VARIANTS.update({d: [v for v in vs if v[1] != 3 and not v[2]] for d, vs in m.KERNEL_VARIANTS.items()}); \
+m.main_kernels(20)"
 show backward-sections 20
 # where in our backward kernel the warps wait, per SASS instruction (ncu's sampled stall reasons, CSV)
 part ncu-backward-source 300 bash -c "ncu -k regex:attention_backward_h --launch-skip 1 --launch-count 1 \
