@@ -318,6 +318,9 @@ m.KERNEL_ROWS[:] = [r for r in m.KERNEL_ROWS if r[5]] + [(2, 32, 32, 3000, 128, 
 m.KERNEL_VARIANTS.update({d: [v for v in vs if v[1] != 3 and not v[2]] for d, vs in m.KERNEL_VARIANTS.items()}); \
 m.main_kernels(20)"
 show backward-sections 20
+# the operator with the sections on for causal calls (TVM_TIRX_ATTENTION_SECTIONS=1), peers in the same run
+part attention-backward-sections 500 env TVM_TIRX_ATTENTION_SECTIONS=1 python3 bench/attention.py --backward
+show attention-backward-sections 14
 # where in our backward kernel the warps wait, per SASS instruction (ncu's sampled stall reasons, CSV)
 part ncu-backward-source 300 bash -c "ncu -k regex:attention_backward_h --launch-skip 1 --launch-count 1 \
   --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \

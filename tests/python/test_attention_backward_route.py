@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 from tvm_tirx import ops, testing  # noqa: E402
 from tvm_tirx.ops import attention_backward_kernels as kernels  # noqa: E402
 from tvm_tirx.ops import attention_backward_ops, attention_blocks, attention_checks, attention_kernels  # noqa: E402
+from tvm_tirx.kernels.attention_backward import wave_section  # noqa: E402
 from tvm_tirx.ops.attention_backward_kernels import AttentionBackwardKey  # noqa: E402
 
 
@@ -119,7 +120,8 @@ def _grads(q, k, v, causal, layout, with_lse):
 def test_the_kernel_gets_what_its_contract_needs(route_on_an_h200, monkeypatch, layout, causal, with_lse):
     q, k, v = _qkv(layout=layout)
     got = _grads(q, k, v, causal, layout, with_lse)
-    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, causal, "bfloat16", 0.125, "sm_90a")]
+    section = 2 if causal and kernels.SECTIONS else None  # longest first in sections of wave_section(2, 40) = 2
+    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, causal, "bfloat16", 0.125, "sm_90a", False, section)]
     assert next(iter(kernels.cached_kernels().values())).calls == 1
     monkeypatch.setattr(kernels, "ROUTE", False)
     want = _grads(q, k, v, causal, layout, with_lse)
@@ -135,6 +137,26 @@ def test_calls_the_kernel_does_not_take_go_to_the_torch_backward(route_on_an_h20
     assert attention_backward_ops.backward_key(*_qkv(d=256), True, 0.0625, "bshd") is None
 
 
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+def test_a_causal_key_asks_for_the_longest_walks_first_in_sections_a_wave_wide(route_on_an_h200, monkeypatch,
+                                                                               layout):
+    monkeypatch.setattr(kernels, "SECTIONS", False)
+    q, k, v = _qkv(layout=layout)
+    assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section is None  # off: the default
+    monkeypatch.setattr(kernels, "SECTIONS", True)
+    for hk, n, section in ((2, 40, 2), (8, 2048, 8), (8, 4096, 4), (8, 16384, 1), (6, 2200, 6)):
+        q, k, v = _qkv(b=1, n=n, h=hk * 2, hk=hk, layout=layout)
+        key = attention_backward_ops.backward_key(q, k, v, True, 0.125, layout)
+        assert key.section == section == wave_section(hk, n), (hk, n)
+        assert kernels._name(key).endswith(f"_lpt{section}")
+        full = attention_backward_ops.backward_key(q, k, v, False, 0.125, layout)
+        assert full.section is None and "_lpt" not in kernels._name(full)
+    func = kernels.backward_prim_func(kernels.AttentionBackwardKey(8, 2, 64, True, "bfloat16", 0.125, "sm_90a",
+                                                                   False, 1))
+    assert func.attrs["global_symbol"].endswith("_lpt1")
+    assert "T.cta_id([1, (L + 128 - 1) // 128, B * 2])" in func.script()  # one head per section, two per entry
+
+
 def test_deterministic_algorithms_take_the_deterministic_kernel(route_on_an_h200):
     q, k, v = _qkv()
     assert not attention_backward_ops.backward_key(q, k, v, True, 0.125, "bshd").deterministic
@@ -144,7 +166,8 @@ def test_deterministic_algorithms_take_the_deterministic_kernel(route_on_an_h200
         first, again = _grads(q, k, v, True, "bshd", False), _grads(q, k, v, True, "bshd", False)
     finally:
         torch.use_deterministic_algorithms(False)
-    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a", True)]
+    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a", True,
+                                                     2 if kernels.SECTIONS else None)]
     assert all(torch.equal(a, b) for a, b in zip(first, again))
 
 
@@ -308,4 +331,5 @@ def test_a_plan_is_remade_when_a_switch_of_the_route_changes(route_on_an_h200, m
     _grads(*_qkv(), True, "bshd", False)
     monkeypatch.setattr(kernels, "ROUTE", True)
     _grads(*_qkv(), True, "bshd", False)
-    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a")]
+    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a", False,
+                                                     2 if kernels.SECTIONS else None)]

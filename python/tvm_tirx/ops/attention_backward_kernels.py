@@ -33,7 +33,7 @@ from ..kernels.attention.config import DTYPES
 from .attention_kernels import AttentionOperands, f32_bits
 from .kernel_table import KernelTable
 
-__all__ = ["ROUTE", "DSUM_ROUTE", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func", "backward_kernel",
+__all__ = ["ROUTE", "DSUM_ROUTE", "SECTIONS", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func", "backward_kernel",
            "on_clear_kernels", "dsum_kernel", "cached_kernels", "clear_kernels"]
 
 #: Whether the operator's backward takes the kernel (on; ``TVM_TIRX_ATTENTION_BACKWARD=0`` turns it off).
@@ -43,6 +43,12 @@ ROUTE = os.environ.get("TVM_TIRX_ATTENTION_BACKWARD", "1") != "0"
 #: the operator's backward 1.11-1.26x faster per call (H100, 2026-12-05, ``bench/attention.py
 #: --dsum``, every row of ``KERNEL_ROWS``); ``TVM_TIRX_ATTENTION_DSUM=0`` turns it off.
 DSUM_ROUTE = os.environ.get("TVM_TIRX_ATTENTION_DSUM", "1") != "0"
+#: Whether a causal call's kernel launches the longest walks first in sections a wave wide
+#: (``make_attention_backward(longest_first=True, section=wave_section(kv_heads, seq_len))``).
+#: Off until measured on the GPU (written 2026-12-06 without one: a simulation of 132 SMs puts
+#: 4 x 32 x 8 x 2048 causal at 1.29x its balanced time in the default order, 1.03x in sections);
+#: ``TVM_TIRX_ATTENTION_SECTIONS=1`` in the environment (read at import) turns it on.
+SECTIONS = os.environ.get("TVM_TIRX_ATTENTION_SECTIONS", "0") == "1"
 
 
 @dataclass(frozen=True)
@@ -57,9 +63,16 @@ class AttentionBackwardKey(AttentionOperands):
         Whether the kernel adds dQ's partial sums in a fixed order
         (``make_attention_backward(deterministic=True)``; the operator asks for it under
         ``torch.use_deterministic_algorithms(True)``).
+    section : int or None
+        With an int, the kernel launches the longest causal walks first in sections of that
+        many key/value heads (``make_attention_backward(longest_first=True, section=...)``;
+        the operator asks for :func:`~tvm_tirx.kernels.attention_backward.wave_section` of
+        the call's length on causal calls while :data:`SECTIONS` is on); None: the default
+        launch order.
     """
 
     deterministic: bool = False
+    section: int | None = None
 
 
 def _name(key: AttentionBackwardKey) -> str:
@@ -67,6 +80,7 @@ def _name(key: AttentionBackwardKey) -> str:
             f"{'causal' if key.causal else 'full'}_{DTYPES[key.dtype]}")
     if f32_bits(key.scale) != f32_bits(1.0 / math.sqrt(key.head_dim)):
         name += f"_s{f32_bits(key.scale)}"
+    name += f"_lpt{key.section}" if key.section is not None else ""
     return name + ("_deterministic" if key.deterministic else "")
 
 
@@ -75,8 +89,8 @@ def backward_prim_func(key: AttentionBackwardKey):
     """``make_attention_backward`` of ``key`` with a run-time batch and sequence length
     and the ``dq_split`` / ``stages`` / ``overlap`` of :data:`~tvm_tirx.kernels.attention_backward.PLANS`,
     named ``tvm_tirx_attention_backward_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``
-    (``_s{bits}`` appended for a scale other than ``1 / sqrt(head_dim)``, then
-    ``_deterministic`` for that mode).
+    (``_s{bits}`` appended for a scale other than ``1 / sqrt(head_dim)``, ``_lpt{section}``
+    for a section, then ``_deterministic`` for that mode).
 
     Raises
     ------
@@ -85,7 +99,8 @@ def backward_prim_func(key: AttentionBackwardKey):
     """
     func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), key.heads, key.head_dim, kv_heads=key.kv_heads,
                                    causal=key.causal, scale=key.scale, dtype=key.dtype,
-                                   deterministic=key.deterministic, **PLANS[key.head_dim])
+                                   deterministic=key.deterministic, longest_first=key.section is not None,
+                                   section=key.section, **PLANS[key.head_dim])
     return func.with_attr("global_symbol", _name(key))
 
 

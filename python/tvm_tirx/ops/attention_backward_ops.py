@@ -35,7 +35,7 @@ from typing import Optional
 import torch
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
-from ..kernels.attention_backward import BQ
+from ..kernels.attention_backward import BQ, wave_section
 from . import attention_backward_kernels as kernels
 from . import attention_blocks
 from .attention_checks import as_bshd, attention_key
@@ -58,7 +58,10 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
     inputs (:func:`~.attention_checks.attention_key`) or head_dim is not one of
     :data:`~.attention_backward_kernels.HEAD_DIMS`.  Under
     ``torch.use_deterministic_algorithms(True)`` the key asks for the deterministic
-    kernel (dQ's partial sums added in key order rather than arrival order)."""
+    kernel (dQ's partial sums added in key order rather than arrival order).  While
+    :data:`~.attention_backward_kernels.SECTIONS` is on, a causal call's key asks for the
+    longest walks first in sections a wave wide
+    (:func:`~tvm_tirx.kernels.attention_backward.wave_section` of its length)."""
     if not kernels.ROUTE:
         return None
     try:
@@ -67,8 +70,9 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
         return None
     if key.head_dim not in kernels.HEAD_DIMS:
         return None
+    section = wave_section(key.kv_heads, as_bshd(q, layout).shape[1]) if key.causal and kernels.SECTIONS else None
     return kernels.AttentionBackwardKey(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale,
-                                        key.arch, torch.are_deterministic_algorithms_enabled())
+                                        key.arch, torch.are_deterministic_algorithms_enabled(), section)
 
 
 def backward_path(q, k, v, causal: bool, scale: float, layout: str, lse_grad: bool = False) -> str:
