@@ -318,6 +318,11 @@ m.KERNEL_ROWS[:] = [r for r in m.KERNEL_ROWS if r[5]] + [(2, 32, 32, 3000, 128, 
 m.KERNEL_VARIANTS.update({d: [v for v in vs if v[1] != 3 and not v[2]] for d, vs in m.KERNEL_VARIANTS.items()}); \
 m.main_kernels(20)"
 show backward-sections 20
+# the least that decides the sections (a short window): two head_dim 128 causal rows, the plan and the sections
+part sections-quick 300 python3 -c "import sys; sys.path.insert(0, '.'); import bench._attention_backward as m; \
+m.KERNEL_ROWS[:] = [(4, 32, 8, 2048, 128, True), (2, 32, 32, 3000, 128, True), (1, 32, 32, 8192, 128, True)]; \
+m.KERNEL_VARIANTS.update({128: [v for v in m.KERNEL_VARIANTS[128] if v[1] == 2 and not v[2]]}); m.main_kernels(20)"
+show sections-quick 8
 # the operator with the sections on for causal calls (TVM_TIRX_ATTENTION_SECTIONS=1), peers in the same run
 part attention-backward-sections 500 env TVM_TIRX_ATTENTION_SECTIONS=1 python3 bench/attention.py --backward
 show attention-backward-sections 14
