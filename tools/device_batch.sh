@@ -33,14 +33,18 @@
 # attention-backward-kernel (with the first, one-dimensional longest-first order on for causal:
 # geomean 0.745), backward-kernels (longest_first loses everywhere but the longest causal row: off),
 # racecheck-backward-overlap (16 hazards between the row copier's srows stores and the consumers'
-# loads; see docs/kernels.rst).  What the next session should run, in calls of at most 10 minutes on
-# one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
-#   A. racecheck-backward-columns (the serial kernel has the same srows chain: does racecheck report it
+# loads; see docs/kernels.rst).  A seventh session on 2026-12-06 got no machine: sixteen starts were refused
+# (H100 and H200; 1426 of the 1800 s), and the rest was too little to start one.  What the next session should run, in calls of at most 10
+# minutes on one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
+#   A. backward-sections-tests, sections-quick (longest first in sections a wave wide: the GPU tests, then
+#      the kernel against the default order on three head_dim 128 causal rows); if it wins,
+#      attention-backward-sections (the operator with TVM_TIRX_ATTENTION_SECTIONS=1, peers in the same run)
+#      and, where that beats attention-backward-kernel's rows, SECTIONS on by default;
+#   B. racecheck-backward-columns (the serial kernel has the same srows chain: does racecheck report it
 #      too? if so the tool does not follow a named barrier into one thread's mbarrier.arrive);
-#   B. attention-backward-kernel (the operator as it is now: zero_dq, buffers allocated before the first
-#      launch, the default launch order), memcheck-backward-overlap;
-#   C. ncu-backward-vs-cudnn (our backward kernel and cuDNN's under ncu: where the 0.75-0.85x comes from);
-#   D. gemm-ops-a, gemm-ops-c.
+#   C. ncu-backward-vs-cudnn and ncu-backward-source (our backward kernel and cuDNN's under ncu; our stalls
+#      per SASS instruction: where the 0.75-0.85x comes from);
+#   D. attention-backward-kernel, memcheck-backward-overlap, gemm-ops-a, gemm-ops-c.
 # A refused start costs device time (15 s to 3 min each; on 2026-12-06 three refusals took ~440
 # of the 1800 s, and in the later session five took ~560): after one, wait out the minutes it
 # names (or 10 minutes where it names none) before one more try, and keep the kind the same.
