@@ -34,8 +34,8 @@
 # geomean 0.745), backward-kernels (longest_first loses everywhere but the longest causal row: off),
 # racecheck-backward-overlap (16 hazards between the row copier's srows stores and the consumers'
 # loads; see docs/kernels.rst).  A seventh session on 2026-12-06 got no machine: sixteen starts were refused
-# (H100 and H200; 1426 of the 1800 s), and the rest was too little to start one.  What the next session should run, in calls of at most 10
-# minutes on one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
+# (H100 and H200; 1426 of the 1800 s), and the rest was too little to start one.  What the next session
+# should run, in calls of at most 10 minutes on one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
 #   A. backward-sections-tests, sections-quick (longest first in sections a wave wide: the GPU tests, then
 #      the kernel against the default order on three head_dim 128 causal rows); if it wins,
 #      attention-backward-sections (the operator with TVM_TIRX_ATTENTION_SECTIONS=1, peers in the same run)
