@@ -188,9 +188,7 @@ def _compiled(row, variant, dtype_name: str, arch=None):
     """The backward kernel of one ``(dq_split, stages, deterministic, overlap, longest_first)`` variant,
     static sizes (``arch``: for the CPU's assembly)."""
     import tvm_tirx
-    from tvm_tirx.kernels.attention_backward import make_attention_backward
-
-    from tvm_tirx.kernels.attention_backward import wave_section
+    from tvm_tirx.kernels.attention_backward import make_attention_backward, wave_section
 
     b, h, kv, n, d, causal = row
     dq_split, stages, deterministic, overlap, longest_first = variant

@@ -33,8 +33,8 @@ from ..kernels.attention.config import DTYPES
 from .attention_kernels import AttentionOperands, f32_bits
 from .kernel_table import KernelTable
 
-__all__ = ["ROUTE", "DSUM_ROUTE", "SECTIONS", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func", "backward_kernel",
-           "on_clear_kernels", "dsum_kernel", "cached_kernels", "clear_kernels"]
+__all__ = ["ROUTE", "DSUM_ROUTE", "SECTIONS", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func",
+           "backward_kernel", "on_clear_kernels", "dsum_kernel", "cached_kernels", "clear_kernels"]
 
 #: Whether the operator's backward takes the kernel (on; ``TVM_TIRX_ATTENTION_BACKWARD=0`` turns it off).
 ROUTE = os.environ.get("TVM_TIRX_ATTENTION_BACKWARD", "1") != "0"
