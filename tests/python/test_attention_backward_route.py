@@ -151,6 +151,12 @@ def test_a_causal_key_asks_for_the_longest_walks_first_in_sections_a_wave_wide(r
         assert kernels._name(key).endswith(f"_lpt{section}")
         full = attention_backward_ops.backward_key(q, k, v, False, 0.125, layout)
         assert full.section is None and "_lpt" not in kernels._name(full)
+    # batch x sections past the grid's z axis (65535): the default order, whose z is the batch alone
+    q, k, v = (torch.empty(472, 64, heads, 64, dtype=torch.bfloat16) for heads in (139, 139, 139))
+    assert wave_section(139, 64) == 1 and attention_backward_ops.backward_key(q, k, v, True, 0.125, "bshd").section \
+        is None
+    q, k, v = (t[:471] for t in (q, k, v))
+    assert attention_backward_ops.backward_key(q, k, v, True, 0.125, "bshd").section == 1
     func = kernels.backward_prim_func(kernels.AttentionBackwardKey(8, 2, 64, True, "bfloat16", 0.125, "sm_90a",
                                                                    False, 1))
     assert func.attrs["global_symbol"].endswith("_lpt1")
@@ -333,3 +339,6 @@ def test_a_plan_is_remade_when_a_switch_of_the_route_changes(route_on_an_h200, m
     _grads(*_qkv(), True, "bshd", False)
     assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a", False,
                                                      2 if kernels.SECTIONS else None)]
+    monkeypatch.setattr(kernels, "SECTIONS", not kernels.SECTIONS)  # the sections' switch: the other kernel
+    _grads(*_qkv(), True, "bshd", False)
+    assert [key.section for key in route_on_an_h200] == [None, 2] if kernels.SECTIONS else [2, None]

@@ -1,9 +1,11 @@
 """The compiled attention backward kernels the torch operator launches, and the route to them.
 
 One kernel per :class:`AttentionBackwardKey` (heads, kv_heads, head_dim, causal, dtype,
-scale, arch), made by
+scale, arch, deterministic, section), made by
 :func:`~tvm_tirx.kernels.attention_backward.make_attention_backward` with a run-time batch
 and sequence length, compiled on first use and kept for the process (:class:`.KernelTable`).
+With :data:`SECTIONS` on, the section follows the call's length, so one head configuration
+may compile one kernel per divisor of ``kv_heads`` its lengths ask for.
 
 **The route is on by default** (:data:`ROUTE`): on the H200 (2026-12-05) the kernel's GPU
 tests passed (every length from one kernel, GQA, MQA, float16, 2-4 stages, NaN-filled

@@ -35,6 +35,7 @@ from typing import Optional
 import torch
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
+from ..kernels.attention.config import GRID_Z
 from ..kernels.attention_backward import BQ, wave_section
 from . import attention_backward_kernels as kernels
 from . import attention_blocks
@@ -70,9 +71,17 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
         return None
     if key.head_dim not in kernels.HEAD_DIMS:
         return None
-    section = wave_section(key.kv_heads, as_bshd(q, layout).shape[1]) if key.causal and kernels.SECTIONS else None
     return kernels.AttentionBackwardKey(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale,
-                                        key.arch, torch.are_deterministic_algorithms_enabled(), section)
+                                        key.arch, torch.are_deterministic_algorithms_enabled(),
+                                        _section(key, as_bshd(q, layout)) if key.causal and kernels.SECTIONS else None)
+
+
+def _section(key, q):
+    """:func:`~tvm_tirx.kernels.attention_backward.wave_section` for ``q`` (bshd), or None
+    (the default order) where its sections would put more than 65535 CTAs on the grid's z
+    axis (batch x kv_heads / section), which the default order's grid takes."""
+    section = wave_section(key.kv_heads, q.shape[1])
+    return section if q.shape[0] * (key.kv_heads // section) <= GRID_Z else None
 
 
 def backward_path(q, k, v, causal: bool, scale: float, layout: str, lse_grad: bool = False) -> str:
@@ -202,7 +211,7 @@ def _attention_backward(grad_o: Optional[torch.Tensor], grad_lse: Optional[torch
                         k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, causal: bool,
                         scale: float, layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # the route depends on the modules' switches, deterministic mode and dispatch modes too
-    key = (causal, scale, layout, kernels.ROUTE, kernels.DSUM_ROUTE, SDPA_DEVICES,
+    key = (causal, scale, layout, kernels.ROUTE, kernels.DSUM_ROUTE, kernels.SECTIONS, SDPA_DEVICES,
            torch.are_deterministic_algorithms_enabled(), is_in_torch_dispatch_mode(),
            *signature(grad_o, grad_lse, q, k, v, o, lse))
     plan = PLANS.get(key, grad_o, grad_lse, q, k, v, o, lse, causal, scale, layout)

@@ -77,7 +77,8 @@ DQ_SPLITS = ("keys", "columns")
 #: ``overlap`` (H100, 2026-12-06, the same benchmark, "columns", us): head_dim 128 2 stages 3050 ->
 #: 2905, 1012 -> 960, 5462 -> 5234 (3 stages overlapped: 2790, 966, 5389); head_dim 64 4 stages
 #: 930 -> 945, 2128 -> 2127 (no gain: not taken).
-#: ``longest_first`` (H100, 2026-12-06, the same benchmark, us): 2879 -> 2794 (1,32,32,8192,128 causal),
+#: ``longest_first`` in its first form, the key blocks slowest over every batch entry and head (since
+#: replaced by sections; H100, 2026-12-06, the same benchmark, us): 2879 -> 2794 (1,32,32,8192,128 causal),
 #: 956 -> 1007 (4,32,8,2048,128 causal), 2119 -> 2757 (4,32,32,4096,64 causal), 5099 -> 10674 and
 #: 927 -> 1370 on the full rows (L2 locality lost): not taken.
 PLANS = {128: {"dq_split": "columns", "stages": 2, "overlap": True}, 64: {"dq_split": "columns", "stages": 4}}

@@ -196,11 +196,12 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         one batch entry, and within a section key block 0 of every pair, then key block 1,
         ..., rather than each pair's key blocks together.  Its grid puts the key blocks on
         the y axis: at most 65535 (8,388,480 keys; a run-time length is checked before each
-        launch, as every run-time grid is: :mod:`tvm_tirx.build.launch_sizes`).  Measured on
-        an H100 (2026-12-06) with the key blocks slowest over every pair (no sections): 3%
-        faster on the longest causal rows, 5-30% slower on shorter causal rows and 1.5-2.1x
-        slower on full ones (the CTAs running together no longer shared Q and dO blocks in
-        L2; docs/kernels.rst), so the operator does not take it.
+        launch, as every run-time grid is: :mod:`tvm_tirx.build.launch_sizes`).  Its first
+        form, measured on an H100 (2026-12-06), put the key blocks slowest over every batch
+        entry and head: 3% faster on the longest causal rows, 5-30% slower on shorter causal
+        rows and 1.5-2.1x slower on full ones (the CTAs running together no longer shared Q
+        and dO blocks in L2; docs/kernels.rst).  The sections have not run on a GPU yet; the
+        operator takes them only when asked (:data:`tvm_tirx.ops.attention_backward_kernels.SECTIONS`).
     section : int, optional
         With ``longest_first``: key/value heads per section, dividing ``kv_heads`` (default
         ``kv_heads``: one section per batch entry).  A section's Q and dO are what its CTAs
