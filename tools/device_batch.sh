@@ -340,3 +340,11 @@ part backward-lpt-tests 300 python3 -m pytest tests/python/test_attention_backwa
   -p no:cacheprovider -k "longest or every_length or forward_kernels"
 part backward-lpt-deterministic 150 python3 -m pytest tests/python/test_attention_backward_deterministic.py -m gpu \
   -q -n 4 --tb=short -p no:cacheprovider
+# the deterministic kernel in sections that failed the checker on an H100 (2026-12-07) and compiles on the CPU
+part det-sections-probe 120 python3 tools/det_sections_probe.py
+show det-sections-probe 8
+# longest first in sections at head_dim 64 (the causal row of KERNEL_ROWS), against the default order
+part sections-64 200 python3 -c "import sys; sys.path.insert(0, '.'); import bench._attention_backward as m; \
+m.KERNEL_ROWS[:] = [(4, 32, 32, 4096, 64, True)]; \
+m.KERNEL_VARIANTS.update({64: [v for v in m.KERNEL_VARIANTS[64] if not v[2]]}); m.main_kernels(20)"
+show sections-64 6
