@@ -34,12 +34,13 @@
 # geomean 0.745), backward-kernels (longest_first loses everywhere but the longest causal row: off),
 # racecheck-backward-overlap (16 hazards between the row copier's srows stores and the consumers'
 # loads; see docs/kernels.rst).  A seventh session on 2026-12-06 got no machine: sixteen starts were refused
-# (H100 and H200; 1426 of the 1800 s), and the rest was too little to start one.  What the next session
-# should run, in calls of at most 10 minutes on one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
-#   A. backward-sections-tests, sections-quick (longest first in sections a wave wide: the GPU tests, then
-#      the kernel against the default order on three head_dim 128 causal rows); if it wins,
-#      attention-backward-sections (the operator with TVM_TIRX_ATTENTION_SECTIONS=1, peers in the same run)
-#      and, where that beats attention-backward-kernel's rows, SECTIONS on by default;
+# (H100 and H200; 1426 of the 1800 s), and the rest was too little to start one.  Run on an H100 on
+# 2026-12-07: backward-sections-tests (4 passed; the deterministic kernel in sections of one head failed the
+# checker: det-sections-probe), sections-quick (sections 2-15% faster: on by default at head_dim 128),
+# attention-backward-sections (geomean 0.869x the fastest peer).  What the next session should run, in calls
+# of at most 10 minutes on one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
+#   A. det-sections-probe, sections-64 (head_dim 64 causal: if sections win, add 64 to SECTION_HEAD_DIMS),
+#      attention-backward (the operator's table, sections on, peers in the same run);
 #   B. racecheck-backward-columns (the serial kernel has the same srows chain: does racecheck report it
 #      too? if so the tool does not follow a named barrier into one thread's mbarrier.arrive);
 #   C. ncu-backward-vs-cudnn and ncu-backward-source (our backward kernel and cuDNN's under ncu; our stalls
@@ -314,7 +315,7 @@ part ncu-backward-vs-cudnn 500 bash -c "for row in '4,32,8,2048,128 --causal' '8
 # its GPU tests (every length, and the same bits on every run), then bench/attention.py --backward-kernels
 part backward-sections-tests 300 bash -c "python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider \
   tests/python/test_attention_backward.py -k longest_first && timeout 150 python3 -m pytest -m gpu -q -n 4 \
-  --tb=short -p no:cacheprovider tests/python/test_attention_backward_deterministic.py -k 'same_bits and True-1]'"
+  --tb=short -p no:cacheprovider tests/python/test_attention_backward_deterministic.py -k 'same_bits and True-True]'"
 # the plan and the sections alone (2 stages, not deterministic) on the causal rows (the sections change nothing on a
 # full row) and 2,32,32,3000
 part backward-sections 560 python3 -c "import sys; sys.path.insert(0, '.'); import bench._attention_backward as m; \

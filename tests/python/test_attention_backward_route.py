@@ -120,8 +120,8 @@ def _grads(q, k, v, causal, layout, with_lse):
 def test_the_kernel_gets_what_its_contract_needs(route_on_an_h200, monkeypatch, layout, causal, with_lse):
     q, k, v = _qkv(layout=layout)
     got = _grads(q, k, v, causal, layout, with_lse)
-    section = 2 if causal and kernels.SECTIONS else None  # longest first in sections of wave_section(2, 40) = 2
-    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, causal, "bfloat16", 0.125, "sm_90a", False, section)]
+    # head_dim 64: the default launch order (sections are taken at SECTION_HEAD_DIMS, 128)
+    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, causal, "bfloat16", 0.125, "sm_90a", False, None)]
     assert next(iter(kernels.cached_kernels().values())).calls == 1
     monkeypatch.setattr(kernels, "ROUTE", False)
     want = _grads(q, k, v, causal, layout, with_lse)
@@ -144,15 +144,23 @@ def test_a_causal_key_asks_for_the_longest_walks_first_in_sections_a_wave_wide(r
     q, k, v = _qkv(layout=layout)
     assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section is None  # off: the default
     monkeypatch.setattr(kernels, "SECTIONS", True)
+    assert kernels.SECTION_HEAD_DIMS == (128,)
     for hk, n, section in ((2, 40, 2), (8, 2048, 8), (8, 4096, 4), (8, 16384, 1), (6, 2200, 6)):
-        q, k, v = _qkv(b=1, n=n, h=hk * 2, hk=hk, layout=layout)
+        q, k, v = _qkv(b=1, n=n, h=hk * 2, hk=hk, d=128, layout=layout)
         key = attention_backward_ops.backward_key(q, k, v, True, 0.125, layout)
         assert key.section == section == wave_section(hk, n), (hk, n)
         assert kernels._name(key).endswith(f"_lpt{section}")
         full = attention_backward_ops.backward_key(q, k, v, False, 0.125, layout)
         assert full.section is None and "_lpt" not in kernels._name(full)
+        torch.use_deterministic_algorithms(True)  # the deterministic kernel keeps the default order
+        try:
+            assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section is None
+        finally:
+            torch.use_deterministic_algorithms(False)
+    q, k, v = _qkv(b=1, n=2048, h=16, hk=8, d=64, layout=layout)  # head_dim 64: not measured, the default order
+    assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section is None
     # batch x sections past the grid's z axis (65535): the default order, whose z is the batch alone
-    q, k, v = (torch.empty(472, 64, heads, 64, dtype=torch.bfloat16) for heads in (139, 139, 139))
+    q, k, v = (torch.empty(472, 64, heads, 128, dtype=torch.bfloat16) for heads in (139, 139, 139))
     assert wave_section(139, 64) == 1 and attention_backward_ops.backward_key(q, k, v, True, 0.125, "bshd").section \
         is None
     q, k, v = (t[:471] for t in (q, k, v))
@@ -172,8 +180,7 @@ def test_deterministic_algorithms_take_the_deterministic_kernel(route_on_an_h200
         first, again = _grads(q, k, v, True, "bshd", False), _grads(q, k, v, True, "bshd", False)
     finally:
         torch.use_deterministic_algorithms(False)
-    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a", True,
-                                                     2 if kernels.SECTIONS else None)]
+    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a", True, None)]
     assert all(torch.equal(a, b) for a, b in zip(first, again))
 
 
@@ -334,11 +341,10 @@ def test_a_plan_is_remade_when_a_switch_of_the_route_changes(route_on_an_h200, m
         _grads(q, k, v, True, "bshd", False)
         assert taken == calls, devices
     monkeypatch.setattr(kernels, "ROUTE", False)
-    _grads(*_qkv(), True, "bshd", False)
+    _grads(*_qkv(d=128), True, "bshd", False)
     monkeypatch.setattr(kernels, "ROUTE", True)
-    _grads(*_qkv(), True, "bshd", False)
-    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a", False,
-                                                     2 if kernels.SECTIONS else None)]
+    _grads(*_qkv(d=128), True, "bshd", False)
+    assert [(key.head_dim, key.section) for key in route_on_an_h200] == [(128, 2 if kernels.SECTIONS else None)]
     monkeypatch.setattr(kernels, "SECTIONS", not kernels.SECTIONS)  # the sections' switch: the other kernel
-    _grads(*_qkv(), True, "bshd", False)
-    assert [key.section for key in route_on_an_h200] == [None, 2] if kernels.SECTIONS else [2, None]
+    _grads(*_qkv(d=128), True, "bshd", False)
+    assert [key.section for key in route_on_an_h200] == ([2, None] if not kernels.SECTIONS else [None, 2])

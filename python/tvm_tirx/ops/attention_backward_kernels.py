@@ -35,7 +35,7 @@ from ..kernels.attention.config import DTYPES
 from .attention_kernels import AttentionOperands, f32_bits
 from .kernel_table import KernelTable
 
-__all__ = ["ROUTE", "DSUM_ROUTE", "SECTIONS", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func",
+__all__ = ["ROUTE", "DSUM_ROUTE", "SECTIONS", "SECTION_HEAD_DIMS", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func",
            "backward_kernel", "on_clear_kernels", "dsum_kernel", "cached_kernels", "clear_kernels"]
 
 #: Whether the operator's backward takes the kernel (on; ``TVM_TIRX_ATTENTION_BACKWARD=0`` turns it off).
@@ -46,11 +46,17 @@ ROUTE = os.environ.get("TVM_TIRX_ATTENTION_BACKWARD", "1") != "0"
 #: --dsum``, every row of ``KERNEL_ROWS``); ``TVM_TIRX_ATTENTION_DSUM=0`` turns it off.
 DSUM_ROUTE = os.environ.get("TVM_TIRX_ATTENTION_DSUM", "1") != "0"
 #: Whether a causal call's kernel launches the longest walks first in sections a wave wide
-#: (``make_attention_backward(longest_first=True, section=wave_section(kv_heads, seq_len))``).
-#: Off until measured on the GPU (written 2026-12-06 without one: a simulation of 132 SMs puts
-#: 4 x 32 x 8 x 2048 causal at 1.29x its balanced time in the default order, 1.03x in sections);
-#: ``TVM_TIRX_ATTENTION_SECTIONS=1`` in the environment (read at import) turns it on.
-SECTIONS = os.environ.get("TVM_TIRX_ATTENTION_SECTIONS", "0") == "1"
+#: (``make_attention_backward(longest_first=True, section=wave_section(kv_heads, seq_len))``), at
+#: the head_dims of :data:`SECTION_HEAD_DIMS`, unless the call asks for the deterministic kernel.
+#: On: measured on an H100 (2026-12-07, ``tools/device_batch.sh sections-quick``, the kernel alone,
+#: us, default order / sections): 4 x 32 x 8 x 2048 causal 960 / 819, 2 x 32 x 32 x 3000 887 / 866,
+#: 1 x 32 x 32 x 8192 2945 / 2795.  ``TVM_TIRX_ATTENTION_SECTIONS=0`` in the environment (read at
+#: import) turns it off.  The deterministic kernel keeps the default order: in sections, the
+#: checker's proof that its ``Order`` index fits int32 ran past the prover's budget on an H100
+#: and, in some processes, on the CPU (2026-12-07; ``tools/det_sections_probe.py``).
+SECTIONS = os.environ.get("TVM_TIRX_ATTENTION_SECTIONS", "1") != "0"
+#: head_dims whose causal calls take sections (where they were measured faster than the default order)
+SECTION_HEAD_DIMS = (128,)
 
 
 @dataclass(frozen=True)
@@ -69,8 +75,8 @@ class AttentionBackwardKey(AttentionOperands):
         With an int, the kernel launches the longest causal walks first in sections of that
         many key/value heads (``make_attention_backward(longest_first=True, section=...)``;
         the operator asks for :func:`~tvm_tirx.kernels.attention_backward.wave_section` of
-        the call's length on causal calls while :data:`SECTIONS` is on); None: the default
-        launch order.
+        the call's length on causal, not deterministic calls at :data:`SECTION_HEAD_DIMS`
+        while :data:`SECTIONS` is on); None: the default launch order.
     """
 
     deterministic: bool = False
