@@ -10,7 +10,7 @@ from tvm_tirx.kernels.attention_backward import make_attention_backward
 from tvm_tirx.script import tirx as T
 
 BASE = prover.Z3_RLIMIT
-FACTORS = (1, 4, 16)
+FACTORS = (1, 4)
 ARCHES = ("sm_90a", None)
 print("z3 enabled:", tvm.sym.Analyzer().is_z3_enabled, "rlimit", BASE)
 for arch in ARCHES:
