@@ -58,16 +58,21 @@ from ..extents import MAX_ELEMENTS, is_int
 from ..gemm.operands import Operand
 from ..parts.ring import Ring
 
-__all__ = ["BQ", "BK", "WG_K", "CONSUMERS", "FILLS", "HEAD_DIMS", "DQ_SPLITS", "PLANS", "PRODUCER_REGISTERS",
-           "CONSUMER_REGISTERS", "BackwardConfig", "wave_section"]
+__all__ = ["BQ", "BQ_ROWS", "DQ_ROWS", "BK", "WG_K", "CONSUMERS", "FILLS", "HEAD_DIMS", "DQ_SPLITS", "PLANS",
+           "PRODUCER_REGISTERS", "CONSUMER_REGISTERS", "BackwardConfig", "wave_section"]
 
-BQ = 64  # query rows per block (the N of S^T and dP^T, the M of dQ)
+BQ = 64  # query rows per block with dq_split "keys" / "columns" (the N of S^T and dP^T, the M of dQ)
+#: query rows per block with ``dq_split="rows"`` (head_dim 64): the N of ``S^T`` and ``dP^T``
+BQ_ROWS = 128
+#: query rows of a consumer's ``dQ`` block (the M of one wgmma), whatever the split
+DQ_ROWS = 64
 WG_K = 64  # keys per consumer warpgroup (the M of S^T, dP^T, dV, dK)
 CONSUMERS = 2
 BK = WG_K * CONSUMERS  # keys per CTA
 HEAD_DIMS = (64, 128)
-#: how the two consumers share ``dQ`` (:mod:`.exchange`): by their 64 keys, or by head_dim columns
-DQ_SPLITS = ("keys", "columns")
+#: how the two consumers share ``dQ`` (:mod:`.exchange`): by their 64 keys, by head_dim columns, or
+#: (query blocks of :data:`BQ_ROWS`) by the block's two 64-row halves
+DQ_SPLITS = ("keys", "columns", "rows")
 #: head_dim -> the ``dq_split``, ``stages`` and ``overlap`` the torch operator's kernels take.
 #: Measured on an H100 (2026-12-05, ``bench/attention.py --backward-kernels``, the kernel alone, us):
 #: head_dim 128 "keys"/2 -> "columns"/2: 3177 -> 3107 (1,32,32,8192 causal), 1155 -> 1038
@@ -191,8 +196,13 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
             raise ValueError(f"longest_first=True: seq_len must be at most {GRID_Z * BK} keys ({GRID_Z} key blocks "
                              f"of {BK} on the grid's y axis), found {self.seq_len}")
         if self.overlap and not self.split_columns:
-            raise ValueError("overlap=True needs dq_split='columns': with 'keys' a consumer's dQ (64 x head_dim "
-                             "float32) in flight next to dV and dK takes more registers than a thread has")
+            raise ValueError(f"overlap=True needs dq_split='columns', found {self.dq_split!r}: with 'keys' a "
+                             f"consumer's dQ (64 x head_dim float32) in flight next to dV and dK takes more registers "
+                             f"than a thread has ('rows' has not been given the overlapped order)")
+        if self.split_rows and self.head_dim != 64:
+            raise ValueError(f"dq_split='rows' needs head_dim 64, found {self.head_dim}: its S^T and dP^T of "
+                             f"{BQ_ROWS} queries take 128 registers per thread, and dV and dK of head_dim 128 "
+                             f"another 128")
 
     def _check_section(self):
         if self.section is None:
@@ -231,11 +241,17 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         return Ring(self.stages, CONSUMERS)
 
     @property
+    def block_q(self) -> int:
+        """Query rows per block: :data:`BQ_ROWS` (128) with ``dq_split="rows"``, else
+        :data:`BQ` (64)."""
+        return BQ_ROWS if self.split_rows else BQ
+
+    @property
     def mma_scores(self) -> str:
-        """``S^T`` and ``dP^T`` (64 keys x 64 queries): A (K or V) and B (Q or dO) K-major in
-        shared memory."""
+        """``S^T`` and ``dP^T`` (64 keys x :attr:`block_q` queries): A (K or V) and B (Q or
+        dO) K-major in shared memory."""
         t = DTYPES[self.dtype]
-        return f"wgmma.mma_async.sync.aligned.m64n{BQ}k16.f32.{t}.{t}"
+        return f"wgmma.mma_async.sync.aligned.m64n{self.block_q}k16.f32.{t}.{t}"
 
     @property
     def mma_grads(self) -> str:
@@ -251,6 +267,19 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         return self.dq_split == "columns"
 
     @property
+    def split_rows(self) -> bool:
+        """Whether each consumer computes ``dQ`` of one 64-row half of a :data:`BQ_ROWS`-row
+        query block over all 128 keys (``dq_split="rows"``)."""
+        return self.dq_split == "rows"
+
+    @property
+    def shares_ds(self) -> bool:
+        """Whether each consumer's ``dQ`` product reads both consumers' ``dS^T`` tiles
+        (``"columns"`` and ``"rows"``): the exchange then joins both warpgroups
+        (:mod:`.exchange`)."""
+        return self.dq_split != "keys"
+
+    @property
     def dq_columns(self) -> int:
         """Columns of the ``dQ`` block one consumer computes and reduces: head_dim, or
         head_dim / 2 (``"columns"``)."""
@@ -262,12 +291,13 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         (their registers, ``dV + dK + dQ`` accumulators and the packed ``P^T`` and ``dS^T``,
         at most :data:`IN_FLIGHT_REGISTERS`: head_dim 64); else the schedule waits for
         ``dV`` first."""
-        registers = (2 * WG_K * self.head_dim + BQ * self.dq_columns) // 128 + 2 * BQ * WG_K // 256
+        registers = (2 * WG_K * self.head_dim + DQ_ROWS * self.dq_columns) // 128 + 2 * self.block_q * WG_K // 256
         return registers <= IN_FLIGHT_REGISTERS
 
     @property
     def mma_dq(self) -> str:
-        """``dQ`` (64 queries x :attr:`dq_columns`; A ``dS^T`` M-major, B K N-major)."""
+        """``dQ`` (:data:`DQ_ROWS` queries x :attr:`dq_columns`; A ``dS^T`` M-major, B K
+        N-major)."""
         t = DTYPES[self.dtype]
         return f"wgmma.mma_async.sync.aligned.m64n{self.dq_columns}k16.f32.{t}.{t}"
 
@@ -276,11 +306,11 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         """The shared operands (:class:`~tvm_tirx.kernels.gemm.operands.Operand`) by name:
         ``kv`` (K or V as the K-major A, one 64-column chunk), ``qdo`` (Q or dO as the
         K-major B, one chunk), ``qdo_n`` (Q or dO as the N-major B of ``dK`` / ``dV``),
-        ``ds`` (``dS^T`` as the M-major A of ``dQ``), ``k_n`` (K as the N-major B of
-        ``dQ``)."""
-        d, t = self.head_dim, self.dtype
-        return {"kv": Operand("A", "k", WG_K, CHUNK, t), "qdo": Operand("B", "k", BQ, CHUNK, t),
-                "qdo_n": Operand("B", "n", d, BQ, t), "ds": Operand("A", "m", BQ, WG_K, t),
+        ``ds`` (``dS^T`` as the M-major A of ``dQ``: a consumer's tile, :attr:`block_q`
+        queries by its 64 keys), ``k_n`` (K as the N-major B of ``dQ``)."""
+        d, t, bq = self.head_dim, self.dtype, self.block_q
+        return {"kv": Operand("A", "k", WG_K, CHUNK, t), "qdo": Operand("B", "k", bq, CHUNK, t),
+                "qdo_n": Operand("B", "n", d, bq, t), "ds": Operand("A", "m", bq, WG_K, t),
                 "k_n": Operand("B", "n", d, WG_K, t)}
 
     @property
@@ -291,14 +321,14 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
     @property
     def stage_bytes(self) -> int:
         """The bytes the TMA brings into one ring stage: a Q and a dO block."""
-        return 2 * BQ * self.head_dim * 2
+        return 2 * self.block_q * self.head_dim * 2
 
     @property
     def smem_bytes(self) -> int:
-        """K, V, the ring (with each stage's 64 LSE and 64 Dsum values), ``dS^T`` and the fp32
-        ``dQ`` tiles, the mbarriers, 1 KiB of alignment."""
-        ds, dq = CONSUMERS * WG_K * BQ * 2, CONSUMERS * BQ * self.dq_columns * 4
-        stage = self.stage_bytes + 2 * BQ * 4
+        """K, V, the ring (with each stage's :attr:`block_q` LSE and Dsum values), ``dS^T`` and
+        the fp32 ``dQ`` tiles, the mbarriers, 1 KiB of alignment."""
+        ds, dq = CONSUMERS * WG_K * self.block_q * 2, CONSUMERS * DQ_ROWS * self.dq_columns * 4
+        stage = self.stage_bytes + 2 * self.block_q * 4
         return self.kv_bytes + self.stages * stage + ds + dq + 8 * (1 + 2 * self.stages) + 1024
 
     # -- the walk ----------------------------------------------------------------------------
@@ -350,28 +380,38 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         return (z // self.sections, z % self.sections * self.heads_per_section + x, y)
 
     def first_query_block(self, kb):
-        """The first query block key block ``kb`` meets: 0, or (causal) ``2 kb`` -- the
-        earlier blocks' queries all precede the block's first key (PTX-free arithmetic:
-        ``BK = 2 BQ``)."""
-        return kb * (BK // BQ) if self.causal else 0
+        """The first query block key block ``kb`` meets: 0, or (causal) ``kb * 128 /
+        block_q`` (``2 kb``, or ``kb`` with ``"rows"``) -- the earlier blocks' queries all
+        precede the block's first key."""
+        return kb * (BK // self.block_q) if self.causal else 0
 
     def query_blocks(self, kb, seq_len):
-        """Query blocks of one head key block ``kb`` walks: ``ceil(seq_len / 64) -
-        first_query_block(kb)`` (at least 1: ``ceil(L / 64) >= 2 ceil(L / 128) - 1``)."""
-        return T.ceildiv(seq_len, BQ) - self.first_query_block(kb)
+        """Query blocks of one head key block ``kb`` walks: ``ceil(seq_len / block_q) -
+        first_query_block(kb)`` (at least 1: ``ceil(L / 64) >= 2 ceil(L / 128) - 1``, and
+        ``kb < ceil(L / 128)``)."""
+        return T.ceildiv(seq_len, self.block_q) - self.first_query_block(kb)
 
     def turn(self, kb, c):
-        """With :attr:`deterministic`, the number of ``dQ`` reduces into a query block that
-        precede consumer ``c``'s of key block ``kb``: ``2 kb + c``.  Every key block from 0
-        up to the last one that meets a query block reduces into it (causal: the blocks
-        ``kb <= qb / 2`` of :meth:`first_query_block`, consecutive from 0), each consumer
-        once, so the turns of a block are 0, 1, 2, ... in key order."""
-        return kb * CONSUMERS + c
+        """With :attr:`deterministic`, the number of ``dQ`` reduces into consumer ``c``'s
+        64-row block (:meth:`order_block`) that precede its reduce of key block ``kb``:
+        ``2 kb + c``, or ``kb`` with ``"rows"`` (where each consumer reduces its own half
+        of the query block).  Every key block from 0 up to the last one that meets a query
+        block reduces into it (causal: the blocks ``kb <= qb / 2``, or ``kb <= qb`` with
+        ``"rows"``, of :meth:`first_query_block`, consecutive from 0), each consumer once
+        (``"rows"``: one consumer), so the turns of a block are 0, 1, 2, ... in key order."""
+        return kb if self.split_rows else kb * CONSUMERS + c
+
+    def order_block(self, qb, c):
+        """The 64-row block of ``Order`` whose count consumer ``c`` of query block ``qb``
+        awaits: ``qb``, or with ``"rows"`` (blocks of 128 rows, one half per consumer)
+        ``2 qb + c``."""
+        return qb * (self.block_q // DQ_ROWS) + c if self.split_rows else qb
 
     @property
     def query_blocks_total(self):
-        """Query blocks of one head: ``ceil(seq_len / 64)`` (the ``Order`` tensor's last axis)."""
-        return self.extent(self.seq_len, BQ)
+        """64-row query blocks of one head: ``ceil(seq_len / 64)`` (the ``Order`` tensor's
+        last axis)."""
+        return self.extent(self.seq_len, DQ_ROWS)
 
     def step(self, g, kb, hk, seq_len):
         """``(h, qb)`` of the CTA's iteration ``g``: query head ``hk * group + g // n`` and

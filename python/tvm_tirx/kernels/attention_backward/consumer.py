@@ -15,8 +15,8 @@ Per iteration ``g`` (stage ``s = g % stages`` of the Q / dO ring), consumer ``c`
    ``deterministic``, in its turn: :mod:`.exchange`).
 
 ``sds[c]`` is written again only after this thread's ``wait_group 0`` of the previous
-iteration retired the ``dQ`` product that read it.  With ``dq_split="columns"`` the
-other consumer's ``dQ`` reads ``sds[c]`` too: step 3 then joins both warpgroups, and
+iteration retired the ``dQ`` product that read it.  With ``dq_split="columns"`` or
+``"rows"`` the other consumer's ``dQ`` reads ``sds[c]`` too: step 3 then joins both warpgroups, and
 after step 4's wait each consumer tells the other that its tile is free again
 (:mod:`.exchange`).
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from tvm.script import tirx as T
 
-from .config import BQ, BackwardConfig
+from .config import BackwardConfig
 from .exchange import make_exchange
 from .gradients import first_key, make_gradients
 from .products import make_products
@@ -61,18 +61,18 @@ def _make_iterations(cfg: BackwardConfig, exchange):
     def serial(smem, regs, keys, step, place):
         products.scores(smem, regs, step.s, place.c)
         wait(0)
-        gradients(regs, smem.srows.sub[step.s], first_key(keys.kb, place.c), step.qb * BQ, place)
+        gradients(regs, smem.srows.sub[step.s], first_key(keys.kb, place.c), step.qb * cfg.block_q, place)
         share_ds(smem, regs, step, place)
         products.grads(smem, regs, step, place.c)
         wait(0)
-        if cfg.split_columns:
+        if cfg.shares_ds:
             release_ds(keys, step, place)
 
     @T.macro
     def overlapped(outputs, smem, regs, keys, step, place):
         products.scores_apart(smem, regs, step.s, place.c)
         wait(1)  # S^T retired, dP^T may still run
-        probabilities(regs, smem.srows.sub[step.s], first_key(keys.kb, place.c), step.qb * BQ, place)
+        probabilities(regs, smem.srows.sub[step.s], first_key(keys.kb, place.c), step.qb * cfg.block_q, place)
         wait(0)
         finish(regs, smem.srows.sub[step.s], place)
         products.dv(smem, regs, step)  # dV under the exchange of dS^T

@@ -62,7 +62,8 @@ from __future__ import annotations
 from tvm.script import tirx as T
 
 from ...tile.fragments import accumulator_layout, accumulator_tile
-from .config import BQ, CONSUMERS, DQ_BOX, WG_K, BackwardConfig
+from ..attention.config import CHUNK
+from .config import CONSUMERS, DQ_BOX, DQ_ROWS, WG_K, BackwardConfig
 
 __all__ = ["REDUCE", "JOIN", "FREE", "make_exchange"]
 
@@ -96,7 +97,7 @@ def _make_barriers(cfg: BackwardConfig):
     def release(c):
         T.cuda.tile.apply(T.ptx["barrier.arrive.aligned"], id=T.Cast("uint32", FREE + 1 - c), count=pair)
 
-    return sync, (join if cfg.split_columns else sync), claim, release
+    return sync, (join if cfg.shares_ds else sync), claim, release
 
 
 @T.macro
@@ -126,22 +127,35 @@ def make_exchange(cfg: BackwardConfig):
     named tuples: the block of batch entry ``keys.b``, query block ``step.qb`` of head
     ``step.h``) and ``drain(tid)`` (thread 0 of the warpgroup waits until its reduces are
     done, before the CTA exits)."""
-    boxes, half, columns = cfg.dq_columns // DQ_BOX, cfg.dq_columns, cfg.split_columns
-    words = accumulator_layout(BQ, packed=True)
+    boxes, bq = cfg.dq_columns // DQ_BOX, cfg.block_q
+    words = accumulator_layout(bq, packed=True)
     sync, publish, claim, release = _make_barriers(cfg)
     ordered = cfg.deterministic
 
-    def column0(c):
-        """The first ``dQacc`` column of consumer ``c``'s boxes."""
-        return c * half if columns else 0
+    def origin(keys, step, c):
+        """The ``dQacc`` coordinates of consumer ``c``'s ``dQ`` block: its query block's rows
+        and columns ``c D/2 ..`` (``"columns"``), rows ``64 c ..`` of a 128-row block
+        (``"rows"``), or the whole block (``"keys"``)."""
+        row0 = step.qb * bq + c * DQ_ROWS if cfg.split_rows else step.qb * bq
+        return (keys.b, row0, step.h, c * cfg.dq_columns if cfg.split_columns else 0)
+
+    def ds_tile(sds, c):
+        """Consumer ``c``'s ``dS^T`` tile as ``(64 keys, queries)``, or with two 64-query
+        chunks (``"rows"``) ``(64 keys, 2, 64)``: the columns split row-major."""
+        return sds.sub[c, 0] if bq == CHUNK else sds.sub[c].permute(1, 0, 2)
+
+    def count(outputs, keys, step, c):
+        """``deterministic``: the ``order`` count consumer ``c`` awaits, a one-element view."""
+        ob = cfg.order_block(step.qb, c)
+        return outputs.order.sub[keys.b, step.h, ob:ob + 1]
 
     @T.macro
     def share_ds(smem, regs, step, place):
-        if columns:
+        if cfg.shares_ds:
             if step.g > 0:
                 claim(place.c)  # the other consumer's dQ of the previous iteration has read sds[c]
         T.cuda.tile.apply(T.ptx["st.shared.b32"],
-                          *accumulator_tile(smem.sds.sub[place.c, 0], regs.dSw.view(WG_K, BQ // 2, layout=words),
+                          *accumulator_tile(ds_tile(smem.sds, place.c), regs.dSw.view(WG_K, bq // 2, layout=words),
                                             "wgmma"), scope="warpgroup")
         T.ptx["fence.proxy.async.shared::cta"]()
         if place.tid % 128 == 0:
@@ -161,14 +175,12 @@ def make_exchange(cfg: BackwardConfig):
         sync(place.c)
         if place.tid % 128 == 0:
             if ordered:
-                await_turn(outputs.order.sub[keys.b, step.h, step.qb:step.qb + 1], regs.turn,
-                           cfg.turn(keys.kb, place.c))
-            T.cuda.tile.apply(T.ptx[REDUCE], outputs.dQacc, smem.sdq.sub[place.c].view(boxes, 1, BQ, 1, DQ_BOX),
-                              coords=(keys.b, step.qb * BQ, step.h, column0(place.c)),
-                              coord_steps=((0, 0, 0, DQ_BOX),), swizzle=3)
+                await_turn(count(outputs, keys, step, place.c), regs.turn, cfg.turn(keys.kb, place.c))
+            T.cuda.tile.apply(T.ptx[REDUCE], outputs.dQacc, smem.sdq.sub[place.c].view(boxes, 1, DQ_ROWS, 1, DQ_BOX),
+                              coords=origin(keys, step, place.c), coord_steps=((0, 0, 0, DQ_BOX),), swizzle=3)
             T.ptx["cp.async.bulk.commit_group"]()
             if ordered:
-                pass_turn(outputs.order.sub[keys.b, step.h, step.qb:step.qb + 1])
+                pass_turn(count(outputs, keys, step, place.c))
 
     @T.macro
     def drain(tid):

@@ -1,9 +1,10 @@
 """``P^T`` and ``dS^T`` of one iteration, in a consumer's registers.
 
-A consumer thread holds, of its warpgroup's ``S^T`` and ``dP^T`` (64 keys x 64 queries,
-fp32), register ``r = 4 j + 2 h + e``: key ``128 kb + 64 c + 16 w + 8 h + g`` (the row)
-and query ``64 qb + 8 j + 2 t + e`` (the column), for warp ``w`` of the warpgroup and
-lane ``4 g + t`` (PTX ISA 9.7.15.5.1.1).  Its 16 query columns do not depend on ``g``
+A consumer thread holds, of its warpgroup's ``S^T`` and ``dP^T`` (64 keys x ``BQ``
+queries, fp32; ``BQ`` the config's ``block_q``, 64 or 128), register ``r = 4 j + 2 h +
+e``: key ``128 kb + 64 c + 16 w + 8 h + g`` (the row) and query ``BQ qb + 8 j + 2 t + e``
+(the column), for warp ``w`` of the warpgroup and lane ``4 g + t`` (PTX ISA
+9.7.15.5.1.1).  Its ``BQ / 4`` query columns do not depend on ``g``
 or ``w``: it reads their ``LSE * log2(e)`` and ``Dsum`` values from the ring stage's
 ``srows`` (copied there by the producer, 0 past ``seq_len``).  Then
 
@@ -25,12 +26,9 @@ from tvm.script import tirx as T
 
 from ...tile.fragments import accumulator_col, accumulator_row
 from ..pairs import make_pack_pairs
-from .config import BQ, BK, WG_K, BackwardConfig
+from .config import BK, WG_K, BackwardConfig
 
 __all__ = ["make_gradients", "first_key"]
-
-#: score registers per thread (64 x 64 accumulators over 128 threads)
-REGS = BQ * WG_K // 128
 
 
 def first_key(kb, c):
@@ -39,9 +37,9 @@ def first_key(kb, c):
 
 
 def _needs_mask(cfg: BackwardConfig, k0, q0, seq_len):
-    """Whether the 64 x 64 block of keys ``k0 ..`` and queries ``q0 ..`` crosses
+    """Whether the block of 64 keys ``k0 ..`` and ``block_q`` queries ``q0 ..`` crosses
     ``seq_len`` or, causal, holds a key after a query (its last key after its first query)."""
-    past_end = T.Or(k0 + WG_K > seq_len, q0 + BQ > seq_len)
+    past_end = T.Or(k0 + WG_K > seq_len, q0 + cfg.block_q > seq_len)
     return T.Or(past_end, k0 + WG_K - 1 > q0) if cfg.causal else past_end
 
 
@@ -58,15 +56,16 @@ def make_gradients(cfg: BackwardConfig):
     (``regs.dP`` becomes ``dS^T`` times the scale, then both are packed into ``regs.Pw``
     and ``regs.dSw``) and ``gradients`` (both in turn, the arguments of
     ``probabilities``); ``regs`` a :class:`.state.Registers`, ``srows`` the stage's ``(2,
-    64)`` float32 LSE / Dsum rows, ``k0`` the warpgroup's first key, ``q0`` the block's
+    block_q)`` float32 LSE / Dsum rows, ``k0`` the warpgroup's first key, ``q0`` the block's
     first query, ``place`` a :class:`.state.Place`.  Apart, a schedule computes ``P^T``
     while ``dP^T`` is still in flight (``overlap``, :mod:`.consumer`)."""
     scale, scale_log2, causal = cfg.softmax_scale, cfg.scale_log2, cfg.causal
-    pack = make_pack_pairs(cfg.dtype, REGS)
+    regs_per_thread = cfg.block_q * WG_K // 128  # S^T / dP^T registers of a thread
+    pack = make_pack_pairs(cfg.dtype, regs_per_thread)
 
     @T.macro
     def mask(sl, k0, q0, place):
-        for r in T.unroll(REGS):
+        for r in T.unroll(regs_per_thread):
             sl[r] = T.if_then_else(_keep(causal, accumulator_row(k0, place.tid, r // 2 % 2),
                                          accumulator_col(q0, place.tid, r // 4, r % 2), place.seq_len),
                                    sl[r], T.float32(0))
@@ -74,16 +73,16 @@ def make_gradients(cfg: BackwardConfig):
     @T.macro
     def p_values(regs, srows, k0, q0, place):
         sl = regs.S.local()
-        for r in T.unroll(REGS):  # column 8 j + 2 t + e of register r = 4 j + 2 h + e
+        for r in T.unroll(regs_per_thread):  # column 8 j + 2 t + e of register r = 4 j + 2 h + e
             sl[r] = sl[r] * T.float32(scale_log2) - srows[0, accumulator_col(0, place.tid, r // 4, r % 2)]
-        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sl.view(REGS, 1), sl.view(REGS, 1))
+        T.cuda.tile.apply(T.ptx["ex2.approx.ftz.f32"], sl.view(regs_per_thread, 1), sl.view(regs_per_thread, 1))
         if _needs_mask(cfg, k0, q0, place.seq_len):
             mask(sl, k0, q0, place)
 
     @T.macro
     def finish(regs, srows, place):  # packed last: S + dP + dV + dK is the peak (.config)
         sl, dl = regs.S.local(), regs.dP.local()
-        for r in T.unroll(REGS):
+        for r in T.unroll(regs_per_thread):
             dl[r] = sl[r] * (dl[r] - srows[1, accumulator_col(0, place.tid, r // 4, r % 2)]) * T.float32(scale)
         pack(regs.Pw.local(), sl)
         pack(regs.dSw.local(), dl)

@@ -9,7 +9,8 @@ from ...tile.families.wgmma import a_fragment_layout
 from ...tile.fragments import accumulator_layout
 from ..attention.config import CHUNK
 from ..extents import MAX_ELEMENTS
-from .config import BQ, CONSUMER_REGISTERS, CONSUMERS, DQ_BOX, FILLS, PRODUCER_REGISTERS, WG_K, BackwardConfig
+from .config import (CONSUMER_REGISTERS, CONSUMERS, DQ_BOX, DQ_ROWS, FILLS, PRODUCER_REGISTERS, WG_K,
+                     BackwardConfig)
 from .consumer import make_consumer
 from .epilogue import make_epilogue
 from .gradients import first_key
@@ -31,15 +32,17 @@ def _keys(cfg: BackwardConfig, seq_len) -> Keys:
     return Keys(b, hk, kb, cfg.group * cfg.query_blocks(kb, seq_len))
 
 
-def key_tiles(cfg: BackwardConfig, tile):
-    """``sk``, ``(2, chunks, 64, 64)`` (consumer ``c``'s keys, 64-column chunk ``cc``), by
-    ``tile(shape, dtype, layout)``: stored in that order, or (``dq_split="columns"``)
-    chunk-major, the view of a ``(chunks, 2, 64, 64)`` tile, so that a chunk's 128 keys
-    are one operand of ``dQ`` (:func:`.products._k_columns`)."""
-    shape, dtype = (CONSUMERS, cfg.chunks, WG_K, CHUNK), cfg.dtype
-    if not cfg.split_columns:
+def consumer_tiles(tile, chunks: int, dtype: str, chunk_major: bool):
+    """A 128-byte swizzled tile ``(2, chunks, 64, 64)`` (consumer ``c``'s 64 keys, 64-column
+    chunk ``cc``) by ``tile(shape, dtype, layout)``: stored in that order, or
+    (``chunk_major``) the view of a ``(chunks, 2, 64, 64)`` tile, so that a chunk's 128 keys
+    are one operand of ``dQ`` (:mod:`.products`).  ``sk`` (chunks of head_dim) takes the
+    second form where each consumer's ``dQ`` reads all 128 keys (``dq_split`` ``"columns"``
+    or ``"rows"``); ``sds`` (chunks of the query block) with ``"rows"``."""
+    shape = (CONSUMERS, chunks, WG_K, CHUNK)
+    if not chunk_major:
         return tile(shape, dtype, swizzled_layout(shape, dtype, 3))
-    stored = (cfg.chunks, CONSUMERS, WG_K, CHUNK)
+    stored = (chunks, CONSUMERS, WG_K, CHUNK)
     return tile(stored, dtype, swizzled_layout(stored, dtype, 3)).permute(1, 0, 2, 3)
 
 
@@ -47,20 +50,20 @@ def _allocate_shared(cfg: BackwardConfig) -> tuple:
     """``(Shared, Barriers)``: the CTA's shared tiles (128-byte swizzled: the images the TMA
     writes and reads, ``dS^T`` as the M-major wgmma operand) and mbarriers.  Called while
     the kernel is parsed, in its body (the allocations go to the kernel's frame)."""
-    stages, chunks, dtype = cfg.stages, cfg.chunks, cfg.dtype
-    kv_shape, ring_shape = (CONSUMERS, chunks, WG_K, CHUNK), (stages, chunks, BQ, CHUNK)
-    ds_shape, dq_shape = cfg.operands["ds"].stage_shape(CONSUMERS), (CONSUMERS, cfg.dq_columns // DQ_BOX, BQ, DQ_BOX)
+    stages, chunks, dtype, bq = cfg.stages, cfg.chunks, cfg.dtype, cfg.block_q
+    kv_shape, ring_shape = (CONSUMERS, chunks, WG_K, CHUNK), (stages, chunks, bq, CHUNK)
+    dq_shape = (CONSUMERS, cfg.dq_columns // DQ_BOX, DQ_ROWS, DQ_BOX)
 
     def tile(shape, dtype_, layout):
         return T.alloc_shared(shape, dtype_, scope="shared.dyn", align=1024, layout=layout)
 
-    sk = key_tiles(cfg, tile)
+    sk = consumer_tiles(tile, chunks, dtype, cfg.shares_ds)
     sv = tile(kv_shape, dtype, swizzled_layout(kv_shape, dtype, 3))
     sq = tile(ring_shape, dtype, swizzled_layout(ring_shape, dtype, 3))
     sdo = tile(ring_shape, dtype, swizzled_layout(ring_shape, dtype, 3))
-    sds = tile(ds_shape, dtype, cfg.operands["ds"].ring_layout(CONSUMERS))
+    sds = consumer_tiles(tile, bq // CHUNK, dtype, cfg.split_rows)  # dS^T, keys x queries: the M-major A of dQ
     sdq = tile(dq_shape, "float32", swizzled_layout(dq_shape, "float32", 3))
-    srows = T.alloc_shared((stages, 2, BQ), "float32", scope="shared.dyn", align=16)
+    srows = T.alloc_shared((stages, 2, bq), "float32", scope="shared.dyn", align=16)
     bars = [T.alloc_shared((n, 1), "uint64", scope="shared.dyn", align=8) for n in (1, stages, stages)]
     return Shared(sk, sv, sq, sdo, sds, sdq, srows), Barriers(*bars)
 
@@ -69,14 +72,14 @@ def _allocate_registers(cfg: BackwardConfig) -> Registers:
     """A consumer thread's :class:`.state.Registers` (wgmma fragment layouts; ``dQ`` of
     ``cfg.dq_columns``; ``turn`` with ``cfg.deterministic``), allocated while the kernel
     is parsed, in its body."""
-    acc, head_dim, dq_columns = accumulator_layout, cfg.head_dim, cfg.dq_columns
-    return Registers(S=T.alloc_local((WG_K, BQ), "float32", layout=acc(BQ)),
-                     dP=T.alloc_local((WG_K, BQ), "float32", layout=acc(BQ)),
+    acc, head_dim, dq_columns, bq = accumulator_layout, cfg.head_dim, cfg.dq_columns, cfg.block_q
+    return Registers(S=T.alloc_local((WG_K, bq), "float32", layout=acc(bq)),
+                     dP=T.alloc_local((WG_K, bq), "float32", layout=acc(bq)),
                      dV=T.alloc_local((WG_K, head_dim), "float32", layout=acc(head_dim)),
                      dK=T.alloc_local((WG_K, head_dim), "float32", layout=acc(head_dim)),
-                     dQ=T.alloc_local((BQ, dq_columns), "float32", layout=acc(dq_columns)),
-                     Pw=T.alloc_local((1, BQ // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, BQ // 16)),
-                     dSw=T.alloc_local((1, BQ // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, BQ // 16)),
+                     dQ=T.alloc_local((DQ_ROWS, dq_columns), "float32", layout=acc(dq_columns)),
+                     Pw=T.alloc_local((1, bq // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, bq // 16)),
+                     dSw=T.alloc_local((1, bq // 16, WG_K, 8), "uint32", layout=a_fragment_layout(1, bq // 16)),
                      W=T.alloc_local((WG_K, head_dim // 2), "uint32", layout=acc(head_dim, packed=True)),
                      turn=T.alloc_local((1,), "int32") if cfg.deterministic else None)
 

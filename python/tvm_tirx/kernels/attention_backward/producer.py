@@ -8,7 +8,7 @@ from tvm.script import tirx as T
 
 from ..attention.config import CHUNK, LOG2E
 from ..attention.producer import LOAD
-from .config import BQ, CONSUMERS, WG_K, BackwardConfig
+from .config import CONSUMERS, WG_K, BackwardConfig
 
 __all__ = ["make_producer", "make_row_copier"]
 
@@ -23,16 +23,16 @@ def make_producer(cfg: BackwardConfig):
     a :class:`.state.Shared`, a :class:`.state.Barriers`, a :class:`.state.Keys`).
 
     Q, K, V and dO are ``(batch, seq_len, heads, head_dim)`` tensors (K and V with
-    ``kv_heads``), read as 4-d TMA boxes ``(1, 64, 1, 64)`` (128-byte swizzle): first
+    ``kv_heads``), read as 4-d TMA boxes ``(1, rows, 1, 64)`` (128-byte swizzle): first
     the 64 keys of each consumer ``c`` of K and V (keys ``128 kb + 64 c ..`` of head
     ``hk``) into ``sk[c]`` and ``sv[c]`` on ``kv_full``; then, per iteration ``g <
-    steps``, the Q and dO rows of query block ``qb`` of head ``h``
+    steps``, the Q and dO rows of query block ``qb`` (``block_q`` rows) of head ``h``
     (:meth:`.config.BackwardConfig.step`) into stage ``g % stages``, once both consumers
     released it (:class:`~tvm_tirx.kernels.parts.Ring`).  Rows past ``seq_len`` are
     zero-filled and still count their bytes (PTX ISA 5.5.5), so each ``expect_tx`` is
     the whole box.
     """
-    ring, chunks = cfg.ring, cfg.chunks
+    ring, chunks, bq = cfg.ring, cfg.chunks, cfg.block_q
 
     @T.macro
     def load_keys(K, V, smem, bars, keys):
@@ -54,11 +54,11 @@ def make_producer(cfg: BackwardConfig):
             ring.acquire(bars.empty, s, g, None)
             ring.arm(bars.full, s, cfg.stage_bytes)
             for cc in T.unroll(chunks):
-                T.cuda.tile.apply(T.ptx[LOAD], smem.sq.sub[s, cc].view(1, BQ, 1, CHUNK), inputs.Q,
-                                  mbar=bars.full.sub[s, :], coords=(keys.b, qb * BQ, h, cc * CHUNK), swizzle=3,
+                T.cuda.tile.apply(T.ptx[LOAD], smem.sq.sub[s, cc].view(1, bq, 1, CHUNK), inputs.Q,
+                                  mbar=bars.full.sub[s, :], coords=(keys.b, qb * bq, h, cc * CHUNK), swizzle=3,
                                   l2_promotion=3)
-                T.cuda.tile.apply(T.ptx[LOAD], smem.sdo.sub[s, cc].view(1, BQ, 1, CHUNK), inputs.dO,
-                                  mbar=bars.full.sub[s, :], coords=(keys.b, qb * BQ, h, cc * CHUNK), swizzle=3,
+                T.cuda.tile.apply(T.ptx[LOAD], smem.sdo.sub[s, cc].view(1, bq, 1, CHUNK), inputs.dO,
+                                  mbar=bars.full.sub[s, :], coords=(keys.b, qb * bq, h, cc * CHUNK), swizzle=3,
                                   l2_promotion=3)
 
     return produce
@@ -68,8 +68,9 @@ def make_row_copier(cfg: BackwardConfig):
     """The macro ``copy_rows(inputs, srows, bars, keys, place)`` of the 32 lanes of the
     producer's warp 1 (``place.tid`` 32..63): per iteration ``g``, once the consumers
     released stage ``s = g % stages`` (the same ``empty`` phase the TMA thread waits
-    for), lane ``l`` writes ``LSE * log2(e)`` and ``Dsum`` of queries ``64 qb + l`` and
-    ``64 qb + l + 32`` of head ``h`` (0 past ``seq_len``) into ``srows[s, 0, :]`` and
+    for), lane ``l`` writes ``LSE * log2(e)`` and ``Dsum`` of queries ``BQ qb + 32 i + l``
+    (``BQ`` the config's ``block_q``, ``i < BQ / 32``) of head ``h`` (0 past ``seq_len``)
+    into ``srows[s, 0, :]`` and
     ``srows[s, 1, :]``, then arrives on ``full[s]`` (``mbarrier.arrive`` releases the
     lane's stores at CTA scope, the consumers' wait acquires them: PTX ISA 9.7.15.16).
     ``full``'s count is therefore ``1 + 32`` (:data:`.config.FILLS`).
@@ -77,7 +78,7 @@ def make_row_copier(cfg: BackwardConfig):
     Why not the TMA: a row of LSE is ``seq_len`` float32, and a tensor map's strides must
     be multiples of 16 bytes (PTX ISA 5.5.5), which a ``seq_len`` not a multiple of 4
     breaks; nor ``cp.async.bulk`` (16-byte aligned sources)."""
-    ring = cfg.ring
+    ring, bq = cfg.ring, cfg.block_q
 
     @T.macro
     def copy_rows(inputs, srows, bars, keys, place):
@@ -86,8 +87,8 @@ def make_row_copier(cfg: BackwardConfig):
             s = ring.slot(g)
             h, qb = cfg.step(g, keys.kb, keys.hk, place.seq_len)
             ring.acquire(bars.empty, s, g, None)
-            for i in T.unroll(BQ // 32):
-                q = qb * BQ + i * 32 + lane
+            for i in T.unroll(bq // 32):
+                q = qb * bq + i * 32 + lane
                 srows[s, 0, i * 32 + lane] = T.if_then_else(q < place.seq_len,
                                                             inputs.LSE[keys.b, h, q] * T.float32(LOG2E), T.float32(0))
                 srows[s, 1, i * 32 + lane] = T.if_then_else(q < place.seq_len, inputs.Dsum[keys.b, h, q],

@@ -15,7 +15,11 @@ the stage's Q and dO blocks (64 rows each):
   over all 128 keys): one call of N = D/2 and K = 128 keys (8 k16 steps), A both
   ``sds`` tiles (adjacent: one 128-deep M-major operand), B columns ``c D/2 ..`` of K's
   128 keys -- ``sk`` is stored chunk-major then, so that a chunk's two 64-key halves are
-  adjacent and one descriptor steps 2 KiB per k16 step through both.
+  adjacent and one descriptor steps 2 KiB per k16 step through both;
+* or, ``dq_split="rows"`` (query blocks of 128 rows, head_dim 64), ``dQ[64 c ..] = dS[64 c
+  ..] K`` (64 queries x D over all 128 keys): one call of N = D and K = 128 keys, A query
+  chunk ``c`` of both ``sds`` tiles (stored chunk-major, so that a chunk's 128 keys are
+  adjacent), B all of K's 128 keys (chunk-major, as with ``"columns"``).
 
 Each macro issues its calls after a ``wgmma.fence`` and closes them into groups
 (``commit_group``): the default schedule's ``scores`` and ``grads``, and the pieces the
@@ -30,7 +34,7 @@ from tvm.script import tirx as T
 
 from ..attention.config import CHUNK
 from ..gemm.operands import Operand
-from .config import BK, BQ, BackwardConfig
+from .config import BK, BQ, DQ_ROWS, BackwardConfig
 
 __all__ = ["Products", "make_products"]
 
@@ -43,14 +47,15 @@ def _ds_all(cfg: BackwardConfig, sds):
 
 def _k_columns(cfg: BackwardConfig, sk, c):
     """Columns ``c D/2 ..`` of the CTA's 128 keys of K as the N-major B of ``dQ``, ``(8, D/2,
-    16)``.  With ``"columns"`` ``sk`` is stored chunk-major (:func:`.kernel.key_tiles`): the
+    16)``.  With ``"columns"`` ``sk`` is stored chunk-major (:func:`.kernel.consumer_tiles`): the
     two key halves of a 64-column chunk are adjacent, so one descriptor steps through the
     128 keys.  D 128: chunk ``c``; D 64: half of the one chunk, ``c`` a Python int (the
     tile checker takes a sub-view inside a swizzle row only at a static offset: the kernel
     runs one copy of the consumer per warpgroup, :func:`.kernel.specialised`; a branch or
     a predicate around the wgmma made ptxas serialise them, C7520).  Consumer 1's
     descriptor then starts 64 bytes into the 128-byte row, base offset 0: address bits
-    7-9 of the start are those of the pattern's first row (PTX ISA 9.7.15.5.1.2)."""
+    7-9 of the start are those of the pattern's first row (PTX ISA 9.7.15.5.1.2).
+    ``"rows"`` (head_dim 64) takes ``c = 0`` with ``dq_columns`` = 64: all of K."""
     half, chunks = cfg.dq_columns, cfg.chunks
     keys = sk.permute(1, 0, 2, 3).view(chunks, 1, BK, CHUNK)  # the stored order: (chunk, 128 keys, 64)
     if half >= CHUNK:
@@ -59,6 +64,14 @@ def _k_columns(cfg: BackwardConfig, sk, c):
         raise TypeError("dq_split='columns' at head_dim 64: the consumer must be a Python int")
     cols = keys.sub[0, 0:1, :, c * half : c * half + half].view(1, BK // 16, 16, half)
     return cols.permute(1, 0, 3, 2).view(BK // 16, half, 16)
+
+
+def _ds_rows(cfg: BackwardConfig, sds, c):
+    """``"rows"``: queries ``64 c ..`` of both consumers' ``dS^T`` as one M-major A of 128
+    keys, ``(1, 8, 64, 16)``: ``sds`` is stored chunk-major (:func:`.kernel.consumer_tiles`),
+    so query chunk ``c``'s two 64-key tiles are adjacent."""
+    stored = sds.permute(1, 0, 2, 3).view(cfg.block_q // CHUNK, 1, BK, CHUNK)
+    return Operand("A", "m", DQ_ROWS, BK, cfg.dtype).mma_view(stored, c, 0, DQ_ROWS, 16)
 
 
 def _make_dq(cfg: BackwardConfig):
@@ -76,7 +89,12 @@ def _make_dq(cfg: BackwardConfig):
         T.cuda.tile.apply(T.ptx[cfg.mma_dq], regs.dQ, _ds_all(cfg, smem.sds), _k_columns(cfg, smem.sk, c),
                           scope="warpgroup", scale_d=False)
 
-    return dq_columns if cfg.split_columns else dq_keys
+    @T.macro
+    def dq_rows(smem, regs, c):
+        T.cuda.tile.apply(T.ptx[cfg.mma_dq], regs.dQ, _ds_rows(cfg, smem.sds, c), _k_columns(cfg, smem.sk, 0),
+                          scope="warpgroup", scale_d=False)
+
+    return {"keys": dq_keys, "columns": dq_columns, "rows": dq_rows}[cfg.dq_split]
 
 
 class Products(NamedTuple):

@@ -49,7 +49,7 @@ class Shared(NamedTuple):
     sk, sv : Buffer
         K and V of the CTA's 128 keys, ``(2, chunks, 64, 64)``: consumer ``c``'s 64 keys
         are ``sk[c]`` (with ``dq_split="columns"`` ``sk`` is the view of a chunk-major
-        ``(chunks, 2, 64, 64)`` tile: :func:`.kernel.key_tiles`).
+        ``(chunks, 2, 64, 64)`` tile: :func:`.kernel.consumer_tiles`).
     sq, sdo : Buffer
         The ring of Q and dO blocks, ``(stages, chunks, 64, 64)`` each.
     sds : Buffer
