@@ -93,6 +93,16 @@ def test_dq_split_by_columns_compiles_and_assembles_without_spills(head_dim, cau
     _check_configuration(head_dim, causal, dtype, kv_heads, static, stages=stages, dq_split="columns")
 
 
+#: (causal, dtype, kv_heads, static, stages) of dq_split="rows" (head_dim 64, query blocks of 128)
+ROWS = [(True, "bfloat16", 2, False, 2), (False, "float16", 8, True, 2), (True, "bfloat16", 2, True, 3),
+        (False, "bfloat16", 2, False, 3)]
+
+
+@pytest.mark.parametrize("causal,dtype,kv_heads,static,stages", ROWS)
+def test_dq_split_by_rows_compiles_and_assembles_without_spills(causal, dtype, kv_heads, static, stages):
+    _check_configuration(64, causal, dtype, kv_heads, static, stages=stages, dq_split="rows")
+
+
 @pytest.mark.parametrize("head_dim,dtype", [(128, "bfloat16"), (64, "float16")])
 def test_the_kernel_issues_the_products_of_its_design(head_dim, dtype):
     kernel = _kernel(head_dim, True, dtype)
@@ -321,6 +331,27 @@ def test_the_mask_covers_every_pair_that_needs_one(causal):
                 assert found == needed, (seq_len, k0, q0)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_mask_keeps_exactly_the_pairs_that_count(causal):
+    # the mask's per-register test (an offset against three values computed once per block) against the pair's own
+    # rule, for every register of every thread of a consumer warpgroup, on blocks at, inside and past the diagonal
+    # and the end; 64 registers: the 128 queries of dq_split="rows"
+    import tvm
+    from tvm_tirx.kernels.attention_backward.gradients import _keep_at
+    from tvm_tirx.tile.families.wgmma import accumulator_col, accumulator_row
+
+    analyzer = tvm.sym.Analyzer()
+    for k0, q0, seq_len in ((0, 0, 1000), (64, 0, 100), (64, 128, 150), (128, 128, 1000), (192, 128, 200)):
+        for tid in range(128, 256):
+            key0, query0 = accumulator_row(k0, tid, 0), accumulator_col(q0, tid, 0, 0)
+            room = (seq_len - key0, seq_len - query0, query0 - key0)
+            for r in range(64):
+                key, query = accumulator_row(k0, tid, r // 2 % 2), accumulator_col(q0, tid, r // 4, r % 2)
+                want = key < seq_len and query < seq_len and (key <= query or not causal)
+                got = analyzer.simplify(_keep_at(causal, room, r // 2 % 2 * 8, r // 4 * 8 + r % 2))
+                assert bool(got) == want, (k0, q0, seq_len, tid, r)
+
+
 def _dense_gradients(np, q, k, v, do, causal, scale):
     """float64 gradients of attention from the textbook formulas, per query head (k and v
     repeated over each group), and the forward's LSE and Dsum: ``(dq, dk, dv, lse, dsum)``."""
@@ -422,8 +453,12 @@ def test_shared_memory_fits_and_is_stated():
      ((2, 128, 4, 128), dict(stages=3), r"stages=3: the kernel needs 248376 bytes of shared memory at head_dim 128, "
                                         r"more than the 232448"),
      ((1, 2**20, 64, 128), {}, r"batch x seq_len x heads x head_dim = 8589934592 elements: .* at most 2147483647"),
-     ((2, 128, 4, 128), dict(dq_split="rows"), r"dq_split: expected one of \['keys', 'columns'\], found 'rows'"),
-     ((2, 128, 4, 128), dict(dq_split=None), r"dq_split: expected one of \['keys', 'columns'\], found None"),
+     ((2, 128, 4, 128), dict(dq_split="halves"),
+      r"dq_split: expected one of \['keys', 'columns', 'rows'\], found 'halves'"),
+     ((2, 128, 4, 128), dict(dq_split=None), r"dq_split: expected one of \['keys', 'columns', 'rows'\], found None"),
+     ((2, 128, 4, 128), dict(dq_split="rows"), r"dq_split='rows' needs head_dim 64, found 128: its S\^T and dP\^T"),
+     ((2, 128, 4, 64), dict(dq_split="rows", overlap=True), r"overlap=True needs dq_split='columns', found 'rows'"),
+     ((2, 128, 4, 64), dict(dq_split="rows", stages=4), r"stages=4: the kernel needs 234568 bytes"),
      ((2, 128, 4, 128), dict(longest_first=1), r"longest_first: expected a bool, found 1"),
      ((2, 128, 4, 128), dict(section=2), r"section=2 needs longest_first=True"),
      ((2, 128, 4, 128), dict(longest_first=True, section=3), r"section: expected an int dividing kv_heads=4"),
@@ -432,7 +467,8 @@ def test_shared_memory_fits_and_is_stated():
                                                                   r"axis: batch x 2 sections\), found 32768")],
     ids=["head-dim-256", "head-dim-96", "head-dim-float", "gqa-ratio", "dtype", "seq-len", "batch-bool",
          "batch-grid-z", "heads-0", "kv-heads-0", "scale-0", "scale-nan", "causal", "stages-0", "smem",
-         "int32-elements", "dq-split", "dq-split-none", "longest-first", "section-alone", "section-divisor",
+         "int32-elements", "dq-split", "dq-split-none", "rows-head-dim", "rows-overlap", "rows-stages",
+         "longest-first", "section-alone", "section-divisor",
          "section-bool", "section-grid-z"],
 )
 def test_sizes_and_options_it_does_not_take_are_value_errors(args, options, match):
@@ -526,9 +562,9 @@ def check_gradients(torch, kernel, shape, causal, dtype, seed=0):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dq_split", ["keys", "columns"])
+@pytest.mark.parametrize("head_dim,dq_split", [(64, "keys"), (64, "columns"), (64, "rows"), (128, "keys"),
+                                              (128, "columns")])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("head_dim", [64, 128])
 def test_every_length_from_one_kernel_on_gpu(torch_cuda, head_dim, causal, dq_split):
     func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=causal,
                                    dq_split=dq_split)

@@ -90,7 +90,7 @@ def test_the_default_kernel_does_not_change_with_the_option():
 
 
 @pytest.mark.parametrize("options,match", [
-    (dict(overlap=True), r"overlap=True needs dq_split='columns': with 'keys' a consumer's dQ"),
+    (dict(overlap=True), r"overlap=True needs dq_split='columns', found 'keys': with 'keys' a consumer's dQ"),
     (dict(overlap=1, dq_split="columns"), r"overlap: expected a bool, found 1"),
 ])
 def test_options_it_does_not_take_are_value_errors(options, match):

@@ -50,6 +50,17 @@ def _keep(causal: bool, key, query, seq_len):
     return T.And(inside, key <= query) if causal else inside
 
 
+def _keep_at(causal: bool, room, key, query):
+    """:func:`_keep` of the thread's key ``key0 + key`` and query ``query0 + query`` (``key``,
+    ``query`` Python ints: the register's offsets ``8 h`` and ``8 j + e``) from ``room =
+    (seq_len - key0, seq_len - query0, query0 - key0)``, computed once per block: each
+    register's test compares a value with a constant, so that no per-register key or query
+    index stays live across the loop."""
+    keys_left, queries_left, lead = room
+    inside = T.And(keys_left > key, queries_left > query)
+    return T.And(inside, lead >= key - query) if causal else inside
+
+
 def make_gradients(cfg: BackwardConfig):
     """``(probabilities, finish, gradients)``: the macros ``probabilities(regs, srows, k0,
     q0, place)`` (``regs.S`` becomes ``P^T``, in float32), ``finish(regs, srows, place)``
@@ -65,10 +76,11 @@ def make_gradients(cfg: BackwardConfig):
 
     @T.macro
     def mask(sl, k0, q0, place):
-        for r in T.unroll(regs_per_thread):
-            sl[r] = T.if_then_else(_keep(causal, accumulator_row(k0, place.tid, r // 2 % 2),
-                                         accumulator_col(q0, place.tid, r // 4, r % 2), place.seq_len),
-                                   sl[r], T.float32(0))
+        key0 = accumulator_row(k0, place.tid, 0)
+        query0 = accumulator_col(q0, place.tid, 0, 0)
+        room = T.meta_var((place.seq_len - key0, place.seq_len - query0, query0 - key0))
+        for r in T.unroll(regs_per_thread):  # register r = 4 j + 2 h + e: key0 + 8 h, query0 + 8 j + e
+            sl[r] = T.if_then_else(_keep_at(causal, room, r // 2 % 2 * 8, r // 4 * 8 + r % 2), sl[r], T.float32(0))
 
     @T.macro
     def p_values(regs, srows, k0, q0, place):
