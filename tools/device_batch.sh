@@ -349,3 +349,12 @@ part sections-64 200 python3 -c "import sys; sys.path.insert(0, '.'); import ben
 m.KERNEL_ROWS[:] = [(4, 32, 32, 4096, 64, True)]; \
 m.KERNEL_VARIANTS.update({64: [v for v in m.KERNEL_VARIANTS[64] if not v[2]]}); m.main_kernels(20)"
 show sections-64 6
+# dq_split="rows" (head_dim 64, query blocks of 128) and the mask that tests offsets against three values per block:
+# the GPU tests of every split (every length, float16 and stages, the forward's O and LSE), then the kernel alone
+part rows-tests 300 python3 -m pytest tests/python/test_attention_backward.py -m gpu -q -n 8 --tb=short \
+  -p no:cacheprovider -k "every_length or float16_heads or forward_kernels"
+part rows-quick 300 python3 -c "import sys; sys.path.insert(0, '.'); import bench._attention_backward as m; \
+m.KERNEL_ROWS[:] = [(8, 16, 16, 2048, 64, False), (4, 32, 32, 4096, 64, True)]; \
+m.KERNEL_VARIANTS.update({64: [('columns', 4, False, False, False), ('rows', 2, False, False, False), \
+('rows', 3, False, False, False), ('rows', 3, False, False, 'waves')]}); m.main_kernels(20)"
+show rows-quick 8
