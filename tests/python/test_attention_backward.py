@@ -589,7 +589,7 @@ def test_longest_first_every_length_on_gpu(torch_cuda, head_dim, dq_split, kv_he
 @pytest.mark.parametrize("head_dim,dtype,kv_heads,stages,dq_split",
                          [(128, "float16", 8, 2, "keys"), (64, "float16", 1, 3, "keys"), (64, "bfloat16", 8, 4, "keys"),
                           (128, "float16", 8, 3, "columns"), (128, "bfloat16", 1, 1, "columns"),
-                          (64, "float16", 1, 4, "columns")])
+                          (64, "float16", 1, 4, "columns"), (64, "float16", 4, 3, "rows")])
 def test_float16_heads_and_stages_on_gpu(torch_cuda, head_dim, dtype, kv_heads, stages, dq_split):
     for causal in (False, True):
         kernel = tvm_tirx.compile(make_attention_backward(2, 1000, 8, head_dim, kv_heads=kv_heads, causal=causal,
