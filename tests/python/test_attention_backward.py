@@ -459,6 +459,7 @@ def test_shared_memory_fits_and_is_stated():
      ((2, 128, 4, 128), dict(dq_split="rows"), r"dq_split='rows' needs head_dim 64, found 128: its S\^T and dP\^T"),
      ((2, 128, 4, 64), dict(dq_split="rows", overlap=True), r"overlap=True needs dq_split='columns', found 'rows'"),
      ((2, 128, 4, 64), dict(dq_split="rows", stages=4), r"stages=4: the kernel needs 234568 bytes"),
+     ((2, 128, 4, 64), dict(dq_split="rows", deterministic=True), r"deterministic=True with dq_split='rows' is not"),
      ((2, 128, 4, 128), dict(longest_first=1), r"longest_first: expected a bool, found 1"),
      ((2, 128, 4, 128), dict(section=2), r"section=2 needs longest_first=True"),
      ((2, 128, 4, 128), dict(longest_first=True, section=3), r"section: expected an int dividing kv_heads=4"),
@@ -468,6 +469,7 @@ def test_shared_memory_fits_and_is_stated():
     ids=["head-dim-256", "head-dim-96", "head-dim-float", "gqa-ratio", "dtype", "seq-len", "batch-bool",
          "batch-grid-z", "heads-0", "kv-heads-0", "scale-0", "scale-nan", "causal", "stages-0", "smem",
          "int32-elements", "dq-split", "dq-split-none", "rows-head-dim", "rows-overlap", "rows-stages",
+         "rows-deterministic",
          "longest-first", "section-alone", "section-divisor",
          "section-bool", "section-grid-z"],
 )

@@ -199,6 +199,10 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
             raise ValueError(f"overlap=True needs dq_split='columns', found {self.dq_split!r}: with 'keys' a "
                              f"consumer's dQ (64 x head_dim float32) in flight next to dV and dK takes more registers "
                              f"than a thread has ('rows' has not been given the overlapped order)")
+        if self.split_rows and self.deterministic:
+            raise ValueError("deterministic=True with dq_split='rows' is not built: the second 64-row half of a "
+                             "query block past seq_len would count into an Order block the tensor does not have "
+                             "(ceil(seq_len / 64) blocks)")
         if self.split_rows and self.head_dim != 64:
             raise ValueError(f"dq_split='rows' needs head_dim 64, found {self.head_dim}: its S^T and dP^T of "
                              f"{BQ_ROWS} queries take 128 registers per thread, and dV and dK of head_dim 128 "
