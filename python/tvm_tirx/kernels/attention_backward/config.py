@@ -41,7 +41,15 @@ has ``BQ = 64`` rows, ``D`` = head_dim):
   D 128: 149,016 (1), 182,312 (2), 215,608 (3; 4 would need 248,904); D 64: 83,480 (1)
   to 134,216 (4).
   FlashAttention-3 blocks 64 (causal) or 80 queries x 128 keys at D 128 and 128 x 128 at
-  D 64; this kernel 64 x 128 at both.
+  D 64; this kernel 64 x 128 at both, or with ``dq_split="rows"`` (D 64 only) 128 x 128.
+* ``dq_split="rows"``: query blocks of :data:`BQ_ROWS` = 128, so ``S^T`` and ``dP^T`` (64
+  x 128) take 64 registers each and the peak is ``S + dP + dV + dK`` = 64 + 64 + 32 + 32
+  = 192 at D 64; each consumer's ``dQ`` is one 64-row half of the block (64 x D over all
+  128 keys, 32 registers).  Shared memory: a stage holds 128 Q and dO rows, ``sds`` 2 x 64
+  x 128 x 2: 133,144 (1 stage) to 200,760 (3); 4 would need 234,568.  Its per-register
+  mask once kept each register's key and query index live across the loop (ptxas spilled
+  140-190 bytes at 232 registers); the mask now compares each register's constant offset
+  with three values computed per block (:mod:`.gradients`), and no configuration spills.
 """
 
 from __future__ import annotations

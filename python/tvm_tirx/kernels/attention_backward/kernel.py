@@ -185,7 +185,10 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         default: each computes the whole ``64 x head_dim`` block over its 64 keys and
         reduces it into ``dQacc``) or ``"columns"`` (each computes ``head_dim / 2`` columns
         over all 128 keys and reduces only those: half the reduce traffic, half the ``dQ``
-        registers and ``sdq``; a 256-thread barrier per iteration joins the consumers).
+        registers and ``sdq``; a 256-thread barrier per iteration joins the consumers), or
+        ``"rows"`` (head_dim 64 only: query blocks of 128 rows, and each consumer computes
+        one 64-row half of the block's ``dQ`` over all 128 keys; the score products are
+        64 x 128 per consumer, twice as wide; not with ``deterministic`` or ``overlap``).
     deterministic : bool
         Add the ``dQ`` partial sums of a query block in key order (:mod:`.exchange`), so
         that ``dQ`` is the same bits on every run; the kernel then takes ``Order``.  Its

@@ -51,17 +51,17 @@ class Shared(NamedTuple):
         are ``sk[c]`` (with ``dq_split="columns"`` ``sk`` is the view of a chunk-major
         ``(chunks, 2, 64, 64)`` tile: :func:`.kernel.consumer_tiles`).
     sq, sdo : Buffer
-        The ring of Q and dO blocks, ``(stages, chunks, 64, 64)`` each.
+        The ring of Q and dO blocks, ``(stages, chunks, block_q, 64)`` each.
     sds : Buffer
-        ``dS^T`` of each consumer, ``(2, 1, 64 keys, 64 queries)``: the M-major A of
-        ``dQ = dS K``.
+        ``dS^T`` of each consumer, ``(2, block_q / 64, 64 keys, 64 queries)``: the M-major A
+        of ``dQ = dS K`` (with ``dq_split="rows"`` the view of a chunk-major tile, as ``sk``).
     sdq : Buffer
         float32 ``(2, dq_columns / 32, 64, 32)``: each consumer's ``dQ`` block (``dq_columns``
         = head_dim, or head_dim / 2 with ``"columns"``) in 128-byte boxes, the source of
         the TMA reduce-add into ``dQacc``.
     srows : Buffer
-        float32 ``(stages, 2, 64)``: the ring stage's ``LSE * log2(e)`` (row 0) and
-        ``Dsum`` (row 1) of its 64 queries.
+        float32 ``(stages, 2, block_q)``: the ring stage's ``LSE * log2(e)`` (row 0) and
+        ``Dsum`` (row 1) of its ``block_q`` queries (64, or 128 with ``dq_split="rows"``).
     """
 
     sk: object
@@ -97,14 +97,14 @@ class Registers(NamedTuple):
     Attributes
     ----------
     S, dP : Buffer
-        float32 ``(64, 64)`` accumulators of ``S^T = K Q^T`` and ``dP^T = V dO^T`` (keys x
+        float32 ``(64, block_q)`` accumulators of ``S^T = K Q^T`` and ``dP^T = V dO^T`` (keys x
         queries); ``S`` then holds ``P^T`` and ``dP`` holds ``dS^T`` (times the scale).
     dV, dK : Buffer
         float32 ``(64, head_dim)`` accumulators of the warpgroup's 64 keys.
     dQ : Buffer
         float32 ``(64, dq_columns)`` accumulators of the block's ``dQ`` share (64 queries).
     Pw, dSw : Buffer
-        ``P^T`` and ``dS^T`` packed to 16-bit pairs, uint32 ``(1, 4, 64, 8)``: the rs
+        ``P^T`` and ``dS^T`` packed to 16-bit pairs, uint32 ``(1, block_q / 16, 64, 8)``: the rs
         wgmma's A fragment (and, seen through the packed accumulator layout, the words
         stored into ``sds``).
     W : Buffer
