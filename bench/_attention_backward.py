@@ -181,7 +181,7 @@ KERNEL_ROWS = [(1, 32, 32, 8192, 128, True), (4, 32, 8, 2048, 128, True), (4, 32
 KERNEL_VARIANTS = {128: [("columns", 2, False, True, False), ("columns", 2, False, True, "waves"),
                          ("columns", 3, False, True, "waves"), ("columns", 2, True, True, False)],
                    64: [("columns", 4, False, False, False), ("columns", 4, False, False, "waves"),
-                        ("columns", 4, True, False, False)]}
+                        ("rows", 3, False, False, False), ("columns", 4, True, False, False)]}
 
 
 def _compiled(row, variant, dtype_name: str, arch=None):
