@@ -120,8 +120,8 @@ def _grads(q, k, v, causal, layout, with_lse):
 def test_the_kernel_gets_what_its_contract_needs(route_on_an_h200, monkeypatch, layout, causal, with_lse):
     q, k, v = _qkv(layout=layout)
     got = _grads(q, k, v, causal, layout, with_lse)
-    # head_dim 64: the default launch order (sections are taken at SECTION_HEAD_DIMS, 128)
-    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, causal, "bfloat16", 0.125, "sm_90a", False, None)]
+    section = 2 if causal and kernels.SECTIONS else None  # longest first in sections of wave_section(2, 40) = 2
+    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, causal, "bfloat16", 0.125, "sm_90a", False, section)]
     assert next(iter(kernels.cached_kernels().values())).calls == 1
     monkeypatch.setattr(kernels, "ROUTE", False)
     want = _grads(q, k, v, causal, layout, with_lse)
@@ -144,7 +144,7 @@ def test_a_causal_key_asks_for_the_longest_walks_first_in_sections_a_wave_wide(r
     q, k, v = _qkv(layout=layout)
     assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section is None  # off: the default
     monkeypatch.setattr(kernels, "SECTIONS", True)
-    assert kernels.SECTION_HEAD_DIMS == (128,)
+    assert kernels.SECTION_HEAD_DIMS == (64, 128)
     for hk, n, section in ((2, 40, 2), (8, 2048, 8), (8, 4096, 4), (8, 16384, 1), (6, 2200, 6)):
         q, k, v = _qkv(b=1, n=n, h=hk * 2, hk=hk, d=128, layout=layout)
         key = attention_backward_ops.backward_key(q, k, v, True, 0.125, layout)
@@ -157,7 +157,9 @@ def test_a_causal_key_asks_for_the_longest_walks_first_in_sections_a_wave_wide(r
             assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section is None
         finally:
             torch.use_deterministic_algorithms(False)
-    q, k, v = _qkv(b=1, n=2048, h=16, hk=8, d=64, layout=layout)  # head_dim 64: not measured, the default order
+    q, k, v = _qkv(b=1, n=2048, h=16, hk=8, d=64, layout=layout)
+    assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section == 8
+    monkeypatch.setattr(kernels, "SECTION_HEAD_DIMS", (128,))  # a head_dim not in it: the default order
     assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section is None
     # batch x sections past the grid's z axis (65535): the default order, whose z is the batch alone
     q, k, v = (torch.empty(472, 64, heads, 128, dtype=torch.bfloat16) for heads in (139, 139, 139))
@@ -292,7 +294,7 @@ def test_the_operators_kernel_takes_the_measured_plan(head_dim):
     import tvm_ffi
     from tvm.script import tirx as T
 
-    from tvm_tirx.kernels.attention_backward import PLANS, make_attention_backward
+    from tvm_tirx.kernels.attention_backward import DETERMINISTIC_PLANS, PLANS, make_attention_backward
 
     key = AttentionBackwardKey(8, 2, head_dim, True, "bfloat16", head_dim ** -0.5, "sm_90a")
     planned = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=True,
@@ -300,9 +302,17 @@ def test_the_operators_kernel_takes_the_measured_plan(head_dim):
     default = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=True,
                                       scale=key.scale)
     made = kernels.backward_prim_func(key)
-    assert PLANS[head_dim]["dq_split"] == "columns"
+    assert PLANS[head_dim]["dq_split"] == {64: "rows", 128: "columns"}[head_dim]
     assert tvm_ffi.structural_equal(made.body, planned.body, map_free_vars=True)
     assert not tvm_ffi.structural_equal(made.body, default.body, map_free_vars=True)
+    # the deterministic kernel: "rows" has no deterministic form, so head_dim 64 takes DETERMINISTIC_PLANS
+    deterministic = AttentionBackwardKey(8, 2, head_dim, True, "bfloat16", head_dim ** -0.5, "sm_90a", True)
+    want = DETERMINISTIC_PLANS.get(head_dim, PLANS[head_dim])
+    assert kernels.plan(deterministic) == want and want["dq_split"] == "columns"
+    made = kernels.backward_prim_func(deterministic)
+    planned = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=True,
+                                      scale=key.scale, deterministic=True, **want)
+    assert tvm_ffi.structural_equal(made.body, planned.body, map_free_vars=True)
 
 
 def test_a_backward_signature_is_planned_once_and_called_without_the_dispatcher(route_on_an_h200, monkeypatch):

@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from tvm.script import tirx as T
 
 from ..build.kernel import compile as _tirx_compile
-from ..kernels.attention_backward import HEAD_DIMS, PLANS, make_attention_backward
+from ..kernels.attention_backward import DETERMINISTIC_PLANS, HEAD_DIMS, PLANS, make_attention_backward
 from ..kernels.attention_backward.dsum import make_dsum
 from ..kernels.attention.config import DTYPES
 from .attention_kernels import AttentionOperands, f32_bits
 from .kernel_table import KernelTable
 
-__all__ = ["ROUTE", "DSUM_ROUTE", "SECTIONS", "SECTION_HEAD_DIMS", "HEAD_DIMS", "AttentionBackwardKey", "backward_prim_func",
-           "backward_kernel", "on_clear_kernels", "dsum_kernel", "cached_kernels", "clear_kernels"]
+__all__ = ["ROUTE", "DSUM_ROUTE", "SECTIONS", "SECTION_HEAD_DIMS", "HEAD_DIMS", "AttentionBackwardKey", "plan",
+           "backward_prim_func", "backward_kernel", "on_clear_kernels", "dsum_kernel", "cached_kernels", "clear_kernels"]
 
 #: Whether the operator's backward takes the kernel (on; ``TVM_TIRX_ATTENTION_BACKWARD=0`` turns it off).
 ROUTE = os.environ.get("TVM_TIRX_ATTENTION_BACKWARD", "1") != "0"
@@ -55,8 +55,10 @@ DSUM_ROUTE = os.environ.get("TVM_TIRX_ATTENTION_DSUM", "1") != "0"
 #: checker's proof that its ``Order`` index fits int32 ran past the prover's budget on an H100
 #: and, in some processes, on the CPU (2026-12-07; ``tools/det_sections_probe.py``).
 SECTIONS = os.environ.get("TVM_TIRX_ATTENTION_SECTIONS", "1") != "0"
-#: head_dims whose causal calls take sections (where they were measured faster than the default order)
-SECTION_HEAD_DIMS = (128,)
+#: head_dims whose causal calls take sections (where they were measured faster than the default order; at
+#: head_dim 64, H100, 2026-12-07, the kernel alone at 4 x 32 x 32 x 4096 causal: "columns"/4 2067 -> 2015 us,
+#: "rows"/3 1783 -> 1755)
+SECTION_HEAD_DIMS = (64, 128)
 
 
 @dataclass(frozen=True)
@@ -92,10 +94,19 @@ def _name(key: AttentionBackwardKey) -> str:
     return name + ("_deterministic" if key.deterministic else "")
 
 
+def plan(key: AttentionBackwardKey) -> dict:
+    """``make_attention_backward``'s ``dq_split`` / ``stages`` / ``overlap`` for ``key``: its
+    head_dim's :data:`~tvm_tirx.kernels.attention_backward.PLANS`, or for a deterministic key
+    :data:`~tvm_tirx.kernels.attention_backward.DETERMINISTIC_PLANS` where that has the head_dim."""
+    table = DETERMINISTIC_PLANS if key.deterministic and key.head_dim in DETERMINISTIC_PLANS else PLANS
+    return table[key.head_dim]
+
+
 @functools.lru_cache(maxsize=None)
 def backward_prim_func(key: AttentionBackwardKey):
     """``make_attention_backward`` of ``key`` with a run-time batch and sequence length
-    and the ``dq_split`` / ``stages`` / ``overlap`` of :data:`~tvm_tirx.kernels.attention_backward.PLANS`,
+    and the ``dq_split`` / ``stages`` / ``overlap`` of :data:`~tvm_tirx.kernels.attention_backward.PLANS`
+    (a deterministic key: :data:`~tvm_tirx.kernels.attention_backward.DETERMINISTIC_PLANS` where it has one),
     named ``tvm_tirx_attention_backward_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``
     (``_s{bits}`` appended for a scale other than ``1 / sqrt(head_dim)``, ``_lpt{section}``
     for a section, then ``_deterministic`` for that mode).
@@ -108,7 +119,7 @@ def backward_prim_func(key: AttentionBackwardKey):
     func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), key.heads, key.head_dim, kv_heads=key.kv_heads,
                                    causal=key.causal, scale=key.scale, dtype=key.dtype,
                                    deterministic=key.deterministic, longest_first=key.section is not None,
-                                   section=key.section, **PLANS[key.head_dim])
+                                   section=key.section, **plan(key))
     return func.with_attr("global_symbol", _name(key))
 
 

@@ -67,7 +67,7 @@ from ..gemm.operands import Operand
 from ..parts.ring import Ring
 
 __all__ = ["BQ", "BQ_ROWS", "DQ_ROWS", "BK", "WG_K", "CONSUMERS", "FILLS", "HEAD_DIMS", "DQ_SPLITS", "PLANS",
-           "PRODUCER_REGISTERS", "CONSUMER_REGISTERS", "BackwardConfig", "wave_section"]
+           "DETERMINISTIC_PLANS", "PRODUCER_REGISTERS", "CONSUMER_REGISTERS", "BackwardConfig", "wave_section"]
 
 BQ = 64  # query rows per block with dq_split "keys" / "columns" (the N of S^T and dP^T, the M of dQ)
 #: query rows per block with ``dq_split="rows"`` (head_dim 64): the N of ``S^T`` and ``dP^T``
@@ -94,7 +94,11 @@ DQ_SPLITS = ("keys", "columns", "rows")
 #: replaced by sections; H100, 2026-12-06, the same benchmark, us): 2879 -> 2794 (1,32,32,8192,128 causal),
 #: 956 -> 1007 (4,32,8,2048,128 causal), 2119 -> 2757 (4,32,32,4096,64 causal), 5099 -> 10674 and
 #: 927 -> 1370 on the full rows (L2 locality lost): not taken.
-PLANS = {128: {"dq_split": "columns", "stages": 2, "overlap": True}, 64: {"dq_split": "columns", "stages": 4}}
+#: head_dim 64 "columns"/4 -> "rows"/2 (H100, 2026-12-07, the same benchmark, us): 921 -> 858 (8,16,16,2048),
+#: 2056 -> 1770 (4,32,32,4096 causal); "rows"/3 880 and 1783.
+PLANS = {128: {"dq_split": "columns", "stages": 2, "overlap": True}, 64: {"dq_split": "rows", "stages": 2}}
+#: head_dim -> what the deterministic kernel takes instead of :data:`PLANS` (``"rows"`` has no deterministic form)
+DETERMINISTIC_PLANS = {64: {"dq_split": "columns", "stages": 4}}
 PRODUCER_REGISTERS = 40
 CONSUMER_REGISTERS = 232
 #: with ``overlap``, the most registers of a consumer thread that ``dV``, ``dK``, ``dQ`` and the
