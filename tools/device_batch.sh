@@ -37,10 +37,13 @@
 # (H100 and H200; 1426 of the 1800 s), and the rest was too little to start one.  Run on an H100 on
 # 2026-12-07: backward-sections-tests (4 passed; the deterministic kernel in sections of one head failed the
 # checker: det-sections-probe), sections-quick (sections 2-15% faster: on by default at head_dim 128),
-# attention-backward-sections (geomean 0.869x the fastest peer).  What the next session should run, in calls
-# of at most 10 minutes on one warm machine (DEADLINE=$(( $(date +%s) + 580 ))):
-#   A. det-sections-probe, sections-64 (head_dim 64 causal: if sections win, add 64 to SECTION_HEAD_DIMS),
-#      attention-backward (the operator's table, sections on, peers in the same run);
+# attention-backward-sections (geomean 0.869x the fastest peer); later the same day, on another H100:
+# rows-tests (23 passed), rows-quick (rows/2 7-14% faster than columns/4 at head_dim 64: PLANS[64]),
+# sections-64 (2-3% faster: SECTION_HEAD_DIMS gains 64), det-sections-probe (compiled at 1x there), the operator's
+# table by hand with the new plan (geomean 0.852x), deterministic (8 passed), memcheck of rows (0 errors).
+# What the next session should run, in calls of at most 10 minutes on one warm machine
+# (DEADLINE=$(( $(date +%s) + 580 ))):
+#   A. attention-backward-kernel (the operator's table as committed), backward-sections-tests;
 #   B. racecheck-backward-columns (the serial kernel has the same srows chain: does racecheck report it
 #      too? if so the tool does not follow a named barrier into one thread's mbarrier.arrive);
 #   C. ncu-backward-vs-cudnn and ncu-backward-source (our backward kernel and cuDNN's under ncu; our stalls
