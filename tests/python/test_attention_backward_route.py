@@ -142,7 +142,7 @@ def test_a_causal_key_asks_for_the_longest_walks_first_in_sections_a_wave_wide(r
                                                                                layout):
     monkeypatch.setattr(kernels, "SECTIONS", False)
     q, k, v = _qkv(layout=layout)
-    assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section is None  # off: the default
+    assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section is None  # switched off
     monkeypatch.setattr(kernels, "SECTIONS", True)
     assert kernels.SECTION_HEAD_DIMS == (64, 128)
     for hk, n, section in ((2, 40, 2), (8, 2048, 8), (8, 4096, 4), (8, 16384, 1), (6, 2200, 6)):
@@ -167,6 +167,10 @@ def test_a_causal_key_asks_for_the_longest_walks_first_in_sections_a_wave_wide(r
         is None
     q, k, v = (t[:471] for t in (q, k, v))
     assert attention_backward_ops.backward_key(q, k, v, True, 0.125, "bshd").section == 1
+    # more than 65535 key blocks on the grid's y axis: the default order, whose key blocks are on x
+    for n, section in ((65535 * 128, 1), (65535 * 128 + 1, None)):
+        q, k, v = (torch.empty(1, n, 1, 128, dtype=torch.bfloat16, device="meta") for _ in range(3))
+        assert attention_backward_ops.backward_key(q, k, v, True, 0.125, "bshd").section == section, n
     func = kernels.backward_prim_func(kernels.AttentionBackwardKey(8, 2, 64, True, "bfloat16", 0.125, "sm_90a",
                                                                    False, 1))
     assert func.attrs["global_symbol"].endswith("_lpt1")

@@ -36,7 +36,7 @@ import torch
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 from ..kernels.attention.config import GRID_Z
-from ..kernels.attention_backward import BQ, wave_section
+from ..kernels.attention_backward import BK, BQ, wave_section
 from . import attention_backward_kernels as kernels
 from . import attention_blocks
 from .attention_checks import as_bshd, attention_key
@@ -81,10 +81,12 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
 
 def _section(key, q):
     """:func:`~tvm_tirx.kernels.attention_backward.wave_section` for ``q`` (bshd), or None
-    (the default order) where its sections would put more than 65535 CTAs on the grid's z
-    axis (batch x kv_heads / section), which the default order's grid takes."""
+    (the default order) where its grid would pass 65535 CTAs on an axis the default order's
+    grid does not: z (batch x kv_heads / section) or y (the key blocks, ``ceil(seq_len /
+    128)``; the default order puts them on x)."""
     section = wave_section(key.kv_heads, q.shape[1])
-    return section if q.shape[0] * (key.kv_heads // section) <= GRID_Z else None
+    fits = q.shape[0] * (key.kv_heads // section) <= GRID_Z and -(-q.shape[1] // BK) <= GRID_Z
+    return section if fits else None
 
 
 def backward_path(q, k, v, causal: bool, scale: float, layout: str, lse_grad: bool = False) -> str:
