@@ -174,14 +174,15 @@ def main_backward(classes, dtype_name: str, repeats: int) -> None:
 #: (batch, heads, kv_heads, seq_len, head_dim, causal) of --backward-kernels
 KERNEL_ROWS = [(1, 32, 32, 8192, 128, True), (4, 32, 8, 2048, 128, True), (4, 32, 32, 4096, 128, False),
                (8, 16, 16, 2048, 64, False), (4, 32, 32, 4096, 64, True)]
-#: head_dim -> the (dq_split, stages, deterministic, overlap, longest_first) variants timed (ops.attention's
-#: kernel is the first, that of tvm_tirx.kernels.attention_backward.PLANS, and the last, the same deterministic,
-#: the one it takes under torch.use_deterministic_algorithms).  longest_first "waves": in sections of
+#: head_dim -> the (dq_split, stages, deterministic, overlap, longest_first) variants timed: ops.attention's
+#: kernels are the first (tvm_tirx.kernels.attention_backward.PLANS, on a full row), the second (the same in
+#: sections, on a causal row) and the last (DETERMINISTIC_PLANS where it has the head_dim, deterministic: the
+#: one it takes under torch.use_deterministic_algorithms).  longest_first "waves": in sections of
 #: wave_section(kv_heads, seq_len) key/value heads, timed on causal rows only (a full row's walks are equal)
 KERNEL_VARIANTS = {128: [("columns", 2, False, True, False), ("columns", 2, False, True, "waves"),
                          ("columns", 3, False, True, "waves"), ("columns", 2, True, True, False)],
-                   64: [("columns", 4, False, False, False), ("columns", 4, False, False, "waves"),
-                        ("rows", 3, False, False, False), ("columns", 4, True, False, False)]}
+                   64: [("rows", 2, False, False, False), ("rows", 2, False, False, "waves"),
+                        ("columns", 4, False, False, False), ("columns", 4, True, False, False)]}
 
 
 def _compiled(row, variant, dtype_name: str, arch=None):

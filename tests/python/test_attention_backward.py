@@ -9,6 +9,8 @@ query block and warpgroup, and a causal kernel walks only the query blocks its k
 sizes and options it does not take are ValueErrors.  ``dq_split="columns"`` (each consumer
 computes half of dQ's columns over all 128 keys): the same checks at head_dim 64 and 128,
 causal or not, 2 and 3 stages, half the TMA reduce boxes per consumer, the 256-thread barriers.
+``dq_split="rows"`` (head_dim 64, query blocks of 128): compiles without spills, in sections too; the
+mask's per-register test against each pair's rule.
 GPU (marker ``gpu``): dQ, dK and dV against float32 autograd of a torch reference, NaN-filled
 dK / dV, several lengths (1000: not a multiple of the blocks) from one compiled kernel, GQA.
 """
@@ -101,6 +103,11 @@ ROWS = [(True, "bfloat16", 2, False, 2), (False, "float16", 8, True, 2), (True, 
 @pytest.mark.parametrize("causal,dtype,kv_heads,static,stages", ROWS)
 def test_dq_split_by_rows_compiles_and_assembles_without_spills(causal, dtype, kv_heads, static, stages):
     _check_configuration(64, causal, dtype, kv_heads, static, stages=stages, dq_split="rows")
+
+
+def test_the_operators_head_dim_64_causal_kernel_compiles_and_assembles_without_spills():
+    # rows, 2 stages, longest first in sections (PLANS[64], SECTION_HEAD_DIMS)
+    _check_configuration(64, True, "bfloat16", 8, False, stages=2, dq_split="rows", longest_first=True, section=4)
 
 
 @pytest.mark.parametrize("head_dim,dtype", [(128, "bfloat16"), (64, "float16")])
@@ -337,7 +344,7 @@ def test_the_mask_keeps_exactly_the_pairs_that_count(causal):
     # rule, for every register of every thread of a consumer warpgroup, on blocks at, inside and past the diagonal
     # and the end; 64 registers: the 128 queries of dq_split="rows"
     import tvm
-    from tvm_tirx.kernels.attention_backward.gradients import _keep_at
+    from tvm_tirx.kernels.attention_backward.gradients import _keep_at, register_offsets
     from tvm_tirx.tile.families.wgmma import accumulator_col, accumulator_row
 
     analyzer = tvm.sym.Analyzer()
@@ -348,7 +355,7 @@ def test_the_mask_keeps_exactly_the_pairs_that_count(causal):
             for r in range(64):
                 key, query = accumulator_row(k0, tid, r // 2 % 2), accumulator_col(q0, tid, r // 4, r % 2)
                 want = key < seq_len and query < seq_len and (key <= query or not causal)
-                got = analyzer.simplify(_keep_at(causal, room, r // 2 % 2 * 8, r // 4 * 8 + r % 2))
+                got = analyzer.simplify(_keep_at(causal, room, *register_offsets(r)))  # the kernel's own test
                 assert bool(got) == want, (k0, q0, seq_len, tid, r)
 
 
@@ -577,7 +584,8 @@ def test_every_length_from_one_kernel_on_gpu(torch_cuda, head_dim, causal, dq_sp
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim,dq_split,kv_heads,section", [(128, "columns", 2, None), (64, "keys", 2, None),
-                                                                (128, "columns", 4, 2), (64, "columns", 4, 1)])
+                                                                (128, "columns", 4, 2), (64, "columns", 4, 1),
+                                                                (64, "rows", 4, 1), (64, "rows", 2, None)])
 def test_longest_first_every_length_on_gpu(torch_cuda, head_dim, dq_split, kv_heads, section):
     func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=kv_heads, causal=True,
                                    dq_split=dq_split, longest_first=True, section=section,

@@ -36,7 +36,8 @@ from .attention_kernels import AttentionOperands, f32_bits
 from .kernel_table import KernelTable
 
 __all__ = ["ROUTE", "DSUM_ROUTE", "SECTIONS", "SECTION_HEAD_DIMS", "HEAD_DIMS", "AttentionBackwardKey", "plan",
-           "backward_prim_func", "backward_kernel", "on_clear_kernels", "dsum_kernel", "cached_kernels", "clear_kernels"]
+           "backward_prim_func", "backward_kernel", "on_clear_kernels", "dsum_kernel", "cached_kernels",
+           "clear_kernels"]
 
 #: Whether the operator's backward takes the kernel (on; ``TVM_TIRX_ATTENTION_BACKWARD=0`` turns it off).
 ROUTE = os.environ.get("TVM_TIRX_ATTENTION_BACKWARD", "1") != "0"

@@ -2,7 +2,7 @@
 key/value blocks outermost.
 
 One CTA owns 128 keys of one (key/value head, batch entry) and walks every query block
-(64 rows) of every query head of the key/value head's group, with three warpgroups:
+(64 rows; 128 with ``dq_split="rows"``) of every query head of the key/value head's group, with three warpgroups:
 
 * warpgroup 0, the **producer** (:mod:`.producer`), gives up registers and one thread
   loads the CTA's K and V once and streams the Q and dO blocks into a ring of ``stages``

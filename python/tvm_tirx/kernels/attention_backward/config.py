@@ -6,7 +6,8 @@ the other modules of :mod:`tvm_tirx.kernels.attention_backward` read it.  ``batc
 ``seq_len`` are a Python ``int`` or an int32 run-time extent (``T.dynamic("L")``).
 
 Budgets (bf16 and f16 alike; a consumer warpgroup owns ``WG_K = 64`` keys, a query block
-has ``BQ = 64`` rows, ``D`` = head_dim):
+has ``BQ = 64`` rows -- 128 with ``dq_split="rows"``, its own item below --, ``D`` =
+head_dim):
 
 * registers of a consumer thread (fp32 accumulators of a warpgroup's 128 threads, PTX
   ISA 9.7.15.5.1.1): ``S^T`` and ``dP^T`` (64 x BQ) 32 each, ``dV`` and ``dK`` (64 x D)
@@ -155,7 +156,8 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         in Q; ``stages`` outside 1..4 or more shared memory than a CTA has; a ``scale``
         that is not a positive finite number; ``causal`` or ``deterministic`` not a bool;
         ``dq_split`` not one of :data:`DQ_SPLITS`; ``overlap`` not a bool, or True without
-        ``dq_split="columns"``; ``longest_first`` not a bool, or True with more than 65535
+        ``dq_split="columns"``; ``dq_split="rows"`` at a head_dim other than 64 or with
+        ``deterministic``; ``longest_first`` not a bool, or True with more than 65535
         key blocks; ``section`` set without ``longest_first``, or not an int dividing
         ``kv_heads``.
     """

@@ -3,7 +3,8 @@ and its ``dQ`` block for the TMA reduce-add into ``dQacc``.
 
 With ``dq_split="keys"`` (the default) both tiles are the warpgroup's own (``sds[c]``,
 ``sdq[c]``); named barrier ``1 + c`` joins its 128 threads (PTX ISA 9.7.13.1), and the
-named-barrier family checks that exactly those threads use it.  With ``"columns"`` each
+named-barrier family checks that exactly those threads use it.  With ``"columns"`` (and
+``"rows"``, alike in all that follows but the ``dQ`` block's place) each
 consumer's ``dQ`` product reads both consumers' ``dS^T`` (:mod:`.products`), so:
 
 * ``share_ds`` ends at named barrier :data:`JOIN` = 3 over both consumer warpgroups (256
@@ -36,8 +37,8 @@ consumer's ``dQ`` product reads both consumers' ``dS^T`` (:mod:`.products`), so:
 * ``reduce_dq``: each thread stores its ``dQ`` accumulators (``st.shared.v2.f32``) into
   ``sdq[c]`` (``head_dim / 32`` boxes of 64 rows x 128 bytes), ``fence.proxy.async``,
   the barrier, and thread 0 issues one ``cp.reduce.async.bulk.tensor.4d ... .add`` per
-  box into ``dQacc[b, 64 qb .., h, 32 i ..]`` (PTX ISA 9.7.9.25.5.2) and commits the
-  group.  The TMA skips the rows past ``seq_len``; the L2 adds the boxes of the CTAs
+  box into ``dQacc[b, 64 qb .., h, 32 i ..]`` (``"rows"``: rows ``128 qb + 64 c ..``; PTX
+  ISA 9.7.9.25.5.2) and commits the group.  The TMA skips the rows past ``seq_len``; the L2 adds the boxes of the CTAs
   working on the same query block in any order (not deterministic in the last bits).
 * ``deterministic=True`` fixes that order (:func:`await_turn`, :func:`pass_turn`): before its reduce,
   thread 0 of consumer ``c`` of key block ``kb`` spins until the block's count in
@@ -68,16 +69,16 @@ from .config import CONSUMERS, DQ_BOX, DQ_ROWS, WG_K, BackwardConfig
 __all__ = ["REDUCE", "JOIN", "FREE", "make_exchange"]
 
 REDUCE = "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
-#: the named barrier of both consumer warpgroups, after ``dS^T`` is shared (``dq_split="columns"``)
+#: the named barrier of both consumer warpgroups, after ``dS^T`` is shared (``"columns"``, ``"rows"``)
 JOIN = 3
-#: ``FREE + c``: consumer ``c``'s ``sds[c]`` is no longer read by the other (``"columns"``)
+#: ``FREE + c``: consumer ``c``'s ``sds[c]`` is no longer read by the other (``"columns"``, ``"rows"``)
 FREE = 4
 
 
 def _make_barriers(cfg: BackwardConfig):
     """``(sync, publish, claim, release)``: the macros ``sync(c)`` (the warpgroup's barrier
-    ``1 + c``), ``publish(c)`` (``sync``, or :data:`JOIN` with ``"columns"``), and, with
-    ``"columns"``, ``claim(c)`` (sync on ``FREE + c``) and ``release(c)`` (arrive on
+    ``1 + c``), ``publish(c)`` (``sync``, or :data:`JOIN` with ``"columns"`` / ``"rows"``), and,
+    with those, ``claim(c)`` (sync on ``FREE + c``) and ``release(c)`` (arrive on
     ``FREE + 1 - c``); 128-thread warpgroups, PTX ISA 9.7.13.1."""
     pair = T.uint32(128 * CONSUMERS)
 
@@ -122,7 +123,7 @@ def pass_turn(count):
 
 def make_exchange(cfg: BackwardConfig):
     """``(share_ds, release_ds, reduce_dq, drain)``: the macros ``share_ds(smem, regs, step,
-    place)``, ``release_ds(keys, step, place)`` (``"columns"``: after the iteration's
+    place)``, ``release_ds(keys, step, place)`` (``"columns"`` / ``"rows"``: after the iteration's
     ``dQ`` retired), ``reduce_dq(outputs, smem, regs, keys, step, place)`` (:mod:`.state`'s
     named tuples: the block of batch entry ``keys.b``, query block ``step.qb`` of head
     ``step.h``) and ``drain(tid)`` (thread 0 of the warpgroup waits until its reduces are

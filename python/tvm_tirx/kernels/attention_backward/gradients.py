@@ -28,7 +28,7 @@ from ...tile.fragments import accumulator_col, accumulator_row
 from ..pairs import make_pack_pairs
 from .config import BK, WG_K, BackwardConfig
 
-__all__ = ["make_gradients", "first_key"]
+__all__ = ["make_gradients", "first_key", "register_offsets"]
 
 
 def first_key(kb, c):
@@ -48,6 +48,12 @@ def _keep(causal: bool, key, query, seq_len):
     not after the query."""
     inside = T.And(key < seq_len, query < seq_len)
     return T.And(inside, key <= query) if causal else inside
+
+
+def register_offsets(r):
+    """``(key, query)``: how far register ``r = 4 j + 2 h + e`` of a score accumulator lies from
+    the thread's first key and query (``8 h`` and ``8 j + e``; PTX ISA 9.7.15.5.1.1)."""
+    return r // 2 % 2 * 8, r // 4 * 8 + r % 2
 
 
 def _keep_at(causal: bool, room, key, query):
@@ -80,7 +86,7 @@ def make_gradients(cfg: BackwardConfig):
         query0 = accumulator_col(q0, place.tid, 0, 0)
         room = T.meta_var((place.seq_len - key0, place.seq_len - query0, query0 - key0))
         for r in T.unroll(regs_per_thread):  # register r = 4 j + 2 h + e: key0 + 8 h, query0 + 8 j + e
-            sl[r] = T.if_then_else(_keep_at(causal, room, r // 2 % 2 * 8, r // 4 * 8 + r % 2), sl[r], T.float32(0))
+            sl[r] = T.if_then_else(_keep_at(causal, room, *register_offsets(r)), sl[r], T.float32(0))
 
     @T.macro
     def p_values(regs, srows, k0, q0, place):

@@ -152,7 +152,7 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
     ``T.function`` to pass to :func:`tvm_tirx.compile` (``arch="sm_90a"``).
 
     One CTA per (128-key block, key/value head, batch entry): a producer warpgroup loads
-    the CTA's K and V once and streams the Q and dO blocks (64 rows) of every query head
+    the CTA's K and V once and streams the Q and dO blocks (64 rows, or 128 with ``"rows"``) of every query head
     of the key/value head's group into a ring (TMA); two consumer warpgroups (64 keys
     each) compute per query block ``S^T``, ``P^T``, ``dP^T``, ``dS^T`` and accumulate
     ``dV`` and ``dK`` in registers (so the group's heads are summed without atomics), and
@@ -208,8 +208,8 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         rows and 1.5-2.1x slower on full ones (the CTAs running together no longer shared Q
         and dO blocks in L2; docs/kernels.rst).  In sections a wave wide
         (:func:`.config.wave_section`) it was 2-15% faster than the default order on three
-        head_dim 128 causal rows (H100, 2026-12-07), and the operator takes it on such calls
-        (:data:`tvm_tirx.ops.attention_backward_kernels.SECTIONS`).
+        head_dim 128 causal rows and 2-3% on a head_dim 64 one (H100, 2026-12-07), and the
+        operator takes it on causal calls (:data:`tvm_tirx.ops.attention_backward_kernels.SECTIONS`).
     section : int, optional
         With ``longest_first``: key/value heads per section, dividing ``kv_heads`` (default
         ``kv_heads``: one section per batch entry).  A section's Q and dO are what its CTAs

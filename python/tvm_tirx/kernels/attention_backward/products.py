@@ -1,14 +1,15 @@
 """The five matrix products of one iteration, as ``wgmma`` calls of a consumer warpgroup.
 
 With ``c`` the consumer (its keys ``K_c``, ``V_c``: 64 rows of ``sk[c]``, ``sv[c]``) and
-the stage's Q and dO blocks (64 rows each):
+the stage's Q and dO blocks (``BQ`` rows each: the config's ``block_q``, 64, or 128 with
+``dq_split="rows"``):
 
-* ``S^T = K_c Q^T`` and ``dP^T = V_c dO^T`` (64 x 64, ss): A and B K-major, one call per
+* ``S^T = K_c Q^T`` and ``dP^T = V_c dO^T`` (64 x BQ, ss): A and B K-major, one call per
   64-column chunk of head_dim (4 k16 steps each), the first overwriting the accumulator;
 * ``dV += P^T dO`` and ``dK += dS^T Q`` (64 x head_dim, rs): A the packed ``P^T`` /
   ``dS^T`` registers (a score accumulator's words are the A fragment of the same columns,
   PTX ISA 9.7.15.5.1.1), B the stage's dO / Q read N-major (the transpose immediate) --
-  one instruction of N = head_dim per k16 step of the 64 queries;
+  one instruction of N = head_dim per k16 step of the BQ queries;
 * ``dQ = dS K_c`` (64 queries x head_dim, ss): A ``dS^T`` from ``sds[c]`` read M-major,
   B ``sk[c]`` read N-major (both transposed, PTX ISA 9.7.15.5.1.2);
 * or, ``dq_split="columns"``, ``dQ[:, c D/2 ..] = dS K[:, c D/2 ..]`` (64 queries x D/2
