@@ -26,7 +26,8 @@ PTX ISA 9.7.15 (wgmma; fragments 9.7.15.5.1.1, descriptors 9.7.15.5.1.2),
 
 import tvm  # noqa: F401  pylint: disable=unused-import
 
-from .config import BK, BQ, DETERMINISTIC_PLANS, DQ_SPLITS, HEAD_DIMS, PLANS, BackwardConfig, wave_section
+from .config import BK, BQ, DQ_SPLITS, HEAD_DIMS, BackwardConfig
+from .plans import DETERMINISTIC_PLANS, PLANS, wave_section
 from .kernel import make_attention_backward
 
 __all__ = ["BK", "BQ", "DETERMINISTIC_PLANS", "DQ_SPLITS", "HEAD_DIMS", "PLANS", "BackwardConfig",

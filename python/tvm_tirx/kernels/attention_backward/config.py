@@ -47,10 +47,8 @@ head_dim):
   x 128) take 64 registers each and the peak is ``S + dP + dV + dK`` = 64 + 64 + 32 + 32
   = 192 at D 64; each consumer's ``dQ`` is one 64-row half of the block (64 x D over all
   128 keys, 32 registers).  Shared memory: a stage holds 128 Q and dO rows, ``sds`` 2 x 64
-  x 128 x 2: 133,144 (1 stage) to 200,760 (3); 4 would need 234,568.  Its per-register
-  mask once kept each register's key and query index live across the loop (ptxas spilled
-  140-190 bytes at 232 registers); the mask now compares each register's constant offset
-  with three values computed per block (:mod:`.gradients`), and no configuration spills.
+  x 128 x 2: 133,144 (1 stage) to 200,760 (3); 4 would need 234,568.  No spills since the
+  mask keeps no per-register index live (:mod:`.gradients`; it spilled 140-190 bytes before).
 """
 
 from __future__ import annotations
@@ -61,14 +59,13 @@ from dataclasses import dataclass
 import tvm
 from tvm.script import tirx as T
 
-from ..attention.config import (CHUNK, DTYPES, GRID_Z, LOG2E, SMEM_LIMIT, SMS, AttentionSizes, check_heads,
-                                check_numerics)
+from ..attention.config import CHUNK, DTYPES, GRID_Z, LOG2E, SMEM_LIMIT, AttentionSizes, check_heads, check_numerics
 from ..extents import MAX_ELEMENTS, is_int
 from ..gemm.operands import Operand
 from ..parts.ring import Ring
 
-__all__ = ["BQ", "BQ_ROWS", "DQ_ROWS", "BK", "WG_K", "CONSUMERS", "FILLS", "HEAD_DIMS", "DQ_SPLITS", "PLANS",
-           "DETERMINISTIC_PLANS", "PRODUCER_REGISTERS", "CONSUMER_REGISTERS", "BackwardConfig", "wave_section"]
+__all__ = ["BQ", "BQ_ROWS", "DQ_ROWS", "BK", "WG_K", "CONSUMERS", "FILLS", "HEAD_DIMS", "DQ_SPLITS",
+           "PRODUCER_REGISTERS", "CONSUMER_REGISTERS", "BackwardConfig"]
 
 BQ = 64  # query rows per block with dq_split "keys" / "columns" (the N of S^T and dP^T, the M of dQ)
 #: query rows per block with ``dq_split="rows"`` (head_dim 64): the N of ``S^T`` and ``dP^T``
@@ -82,24 +79,6 @@ HEAD_DIMS = (64, 128)
 #: how the two consumers share ``dQ`` (:mod:`.exchange`): by their 64 keys, by head_dim columns, or
 #: (query blocks of :data:`BQ_ROWS`) by the block's two 64-row halves
 DQ_SPLITS = ("keys", "columns", "rows")
-#: head_dim -> the ``dq_split``, ``stages`` and ``overlap`` the torch operator's kernels take.
-#: Measured on an H100 (2026-12-05, ``bench/attention.py --backward-kernels``, the kernel alone, us):
-#: head_dim 128 "keys"/2 -> "columns"/2: 3177 -> 3107 (1,32,32,8192 causal), 1155 -> 1038
-#: (4,32,8,2048 causal), 6210 -> 5478 (4,32,32,4096); 3 stages mixed (3084, 1038, 5730).
-#: head_dim 64 "keys"/2 -> "columns"/4: 1089 -> 949 (8,16,16,2048), 2276 -> 2160
-#: (4,32,32,4096 causal).
-#: ``overlap`` (H100, 2026-12-06, the same benchmark, "columns", us): head_dim 128 2 stages 3050 ->
-#: 2905, 1012 -> 960, 5462 -> 5234 (3 stages overlapped: 2790, 966, 5389); head_dim 64 4 stages
-#: 930 -> 945, 2128 -> 2127 (no gain: not taken).
-#: ``longest_first`` in its first form, the key blocks slowest over every batch entry and head (since
-#: replaced by sections; H100, 2026-12-06, the same benchmark, us): 2879 -> 2794 (1,32,32,8192,128 causal),
-#: 956 -> 1007 (4,32,8,2048,128 causal), 2119 -> 2757 (4,32,32,4096,64 causal), 5099 -> 10674 and
-#: 927 -> 1370 on the full rows (L2 locality lost): not taken.
-#: head_dim 64 "columns"/4 -> "rows"/2 (H100, 2026-12-07, the same benchmark, us): 921 -> 858 (8,16,16,2048),
-#: 2056 -> 1770 (4,32,32,4096 causal); "rows"/3 880 and 1783.
-PLANS = {128: {"dq_split": "columns", "stages": 2, "overlap": True}, 64: {"dq_split": "rows", "stages": 2}}
-#: head_dim -> what the deterministic kernel takes instead of :data:`PLANS` (``"rows"`` has no deterministic form)
-DETERMINISTIC_PLANS = {64: {"dq_split": "columns", "stages": 4}}
 PRODUCER_REGISTERS = 40
 CONSUMER_REGISTERS = 232
 #: with ``overlap``, the most registers of a consumer thread that ``dV``, ``dK``, ``dQ`` and the
@@ -111,21 +90,6 @@ DQ_BOX = 32  # float32 columns per TMA reduce box: one 128-byte swizzle row
 #: arrivals that fill a ring stage: the TMA thread's ``arrive.expect_tx`` and the 32 lanes
 #: that copy the LSE and Dsum values (:func:`.producer.make_row_copier`)
 FILLS = 1 + 32
-
-
-def wave_section(kv_heads: int, seq_len: int, sms: int = SMS) -> int:
-    """The ``section`` of ``longest_first`` whose CTAs fill at most one wave: the largest
-    divisor ``s`` of ``kv_heads`` (an int >= 1) with ``s x ceil(seq_len / 128) <= sms``
-    (the CTAs of one section, one per SM), and 1 where even one head's key blocks are
-    more.  ``seq_len`` a positive int (keys).  A simulation of ``sms`` SMs filled in launch
-    order, each CTA's time its query blocks, puts 4 x 32 x 8 x 2048 causal (GQA 4) at 1.29x
-    its balanced time in the default order and at 1.03x in sections of 8 key/value heads
-    (1.06 -> 1.00 at 1 x 32 x 32 x 8192 in sections of 2, 1.09 -> 1.06 at 2 x 32 x 32 x
-    3000 in sections of 4); the simulation knows nothing of L2, which is why the sections
-    are a wave wide rather than all the heads (docs/kernels.rst)."""
-    blocks = -(-seq_len // BK)
-    fits = [s for s in range(1, kv_heads + 1) if kv_heads % s == 0 and s * blocks <= sms]
-    return max(fits, default=1)
 
 
 def _check_extent(name: str, value):
@@ -293,8 +257,7 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
     @property
     def shares_ds(self) -> bool:
         """Whether each consumer's ``dQ`` product reads both consumers' ``dS^T`` tiles
-        (``"columns"`` and ``"rows"``): the exchange then joins both warpgroups
-        (:mod:`.exchange`)."""
+        (``"columns"``, ``"rows"``): the exchange then joins both warpgroups (:mod:`.exchange`)."""
         return self.dq_split != "keys"
 
     @property
@@ -410,13 +373,11 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         return T.ceildiv(seq_len, self.block_q) - self.first_query_block(kb)
 
     def turn(self, kb, c):
-        """With :attr:`deterministic`, the number of ``dQ`` reduces into consumer ``c``'s
-        64-row block (:meth:`order_block`) that precede its reduce of key block ``kb``:
-        ``2 kb + c``, or ``kb`` with ``"rows"`` (where each consumer reduces its own half
-        of the query block).  Every key block from 0 up to the last one that meets a query
-        block reduces into it (causal: the blocks ``kb <= qb / 2``, or ``kb <= qb`` with
-        ``"rows"``, of :meth:`first_query_block`, consecutive from 0), each consumer once
-        (``"rows"``: one consumer), so the turns of a block are 0, 1, 2, ... in key order."""
+        """With :attr:`deterministic`, the ``dQ`` reduces into consumer ``c``'s 64-row block
+        (:meth:`order_block`) that precede its reduce of key block ``kb``: ``2 kb + c``.
+        Every key block from 0 up to the last one that meets a query block reduces into it
+        (causal: ``kb <= qb / 2``, consecutive from 0), each consumer once, so the turns of
+        a block are 0, 1, 2, ... in key order.  (``"rows"``, not built deterministic: ``kb``.)"""
         return kb if self.split_rows else kb * CONSUMERS + c
 
     def order_block(self, qb, c):

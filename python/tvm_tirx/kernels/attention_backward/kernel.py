@@ -207,7 +207,7 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         entry and head: 3% faster on the longest causal rows, 5-30% slower on shorter causal
         rows and 1.5-2.1x slower on full ones (the CTAs running together no longer shared Q
         and dO blocks in L2; docs/kernels.rst).  In sections a wave wide
-        (:func:`.config.wave_section`) it was 2-15% faster than the default order on three
+        (:func:`.plans.wave_section`) it was 2-15% faster than the default order on three
         head_dim 128 causal rows and 2-3% on a head_dim 64 one (H100, 2026-12-07), and the
         operator takes it on causal calls (:data:`tvm_tirx.ops.attention_backward_kernels.SECTIONS`).
     section : int, optional
