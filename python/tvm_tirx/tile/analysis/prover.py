@@ -13,6 +13,14 @@ guards, assumptions and the call's predicate entered as constraints.  So
 A proof that Z3 cannot finish within :data:`Z3_RLIMIT` (a deterministic
 resource budget, not a clock) is a failed proof: the rule then refuses the
 call, naming the fact it could not show.
+
+Every proof runs in a clone of the kernel's analyzer (its ranges and
+bindings, and a Z3 solver of its own), never in the analyzer itself: with
+one solver answering every query of a kernel, a proof near the budget
+passed or failed depending on the queries before it and on where objects
+happened to lie in memory (the deterministic attention backward in
+sections of one head compiled in some processes and was refused in
+others).  In a solver of its own a verdict depends on the query alone.
 """
 
 from __future__ import annotations
@@ -69,11 +77,13 @@ def proves(analyzer, cond, facts=()) -> bool:
 
     Loads from memory are opaque values (equal loads, equal values).  A fact
     the analyzer cannot take as a constraint is dropped (the proof can only
-    get weaker, never wrong).
+    get weaker, never wrong).  ``analyzer`` itself is left as it was: the
+    proof runs in its clone.
     """
     loads = _Loads()
     cond, facts = loads(cond), [loads(f) for f in facts]
     facts += _dtype_ranges([cond, *facts])
+    analyzer = analyzer.clone()  # a solver of its own (module docstring)
     with contextlib.ExitStack() as stack:
         for fact in facts:
             try:
