@@ -303,6 +303,33 @@ def main_kernels(repeats: int) -> None:
 __all__ = ["main_backward", "main_kernels", "CLASSES", "KERNEL_ROWS", "KERNEL_VARIANTS"]
 
 
+def _interleaved(torch, ops, rows, set_route, repeats):
+    """Per row of ``rows``: ``(row, us off, us on, relative difference of the gradients)`` of
+    ``ops.attention``'s backward per call with ``set_route(False)`` and ``set_route(True)``,
+    in interleaved rounds (clocks and L2 drift alike for both routes)."""
+    out = []
+    for row in rows:
+        q, k, v = _inputs(torch, row, torch.bfloat16)
+        do = torch.randn(q.shape, device="cuda", dtype=q.dtype, generator=torch.Generator("cuda").manual_seed(7))
+        fn = _backward_call(torch, ops, q, k, v, do, row[5], None)
+        times, grads = {False: [], True: []}, {}
+        for _ in range(3):
+            for route in (False, True):
+                set_route(route)
+                grads[route] = fn()
+                times[route].append(_call_us(torch, fn, repeats))
+        err = _relative_error(grads[True], [g.float() for g in grads[False]])
+        out.append((row, statistics.median(times[False]), statistics.median(times[True]), err))
+    return out
+
+
+def _print_interleaved(title, names, results) -> None:
+    rows = [[",".join(map(str, row[:5])), "yes" if row[5] else "no", f"{old:.0f}", f"{new:.0f}", f"{old / new:.3f}",
+             f"{err:.1e}"] for row, old, new, err in results]
+    print(title)
+    print(table(["B,H,KV,L,D", "causal", f"{names[0]} us", f"{names[1]} us", "speedup", "rel diff"], rows))
+
+
 def main_dsum(repeats: int) -> None:
     """``ops.attention``'s backward per call with Dsum from float32 copies of dO and O
     (``TVM_TIRX_ATTENTION_DSUM=0``) and with :func:`~tvm_tirx.kernels.attention_backward.make_dsum`'s
@@ -313,21 +340,33 @@ def main_dsum(repeats: int) -> None:
     from tvm_tirx import ops
     from tvm_tirx.ops import attention_backward_kernels as kernels
 
-    rows, default = [], kernels.DSUM_ROUTE
-    for row in KERNEL_ROWS:
-        q, k, v = _inputs(torch, row, torch.bfloat16)
-        do = torch.randn(q.shape, device="cuda", dtype=q.dtype, generator=torch.Generator("cuda").manual_seed(7))
-        fn = _backward_call(torch, ops, q, k, v, do, row[5], None)
-        times, grads = {False: [], True: []}, {}
-        for _ in range(3):  # interleaved rounds: clocks and L2 drift alike for both routes
-            for route in (False, True):
-                kernels.DSUM_ROUTE = route
-                grads[route] = fn()
-                times[route].append(_call_us(torch, fn, repeats))
+    default = kernels.DSUM_ROUTE
+    try:
+        results = _interleaved(torch, ops, KERNEL_ROWS, lambda on: setattr(kernels, "DSUM_ROUTE", on), repeats)
+    finally:
         kernels.DSUM_ROUTE = default
-        err = _relative_error(grads[True], [g.float() for g in grads[False]])
-        old, new = (statistics.median(times[r]) for r in (False, True))
-        rows.append([",".join(map(str, row[:5])), "yes" if row[5] else "no", f"{old:.0f}", f"{new:.0f}",
-                     f"{old / new:.3f}", f"{err:.1e}"])
-    print("ops.attention backward per call (us, bfloat16): Dsum from float32 copies vs make_dsum's one pass")
-    print(table(["B,H,KV,L,D", "causal", "copies us", "make_dsum us", "speedup", "rel diff"], rows))
+    _print_interleaved("ops.attention backward per call (us, bfloat16): Dsum from float32 copies vs make_dsum's "
+                       "one pass", ("copies", "make_dsum"), results)
+
+
+def main_deterministic(repeats: int) -> None:
+    """``ops.attention``'s backward per call under ``torch.use_deterministic_algorithms(True)``
+    (the deterministic kernel) in the default launch order and in sections
+    (:data:`~tvm_tirx.ops.attention_backward_kernels.SECTIONS`), on the causal rows of
+    :data:`KERNEL_ROWS` (GPU, bfloat16), interleaved rounds.  Both add dQ's partial sums in
+    key order, so their gradients must be the same bits ("rel diff" 0)."""
+    import torch
+
+    from tvm_tirx import ops
+    from tvm_tirx.ops import attention_backward_kernels as kernels
+
+    default = kernels.SECTIONS
+    torch.use_deterministic_algorithms(True)
+    try:
+        results = _interleaved(torch, ops, [r for r in KERNEL_ROWS if r[5]],
+                               lambda on: setattr(kernels, "SECTIONS", on), repeats)
+    finally:
+        kernels.SECTIONS = default
+        torch.use_deterministic_algorithms(False)
+    _print_interleaved("ops.attention backward per call under deterministic mode (us, bfloat16): default order vs "
+                       "sections", ("default", "sections"), results)

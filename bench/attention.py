@@ -15,6 +15,7 @@ is timed (CUDA events, median of ``--runs`` runs after a warm-up, random inputs)
     python bench/attention.py --ops-plans    # no GPU: the plan ops.attention takes per row
     python bench/attention.py --backward [--classes ...]  # GPU: the backward (bench/_attention_backward.py)
     python bench/attention.py --dsum  # GPU: the backward through the op with either Dsum route
+    python bench/attention.py --deterministic  # GPU: the deterministic backward, default order vs sections
     python bench/attention.py --backward-kernels  # GPU: the backward kernel's dq_split variants vs cuDNN
     python bench/attention.py --varlen   # GPU: packed sequences (bench/_attention_varlen.py)
 """
@@ -190,6 +191,9 @@ def main(argv=None) -> int:
                         "(bench/_attention_backward.py; without a GPU: assembled)")
     parser.add_argument("--dsum", action="store_true",
                         help="ops.attention's backward with either Dsum route (bench/_attention_backward.py; GPU)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="ops.attention's deterministic backward, default order vs sections "
+                        "(bench/_attention_backward.py; GPU)")
     parser.add_argument("--varlen", action="store_true",
                         help="ops.attention_varlen against FA2's and cuDNN's varlen kernels (bench/_attention_varlen.py)")
     parser.add_argument("--ops-plans", action="store_true", help="the plan ops.attention takes per row (no GPU)")
@@ -204,6 +208,8 @@ def main(argv=None) -> int:
         return _attention_backward.main_kernels(max(5, args.runs // 2))
     if args.dsum:
         return _attention_backward.main_dsum(max(5, args.runs // 2))
+    if args.deterministic:
+        return _attention_backward.main_deterministic(max(5, args.runs // 2))
     if args.backward:
         return _attention_backward.main_backward(args.classes, args.dtype, max(5, args.runs // 2))
     if args.ops_plans or args.ops:
