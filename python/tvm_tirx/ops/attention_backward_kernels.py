@@ -48,13 +48,13 @@ ROUTE = os.environ.get("TVM_TIRX_ATTENTION_BACKWARD", "1") != "0"
 DSUM_ROUTE = os.environ.get("TVM_TIRX_ATTENTION_DSUM", "1") != "0"
 #: Whether a causal call's kernel launches the longest walks first in sections a wave wide
 #: (``make_attention_backward(longest_first=True, section=wave_section(kv_heads, seq_len))``), at
-#: the head_dims of :data:`SECTION_HEAD_DIMS`, the deterministic kernel too.
+#: the head_dims of :data:`SECTION_HEAD_DIMS`, unless the call asks for the deterministic kernel.
 #: On: measured on an H100 (2026-12-07, ``tools/device_batch.sh sections-quick``, the kernel alone,
 #: us, default order / sections): 4 x 32 x 8 x 2048 causal 960 / 819, 2 x 32 x 32 x 3000 887 / 866,
 #: 1 x 32 x 32 x 8192 2945 / 2795.  ``TVM_TIRX_ATTENTION_SECTIONS=0`` in the environment (read at
-#: import) turns it off.  (The deterministic kernel kept the default order until the checker's
-#: verdicts stopped depending on the process: its proof that the ``Order`` index fits int32 was
-#: refused in about one process in three, 2026-12-07.)
+#: import) turns it off.  The deterministic kernel keeps the default order: in sections of one
+#: key/value head it has not run on a GPU yet (the checker refused it there on 2026-12-07, in a
+#: process whose verdict depended on its history; fixed since: docs/kernels.rst).
 SECTIONS = os.environ.get("TVM_TIRX_ATTENTION_SECTIONS", "1") != "0"
 #: head_dims whose causal calls take sections (where they were measured faster than the default order; at
 #: head_dim 64, H100, 2026-12-07, the kernel alone at 4 x 32 x 32 x 4096 causal: "columns"/4 2067 -> 2015 us,
@@ -78,7 +78,7 @@ class AttentionBackwardKey(AttentionOperands):
         With an int, the kernel launches the longest causal walks first in sections of that
         many key/value heads (``make_attention_backward(longest_first=True, section=...)``;
         the operator asks for :func:`~tvm_tirx.kernels.attention_backward.wave_section` of
-        the call's length on causal calls at :data:`SECTION_HEAD_DIMS`
+        the call's length on causal, not deterministic calls at :data:`SECTION_HEAD_DIMS`
         while :data:`SECTIONS` is on); None: the default launch order.
     """
 

@@ -59,8 +59,8 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
     inputs (:func:`~.attention_checks.attention_key`) or head_dim is not one of
     :data:`~.attention_backward_kernels.HEAD_DIMS`.  Under
     ``torch.use_deterministic_algorithms(True)`` the key asks for the deterministic
-    kernel (dQ's partial sums added in key order rather than arrival order).  While
-    :data:`~.attention_backward_kernels.SECTIONS` is on, a causal call's key at a
+    kernel (dQ's partial sums added in key order rather than arrival order).  Otherwise,
+    while :data:`~.attention_backward_kernels.SECTIONS` is on, a causal call's key at a
     head_dim of :data:`~.attention_backward_kernels.SECTION_HEAD_DIMS` asks for the longest
     walks first in sections a wave wide
     (:func:`~tvm_tirx.kernels.attention_backward.wave_section` of its length)."""
@@ -73,7 +73,7 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
     if key.head_dim not in kernels.HEAD_DIMS:
         return None
     deterministic = torch.are_deterministic_algorithms_enabled()
-    takes_sections = kernels.SECTIONS and key.causal and key.head_dim in kernels.SECTION_HEAD_DIMS
+    takes_sections = kernels.SECTIONS and key.causal and key.head_dim in kernels.SECTION_HEAD_DIMS and not deterministic
     return kernels.AttentionBackwardKey(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale,
                                         key.arch, deterministic, _section(key, as_bshd(q, layout)) if takes_sections
                                         else None)
