@@ -352,7 +352,7 @@ def main_dsum(repeats: int) -> None:
 def main_deterministic(repeats: int) -> None:
     """``ops.attention``'s backward per call under ``torch.use_deterministic_algorithms(True)``
     (the deterministic kernel) in the default launch order and in sections
-    (:data:`~tvm_tirx.ops.attention_backward_kernels.SECTIONS`), on the causal rows of
+    (:data:`~tvm_tirx.ops.attention_backward_kernels.DETERMINISTIC_SECTIONS`), on the causal rows of
     :data:`KERNEL_ROWS` (GPU, bfloat16), interleaved rounds.  Both add dQ's partial sums in
     key order, so their gradients must be the same bits ("rel diff" 0)."""
     import torch
@@ -360,13 +360,13 @@ def main_deterministic(repeats: int) -> None:
     from tvm_tirx import ops
     from tvm_tirx.ops import attention_backward_kernels as kernels
 
-    default = kernels.SECTIONS
+    default, mode = kernels.DETERMINISTIC_SECTIONS, torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
         results = _interleaved(torch, ops, [r for r in KERNEL_ROWS if r[5]],
-                               lambda on: setattr(kernels, "SECTIONS", on), repeats)
+                               lambda on: setattr(kernels, "DETERMINISTIC_SECTIONS", on), repeats)
     finally:
-        kernels.SECTIONS = default
-        torch.use_deterministic_algorithms(False)
+        kernels.DETERMINISTIC_SECTIONS = default
+        torch.use_deterministic_algorithms(mode)
     _print_interleaved("ops.attention backward per call under deterministic mode (us, bfloat16): default order vs "
                        "sections", ("default", "sections"), results)

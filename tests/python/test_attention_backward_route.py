@@ -152,9 +152,14 @@ def test_a_causal_key_asks_for_the_longest_walks_first_in_sections_a_wave_wide(r
         assert kernels._name(key).endswith(f"_lpt{section}")
         full = attention_backward_ops.backward_key(q, k, v, False, 0.125, layout)
         assert full.section is None and "_lpt" not in kernels._name(full)
-        torch.use_deterministic_algorithms(True)  # the deterministic kernel keeps the default order
+        torch.use_deterministic_algorithms(True)  # the deterministic kernel: only with DETERMINISTIC_SECTIONS
         try:
             assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section is None
+            monkeypatch.setattr(kernels, "DETERMINISTIC_SECTIONS", True)
+            det = attention_backward_ops.backward_key(q, k, v, True, 0.125, layout)
+            assert det.deterministic and det.section == section
+            assert kernels._name(det).endswith(f"_lpt{section}_deterministic")
+            monkeypatch.setattr(kernels, "DETERMINISTIC_SECTIONS", False)
         finally:
             torch.use_deterministic_algorithms(False)
     q, k, v = _qkv(b=1, n=2048, h=16, hk=8, d=64, layout=layout)

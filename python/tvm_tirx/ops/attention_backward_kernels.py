@@ -48,14 +48,17 @@ ROUTE = os.environ.get("TVM_TIRX_ATTENTION_BACKWARD", "1") != "0"
 DSUM_ROUTE = os.environ.get("TVM_TIRX_ATTENTION_DSUM", "1") != "0"
 #: Whether a causal call's kernel launches the longest walks first in sections a wave wide
 #: (``make_attention_backward(longest_first=True, section=wave_section(kv_heads, seq_len))``), at
-#: the head_dims of :data:`SECTION_HEAD_DIMS`, unless the call asks for the deterministic kernel.
+#: the head_dims of :data:`SECTION_HEAD_DIMS` (for the deterministic kernel: see
+#: :data:`DETERMINISTIC_SECTIONS`).
 #: On: measured on an H100 (2026-12-07, ``tools/device_batch.sh sections-quick``, the kernel alone,
 #: us, default order / sections): 4 x 32 x 8 x 2048 causal 960 / 819, 2 x 32 x 32 x 3000 887 / 866,
 #: 1 x 32 x 32 x 8192 2945 / 2795.  ``TVM_TIRX_ATTENTION_SECTIONS=0`` in the environment (read at
-#: import) turns it off.  The deterministic kernel keeps the default order: in sections of one
-#: key/value head it has not run on a GPU yet (the checker refused it there on 2026-12-07, in a
-#: process whose verdict depended on its history; fixed since: docs/kernels.rst).
+#: import) turns it off.
 SECTIONS = os.environ.get("TVM_TIRX_ATTENTION_SECTIONS", "1") != "0"
+#: Whether, with :data:`SECTIONS`, the deterministic kernel takes the sections too.  Off until it
+#: has run on a GPU in sections of one head (``bench/attention.py --deterministic`` turns it on
+#: and off to compare); ``TVM_TIRX_ATTENTION_DETERMINISTIC_SECTIONS=1`` (read at import) turns it on.
+DETERMINISTIC_SECTIONS = os.environ.get("TVM_TIRX_ATTENTION_DETERMINISTIC_SECTIONS", "0") == "1"
 #: head_dims whose causal calls take sections (where they were measured faster than the default order; at
 #: head_dim 64, H100, 2026-12-07, the kernel alone at 4 x 32 x 32 x 4096 causal: "columns"/4 2067 -> 2015 us,
 #: "rows"/3 1783 -> 1755)
@@ -78,8 +81,8 @@ class AttentionBackwardKey(AttentionOperands):
         With an int, the kernel launches the longest causal walks first in sections of that
         many key/value heads (``make_attention_backward(longest_first=True, section=...)``;
         the operator asks for :func:`~tvm_tirx.kernels.attention_backward.wave_section` of
-        the call's length on causal, not deterministic calls at :data:`SECTION_HEAD_DIMS`
-        while :data:`SECTIONS` is on); None: the default launch order.
+        the call's length on causal calls at :data:`SECTION_HEAD_DIMS` while :data:`SECTIONS`
+        is on, and for a deterministic key while :data:`DETERMINISTIC_SECTIONS` is on too); None: the default launch order.
     """
 
     deterministic: bool = False

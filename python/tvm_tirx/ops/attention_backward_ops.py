@@ -59,11 +59,12 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
     inputs (:func:`~.attention_checks.attention_key`) or head_dim is not one of
     :data:`~.attention_backward_kernels.HEAD_DIMS`.  Under
     ``torch.use_deterministic_algorithms(True)`` the key asks for the deterministic
-    kernel (dQ's partial sums added in key order rather than arrival order).  Otherwise,
-    while :data:`~.attention_backward_kernels.SECTIONS` is on, a causal call's key at a
-    head_dim of :data:`~.attention_backward_kernels.SECTION_HEAD_DIMS` asks for the longest
-    walks first in sections a wave wide
-    (:func:`~tvm_tirx.kernels.attention_backward.wave_section` of its length)."""
+    kernel (dQ's partial sums added in key order rather than arrival order).  While
+    :data:`~.attention_backward_kernels.SECTIONS` is on, a causal call's key at a head_dim of
+    :data:`~.attention_backward_kernels.SECTION_HEAD_DIMS` asks for the longest walks first in
+    sections a wave wide (:func:`~tvm_tirx.kernels.attention_backward.wave_section` of its
+    length); a deterministic key only while
+    :data:`~.attention_backward_kernels.DETERMINISTIC_SECTIONS` is on too."""
     if not kernels.ROUTE:
         return None
     try:
@@ -73,7 +74,8 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
     if key.head_dim not in kernels.HEAD_DIMS:
         return None
     deterministic = torch.are_deterministic_algorithms_enabled()
-    takes_sections = kernels.SECTIONS and key.causal and key.head_dim in kernels.SECTION_HEAD_DIMS and not deterministic
+    takes_sections = (kernels.SECTIONS and key.causal and key.head_dim in kernels.SECTION_HEAD_DIMS
+                      and (kernels.DETERMINISTIC_SECTIONS or not deterministic))
     return kernels.AttentionBackwardKey(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale,
                                         key.arch, deterministic, _section(key, as_bshd(q, layout)) if takes_sections
                                         else None)
@@ -217,6 +219,7 @@ def _attention_backward(grad_o: Optional[torch.Tensor], grad_lse: Optional[torch
                         scale: float, layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # the route depends on the modules' switches, deterministic mode and dispatch modes too
     key = (causal, scale, layout, kernels.ROUTE, kernels.DSUM_ROUTE, kernels.SECTIONS, kernels.SECTION_HEAD_DIMS,
+           kernels.DETERMINISTIC_SECTIONS,
            SDPA_DEVICES,
            torch.are_deterministic_algorithms_enabled(), is_in_torch_dispatch_mode(),
            *signature(grad_o, grad_lse, q, k, v, o, lse))
