@@ -82,7 +82,8 @@ class AttentionBackwardKey(AttentionOperands):
         many key/value heads (``make_attention_backward(longest_first=True, section=...)``;
         the operator asks for :func:`~tvm_tirx.kernels.attention_backward.wave_section` of
         the call's length on causal calls at :data:`SECTION_HEAD_DIMS` while :data:`SECTIONS`
-        is on, and for a deterministic key while :data:`DETERMINISTIC_SECTIONS` is on too); None: the default launch order.
+        is on, and for a deterministic key while :data:`DETERMINISTIC_SECTIONS` is on too);
+        None: the default launch order.
     """
 
     deterministic: bool = False
