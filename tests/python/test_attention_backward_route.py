@@ -152,14 +152,15 @@ def test_a_causal_key_asks_for_the_longest_walks_first_in_sections_a_wave_wide(r
         assert kernels._name(key).endswith(f"_lpt{section}")
         full = attention_backward_ops.backward_key(q, k, v, False, 0.125, layout)
         assert full.section is None and "_lpt" not in kernels._name(full)
-        torch.use_deterministic_algorithms(True)  # the deterministic kernel: only with DETERMINISTIC_SECTIONS
+        torch.use_deterministic_algorithms(True)  # the deterministic kernel too, unless DETERMINISTIC_SECTIONS is off
         try:
-            assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section is None
-            monkeypatch.setattr(kernels, "DETERMINISTIC_SECTIONS", True)
+            assert kernels.DETERMINISTIC_SECTIONS
             det = attention_backward_ops.backward_key(q, k, v, True, 0.125, layout)
             assert det.deterministic and det.section == section
             assert kernels._name(det).endswith(f"_lpt{section}_deterministic")
             monkeypatch.setattr(kernels, "DETERMINISTIC_SECTIONS", False)
+            assert attention_backward_ops.backward_key(q, k, v, True, 0.125, layout).section is None
+            monkeypatch.setattr(kernels, "DETERMINISTIC_SECTIONS", True)
         finally:
             torch.use_deterministic_algorithms(False)
     q, k, v = _qkv(b=1, n=2048, h=16, hk=8, d=64, layout=layout)
@@ -191,7 +192,7 @@ def test_deterministic_algorithms_take_the_deterministic_kernel(route_on_an_h200
         first, again = _grads(q, k, v, True, "bshd", False), _grads(q, k, v, True, "bshd", False)
     finally:
         torch.use_deterministic_algorithms(False)
-    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a", True, None)]
+    assert route_on_an_h200 == [AttentionBackwardKey(4, 2, 64, True, "bfloat16", 0.125, "sm_90a", True, 2)]  # sections
     assert all(torch.equal(a, b) for a, b in zip(first, again))
 
 
