@@ -41,9 +41,15 @@
 # rows-tests (23 passed), rows-quick (rows/2 7-14% faster than columns/4 at head_dim 64: PLANS[64]),
 # sections-64 (2-3% faster: SECTION_HEAD_DIMS gains 64), det-sections-probe (compiled at 1x there), the operator's
 # table by hand with the new plan (geomean 0.852x), deterministic (8 passed), memcheck of rows (0 errors).
+# On 2026-12-07 (a second session) eight starts were refused (about 1000 of the 1800 s); then on an H100:
+# backward-sections-tests (6 + 3 passed: the rows cases, and the deterministic kernel in sections of one head
+# at head_dim 128 and 64), deterministic-sections (1.05-1.20x, the same bits: DETERMINISTIC_SECTIONS on), the
+# deterministic and route GPU tests with it on (13 passed), backward-timeline (GPU spans: ours 905 / cuDNN 890 us
+# at 4,32,8,2048,128 causal, 958 / 882 at 8,16,16,2048,64, 616 / 602 at 32,16,16,512,128), profile_attention
+# --launch / --host, and tools/backward_host_compare.py (host per call: ours 568 / cuDNN 400 us).
 # What the next session should run, in calls of at most 10 minutes on one warm machine
 # (DEADLINE=$(( $(date +%s) + 580 ))):
-#   A. attention-backward-kernel (the operator's table as committed), backward-sections-tests;
+#   A. attention-backward-kernel (the operator's table as committed: not rerun since 2026-12-07's first session);
 #   B. racecheck-backward-columns (the serial kernel has the same srows chain: does racecheck report it
 #      too? if so the tool does not follow a named barrier into one thread's mbarrier.arrive);
 #   C. ncu-backward-vs-cudnn and ncu-backward-source (our backward kernel and cuDNN's under ncu; our stalls
