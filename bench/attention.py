@@ -72,6 +72,9 @@ SCHEDULES.update({f"{name}, TMA store": dict(SCHEDULES[name], tma_store=True)
                   for name in ("ping-pong", "persistent ping-pong", "persistent overlap", "persistent both",
                                "both, 2 stages", "persistent both, 2 stages", "overlap, 3 consumers",
                                "persistent overlap, 3 consumers", "persistent both, rows <= 4096")})
+#: O staged in Q's rows (``o_staging="q"``: the plan before K's stage took it at head_dim 128)
+SCHEDULES.update({f"{name}, O in Q": dict(SCHEDULES[name], o_staging="q")
+                  for name in ("persistent both, TMA store", "persistent both, rows <= 4096, TMA store")})
 DEFAULT_SCHEDULES = tuple(name for name in SCHEDULES if "TMA store" not in name)
 
 

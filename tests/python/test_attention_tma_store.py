@@ -4,11 +4,12 @@ CPU: at head_dim 64, 128 and 256, causal or not, on the persistent grid and one 
 tile, in the schedules the planner uses, the tile checker accepts the kernel, it
 assembles for sm_90a, and its PTX stores O by ``head_dim / 64`` 4-d TMA stores and no
 ``st.global.b32``; where the staging tile is Q's rows on the persistent grid, Q's rows
-are released after the store has read them; the shared-memory bytes per configuration;
+are released after the store has read them; where it is the last block's K stage, the
+consumer waits for the other's hand-over and releases the stage after the read; the shared-memory bytes per configuration;
 options it does not take are ValueErrors; the default plans do not set it.
 GPU (marker ``gpu``): O and the log-sum-exp against the float32 reference, NaN-filled
 outputs, lengths 1 .. 4097 from one kernel, a persistent grid of 3 CTAs that reuses
-the staging tile over dozens of tiles.
+the staging tile (its own, Q's rows or the last block's K stage) over dozens of tiles.
 """
 
 import dataclasses
@@ -19,7 +20,7 @@ import pytest
 import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.kernels.attention import AttentionConfig, AttentionPlan, choose_attention, make_attention
-from tvm_tirx.kernels.attention.o_store import BARRIER_BASE
+from tvm_tirx.kernels.attention.o_store import BARRIER_BASE, K_READ_BASE
 from tvm_tirx.script import tirx as T
 
 from test_kernels_attention import check
@@ -80,6 +81,11 @@ def test_the_staging_tile_and_shared_memory_per_configuration():
         return AttentionConfig(2, 1024, 4, 4, head_dim, stages=stages, tma_store=True, **options)
 
     # (head_dim, stages, block_n) -> (where O is staged, dynamic shared memory in bytes)
+    persistent = AttentionConfig(2, 1024, 4, 4, 128, stages=3, tma_store=True, pingpong=True, persistent=True)
+    assert (persistent.o_tile, persistent.smem_bytes) == ("kv", 230480)  # K's stage: no bytes of its own
+    assert AttentionConfig(2, 1024, 4, 4, 128, stages=3, tma_store=True, persistent=True).o_tile == "q"  # no turns
+    assert AttentionConfig(2, 1024, 4, 4, 128, stages=3, tma_store=True, pingpong=True, persistent=True,
+                           o_staging="q").o_tile == "q"
     expected = {(64, 2, None): ("own", 99392), (64, 3, None): ("own", 132176), (64, 4, None): ("own", 164960),
                 (128, 2, None): ("own", 197696), (128, 3, None): ("q", 230480), (256, 1, None): ("own", 214064),
                 (256, 2, None): ("q", 230464), (256, 1, 64): ("own", 197680), (256, 2, 64): ("q", 197696)}
@@ -91,23 +97,46 @@ def test_the_staging_tile_and_shared_memory_per_configuration():
         assert smem <= 232448
 
 
+_RELEASE = (r"mbarrier_arrive_nocount_arrive_shared__cta_b64\(tvm_builtin_cuda_cvta_generic_to_shared"
+            r"\(\(&\(\(\(uint64_t\*\)dyn_smem_ptr\)\[\(c_ptr\[0\] \+ \d+\)\]")
+_STAGE_RELEASE = (r"mbarrier_arrive_nocount_arrive_shared__cta_b64\(tvm_builtin_cuda_cvta_generic_to_shared"
+                  r"\(\(&\(\(\(uint64_t\*\)dyn_smem_ptr\)\[\(\(\(\(\(done_ptr\[0\] \+ n_kv")
+_READ_WAIT = "tvm_builtin_ptx_cp_async_bulk_wait_group_async_bulk_wait_group_read_0();"
+
+
 @pytest.mark.parametrize("head_dim,causal,schedule,after", [
-    (128, False, "table", True),  # Q's rows stage O: released after the store has read them
+    (128, False, dict(PER_TILE, persistent=True, o_staging="q"), True),  # Q's rows stage O: released after the read
     (256, True, dict(pingpong=True, persistent=True), True),
     (64, False, "table", False),  # a tile of its own: released after the last Q K^T, as without the option
     (128, False, dict(pingpong=True, stages=2, persistent=True), False),
     (128, True, dict(pingpong=True, overlap=True, stages=2, persistent=True), False),
+    (128, False, "table", False),  # K's stage stages O (below): Q's rows released after the last Q K^T
 ])
 def test_q_rows_are_released_after_the_store_read_them_where_they_stage_o(head_dim, causal, schedule, after):
     body = _kernel(head_dim, causal, schedule).cuda_source
     body = body[body.index("__global__") :]
     store = body.index("tvm_builtin_ptx_cp_async_bulk_tensor_s2g")
-    release = re.search(r"mbarrier_arrive_nocount_arrive_shared__cta_b64\(tvm_builtin_cuda_cvta_generic_to_shared"
-                        r"\(\(&\(\(\(uint64_t\*\)dyn_smem_ptr\)\[\(c_ptr\[0\] \+ \d+\)\]", body)
+    release = re.search(_RELEASE, body)
     assert release is not None
     assert (release.start() > store) == after
     if after:  # the issuing thread waits for the read (and the next tile's wait finds no group): two waits
-        assert body.count("tvm_builtin_ptx_cp_async_bulk_wait_group_async_bulk_wait_group_read_0();") == 2
+        assert body.count(_READ_WAIT) == 2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_o_staged_in_k_stage_waits_for_the_other_consumer_and_releases_the_stage_after_the_read(causal):
+    # the table's plan at head_dim 128 (persistent, ping-pong, three stages: no tile of its own fits)
+    body = _kernel(128, causal, "table").cuda_source
+    body = body[body.index("__global__") :]
+    store = body.index("tvm_builtin_ptx_cp_async_bulk_tensor_s2g")
+    arrive = body.index(f"tvm_builtin_ptx_bar_arrive_arrive(((uint)({K_READ_BASE + 1} - c_ptr[0])), (uint)256);")
+    wait = body.index(f"tvm_builtin_ptx_bar_sync_count_sync(((uint)(c_ptr[0] + {K_READ_BASE})), (uint)256);")
+    staging = body.index(f"tvm_builtin_ptx_barrier_sync_count_sync_aligned(((uint)(c_ptr[0] + {BARRIER_BASE}))")
+    assert re.search(_RELEASE, body).start() < arrive < wait < staging < store  # Q's rows go first
+    # the last block's stage: released once, after the store has read it (the loop releases the others)
+    stage_release = [m.start() for m in re.finditer(_STAGE_RELEASE, body)]
+    assert len(stage_release) == 1 and stage_release[0] > body.index(_READ_WAIT, store) > store
+    assert body.count(_READ_WAIT) == 2
 
 
 def test_plans_store_by_tma_where_it_was_measured_faster():
@@ -129,6 +158,15 @@ def test_plans_store_by_tma_where_it_was_measured_faster():
     (lambda: make_attention(2, 1000, 4, 128, tma_store=1), r"tma_store: expected a bool"),
     (lambda: AttentionPlan(False, False, 2, False, tma_store="yes"), r"AttentionPlan: tma_store must be a bool"),
     (lambda: make_attention(2, 1000, 4, 128, stages=4, tma_store=True), r"stages=4: .* bytes of shared memory"),
+    (lambda: make_attention(2, 1000, 4, 128, o_staging="kv"), r"o_staging='kv': .*needs tma_store=True"),
+    (lambda: make_attention(2, 1000, 4, 128, tma_store=True, o_staging="v"), r"o_staging: expected None or one of"),
+    (lambda: make_attention(2, 1000, 4, 128, tma_store=True, pingpong=True, o_staging="kv"),
+     r"o_staging='kv': persistent=False"),
+    (lambda: make_attention(2, 1000, 4, 128, tma_store=True, overlap=True, stages=3, persistent=True,
+                            o_staging="kv"), r"o_staging='kv': .*pingpong=True"),
+    (lambda: make_attention(2, 1000, 4, 128, tma_store=True, pingpong=True, persistent=True, block_n=64,
+                            o_staging="kv"), r"o_staging='kv': block_n=64: K's stage holds fewer rows"),
+    (lambda: make_attention(2, 1000, 4, 128, tma_store=True, stages=3, o_staging="own"), r"stages=3: .* bytes"),
 ])
 def test_options_it_does_not_take_are_value_errors(make, match):
     with pytest.raises(ValueError, match=match):
@@ -149,12 +187,13 @@ def test_every_length_from_one_kernel_on_gpu(torch_cuda, head_dim, causal, sched
 
 
 @testing.requires_arch("sm_90a")
-@pytest.mark.parametrize("head_dim,schedule", [(64, dict(overlap=True, stages=3)), (128, PER_TILE),
+@pytest.mark.parametrize("head_dim,schedule", [(64, dict(overlap=True, stages=3)), (128, dict(PER_TILE, o_staging="q")),
+                                               (128, PER_TILE), (128, dict(pingpong=True, stages=3)),
                                                (128, dict(pingpong=True, stages=2)), (256, dict(pingpong=True))],
-                         ids=["d64-own", "d128-q", "d128-own", "d256-q"])
+                         ids=["d64-own", "d128-q", "d128-kv", "d128-kv-serial", "d128-own", "d256-q"])
 def test_three_ctas_reuse_the_staging_tile_over_many_tiles_on_gpu(torch_cuda, head_dim, schedule):
-    # 3 CTAs walk dozens of tiles each: the staging tile (its own, or Q's rows released after the store)
-    # is rewritten once per tile; bounded waits (detect_hangs) turn a broken hand-over into a failure
+    # 3 CTAs walk dozens of tiles each: the staging tile (its own, Q's rows released after the store, or
+    # the last block's K stage, released after the store) is rewritten once per tile; bounded waits (detect_hangs) turn a broken hand-over into a failure
     for causal in (False, True):
         func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, head_dim, kv_heads=2, causal=causal,
                               persistent=True, ctas=3, tma_store=True, **schedule)

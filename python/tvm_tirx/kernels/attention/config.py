@@ -19,7 +19,7 @@ from ...tile.fragments import accumulator_row
 from ..parts.ring import Ring
 
 __all__ = ["first_row", "check_heads", "check_numerics", "AttentionSizes", "BM", "WG_M", "CONSUMERS", "DTYPES",
-           "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "MAX_BLOCK_N", "MAX_FRAGMENT_REGISTERS", "REGISTERS",
+           "HEAD_DIMS", "O_STAGINGS", "SMEM_LIMIT", "MAX_ELEMENTS", "MAX_BLOCK_N", "MAX_FRAGMENT_REGISTERS", "REGISTERS",
            "AttentionConfig"]
 
 BM = 128  # query rows per CTA with the default two consumers: 64 per consumer warpgroup
@@ -29,6 +29,8 @@ CONSUMERS = 2  # consumer warpgroups unless ``consumers`` sets it (AttentionConf
 #: 8 in 24..256, PTX ISA 9.7.19.5): 128 threads per warpgroup, at most 64K registers per SM
 #: (128 x (40 + 2 x 232) = 64512; 128 x (24 + 3 x 160) = 64512)
 REGISTERS = {2: (40, 232), 3: (24, 160)}
+#: where ``tma_store`` may stage O (:attr:`AttentionConfig.o_tile`)
+O_STAGINGS = ("own", "kv", "q")
 CHUNK = 64  # head_dim columns per shared box: one 128-byte swizzle row of bf16/f16
 #: tensor dtype -> the wgmma input type (PTX ISA 9.7.15.5, f32 accumulators)
 DTYPES = {"bfloat16": "bf16", "float16": "f16"}
@@ -149,7 +151,9 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
         ``tma_store`` not a bool, or with ``varlen``; ``block_n`` neither None nor a
         multiple of 16 in 16..256, or one whose O, S and P fragments would take more than
         :attr:`fragment_budget` registers per consumer thread; ``consumers`` not 2 or 3,
-        or 3 with a head_dim other than 64, ``pingpong`` or ``varlen``.
+        or 3 with a head_dim other than 64, ``pingpong`` or ``varlen``; ``o_staging`` set
+        without ``tma_store``, not one of :data:`O_STAGINGS`, ``"own"`` where the tile does
+        not fit, ``"kv"`` where :meth:`kv_staging_refusal` names a reason.
     """
 
     pingpong: bool = False
@@ -161,12 +165,14 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
     tma_store: bool = False
     block_n: int | None = None
     consumers: int = CONSUMERS
+    o_staging: str | None = None
 
     def __post_init__(self):
         self._check_consumers()
         self._check_sizes()
         self._check_options()
         self._check_block_n()
+        self._check_o_staging()
         if self.smem_bytes > SMEM_LIMIT:
             raise ValueError(f"stages={self.stages}: the kernel needs {self.smem_bytes} bytes of shared memory, "
                              f"more than the {SMEM_LIMIT} a CTA may have; use fewer stages")
@@ -313,14 +319,48 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
 
     @property
     def o_tile(self) -> str | None:
-        """Where ``tma_store`` stages O (:mod:`.o_store`): ``"own"``, a buffer of its own
-        (``consumers x 64 x head_dim`` elements, :attr:`q_bytes` bytes) when it fits next
-        to Q and the ring; else ``"q"``, each consumer's own 64 rows of Q's buffer (read
-        by nothing but its own ``Q K^T``, all retired before the epilogue); None without
-        ``tma_store``."""
+        """Where ``tma_store`` stages O (:mod:`.o_store`), ``o_staging`` if given, else: ``"own"``,
+        a buffer of its own (``consumers x 64 x head_dim`` elements, :attr:`q_bytes` bytes)
+        when it fits next to Q and the ring; else ``"kv"``, the K half of the ring stage of
+        the tile's last key/value block, where :meth:`kv_staging_refusal` finds no reason
+        against it (the persistent grid: Q's rows are then released after the last ``Q
+        K^T``, so the next tile's Q loads under this tile's epilogue); else ``"q"``, each
+        consumer's own 64 rows of Q's buffer (read by nothing but its own ``Q K^T``, all
+        retired before the epilogue); None without ``tma_store``."""
         if not self.tma_store:
             return None
-        return "own" if self._base_bytes + self.q_bytes <= SMEM_LIMIT else "q"
+        if self.o_staging is not None:
+            return self.o_staging
+        if self._base_bytes + self.q_bytes <= SMEM_LIMIT:
+            return "own"
+        return "kv" if self.kv_staging_refusal() is None else "q"
+
+    def kv_staging_refusal(self) -> str | None:
+        """Why O cannot be staged in the last block's K stage (``o_staging="kv"``), or None:
+        it needs the persistent grid (one CTA per tile never reloads Q, so Q's rows cost
+        nothing there), the ping-pong turns of two consumers (they keep one consumer from
+        starting a tile's products before the other has staged the previous tile's O: the
+        hand-over on named barriers :data:`~.o_store.K_READ_BASE` + c completes once per
+        tile), and ``block_n >= 64 consumers`` (the stage's K rows hold every consumer's
+        64 O rows)."""
+        if not self.persistent:
+            return "persistent=False (one CTA per tile stages O in Q's rows, which it never reloads)"
+        if not self.pingpong or self.consumers != CONSUMERS:
+            return "the hand-over needs the ping-pong turns of two consumers (pingpong=True, consumers=2)"
+        if self.bn < self.bm:
+            return f"block_n={self.bn}: K's stage holds fewer rows than the {self.bm} of O"
+        return None
+
+    def _check_o_staging(self):
+        staging = self.o_staging
+        if staging is None:
+            return
+        if staging not in O_STAGINGS:
+            raise ValueError(f"o_staging: expected None or one of {O_STAGINGS}, found {staging!r}")
+        if not self.tma_store:
+            raise ValueError(f"o_staging={staging!r}: stages O for the TMA store, so it needs tma_store=True")
+        if staging == "kv" and self.kv_staging_refusal() is not None:
+            raise ValueError(f"o_staging='kv': {self.kv_staging_refusal()}")
 
     @property
     def _base_bytes(self) -> int:

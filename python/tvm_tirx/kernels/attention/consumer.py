@@ -27,6 +27,7 @@ from ..gemm.operands import Operand
 from ..parts.ring import release_stage
 from ..pairs import make_pack_pairs
 from .config import CHUNK, WG_M, AttentionConfig, first_row
+from .o_store import make_signal_k_read
 from .softmax import NEG_INF, make_softmax
 from .turns import make_turns
 
@@ -99,14 +100,26 @@ def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
         first_turn(place.c, tile.i)
 
     release_here = cfg.persistent and cfg.o_tile != "q"  # else after O's TMA store has read Q's rows (.o_store)
+    signal_k_read = make_signal_k_read(cfg)
+    ring, keep_last = cfg.ring, cfg.o_tile == "kv"  # "kv": the last block's stage stages O (.o_store)
 
     @T.macro
     def release_q(bars, place):
         if release_here:  # this consumer's Q K^T products have retired: the producer may load its next Q rows
             release_stage(bars.q_empty, place.c, place.tid, 1)
+        signal_k_read(place.c)  # ... and no longer read K's stage, where the other consumer stages O
+
+    @T.macro
+    def release_block(bars, tile, j, tid):
+        if keep_last:  # the last block's stage is released by the epilogue, after O's store has read it
+            if j < tile.n_kv - 1:
+                ring.release(bars.empty, ring.slot(tile.done + j), tid)
+        else:
+            ring.release(bars.empty, ring.slot(tile.done + j), tid)
 
     return SimpleNamespace(issue_qk=issue_qk, issue_pv=issue_pv, scores=scores, rescale=rescale, pack=pack,
-                           start=start, release_q=release_q, take_turn=take_turn, give_turn=give_turn)
+                           start=start, release_q=release_q, release_block=release_block, take_turn=take_turn,
+                           give_turn=give_turn)
 
 
 def _serial(cfg: AttentionConfig, st: SimpleNamespace):
@@ -127,7 +140,7 @@ def _serial(cfg: AttentionConfig, st: SimpleNamespace):
             st.pack(regs)
             st.issue_pv(regs.O, regs.P, smem.sv, ring.slot(tile.done + j), j > 0)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            ring.release(bars.empty, ring.slot(tile.done + j), place.tid)
+            st.release_block(bars, tile, j, place.tid)
         st.release_q(bars, place)
 
     return consume
@@ -162,7 +175,7 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
         st.release_q(bars, place)  # every Q K^T of the tile has retired (wait_group 0 above)
         st.issue_pv(regs.O, regs.P, smem.sv, ring.slot(tile.done + tile.n_kv - 1), tile.n_kv > 1)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
-        ring.release(bars.empty, ring.slot(tile.done + tile.n_kv - 1), place.tid)
+        st.release_block(bars, tile, tile.n_kv - 1, place.tid)
 
     return consume
 

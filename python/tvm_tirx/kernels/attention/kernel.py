@@ -239,7 +239,7 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
             so = T.alloc_shared((chunks, cfg.bm, CHUNK), dtype, scope="shared.dyn", align=1024, layout=q_layout)
             run(Q, K, V, Out, LSE, Shared(sq, sk, sv, so), Barriers(q_full, q_empty, full, empty),
                 _Cta(tid, wg, done, rounds, tile, seq_len, 0))
-        else:  # with tma_store, O is staged in Q's rows (else Shared.so is not used)
+        else:  # with tma_store, O is staged in Q's rows or K's stage (.o_store; else Shared.so is not used)
             run(Q, K, V, Out, LSE, Shared(sq, sk, sv, sq), Barriers(q_full, q_empty, full, empty),
                 _Cta(tid, wg, done, rounds, tile, seq_len, 0))
 
@@ -250,7 +250,7 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
                    scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False,
                    overlap: bool = False, persistent: bool = False, ctas: int = SMS,
                    persistent_rows: int | None = None, varlen: bool = False, tma_store: bool = False,
-                   block_n: int | None = None, consumers: int = CONSUMERS):
+                   block_n: int | None = None, consumers: int = CONSUMERS, o_staging: str | None = None):
     """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
     log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
     (``arch="sm_90a"``).
@@ -320,6 +320,11 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         with ``128 (1 + consumers)`` threads (FlashAttention-3's layout at head_dim 64:
         three consumers of 160 registers, the producer 24).  3 takes head_dim 64 only and
         refuses ``pingpong`` and ``varlen``.
+    o_staging : str, optional
+        With ``tma_store``, where O is staged (:attr:`.config.AttentionConfig.o_tile`,
+        :mod:`.o_store`): ``"own"``, ``"kv"`` (the K half of the tile's last block's stage;
+        the persistent grid with ``pingpong``) or ``"q"`` (Q's rows); ``None``: the first of
+        these that the kernel can take.
 
     Returns
     -------
@@ -348,7 +353,7 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     """
     kv_heads = heads if kv_heads is None else kv_heads
     cfg = AttentionConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, pingpong, overlap,
-                          persistent, ctas, persistent_rows, varlen, tma_store, block_n, consumers)
+                          persistent, ctas, persistent_rows, varlen, tma_store, block_n, consumers, o_staging)
     body = _make_body(cfg)
     if varlen:
         return varlen_function(cfg, body)

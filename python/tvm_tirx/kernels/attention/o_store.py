@@ -24,18 +24,30 @@ consumer warpgroup ``c`` instead, per tile:
    along L is ``seq_len``: the TMA skips the rows past it, so no row guard is needed;
 4. before the CTA exits, that thread waits for its stores (``cp.async.bulk.wait_group 0``).
 
-The staging tile is :attr:`.config.AttentionConfig.o_tile`: a buffer of its own where it
-fits, else the consumer's own 64 rows of Q's buffer.  Q's rows of consumer ``c`` are
-read by its ``Q K^T`` wgmmas only, all retired before the epilogue (``wgmma.wait_group
-0``, and step 1's barrier for the other warps).  One CTA per tile never loads Q again.
-On the persistent grid the producer loads the next tile's Q rows once ``q_empty[c]``
-completes: with Q's rows as the staging tile the consumer arrives on it only here, after
-``wait_group.read 0`` (the store has read the rows) -- not after its last ``Q K^T`` as
-otherwise -- so the next load cannot overwrite O before the TMA has read it, and the
-writes of step 2 are ordered before that load by the fence, the barrier and the
-arrive's release.  The price: the producer, which loads a tile's Q before its first
-key/value block, then starts the next tile only after both consumers' epilogues
-(measure it against the per-thread store before a plan takes it).
+The staging tile is :attr:`.config.AttentionConfig.o_tile`:
+
+* ``"own"``: a buffer of its own, where it fits;
+* ``"kv"`` (the persistent grid, ping-pong, where no own tile fits: head_dim 128 in three
+  stages): the K half of the ring stage that held the tile's last key/value block, consumer
+  ``c`` in its key rows ``64 c ..``.  Every consumer's ``Q K^T`` reads all of K, so before
+  its step 2 consumer ``c`` waits on named barrier ``K_READ_BASE + c`` (``bar.sync``, 256
+  threads) for the other consumer's ``bar.arrive``, given once that consumer's last ``Q
+  K^T`` has retired (:mod:`.consumer`); its own retired before its ``P V``.  The consumer
+  releases that stage after the store has read it (``wait_group.read 0``, then the
+  ``empty`` arrive), not after its last ``P V``; its Q rows are released after its last
+  ``Q K^T``, so the producer loads the next tile's Q during this tile's last ``P V`` and
+  epilogue.  The ping-pong turns keep the hand-over to one completion per tile: a
+  consumer's next tile's products wait for the other's turns, given after its epilogue;
+* ``"q"``: the consumer's own 64 rows of Q's buffer.  Q's rows of consumer ``c`` are read
+  by its ``Q K^T`` wgmmas only, all retired before the epilogue (``wgmma.wait_group 0``,
+  and step 1's barrier for the other warps).  One CTA per tile never loads Q again.  On
+  the persistent grid the producer loads the next tile's Q rows once ``q_empty[c]``
+  completes: with Q's rows as the staging tile the consumer arrives on it only here,
+  after ``wait_group.read 0`` (the store has read the rows) -- not after its last ``Q
+  K^T`` as otherwise -- so the next load cannot overwrite O before the TMA has read it,
+  and the writes of step 2 are ordered before that load by the fence, the barrier and the
+  arrive's release.  The price: the producer, which loads a tile's Q before its first
+  key/value block, then starts the next tile only after both consumers' epilogues.
 """
 
 from __future__ import annotations
@@ -47,26 +59,63 @@ from ..parts.epilogue.stores import stage_tile
 from ..parts.ring import release_stage
 from .config import CHUNK, WG_M, AttentionConfig
 
-__all__ = ["STORE", "BARRIER_BASE", "make_o_store"]
+__all__ = ["STORE", "BARRIER_BASE", "K_READ_BASE", "make_o_store", "make_signal_k_read"]
 
 STORE = "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group"
 #: consumer ``c`` joins its 128 threads on named barrier ``BARRIER_BASE + c``
 BARRIER_BASE = 3
+#: with O staged in K's stage, consumer ``c`` waits on named barrier ``K_READ_BASE + c`` until
+#: the other consumer's last ``Q K^T`` has retired (its ``bar.arrive``)
+K_READ_BASE = 5
+#: threads of that hand-over: the waiting consumer's 128 and the other's 128
+K_READ_COUNT = 256
+
+
+def make_signal_k_read(cfg: AttentionConfig):
+    """The macro ``signal_k_read(c)``: with O staged in K's stage (``cfg.o_tile == "kv"``),
+    consumer ``c``'s ``bar.arrive`` on the other consumer's named barrier ``K_READ_BASE + 1
+    - c``, once its last ``Q K^T`` of the tile has retired; nothing otherwise."""
+    kv = cfg.o_tile == "kv"
+
+    @T.macro
+    def signal_k_read(c):
+        if kv:
+            T.cuda.tile.apply(T.ptx["bar.arrive"], id=T.Cast("uint32", K_READ_BASE + 1 - c),
+                              count=T.uint32(K_READ_COUNT))
+
+    return signal_k_read
 
 
 def make_o_store(cfg: AttentionConfig):
     """``(store_o, drain)``: the macros ``store_o(Out, smem, bars, regs, tile, place)`` (steps
     1 to 3 of the module docstring: ``regs.W``, O's ``(chunks, 64, 32)`` packed words, into
-    ``smem.so``'s rows ``64 c ..``, ``(chunks, bm, 64)`` ``dtype``, then to ``Out[b, rows,
-    h, :]``; with Q's buffer as the tile on the persistent grid it also releases Q's rows
-    on ``bars.q_empty[c]``) and ``drain(tid)`` (step 4)."""
-    chunks, head_dim = cfg.chunks, cfg.head_dim
+    the staging tile's rows of consumer ``c`` (:attr:`~.config.AttentionConfig.o_tile`),
+    then to ``Out[b, rows, h, :]``; where the staging tile is Q's rows on the persistent
+    grid, or K's stage, it also releases them, on ``bars.q_empty[c]`` or ``bars.empty``)
+    and ``drain(tid)`` (step 4)."""
+    chunks, head_dim, staging = cfg.chunks, cfg.head_dim, cfg.o_tile
     words = accumulator_layout(head_dim, packed=True)
-    release_after_store = cfg.persistent and cfg.o_tile == "q"
+    release_after_store = (cfg.persistent and staging == "q") or staging == "kv"
+
+    def staging_rows(smem, tile, c):
+        if staging == "kv":  # the K rows 64 c .. of the tile's last block's stage
+            stage = smem.sk.sub[cfg.ring.slot(tile.done + tile.n_kv - 1)]
+            return stage.view(chunks, cfg.bn // WG_M, WG_M, CHUNK).sub[:, c, :, :]
+        return smem.so.view(chunks, cfg.consumers, WG_M, CHUNK).sub[:, c, :, :]  # (chunks, 64, 64)
+
+    @T.macro
+    def release(bars, tile, place):
+        if staging == "kv":
+            release_stage(bars.empty, cfg.ring.slot(tile.done + tile.n_kv - 1), place.tid, 1)
+        elif release_after_store:
+            release_stage(bars.q_empty, place.c, place.tid, 1)
 
     @T.macro
     def store_o(Out, smem, bars, regs, tile, place):
-        rows = smem.so.view(chunks, cfg.consumers, WG_M, CHUNK).sub[:, place.c, :, :]  # (chunks, 64, 64)
+        rows = staging_rows(smem, tile, place.c)
+        if staging == "kv":  # the other consumer's Q K^T products no longer read K's stage
+            T.cuda.tile.apply(T.ptx["bar.sync"], id=T.Cast("uint32", K_READ_BASE + place.c),
+                              count=T.uint32(K_READ_COUNT))
         stage_tile(rows.permute(1, 0, 2), regs.W.view(WG_M, head_dim // 2, layout=words), place.tid,
                    T.Cast("uint32", BARRIER_BASE + place.c))
         if place.tid % 128 == 0:
@@ -75,9 +124,8 @@ def make_o_store(cfg: AttentionConfig):
                                   coords=(tile.b, tile.qb * cfg.bm + place.c * WG_M, tile.h, k * CHUNK), swizzle=3)
             T.ptx["cp.async.bulk.commit_group"]()
             if release_after_store:
-                T.ptx["cp.async.bulk.wait_group.read"](0)  # O has left Q's rows: the producer may reload them
-        if release_after_store:
-            release_stage(bars.q_empty, place.c, place.tid, 1)
+                T.ptx["cp.async.bulk.wait_group.read"](0)  # O has left the staging rows: the producer may reload them
+        release(bars, tile, place)
 
     @T.macro
     def drain(tid):
