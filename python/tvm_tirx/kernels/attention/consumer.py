@@ -158,6 +158,8 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
         st.issue_qk(regs.S, smem.sq, smem.sk, ring.slot(tile.done), place.c)
         st.give_turn(place.c, 0, tile.n_kv, tile.last)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
+        if tile.n_kv == 1:
+            st.release_q(bars, place)  # the tile's one Q K^T has retired
         st.scores(regs, 0, row, tile, place)
         st.pack(regs)
         for j in T.serial(1, tile.n_kv):
@@ -167,12 +169,13 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
             st.issue_pv(regs.O, regs.P, smem.sv, ring.slot(tile.done + j - 1), j > 1)
             st.give_turn(place.c, j, tile.n_kv, tile.last)
             T.ptx["wgmma.wait_group.sync.aligned"](1)  # Q K_j^T retired; P_{j-1} V_{j-1} may still run
+            if j == tile.n_kv - 1:
+                st.release_q(bars, place)  # the tile's last Q K^T has retired
             st.scores(regs, j, row, tile, place)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
             ring.release(bars.empty, ring.slot(tile.done + j - 1), place.tid)
             st.rescale(regs)
             st.pack(regs)
-        st.release_q(bars, place)  # every Q K^T of the tile has retired (wait_group 0 above)
         st.issue_pv(regs.O, regs.P, smem.sv, ring.slot(tile.done + tile.n_kv - 1), tile.n_kv > 1)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         st.release_block(bars, tile, tile.n_kv - 1, place.tid)
