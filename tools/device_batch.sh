@@ -397,3 +397,6 @@ part ncu-forward-short 300 bash -c "for who in '' --cudnn; do ncu --section Spee
 part ncu-forward-short-source 200 ncu -k regex:attention_h[0-9] --launch-skip 1 --launch-count 1 \
   --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
   python3 tools/profile_attention.py 32,16,16,512,128 --calls 2
+# the planner's kv staging (causal rows on the persistent grid, full rows of at most 512 keys): its tests, then the op
+part kv-tests-3 200 python3 -m pytest -m gpu -q -n 14 --tb=short -p no:cacheprovider tests/python/test_attention_tma_store.py \
+  tests/python/test_torch_attention.py -k "tma or attention"

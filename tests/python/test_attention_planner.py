@@ -144,8 +144,8 @@ def test_the_relax_offload_takes_the_same_plan():
 def test_kernels_of_different_plans_never_share_a_name():
     plans = [None, SERIAL, AttentionPlan(True, False, 2, False), AttentionPlan(False, True, 3, True),
              AttentionPlan(True, True, 3, True, persistent_rows=2048), choose_attention(128, True, PERSISTENT_ROWS + 1),
-             dataclasses.replace(choose_attention(128, True), tma_store=False),  # the table's, but stores per thread
-             dataclasses.replace(choose_attention(128, True), block_n=96)]  # the table's, in blocks of 96 keys
+             dataclasses.replace(choose_attention(128, True), tma_store=False, o_staging=None),  # stores per thread
+             dataclasses.replace(choose_attention(128, True), block_n=96, o_staging=None)]  # blocks of 96 keys
     names = {str(attention_kernels.attention_prim_func(4, 4, 128, True, "bfloat16", 128**-0.5, p)
                  .attrs["global_symbol"]) for p in plans}
     assert len(names) == len(plans)

@@ -41,12 +41,12 @@ _BUILT = {}
 
 
 def _options(head_dim, causal, schedule):
-    """``make_attention``'s options: the table's plan for rows of 1024 keys with ``tma_store``
+    """``make_attention``'s options: the table's plan for rows of 512 keys with ``tma_store``
     set (as the planner carries it: at head_dim 64, full, in three consumer warpgroups), or
     ``schedule`` and ``tma_store``."""
     if schedule != "table":
         return dict(schedule, tma_store=True)
-    return dataclasses.replace(choose_attention(head_dim, causal, 1024), tma_store=True).options()
+    return dataclasses.replace(choose_attention(head_dim, causal, 512), tma_store=True).options()
 
 
 def _kernel(head_dim, causal, schedule):
@@ -81,11 +81,10 @@ def test_the_staging_tile_and_shared_memory_per_configuration():
         return AttentionConfig(2, 1024, 4, 4, head_dim, stages=stages, tma_store=True, **options)
 
     # (head_dim, stages, block_n) -> (where O is staged, dynamic shared memory in bytes)
-    persistent = AttentionConfig(2, 1024, 4, 4, 128, stages=3, tma_store=True, pingpong=True, persistent=True)
-    assert (persistent.o_tile, persistent.smem_bytes) == ("kv", 230480)  # K's stage: no bytes of its own
-    assert AttentionConfig(2, 1024, 4, 4, 128, stages=3, tma_store=True, persistent=True).o_tile == "q"  # no turns
-    assert AttentionConfig(2, 1024, 4, 4, 128, stages=3, tma_store=True, pingpong=True, persistent=True,
-                           o_staging="q").o_tile == "q"
+    persistent = dict(stages=3, tma_store=True, pingpong=True, persistent=True)
+    staged = AttentionConfig(2, 1024, 4, 4, 128, o_staging="kv", **persistent)
+    assert (staged.o_tile, staged.smem_bytes) == ("kv", 230480)  # K's stage: no bytes of its own
+    assert AttentionConfig(2, 1024, 4, 4, 128, **persistent).o_tile == "q"  # asked for only
     expected = {(64, 2, None): ("own", 99392), (64, 3, None): ("own", 132176), (64, 4, None): ("own", 164960),
                 (128, 2, None): ("own", 197696), (128, 3, None): ("q", 230480), (256, 1, None): ("own", 214064),
                 (256, 2, None): ("q", 230464), (256, 1, 64): ("own", 197680), (256, 2, 64): ("q", 197696)}
@@ -111,6 +110,7 @@ _READ_WAIT = "tvm_builtin_ptx_cp_async_bulk_wait_group_async_bulk_wait_group_rea
     (128, False, dict(pingpong=True, stages=2, persistent=True), False),
     (128, True, dict(pingpong=True, overlap=True, stages=2, persistent=True), False),
     (128, False, "table", False),  # K's stage stages O (below): Q's rows released after the last Q K^T
+    (128, False, dict(PER_TILE, persistent=True), True),  # the plan of full rows past KV_STAGING_FULL_ROWS keys
 ])
 def test_q_rows_are_released_after_the_store_read_them_where_they_stage_o(head_dim, causal, schedule, after):
     body = _kernel(head_dim, causal, schedule).cuda_source
@@ -125,7 +125,8 @@ def test_q_rows_are_released_after_the_store_read_them_where_they_stage_o(head_d
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_o_staged_in_k_stage_waits_for_the_other_consumer_and_releases_the_stage_after_the_read(causal):
-    # the table's plan at head_dim 128 (persistent, ping-pong, three stages: no tile of its own fits)
+    # the table's plan at head_dim 128 for rows of 512 keys (persistent, ping-pong, three stages: no tile of its
+    # own fits), full rows of at most KV_STAGING_FULL_ROWS keys and causal rows: O in K's stage
     body = _kernel(128, causal, "table").cuda_source
     body = body[body.index("__global__") :]
     store = body.index("tvm_builtin_ptx_cp_async_bulk_tensor_s2g")
@@ -167,6 +168,7 @@ def test_plans_store_by_tma_where_it_was_measured_faster():
     (lambda: make_attention(2, 1000, 4, 128, tma_store=True, pingpong=True, persistent=True, block_n=64,
                             o_staging="kv"), r"o_staging='kv': block_n=64: K's stage holds fewer rows"),
     (lambda: make_attention(2, 1000, 4, 128, tma_store=True, stages=3, o_staging="own"), r"stages=3: .* bytes"),
+    (lambda: AttentionPlan(True, True, 3, True, tma_store=True, o_staging="k"), r"AttentionPlan: o_staging must be"),
 ])
 def test_options_it_does_not_take_are_value_errors(make, match):
     with pytest.raises(ValueError, match=match):
@@ -187,8 +189,9 @@ def test_every_length_from_one_kernel_on_gpu(torch_cuda, head_dim, causal, sched
 
 
 @testing.requires_arch("sm_90a")
-@pytest.mark.parametrize("head_dim,schedule", [(64, dict(overlap=True, stages=3)), (128, dict(PER_TILE, o_staging="q")),
-                                               (128, PER_TILE), (128, dict(pingpong=True, stages=3)),
+@pytest.mark.parametrize("head_dim,schedule", [(64, dict(overlap=True, stages=3)), (128, PER_TILE),
+                                               (128, dict(PER_TILE, o_staging="kv")),
+                                               (128, dict(pingpong=True, stages=3, o_staging="kv")),
                                                (128, dict(pingpong=True, stages=2)), (256, dict(pingpong=True))],
                          ids=["d64-own", "d128-q", "d128-kv", "d128-kv-serial", "d128-own", "d256-q"])
 def test_three_ctas_reuse_the_staging_tile_over_many_tiles_on_gpu(torch_cuda, head_dim, schedule):

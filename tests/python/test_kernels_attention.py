@@ -16,7 +16,7 @@ import pytest
 import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.kernels.attention import AttentionConfig, choose_attention, choose_schedule, make_attention
-from tvm_tirx.kernels.attention.schedules import PERSISTENT_ROWS
+from tvm_tirx.kernels.attention.schedules import KV_STAGING_FULL_ROWS, PERSISTENT_ROWS
 from tvm_tirx.script import tirx as T
 
 _BUILT = {}
@@ -299,13 +299,19 @@ def test_the_schedule_table_puts_short_rows_of_head_dim_128_on_the_persistent_gr
     assert choose_schedule(64, causal, 10**6)["persistent"] is not causal
     assert not choose_schedule(256, causal, 100)["persistent"]
     assert all(choose_schedule(128, causal, n)["persistent_rows"] is None for n in (0, PERSISTENT_ROWS + 1))
-    # the op's two head_dim 128 kernels: the table's for rows of unknown length (persistent up to
-    # PERSISTENT_ROWS keys, chosen at launch) serves the short rows; the long ones get one CTA per tile
-    plans = (None, choose_attention(128, causal, 1000), choose_attention(128, causal, PERSISTENT_ROWS + 1))
-    plain, short, long = (attention_prim_func(4, 4, 128, causal, "bfloat16", 128**-0.5, p) for p in plans)
+    # the op's head_dim 128 kernels: the table's for rows of unknown length (persistent up to
+    # PERSISTENT_ROWS keys, chosen at launch) serves the short rows (full rows of at most
+    # KV_STAGING_FULL_ROWS keys: the same with O staged in K's stage); the long ones get one CTA per tile
+    plans = (None, choose_attention(128, causal, 1000), choose_attention(128, causal, PERSISTENT_ROWS + 1),
+             choose_attention(128, causal, KV_STAGING_FULL_ROWS))
+    plain, short, long, shortest = (attention_prim_func(4, 4, 128, causal, "bfloat16", 128**-0.5, p) for p in plans)
     mask = "causal" if causal else "full"
     assert short is plain and str(plain.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16"
-    assert str(long.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16_per_tile"
+    assert (shortest is plain) is causal  # causal rows stage O in K's stage at every length of the persistent grid
+    if not causal:
+        assert str(shortest.attrs["global_symbol"]) == "tvm_tirx_attention_h4_kv4_d128_full_bf16_okv"
+    suffix = "_per_tile_odefault" if causal else "_per_tile"  # one CTA per tile stages O in Q's rows
+    assert str(long.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16{suffix}"
     assert f"T.cta_id([T.Select(L <= {PERSISTENT_ROWS}, T.min(132, " in plain.script()
     assert "T.min(132, " not in long.script()
 

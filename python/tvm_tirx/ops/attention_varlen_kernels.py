@@ -68,7 +68,7 @@ def varlen_plan(head_dim: int, causal: bool, max_seqlen: int) -> AttentionPlan:
         What ``choose_attention`` refuses.
     """
     return replace(choose_attention(head_dim, causal, max_seqlen), persistent=False, persistent_rows=None,
-                   tma_store=False, consumers=2)
+                   tma_store=False, consumers=2, o_staging=None)
 
 
 @functools.lru_cache(maxsize=None)

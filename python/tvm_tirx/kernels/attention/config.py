@@ -319,21 +319,20 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
 
     @property
     def o_tile(self) -> str | None:
-        """Where ``tma_store`` stages O (:mod:`.o_store`), ``o_staging`` if given, else: ``"own"``,
-        a buffer of its own (``consumers x 64 x head_dim`` elements, :attr:`q_bytes` bytes)
-        when it fits next to Q and the ring; else ``"kv"``, the K half of the ring stage of
-        the tile's last key/value block, where :meth:`kv_staging_refusal` finds no reason
-        against it (the persistent grid: Q's rows are then released after the last ``Q
-        K^T``, so the next tile's Q loads under this tile's epilogue); else ``"q"``, each
+        """Where ``tma_store`` stages O (:mod:`.o_store`): ``o_staging`` if given, else
+        ``"own"``, a buffer of its own (``consumers x 64 x head_dim`` elements,
+        :attr:`q_bytes` bytes) when it fits next to Q and the ring, else ``"q"``, each
         consumer's own 64 rows of Q's buffer (read by nothing but its own ``Q K^T``, all
-        retired before the epilogue); None without ``tma_store``."""
+        retired before the epilogue).  ``"kv"`` (asked for only: the planner's choice where it
+        was measured faster, :mod:`.schedules`) is the K half of the ring stage of the tile's
+        last key/value block (:meth:`kv_staging_refusal`): on the persistent grid Q's rows
+        are then released after the last ``Q K^T``, so the next tile's Q loads under this
+        tile's epilogue.  None without ``tma_store``."""
         if not self.tma_store:
             return None
         if self.o_staging is not None:
             return self.o_staging
-        if self._base_bytes + self.q_bytes <= SMEM_LIMIT:
-            return "own"
-        return "kv" if self.kv_staging_refusal() is None else "q"
+        return "own" if self._base_bytes + self.q_bytes <= SMEM_LIMIT else "q"
 
     def kv_staging_refusal(self) -> str | None:
         """Why O cannot be staged in the last block's K stage (``o_staging="kv"``), or None:

@@ -323,8 +323,8 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     o_staging : str, optional
         With ``tma_store``, where O is staged (:attr:`.config.AttentionConfig.o_tile`,
         :mod:`.o_store`): ``"own"``, ``"kv"`` (the K half of the tile's last block's stage;
-        the persistent grid with ``pingpong``) or ``"q"`` (Q's rows); ``None``: the first of
-        these that the kernel can take.
+        the persistent grid with ``pingpong``) or ``"q"`` (Q's rows); ``None``: ``"own"``
+        where it fits, else ``"q"``.
 
     Returns
     -------

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import BM, HEAD_DIMS, AttentionConfig
+from .config import BM, HEAD_DIMS, O_STAGINGS, AttentionConfig
 from .schedules import OVERLAP_HEAD_DIMS, choose_schedule
 
 __all__ = ["AttentionPlan", "choose_attention", "override", "clear_overrides"]
@@ -55,13 +55,17 @@ class AttentionPlan:
         :class:`~.config.AttentionConfig` refuses the rest, and so does :func:`override`;
         with packed sequences ``make_attention`` refuses 3 too, and the varlen operator
         runs its plan with 2).
+    o_staging : str | None
+        With ``tma_store``, where O is staged (``make_attention``'s ``o_staging``: ``"own"``,
+        ``"kv"``, ``"q"``); None: the kernel's default.
 
     Raises
     ------
     ValueError
         ``stages`` not 2 or 3, ``overlap`` with fewer than 3 stages, ``persistent_rows``
         without ``persistent``, ``tma_store`` not a bool, ``block_n`` neither None nor an
-        int, or ``consumers`` not the int 2 or 3.
+        int, ``consumers`` not the int 2 or 3, or ``o_staging`` neither None nor one of
+        :data:`~.config.O_STAGINGS`.
     """
 
     pingpong: bool
@@ -72,8 +76,11 @@ class AttentionPlan:
     tma_store: bool = False
     block_n: int | None = None
     consumers: int = 2
+    o_staging: str | None = None
 
     def __post_init__(self):
+        if self.o_staging is not None and self.o_staging not in O_STAGINGS:
+            raise ValueError(f"AttentionPlan: o_staging must be None or one of {O_STAGINGS}, found {self.o_staging!r}")
         if isinstance(self.consumers, bool) or not isinstance(self.consumers, int) or self.consumers not in (2, 3):
             raise ValueError(f"AttentionPlan: consumers must be 2 or 3 (consumer warpgroups of 64 query rows), "
                              f"found {self.consumers!r}")
@@ -99,7 +106,7 @@ class AttentionPlan:
         """The plan as keyword arguments of ``make_attention``."""
         return {"pingpong": self.pingpong, "overlap": self.overlap, "stages": self.stages,
                 "persistent": self.persistent, "persistent_rows": self.persistent_rows, "tma_store": self.tma_store,
-                "block_n": self.block_n, "consumers": self.consumers}
+                "block_n": self.block_n, "consumers": self.consumers, "o_staging": self.o_staging}
 
 
 #: (head_dim, causal, seq_len or None) -> the plan given by :func:`override`

@@ -22,7 +22,14 @@ third stage, so ``head_dim`` 64 and 128 only); ping-pong and overlapped combine.
   (``persistent_rows``): one CTA per tile past :data:`PERSISTENT_ROWS` keys.  O stored
   by TMA (H100, 2026-12-05, the table's schedule without -> with it): 415 -> 440 at 32 x
   16 x 512 (causal 260 -> 276), 440 -> 475 at 64 x 16 x 512 (causal 281 -> 296), 648 ->
-  675 at 4 x 32 x 4096;
+  675 at 4 x 32 x 4096.  O staged in K's stage of the tile's last block rather than in Q's
+  rows (``o_staging="kv"``, :mod:`.o_store`: Q's rows are released after the last ``Q
+  K^T``, so the next tile's Q loads under the epilogue; H100, 2026-12-07, ``bench/attention.py
+  --runs 20``, TFLOP/s, kv / q / cuDNN): 483 / 439 / 509 at 32 x 16 x 512 (causal 312 / 275 /
+  324), 588 / 591 / 620 at 16 x 32 x 1024 (causal 457 / 422 / 453), 609 / 633 / 646 at 4 x 32 x
+  2048 (causal 528 / 502 / 503), 635 / 675 / 680 at 4 x 32 x 4096 (causal 592 / 581 / 594): so
+  causal rows on the persistent grid take it, and full rows of at most :data:`KV_STAGING_FULL_ROWS`
+  keys;
 * head_dim 64: overlapped, in three consumer warpgroups of 64
   query rows (``consumers=3``, 192 rows per CTA) where they win.  On an H100
   (2026-12-06, bf16, ``bench/attention.py --runs 10``): two consumers on the persistent
@@ -65,7 +72,8 @@ from __future__ import annotations
 
 from .config import HEAD_DIMS
 
-__all__ = ["OVERLAP_HEAD_DIMS", "PERSISTENT_ROWS", "TWO_CONSUMER_CAUSAL_ROWS", "choose_schedule"]
+__all__ = ["OVERLAP_HEAD_DIMS", "PERSISTENT_ROWS", "TWO_CONSUMER_CAUSAL_ROWS", "KV_STAGING_FULL_ROWS",
+           "choose_schedule"]
 
 #: head_dims whose shared memory holds the overlapped schedule's three stages
 OVERLAP_HEAD_DIMS = (64, 128)
@@ -75,16 +83,21 @@ PERSISTENT_ROWS = 4096
 #: the longest causal rows head_dim 64 runs in two consumer warpgroups (three lost at 4096 keys
 #: and won at 16384; no length between was measured)
 TWO_CONSUMER_CAUSAL_ROWS = 4096
+#: the longest full (not causal) rows head_dim 128 stages O in K's stage for (``o_staging="kv"``;
+#: it won at 512 keys, lost 0.5-2.5% at 1024 and 4-6% at 2048 and 4096; no length between measured)
+KV_STAGING_FULL_ROWS = 512
 
 
 def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> dict:
     """``make_attention`` options ``{"pingpong", "overlap", "stages", "persistent",
-    "persistent_rows", "tma_store", "block_n", "consumers"}`` for ``head_dim`` (64, 128 or
+    "persistent_rows", "tma_store", "block_n", "consumers", "o_staging"}`` for ``head_dim`` (64, 128 or
     256 elements), ``causal`` masking and ``seq_len`` (keys per query; ``None``: not known
     when the kernel is made); ``block_n`` is the head_dim's (:data:`~.config.HEAD_DIMS`).
     At head_dim 128 a known length picks the grid (persistent for at most
     :data:`PERSISTENT_ROWS` keys); an unknown one gets ``persistent_rows=PERSISTENT_ROWS``,
-    so that the kernel picks it at launch.  At head_dim 64 full rows take three consumer
+    so that the kernel picks it at launch; on the persistent grid O is staged in K's stage
+    for causal rows and for full rows known to be at most :data:`KV_STAGING_FULL_ROWS` keys
+    long.  At head_dim 64 full rows take three consumer
     warpgroups, and so do causal rows known to be longer than
     :data:`TWO_CONSUMER_CAUSAL_ROWS` keys (the module's table).
 
@@ -106,18 +119,21 @@ def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> 
 
 def _head_dim_128(causal: bool, seq_len: int | None) -> dict:
     """Ping-pong and overlapped, two consumers, O by TMA; persistent up to :data:`PERSISTENT_ROWS`
-    keys (an unknown length: chosen at launch)."""
-    del causal  # the same schedule either way
+    keys (an unknown length: chosen at launch), O staged in K's stage there for causal rows
+    and full rows of at most :data:`KV_STAGING_FULL_ROWS` keys, else in Q's rows."""
     known = seq_len is not None  # else the kernel picks its grid at launch
-    return {"pingpong": True, "overlap": True, "stages": 3, "persistent": not known or seq_len <= PERSISTENT_ROWS,
-            "persistent_rows": None if known else PERSISTENT_ROWS, "tma_store": True, "consumers": 2}
+    persistent = not known or seq_len <= PERSISTENT_ROWS
+    kv = persistent and (causal or (known and seq_len <= KV_STAGING_FULL_ROWS))
+    return {"pingpong": True, "overlap": True, "stages": 3, "persistent": persistent,
+            "persistent_rows": None if known else PERSISTENT_ROWS, "tma_store": True, "consumers": 2,
+            "o_staging": "kv" if kv else None}
 
 
 def _head_dim_64(causal: bool, seq_len: int | None) -> dict:
     """Overlapped: full rows in three consumers, persistent, O by TMA; causal rows known to be longer
     than :data:`TWO_CONSUMER_CAUSAL_ROWS` keys in three on one CTA per tile, O per thread; other causal rows in
     two, persistent, O per thread."""
-    overlap = {"pingpong": False, "overlap": True, "stages": 3, "persistent_rows": None}
+    overlap = {"pingpong": False, "overlap": True, "stages": 3, "persistent_rows": None, "o_staging": None}
     if not causal:
         return {**overlap, "persistent": True, "tma_store": True, "consumers": 3}
     if seq_len is not None and seq_len > TWO_CONSUMER_CAUSAL_ROWS:
@@ -129,4 +145,4 @@ def _head_dim_256(causal: bool, seq_len: int | None) -> dict:
     """Ping-pong (no third stage fits) on one CTA per tile, two consumers, O by TMA."""
     del causal, seq_len  # the same schedule for every row
     return {"pingpong": True, "overlap": False, "stages": 2, "persistent": False, "persistent_rows": None,
-            "tma_store": True, "consumers": 2}
+            "tma_store": True, "consumers": 2, "o_staging": None}
