@@ -385,7 +385,8 @@ part kv-ops-fp16 300 python3 bench/attention.py --ops --classes table short --dt
 show kv-ops-fp16 24
 # after the hand-over moved to the last Q K^T's retirement: the tests again, the schedules in 20 runs, and the short
 # row under ncu (ours, cuDNN's; then our stalls per SASS instruction)
-part kv-tests-2 200 python3 -m pytest -m gpu -q -n 14 --tb=short -p no:cacheprovider tests/python/test_attention_tma_store.py
+part kv-tests-2 200 python3 -m pytest -m gpu -q -n 14 --tb=short -p no:cacheprovider \
+  tests/python/test_attention_tma_store.py
 part kv-short-2 300 python3 bench/attention.py --runs 20 --rows 32,16,512,128 16,32,1024,128 4,32,2048,128 \
   4,32,4096,128 --schedules "persistent both, TMA store" "persistent both, TMA store, O in Q"
 show kv-short-2 20
@@ -398,5 +399,6 @@ part ncu-forward-short-source 200 ncu -k regex:attention_h[0-9] --launch-skip 1 
   --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
   python3 tools/profile_attention.py 32,16,16,512,128 --calls 2
 # the planner's kv staging (causal rows on the persistent grid, full rows of at most 512 keys): its tests, then the op
-part kv-tests-3 200 python3 -m pytest -m gpu -q -n 14 --tb=short -p no:cacheprovider tests/python/test_attention_tma_store.py \
+part kv-tests-3 200 python3 -m pytest -m gpu -q -n 14 --tb=short -p no:cacheprovider \
+  tests/python/test_attention_tma_store.py \
   tests/python/test_torch_attention.py -k "tma or attention"

@@ -5,7 +5,8 @@ tile, in the schedules the planner uses, the tile checker accepts the kernel, it
 assembles for sm_90a, and its PTX stores O by ``head_dim / 64`` 4-d TMA stores and no
 ``st.global.b32``; where the staging tile is Q's rows on the persistent grid, Q's rows
 are released after the store has read them; where it is the last block's K stage, the
-consumer waits for the other's hand-over and releases the stage after the read; the shared-memory bytes per configuration;
+consumer waits for the other's hand-over and releases the stage after the read; the
+shared-memory bytes per configuration;
 options it does not take are ValueErrors; the default plans do not set it.
 GPU (marker ``gpu``): O and the log-sum-exp against the float32 reference, NaN-filled
 outputs, lengths 1 .. 4097 from one kernel, a persistent grid of 3 CTAs that reuses
@@ -196,7 +197,8 @@ def test_every_length_from_one_kernel_on_gpu(torch_cuda, head_dim, causal, sched
                          ids=["d64-own", "d128-q", "d128-kv", "d128-kv-serial", "d128-own", "d256-q"])
 def test_three_ctas_reuse_the_staging_tile_over_many_tiles_on_gpu(torch_cuda, head_dim, schedule):
     # 3 CTAs walk dozens of tiles each: the staging tile (its own, Q's rows released after the store, or
-    # the last block's K stage, released after the store) is rewritten once per tile; bounded waits (detect_hangs) turn a broken hand-over into a failure
+    # the last block's K stage, released after the store) is rewritten once per tile; bounded waits
+    # (detect_hangs) turn a broken hand-over into a failure
     for causal in (False, True):
         func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, head_dim, kv_heads=2, causal=causal,
                               persistent=True, ctas=3, tma_store=True, **schedule)

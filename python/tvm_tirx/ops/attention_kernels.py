@@ -133,7 +133,8 @@ def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, 
     ``_pp{0|1}_ov{0|1}_st{stages}`` where its schedule is not, ``_rows{n}`` where its
     launch-time grid choice is not, ``_tma_store`` / ``_thread_store`` where its O store
     is not, ``_bn{block_n}`` where its keys per block are not, ``_c{consumers}`` where its
-    consumer warpgroups are not, ``_o{o_staging}`` where its O staging is not, and ``_s{bits}`` (the float32 bits of ``scale``, hex)
+    consumer warpgroups are not, ``_o{o_staging}`` where its O staging is not, and
+    ``_s{bits}`` (the float32 bits of ``scale``, hex)
     unless ``scale`` is the default ``1 / sqrt(head_dim)``: kernels of different plans or
     scales never share a name (the Relax offload adds one PrimFunc per name).
 

@@ -19,7 +19,8 @@ from ...tile.fragments import accumulator_row
 from ..parts.ring import Ring
 
 __all__ = ["first_row", "check_heads", "check_numerics", "AttentionSizes", "BM", "WG_M", "CONSUMERS", "DTYPES",
-           "HEAD_DIMS", "O_STAGINGS", "SMEM_LIMIT", "MAX_ELEMENTS", "MAX_BLOCK_N", "MAX_FRAGMENT_REGISTERS", "REGISTERS",
+           "HEAD_DIMS", "O_STAGINGS", "SMEM_LIMIT", "MAX_ELEMENTS", "MAX_BLOCK_N", "MAX_FRAGMENT_REGISTERS",
+           "REGISTERS",
            "AttentionConfig"]
 
 BM = 128  # query rows per CTA with the default two consumers: 64 per consumer warpgroup

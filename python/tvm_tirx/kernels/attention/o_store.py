@@ -28,8 +28,8 @@ The staging tile is :attr:`.config.AttentionConfig.o_tile`:
 
 * ``"own"``: a buffer of its own, where it fits;
 * ``"kv"`` (``o_staging="kv"``: the persistent grid with ping-pong; the planner's choice at
-  head_dim 128 where it measured faster, :mod:`.schedules`): the K half of the ring stage that held the tile's last key/value block, consumer
-  ``c`` in its key rows ``64 c ..``.  Every consumer's ``Q K^T`` reads all of K, so before
+  head_dim 128 where it measured faster, :mod:`.schedules`): the K half of the ring stage
+  that held the tile's last key/value block, consumer ``c`` in its key rows ``64 c ..``.  Every consumer's ``Q K^T`` reads all of K, so before
   its step 2 consumer ``c`` waits on named barrier ``K_READ_BASE + c`` (``bar.sync``, 256
   threads) for the other consumer's ``bar.arrive``, given once that consumer's last ``Q
   K^T`` has retired (:mod:`.consumer`); its own retired before its ``P V``.  The consumer
