@@ -47,6 +47,10 @@
 # deterministic and route GPU tests with it on (13 passed), backward-timeline (GPU spans: ours 905 / cuDNN 890 us
 # at 4,32,8,2048,128 causal, 958 / 882 at 8,16,16,2048,64, 616 / 602 at 32,16,16,512,128), profile_attention
 # --launch / --host, and tools/backward_host_compare.py (host per call: ours 568 / cuDNN 400 us).
+# On 2026-12-07 (a third session), on an H100: kv-tests (44 passed), kv-short (O in K's stage against Q's rows),
+# kv-tests-2 (18 passed), kv-short-2 (+10% at 32 x 16 x 512 x 128, -4..-6% at full rows of 2048-4096 keys),
+# ncu-forward-short(-source) (ours 167 us, cuDNN's 159), then with the planner's choice kv-tests-3 (21 passed),
+# kv-ops (17 rows: graph geomean 1.039, min 0.957) and kv-ops-fp16 (11 rows: 1.067, min 0.975).
 # What the next session should run, in calls of at most 10 minutes on one warm machine
 # (DEADLINE=$(( $(date +%s) + 580 ))):
 #   A. attention-backward-kernel (the operator's table as committed: not rerun since 2026-12-07's first session);

@@ -84,7 +84,7 @@ PERSISTENT_ROWS = 4096
 #: and won at 16384; no length between was measured)
 TWO_CONSUMER_CAUSAL_ROWS = 4096
 #: the longest full (not causal) rows head_dim 128 stages O in K's stage for (``o_staging="kv"``;
-#: it won at 512 keys, lost 0.5-2.5% at 1024 and 4-6% at 2048 and 4096; no length between measured)
+#: it won at 512 keys, tied at 768 and 1024 (552 / 555 and 591 / 585 TFLOP/s, H100), lost 4-6% at 2048 and 4096)
 KV_STAGING_FULL_ROWS = 512
 
 
