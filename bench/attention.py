@@ -62,7 +62,7 @@ SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(ove
              # the persistent kernel's code with a grid of one CTA per tile (every CTA walks one tile)
              "persistent both, a CTA per tile": dict(pingpong=True, overlap=True, stages=3, persistent=True,
                                                      ctas=2**31 - 1),
-             # the table's kernel for rows of unknown length: persistent up to 4096 keys, chosen at launch
+             # the table's kernel for full rows of unknown length: persistent up to 4096 keys, chosen at launch
              "persistent both, rows <= 4096": dict(pingpong=True, overlap=True, stages=3, persistent=True,
                                                    persistent_rows=4096)}
 #: the same schedules with O stored through shared memory and the TMA (``tma_store``; not in
@@ -72,8 +72,9 @@ SCHEDULES.update({f"{name}, TMA store": dict(SCHEDULES[name], tma_store=True)
                   for name in ("ping-pong", "persistent ping-pong", "persistent overlap", "persistent both",
                                "both, 2 stages", "persistent both, 2 stages", "overlap, 3 consumers",
                                "persistent overlap, 3 consumers", "persistent both, rows <= 4096")})
-#: O staged in Q's rows (``o_staging="q"``: the plan before K's stage took it at head_dim 128)
-SCHEDULES.update({f"{name}, O in Q": dict(SCHEDULES[name], o_staging="q")
+#: O staged in the last block's K stage (``o_staging="kv"``: the head_dim 128 plan's for causal rows and
+#: short full rows; the TMA-store schedules above stage it in a tile of its own, or in Q's rows)
+SCHEDULES.update({f"{name}, O in K": dict(SCHEDULES[name], o_staging="kv")
                   for name in ("persistent both, TMA store", "persistent both, rows <= 4096, TMA store")})
 DEFAULT_SCHEDULES = tuple(name for name in SCHEDULES if "TMA store" not in name)
 

@@ -377,11 +377,12 @@ m.KERNEL_VARIANTS.update({64: [('columns', 4, False, False, False), ('rows', 2, 
 show rows-quick 8
 # O staged in the last block's K stage (o_staging="kv", the head_dim 128 plan since 2026-12-07's third session):
 # its GPU tests (every length, 3 CTAs over dozens of tiles, the operator's), then the schedule against O in Q's rows
+# (run while make_attention staged in K's stage by default; since then "..., O in K" names it)
 part kv-tests 300 python3 -m pytest -m gpu -q -n 14 --tb=short -p no:cacheprovider \
   tests/python/test_attention_tma_store.py tests/python/test_kernels_attention.py tests/python/test_torch_attention.py \
   tests/python/test_attention_planner.py tests/python/test_attention_block_n.py
 part kv-short 300 python3 bench/attention.py --runs 10 --rows 32,16,512,128 16,32,1024,128 4,32,4096,128 \
-  --schedules "persistent both, TMA store" "persistent both, TMA store, O in Q"
+  --schedules "persistent both, TMA store, O in K" "persistent both, TMA store"
 show kv-short 16
 part kv-ops 400 python3 bench/attention.py --ops --classes table short head-dim
 show kv-ops 30
@@ -392,7 +393,7 @@ show kv-ops-fp16 24
 part kv-tests-2 200 python3 -m pytest -m gpu -q -n 14 --tb=short -p no:cacheprovider \
   tests/python/test_attention_tma_store.py
 part kv-short-2 300 python3 bench/attention.py --runs 20 --rows 32,16,512,128 16,32,1024,128 4,32,2048,128 \
-  4,32,4096,128 --schedules "persistent both, TMA store" "persistent both, TMA store, O in Q"
+  4,32,4096,128 --schedules "persistent both, TMA store, O in K" "persistent both, TMA store"
 show kv-short-2 20
 part ncu-forward-short 300 bash -c "for who in '' --cudnn; do ncu --section SpeedOfLight --section WarpStateStats \
   --section SchedulerStats --section Occupancy --section LaunchStats \

@@ -21,7 +21,7 @@ import pytest
 import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.kernels.attention import AttentionConfig, AttentionPlan, choose_attention, make_attention
-from tvm_tirx.kernels.attention.o_store import BARRIER_BASE, K_READ_BASE
+from tvm_tirx.kernels.attention.o_store import BARRIER_BASE
 from tvm_tirx.script import tirx as T
 
 from test_kernels_attention import check
@@ -84,7 +84,7 @@ def test_the_staging_tile_and_shared_memory_per_configuration():
     # (head_dim, stages, block_n) -> (where O is staged, dynamic shared memory in bytes)
     persistent = dict(stages=3, tma_store=True, pingpong=True, persistent=True)
     staged = AttentionConfig(2, 1024, 4, 4, 128, o_staging="kv", **persistent)
-    assert (staged.o_tile, staged.smem_bytes) == ("kv", 230480)  # K's stage: no bytes of its own
+    assert (staged.o_tile, staged.smem_bytes) == ("kv", 230480 + 32)  # K's stage, and 4 mbarriers of the hand-over
     assert AttentionConfig(2, 1024, 4, 4, 128, **persistent).o_tile == "q"  # asked for only
     expected = {(64, 2, None): ("own", 99392), (64, 3, None): ("own", 132176), (64, 4, None): ("own", 164960),
                 (128, 2, None): ("own", 197696), (128, 3, None): ("q", 230480), (256, 1, None): ("own", 214064),
@@ -131,10 +131,16 @@ def test_o_staged_in_k_stage_waits_for_the_other_consumer_and_releases_the_stage
     body = _kernel(128, causal, "table").cuda_source
     body = body[body.index("__global__") :]
     store = body.index("tvm_builtin_ptx_cp_async_bulk_tensor_s2g")
-    arrive = body.index(f"tvm_builtin_ptx_bar_arrive_arrive(((uint)({K_READ_BASE + 1} - c_ptr[0])), (uint)256);")
-    wait = body.index(f"tvm_builtin_ptx_bar_sync_count_sync(((uint)(c_ptr[0] + {K_READ_BASE})), (uint)256);")
+    # the hand-over: consumer c arrives on entry 2 (1 - c) + i % 2 of k_read, waits on 2 c + i % 2 in phase i // 2 % 2
+    smem = r"\(\(&\(\(\(uint64_t\*\)dyn_smem_ptr\)"
+    arrive = re.search(r"arrive_shared__cta_b64\(tvm_builtin_cuda_cvta_generic_to_shared" + smem +
+                       r"\[\(\(\((\w+) & 1\) \+ (\d+)\) - \(c_ptr\[0\] \* 2\)\)\]", body)
+    wait = re.search(r"mbarrier_wait" + smem + r"\[\(\(\(c_ptr\[0\] \* 2\) \+ \((\w+) & 1\)\) \+ (\d+)\)\]\)\), "
+                     r"\(\((\w+) & 3\) >> 1\)\)", body)
+    assert arrive and wait and arrive.group(1) == wait.group(1) == wait.group(3)  # the tile counter
+    assert int(arrive.group(2)) == int(wait.group(2)) + 2  # the other consumer's pair of entries
     staging = body.index(f"tvm_builtin_ptx_barrier_sync_count_sync_aligned(((uint)(c_ptr[0] + {BARRIER_BASE}))")
-    assert re.search(_RELEASE, body).start() < arrive < wait < staging < store  # Q's rows go first
+    assert re.search(_RELEASE, body).start() < arrive.start() < wait.start() < staging < store  # Q's rows go first
     # the last block's stage: released once, after the store has read it (the loop releases the others)
     stage_release = [m.start() for m in re.finditer(_STAGE_RELEASE, body)]
     assert len(stage_release) == 1 and stage_release[0] > body.index(_READ_WAIT, store) > store
@@ -167,8 +173,12 @@ def test_plans_store_by_tma_where_it_was_measured_faster():
     (lambda: make_attention(2, 1000, 4, 128, tma_store=True, overlap=True, stages=3, persistent=True,
                             o_staging="kv"), r"o_staging='kv': .*pingpong=True"),
     (lambda: make_attention(2, 1000, 4, 128, tma_store=True, pingpong=True, persistent=True, block_n=64,
-                            o_staging="kv"), r"o_staging='kv': block_n=64: K's stage holds fewer rows"),
-    (lambda: make_attention(2, 1000, 4, 128, tma_store=True, stages=3, o_staging="own"), r"stages=3: .* bytes"),
+                            o_staging="kv"), r"o_staging='kv': block_n=64: K's stage must hold"),
+    (lambda: make_attention(2, 1000, 4, 128, tma_store=True, stages=3, o_staging="own"),
+     r"o_staging='own': O's tile of 32768 bytes does not fit"),
+    (lambda: make_attention(2, 1000, 4, 128, tma_store=True, pingpong=True, persistent=True, block_n=144,
+                            o_staging="kv"), r"o_staging='kv': block_n=144: .*a multiple of 64"),
+    (lambda: AttentionPlan(True, True, 3, True, o_staging="kv"), r"AttentionPlan: o_staging='kv' .*tma_store=True"),
     (lambda: AttentionPlan(True, True, 3, True, tma_store=True, o_staging="k"), r"AttentionPlan: o_staging must be"),
 ])
 def test_options_it_does_not_take_are_value_errors(make, match):

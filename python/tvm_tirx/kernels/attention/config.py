@@ -337,18 +337,18 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
 
     def kv_staging_refusal(self) -> str | None:
         """Why O cannot be staged in the last block's K stage (``o_staging="kv"``), or None:
-        it needs the persistent grid (one CTA per tile never reloads Q, so Q's rows cost
-        nothing there), the ping-pong turns of two consumers (they keep one consumer from
-        starting a tile's products before the other has staged the previous tile's O: the
-        hand-over on named barriers :data:`~.o_store.K_READ_BASE` + c completes once per
-        tile), and ``block_n >= 64 consumers`` (the stage's K rows hold every consumer's
-        64 O rows)."""
+        it needs the persistent kernel (one CTA per tile never reloads Q, so Q's rows cost
+        nothing there), the ping-pong turns of two consumers (with two mbarriers per
+        consumer, :func:`~.o_store.k_read_barrier`, they keep each hand-over to one
+        completion per phase), and ``block_n`` a multiple of 64 of at least ``64 consumers`` (each
+        consumer's 64 O rows are 64 key rows of the stage)."""
         if not self.persistent:
             return "persistent=False (one CTA per tile stages O in Q's rows, which it never reloads)"
         if not self.pingpong or self.consumers != CONSUMERS:
             return "the hand-over needs the ping-pong turns of two consumers (pingpong=True, consumers=2)"
-        if self.bn < self.bm:
-            return f"block_n={self.bn}: K's stage holds fewer rows than the {self.bm} of O"
+        if self.bn < self.bm or self.bn % WG_M:
+            return (f"block_n={self.bn}: K's stage must hold the {self.bm} rows of O in whole 64-row boxes "
+                    f"(a multiple of {WG_M} of at least {self.bm})")
         return None
 
     def _check_o_staging(self):
@@ -361,6 +361,10 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
             raise ValueError(f"o_staging={staging!r}: stages O for the TMA store, so it needs tma_store=True")
         if staging == "kv" and self.kv_staging_refusal() is not None:
             raise ValueError(f"o_staging='kv': {self.kv_staging_refusal()}")
+        if staging == "own" and self._base_bytes + self.q_bytes > SMEM_LIMIT:
+            raise ValueError(f"o_staging='own': O's tile of {self.q_bytes} bytes does not fit next to Q and "
+                             f"{self.stages} stages ({self._base_bytes} bytes; a CTA has {SMEM_LIMIT}); use "
+                             "o_staging='q' or fewer stages")
 
     @property
     def _base_bytes(self) -> int:
@@ -369,8 +373,10 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
     @property
     def smem_bytes(self) -> int:
         """Q, the K/V ring, the mbarriers, 1 KiB for aligning the swizzled tiles and, with
-        ``tma_store`` where it fits (:attr:`o_tile`), O's staging tile (as large as Q's)."""
-        return self._base_bytes + (self.q_bytes if self.o_tile == "own" else 0)
+        ``tma_store`` where it fits (:attr:`o_tile`), O's staging tile (as large as Q's), or
+        with O staged in K's stage the two mbarriers per consumer of its hand-over."""
+        extra = {"own": self.q_bytes, "kv": 8 * 2 * self.consumers}.get(self.o_tile, 0)
+        return self._base_bytes + extra
 
     @property
     def q_blocks(self):

@@ -14,6 +14,11 @@ the A fragment of the same columns, PTX ISA 9.7.15.5.1.1), rescales ``O`` and ad
   the second still multiplies; ``wait_group 0``, release stage ``j - 1``, rescale, pack.
   The stage of block ``j - 1`` is then released one softmax later than in the serial
   schedule, so it wants a third stage (``stages=3``) to keep the TMA ahead.
+
+With O staged in K's stage (``o_staging="kv"``, :mod:`.o_store`) the last block's stage is
+released by the epilogue, after O's store has read it, and the consumer hands K's stage
+over to the other consumer (and Q's rows to the producer) as soon as its last ``Q K^T``
+has retired.
 """
 
 from __future__ import annotations
@@ -104,10 +109,10 @@ def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
     ring, keep_last = cfg.ring, cfg.o_tile == "kv"  # "kv": the last block's stage stages O (.o_store)
 
     @T.macro
-    def release_q(bars, place):
+    def release_q(bars, tile, place):
         if release_here:  # this consumer's Q K^T products have retired: the producer may load its next Q rows
             release_stage(bars.q_empty, place.c, place.tid, 1)
-        signal_k_read(place.c)  # ... and no longer read K's stage, where the other consumer stages O
+        signal_k_read(bars, place.c, tile.i, place.tid)  # ... nor K's stage, where the other consumer stages O
 
     @T.macro
     def release_block(bars, tile, j, tid):
@@ -141,7 +146,7 @@ def _serial(cfg: AttentionConfig, st: SimpleNamespace):
             st.issue_pv(regs.O, regs.P, smem.sv, ring.slot(tile.done + j), j > 0)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
             st.release_block(bars, tile, j, place.tid)
-        st.release_q(bars, place)
+        st.release_q(bars, tile, place)
 
     return consume
 
@@ -159,7 +164,7 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
         st.give_turn(place.c, 0, tile.n_kv, tile.last)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         if tile.n_kv == 1:
-            st.release_q(bars, place)  # the tile's one Q K^T has retired
+            st.release_q(bars, tile, place)  # the tile's one Q K^T has retired
         st.scores(regs, 0, row, tile, place)
         st.pack(regs)
         for j in T.serial(1, tile.n_kv):
@@ -170,7 +175,7 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
             st.give_turn(place.c, j, tile.n_kv, tile.last)
             T.ptx["wgmma.wait_group.sync.aligned"](1)  # Q K_j^T retired; P_{j-1} V_{j-1} may still run
             if j == tile.n_kv - 1:
-                st.release_q(bars, place)  # the tile's last Q K^T has retired
+                st.release_q(bars, tile, place)  # the tile's last Q K^T has retired
             st.scores(regs, j, row, tile, place)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
             ring.release(bars.empty, ring.slot(tile.done + j - 1), place.tid)

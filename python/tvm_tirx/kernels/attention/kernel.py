@@ -176,6 +176,8 @@ def _make_run(cfg: AttentionConfig):
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.q_full, count=T.uint32(1))
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.q_empty, count=T.uint32(1))
             cfg.ring.init(bars.full, bars.empty)
+            if cfg.o_tile == "kv":  # one arrival: thread 0 of the other consumer (.o_store)
+                T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.k_read, count=T.uint32(1))
             T.ptx["fence.mbarrier_init.release.cluster"]()
         T.cuda.cta_sync()
         if cfg.persistent:
@@ -204,7 +206,7 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
     run_time = not isinstance(cfg.seq_len, int) or (not cfg.varlen and not isinstance(cfg.batch, int))
     count_at_run_time = cfg.varlen and not isinstance(cfg.batch, int)  # sequences: CuSeqlens' extent - 1
     grid, rounds, tile = _walk(cfg) if not cfg.varlen else (None, 1, None)
-    own_o_tile = cfg.o_tile == "own"
+    own_o_tile, kv_o_tile = cfg.o_tile == "own", cfg.o_tile == "kv"
 
     def launch(packed):
         return T.cuda.LaunchConfig(grid=grid if packed is None else varlen_grid(cfg, packed),
@@ -239,7 +241,11 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
             so = T.alloc_shared((chunks, cfg.bm, CHUNK), dtype, scope="shared.dyn", align=1024, layout=q_layout)
             run(Q, K, V, Out, LSE, Shared(sq, sk, sv, so), Barriers(q_full, q_empty, full, empty),
                 _Cta(tid, wg, done, rounds, tile, seq_len, 0))
-        else:  # with tma_store, O is staged in Q's rows or K's stage (.o_store; else Shared.so is not used)
+        elif kv_o_tile:  # O staged in K's stage: the consumers' hand-over of it on k_read (.o_store)
+            k_read = T.alloc_shared((2 * cfg.consumers, 1), "uint64", scope="shared.dyn", align=8)
+            run(Q, K, V, Out, LSE, Shared(sq, sk, sv, sq), Barriers(q_full, q_empty, full, empty, k_read),
+                _Cta(tid, wg, done, rounds, tile, seq_len, 0))
+        else:  # with tma_store, O is staged in Q's rows (else Shared.so is not used)
             run(Q, K, V, Out, LSE, Shared(sq, sk, sv, sq), Barriers(q_full, q_empty, full, empty),
                 _Cta(tid, wg, done, rounds, tile, seq_len, 0))
 

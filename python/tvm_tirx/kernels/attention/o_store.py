@@ -29,15 +29,15 @@ The staging tile is :attr:`.config.AttentionConfig.o_tile`:
 * ``"own"``: a buffer of its own, where it fits;
 * ``"kv"`` (``o_staging="kv"``: the persistent grid with ping-pong; the planner's choice at
   head_dim 128 where it measured faster, :mod:`.schedules`): the K half of the ring stage
-  that held the tile's last key/value block, consumer ``c`` in its key rows ``64 c ..``.  Every consumer's ``Q K^T`` reads all of K, so before
-  its step 2 consumer ``c`` waits on named barrier ``K_READ_BASE + c`` (``bar.sync``, 256
-  threads) for the other consumer's ``bar.arrive``, given once that consumer's last ``Q
-  K^T`` has retired (:mod:`.consumer`); its own retired before its ``P V``.  The consumer
-  releases that stage after the store has read it (``wait_group.read 0``, then the
-  ``empty`` arrive), not after its last ``P V``; its Q rows are released after its last
-  ``Q K^T``, so the producer loads the next tile's Q during this tile's last ``P V`` and
-  epilogue.  The ping-pong turns keep the hand-over to one completion per tile: a
-  consumer's next tile's products wait for the other's turns, given after its epilogue;
+  that held the tile's last key/value block, consumer ``c`` in its key rows ``64 c ..``.
+  Every consumer's ``Q K^T`` reads all of K, so before its step 2 consumer ``c`` waits on
+  an mbarrier of :attr:`.state.Barriers.k_read` (:func:`k_read_barrier`: two per consumer,
+  by the tile's parity) for the other consumer's arrive, given once that consumer's last
+  ``Q K^T`` has retired (:mod:`.consumer`); its own retired before its ``P V``.  The
+  consumer releases that stage after the store has read it (``wait_group.read 0``, then
+  the ``empty`` arrive), not after its last ``P V``; its Q rows are released after its
+  last ``Q K^T``, so the producer loads the next tile's Q during this tile's last ``P V``
+  and epilogue;
 * ``"q"``: the consumer's own 64 rows of Q's buffer.  Q's rows of consumer ``c`` are read
   by its ``Q K^T`` wgmmas only, all retired before the epilogue (``wgmma.wait_group 0``,
   and step 1's barrier for the other warps).  One CTA per tile never loads Q again.  On
@@ -59,29 +59,35 @@ from ..parts.epilogue.stores import stage_tile
 from ..parts.ring import release_stage
 from .config import CHUNK, WG_M, AttentionConfig
 
-__all__ = ["STORE", "BARRIER_BASE", "K_READ_BASE", "make_o_store", "make_signal_k_read"]
+__all__ = ["STORE", "BARRIER_BASE", "k_read_barrier", "make_o_store", "make_signal_k_read"]
 
 STORE = "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group"
 #: consumer ``c`` joins its 128 threads on named barrier ``BARRIER_BASE + c``
 BARRIER_BASE = 3
-#: with O staged in K's stage, consumer ``c`` waits on named barrier ``K_READ_BASE + c`` until
-#: the other consumer's last ``Q K^T`` has retired (its ``bar.arrive``)
-K_READ_BASE = 5
-#: threads of that hand-over: the waiting consumer's 128 and the other's 128
-K_READ_COUNT = 256
+def k_read_barrier(c, i):
+    """The entry of :attr:`.state.Barriers.k_read` on which consumer ``c`` waits, in its CTA's
+    tile ``i``, for the other consumer's hand-over of K's stage: ``2 c + i % 2``, in phase
+    ``(i // 2) % 2``.  Two per consumer, by the tile's parity: the first consumer, whose turn
+    for the next tile comes with the second's last issue of this one, may finish a next tile
+    of one key/value block and arrive again before the second has waited here (on one
+    barrier the second would then wait for a phase that has passed); an arrive two tiles
+    later needs the second consumer's turn of the tile between, given after its wait
+    (:mod:`.turns`)."""
+    return 2 * c + i % 2
 
 
 def make_signal_k_read(cfg: AttentionConfig):
-    """The macro ``signal_k_read(c)``: with O staged in K's stage (``cfg.o_tile == "kv"``),
-    consumer ``c``'s ``bar.arrive`` on the other consumer's named barrier ``K_READ_BASE + 1
-    - c``, once its last ``Q K^T`` of the tile has retired; nothing otherwise."""
+    """The macro ``signal_k_read(bars, c, i, tid)``: with O staged in K's stage (``cfg.o_tile ==
+    "kv"``), thread 0 of consumer ``c`` arrives on the other consumer's
+    :func:`k_read_barrier` of tile ``i`` once its last ``Q K^T`` of the tile has retired
+    (``mbarrier.arrive``, release: its reads of K are ordered before the other's writes);
+    nothing otherwise."""
     kv = cfg.o_tile == "kv"
 
     @T.macro
-    def signal_k_read(c):
+    def signal_k_read(bars, c, i, tid):
         if kv:
-            T.cuda.tile.apply(T.ptx["bar.arrive"], id=T.Cast("uint32", K_READ_BASE + 1 - c),
-                              count=T.uint32(K_READ_COUNT))
+            release_stage(bars.k_read, k_read_barrier(1 - c, i), tid, 1)
 
     return signal_k_read
 
@@ -114,8 +120,7 @@ def make_o_store(cfg: AttentionConfig):
     def store_o(Out, smem, bars, regs, tile, place):
         rows = staging_rows(smem, tile, place.c)
         if staging == "kv":  # the other consumer's Q K^T products no longer read K's stage
-            T.cuda.tile.apply(T.ptx["bar.sync"], id=T.Cast("uint32", K_READ_BASE + place.c),
-                              count=T.uint32(K_READ_COUNT))
+            T.cuda.mbarrier_wait_phase(bars.k_read.sub[k_read_barrier(place.c, tile.i), :], tile.i // 2 % 2)
         stage_tile(rows.permute(1, 0, 2), regs.W.view(WG_M, head_dim // 2, layout=words), place.tid,
                    T.Cast("uint32", BARRIER_BASE + place.c))
         if place.tid % 128 == 0:

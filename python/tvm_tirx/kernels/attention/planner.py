@@ -65,7 +65,7 @@ class AttentionPlan:
         ``stages`` not 2 or 3, ``overlap`` with fewer than 3 stages, ``persistent_rows``
         without ``persistent``, ``tma_store`` not a bool, ``block_n`` neither None nor an
         int, ``consumers`` not the int 2 or 3, or ``o_staging`` neither None nor one of
-        :data:`~.config.O_STAGINGS`.
+        :data:`~.config.O_STAGINGS`, or set without ``tma_store``.
     """
 
     pingpong: bool
@@ -81,6 +81,9 @@ class AttentionPlan:
     def __post_init__(self):
         if self.o_staging is not None and self.o_staging not in O_STAGINGS:
             raise ValueError(f"AttentionPlan: o_staging must be None or one of {O_STAGINGS}, found {self.o_staging!r}")
+        if self.o_staging is not None and not self.tma_store:
+            raise ValueError(f"AttentionPlan: o_staging={self.o_staging!r} stages O for the TMA store; it needs "
+                             "tma_store=True")
         if isinstance(self.consumers, bool) or not isinstance(self.consumers, int) or self.consumers not in (2, 3):
             raise ValueError(f"AttentionPlan: consumers must be 2 or 3 (consumer warpgroups of 64 query rows), "
                              f"found {self.consumers!r}")

@@ -24,7 +24,8 @@ class Shared(NamedTuple):
         The ring of K and V blocks, ``(stages, chunks, bn, 64)`` each.
     so : Buffer | None
         With ``tma_store``, O's staging tile ``(chunks, bm, 64)`` (consumer ``c``'s rows
-        ``64 c ..``): a buffer of its own, or ``sq`` itself (:mod:`.o_store`); else None.
+        ``64 c ..``): a buffer of its own, or ``sq`` itself (:mod:`.o_store`; with O staged
+        in K's stage ``sq`` too, unused); else None.
     """
 
     sq: object
@@ -44,12 +45,17 @@ class Barriers(NamedTuple):
     full, empty : Buffer
         The key/value ring's stages loaded / released, ``(stages, 1)``
         (:class:`~tvm_tirx.kernels.parts.Ring`).
+    k_read : Buffer | None
+        With O staged in K's stage (``o_staging="kv"``), ``(2 consumers, 1)``: entry ``2 c + i
+        % 2`` completes, in the CTA's tile ``i``, when the other consumer's last ``Q K^T``
+        has retired (:func:`~.o_store.k_read_barrier`); else None.
     """
 
     q_full: object
     q_empty: object
     full: object
     empty: object
+    k_read: object = None
 
 
 class Registers(NamedTuple):
