@@ -27,6 +27,7 @@ from tvm_tirx.script import tirx as T
 from test_kernels_attention import check
 
 PER_TILE = dict(pingpong=True, overlap=True, stages=3)  # head_dim 128's table schedule on one CTA per tile
+KV = dict(PER_TILE, persistent=True, o_staging="kv")  # the table's at head_dim 128 with KV_STAGING on
 #: (head_dim, causal, schedule): the table's schedules (persistent for short rows at 128), and the others
 CASES = [
     (64, False, "table"), (64, True, "table"), (64, False, dict(stages=2)),
@@ -110,8 +111,8 @@ _READ_WAIT = "tvm_builtin_ptx_cp_async_bulk_wait_group_async_bulk_wait_group_rea
     (64, False, "table", False),  # a tile of its own: released after the last Q K^T, as without the option
     (128, False, dict(pingpong=True, stages=2, persistent=True), False),
     (128, True, dict(pingpong=True, overlap=True, stages=2, persistent=True), False),
-    (128, False, "table", False),  # K's stage stages O (below): Q's rows released after the last Q K^T
-    (128, False, dict(PER_TILE, persistent=True), True),  # the plan of full rows past KV_STAGING_FULL_ROWS keys
+    (128, False, KV, False),  # K's stage stages O (below): Q's rows released after the last Q K^T
+    (128, False, dict(PER_TILE, persistent=True), True),  # the table's plan with KV_STAGING off
 ])
 def test_q_rows_are_released_after_the_store_read_them_where_they_stage_o(head_dim, causal, schedule, after):
     body = _kernel(head_dim, causal, schedule).cuda_source
@@ -126,9 +127,9 @@ def test_q_rows_are_released_after_the_store_read_them_where_they_stage_o(head_d
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_o_staged_in_k_stage_waits_for_the_other_consumer_and_releases_the_stage_after_the_read(causal):
-    # the table's plan at head_dim 128 for rows of 512 keys (persistent, ping-pong, three stages: no tile of its
-    # own fits), full rows of at most KV_STAGING_FULL_ROWS keys and causal rows: O in K's stage
-    body = _kernel(128, causal, "table").cuda_source
+    # the table's plan at head_dim 128 with KV_STAGING on, for causal rows and full rows of at most
+    # KV_STAGING_FULL_ROWS keys (persistent, ping-pong, three stages: no tile of its own fits): O in K's stage
+    body = _kernel(128, causal, KV).cuda_source
     body = body[body.index("__global__") :]
     store = body.index("tvm_builtin_ptx_cp_async_bulk_tensor_s2g")
     # the hand-over: consumer c arrives on entry 2 (1 - c) + i % 2 of k_read, waits on 2 c + i % 2 in phase i // 2 % 2

@@ -289,10 +289,13 @@ def test_the_schedule_table_overlaps_where_three_stages_fit_and_ping_pongs_at_12
     assert f'"tirx.dyn_smem_bytes": {smem}' in func.script()
 
 
+@pytest.mark.parametrize("kv_staging", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_schedule_table_puts_short_rows_of_head_dim_128_on_the_persistent_grid(causal):
+def test_the_schedule_table_puts_short_rows_of_head_dim_128_on_the_persistent_grid(causal, kv_staging, monkeypatch):
+    from tvm_tirx.kernels.attention import schedules
     from tvm_tirx.ops.attention_kernels import attention_prim_func
 
+    monkeypatch.setattr(schedules, "KV_STAGING", kv_staging)
     assert [choose_schedule(128, causal, n)["persistent"] for n in (0, 1000, PERSISTENT_ROWS, PERSISTENT_ROWS + 1)] == [
         True, True, True, False]
     # head_dim 64: full rows persistent at every length; causal rows past PERSISTENT_ROWS on one CTA per tile
@@ -300,18 +303,21 @@ def test_the_schedule_table_puts_short_rows_of_head_dim_128_on_the_persistent_gr
     assert not choose_schedule(256, causal, 100)["persistent"]
     assert all(choose_schedule(128, causal, n)["persistent_rows"] is None for n in (0, PERSISTENT_ROWS + 1))
     # the op's head_dim 128 kernels: the table's for rows of unknown length (persistent up to
-    # PERSISTENT_ROWS keys, chosen at launch) serves the short rows (full rows of at most
-    # KV_STAGING_FULL_ROWS keys: the same with O staged in K's stage); the long ones get one CTA per tile
+    # PERSISTENT_ROWS keys, chosen at launch) serves the short rows (with KV_STAGING, full rows of at
+    # most KV_STAGING_FULL_ROWS keys get the same with O staged in K's stage); the long ones get one CTA per tile
     plans = (None, choose_attention(128, causal, 1000), choose_attention(128, causal, PERSISTENT_ROWS + 1),
              choose_attention(128, causal, KV_STAGING_FULL_ROWS))
     plain, short, long, shortest = (attention_prim_func(4, 4, 128, causal, "bfloat16", 128**-0.5, p) for p in plans)
     mask = "causal" if causal else "full"
-    assert short is plain and str(plain.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16"
-    assert (shortest is plain) is causal  # causal rows stage O in K's stage at every length of the persistent grid
-    if not causal:
+    staged = "_okv" if causal and kv_staging else ""  # causal rows: K's stage at every persistent length
+    assert short is plain and str(plain.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16{staged}"
+    assert (shortest is plain) is (causal or not kv_staging)
+    if not causal and kv_staging:
         assert str(shortest.attrs["global_symbol"]) == "tvm_tirx_attention_h4_kv4_d128_full_bf16_okv"
-    suffix = "_per_tile_odefault" if causal else "_per_tile"  # one CTA per tile stages O in Q's rows
-    assert str(long.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16{suffix}"
+    # one CTA per tile: O in Q's rows, the kernel's default
+    assert str(long.attrs["global_symbol"]) == f"tvm_tirx_attention_h4_kv4_d128_{mask}_bf16_per_tile"
+    assert (choose_schedule(128, causal, 512)["o_staging"] == "kv") is kv_staging
+    assert choose_schedule(128, causal, PERSISTENT_ROWS + 1)["o_staging"] is None
     assert f"T.cta_id([T.Select(L <= {PERSISTENT_ROWS}, T.min(132, " in plain.script()
     assert "T.min(132, " not in long.script()
 

@@ -116,8 +116,8 @@ def _name(heads, kv_heads, head_dim, causal, dtype, scale, plan: AttentionPlan) 
         name += f"_bn{block_n}"
     if plan.consumers != table.consumers:
         name += f"_c{plan.consumers}"
-    if plan.o_staging != table.o_staging:
-        name += f"_o{plan.o_staging or 'default'}"
+    if plan.o_staging is not None:  # not against the table's: that depends on schedules.KV_STAGING
+        name += f"_o{plan.o_staging}"
     if f32_bits(scale) != f32_bits(1.0 / math.sqrt(head_dim)):
         name += f"_s{f32_bits(scale)}"
     return name
@@ -133,7 +133,7 @@ def attention_prim_func(heads: int, kv_heads: int, head_dim: int, causal: bool, 
     ``_pp{0|1}_ov{0|1}_st{stages}`` where its schedule is not, ``_rows{n}`` where its
     launch-time grid choice is not, ``_tma_store`` / ``_thread_store`` where its O store
     is not, ``_bn{block_n}`` where its keys per block are not, ``_c{consumers}`` where its
-    consumer warpgroups are not, ``_o{o_staging}`` where its O staging is not, and
+    consumer warpgroups are not, ``_o{o_staging}`` where it sets where O is staged, and
     ``_s{bits}`` (the float32 bits of ``scale``, hex)
     unless ``scale`` is the default ``1 / sqrt(head_dim)``: kernels of different plans or
     scales never share a name (the Relax offload adds one PrimFunc per name).

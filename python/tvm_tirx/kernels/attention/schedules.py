@@ -28,8 +28,8 @@ third stage, so ``head_dim`` 64 and 128 only); ping-pong and overlapped combine.
   --runs 20``, TFLOP/s, kv / q / cuDNN): 483 / 439 / 509 at 32 x 16 x 512 (causal 312 / 275 /
   324), 588 / 591 / 620 at 16 x 32 x 1024 (causal 457 / 422 / 453), 609 / 633 / 646 at 4 x 32 x
   2048 (causal 528 / 502 / 503), 635 / 675 / 680 at 4 x 32 x 4096 (causal 592 / 581 / 594): so
-  causal rows on the persistent grid take it, and full rows of at most :data:`KV_STAGING_FULL_ROWS`
-  keys;
+  with :data:`KV_STAGING` on, causal rows on the persistent grid take it, and full rows of at
+  most :data:`KV_STAGING_FULL_ROWS` keys;
 * head_dim 64: overlapped, in three consumer warpgroups of 64
   query rows (``consumers=3``, 192 rows per CTA) where they win.  On an H100
   (2026-12-06, bf16, ``bench/attention.py --runs 10``): two consumers on the persistent
@@ -70,9 +70,11 @@ Rerun the benchmark on another GPU and update the table.
 
 from __future__ import annotations
 
+import os
+
 from .config import HEAD_DIMS
 
-__all__ = ["OVERLAP_HEAD_DIMS", "PERSISTENT_ROWS", "TWO_CONSUMER_CAUSAL_ROWS", "KV_STAGING_FULL_ROWS",
+__all__ = ["OVERLAP_HEAD_DIMS", "PERSISTENT_ROWS", "TWO_CONSUMER_CAUSAL_ROWS", "KV_STAGING", "KV_STAGING_FULL_ROWS",
            "choose_schedule"]
 
 #: head_dims whose shared memory holds the overlapped schedule's three stages
@@ -86,6 +88,12 @@ TWO_CONSUMER_CAUSAL_ROWS = 4096
 #: the longest full (not causal) rows head_dim 128 stages O in K's stage for (``o_staging="kv"``;
 #: it won at 512 keys, tied at 768 and 1024 (552 / 555 and 591 / 585 TFLOP/s, H100), lost 4-6% at 2048 and 4096)
 KV_STAGING_FULL_ROWS = 512
+#: whether head_dim 128's plans stage O in K's stage (the rows above): off until the hand-over's
+#: final form (two mbarriers per consumer, 2026-12-07) has run on a GPU -- the timings and GPU
+#: tests above ran with the form before it, on named barriers, which could deadlock when a tile
+#: of one key/value block followed another.  ``TVM_TIRX_ATTENTION_KV_STAGING=1`` in the
+#: environment (read at import) or setting it to True turns it on.
+KV_STAGING = os.environ.get("TVM_TIRX_ATTENTION_KV_STAGING", "0") == "1"
 
 
 def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> dict:
@@ -95,9 +103,9 @@ def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> 
     when the kernel is made); ``block_n`` is the head_dim's (:data:`~.config.HEAD_DIMS`).
     At head_dim 128 a known length picks the grid (persistent for at most
     :data:`PERSISTENT_ROWS` keys); an unknown one gets ``persistent_rows=PERSISTENT_ROWS``,
-    so that the kernel picks it at launch; on the persistent grid O is staged in K's stage
-    for causal rows and for full rows known to be at most :data:`KV_STAGING_FULL_ROWS` keys
-    long.  At head_dim 64 full rows take three consumer
+    so that the kernel picks it at launch; with :data:`KV_STAGING` on, O is staged in K's
+    stage on the persistent grid for causal rows and for full rows known to be at most
+    :data:`KV_STAGING_FULL_ROWS` keys long.  At head_dim 64 full rows take three consumer
     warpgroups, and so do causal rows known to be longer than
     :data:`TWO_CONSUMER_CAUSAL_ROWS` keys (the module's table).
 
@@ -119,11 +127,12 @@ def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> 
 
 def _head_dim_128(causal: bool, seq_len: int | None) -> dict:
     """Ping-pong and overlapped, two consumers, O by TMA; persistent up to :data:`PERSISTENT_ROWS`
-    keys (an unknown length: chosen at launch), O staged in K's stage there for causal rows
-    and full rows of at most :data:`KV_STAGING_FULL_ROWS` keys, else in Q's rows."""
+    keys (an unknown length: chosen at launch), O staged in K's stage there (with
+    :data:`KV_STAGING` on) for causal rows and full rows of at most
+    :data:`KV_STAGING_FULL_ROWS` keys, else in Q's rows."""
     known = seq_len is not None  # else the kernel picks its grid at launch
     persistent = not known or seq_len <= PERSISTENT_ROWS
-    kv = persistent and (causal or (known and seq_len <= KV_STAGING_FULL_ROWS))
+    kv = KV_STAGING and persistent and (causal or (known and seq_len <= KV_STAGING_FULL_ROWS))
     return {"pingpong": True, "overlap": True, "stages": 3, "persistent": persistent,
             "persistent_rows": None if known else PERSISTENT_ROWS, "tma_store": True, "consumers": 2,
             "o_staging": "kv" if kv else None}
