@@ -53,6 +53,8 @@
 # kv-ops (17 rows: graph geomean 1.039, min 0.957) and kv-ops-fp16 (11 rows: 1.067, min 0.975).
 # What the next session should run, in calls of at most 10 minutes on one warm machine
 # (DEADLINE=$(( $(date +%s) + 580 ))):
+#   0. kv-final-tests, then kv-final-ops (O in K's stage with its hand-over on mbarriers, which has not run on a
+#      GPU: if both pass and the table holds, turn schedules.KV_STAGING on by default);
 #   A. attention-backward-kernel (the operator's table as committed: not rerun since 2026-12-07's first session);
 #   B. racecheck-backward-columns (the serial kernel has the same srows chain: does racecheck report it
 #      too? if so the tool does not follow a named barrier into one thread's mbarrier.arrive);
@@ -407,3 +409,12 @@ part ncu-forward-short-source 200 ncu -k regex:attention_h[0-9] --launch-skip 1 
 part kv-tests-3 200 python3 -m pytest -m gpu -q -n 14 --tb=short -p no:cacheprovider \
   tests/python/test_attention_tma_store.py \
   tests/python/test_torch_attention.py -k "tma or attention"
+# the hand-over on two mbarriers per consumer (after the review, 2026-12-07): its GPU tests with the planner's switch on
+# (3 CTAs over dozens of tiles, lengths 1 and 77 give runs of one-block tiles), compute-sanitizer, then the op's table
+part kv-final-tests 300 env TVM_TIRX_ATTENTION_KV_STAGING=1 python3 -m pytest -m gpu -q -n 14 --tb=short \
+  -p no:cacheprovider tests/python/test_attention_tma_store.py tests/python/test_torch_attention.py \
+  tests/python/test_kernels_attention.py
+part kv-final-sanitize 300 env TVM_TIRX_ATTENTION_KV_STAGING=1 bash tools/sanitize.sh all -m gpu \
+  tests/python/test_attention_tma_store.py -k "reuse_the_staging_tile and kv"
+part kv-final-ops 400 env TVM_TIRX_ATTENTION_KV_STAGING=1 python3 bench/attention.py --ops --classes table short head-dim
+show kv-final-ops 30
