@@ -416,5 +416,6 @@ part kv-final-tests 300 env TVM_TIRX_ATTENTION_KV_STAGING=1 python3 -m pytest -m
   tests/python/test_kernels_attention.py
 part kv-final-sanitize 300 env TVM_TIRX_ATTENTION_KV_STAGING=1 bash tools/sanitize.sh all -m gpu \
   tests/python/test_attention_tma_store.py -k "reuse_the_staging_tile and kv"
-part kv-final-ops 400 env TVM_TIRX_ATTENTION_KV_STAGING=1 python3 bench/attention.py --ops --classes table short head-dim
+part kv-final-ops 400 env TVM_TIRX_ATTENTION_KV_STAGING=1 python3 bench/attention.py --ops --classes table short \
+  head-dim
 show kv-final-ops 30

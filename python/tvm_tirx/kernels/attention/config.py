@@ -17,10 +17,10 @@ from tvm.script import tirx as T
 
 from ...tile.fragments import accumulator_row
 from ..parts.ring import Ring
+from .staging import o_staging_error
 
 __all__ = ["first_row", "check_heads", "check_numerics", "AttentionSizes", "BM", "WG_M", "CONSUMERS", "DTYPES",
-           "HEAD_DIMS", "O_STAGINGS", "SMEM_LIMIT", "MAX_ELEMENTS", "MAX_BLOCK_N", "MAX_FRAGMENT_REGISTERS",
-           "REGISTERS",
+           "HEAD_DIMS", "SMEM_LIMIT", "MAX_ELEMENTS", "MAX_BLOCK_N", "MAX_FRAGMENT_REGISTERS", "REGISTERS",
            "AttentionConfig"]
 
 BM = 128  # query rows per CTA with the default two consumers: 64 per consumer warpgroup
@@ -30,8 +30,6 @@ CONSUMERS = 2  # consumer warpgroups unless ``consumers`` sets it (AttentionConf
 #: 8 in 24..256, PTX ISA 9.7.19.5): 128 threads per warpgroup, at most 64K registers per SM
 #: (128 x (40 + 2 x 232) = 64512; 128 x (24 + 3 x 160) = 64512)
 REGISTERS = {2: (40, 232), 3: (24, 160)}
-#: where ``tma_store`` may stage O (:attr:`AttentionConfig.o_tile`)
-O_STAGINGS = ("own", "kv", "q")
 CHUNK = 64  # head_dim columns per shared box: one 128-byte swizzle row of bf16/f16
 #: tensor dtype -> the wgmma input type (PTX ISA 9.7.15.5, f32 accumulators)
 DTYPES = {"bfloat16": "bf16", "float16": "f16"}
@@ -152,9 +150,9 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
         ``tma_store`` not a bool, or with ``varlen``; ``block_n`` neither None nor a
         multiple of 16 in 16..256, or one whose O, S and P fragments would take more than
         :attr:`fragment_budget` registers per consumer thread; ``consumers`` not 2 or 3,
-        or 3 with a head_dim other than 64, ``pingpong`` or ``varlen``; ``o_staging`` set
-        without ``tma_store``, not one of :data:`O_STAGINGS`, ``"own"`` where the tile does
-        not fit, ``"kv"`` where :meth:`kv_staging_refusal` names a reason.
+        or 3 with a head_dim other than 64, ``pingpong`` or ``varlen``; an ``o_staging``
+        that :func:`~.staging.o_staging_error` refuses, ``"own"`` where the tile does not
+        fit, ``"kv"`` where :meth:`kv_staging_refusal` names a reason.
     """
 
     pingpong: bool = False
@@ -333,7 +331,7 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
             return None
         if self.o_staging is not None:
             return self.o_staging
-        return "own" if self._base_bytes + self.q_bytes <= SMEM_LIMIT else "q"
+        return "own" if self._own_tile_fits else "q"
 
     def kv_staging_refusal(self) -> str | None:
         """Why O cannot be staged in the last block's K stage (``o_staging="kv"``), or None:
@@ -352,19 +350,20 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
         return None
 
     def _check_o_staging(self):
-        staging = self.o_staging
-        if staging is None:
-            return
-        if staging not in O_STAGINGS:
-            raise ValueError(f"o_staging: expected None or one of {O_STAGINGS}, found {staging!r}")
-        if not self.tma_store:
-            raise ValueError(f"o_staging={staging!r}: stages O for the TMA store, so it needs tma_store=True")
+        staging, error = self.o_staging, o_staging_error(self.o_staging, self.tma_store)
+        if error is not None:
+            raise ValueError(error)
         if staging == "kv" and self.kv_staging_refusal() is not None:
             raise ValueError(f"o_staging='kv': {self.kv_staging_refusal()}")
-        if staging == "own" and self._base_bytes + self.q_bytes > SMEM_LIMIT:
+        if staging == "own" and not self._own_tile_fits:
             raise ValueError(f"o_staging='own': O's tile of {self.q_bytes} bytes does not fit next to Q and "
                              f"{self.stages} stages ({self._base_bytes} bytes; a CTA has {SMEM_LIMIT}); use "
                              "o_staging='q' or fewer stages")
+
+    @property
+    def _own_tile_fits(self) -> bool:
+        """Whether O's staging tile of its own (:attr:`q_bytes`) fits next to Q and the ring."""
+        return self._base_bytes + self.q_bytes <= SMEM_LIMIT
 
     @property
     def _base_bytes(self) -> int:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import BM, HEAD_DIMS, O_STAGINGS, AttentionConfig
+from .config import BM, HEAD_DIMS, AttentionConfig
+from .staging import o_staging_error
 from .schedules import OVERLAP_HEAD_DIMS, choose_schedule
 
 __all__ = ["AttentionPlan", "choose_attention", "override", "clear_overrides"]
@@ -64,8 +65,8 @@ class AttentionPlan:
     ValueError
         ``stages`` not 2 or 3, ``overlap`` with fewer than 3 stages, ``persistent_rows``
         without ``persistent``, ``tma_store`` not a bool, ``block_n`` neither None nor an
-        int, ``consumers`` not the int 2 or 3, or ``o_staging`` neither None nor one of
-        :data:`~.config.O_STAGINGS`, or set without ``tma_store``.
+        int, ``consumers`` not the int 2 or 3, or an ``o_staging`` that
+        :func:`~.staging.o_staging_error` refuses.
     """
 
     pingpong: bool
@@ -79,11 +80,9 @@ class AttentionPlan:
     o_staging: str | None = None
 
     def __post_init__(self):
-        if self.o_staging is not None and self.o_staging not in O_STAGINGS:
-            raise ValueError(f"AttentionPlan: o_staging must be None or one of {O_STAGINGS}, found {self.o_staging!r}")
-        if self.o_staging is not None and not self.tma_store:
-            raise ValueError(f"AttentionPlan: o_staging={self.o_staging!r} stages O for the TMA store; it needs "
-                             "tma_store=True")
+        error = o_staging_error(self.o_staging, self.tma_store)
+        if error is not None:
+            raise ValueError(f"AttentionPlan: {error}")
         if isinstance(self.consumers, bool) or not isinstance(self.consumers, int) or self.consumers not in (2, 3):
             raise ValueError(f"AttentionPlan: consumers must be 2 or 3 (consumer warpgroups of 64 query rows), "
                              f"found {self.consumers!r}")
