@@ -8,9 +8,10 @@ dtype, scale, GPU) compiles it, and that kernel serves every batch and length
 (:mod:`.attention_kernels`).  An input it does not take raises
 :class:`~tvm_tirx.ops.torch_checks.UnsupportedInput` (rules:
 :func:`.attention_checks.attention_key`); ``fallback="torch"`` computes such a call with
-torch instead.  Differentiable: the backward recomputes the attention with torch in
-float32 by blocks of query rows (:mod:`.attention_blocks`), or on the backward kernel
-where its route is on, in an op of its own (:mod:`.attention_backward_ops`).  Importing this module imports torch and registers the op.
+torch instead.  Differentiable, in an op of its own (:mod:`.attention_backward_ops`): the
+backward kernel where it takes the call, else SDPA run again and differentiated, else torch
+in float32 by blocks of query rows (:mod:`.attention_blocks`).  Importing this module
+imports torch and registers the op.
 """
 
 from __future__ import annotations
@@ -186,11 +187,14 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bshd", return_lse=Fa
 
     Notes
     -----
-    Differentiable once: the backward recomputes the attention with torch (float32, or
-    float64 for float64 inputs) by blocks of query rows and forms the exact gradients
-    of each block (:func:`.attention_blocks.backward`; memory grows with ``seq``, not
-    ``seq**2``); the forward is the kernel.  The gradients are not themselves differentiable (no
-    double backward).
+    Differentiable once (:mod:`.attention_backward_ops` picks the path per call): the
+    fused backward kernel (:func:`~tvm_tirx.kernels.attention_backward.make_attention_backward`)
+    where it takes the call (head_dim 64 and 128 on an sm_90 GPU; its deterministic variant
+    under ``torch.use_deterministic_algorithms(True)``); else, for CUDA float16/bfloat16
+    without a gradient of the LSE, SDPA run again and differentiated; else torch (float32,
+    or float64 for float64 inputs) recomputes the attention by blocks of query rows
+    (:func:`.attention_blocks.backward`; memory grows with ``seq``, not ``seq**2``).  The
+    gradients are not themselves differentiable (no double backward: a ``RuntimeError``).
     """
     _check_arguments(causal, scale, layout, return_lse, fallback)
     o, lse = _ATTENTION_CALL(q, k, v, causal, None if scale is None else float(scale), layout, fallback)
