@@ -419,3 +419,6 @@ part kv-final-sanitize 300 env TVM_TIRX_ATTENTION_KV_STAGING=1 bash tools/saniti
 part kv-final-ops 400 env TVM_TIRX_ATTENTION_KV_STAGING=1 python3 bench/attention.py --ops --classes table short \
   head-dim
 show kv-final-ops 30
+part kv-final-ops-fp16 400 env TVM_TIRX_ATTENTION_KV_STAGING=1 python3 bench/attention.py --ops --classes table short \
+  head-dim --dtype float16
+show kv-final-ops-fp16 30
