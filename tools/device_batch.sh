@@ -422,3 +422,7 @@ show kv-final-ops 30
 part kv-final-ops-fp16 400 env TVM_TIRX_ATTENTION_KV_STAGING=1 python3 bench/attention.py --ops --classes table short \
   head-dim --dtype float16
 show kv-final-ops-fp16 30
+# the least that checks the kv hand-over on a GPU (for a session with little device time): the table's causal kernel
+# over every length from one, and three CTAs over dozens of tiles (with and without ping-pong)
+part kv-quick 200 env TVM_TIRX_ATTENTION_KV_STAGING=1 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider \
+  tests/python/test_attention_tma_store.py -k "d128-causal-table or d128-kv"
