@@ -189,8 +189,9 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bshd", return_lse=Fa
     -----
     Differentiable once (:mod:`.attention_backward_ops` picks the path per call): the
     fused backward kernel (:func:`~tvm_tirx.kernels.attention_backward.make_attention_backward`)
-    where it takes the call (head_dim 64 and 128 on an sm_90 GPU; its deterministic variant
-    under ``torch.use_deterministic_algorithms(True)``); else, for CUDA float16/bfloat16
+    where it takes the call (head_dim 64 and 128 on an sm_90 GPU, unless
+    ``TVM_TIRX_ATTENTION_BACKWARD=0``; its deterministic variant under
+    ``torch.use_deterministic_algorithms(True)``); else, for CUDA float16/bfloat16
     without a gradient of the LSE, SDPA run again and differentiated; else torch (float32,
     or float64 for float64 inputs) recomputes the attention by blocks of query rows
     (:func:`.attention_blocks.backward`; memory grows with ``seq``, not ``seq**2``).  The
