@@ -51,10 +51,12 @@
 # kv-tests-2 (18 passed), kv-short-2 (+10% at 32 x 16 x 512 x 128, -4..-6% at full rows of 2048-4096 keys),
 # ncu-forward-short(-source) (ours 167 us, cuDNN's 159), then with the planner's choice kv-tests-3 (21 passed),
 # kv-ops (17 rows: graph geomean 1.039, min 0.957) and kv-ops-fp16 (11 rows: 1.067, min 0.975).
+# On 2026-12-07 (a fourth session) no machine came: 28 calls (H200 and H100) were refused, 1561 of the 1800 s.
 # What the next session should run, in calls of at most 10 minutes on one warm machine
 # (DEADLINE=$(( $(date +%s) + 580 ))):
-#   0. kv-final-tests, then kv-final-ops (O in K's stage with its hand-over on mbarriers, which has not run on a
-#      GPU: if both pass and the table holds, turn schedules.KV_STAGING on by default);
+#   0. kv-final-tests, kv-final-sanitize, kv-final-ops, kv-final-ops-fp16 (O in K's stage with its hand-over on
+#      mbarriers, which has not run on a GPU; kv-quick is the least that checks it where device time is short):
+#      if they pass and the table holds, turn schedules.KV_STAGING on by default;
 #   A. attention-backward-kernel (the operator's table as committed: not rerun since 2026-12-07's first session);
 #   B. racecheck-backward-columns (the serial kernel has the same srows chain: does racecheck report it
 #      too? if so the tool does not follow a named barrier into one thread's mbarrier.arrive);
