@@ -52,11 +52,13 @@
 # ncu-forward-short(-source) (ours 167 us, cuDNN's 159), then with the planner's choice kv-tests-3 (21 passed),
 # kv-ops (17 rows: graph geomean 1.039, min 0.957) and kv-ops-fp16 (11 rows: 1.067, min 0.975).
 # On 2026-12-07 (a fourth session) no machine came: 28 calls (H200 and H100) were refused, 1561 of the 1800 s.
+# On 2026-12-07 (a fifth session), on an H100: kv-final-tests (36 passed), kv-final-sanitize (memcheck 0 errors;
+# racecheck cut at 300 s, and again by hand at 540 s), kv-final-ops (graph geomean 1.033, min 0.951) and
+# kv-final-ops-fp16 (1.048, min 0.946), the same table with the switch off (1.008, min 0.856): KV_STAGING on.
 # What the next session should run, in calls of at most 10 minutes on one warm machine
 # (DEADLINE=$(( $(date +%s) + 580 ))):
-#   0. kv-final-tests, kv-final-sanitize, kv-final-ops, kv-final-ops-fp16 (O in K's stage with its hand-over on
-#      mbarriers, which has not run on a GPU; kv-quick is the least that checks it where device time is short):
-#      if they pass and the table holds, turn schedules.KV_STAGING on by default;
+#   0. kv-racecheck (the hand-over under racecheck on a few tiles), then attention-weak-64, attention-weak-256,
+#      attention-weak-512 (the op table's rows below 1.00x: schedules and block widths the plan did not take);
 #   A. attention-backward-kernel (the operator's table as committed: not rerun since 2026-12-07's first session);
 #   B. racecheck-backward-columns (the serial kernel has the same srows chain: does racecheck report it
 #      too? if so the tool does not follow a named barrier into one thread's mbarrier.arrive);
@@ -428,3 +430,19 @@ show kv-final-ops-fp16 30
 # over every length from one, and three CTAs over dozens of tiles (with and without ping-pong)
 part kv-quick 200 env TVM_TIRX_ATTENTION_KV_STAGING=1 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider \
   tests/python/test_attention_tma_store.py -k "d128-causal-table or d128-kv"
+# racecheck of the kv hand-over on a few tiles (the test above did not finish under racecheck in 9 minutes, 2026-12-07)
+part kv-racecheck 500 bash tools/sanitize.sh racecheck -m gpu tests/python/test_attention_tma_store.py \
+  -k racecheck_size
+# the op table's rows still below the fastest peer with kv staging on (H100, 2026-12-07: 4,32,32,4096,64 causal 0.95x,
+# 4,32,32,4096,256 0.95x both, 64,16,16,512,128 causal 0.95x): the schedules and block widths the plan did not take
+part attention-weak-64 300 python3 bench/attention.py --runs 20 --rows 4,32,4096,64 --causal yes --schedules \
+  "persistent overlap" "persistent overlap, TMA store" "persistent overlap, 3 consumers, TMA store" \
+  "persistent both, TMA store" --block-n 64 96
+show attention-weak-64 14
+part attention-weak-256 300 python3 bench/attention.py --runs 20 --rows 4,32,4096,256 --causal both --schedules \
+  "ping-pong, TMA store" "persistent ping-pong, TMA store" --block-n 64 96 112
+show attention-weak-256 14
+part attention-weak-512 300 python3 bench/attention.py --runs 20 --rows 64,16,512,128 32,16,512,128 --causal both \
+  --schedules "persistent both, TMA store, O in K" "persistent both, 2 stages, TMA store" "persistent both, TMA store" \
+  --block-n 64 96
+show attention-weak-512 14

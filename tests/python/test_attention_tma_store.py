@@ -10,7 +10,8 @@ shared-memory bytes per configuration;
 options it does not take are ValueErrors; the default plans do not set it.
 GPU (marker ``gpu``): O and the log-sum-exp against the float32 reference, NaN-filled
 outputs, lengths 1 .. 4097 from one kernel, a persistent grid of 3 CTAs that reuses
-the staging tile (its own, Q's rows or the last block's K stage) over dozens of tiles.
+the staging tile (its own, Q's rows or the last block's K stage) over dozens of tiles
+(and, with K's stage, over a few tiles: a size compute-sanitizer's racecheck finishes).
 """
 
 import dataclasses
@@ -212,12 +213,28 @@ def test_three_ctas_reuse_the_staging_tile_over_many_tiles_on_gpu(torch_cuda, he
     # 3 CTAs walk dozens of tiles each: the staging tile (its own, Q's rows released after the store, or
     # the last block's K stage, released after the store) is rewritten once per tile; bounded waits
     # (detect_hangs) turn a broken hand-over into a failure
+    _three_ctas(torch_cuda, head_dim, schedule, batch=2, seq_lens=(1, 77, 1000, 4097))
+
+
+def _three_ctas(torch, head_dim, schedule, batch, seq_lens):
+    """A persistent grid of 3 CTAs with O stored by TMA, full and causal, checked at each of
+    ``seq_lens`` (4 query heads, 2 key/value heads, ``batch`` sequences)."""
     for causal in (False, True):
         func = make_attention(T.dynamic("B"), T.dynamic("L"), 4, head_dim, kv_heads=2, causal=causal,
                               persistent=True, ctas=3, tma_store=True, **schedule)
         kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
-        for seq_len in (1, 77, 1000, 4097):
-            check(torch_cuda, kernel, 2, seq_len, 4, 2, head_dim, causal, "bfloat16", seed=seq_len)
+        for seq_len in seq_lens:
+            check(torch, kernel, batch, seq_len, 4, 2, head_dim, causal, "bfloat16", seed=seq_len)
+
+
+@testing.requires_arch("sm_90a")
+@pytest.mark.parametrize("schedule", [dict(PER_TILE, o_staging="kv"), dict(pingpong=True, stages=3, o_staging="kv")],
+                         ids=["kv", "kv-serial"])
+def test_kv_hand_over_at_racecheck_size_on_gpu(torch_cuda, schedule):
+    # the K-stage hand-over on a few tiles, small enough for compute-sanitizer's racecheck (which did not
+    # finish the test above in 9 minutes): 77 keys give four one-block tiles, 300 keys twelve tiles of
+    # three blocks, four per CTA, so each CTA hands its stage over after tiles of both kinds
+    _three_ctas(torch_cuda, 128, schedule, batch=1, seq_lens=(77, 300))
 
 
 @testing.requires_arch("sm_90a")
