@@ -7,7 +7,8 @@ torch's loops interleaved), all in this process, on the same tensors as the torc
 call next to it:
 
 * the operators as users call them -- ``ops.linear`` (plain, with a bias, with a
-  residual), ``ops.matmul``, ``ops.glu_linear``, ``ops.attention`` -- next to
+  residual), ``ops.matmul``, ``ops.glu_linear``, ``ops.attention`` (also on inputs that
+  need a gradient, as in training) -- next to
   ``F.linear``, ``torch.addmm``, ``torch.matmul``, the unfused SwiGLU
   ``silu(F.linear(x, w_gate)) * F.linear(x, w_up)`` and SDPA;
 * ``ops.linear`` end to end at M = 1, 16, 128: the time per call of many calls in a row
@@ -162,6 +163,12 @@ def op_pairs(torch, ops):
     q, k, v = (torch.randn(1, 1024, 32, 128, **bf16) for _ in range(3))
     sdpa = lambda: F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)), is_causal=True)  # noqa: E731
     pairs.append(("attention causal vs SDPA", lambda: ops.attention(q, k, v, causal=True), sdpa))
+    # a training forward: autograd records each call (ours under a torch.autograd.Function)
+    qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, k, v))
+    sdpa_grad = lambda: F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (qg, kg, vg)),  # noqa: E731
+                                                       is_causal=True)
+    pairs.append(("attention causal, inputs need grad, vs SDPA", lambda: ops.attention(qg, kg, vg, causal=True),
+                  sdpa_grad))
     return pairs
 
 

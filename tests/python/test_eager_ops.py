@@ -1,9 +1,10 @@
 """The torch operators' eager fast path and launch plans (tvm_tirx.ops.eager, gemm_plans).
 
-CPU: when a call may skip torch's dispatcher (``eager.direct``); the fast path skips it and
-gives the dispatcher path's results and errors (CPU tensors let through, the compile and the
+CPU: when a call may skip torch's dispatcher (``eager.direct``, ``eager.path``); the fast
+path skips it and gives the dispatcher path's results and errors (CPU tensors let through, the compile and the
 launch replaced by stand-ins); a plan is reused for a signature and only for it (storage,
-shape, strides, alignment).  GPU: the same on the H200, bit for bit, and the ops inside a
+shape, strides, alignment); a call that needs a gradient runs under a ``torch.autograd.Function``
+with the op's own formula and gets the registered op's gradients, bit for bit.  GPU: the same on the H200, bit for bit, and the ops inside a
 CUDA graph capture and ``torch.compile(mode="reduce-overhead")``.
 """
 
@@ -12,7 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tvm_tirx import ops, testing  # noqa: E402
-from tvm_tirx.ops import eager, gemm_kernels, gemm_plans, linear_route, torch_checks, torch_ops  # noqa: E402
+from tvm_tirx.ops import (attention_ops, eager, gemm_kernels, gemm_plans, glu_ops,  # noqa: E402
+                          torch_checks, torch_ops)
 from tvm_tirx.ops.torch_checks import UnsupportedInput  # noqa: E402
 
 BF16, F32 = torch.bfloat16, torch.float32
@@ -247,3 +249,66 @@ def test_a_residual_that_does_not_broadcast_names_the_op(fast):
         ops.linear(x, w, residual=_bf16(5, 23))
     torch.testing.assert_close(ops.linear(x, w, residual=_bf16(1, 24, seed=2), out_dtype=F32),  # broadcasts
                                x.float() @ w.float().t() + _bf16(1, 24, seed=2).float(), atol=0.1, rtol=0.02)
+
+
+# -- calls that need a gradient: a torch.autograd.Function with the op's formula -------------
+
+def test_a_call_that_needs_a_gradient_takes_the_autograd_path(cpu_is_served):
+    x = torch.zeros(2, requires_grad=True)
+    assert eager.path(x, None) == eager.AUTOGRAD and not eager.direct(x)
+    assert eager.path(torch.zeros(2), None) == eager.IMPL
+    with torch.no_grad():
+        assert eager.path(x) == eager.IMPL
+    seen = []
+    torch.vmap(lambda row: seen.append(eager.path(row)) or row)(torch.zeros(3, 2, requires_grad=True))
+    assert seen == [eager.DISPATCHER]  # a functorch transform: the registered op, whatever the grad
+
+
+def _recorded(monkeypatch, call):
+    """The calls of ``call``'s registered op (``FastOp.op``), recorded and forwarded."""
+    seen, real = [], call.op
+    monkeypatch.setattr(call, "op", lambda *a: seen.append(1) or real(*a))
+    return seen
+
+
+_GRAD_OPS = {  # name: (FastOp, the public call on (q, k, v) leaves, the registered op's call)
+    "attention": (lambda: attention_ops._ATTENTION_CALL,
+                  lambda q, k, v: ops.attention(q, k, v, causal=True, return_lse=True, fallback="torch"),
+                  lambda q, k, v: torch.ops.tvm_tirx.attention(q, k, v, True, None, "bshd", "torch")),
+    "glu_linear": (lambda: glu_ops._GLU_CALL,
+                   lambda x, w, u: (ops.glu_linear(x[0, :, 0], w[0, :, 0], u[0, :, 0], fallback="torch"),),
+                   lambda x, w, u: (torch.ops.tvm_tirx.glu_linear(x[0, :, 0], w[0, :, 0], u[0, :, 0], "silu", None,
+                                                                  "torch"),)),
+}
+
+
+@pytest.mark.parametrize("name", list(_GRAD_OPS))
+def test_the_autograd_path_gives_the_registered_ops_gradients_without_it(cpu_is_served, monkeypatch, name):
+    call, ours, registered = _GRAD_OPS[name]
+    seen = _recorded(monkeypatch, call())
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(1, 6, 2, 8, generator=g) for _ in range(3)]
+    grads = []
+    for fn in (ours, registered):
+        leaves = [t.clone().requires_grad_(True) for t in inputs]
+        outputs = fn(*leaves)
+        loss = sum((out.float() * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum() for out in outputs)
+        grads.append(torch.autograd.grad(loss, leaves))
+        if fn is ours:
+            assert seen == [] and type(outputs[0].grad_fn).__name__.endswith("_functionBackward")
+    for mine, theirs in zip(*grads):
+        assert torch.equal(mine, theirs)
+
+
+def test_the_autograd_path_keeps_the_ops_rules_for_unused_outputs_and_double_backward(cpu_is_served, monkeypatch):
+    seen = _recorded(monkeypatch, attention_ops._ATTENTION_CALL)
+    leaves = [torch.randn(1, 5, 2, 8).requires_grad_(True) for _ in range(3)]
+    o, lse = ops.attention(*leaves, return_lse=True, fallback="torch")
+    dq, dk, dv = torch.autograd.grad(lse.sum(), leaves, allow_unused=True)  # O unused: no grad materialized
+    assert dv is None or torch.count_nonzero(dv) == 0
+    assert dq is not None and torch.count_nonzero(dq) > 0
+    o = ops.attention(*leaves, fallback="torch")
+    (dq,) = torch.autograd.grad(o.square().sum(), leaves[0], create_graph=True)
+    with pytest.raises(RuntimeError, match=r"tvm_tirx.ops.attention: the gradients of its gradients are not computed"):
+        torch.autograd.grad(dq.sum(), leaves[:2])
+    assert seen == []  # every forward took the autograd path

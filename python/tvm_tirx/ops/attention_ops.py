@@ -132,8 +132,10 @@ def _backward(ctx, grad_o, grad_lse):
 
 
 _attention_op.register_autograd(_backward, setup_context=_setup_context)
-# a public call runs the implementation directly when nothing needs torch's dispatcher
-_ATTENTION_CALL = FastOp(torch.ops.tvm_tirx.attention, _attention, 3, ((bool,), (float,), (str,), (str,)))
+# a public call runs the implementation directly when nothing needs torch's dispatcher (under a
+# torch.autograd.Function with the op's formula when an input needs a gradient)
+_ATTENTION_CALL = FastOp(torch.ops.tvm_tirx.attention, _attention, 3, ((bool,), (float,), (str,), (str,)),
+                         (_backward, _setup_context))
 
 
 def attention(q, k, v, *, causal=False, scale=None, layout="bshd", return_lse=False, fallback=None):
