@@ -164,6 +164,8 @@ def op_pairs(torch, ops):
     sdpa = lambda: F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)), is_causal=True)  # noqa: E731
     pairs.append(("attention causal vs SDPA", lambda: ops.attention(q, k, v, causal=True), sdpa))
     # a training forward: autograd records each call (ours under a torch.autograd.Function)
+    wg = w.detach().requires_grad_(True)
+    pairs.append(("linear m=16, weight needs grad, vs F.linear", lambda: ops.linear(x, wg), lambda: F.linear(x, wg)))
     qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, k, v))
     sdpa_grad = lambda: F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (qg, kg, vg)),  # noqa: E731
                                                        is_causal=True)

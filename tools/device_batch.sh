@@ -57,7 +57,7 @@
 # kv-final-ops-fp16 (1.048, min 0.946), the same table with the switch off (1.008, min 0.856): KV_STAGING on.
 # What the next session should run, in calls of at most 10 minutes on one warm machine
 # (DEADLINE=$(( $(date +%s) + 580 ))):
-#   0. grad-path-tests and grad-path-launch (the autograd path of glu_linear and attention: CPU-tested only),
+#   0. grad-path-tests and grad-path-launch (the ops' autograd path, torch.autograd.Function: CPU-tested only),
 #      kv-racecheck (the hand-over under racecheck on a few tiles), then attention-weak-64, attention-weak-256,
 #      attention-weak-512 (the op table's rows below 1.00x: schedules and block widths the plan did not take);
 #   A. attention-backward-kernel (the operator's table as committed: not rerun since 2026-12-07's first session);
@@ -447,8 +447,8 @@ part attention-weak-512 300 python3 bench/attention.py --runs 20 --rows 64,16,51
   --schedules "persistent both, TMA store, O in K" "persistent both, 2 stages, TMA store" "persistent both, TMA store" \
   --block-n 64 96
 show attention-weak-512 14
-# the autograd path (2026-12-07: glu_linear and attention on inputs that need a gradient run under a
-# torch.autograd.Function with the op's formula, not the registered op): the ops' GPU tests, then host time per call
+# the autograd path (2026-12-07: the ops on inputs that need a gradient run under a torch.autograd.Function
+# with the op's formula, not the registered op): the ops' GPU tests, then host time per call
 part grad-path-tests 300 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider tests/python/test_eager_ops.py \
   tests/python/test_attention_backward_route.py tests/python/test_torch_attention.py tests/python/test_decoder_model.py \
   tests/python/test_gemm_gated.py

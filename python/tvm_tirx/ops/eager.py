@@ -6,10 +6,10 @@ its Python autograd and custom-op layers: on the H200's host that costs more tha
 kernel launch itself (tens of microseconds per call).  Each operator here (``linear``,
 ``matmul``, ``glu_linear``, ``attention``) therefore calls its implementation directly
 when nothing needs the dispatcher (:func:`direct`); where only autograd needs to record
-the call, ``glu_linear`` and ``attention`` run it under a ``torch.autograd.Function``
-holding the op's own autograd formula (:func:`path`, :class:`FastOp`); otherwise they go
-through the registered op, so ``torch.compile``, ``opcheck``, FakeTensor and every other
-dispatcher feature see the op exactly as before.
+the call, it runs under a ``torch.autograd.Function`` holding the op's own autograd
+formula (:func:`path`, :class:`FastOp`); otherwise it goes through the registered op, so
+``torch.compile``, ``opcheck``, FakeTensor and every other dispatcher feature see the op
+exactly as before.
 
 What an implementation needs besides the tensors' data -- the checks, the kernel, its
 launcher, the output's shape -- depends only on the call's *signature*

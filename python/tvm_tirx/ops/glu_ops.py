@@ -162,7 +162,8 @@ def _backward(ctx, grad):
 _glu_op.register_autograd(_backward, setup_context=_setup_context)
 # a public call runs the implementation directly when nothing needs torch's dispatcher (under a
 # torch.autograd.Function with the op's formula when an input needs a gradient)
-_GLU_CALL = FastOp(torch.ops.tvm_tirx.glu_linear, _glu, 3, ((str,), (torch.dtype,), (str,)), (_backward, _setup_context))
+_GLU_CALL = FastOp(torch.ops.tvm_tirx.glu_linear, _glu, 3, ((str,), (torch.dtype,), (str,)),
+                   (_backward, _setup_context))
 
 
 def glu_linear(x, w_gate, w_up=None, activation="silu", *, out_dtype=None, fallback=None):

@@ -6,8 +6,10 @@ operator computes the call (``linear``, ``linear_bias`` with a fused ``(n,)`` bi
 residual that only broadcasts).  It returns a function of the call's tensors.  Both paths
 of :func:`tvm_tirx.ops.linear` take it:
 
-* through torch's dispatcher (autograd, ``torch.compile``, modes): the function calls the
-  registered operators, and the route is decided again on every call;
+* through torch's dispatcher (``torch.compile``, modes) or autograd: the function calls the
+  registered operators (:data:`REGISTERED`: under a ``torch.autograd.Function`` with the
+  op's formula where only autograd needs to record the call), and the route is decided
+  again on every call;
 * the eager fast path (:func:`~.eager.direct`): the function calls the GEMM's launch
   plans (:func:`~.gemm_plans.plan`), made when the route is, and the route is kept per call
   signature (:data:`LINEAR_PLANS`), so a later call of that signature only allocates and
@@ -28,8 +30,8 @@ from .gemm_kernels import on_clear_kernels
 from .gemm_plans import plan as gemm_plan
 from .torch_checks import Operands
 
-__all__ = ["LINEAR", "MATMUL", "route", "call_linear", "call_matmul", "LINEAR_PLANS", "MATMUL_PLANS",
-           "check_bias_type", "check_matmul_shapes"]
+__all__ = ["LINEAR", "MATMUL", "ARG_TYPES", "REGISTERED", "route", "call_linear", "call_matmul", "LINEAR_PLANS",
+           "MATMUL_PLANS", "check_bias_type", "check_matmul_shapes"]
 
 LINEAR = Operands("tvm_tirx.ops.linear", "x", "weight", "contiguous (n, k) as nn.Linear's weight is, or the "
                   "transpose of a contiguous (k, n)")
@@ -68,12 +70,20 @@ def check_matmul_shapes(a, b) -> None:
                          f"and b {tuple(b.shape)}")
 
 
+#: the registered operators as :class:`~.eager.FastOp` (``"linear"``, ``"linear_bias"``,
+#: ``"linear_residual"``, ``"matmul"``; filled by :mod:`.torch_ops`, which registers them): a call
+#: that needs a gradient runs under a ``torch.autograd.Function`` with the op's formula, any
+#: other call that cannot take the launch plans through the registered op
+REGISTERED: dict = {}
+
+
 def _fused(planned: bool, x, w, bias, residual, out_dtype, fallback) -> Callable:
     """``f(x, w, bias, residual)`` computing the product with the fused ``bias`` / ``residual``
-    (either may be None): a launch plan, or the registered operator of that form."""
+    (either may be None): a launch plan, or the registered operator of that form
+    (:data:`REGISTERED`)."""
     if planned:
         return gemm_plan(LINEAR, x, w, out_dtype, fallback, bias, residual)
-    ops = torch.ops.tvm_tirx
+    ops = _Registered()
     if residual is not None:
         return lambda x, w, b, r: ops.linear_residual(x, w, b, r, out_dtype, fallback)
     if bias is not None:
@@ -129,7 +139,7 @@ def _add_residual(out, residual):
 
 
 #: the registered GEMM operators' types of ``out_dtype`` and ``fallback``
-_ARG_TYPES = ((torch.dtype,), (str,))
+ARG_TYPES = ((torch.dtype,), (str,))
 
 
 #: the fast path's routes of linear, per call signature (emptied with the GEMM kernels)
@@ -143,7 +153,7 @@ def call_linear(x, weight, bias, residual, out_dtype, fallback):
 
     Returns the output ``(*, n)``; raises what :func:`tvm_tirx.ops.linear` documents
     (the same errors on both paths)."""
-    if direct(x, weight, bias, residual) and typed((out_dtype, fallback), _ARG_TYPES):
+    if direct(x, weight, bias, residual) and typed((out_dtype, fallback), ARG_TYPES):
         key = (out_dtype, fallback, *signature(x, weight, bias, residual))
         return LINEAR_PLANS.get(key, x, weight, bias, residual, out_dtype, fallback, True)(x, weight, bias, residual)
     return route(x, weight, bias, residual, out_dtype, fallback, False)(x, weight, bias, residual)
@@ -161,12 +171,19 @@ MATMUL_PLANS = Plans(_matmul_route)
 on_clear_kernels(MATMUL_PLANS.clear)
 
 
+class _Registered:
+    """:data:`REGISTERED`'s operators as attributes (``ops.linear(...)``)."""
+
+    def __getattr__(self, name):
+        return REGISTERED[name]
+
+
 def call_matmul(a, b, out_dtype, fallback):
     """:func:`tvm_tirx.ops.matmul`: the fast path when :func:`~.eager.direct` holds, else
     the registered operator.
 
     Returns ``a @ b`` (``(*, n)``); raises what :func:`tvm_tirx.ops.matmul` documents."""
-    if direct(a, b) and typed((out_dtype, fallback), _ARG_TYPES):
+    if direct(a, b) and typed((out_dtype, fallback), ARG_TYPES):
         key = (out_dtype, fallback, *signature(a, b))
         return MATMUL_PLANS.get(key, a, b, out_dtype, fallback)(a, b)
-    return torch.ops.tvm_tirx.matmul(a, b, out_dtype, fallback)
+    return REGISTERED["matmul"](a, b, out_dtype, fallback)

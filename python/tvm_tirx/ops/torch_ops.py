@@ -18,8 +18,9 @@ without the fallback.
 
 Both ops have an autograd formula (``torch.library.register_autograd``): the forward is the
 kernel (or the fallback), the backward is computed by torch's own matmuls, so a model whose
-weights require grad trains, eager or under ``torch.compile``.  Importing this module imports
-torch and registers the ops.
+weights require grad trains, eager or under ``torch.compile`` (eager calls that need a
+gradient run under a ``torch.autograd.Function`` with that formula: :class:`~.eager.FastOp`).
+Importing this module imports torch and registers the ops.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from typing import Optional
 import torch
 
 from .gemm_plans import FALLBACKS, accumulator as _accumulator, check_fallback as _check_fallback, run_gemm
-from .linear_route import LINEAR, MATMUL, call_linear, call_matmul, check_bias_type, check_matmul_shapes
+from .eager import FastOp
+from .linear_route import (ARG_TYPES as _ARG_TYPES, LINEAR, MATMUL, REGISTERED, call_linear, call_matmul,
+                           check_bias_type, check_matmul_shapes)
 from .torch_checks import Operands, UnsupportedInput, check_dtypes, check_shapes
 
 __all__ = ["linear", "matmul", "UnsupportedInput", "FALLBACKS"]
@@ -176,6 +179,17 @@ def _linear_residual_backward(ctx, grad):
 
 _linear_residual_op.register_autograd(_linear_residual_backward, setup_context=_setup_residual_context)
 _matmul_op.register_autograd(_matmul_backward, setup_context=_setup_context)
+# the calls that cannot take the launch plans: under a torch.autograd.Function with the op's
+# formula where only autograd needs to record them, else through the registered op
+REGISTERED.update(
+    linear=FastOp(torch.ops.tvm_tirx.linear, _linear, 2, _ARG_TYPES, (_linear_backward, _setup_context)),
+    linear_bias=FastOp(torch.ops.tvm_tirx.linear_bias, _linear_bias, 3, _ARG_TYPES,
+                       (_linear_bias_backward, _setup_bias_context)),
+    linear_residual=FastOp(torch.ops.tvm_tirx.linear_residual, _linear_residual, 4, _ARG_TYPES,
+                           (_linear_residual_backward, _setup_residual_context)),
+    matmul=FastOp(torch.ops.tvm_tirx.matmul, _matmul, 2, _ARG_TYPES, (_matmul_backward, _setup_context)),
+)
+
 
 def linear(x, weight, bias=None, *, residual=None, out_dtype=None, fallback=None):
     """``x @ weight.T + bias (+ residual)``, like ``torch.nn.functional.linear``, on the tvm_tirx Hopper GEMM.
