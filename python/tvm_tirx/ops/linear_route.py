@@ -77,13 +77,23 @@ def check_matmul_shapes(a, b) -> None:
 REGISTERED: dict = {}
 
 
+class _Registered:
+    """:data:`REGISTERED`'s operators as attributes (``ops.linear(...)``)."""
+
+    def __getattr__(self, name):
+        return REGISTERED[name]
+
+
+_REGISTERED_OPS = _Registered()
+
+
 def _fused(planned: bool, x, w, bias, residual, out_dtype, fallback) -> Callable:
     """``f(x, w, bias, residual)`` computing the product with the fused ``bias`` / ``residual``
     (either may be None): a launch plan, or the registered operator of that form
     (:data:`REGISTERED`)."""
     if planned:
         return gemm_plan(LINEAR, x, w, out_dtype, fallback, bias, residual)
-    ops = _Registered()
+    ops = _REGISTERED_OPS
     if residual is not None:
         return lambda x, w, b, r: ops.linear_residual(x, w, b, r, out_dtype, fallback)
     if bias is not None:
@@ -169,13 +179,6 @@ def _matmul_route(a, b, out_dtype, fallback) -> Callable:
 #: the fast path's plans of matmul, per call signature
 MATMUL_PLANS = Plans(_matmul_route)
 on_clear_kernels(MATMUL_PLANS.clear)
-
-
-class _Registered:
-    """:data:`REGISTERED`'s operators as attributes (``ops.linear(...)``)."""
-
-    def __getattr__(self, name):
-        return REGISTERED[name]
 
 
 def call_matmul(a, b, out_dtype, fallback):
