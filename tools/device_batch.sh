@@ -59,7 +59,8 @@
 # (DEADLINE=$(( $(date +%s) + 580 ))):
 #   0. grad-path-tests and grad-path-launch (the ops' autograd path, torch.autograd.Function: CPU-tested only),
 #      kv-racecheck (the hand-over under racecheck on a few tiles), then attention-weak-64, attention-weak-256,
-#      attention-weak-512 (the op table's rows below 1.00x: schedules and block widths the plan did not take);
+#      attention-weak-512 (the op table's rows below 1.00x: schedules and block widths the plan did not take),
+#      ncu-decode-32 (issue 40's weakest rows: does cuBLAS's weight stay in L2 where ours does not?);
 #   A. attention-backward-kernel (the operator's table as committed: not rerun since 2026-12-07's first session);
 #   B. racecheck-backward-columns (the serial kernel has the same srows chain: does racecheck report it
 #      too? if so the tool does not follow a named barrier into one thread's mbarrier.arrive);
@@ -454,3 +455,10 @@ part grad-path-tests 300 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cache
   tests/python/test_gemm_gated.py
 part grad-path-launch 200 python3 bench/launch.py
 show grad-path-launch 16
+# decode at m = 32 and 1000^3, the GEMM table's weakest rows (H100, 2026-12-07, under a CUDA graph: 11.8 vs 7.7 us and
+# 11.9 vs 8.1 us). cuBLAS's 7.7 us reads the 32 MiB weight at ~4.4 TB/s, above the H100's DRAM rate: in the graph's
+# replays its weight stays in L2. ncu with --cache-control none (L2 kept between the launches, as in the replays):
+# L2 hit rates and DRAM bytes of ours and cuBLAS's
+part ncu-decode-32 300 bash -c "ncu --cache-control none --profile-from-start off $NCU_SECTIONS python3 \
+  bench/gemm_ncu.py 32x4096x4096 --ops && ncu --cache-control none --profile-from-start off $NCU_SECTIONS python3 \
+  bench/gemm_ncu.py 1000x1000x1000 --ops"
