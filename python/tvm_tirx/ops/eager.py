@@ -25,6 +25,7 @@ from the tensors of each launch.
 from __future__ import annotations
 
 import threading
+import types
 from typing import Callable
 
 import torch
@@ -172,8 +173,9 @@ def _function(impl: Callable, backward: Callable, setup_context: Callable) -> ty
         setup_context(ctx, args, output)
         return output
 
-    return type(f"{impl.__name__.strip('_')}_function", (torch.autograd.Function,), {
-        "forward": staticmethod(forward), "backward": staticmethod(backward)})
+    # types.new_class, not type(): it resolves a base's __mro_entries__ (the docs build mocks torch)
+    return types.new_class(f"{impl.__name__.strip('_')}_function", (torch.autograd.Function,), exec_body=lambda ns: (
+        ns.update(forward=staticmethod(forward), backward=staticmethod(backward))))
 
 
 def _tensor_signature(t):
