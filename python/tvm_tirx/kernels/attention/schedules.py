@@ -90,7 +90,7 @@ TWO_CONSUMER_CAUSAL_ROWS = 4096
 KV_STAGING_FULL_ROWS = 512
 #: whether head_dim 128's plans stage O in K's stage (the rows above): on since its hand-over's
 #: final form (two mbarriers per consumer) passed its GPU tests and memcheck (H100, 2026-12-07;
-#: racecheck did not finish in 9 minutes) and lifted the 512-key rows of the op's table by 10-15%.
+#: racecheck did not finish in 9 minutes) and lifted the 512-key rows of the op's table by 10-18% (one run each).
 #: ``TVM_TIRX_ATTENTION_KV_STAGING=0`` in the environment (read at import) or setting it to False
 #: turns it off (O in Q's rows, as before).
 KV_STAGING = os.environ.get("TVM_TIRX_ATTENTION_KV_STAGING", "1") != "0"
