@@ -1,10 +1,11 @@
 """The torch operators' eager fast path and launch plans (tvm_tirx.ops.eager, gemm_plans).
 
 CPU: when a call may skip torch's dispatcher (``eager.direct``, ``eager.path``); the fast
-path skips it and gives the dispatcher path's results and errors (CPU tensors let through, the compile and the
-launch replaced by stand-ins); a plan is reused for a signature and only for it (storage,
-shape, strides, alignment); a call that needs a gradient runs under a ``torch.autograd.Function``
-with the op's own formula and gets the registered op's gradients, bit for bit.  GPU: the same on the H200, bit for bit, and the ops inside a
+path skips it and gives the dispatcher path's results and errors (CPU tensors let through,
+the compile and the launch replaced by stand-ins); a plan is reused for a signature and only
+for it (storage, shape, strides, alignment); a call that needs a gradient runs under a
+``torch.autograd.Function`` with the op's own formula and gets the registered op's
+gradients, bit for bit.  GPU: the same on the H200, bit for bit, and the ops inside a
 CUDA graph capture and ``torch.compile(mode="reduce-overhead")``.
 """
 
@@ -272,12 +273,12 @@ def _recorded(monkeypatch, call):
 
 
 _GRAD_OPS = {  # name: (FastOp, the public call on three (1, 6, 2, 8) leaves, the registered op's call)
-    "linear": (lambda: linear_route.REGISTERED["linear_residual"],
+    "linear": (lambda: linear_route.REGISTERED.linear_residual,
                lambda x, w, u: (ops.linear(x[0, :, 0], w[0, :, 0], u[0, :, 0, 0], residual=u[0, :, 1, :6],
                                            fallback="torch"),),
                lambda x, w, u: (torch.ops.tvm_tirx.linear_residual(x[0, :, 0], w[0, :, 0], u[0, :, 0, 0],
                                                                    u[0, :, 1, :6], None, "torch"),)),
-    "matmul": (lambda: linear_route.REGISTERED["matmul"],
+    "matmul": (lambda: linear_route.REGISTERED.matmul,
                lambda x, w, u: (ops.matmul(x[0, :, 0], w[0, :, 0].t(), fallback="torch"),),
                lambda x, w, u: (torch.ops.tvm_tirx.matmul(x[0, :, 0], w[0, :, 0].t(), None, "torch"),)),
     "attention": (lambda: attention_ops._ATTENTION_CALL,

@@ -21,6 +21,7 @@ this module imports torch.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Callable
 
 import torch
@@ -70,21 +71,11 @@ def check_matmul_shapes(a, b) -> None:
                          f"and b {tuple(b.shape)}")
 
 
-#: the registered operators as :class:`~.eager.FastOp` (``"linear"``, ``"linear_bias"``,
-#: ``"linear_residual"``, ``"matmul"``; filled by :mod:`.torch_ops`, which registers them): a call
-#: that needs a gradient runs under a ``torch.autograd.Function`` with the op's formula, any
-#: other call that cannot take the launch plans through the registered op
-REGISTERED: dict = {}
-
-
-class _Registered:
-    """:data:`REGISTERED`'s operators as attributes (``ops.linear(...)``)."""
-
-    def __getattr__(self, name):
-        return REGISTERED[name]
-
-
-_REGISTERED_OPS = _Registered()
+#: the registered operators as :class:`~.eager.FastOp` attributes (``linear``, ``linear_bias``,
+#: ``linear_residual``, ``matmul``; set by :mod:`.torch_ops`, which registers them): a call that
+#: needs a gradient runs under a ``torch.autograd.Function`` with the op's formula, any other
+#: call that cannot take the launch plans through the registered op
+REGISTERED = SimpleNamespace()
 
 
 def _fused(planned: bool, x, w, bias, residual, out_dtype, fallback) -> Callable:
@@ -93,12 +84,11 @@ def _fused(planned: bool, x, w, bias, residual, out_dtype, fallback) -> Callable
     (:data:`REGISTERED`)."""
     if planned:
         return gemm_plan(LINEAR, x, w, out_dtype, fallback, bias, residual)
-    ops = _REGISTERED_OPS
     if residual is not None:
-        return lambda x, w, b, r: ops.linear_residual(x, w, b, r, out_dtype, fallback)
+        return lambda x, w, b, r: REGISTERED.linear_residual(x, w, b, r, out_dtype, fallback)
     if bias is not None:
-        return lambda x, w, b, r: ops.linear_bias(x, w, b, out_dtype, fallback)
-    return lambda x, w, b, r: ops.linear(x, w, out_dtype, fallback)
+        return lambda x, w, b, r: REGISTERED.linear_bias(x, w, b, out_dtype, fallback)
+    return lambda x, w, b, r: REGISTERED.linear(x, w, out_dtype, fallback)
 
 
 def route(x, weight, bias, residual, out_dtype, fallback, planned: bool) -> Callable:
@@ -189,4 +179,4 @@ def call_matmul(a, b, out_dtype, fallback):
     if direct(a, b) and typed((out_dtype, fallback), ARG_TYPES):
         key = (out_dtype, fallback, *signature(a, b))
         return MATMUL_PLANS.get(key, a, b, out_dtype, fallback)(a, b)
-    return REGISTERED["matmul"](a, b, out_dtype, fallback)
+    return REGISTERED.matmul(a, b, out_dtype, fallback)

@@ -181,7 +181,7 @@ _linear_residual_op.register_autograd(_linear_residual_backward, setup_context=_
 _matmul_op.register_autograd(_matmul_backward, setup_context=_setup_context)
 # the calls that cannot take the launch plans: under a torch.autograd.Function with the op's
 # formula where only autograd needs to record them, else through the registered op
-REGISTERED.update(
+vars(REGISTERED).update(
     linear=FastOp(torch.ops.tvm_tirx.linear, _linear, 2, _ARG_TYPES, (_linear_backward, _setup_context)),
     linear_bias=FastOp(torch.ops.tvm_tirx.linear_bias, _linear_bias, 3, _ARG_TYPES,
                        (_linear_bias_backward, _setup_bias_context)),
