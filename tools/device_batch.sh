@@ -121,6 +121,9 @@ part tiles 420 python3 bench/gemm.py --tiles --runs 20 --sizes 3072x3072x3072 50
 show tiles 14
 part attention-ops 400 python3 bench/attention.py --ops
 show attention-ops 40
+# the same table (every class) in fp16: issue 42's acceptance asks for both dtypes in one run each
+part attention-ops-fp16 400 python3 bench/attention.py --ops --dtype float16
+show attention-ops-fp16 40
 part attention-backward 500 env TVM_TIRX_ATTENTION_BACKWARD=0 python3 bench/attention.py --backward
 show attention-backward 14
 part attention-backward-kernel 500 python3 bench/attention.py --backward
