@@ -178,11 +178,16 @@ KERNEL_ROWS = [(1, 32, 32, 8192, 128, True), (4, 32, 8, 2048, 128, True), (4, 32
 #: kernels are the first (tvm_tirx.kernels.attention_backward.PLANS, on a full row), the second (the same in
 #: sections, on a causal row) and the last (DETERMINISTIC_PLANS where it has the head_dim, deterministic: the
 #: one it takes under torch.use_deterministic_algorithms).  longest_first "waves": in sections of
-#: wave_section(kv_heads, seq_len) key/value heads, timed on causal rows only (a full row's walks are equal)
+#: wave_section(kv_heads, seq_len) key/value heads, timed on causal rows only (a full row's walks are equal).
+#: overlap "ahead": overlap=True, scores_ahead=True (the next S^T under dK; not yet taken by the operator)
 KERNEL_VARIANTS = {128: [("columns", 2, False, True, False), ("columns", 2, False, True, "waves"),
-                         ("columns", 3, False, True, "waves"), ("columns", 2, True, True, False)],
+                         ("columns", 3, False, True, "waves"), ("columns", 2, False, "ahead", False),
+                         ("columns", 2, False, "ahead", "waves"), ("columns", 2, True, True, False)],
                    64: [("rows", 2, False, False, False), ("rows", 2, False, False, "waves"),
-                        ("columns", 4, False, False, False), ("columns", 4, True, False, False)]}
+                        ("columns", 4, False, False, False), ("columns", 4, False, "ahead", False),
+                        ("columns", 4, True, False, False)]}
+#: how a variant's overlap shows in the table
+OVERLAP_NAMES = {True: " overlap", "ahead": " overlap, ahead"}
 
 
 def _compiled(row, variant, dtype_name: str, arch=None):
@@ -197,7 +202,8 @@ def _compiled(row, variant, dtype_name: str, arch=None):
     section = wave_section(kv, n) if longest_first == "waves" else None
     return tvm_tirx.compile(make_attention_backward(b, n, h, d, kv_heads=kv, causal=causal, dtype=dtype_name,
                                                     stages=stages, dq_split=dq_split, deterministic=deterministic,
-                                                    overlap=overlap, longest_first=bool(longest_first),
+                                                    overlap=bool(overlap), scores_ahead=overlap == "ahead",
+                                                    longest_first=bool(longest_first),
                                                     section=section),
                             target="cuda", **options)
 
@@ -287,7 +293,7 @@ def main_kernels(repeats: int) -> None:
             cells, prep_us = _kernel_cells(torch, row, variant, (q, k, v, do, o, lse, *cudnn), repeats) \
                 if cudnn is not None else (["-"] * 4, None)
             ratio = f"{cudnn_us / prep_us:.2f}" if prep_us else "-"
-            name = (f"{variant[0]}/{variant[1]}" + " determ." * variant[2] + " overlap" * variant[3]
+            name = (f"{variant[0]}/{variant[1]}" + " determ." * variant[2] + OVERLAP_NAMES.get(variant[3], "")
                     + (f" longest first ({variant[4]})" if variant[4] else ""))
             rows.append([",".join(map(str, row[:5])), "yes" if causal else "no", name,
                          *cells, f"{cudnn_us:.0f}" if cudnn_us else "-", ratio])

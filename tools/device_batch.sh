@@ -458,6 +458,17 @@ part grad-path-tests 300 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cache
   tests/python/test_gemm_gated.py
 part grad-path-launch 200 python3 bench/launch.py
 show grad-path-launch 16
+# the backward's scores_ahead order (make_attention_backward(overlap=True, scores_ahead=True): the next S^T under dK,
+# CPU-built on 2026-12-07, never run): its GPU tests (every length, fp16, GQA, stages, sections; deterministic's same
+# bits), then --backward-kernels on the head_dim 128 causal rows (the operator's plan, then the same with ahead)
+part backward-ahead-tests 300 bash -c "python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider \
+  tests/python/test_attention_backward_ahead.py && timeout 150 python3 -m pytest -m gpu -q -n 4 --tb=short \
+  -p no:cacheprovider tests/python/test_attention_backward_deterministic.py -k ahead"
+part backward-ahead 400 python3 -c "import sys; sys.path.insert(0, '.'); import bench._attention_backward as m; \
+m.KERNEL_ROWS[:] = [(4, 32, 8, 2048, 128, True), (1, 32, 32, 8192, 128, True), (4, 32, 32, 4096, 128, False), \
+(8, 16, 16, 2048, 64, False)]; m.KERNEL_VARIANTS.update({d: [v for v in vs if v[1] != 3 and not v[2] and \
+(v[0] != 'rows' or not v[4])] for d, vs in m.KERNEL_VARIANTS.items()}); m.main_kernels(20)"
+show backward-ahead 16
 # decode at m = 32 and 1000^3, the GEMM table's weakest rows (H100, 2026-12-07, under a CUDA graph: 11.8 vs 7.7 us and
 # 11.9 vs 8.1 us). cuBLAS's 7.7 us reads the 32 MiB weight at ~4.4 TB/s, above the H100's DRAM rate: in the graph's
 # replays its weight stays in L2. ncu with --cache-control none (L2 kept between the launches, as in the replays):

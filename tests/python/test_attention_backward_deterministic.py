@@ -180,15 +180,16 @@ def test_the_deterministic_kernel_in_sections_of_one_head_compiles(head_dim):
     (128, True, 2, "keys", False, False, None), (128, False, 8, "keys", False, False, None),
     (64, True, 1, "columns", False, False, None), (128, True, 2, "columns", True, False, None),
     (64, False, 8, "columns", True, False, None), (128, True, 2, "columns", True, True, None),
-    (128, True, 2, "columns", True, True, 1), (64, True, 2, "columns", False, True, 1)])
+    (128, True, 2, "columns", True, True, 1), (64, True, 2, "columns", False, True, 1),
+    (64, True, 2, "columns", "ahead", True, 1), (64, False, 8, "columns", "ahead", False, None)])
 def test_the_same_bits_on_every_run_on_gpu(torch_cuda, head_dim, causal, kv_heads, dq_split, overlap,
                                            longest_first, section):
     # longest_first: a key block's reduces wait for the lower key blocks', all launched before it (in one
     # section per batch entry, or in sections of one key/value head)
     torch = torch_cuda
     func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=kv_heads, causal=causal,
-                                   dq_split=dq_split, deterministic=True, overlap=overlap,
-                                   longest_first=longest_first, section=section)
+                                   dq_split=dq_split, deterministic=True, overlap=bool(overlap),
+                                   scores_ahead=overlap == "ahead", longest_first=longest_first, section=section)
     kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
     for seq_len in (77, 1000, 2049):
         shape = (2, seq_len, 8, kv_heads, head_dim)

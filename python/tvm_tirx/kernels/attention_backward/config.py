@@ -19,17 +19,16 @@ head_dim):
   runs), plus addresses and descriptors; at D 64 128 and 96.  The consumers take
   :data:`CONSUMER_REGISTERS` = 232 per thread by ``setmaxnreg``, the producer keeps
   :data:`PRODUCER_REGISTERS` = 40 (128 x (40 + 2 x 232) = 64512 <= 65536, PTX ISA
-  9.7.19.5; with 24 the producer's loops spilled).  ptxas 13.0 reports no spills for any
-  configuration the tests build (``tests/python/test_attention_backward.py``).  Measured
-  on the way there (D 128, 240 registers): ``dQ`` issued together with ``dV`` and ``dK``
+  9.7.19.5; with 24 the producer's loops spilled); ptxas 13.0 spills in no configuration
+  the tests build.  Measured on the way there (D 128, 240 registers): ``dQ`` issued with ``dV`` and ``dK``
   and the block's 32 LSE / Dsum values read from global memory into registers spilled
   136 bytes and serialised the wgmmas (ptxas C7512); issuing ``dQ`` after the other two
   retire ended the serialisation, reading the values from shared memory the spills.
   head_dim 256 is refused: ``dV`` and ``dK`` of 64 keys alone would take 256 registers
-  per thread, over the 255 a thread may have (FlashAttention-3 changes the blocking
-  there).  With ``dq_split="columns"`` a consumer's ``dQ`` is ``BQ x D/2``: ``D / 4``
-  registers (32 at D 128, 16 at D 64), so the ``dQ`` phase peaks at ``dV + dK + dQ`` =
-  160 at D 128 (80 at D 64) and the peak is the score phase's 192 (128).
+  per thread, over the 255 a thread may have (FlashAttention-3 blocks otherwise there).
+  With ``dq_split="columns"`` a consumer's ``dQ`` is ``BQ x D/2``: ``D / 4`` registers
+  (32 at D 128), so the ``dQ`` phase peaks at ``dV + dK + dQ`` = 160 at D 128 (80 at D
+  64) and the peak is the score phase's 192 (128).
 * shared memory (bytes; 128-byte swizzled tiles, 1024-byte aligned): K and V of the CTA's
   128 keys ``2 x 128 x D x 2``; per ring stage a Q and a dO block ``2 x 64 x D x 2`` and
   the 64 LSE and 64 Dsum values (512); ``dS^T`` of each consumer ``2 x 64 x 64 x 2`` = 16
@@ -40,15 +39,14 @@ head_dim):
   D 64: 99,864 (1) to 150,600 (4 stages).  With ``dq_split="columns"`` the ``dQ`` tiles
   halve (``2 x 64 x D/2 x 4``; ``sds`` stays one tile per consumer, :mod:`.exchange`):
   D 128: 149,016 (1), 182,312 (2), 215,608 (3; 4 would need 248,904); D 64: 83,480 (1)
-  to 134,216 (4).
-  FlashAttention-3 blocks 64 (causal) or 80 queries x 128 keys at D 128 and 128 x 128 at
-  D 64; this kernel 64 x 128 at both, or with ``dq_split="rows"`` (D 64 only) 128 x 128.
+  to 134,216 (4).  FlashAttention-3 blocks 64 (causal) or 80 queries x 128 keys at D 128
+  and 128 x 128 at D 64; this kernel 64 x 128 at both, or 128 x 128 with ``"rows"``.
 * ``dq_split="rows"``: query blocks of :data:`BQ_ROWS` = 128, so ``S^T`` and ``dP^T`` (64
   x 128) take 64 registers each and the peak is ``S + dP + dV + dK`` = 64 + 64 + 32 + 32
   = 192 at D 64; each consumer's ``dQ`` is one 64-row half of the block (64 x D over all
   128 keys, 32 registers).  Shared memory: a stage holds 128 Q and dO rows, ``sds`` 2 x 64
-  x 128 x 2: 133,144 (1 stage) to 200,760 (3); 4 would need 234,568.  No spills since the
-  mask keeps no per-register index live (:mod:`.gradients`; it spilled 140-190 bytes before).
+  x 128 x 2: 133,144 (1 stage) to 200,760 (3); 4 would need 234,568.  No spills: the mask
+  keeps no per-register index live (:mod:`.gradients`).
 """
 
 from __future__ import annotations
@@ -123,7 +121,8 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         ``dq_split="columns"``; ``dq_split="rows"`` at a head_dim other than 64 or with
         ``deterministic``; ``longest_first`` not a bool, or True with more than 65535
         key blocks; ``section`` set without ``longest_first``, or not an int dividing
-        ``kv_heads``.
+        ``kv_heads``; ``scores_ahead`` not a bool, or True without ``overlap`` or with
+        ``deterministic`` at head_dim 128.
     """
 
     dq_split: str = "keys"
@@ -131,6 +130,7 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
     overlap: bool = False
     longest_first: bool = False
     section: int | None = None
+    scores_ahead: bool = False
 
     def __post_init__(self):
         self._check_sizes()
@@ -164,12 +164,9 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         check_numerics(self.dtype, self.scale, self.stages)
         if not isinstance(self.dq_split, str) or self.dq_split not in DQ_SPLITS:
             raise ValueError(f"dq_split: expected one of {list(DQ_SPLITS)}, found {self.dq_split!r}")
-        if not isinstance(self.deterministic, bool):
-            raise ValueError(f"deterministic: expected a bool, found {self.deterministic!r}")
-        if not isinstance(self.overlap, bool):
-            raise ValueError(f"overlap: expected a bool, found {self.overlap!r}")
-        if not isinstance(self.longest_first, bool):
-            raise ValueError(f"longest_first: expected a bool, found {self.longest_first!r}")
+        for name in ("deterministic", "overlap", "longest_first", "scores_ahead"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}: expected a bool, found {getattr(self, name)!r}")
         if self.longest_first and is_int(self.seq_len) and self.key_blocks > GRID_Z:
             raise ValueError(f"longest_first=True: seq_len must be at most {GRID_Z * BK} keys ({GRID_Z} key blocks "
                              f"of {BK} on the grid's y axis), found {self.seq_len}")
@@ -177,6 +174,9 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
             raise ValueError(f"overlap=True needs dq_split='columns', found {self.dq_split!r}: with 'keys' a "
                              f"consumer's dQ (64 x head_dim float32) in flight next to dV and dK takes more registers "
                              f"than a thread has ('rows' has not been given the overlapped order)")
+        if self.scores_ahead and not (self.overlap and not (self.deterministic and self.head_dim == 128)):
+            raise ValueError(f"scores_ahead=True needs overlap=True, and not deterministic at head_dim 128 (ptxas "
+                             f"spilled 8 bytes), found overlap={self.overlap}, deterministic={self.deterministic}")
         if self.split_rows and self.deterministic:
             raise ValueError("deterministic=True with dq_split='rows' is not built: the second 64-row half of a "
                              "query block past seq_len would count into an Order block the tensor does not have "

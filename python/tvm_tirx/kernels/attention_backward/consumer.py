@@ -28,7 +28,16 @@ once ``S^T`` retired (``wait_group 1``) while ``dP^T`` runs; after ``dP^T``, ``d
 (two groups; at head_dim 128 after ``dV`` retired: :attr:`.config.BackwardConfig.dv_in_flight`),
 and once ``dV`` and ``dQ`` retired (``wait_group 1``: groups retire in
 order, PTX ISA 9.7.15.7) the ``dQ`` block goes to ``sdq[c]`` and its reduce is issued
-while ``dK`` still runs; ``wait_group 0`` before the stage is released.  Registers: at
+while ``dK`` still runs; ``wait_group 0`` before the stage is released.
+
+``scores_ahead=True`` (with ``overlap``) does not wait for ``dK`` there: the consumer waits
+for the next stage and issues the next iteration's ``S^T`` while ``dK`` runs, so that the
+tensor cores do not idle from ``dK``'s end to the next ``S^T`` (the loop's head, the
+stage's wait).  The next iteration then issues ``dP^T``, and its ``wait_group 1`` retires
+``S^T`` and, in order, the previous ``dK``: only then is the previous stage released (the
+last one after the loop).  FlashAttention-3's backward keeps its two products of the
+scores apart in the same way.  Registers: ``S + dV + dK`` while ``S^T`` runs under ``dK``,
+below the peak of the overlapped order.  Registers: at
 most ``S + dP + dV + dK`` live (the packs come after ``dS^T``), 192 at head_dim 128
 (:mod:`.config`).
 """
@@ -47,11 +56,15 @@ __all__ = ["make_consumer"]
 
 
 def _make_iterations(cfg: BackwardConfig, exchange):
-    """``(serial, overlapped)``, with ``exchange`` the macros of :func:`.exchange.make_exchange`:
+    """``(serial, overlapped, parts)``, with ``exchange`` the macros of :func:`.exchange.make_exchange`:
     ``serial(smem, regs, keys, step, place)`` (steps 1-4 of the module docstring; the
-    caller releases the stage, then reduces) and
+    caller releases the stage, then reduces),
     ``overlapped(outputs, smem, regs, keys, step, place)`` (``overlap=True``: the whole
-    iteration, the reduce under ``dK``; the caller releases the stage after it)."""
+    iteration, the reduce under ``dK``; the caller releases the stage after it) and the
+    pieces ``scores_ahead`` orders otherwise (:func:`_make_ahead`): the products, the macros
+    ``p_values(regs, smem, keys, step, place)`` (``P^T``), :func:`.gradients.make_gradients`'s
+    ``finish`` (``dS^T``, both packed) and ``after_ds(outputs, smem, regs, keys, step,
+    place)`` (the rest of the overlapped iteration, to the reduce)."""
     products = make_products(cfg)
     probabilities, finish, gradients = make_gradients(cfg)
     share_ds, release_ds, reduce_dq, _ = exchange
@@ -69,12 +82,13 @@ def _make_iterations(cfg: BackwardConfig, exchange):
             release_ds(keys, step, place)
 
     @T.macro
-    def overlapped(outputs, smem, regs, keys, step, place):
-        products.scores_apart(smem, regs, step.s, place.c)
-        wait(1)  # S^T retired, dP^T may still run
+    def p_values(regs, smem, keys, step, place):
         probabilities(regs, smem.srows.sub[step.s], first_key(keys.kb, place.c), step.qb * cfg.block_q, place)
-        wait(0)
-        finish(regs, smem.srows.sub[step.s], place)
+
+    @T.macro
+    def after_ds(outputs, smem, regs, keys, step, place):
+        """The overlapped order once ``dS^T`` is computed and packed, up to the reduce of
+        ``dQ`` under ``dK``."""
         products.dv(smem, regs, step)  # dV under the exchange of dS^T
         share_ds(smem, regs, step, place)
         if not cfg.dv_in_flight:
@@ -83,9 +97,61 @@ def _make_iterations(cfg: BackwardConfig, exchange):
         wait(1)  # dV and dQ retired (groups retire in order), dK may still run
         release_ds(keys, step, place)
         reduce_dq(outputs, smem, regs, keys, step, place)
+
+    @T.macro
+    def overlapped(outputs, smem, regs, keys, step, place):
+        products.scores_apart(smem, regs, step.s, place.c)
+        wait(1)  # S^T retired, dP^T may still run
+        p_values(regs, smem, keys, step, place)
+        wait(0)
+        finish(regs, smem.srows.sub[step.s], place)
+        after_ds(outputs, smem, regs, keys, step, place)
         wait(0)  # every wgmma that read the stage retired
 
-    return serial, overlapped
+    return serial, overlapped, (products, p_values, finish, after_ds)
+
+
+def _make_ahead(cfg: BackwardConfig, parts):
+    """``(begin, ahead)`` of ``scores_ahead``, from ``parts`` (:func:`_make_iterations`'s
+    third item).  ``begin(smem, regs, keys, step, place)``, with ``step``'s ``S^T``
+    issued and retired: issues its ``dP^T``, computes ``P^T`` under it, retires it and
+    computes and packs ``dS^T``.  ``ahead(outputs, smem, bars, regs, keys, step,
+    next_step, place)``: the rest of ``step``'s overlapped iteration (``dV``, the exchange,
+    ``dQ``, ``dK``, the reduce of ``dQ``), then, while its ``dK`` still runs, the wait for
+    ``next_step``'s stage and its ``S^T``; once both retired (``wait_group 0``), the
+    release of ``step``'s stage (that ``dK`` was its last reader) and ``begin`` of
+    ``next_step``; in the CTA's last iteration the wait for ``dK`` and the release alone.
+
+    Where the loop turns, only ``dV``, ``dK`` and the packed ``P^T`` and ``dS^T`` are live
+    (160 registers at head_dim 128): with the loop turning before ``dS^T`` (``S`` and
+    ``dP`` live across it, 192) ptxas spilled 456 bytes, and with ``dP^T`` issued under
+    ``dK`` too (``dK``'s A fragment, the packed ``dS^T``, still live) 524.  No wgmma group
+    is in flight across the loop's back edge: an ``S^T`` in flight there, from the
+    previous iteration, made ptxas serialise every wgmma of the kernel (C7514/C7515)."""
+    ring, (products, p_values, finish, after_ds) = cfg.ring, parts
+    wait = T.ptx["wgmma.wait_group.sync.aligned"]
+
+    @T.macro
+    def begin(smem, regs, keys, step, place):
+        products.scores_dp(smem, regs, step.s, place.c)
+        p_values(regs, smem, keys, step, place)  # under dP^T
+        wait(0)
+        finish(regs, smem.srows.sub[step.s], place)
+
+    @T.macro
+    def ahead(outputs, smem, bars, regs, keys, step, next_step, place):
+        after_ds(outputs, smem, regs, keys, step, place)
+        if step.g + 1 < keys.steps:
+            ring.wait(bars.full, next_step.s, next_step.g, None)
+            products.scores_s(smem, regs, next_step.s, place.c)  # under this step's dK
+            wait(0)
+            ring.release(bars.empty, step.s, place.tid)
+            begin(smem, regs, keys, next_step, place)
+        else:
+            wait(0)  # every wgmma that read the stage retired
+            ring.release(bars.empty, step.s, place.tid)
+
+    return begin, ahead
 
 
 def make_consumer(cfg: BackwardConfig):
@@ -95,8 +161,26 @@ def make_consumer(cfg: BackwardConfig):
     the module docstring over ``keys.steps`` iterations (``overlap``: its overlapped
     order)."""
     ring, exchange = cfg.ring, make_exchange(cfg)
-    serial, overlapped = _make_iterations(cfg, exchange)
+    serial, overlapped, parts = _make_iterations(cfg, exchange)
+    begin, ahead = _make_ahead(cfg, parts)
+    products = parts[0]
     _, _, reduce_dq, drain = exchange
+    wait = T.ptx["wgmma.wait_group.sync.aligned"]
+
+    def step_of(g, keys, place):
+        h, qb = cfg.step(g, keys.kb, keys.hk, place.seq_len)
+        return Step(g, ring.slot(g), h, qb)
+
+    @T.macro
+    def consume_ahead(outputs, smem, bars, regs, keys, place):
+        T.cuda.mbarrier_wait_phase(bars.kv_full.sub[0, :], 0)
+        ring.wait(bars.full, ring.slot(0), 0, None)  # keys.steps >= 1 (.config.BackwardConfig.query_blocks)
+        products.scores_s(smem, regs, ring.slot(0), place.c)
+        wait(0)
+        begin(smem, regs, keys, step_of(0, keys, place), place)
+        for g in T.serial(keys.steps):
+            ahead(outputs, smem, bars, regs, keys, step_of(g, keys, place), step_of(g + 1, keys, place), place)
+        drain(place.tid)
 
     @T.macro
     def consume(outputs, smem, bars, regs, keys, place):
@@ -114,4 +198,4 @@ def make_consumer(cfg: BackwardConfig):
                 reduce_dq(outputs, smem, regs, keys, Step(g, s, h, qb), place)
         drain(place.tid)
 
-    return consume
+    return consume_ahead if cfg.scores_ahead else consume

@@ -145,7 +145,8 @@ def _make_body(cfg: BackwardConfig):
 def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads: int | None = None,
                             causal: bool = False, scale: float | None = None, dtype: str = "bfloat16",
                             stages: int = 2, dq_split: str = "keys", deterministic: bool = False,
-                            overlap: bool = False, longest_first: bool = False, section: int | None = None):
+                            overlap: bool = False, longest_first: bool = False, section: int | None = None,
+                            scores_ahead: bool = False):
     """The fused attention backward: ``dQ``, ``dK`` and ``dV`` of ``O = softmax(scale * Q
     K^T [+ causal mask]) V`` from ``dO``, recomputing the probabilities from the forward's
     log-sum-exp (FlashAttention-2/3's algorithm, key/value blocks outermost): a
@@ -215,6 +216,11 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         ``kv_heads``: one section per batch entry).  A section's Q and dO are what its CTAs
         read from L2 while they run; sections of about ``132 / key_blocks`` pairs keep a
         wave of CTAs within one or two sections.
+    scores_ahead : bool
+        With ``overlap``: issue the next query block's ``S^T`` while this block's ``dK``
+        still runs, the previous ring stage released once both retired (:mod:`.consumer`).
+        Off by default until an H100/H200 measures it (``bench/attention.py
+        --backward-kernels``).
 
     Returns
     -------
@@ -238,7 +244,7 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
     """
     kv_heads = heads if kv_heads is None else kv_heads
     cfg = BackwardConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, dq_split,
-                         deterministic, overlap, longest_first, section)
+                         deterministic, overlap, longest_first, section, scores_ahead)
     return _prim_func(cfg, _make_body(cfg))
 
 

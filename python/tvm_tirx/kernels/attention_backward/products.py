@@ -9,7 +9,9 @@ the stage's Q and dO blocks (``BQ`` rows each: the config's ``block_q``, 64, or 
 * ``dV += P^T dO`` and ``dK += dS^T Q`` (64 x head_dim, rs): A the packed ``P^T`` /
   ``dS^T`` registers (a score accumulator's words are the A fragment of the same columns,
   PTX ISA 9.7.15.5.1.1), B the stage's dO / Q read N-major (the transpose immediate) --
-  one instruction of N = head_dim per k16 step of the BQ queries;
+  one instruction of N = head_dim per k16 step of the BQ queries; with ``scores_ahead``
+  ``dK``'s A is ``dS^T`` as stored in ``sds[c]`` for ``dQ`` (ss, K-major: keys by queries),
+  so that no register of ``dS^T`` stays live under ``dK`` (:mod:`.consumer`);
 * ``dQ = dS K_c`` (64 queries x head_dim, ss): A ``dS^T`` from ``sds[c]`` read M-major,
   B ``sk[c]`` read N-major (both transposed, PTX ISA 9.7.15.5.1.2);
 * or, ``dq_split="columns"``, ``dQ[:, c D/2 ..] = dS K[:, c D/2 ..]`` (64 queries x D/2
@@ -113,6 +115,10 @@ class Products(NamedTuple):
     dv: object
     #: ``dq_dk(smem, regs, step, c)``: ``dQ`` (a group), then ``dK`` (a group)
     dq_dk: object
+    #: ``scores_s(smem, regs, s, c)`` and ``scores_dp(smem, regs, s, c)``: ``S^T`` alone, ``dP^T``
+    #: alone (a group each; ``scores_ahead`` issues them in different iterations)
+    scores_s: object
+    scores_dp: object
 
 
 def make_products(cfg: BackwardConfig) -> Products:
@@ -139,6 +145,20 @@ def make_products(cfg: BackwardConfig) -> Products:
             if groups == 2:
                 T.ptx["wgmma.commit_group.sync.aligned"]()
             score(regs.dP, smem.sv, s, c, smem.sdo)
+            T.ptx["wgmma.commit_group.sync.aligned"]()
+
+        return scores
+
+    def one_score(name: str):
+        """``S^T`` (``"S"``, from K and Q) or ``dP^T`` (``"dP"``, from V and dO) alone, one group."""
+
+        @T.macro
+        def scores(smem, regs, s, c):
+            T.ptx["wgmma.fence.sync.aligned"]()
+            if name == "S":
+                score(regs.S, smem.sk, s, c, smem.sq)
+            else:
+                score(regs.dP, smem.sv, s, c, smem.sdo)
             T.ptx["wgmma.commit_group.sync.aligned"]()
 
         return scores
@@ -170,7 +190,10 @@ def make_products(cfg: BackwardConfig) -> Products:
         T.ptx["wgmma.fence.sync.aligned"]()
         dq(smem, regs, c)
         T.ptx["wgmma.commit_group.sync.aligned"]()
-        grad(regs.dK, regs.dSw, smem.sq, step)
+        if cfg.scores_ahead:  # dS^T from sds[c] (K-major, as K for S^T): the packed registers free at once
+            grad(regs.dK, kv.mma_view(smem.sds.sub[c], 0, 0, kv.rows, 16), smem.sq, step)
+        else:
+            grad(regs.dK, regs.dSw, smem.sq, step)
         T.ptx["wgmma.commit_group.sync.aligned"]()
 
-    return Products(scores_in(1), grads, scores_in(2), dv, dq_dk)
+    return Products(scores_in(1), grads, scores_in(2), dv, dq_dk, one_score("S"), one_score("dP"))
