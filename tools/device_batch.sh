@@ -55,13 +55,17 @@
 # On 2026-12-07 (a fifth session), on an H100: kv-final-tests (36 passed), kv-final-sanitize (memcheck 0 errors;
 # racecheck cut at 300 s, and again by hand at 540 s), kv-final-ops (graph geomean 1.033, min 0.951) and
 # kv-final-ops-fp16 (1.048, min 0.946), the same table with the switch off (1.008, min 0.856): KV_STAGING on.
+# On 2026-12-07 (a sixth session) no machine came: three starts failed, then "no new device machine is lent at
+# present" (about 500 of the 1800 s); that session built scores_ahead for the backward (CPU only).
 # What the next session should run, in calls of at most 10 minutes on one warm machine
-# (DEADLINE=$(( $(date +%s) + 580 ))):
+# (DEADLINE=$(( $(date +%s) + 580 ))); on an H200, first attention-ops and attention-ops-fp16 (issue 42's acceptance
+# table, every class, both dtypes):
 #   0. grad-path-tests and grad-path-launch (the ops' autograd path, torch.autograd.Function: CPU-tested only),
 #      kv-racecheck (the hand-over under racecheck on a few tiles), then attention-weak-64, attention-weak-256,
 #      attention-weak-512 (the op table's rows below 1.00x: schedules and block widths the plan did not take),
 #      ncu-decode-32 (issue 40's weakest rows: does cuBLAS's weight stay in L2 where ours does not?);
-#   A. attention-backward-kernel (the operator's table as committed: not rerun since 2026-12-07's first session);
+#   A. backward-ahead-tests and backward-ahead (the backward's next S^T under dK: never run), then
+#      attention-backward-kernel (the operator's table as committed: not rerun since 2026-12-07's first session);
 #   B. racecheck-backward-columns (the serial kernel has the same srows chain: does racecheck report it
 #      too? if so the tool does not follow a named barrier into one thread's mbarrier.arrive);
 #   C. ncu-backward-vs-cudnn and ncu-backward-source (our backward kernel and cuDNN's under ncu; our stalls
