@@ -28,18 +28,18 @@ once ``S^T`` retired (``wait_group 1``) while ``dP^T`` runs; after ``dP^T``, ``d
 (two groups; at head_dim 128 after ``dV`` retired: :attr:`.config.BackwardConfig.dv_in_flight`),
 and once ``dV`` and ``dQ`` retired (``wait_group 1``: groups retire in
 order, PTX ISA 9.7.15.7) the ``dQ`` block goes to ``sdq[c]`` and its reduce is issued
-while ``dK`` still runs; ``wait_group 0`` before the stage is released.
-
-``scores_ahead=True`` (with ``overlap``) does not wait for ``dK`` there: the consumer waits
-for the next stage and issues the next iteration's ``S^T`` while ``dK`` runs, so that the
-tensor cores do not idle from ``dK``'s end to the next ``S^T`` (the loop's head, the
-stage's wait).  The next iteration then issues ``dP^T``, and its ``wait_group 1`` retires
-``S^T`` and, in order, the previous ``dK``: only then is the previous stage released (the
-last one after the loop).  FlashAttention-3's backward keeps its two products of the
-scores apart in the same way.  Registers: ``S + dV + dK`` while ``S^T`` runs under ``dK``,
-below the peak of the overlapped order.  Registers: at
+while ``dK`` still runs; ``wait_group 0`` before the stage is released.  Registers: at
 most ``S + dP + dV + dK`` live (the packs come after ``dS^T``), 192 at head_dim 128
 (:mod:`.config`).
+
+``scores_ahead=True`` (with ``overlap``) does not wait for ``dK`` there: once the ``dQ``
+block is reduced the consumer waits for the next stage and issues the next iteration's
+``S^T`` while ``dK`` runs, so that the tensor cores do not idle from ``dK``'s end to the
+next ``S^T`` (the wait, the release, the loop's head).  ``wait_group 0`` then retires both,
+the stage ``dK`` read is released, and the next iteration's ``dP^T``, ``P^T`` and
+``dS^T`` follow before the loop turns (:func:`_make_ahead`); ``dK`` reads ``dS^T`` from
+``sds[c]`` (:mod:`.products`).  Registers: ``S + dV + dK`` while ``S^T`` runs under ``dK``,
+below the order's peak.
 """
 
 from __future__ import annotations
