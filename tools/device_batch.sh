@@ -64,7 +64,8 @@
 #      kv-racecheck (the hand-over under racecheck on a few tiles), then attention-weak-64, attention-weak-256,
 #      attention-weak-512 (the op table's rows below 1.00x: schedules and block widths the plan did not take),
 #      ncu-decode-32 (issue 40's weakest rows: does cuBLAS's weight stay in L2 where ours does not?);
-#   A. backward-ahead-tests and backward-ahead (the backward's next S^T under dK: never run), then
+#   A. backward-ahead-tests, backward-ahead and attention-backward-ahead (the backward's next S^T under dK: never
+#      run; the last through the operator, TVM_TIRX_ATTENTION_SCORES_AHEAD=1), then
 #      attention-backward-kernel (the operator's table as committed: not rerun since 2026-12-07's first session);
 #   B. racecheck-backward-columns (the serial kernel has the same srows chain: does racecheck report it
 #      too? if so the tool does not follow a named barrier into one thread's mbarrier.arrive);
@@ -473,6 +474,9 @@ m.KERNEL_ROWS[:] = [(4, 32, 8, 2048, 128, True), (1, 32, 32, 8192, 128, True), (
 (8, 16, 16, 2048, 64, False)]; m.KERNEL_VARIANTS.update({d: [v for v in vs if v[1] != 3 and not v[2] and \
 (v[0] != 'rows' or not v[4])] for d, vs in m.KERNEL_VARIANTS.items()}); m.main_kernels(20)"
 show backward-ahead 16
+# the operator's table with the kernels asking for scores_ahead (run after backward-ahead-tests passed)
+part attention-backward-ahead 500 env TVM_TIRX_ATTENTION_SCORES_AHEAD=1 python3 bench/attention.py --backward
+show attention-backward-ahead 14
 # decode at m = 32 and 1000^3, the GEMM table's weakest rows (H100, 2026-12-07, under a CUDA graph: 11.8 vs 7.7 us and
 # 11.9 vs 8.1 us). cuBLAS's 7.7 us reads the 32 MiB weight at ~4.4 TB/s, above the H100's DRAM rate: in the graph's
 # replays its weight stays in L2. ncu with --cache-control none (L2 kept between the launches, as in the replays):

@@ -35,8 +35,8 @@ from ..kernels.attention.config import DTYPES
 from .attention_kernels import AttentionOperands, f32_bits
 from .kernel_table import KernelTable
 
-__all__ = ["ROUTE", "DSUM_ROUTE", "SECTIONS", "SECTION_HEAD_DIMS", "HEAD_DIMS", "AttentionBackwardKey", "plan",
-           "backward_prim_func", "backward_kernel", "on_clear_kernels", "dsum_kernel", "cached_kernels",
+__all__ = ["ROUTE", "DSUM_ROUTE", "SECTIONS", "SCORES_AHEAD", "SECTION_HEAD_DIMS", "HEAD_DIMS", "AttentionBackwardKey",
+           "plan", "backward_prim_func", "backward_kernel", "on_clear_kernels", "dsum_kernel", "cached_kernels",
            "clear_kernels"]
 
 #: Whether the operator's backward takes the kernel (on; ``TVM_TIRX_ATTENTION_BACKWARD=0`` turns it off).
@@ -61,6 +61,12 @@ SECTIONS = os.environ.get("TVM_TIRX_ATTENTION_SECTIONS", "1") != "0"
 #: 128 causal 2897 / 2749, 4 x 32 x 32 x 4096 x 64 causal 7933 / 6616; its GPU tests passed in sections
 #: of one head.  ``TVM_TIRX_ATTENTION_DETERMINISTIC_SECTIONS=0`` (read at import) turns it off.
 DETERMINISTIC_SECTIONS = os.environ.get("TVM_TIRX_ATTENTION_DETERMINISTIC_SECTIONS", "1") != "0"
+#: Whether the kernels whose plan is overlapped (head_dim 128) issue the next ``S^T`` under ``dK``
+#: (``make_attention_backward(scores_ahead=True)``; not the deterministic kernel at head_dim 128, which
+#: refuses it; :attr:`AttentionBackwardKey.scores_ahead`).  Off: built on the CPU only (2026-12-07),
+#: neither GPU-tested nor timed yet; ``TVM_TIRX_ATTENTION_SCORES_AHEAD=1`` in the environment (read at
+#: import) turns it on, for those runs.
+SCORES_AHEAD = os.environ.get("TVM_TIRX_ATTENTION_SCORES_AHEAD", "0") == "1"
 #: head_dims whose causal calls take sections (where they were measured faster than the default order; at
 #: head_dim 64, H100, 2026-12-07, the kernel alone at 4 x 32 x 32 x 4096 causal: "columns"/4 2067 -> 2015 us,
 #: "rows"/3 1783 -> 1755)
@@ -86,10 +92,15 @@ class AttentionBackwardKey(AttentionOperands):
         the call's length on causal calls at :data:`SECTION_HEAD_DIMS` while :data:`SECTIONS`
         is on, and for a deterministic key while :data:`DETERMINISTIC_SECTIONS` is on too);
         None: the default launch order.
+    scores_ahead : bool
+        Whether an overlapped plan issues the next ``S^T`` under ``dK``
+        (``make_attention_backward(scores_ahead=True)``; the operator asks for it while
+        :data:`SCORES_AHEAD` is on).
     """
 
     deterministic: bool = False
     section: int | None = None
+    scores_ahead: bool = False
 
 
 def _name(key: AttentionBackwardKey) -> str:
@@ -98,15 +109,21 @@ def _name(key: AttentionBackwardKey) -> str:
     if f32_bits(key.scale) != f32_bits(1.0 / math.sqrt(key.head_dim)):
         name += f"_s{f32_bits(key.scale)}"
     name += f"_lpt{key.section}" if key.section is not None else ""
+    name += "_ahead" if plan(key).get("scores_ahead") else ""
     return name + ("_deterministic" if key.deterministic else "")
 
 
 def plan(key: AttentionBackwardKey) -> dict:
     """``make_attention_backward``'s ``dq_split`` / ``stages`` / ``overlap`` for ``key``: its
     head_dim's :data:`~tvm_tirx.kernels.attention_backward.PLANS`, or for a deterministic key
-    :data:`~tvm_tirx.kernels.attention_backward.DETERMINISTIC_PLANS` where that has the head_dim."""
+    :data:`~tvm_tirx.kernels.attention_backward.DETERMINISTIC_PLANS` where that has the head_dim;
+    with ``key.scores_ahead``, an overlapped plan gains ``scores_ahead=True`` where the kernel
+    takes it (a new dict; the tables are not changed)."""
     table = DETERMINISTIC_PLANS if key.deterministic and key.head_dim in DETERMINISTIC_PLANS else PLANS
-    return table[key.head_dim]
+    chosen = dict(table[key.head_dim])
+    if key.scores_ahead and chosen.get("overlap") and not (key.deterministic and key.head_dim == 128):
+        chosen["scores_ahead"] = True
+    return chosen
 
 
 @functools.lru_cache(maxsize=None)
@@ -116,7 +133,8 @@ def backward_prim_func(key: AttentionBackwardKey):
     (a deterministic key: :data:`~tvm_tirx.kernels.attention_backward.DETERMINISTIC_PLANS` where it has one),
     named ``tvm_tirx_attention_backward_h{heads}_kv{kv_heads}_d{head_dim}_{causal|full}_{bf16|f16}``
     (``_s{bits}`` appended for a scale other than ``1 / sqrt(head_dim)``, ``_lpt{section}``
-    for a section, then ``_deterministic`` for that mode).
+    for a section, ``_ahead`` for ``scores_ahead`` (:data:`SCORES_AHEAD`), then
+    ``_deterministic`` for that mode).
 
     Raises
     ------

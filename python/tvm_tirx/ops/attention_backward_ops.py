@@ -64,7 +64,8 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
     :data:`~.attention_backward_kernels.SECTION_HEAD_DIMS` asks for the longest walks first in
     sections a wave wide (:func:`~tvm_tirx.kernels.attention_backward.wave_section` of its
     length); a deterministic key only while
-    :data:`~.attention_backward_kernels.DETERMINISTIC_SECTIONS` is on too."""
+    :data:`~.attention_backward_kernels.DETERMINISTIC_SECTIONS` is on too.  The key asks for
+    ``scores_ahead`` while :data:`~.attention_backward_kernels.SCORES_AHEAD` is on."""
     if not kernels.ROUTE:
         return None
     try:
@@ -78,7 +79,7 @@ def backward_key(q, k, v, causal: bool, scale: float, layout: str):
                       and (kernels.DETERMINISTIC_SECTIONS or not deterministic))
     return kernels.AttentionBackwardKey(key.heads, key.kv_heads, key.head_dim, key.causal, key.dtype, key.scale,
                                         key.arch, deterministic, _section(key, as_bshd(q, layout)) if takes_sections
-                                        else None)
+                                        else None, kernels.SCORES_AHEAD)
 
 
 def _section(key, q):
@@ -219,7 +220,7 @@ def _attention_backward(grad_o: Optional[torch.Tensor], grad_lse: Optional[torch
                         scale: float, layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # the route depends on the modules' switches, deterministic mode and dispatch modes too
     key = (causal, scale, layout, kernels.ROUTE, kernels.DSUM_ROUTE, kernels.SECTIONS, kernels.SECTION_HEAD_DIMS,
-           kernels.DETERMINISTIC_SECTIONS,
+           kernels.DETERMINISTIC_SECTIONS, kernels.SCORES_AHEAD,
            SDPA_DEVICES,
            torch.are_deterministic_algorithms_enabled(), is_in_torch_dispatch_mode(),
            *signature(grad_o, grad_lse, q, k, v, o, lse))
