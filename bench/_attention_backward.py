@@ -185,6 +185,7 @@ KERNEL_VARIANTS = {128: [("columns", 2, False, True, False), ("columns", 2, Fals
                          ("columns", 2, False, "ahead", "waves"), ("columns", 2, True, True, False)],
                    64: [("rows", 2, False, False, False), ("rows", 2, False, False, "waves"),
                         ("columns", 4, False, False, False), ("columns", 4, False, "ahead", False),
+                        ("rows", 2, False, True, False), ("rows", 2, False, "ahead", False),
                         ("columns", 4, True, False, False)]}
 #: how a variant's overlap shows in the table
 OVERLAP_NAMES = {True: " overlap", "ahead": " overlap, ahead"}

@@ -464,15 +464,18 @@ part grad-path-tests 300 python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cache
 part grad-path-launch 200 python3 bench/launch.py
 show grad-path-launch 16
 # the backward's scores_ahead order (make_attention_backward(overlap=True, scores_ahead=True): the next S^T under dK,
-# CPU-built on 2026-12-07, never run): its GPU tests (every length, fp16, GQA, stages, sections; deterministic's same
-# bits), then --backward-kernels on the head_dim 128 causal rows (the operator's plan, then the same with ahead)
+# CPU-built on 2026-12-07, never run) and the overlapped order by rows (head_dim 64, likewise): their GPU tests (every
+# length, fp16, GQA, stages, sections; deterministic's same bits), then --backward-kernels on two head_dim 128 rows and
+# two head_dim 64 rows (the operator's plan, then the same overlapped, ahead)
 part backward-ahead-tests 300 bash -c "python3 -m pytest -m gpu -q -n 8 --tb=short -p no:cacheprovider \
-  tests/python/test_attention_backward_ahead.py && timeout 150 python3 -m pytest -m gpu -q -n 4 --tb=short \
+  tests/python/test_attention_backward_ahead.py tests/python/test_attention_backward_overlap.py -k 'ahead or rows' && \
+  timeout 150 python3 -m pytest -m gpu -q -n 4 --tb=short \
   -p no:cacheprovider tests/python/test_attention_backward_deterministic.py -k ahead"
-part backward-ahead 400 python3 -c "import sys; sys.path.insert(0, '.'); import bench._attention_backward as m; \
+part backward-ahead 500 python3 -c "import sys; sys.path.insert(0, '.'); import bench._attention_backward as m; \
 m.KERNEL_ROWS[:] = [(4, 32, 8, 2048, 128, True), (1, 32, 32, 8192, 128, True), (4, 32, 32, 4096, 128, False), \
-(8, 16, 16, 2048, 64, False)]; m.KERNEL_VARIANTS.update({d: [v for v in vs if v[1] != 3 and not v[2] and \
-(v[0] != 'rows' or not v[4])] for d, vs in m.KERNEL_VARIANTS.items()}); m.main_kernels(20)"
+(8, 16, 16, 2048, 64, False), (4, 32, 32, 4096, 64, True)]; vs = m.KERNEL_VARIANTS; \
+vs.update({128: [v for v in vs[128] if v[1] == 2 and not v[2]], 64: [v for v in vs[64] if v[0] == 'rows' and not v[4]]}); \
+m.main_kernels(20)"
 show backward-ahead 16
 # the operator's table with the kernels asking for scores_ahead (run after backward-ahead-tests passed)
 part attention-backward-ahead 500 env TVM_TIRX_ATTENTION_SCORES_AHEAD=1 python3 bench/attention.py --backward

@@ -464,7 +464,8 @@ def test_shared_memory_fits_and_is_stated():
       r"dq_split: expected one of \['keys', 'columns', 'rows'\], found 'halves'"),
      ((2, 128, 4, 128), dict(dq_split=None), r"dq_split: expected one of \['keys', 'columns', 'rows'\], found None"),
      ((2, 128, 4, 128), dict(dq_split="rows"), r"dq_split='rows' needs head_dim 64, found 128: its S\^T and dP\^T"),
-     ((2, 128, 4, 64), dict(dq_split="rows", overlap=True), r"overlap=True needs dq_split='columns', found 'rows'"),
+     ((2, 128, 4, 64), dict(dq_split="keys", overlap=True), r"overlap=True needs dq_split='columns' or 'rows', found "
+                                                            r"'keys'"),
      ((2, 128, 4, 64), dict(dq_split="rows", stages=4), r"stages=4: the kernel needs 234568 bytes"),
      ((2, 128, 4, 64), dict(dq_split="rows", deterministic=True), r"deterministic=True with dq_split='rows' is not"),
      ((2, 128, 4, 128), dict(longest_first=1), r"longest_first: expected a bool, found 1"),
@@ -475,7 +476,7 @@ def test_shared_memory_fits_and_is_stated():
                                                                   r"axis: batch x 2 sections\), found 32768")],
     ids=["head-dim-256", "head-dim-96", "head-dim-float", "gqa-ratio", "dtype", "seq-len", "batch-bool",
          "batch-grid-z", "heads-0", "kv-heads-0", "scale-0", "scale-nan", "causal", "stages-0", "smem",
-         "int32-elements", "dq-split", "dq-split-none", "rows-head-dim", "rows-overlap", "rows-stages",
+         "int32-elements", "dq-split", "dq-split-none", "rows-head-dim", "keys-overlap", "rows-stages",
          "rows-deterministic",
          "longest-first", "section-alone", "section-divisor",
          "section-bool", "section-grid-z"],

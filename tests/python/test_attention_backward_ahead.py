@@ -39,6 +39,16 @@ def test_scores_ahead_compiles_and_assembles_without_spills(head_dim, causal, dt
     _check_configuration(head_dim, causal, dtype, kv_heads, static, stages=stages, **OPTIONS)
 
 
+@pytest.mark.parametrize("causal,dtype,static,stages", [(True, "bfloat16", False, 2), (False, "float16", True, 3)])
+def test_scores_ahead_by_rows_compiles_and_assembles_without_spills(causal, dtype, static, stages):
+    # head_dim 64's plan splits dQ by rows: dK's dS^T from sds then takes two calls, one per 64-query chunk
+    _check_configuration(64, causal, dtype, 2, static, stages=stages, dq_split="rows", overlap=True, scores_ahead=True)
+    kernel = _kernel(64, causal, dtype, 2, static, stages=stages, dq_split="rows", overlap=True, scores_ahead=True)
+    t = {"bfloat16": "bf16", "float16": "f16"}[dtype]
+    rs, ss = (WGMMA.format(t=t, form=form, n=64, trans=trans) for form, trans in (("rs", "_1"), ("ss", "_0_1")))
+    assert _calls(kernel, rs) == 8 and _calls(kernel, ss) == 8  # dV: 128 queries in k16 steps; dK: 2 x 4
+
+
 @pytest.mark.parametrize("head_dim,options", [(64, dict(deterministic=True, stages=4)),
                                               (128, dict(longest_first=True, section=1, stages=2))],
                          ids=["deterministic", "sections"])
@@ -139,6 +149,16 @@ def test_every_length_from_one_kernel_with_scores_ahead_on_gpu(torch_cuda, head_
     kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
     for seq_len in (1, 77, 128, 1000, 2049):
         check_gradients(torch_cuda, kernel, (2, seq_len, 8, 2, head_dim), causal, "bfloat16", seed=seq_len)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_every_length_from_one_kernel_with_scores_ahead_by_rows_on_gpu(torch_cuda, causal):
+    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, 64, kv_heads=2, causal=causal, stages=2,
+                                   dq_split="rows", overlap=True, scores_ahead=True)
+    kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
+    for seq_len in (1, 77, 128, 1000, 2049):
+        check_gradients(torch_cuda, kernel, (2, seq_len, 8, 2, 64), causal, "bfloat16", seed=seq_len)
 
 
 @pytest.mark.gpu

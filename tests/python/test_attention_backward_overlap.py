@@ -1,6 +1,6 @@
 """The attention backward's overlapped schedule (``make_attention_backward(overlap=True)``).
 
-CPU: with ``dq_split="columns"`` it compiles with the tile checker accepting it and
+CPU: with ``dq_split="columns"`` (and ``"rows"``, head_dim 64) it compiles with the tile checker accepting it and
 assembles for sm_90a without spills or serialised wgmmas; it issues the same products
 as the default schedule, in the order of :mod:`tvm_tirx.kernels.attention_backward.consumer`
 (``S^T`` and ``dP^T`` in two groups, ``P^T`` after ``wait_group 1``, ``dV`` before ``dS^T``
@@ -8,7 +8,7 @@ is shared, ``dQ`` and ``dK`` in two groups, the reduce after ``wait_group 1``, u
 ``dK``; at head_dim 128 ``dV`` retired before ``dQ`` is issued); the default kernels are
 not changed by the option's existence; the option is checked.
 GPU (marker ``gpu``): the gradients against float32 autograd at every length from one
-kernel, float16, GQA and stages (with ``deterministic``: its own test file).
+kernel (by columns and by rows), float16, GQA and stages (with ``deterministic``: its own test file).
 """
 
 import re
@@ -38,6 +38,16 @@ def test_the_overlapped_schedule_compiles_and_assembles_without_spills(head_dim,
                                                                        stages):
     # _check_configuration also refuses ptxas's C75xx notes: a wgmma serialised for want of registers
     _check_configuration(head_dim, causal, dtype, kv_heads, static, stages=stages, dq_split="columns", overlap=True)
+
+
+#: (causal, dtype, kv_heads, static, stages) of the overlapped order with dq_split="rows" (head_dim 64)
+ROWS = [(True, "bfloat16", 2, False, 2), (False, "float16", 8, True, 3)]
+
+
+@pytest.mark.parametrize("causal,dtype,kv_heads,static,stages", ROWS)
+def test_the_overlapped_schedule_by_rows_compiles_and_assembles_without_spills(causal, dtype, kv_heads, static,
+                                                                               stages):
+    _check_configuration(64, causal, dtype, kv_heads, static, stages=stages, dq_split="rows", overlap=True)
 
 
 def _consumer_loop(kernel):
@@ -90,7 +100,7 @@ def test_the_default_kernel_does_not_change_with_the_option():
 
 
 @pytest.mark.parametrize("options,match", [
-    (dict(overlap=True), r"overlap=True needs dq_split='columns', found 'keys': with 'keys' a consumer's dQ"),
+    (dict(overlap=True), r"overlap=True needs dq_split='columns' or 'rows', found 'keys': with 'keys' a consumer"),
     (dict(overlap=1, dq_split="columns"), r"overlap: expected a bool, found 1"),
 ])
 def test_options_it_does_not_take_are_value_errors(options, match):
@@ -110,6 +120,16 @@ def test_every_length_from_one_overlapped_kernel_on_gpu(torch_cuda, head_dim, ca
     kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
     for seq_len in (1, 77, 128, 1000, 2049):
         check_gradients(torch_cuda, kernel, (2, seq_len, 8, 2, head_dim), causal, "bfloat16", seed=seq_len)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_every_length_from_one_overlapped_kernel_by_rows_on_gpu(torch_cuda, causal):
+    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, 64, kv_heads=2, causal=causal, dq_split="rows",
+                                   overlap=True, stages=2)
+    kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
+    for seq_len in (1, 77, 128, 1000, 2049):
+        check_gradients(torch_cuda, kernel, (2, seq_len, 8, 2, 64), causal, "bfloat16", seed=seq_len)
 
 
 @pytest.mark.gpu

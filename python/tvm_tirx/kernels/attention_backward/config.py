@@ -117,8 +117,8 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         static sizes of more than :data:`~tvm_tirx.kernels.extents.MAX_ELEMENTS` elements
         in Q; ``stages`` outside 1..4 or more shared memory than a CTA has; a ``scale``
         that is not a positive finite number; ``causal`` or ``deterministic`` not a bool;
-        ``dq_split`` not one of :data:`DQ_SPLITS`; ``overlap`` not a bool, or True without
-        ``dq_split="columns"``; ``dq_split="rows"`` at a head_dim other than 64 or with
+        ``dq_split`` not one of :data:`DQ_SPLITS`; ``overlap`` not a bool, or True with
+        ``dq_split="keys"``; ``dq_split="rows"`` at a head_dim other than 64 or with
         ``deterministic``; ``longest_first`` not a bool, or True with more than 65535
         key blocks; ``section`` set without ``longest_first``, or not an int dividing
         ``kv_heads``; ``scores_ahead`` not a bool, or True without ``overlap`` or with
@@ -170,10 +170,10 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
         if self.longest_first and is_int(self.seq_len) and self.key_blocks > GRID_Z:
             raise ValueError(f"longest_first=True: seq_len must be at most {GRID_Z * BK} keys ({GRID_Z} key blocks "
                              f"of {BK} on the grid's y axis), found {self.seq_len}")
-        if self.overlap and not self.split_columns:
-            raise ValueError(f"overlap=True needs dq_split='columns', found {self.dq_split!r}: with 'keys' a "
-                             f"consumer's dQ (64 x head_dim float32) in flight next to dV and dK takes more registers "
-                             f"than a thread has ('rows' has not been given the overlapped order)")
+        if self.overlap and not self.shares_ds:
+            raise ValueError(f"overlap=True needs dq_split='columns' or 'rows', found {self.dq_split!r}: with 'keys' "
+                             f"a consumer's dQ (64 x head_dim float32) in flight next to dV and dK takes more "
+                             f"registers than a thread has")
         if self.scores_ahead and not (self.overlap and not (self.deterministic and self.head_dim == 128)):
             raise ValueError(f"scores_ahead=True needs overlap=True, and not deterministic at head_dim 128 (ptxas "
                              f"spilled 8 bytes), found overlap={self.overlap}, deterministic={self.deterministic}")

@@ -20,7 +20,7 @@ iteration retired the ``dQ`` product that read it.  With ``dq_split="columns"`` 
 after step 4's wait each consumer tells the other that its tile is free again
 (:mod:`.exchange`).
 
-``overlap=True`` (with ``"columns"`` only) issues the same products in another order, so
+``overlap=True`` (with ``"columns"`` or ``"rows"``) issues the same products in another order, so
 that the tensor cores work under the registers' arithmetic and the exchanges, as
 FlashAttention-3's backward does: ``S^T`` and ``dP^T`` in two groups, ``P^T`` computed
 once ``S^T`` retired (``wait_group 1``) while ``dP^T`` runs; after ``dP^T``, ``dS^T``;

@@ -189,14 +189,16 @@ def make_attention_backward(batch, seq_len, heads: int, head_dim: int, kv_heads:
         registers and ``sdq``; a 256-thread barrier per iteration joins the consumers), or
         ``"rows"`` (head_dim 64 only: query blocks of 128 rows, and each consumer computes
         one 64-row half of the block's ``dQ`` over all 128 keys; the score products are
-        64 x 128 per consumer, twice as wide; not with ``deterministic`` or ``overlap``).
+        64 x 128 per consumer, twice as wide; not with ``deterministic``).
     deterministic : bool
         Add the ``dQ`` partial sums of a query block in key order (:mod:`.exchange`), so
         that ``dQ`` is the same bits on every run; the kernel then takes ``Order``.  Its
         cost: each reduce waits for the previous key block's and for its own completion.
     overlap : bool
         Issue each iteration's products so that they run under the consumer's arithmetic
-        and exchanges (:mod:`.consumer`); needs ``dq_split="columns"``.
+        and exchanges (:mod:`.consumer`); needs ``dq_split="columns"`` or ``"rows"`` (the
+        operator's head_dim 64 plan, ``"rows"``, keeps the serial order: the overlapped one was
+        built there on 2026-12-07 and has not been timed).
     longest_first : bool
         Launch the CTAs with the longest causal walks first (:meth:`.config.BackwardConfig.block`):
         the (batch entry, key/value head) pairs in sections of ``section`` key/value heads of

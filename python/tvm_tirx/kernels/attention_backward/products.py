@@ -169,6 +169,15 @@ def make_products(cfg: BackwardConfig) -> Products:
                           scope="warpgroup", scale_d=step.g > 0)
 
     @T.macro
+    def dk_shared(smem, regs, step, c):
+        """``dK += dS^T Q`` with A ``dS^T`` from ``sds[c]``, one call per 64-query chunk (two
+        with ``"rows"``: ``sds[c]``'s chunks are apart, each its own K-major tile)."""
+        q_n = qdo_n.mma_view(smem.sq, step.s, 0, head_dim, 16)  # (block_q / 16, head_dim, 16)
+        for cc in T.unroll(cfg.block_q // CHUNK):
+            T.cuda.tile.apply(T.ptx[cfg.mma_grads], regs.dK, kv.mma_view(smem.sds.sub[c], cc, 0, kv.rows, 16),
+                              q_n.sub[cc * 4 : cc * 4 + 4, :, :], scope="warpgroup", scale_d=T.Or(step.g > 0, cc > 0))
+
+    @T.macro
     def grads(smem, regs, step, c):
         T.ptx["wgmma.fence.sync.aligned"]()
         grad(regs.dV, regs.Pw, smem.sdo, step)
@@ -191,7 +200,7 @@ def make_products(cfg: BackwardConfig) -> Products:
         dq(smem, regs, c)
         T.ptx["wgmma.commit_group.sync.aligned"]()
         if cfg.scores_ahead:  # dS^T from sds[c] (K-major, as K for S^T): the packed registers free at once
-            grad(regs.dK, kv.mma_view(smem.sds.sub[c], 0, 0, kv.rows, 16), smem.sq, step)
+            dk_shared(smem, regs, step, c)
         else:
             grad(regs.dK, regs.dSw, smem.sq, step)
         T.ptx["wgmma.commit_group.sync.aligned"]()
