@@ -571,16 +571,22 @@ def check_gradients(torch, kernel, shape, causal, dtype, seed=0):
         assert worst <= 2e-2 and norm <= 1e-2, f"{where}: {name} max {worst:.2e}, norm {norm:.2e}"
 
 
+def check_every_length(torch, head_dim, causal, **options):
+    """One kernel of run-time sizes (8 query heads, 2 key/value heads, bfloat16, ``options``
+    of ``make_attention_backward``), its gradients checked at lengths 1, 77, 128, 1000 and
+    2049 (:func:`check_gradients`)."""
+    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=causal, **options)
+    kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
+    for seq_len in (1, 77, 128, 1000, 2049):
+        check_gradients(torch, kernel, (2, seq_len, 8, 2, head_dim), causal, "bfloat16", seed=seq_len)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim,dq_split", [(64, "keys"), (64, "columns"), (64, "rows"), (128, "keys"),
                                               (128, "columns")])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_every_length_from_one_kernel_on_gpu(torch_cuda, head_dim, causal, dq_split):
-    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=causal,
-                                   dq_split=dq_split)
-    kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
-    for seq_len in (1, 77, 128, 1000, 2049):
-        check_gradients(torch_cuda, kernel, (2, seq_len, 8, 2, head_dim), causal, "bfloat16", seed=seq_len)
+    check_every_length(torch_cuda, head_dim, causal, dq_split=dq_split)
 
 
 @pytest.mark.gpu

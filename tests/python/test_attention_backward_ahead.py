@@ -22,7 +22,7 @@ from tvm_tirx import testing
 from tvm_tirx.kernels.attention_backward import make_attention_backward
 from tvm_tirx.script import tirx as T
 
-from test_attention_backward import WGMMA, _calls, _check_configuration, _kernel, check_gradients
+from test_attention_backward import WGMMA, _calls, _check_configuration, _kernel, check_every_length, check_gradients
 from test_attention_backward_overlap import _sequence
 
 #: (head_dim, causal, dtype, kv_heads, static, stages): both head_dims, causal or not, both dtypes,
@@ -144,21 +144,13 @@ def test_the_operator_asks_for_it_only_where_switched_on(monkeypatch):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_every_length_from_one_kernel_with_scores_ahead_on_gpu(torch_cuda, head_dim, causal):
-    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=causal,
-                                   stages=2, **OPTIONS)
-    kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
-    for seq_len in (1, 77, 128, 1000, 2049):
-        check_gradients(torch_cuda, kernel, (2, seq_len, 8, 2, head_dim), causal, "bfloat16", seed=seq_len)
+    check_every_length(torch_cuda, head_dim, causal, stages=2, **OPTIONS)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_every_length_from_one_kernel_with_scores_ahead_by_rows_on_gpu(torch_cuda, causal):
-    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, 64, kv_heads=2, causal=causal, stages=2,
-                                   dq_split="rows", overlap=True, scores_ahead=True)
-    kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
-    for seq_len in (1, 77, 128, 1000, 2049):
-        check_gradients(torch_cuda, kernel, (2, seq_len, 8, 2, 64), causal, "bfloat16", seed=seq_len)
+    check_every_length(torch_cuda, 64, causal, stages=2, dq_split="rows", overlap=True, scores_ahead=True)
 
 
 @pytest.mark.gpu

@@ -21,7 +21,8 @@ from tvm_tirx.kernels.attention_backward import BackwardConfig, make_attention_b
 from tvm_tirx.kernels.attention_backward.config import IN_FLIGHT_REGISTERS
 from tvm_tirx.script import tirx as T
 
-from test_attention_backward import REDUCE, WGMMA, _body, _calls, _check_configuration, _kernel, check_gradients
+from test_attention_backward import (REDUCE, WGMMA, _body, _calls, _check_configuration, _kernel, check_every_length,
+                                     check_gradients)
 
 WAIT = "tvm_builtin_ptx_wgmma_wait_group_wait_group_sync_aligned_"
 COMMIT = "tvm_builtin_ptx_wgmma_commit_group_commit_group_sync_aligned"
@@ -115,21 +116,13 @@ def test_options_it_does_not_take_are_value_errors(options, match):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_every_length_from_one_overlapped_kernel_on_gpu(torch_cuda, head_dim, causal):
-    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, head_dim, kv_heads=2, causal=causal,
-                                   dq_split="columns", overlap=True, stages=2)
-    kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
-    for seq_len in (1, 77, 128, 1000, 2049):
-        check_gradients(torch_cuda, kernel, (2, seq_len, 8, 2, head_dim), causal, "bfloat16", seed=seq_len)
+    check_every_length(torch_cuda, head_dim, causal, dq_split="columns", overlap=True, stages=2)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_every_length_from_one_overlapped_kernel_by_rows_on_gpu(torch_cuda, causal):
-    func = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, 64, kv_heads=2, causal=causal, dq_split="rows",
-                                   overlap=True, stages=2)
-    kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
-    for seq_len in (1, 77, 128, 1000, 2049):
-        check_gradients(torch_cuda, kernel, (2, seq_len, 8, 2, 64), causal, "bfloat16", seed=seq_len)
+    check_every_length(torch_cuda, 64, causal, dq_split="rows", overlap=True, stages=2)
 
 
 @pytest.mark.gpu
