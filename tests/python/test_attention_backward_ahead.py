@@ -20,6 +20,7 @@ import pytest
 import tvm_tirx
 from tvm_tirx import testing
 from tvm_tirx.kernels.attention_backward import make_attention_backward
+from tvm_tirx.kernels.attention_backward.consumer import DP_AHEAD_HEAD_DIMS
 from tvm_tirx.script import tirx as T
 
 from test_attention_backward import WGMMA, _calls, _check_configuration, _kernel, check_every_length, check_gradients
@@ -64,16 +65,23 @@ def _consumer(kernel):
     return body[start : body.index("async_bulk_wait_group_async_bulk_wait_group_0", start)]
 
 
-def test_the_next_scores_are_issued_under_dk():
-    kernel = _kernel(128, True, **OPTIONS)
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_the_next_scores_are_issued_under_dk(head_dim):
+    kernel = _kernel(head_dim, True, **OPTIONS)
     consumer = _consumer(kernel)
     loop = consumer[consumer.index("for (int g") :]
-    # before the loop: S^T (c), wait 0, dP^T (c), wait 0 (P^T between them), and no wait 1
     before = consumer[: consumer.index("for (int g")]
-    assert re.findall(r"commit_group_sync_aligned\(|wait_group_sync_aligned_(\d)\(", before) == ["", "0", "", "0"]
-    # in the loop: dV (c), the join, [128: wait 0], dQ (c), dK (c), wait 1, the reduce; then the next S^T (c)
-    # before any wait (under dK), wait 0 (dK and S^T), the release, dP^T (c), wait 0; or (the last) wait 0
-    assert _sequence(loop) == "c J w0 c c w1 R c w0 c w0 w0"
+    marks = re.findall(r"commit_group_sync_aligned\(|wait_group_sync_aligned_(\d)\(", before)
+    if head_dim == 64:  # DP_AHEAD_HEAD_DIMS: S^T (c) and dP^T (c), wait 1, P^T, wait 0
+        assert 64 in DP_AHEAD_HEAD_DIMS and marks == ["", "", "1", "0"]
+        # in the loop: dV (c), the join (dV stays in flight), dQ (c), dK (c), wait 1, the reduce; then the next S^T
+        # and dP^T (c c) under dK, wait 1 (dK and S^T), the release, P^T, wait 0; or (the last) wait 0
+        assert _sequence(loop) == "c J c c w1 R c c w1 w0 w0"
+    else:  # 128 (dP^T under dK too spilled): S^T (c), wait 0, dP^T (c), wait 0 (P^T between them)
+        assert 128 not in DP_AHEAD_HEAD_DIMS and marks == ["", "0", "", "0"]
+        # in the loop: dV (c), the join, wait 0 (dV), dQ (c), dK (c), wait 1, the reduce; then the next S^T (c)
+        # under dK, wait 0 (dK and S^T), the release, dP^T (c), wait 0; or (the last) wait 0
+        assert _sequence(loop) == "c J w0 c c w1 R c w0 c w0 w0"
 
 
 def test_dk_reads_ds_from_shared_memory():

@@ -34,12 +34,13 @@ most ``S + dP + dV + dK`` live (the packs come after ``dS^T``), 192 at head_dim 
 
 ``scores_ahead=True`` (with ``overlap``) does not wait for ``dK`` there: once the ``dQ``
 block is reduced the consumer waits for the next stage and issues the next iteration's
-``S^T`` while ``dK`` runs, so that the tensor cores do not idle from ``dK``'s end to the
-next ``S^T`` (the wait, the release, the loop's head).  ``wait_group 0`` then retires both,
-the stage ``dK`` read is released, and the next iteration's ``dP^T``, ``P^T`` and
-``dS^T`` follow before the loop turns (:func:`_make_ahead`); ``dK`` reads ``dS^T`` from
-``sds[c]`` (:mod:`.products`).  Registers: ``S + dV + dK`` while ``S^T`` runs under ``dK``,
-below the order's peak.
+``S^T`` (at head_dim 64 ``dP^T`` too: :data:`DP_AHEAD_HEAD_DIMS`) while ``dK`` runs, so
+that the tensor cores do not idle from ``dK``'s end to the next ``S^T`` (the wait, the
+release, the loop's head).  The wait that retires ``S^T`` retires ``dK`` too, the stage
+``dK`` read is released, and the next iteration's ``dP^T``, ``P^T`` and ``dS^T`` follow
+before the loop turns (:func:`_make_ahead`); ``dK`` reads ``dS^T`` from ``sds[c]``
+(:mod:`.products`).  Registers: ``S + dV + dK`` (``+ dP`` at head_dim 64) while ``dK``
+runs, at most the order's peak.
 """
 
 from __future__ import annotations
@@ -52,7 +53,12 @@ from .gradients import first_key, make_gradients
 from .products import make_products
 from .state import Step
 
-__all__ = ["make_consumer"]
+__all__ = ["make_consumer", "DP_AHEAD_HEAD_DIMS"]
+
+#: head_dims at which ``scores_ahead`` issues the next ``dP^T`` under ``dK`` too, not only ``S^T``
+#: (ptxas 13.0, sm_90a: no spills at 64, by columns or rows; 52 bytes spilled at 128, where
+#: ``dV + dK + S + dP`` and ``dK``'s addresses are all live then)
+DP_AHEAD_HEAD_DIMS = (64,)
 
 
 def _make_iterations(cfg: BackwardConfig, exchange):
@@ -112,15 +118,17 @@ def _make_iterations(cfg: BackwardConfig, exchange):
 
 
 def _make_ahead(cfg: BackwardConfig, parts):
-    """``(begin, ahead)`` of ``scores_ahead``, from ``parts`` (:func:`_make_iterations`'s
-    third item).  ``begin(smem, regs, keys, step, place)``, with ``step``'s ``S^T``
-    issued and retired: issues its ``dP^T``, computes ``P^T`` under it, retires it and
-    computes and packs ``dS^T``.  ``ahead(outputs, smem, bars, regs, keys, step,
+    """``(scores, begin, ahead)`` of ``scores_ahead``, from ``parts`` (:func:`_make_iterations`'s
+    third item).  ``scores(smem, regs, step, place)``: issues ``step``'s ``S^T`` (and, at
+    :data:`DP_AHEAD_HEAD_DIMS`, its ``dP^T`` in a second group) and waits until ``S^T`` and
+    every group before it retired.  ``begin(smem, regs, keys, step, place)``, after
+    ``scores``: issues ``dP^T`` if ``scores`` did not, computes ``P^T`` under it, retires it
+    and computes and packs ``dS^T``.  ``ahead(outputs, smem, bars, regs, keys, step,
     next_step, place)``: the rest of ``step``'s overlapped iteration (``dV``, the exchange,
     ``dQ``, ``dK``, the reduce of ``dQ``), then, while its ``dK`` still runs, the wait for
-    ``next_step``'s stage and its ``S^T``; once both retired (``wait_group 0``), the
-    release of ``step``'s stage (that ``dK`` was its last reader) and ``begin`` of
-    ``next_step``; in the CTA's last iteration the wait for ``dK`` and the release alone.
+    ``next_step``'s stage and its ``scores``, whose wait retires ``dK`` too; the release of
+    ``step``'s stage (that ``dK`` was its last reader) and ``begin`` of ``next_step``; in
+    the CTA's last iteration the wait for ``dK`` and the release alone.
 
     Where the loop turns, only ``dV``, ``dK`` and the packed ``P^T`` and ``dS^T`` are live
     (160 registers at head_dim 128): with the loop turning before ``dS^T`` (``S`` and
@@ -131,9 +139,22 @@ def _make_ahead(cfg: BackwardConfig, parts):
     ring, (products, p_values, finish, after_ds) = cfg.ring, parts
     wait = T.ptx["wgmma.wait_group.sync.aligned"]
 
+    both = cfg.head_dim in DP_AHEAD_HEAD_DIMS
+
+    @T.macro
+    def scores(smem, regs, step, place):
+        """``step``'s ``S^T`` (and ``dP^T``), then the wait that retires ``S^T`` and all before it."""
+        if both:
+            products.scores_apart(smem, regs, step.s, place.c)
+            wait(1)  # S^T retired, dP^T may still run
+        else:
+            products.scores_s(smem, regs, step.s, place.c)
+            wait(0)
+
     @T.macro
     def begin(smem, regs, keys, step, place):
-        products.scores_dp(smem, regs, step.s, place.c)
+        if not both:
+            products.scores_dp(smem, regs, step.s, place.c)
         p_values(regs, smem, keys, step, place)  # under dP^T
         wait(0)
         finish(regs, smem.srows.sub[step.s], place)
@@ -143,15 +164,14 @@ def _make_ahead(cfg: BackwardConfig, parts):
         after_ds(outputs, smem, regs, keys, step, place)
         if step.g + 1 < keys.steps:
             ring.wait(bars.full, next_step.s, next_step.g, None)
-            products.scores_s(smem, regs, next_step.s, place.c)  # under this step's dK
-            wait(0)
+            scores(smem, regs, next_step, place)  # under this step's dK, which the wait retires too
             ring.release(bars.empty, step.s, place.tid)
             begin(smem, regs, keys, next_step, place)
         else:
             wait(0)  # every wgmma that read the stage retired
             ring.release(bars.empty, step.s, place.tid)
 
-    return begin, ahead
+    return scores, begin, ahead
 
 
 def make_consumer(cfg: BackwardConfig):
@@ -162,10 +182,8 @@ def make_consumer(cfg: BackwardConfig):
     order)."""
     ring, exchange = cfg.ring, make_exchange(cfg)
     serial, overlapped, parts = _make_iterations(cfg, exchange)
-    begin, ahead = _make_ahead(cfg, parts)
-    products = parts[0]
+    scores, begin, ahead = _make_ahead(cfg, parts)
     _, _, reduce_dq, drain = exchange
-    wait = T.ptx["wgmma.wait_group.sync.aligned"]
 
     def step_of(g, keys, place):
         h, qb = cfg.step(g, keys.kb, keys.hk, place.seq_len)
@@ -175,8 +193,7 @@ def make_consumer(cfg: BackwardConfig):
     def consume_ahead(outputs, smem, bars, regs, keys, place):
         T.cuda.mbarrier_wait_phase(bars.kv_full.sub[0, :], 0)
         ring.wait(bars.full, ring.slot(0), 0, None)  # keys.steps >= 1 (.config.BackwardConfig.query_blocks)
-        products.scores_s(smem, regs, ring.slot(0), place.c)
-        wait(0)
+        scores(smem, regs, step_of(0, keys, place), place)
         begin(smem, regs, keys, step_of(0, keys, place), place)
         for g in T.serial(keys.steps):
             ahead(outputs, smem, bars, regs, keys, step_of(g, keys, place), step_of(g + 1, keys, place), place)
