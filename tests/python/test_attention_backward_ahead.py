@@ -115,33 +115,41 @@ def test_options_it_does_not_take_are_value_errors(options, match):
         make_attention_backward(2, 128, 4, 128, **options)
 
 
-def test_the_operator_asks_for_it_only_where_switched_on(monkeypatch):
+def _key(head_dim, deterministic=False, ahead=True):
+    from tvm_tirx.ops import attention_backward_kernels as kernels  # no torch needed
+
+    return kernels.AttentionBackwardKey(8, 2, head_dim, True, "bfloat16", head_dim ** -0.5, "sm_90a", deterministic,
+                                        None, ahead)
+
+
+def test_the_operators_key_asks_for_it_where_the_kernel_takes_it():
     import tvm_ffi
 
     from tvm_tirx.kernels.attention_backward import PLANS
     from tvm_tirx.ops import attention_backward_kernels as kernels
-    from tvm_tirx.ops import attention_backward_ops
-
-    def key(head_dim, deterministic=False, ahead=True):
-        return kernels.AttentionBackwardKey(8, 2, head_dim, True, "bfloat16", head_dim ** -0.5, "sm_90a",
-                                            deterministic, None, ahead)
 
     assert not kernels.SCORES_AHEAD  # off by default: never run on a GPU yet
-    assert kernels.plan(key(128)) == dict(PLANS[128], scores_ahead=True) and "scores_ahead" not in PLANS[128]
-    assert kernels.plan(key(128, ahead=False)) == PLANS[128]
-    assert kernels._name(key(128)) == "tvm_tirx_attention_backward_h8_kv2_d128_causal_bf16_ahead"
-    assert kernels._name(key(128, ahead=False)) == "tvm_tirx_attention_backward_h8_kv2_d128_causal_bf16"
+    assert kernels.plan(_key(128)) == dict(PLANS[128], scores_ahead=True) and "scores_ahead" not in PLANS[128]
+    assert kernels.plan(_key(128, ahead=False)) == PLANS[128]
+    assert kernels._name(_key(128)) == "tvm_tirx_attention_backward_h8_kv2_d128_causal_bf16_ahead"
+    assert kernels._name(_key(128, ahead=False)) == "tvm_tirx_attention_backward_h8_kv2_d128_causal_bf16"
     # head_dim 64's plan ("rows") is not overlapped; the deterministic kernel at head_dim 128 refuses it
-    assert "scores_ahead" not in kernels.plan(key(64)) and "scores_ahead" not in kernels.plan(key(128, True))
-    made = kernels.backward_prim_func(key(128))
+    assert "scores_ahead" not in kernels.plan(_key(64)) and "scores_ahead" not in kernels.plan(_key(128, True))
+    made = kernels.backward_prim_func(_key(128))
     planned = make_attention_backward(T.dynamic("B"), T.dynamic("L"), 8, 128, kv_heads=2, causal=True,
                                       scale=128 ** -0.5, scores_ahead=True, **PLANS[128])
     assert tvm_ffi.structural_equal(made.body, planned.body, map_free_vars=True)
-    # the operator's key follows the switch (read at import; patched here)
+
+
+def test_the_operator_asks_for_it_only_where_switched_on(monkeypatch):
     torch = pytest.importorskip("torch")
+    from tvm_tirx.ops import attention_backward_kernels as kernels
+    from tvm_tirx.ops import attention_backward_ops  # pylint: disable=import-outside-toplevel  (imports torch)
+
     q, k = torch.empty(1, 256, 8, 128, dtype=torch.bfloat16), torch.empty(1, 256, 2, 128, dtype=torch.bfloat16)
-    monkeypatch.setattr(attention_backward_ops, "attention_key", lambda *a: key(128, ahead=False))
-    monkeypatch.setattr(kernels, "SCORES_AHEAD", True)
+    monkeypatch.setattr(attention_backward_ops, "attention_key", lambda *a: _key(128, ahead=False))
+    assert not attention_backward_ops.backward_key(q, k, k, True, 128 ** -0.5, "bshd").scores_ahead
+    monkeypatch.setattr(kernels, "SCORES_AHEAD", True)  # read at import: patched here
     assert attention_backward_ops.backward_key(q, k, k, True, 128 ** -0.5, "bshd").scores_ahead
 
 
