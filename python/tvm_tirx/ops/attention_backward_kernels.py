@@ -30,6 +30,7 @@ from tvm.script import tirx as T
 
 from ..build.kernel import compile as _tirx_compile
 from ..kernels.attention_backward import DETERMINISTIC_PLANS, HEAD_DIMS, PLANS, make_attention_backward
+from ..kernels.attention_backward.config import takes_scores_ahead
 from ..kernels.attention_backward.dsum import make_dsum
 from ..kernels.attention.config import DTYPES
 from .attention_kernels import AttentionOperands, f32_bits
@@ -121,7 +122,7 @@ def plan(key: AttentionBackwardKey) -> dict:
     takes it (a new dict; the tables are not changed)."""
     table = DETERMINISTIC_PLANS if key.deterministic and key.head_dim in DETERMINISTIC_PLANS else PLANS
     chosen = dict(table[key.head_dim])
-    if key.scores_ahead and chosen.get("overlap") and not (key.deterministic and key.head_dim == 128):
+    if key.scores_ahead and takes_scores_ahead(chosen.get("overlap", False), key.deterministic, key.head_dim):
         chosen["scores_ahead"] = True
     return chosen
 

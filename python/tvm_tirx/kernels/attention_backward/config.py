@@ -9,38 +9,32 @@ Budgets (bf16 and f16 alike; a consumer warpgroup owns ``WG_K = 64`` keys, a que
 has ``BQ = 64`` rows -- 128 with ``dq_split="rows"``, its own item below --, ``D`` =
 head_dim):
 
-* registers of a consumer thread (fp32 accumulators of a warpgroup's 128 threads, PTX
-  ISA 9.7.15.5.1.1): ``S^T`` and ``dP^T`` (64 x BQ) 32 each, ``dV`` and ``dK`` (64 x D)
-  ``D / 2`` each, ``dQ`` (BQ x D) ``D / 2``, the packed ``P^T`` and ``dS^T`` A fragments
-  16 each.  Not all are live at once: the schedule (:mod:`.consumer`) waits for ``dV``
-  and ``dK`` before it issues ``dQ``, so at D 128 the peak is ``S + dP + dV + dK`` = 32 +
-  32 + 64 + 64 = 192 (while ``P`` and ``dS`` are computed; their LSE and Dsum values are
-  read from shared memory as they are used) or ``dV + dK + dQ`` = 192 (while ``dQ``
-  runs), plus addresses and descriptors; at D 64 128 and 96.  The consumers take
-  :data:`CONSUMER_REGISTERS` = 232 per thread by ``setmaxnreg``, the producer keeps
-  :data:`PRODUCER_REGISTERS` = 40 (128 x (40 + 2 x 232) = 64512 <= 65536, PTX ISA
-  9.7.19.5; with 24 the producer's loops spilled); ptxas 13.0 spills in no configuration
-  the tests build.  Measured on the way there (D 128, 240 registers): ``dQ`` issued with ``dV`` and ``dK``
-  and the block's 32 LSE / Dsum values read from global memory into registers spilled
-  136 bytes and serialised the wgmmas (ptxas C7512); issuing ``dQ`` after the other two
-  retire ended the serialisation, reading the values from shared memory the spills.
-  head_dim 256 is refused: ``dV`` and ``dK`` of 64 keys alone would take 256 registers
-  per thread, over the 255 a thread may have (FlashAttention-3 blocks otherwise there).
-  With ``dq_split="columns"`` a consumer's ``dQ`` is ``BQ x D/2``: ``D / 4`` registers
-  (32 at D 128), so the ``dQ`` phase peaks at ``dV + dK + dQ`` = 160 at D 128 (80 at D
-  64) and the peak is the score phase's 192 (128).
-* shared memory (bytes; 128-byte swizzled tiles, 1024-byte aligned): K and V of the CTA's
-  128 keys ``2 x 128 x D x 2``; per ring stage a Q and a dO block ``2 x 64 x D x 2`` and
-  the 64 LSE and 64 Dsum values (512); ``dS^T`` of each consumer ``2 x 64 x 64 x 2`` = 16
-  KiB (the A operand of ``dQ = dS K``); the fp32 ``dQ`` block of each consumer ``2 x 64 x
-  D x 4`` (the source of the TMA reduce-add); the mbarriers ``8 x (1 + 2 stages)``; 1 KiB
-  to align the tiles (:attr:`BackwardConfig.smem_bytes`).  D 128: 181,784 (1 stage),
-  215,080 (2, the default); 3 stages would need 248,376, over the 232,448 a CTA may have.
-  D 64: 99,864 (1) to 150,600 (4 stages).  With ``dq_split="columns"`` the ``dQ`` tiles
-  halve (``2 x 64 x D/2 x 4``; ``sds`` stays one tile per consumer, :mod:`.exchange`):
-  D 128: 149,016 (1), 182,312 (2), 215,608 (3; 4 would need 248,904); D 64: 83,480 (1)
-  to 134,216 (4).  FlashAttention-3 blocks 64 (causal) or 80 queries x 128 keys at D 128
-  and 128 x 128 at D 64; this kernel 64 x 128 at both, or 128 x 128 with ``"rows"``.
+* registers of a consumer thread (fp32 accumulators of a warpgroup's 128 threads, PTX ISA 9.7.15.5.1.1):
+  ``S^T`` and ``dP^T`` (64 x BQ) 32 each, ``dV`` and ``dK`` (64 x D) ``D / 2`` each, ``dQ`` (BQ x D)
+  ``D / 2``, the packed ``P^T`` and ``dS^T`` A fragments 16 each.  Not all are live at once: the schedule
+  (:mod:`.consumer`) waits for ``dV`` and ``dK`` before it issues ``dQ``, so at D 128 the peak is
+  ``S + dP + dV + dK`` = 32 + 32 + 64 + 64 = 192 (while ``P`` and ``dS`` are computed; their LSE and Dsum
+  values are read from shared memory as they are used) or ``dV + dK + dQ`` = 192 (while ``dQ`` runs), plus
+  addresses and descriptors; at D 64 128 and 96.  The consumers take :data:`CONSUMER_REGISTERS` = 232 per
+  thread by ``setmaxnreg``, the producer keeps :data:`PRODUCER_REGISTERS` = 40 (128 x (40 + 2 x 232) = 64512
+  <= 65536, PTX ISA 9.7.19.5; with 24 the producer's loops spilled); ptxas 13.0 spills in no configuration the
+  tests build.  On the way there (D 128, 240 registers) ``dQ`` issued with ``dV`` and ``dK`` and the block's
+  32 LSE / Dsum values read from global memory into registers spilled 136 bytes and serialised the wgmmas
+  (C7512); ``dQ`` issued after the other two retire, and the values read from shared memory, ended both.
+  head_dim 256 is refused: ``dV`` and ``dK`` of 64 keys alone would take 256 registers per thread, over the
+  255 a thread may have (FlashAttention-3 blocks otherwise there). With ``dq_split="columns"`` a consumer's
+  ``dQ`` is ``BQ x D/2``: ``D / 4`` registers (32 at D 128), so the ``dQ`` phase peaks at ``dV + dK + dQ`` =
+  160 at D 128 (80 at D 64) and the peak is the score phase's 192 (128).
+* shared memory (bytes; 128-byte swizzled tiles, 1024-byte aligned): K and V of the CTA's 128 keys
+  ``2 x 128 x D x 2``; per ring stage a Q and a dO block ``2 x 64 x D x 2`` and the 64 LSE and 64 Dsum values
+  (512); ``dS^T`` of each consumer ``2 x 64 x 64 x 2`` = 16 KiB (the A operand of ``dQ = dS K``); the fp32
+  ``dQ`` block of each consumer ``2 x 64 x D x 4`` (the source of the TMA reduce-add); the mbarriers
+  ``8 x (1 + 2 stages)``; 1 KiB to align the tiles (:attr:`BackwardConfig.smem_bytes`).  D 128: 181,784 (1
+  stage), 215,080 (2, the default); 3 stages would need 248,376, over the 232,448 a CTA may have. D 64: 99,864
+  (1) to 150,600 (4 stages).  With ``dq_split="columns"`` the ``dQ`` tiles halve (``2 x 64 x D/2 x 4``;
+  ``sds`` stays one tile per consumer, :mod:`.exchange`): D 128: 149,016 (1), 182,312 (2), 215,608 (3; 4 would
+  need 248,904); D 64: 83,480 (1) to 134,216 (4).  FlashAttention-3 blocks 64 (causal) or 80 queries x 128
+  keys at D 128 and 128 x 128 at D 64; this kernel 64 x 128 at both, or 128 x 128 with ``"rows"``.
 * ``dq_split="rows"``: query blocks of :data:`BQ_ROWS` = 128, so ``S^T`` and ``dP^T`` (64
   x 128) take 64 registers each and the peak is ``S + dP + dV + dK`` = 64 + 64 + 32 + 32
   = 192 at D 64; each consumer's ``dQ`` is one 64-row half of the block (64 x D over all
@@ -63,7 +57,7 @@ from ..gemm.operands import Operand
 from ..parts.ring import Ring
 
 __all__ = ["BQ", "BQ_ROWS", "DQ_ROWS", "BK", "WG_K", "CONSUMERS", "FILLS", "HEAD_DIMS", "DQ_SPLITS",
-           "PRODUCER_REGISTERS", "CONSUMER_REGISTERS", "BackwardConfig"]
+           "PRODUCER_REGISTERS", "CONSUMER_REGISTERS", "BackwardConfig", "takes_scores_ahead"]
 
 BQ = 64  # query rows per block with dq_split "keys" / "columns" (the N of S^T and dP^T, the M of dQ)
 #: query rows per block with ``dq_split="rows"`` (head_dim 64): the N of ``S^T`` and ``dP^T``
@@ -88,6 +82,12 @@ DQ_BOX = 32  # float32 columns per TMA reduce box: one 128-byte swizzle row
 #: arrivals that fill a ring stage: the TMA thread's ``arrive.expect_tx`` and the 32 lanes
 #: that copy the LSE and Dsum values (:func:`.producer.make_row_copier`)
 FILLS = 1 + 32
+
+
+def takes_scores_ahead(overlap: bool, deterministic: bool, head_dim: int) -> bool:
+    """Whether the kernel is built with ``scores_ahead=True`` and these options: it needs
+    ``overlap``, and the deterministic kernel at head_dim 128 spilled 8 bytes with it (ptxas 13.0)."""
+    return overlap and not (deterministic and head_dim == 128)
 
 
 def _check_extent(name: str, value):
@@ -174,7 +174,7 @@ class BackwardConfig(AttentionSizes):  # pylint: disable=too-many-instance-attri
             raise ValueError(f"overlap=True needs dq_split='columns' or 'rows', found {self.dq_split!r}: with 'keys' "
                              f"a consumer's dQ (64 x head_dim float32) in flight next to dV and dK takes more "
                              f"registers than a thread has")
-        if self.scores_ahead and not (self.overlap and not (self.deterministic and self.head_dim == 128)):
+        if self.scores_ahead and not takes_scores_ahead(self.overlap, self.deterministic, self.head_dim):
             raise ValueError(f"scores_ahead=True needs overlap=True, and not deterministic at head_dim 128 (ptxas "
                              f"spilled 8 bytes), found overlap={self.overlap}, deterministic={self.deterministic}")
         if self.split_rows and self.deterministic:

@@ -168,6 +168,8 @@ def make_products(cfg: BackwardConfig) -> Products:
         T.cuda.tile.apply(T.ptx[cfg.mma_grads], acc, a, qdo_n.mma_view(ring, step.s, 0, head_dim, 16),
                           scope="warpgroup", scale_d=step.g > 0)
 
+    steps = CHUNK // 16  # k16 steps of one 64-query chunk (a Python int: the view's extents stay static)
+
     @T.macro
     def dk_shared(smem, regs, step, c):
         """``dK += dS^T Q`` with A ``dS^T`` from ``sds[c]``, one call per 64-query chunk (two
@@ -175,7 +177,8 @@ def make_products(cfg: BackwardConfig) -> Products:
         q_n = qdo_n.mma_view(smem.sq, step.s, 0, head_dim, 16)  # (block_q / 16, head_dim, 16)
         for cc in T.unroll(cfg.block_q // CHUNK):
             T.cuda.tile.apply(T.ptx[cfg.mma_grads], regs.dK, kv.mma_view(smem.sds.sub[c], cc, 0, kv.rows, 16),
-                              q_n.sub[cc * 4 : cc * 4 + 4, :, :], scope="warpgroup", scale_d=T.Or(step.g > 0, cc > 0))
+                              q_n.sub[cc * steps : cc * steps + steps, :, :], scope="warpgroup",
+                              scale_d=T.Or(step.g > 0, cc > 0))
 
     @T.macro
     def grads(smem, regs, step, c):
