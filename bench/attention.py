@@ -64,19 +64,29 @@ SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(ove
                                                      ctas=2**31 - 1),
              # the table's kernel for full rows of unknown length: persistent up to 4096 keys, chosen at launch
              "persistent both, rows <= 4096": dict(pingpong=True, overlap=True, stages=3, persistent=True,
-                                                   persistent_rows=4096)}
+                                                   persistent_rows=4096),
+             # K's and V's halves of a stage on barriers of their own (v_ring): FlashAttention-3's two pipelines
+             "ping-pong, V ring": dict(pingpong=True, v_ring=True),
+             "overlap, 2 stages, V ring": dict(overlap=True, stages=2, v_ring=True),
+             "both, 2 stages, V ring": dict(pingpong=True, overlap=True, stages=2, v_ring=True),
+             "persistent both, 2 stages, V ring": dict(pingpong=True, overlap=True, stages=2, persistent=True,
+                                                       v_ring=True),
+             "persistent both, V ring": dict(pingpong=True, overlap=True, stages=3, persistent=True, v_ring=True)}
 #: the same schedules with O stored through shared memory and the TMA (``tma_store``; not in
 #: the default set until measured): the short rows' and head_dim 256's plans, and the
 #: persistent ping-pong that keeps a buffer of its own for O at head_dim 128
 SCHEDULES.update({f"{name}, TMA store": dict(SCHEDULES[name], tma_store=True)
                   for name in ("ping-pong", "persistent ping-pong", "persistent overlap", "persistent both",
                                "both, 2 stages", "persistent both, 2 stages", "overlap, 3 consumers",
-                               "persistent overlap, 3 consumers", "persistent both, rows <= 4096")})
+                               "persistent overlap, 3 consumers", "persistent both, rows <= 4096", "ping-pong, V ring",
+                               "overlap, 2 stages, V ring", "both, 2 stages, V ring",
+                               "persistent both, 2 stages, V ring", "persistent both, V ring")})
 #: O staged in the last block's K stage (``o_staging="kv"``: the head_dim 128 plan's for causal rows and
 #: short full rows; the TMA-store schedules above stage it in a tile of its own, or in Q's rows)
 SCHEDULES.update({f"{name}, O in K": dict(SCHEDULES[name], o_staging="kv")
-                  for name in ("persistent both, TMA store", "persistent both, rows <= 4096, TMA store")})
-DEFAULT_SCHEDULES = tuple(name for name in SCHEDULES if "TMA store" not in name)
+                  for name in ("persistent both, TMA store", "persistent both, rows <= 4096, TMA store",
+                               "persistent both, V ring, TMA store", "persistent both, 2 stages, V ring, TMA store")})
+DEFAULT_SCHEDULES = tuple(name for name in SCHEDULES if "TMA store" not in name and "V ring" not in name)
 
 
 def kernel_for(heads, head_dim, causal, schedule="serial", arch=None, kv_heads=None):

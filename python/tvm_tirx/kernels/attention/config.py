@@ -152,7 +152,7 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
         :attr:`fragment_budget` registers per consumer thread; ``consumers`` not 2 or 3,
         or 3 with a head_dim other than 64, ``pingpong`` or ``varlen``; an ``o_staging``
         that :func:`~.staging.o_staging_error` refuses, ``"own"`` where the tile does not
-        fit, ``"kv"`` where :meth:`kv_staging_refusal` names a reason.
+        fit, ``"kv"`` where :meth:`kv_staging_refusal` names a reason; ``v_ring`` not a bool.
     """
 
     pingpong: bool = False
@@ -165,6 +165,7 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
     block_n: int | None = None
     consumers: int = CONSUMERS
     o_staging: str | None = None
+    v_ring: bool = False
 
     def __post_init__(self):
         self._check_consumers()
@@ -177,7 +178,7 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
                              f"more than the {SMEM_LIMIT} a CTA may have; use fewer stages")
 
     def _check_options(self):
-        for name in ("causal", "pingpong", "overlap", "persistent", "varlen", "tma_store"):
+        for name in ("causal", "pingpong", "overlap", "persistent", "varlen", "tma_store", "v_ring"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected a bool, found {getattr(self, name)!r}")
         check_numerics(self.dtype, self.scale, self.stages)
@@ -317,6 +318,12 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
         return 2 * self.bn * self.head_dim * 2
 
     @property
+    def rings(self) -> int:
+        """Barrier pairs per stage: 2 with ``v_ring`` (K's and V's halves of a stage loaded and
+        released on barriers ``s`` and ``stages + s`` of ``full`` and ``empty``, :mod:`.consumer`), else 1."""
+        return 2 if self.v_ring else 1
+
+    @property
     def o_tile(self) -> str | None:
         """Where ``tma_store`` stages O (:mod:`.o_store`): ``o_staging`` if given, else
         ``"own"``, a buffer of its own (``consumers x 64 x head_dim`` elements,
@@ -367,7 +374,7 @@ class AttentionConfig(AttentionSizes):  # pylint: disable=too-many-instance-attr
 
     @property
     def _base_bytes(self) -> int:
-        return self.q_bytes + self.stages * self.kv_bytes + 8 * 2 * (self.consumers + self.stages) + 1024
+        return self.q_bytes + self.stages * self.kv_bytes + 8 * 2 * (self.consumers + self.rings * self.stages) + 1024
 
     @property
     def smem_bytes(self) -> int:

@@ -19,6 +19,12 @@ With O staged in K's stage (``o_staging="kv"``, :mod:`.o_store`) the last block'
 released by the epilogue, after O's store has read it, and the consumer hands K's stage
 over to the other consumer (and Q's rows to the producer) as soon as its last ``Q K^T``
 has retired.
+
+With ``v_ring`` K's and V's halves of a stage have barriers of their own: a consumer waits
+for V's half just before its ``P V`` and releases K's half as soon as its ``Q K^T`` has
+retired (but the tile's last with O staged in K's stage), so the producer refills K while
+the softmax and ``P V`` of the block still run (FlashAttention-3's two pipelines; two
+stages then keep the overlapped schedule fed).
 """
 
 from __future__ import annotations
@@ -115,16 +121,40 @@ def _make_steps(cfg: AttentionConfig) -> SimpleNamespace:
         signal_k_read(bars, place.c, tile.i, place.tid)  # ... nor K's stage, where the other consumer stages O
 
     @T.macro
-    def release_block(bars, tile, j, tid):
-        if keep_last:  # the last block's stage is released by the epilogue, after O's store has read it
+    def release_kv(bars, tile, j, tid):  # the stage of block j, or with v_ring K's half of it
+        if keep_last:  # the last block's stage (K's half) is released by the epilogue, after O's store read it
             if j < tile.n_kv - 1:
                 ring.release(bars.empty, ring.slot(tile.done + j), tid)
         else:
             ring.release(bars.empty, ring.slot(tile.done + j), tid)
 
+    v_ring = cfg.v_ring
+    v_bar = cfg.stages if v_ring else 0  # V's half of stage s: barriers stages + s (else the stage's own)
+
+    @T.macro
+    def release_k(bars, tile, j, tid):  # after block j's Q K^T retired
+        if v_ring:
+            release_kv(bars, tile, j, tid)
+
+    @T.macro
+    def release_v(bars, tile, j, tid):  # after block j's P V retired (not the tile's last block without v_ring)
+        ring.release(bars.empty, ring.slot(tile.done + j) + v_bar, tid)
+
+    @T.macro
+    def release_block(bars, tile, j, tid):  # after block j's P V retired, j possibly the tile's last
+        if v_ring:
+            release_v(bars, tile, j, tid)
+        else:
+            release_kv(bars, tile, j, tid)
+
+    @T.macro
+    def wait_v(bars, tile, j):  # before block j's P V (with v_ring: V's half; else the stage was waited for)
+        if v_ring:
+            ring.wait(bars.full, ring.slot(tile.done + j) + v_bar, tile.done + j, None)
+
     return SimpleNamespace(issue_qk=issue_qk, issue_pv=issue_pv, scores=scores, rescale=rescale, pack=pack,
-                           start=start, release_q=release_q, release_block=release_block, take_turn=take_turn,
-                           give_turn=give_turn)
+                           start=start, release_q=release_q, release_k=release_k, release_v=release_v,
+                           release_block=release_block, wait_v=wait_v, take_turn=take_turn, give_turn=give_turn)
 
 
 def _serial(cfg: AttentionConfig, st: SimpleNamespace):
@@ -140,9 +170,11 @@ def _serial(cfg: AttentionConfig, st: SimpleNamespace):
             st.issue_qk(regs.S, smem.sq, smem.sk, ring.slot(tile.done + j), place.c)
             st.give_turn(place.c, j, tile.n_kv, tile.last)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
+            st.release_k(bars, tile, j, place.tid)
             st.scores(regs, j, row, tile, place)
             st.rescale(regs)  # at j = 0 O is not yet written: the first P V has scale_d false
             st.pack(regs)
+            st.wait_v(bars, tile, j)
             st.issue_pv(regs.O, regs.P, smem.sv, ring.slot(tile.done + j), j > 0)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
             st.release_block(bars, tile, j, place.tid)
@@ -163,6 +195,7 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
         st.issue_qk(regs.S, smem.sq, smem.sk, ring.slot(tile.done), place.c)
         st.give_turn(place.c, 0, tile.n_kv, tile.last)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
+        st.release_k(bars, tile, 0, place.tid)
         if tile.n_kv == 1:
             st.release_q(bars, tile, place)  # the tile's one Q K^T has retired
         st.scores(regs, 0, row, tile, place)
@@ -171,16 +204,19 @@ def _overlapped(cfg: AttentionConfig, st: SimpleNamespace):
             ring.wait(bars.full, ring.slot(tile.done + j), tile.done + j, None)
             st.take_turn(place.c)
             st.issue_qk(regs.S, smem.sq, smem.sk, ring.slot(tile.done + j), place.c)
+            st.wait_v(bars, tile, j - 1)
             st.issue_pv(regs.O, regs.P, smem.sv, ring.slot(tile.done + j - 1), j > 1)
             st.give_turn(place.c, j, tile.n_kv, tile.last)
             T.ptx["wgmma.wait_group.sync.aligned"](1)  # Q K_j^T retired; P_{j-1} V_{j-1} may still run
+            st.release_k(bars, tile, j, place.tid)
             if j == tile.n_kv - 1:
                 st.release_q(bars, tile, place)  # the tile's last Q K^T has retired
             st.scores(regs, j, row, tile, place)
             T.ptx["wgmma.wait_group.sync.aligned"](0)
-            ring.release(bars.empty, ring.slot(tile.done + j - 1), place.tid)
+            st.release_v(bars, tile, j - 1, place.tid)
             st.rescale(regs)
             st.pack(regs)
+        st.wait_v(bars, tile, tile.n_kv - 1)
         st.issue_pv(regs.O, regs.P, smem.sv, ring.slot(tile.done + tile.n_kv - 1), tile.n_kv > 1)
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         st.release_block(bars, tile, tile.n_kv - 1, place.tid)

@@ -175,7 +175,7 @@ def _make_run(cfg: AttentionConfig):
         if cta.tid == 0:
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.q_full, count=T.uint32(1))
             T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.q_empty, count=T.uint32(1))
-            cfg.ring.init(bars.full, bars.empty)
+            cfg.ring.init(bars.full, bars.empty)  # with v_ring K's and V's barriers alike
             if cfg.o_tile == "kv":  # one arrival: thread 0 of the other consumer (.o_store)
                 T.cuda.tile.apply(T.ptx["mbarrier.init.shared::cta.b64"], bars.k_read, count=T.uint32(1))
             T.ptx["fence.mbarrier_init.release.cluster"]()
@@ -225,8 +225,8 @@ def _make_body(cfg: AttentionConfig):  # pylint: disable=too-many-locals
         sv = T.alloc_shared((stages, chunks, bn, CHUNK), dtype, scope="shared.dyn", align=1024, layout=kv_layout)
         q_full = T.alloc_shared((cfg.consumers, 1), "uint64", scope="shared.dyn", align=8)  # per consumer's Q rows
         q_empty = T.alloc_shared((cfg.consumers, 1), "uint64", scope="shared.dyn", align=8)
-        full = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
-        empty = T.alloc_shared((stages, 1), "uint64", scope="shared.dyn", align=8)
+        full = T.alloc_shared((cfg.rings * stages, 1), "uint64", scope="shared.dyn", align=8)  # with v_ring: V's
+        empty = T.alloc_shared((cfg.rings * stages, 1), "uint64", scope="shared.dyn", align=8)  # from stages on
         done = T.alloc_local((1,), "int32")  # key/value blocks of this CTA's earlier tiles
         tid = T.cuda.thread_idx("x")
         wg = T.cuda.warp_id() // 4
@@ -256,7 +256,8 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
                    scale: float | None = None, dtype: str = "bfloat16", stages: int = 2, pingpong: bool = False,
                    overlap: bool = False, persistent: bool = False, ctas: int = SMS,
                    persistent_rows: int | None = None, varlen: bool = False, tma_store: bool = False,
-                   block_n: int | None = None, consumers: int = CONSUMERS, o_staging: str | None = None):
+                   block_n: int | None = None, consumers: int = CONSUMERS, o_staging: str | None = None,
+                   v_ring: bool = False):
     """The fused attention forward ``O = softmax(scale * Q K^T [+ causal mask]) V`` and the
     log-sum-exp of each row: a ``T.function`` to pass to :func:`tvm_tirx.compile`
     (``arch="sm_90a"``).
@@ -331,6 +332,11 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         :mod:`.o_store`): ``"own"``, ``"kv"`` (the K half of the tile's last block's stage;
         the persistent grid with ``pingpong``) or ``"q"`` (Q's rows); ``None``: ``"own"``
         where it fits, else ``"q"``.
+    v_ring : bool
+        K's and V's halves of each stage on barriers of their own (FlashAttention-3's two
+        pipelines): a consumer releases K's half once its ``Q K^T`` retired and V's once its
+        ``P V`` did, so the producer refills K a softmax and a ``P V`` earlier than it
+        refills the whole stage (:mod:`.consumer`).  For two stages with ``overlap``.
 
     Returns
     -------
@@ -359,7 +365,8 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
     """
     kv_heads = heads if kv_heads is None else kv_heads
     cfg = AttentionConfig(batch, seq_len, heads, kv_heads, head_dim, dtype, causal, scale, stages, pingpong, overlap,
-                          persistent, ctas, persistent_rows, varlen, tma_store, block_n, consumers, o_staging)
+                          persistent, ctas, persistent_rows, varlen, tma_store, block_n, consumers, o_staging,
+                          v_ring)
     body = _make_body(cfg)
     if varlen:
         return varlen_function(cfg, body)

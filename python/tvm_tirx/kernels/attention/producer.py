@@ -33,10 +33,23 @@ def make_producer(cfg: AttentionConfig):
     before this tile: the ring runs on across the tiles of a persistent CTA.  With
     ``cfg.persistent`` the producer first waits until consumer ``w`` released its rows of
     ``sq`` (``q_empty[w]``'s phase of the previous tile; at ``i = 0`` the fresh barrier's
-    parity 1 passes at once: PTX ISA, ``mbarrier.try_wait.parity``).
+    parity 1 passes at once: PTX ISA, ``mbarrier.try_wait.parity``).  With ``cfg.v_ring`` V's
+    half of stage ``s`` is loaded on ``full[stages + s]``, after the consumers released it on
+    ``empty[stages + s]``.
     """
-    ring, bn, chunks = cfg.ring, cfg.bn, cfg.chunks
+    ring, bn, chunks, stages = cfg.ring, cfg.bn, cfg.chunks, cfg.stages
     q_bytes, kv_bytes, group, bm, consumers = cfg.q_bytes, cfg.kv_bytes, cfg.group, cfg.bm, cfg.consumers
+
+    @T.macro
+    def load_block(X, buf, full, s, tile, j, bar):  # block j of K or V (head h // group) into stage s, on full[bar]
+        for c in T.unroll(chunks):
+            T.cuda.tile.apply(T.ptx[LOAD], buf.sub[s, c].view(1, bn, 1, CHUNK), X, mbar=full.sub[bar, :],
+                              coords=(tile.b, tile.start + j * bn, tile.h // group, c * CHUNK), swizzle=3,
+                              l2_promotion=3)
+
+    @T.macro
+    def load_v(V, buf, full, s, tile, j):  # V's half of stage s on its own barrier, full[stages + s]
+        load_block(V, buf, full, s, tile, j, s + stages)
 
     @T.macro
     def produce(Q, K, V, smem, bars, tile):
@@ -62,14 +75,13 @@ def make_producer(cfg: AttentionConfig):
         for j in T.serial(tile.n_kv):
             s = ring.slot(tile.done + j)
             ring.acquire(bars.empty, s, tile.done + j, None)
-            ring.arm(bars.full, s, kv_bytes)
-            for c in T.unroll(chunks):
-                T.cuda.tile.apply(T.ptx[LOAD], smem.sk.sub[s, c].view(1, bn, 1, CHUNK), K, mbar=bars.full.sub[s, :],
-                                  coords=(tile.b, tile.start + j * bn, tile.h // group, c * CHUNK), swizzle=3,
-                                  l2_promotion=3)
-            for c in T.unroll(chunks):
-                T.cuda.tile.apply(T.ptx[LOAD], smem.sv.sub[s, c].view(1, bn, 1, CHUNK), V, mbar=bars.full.sub[s, :],
-                                  coords=(tile.b, tile.start + j * bn, tile.h // group, c * CHUNK), swizzle=3,
-                                  l2_promotion=3)
+            ring.arm(bars.full, s, kv_bytes // cfg.rings)
+            load_block(K, smem.sk, bars.full, s, tile, j, s)
+            if cfg.v_ring:  # V's half on its own barriers, once the consumers' P V of its last lap retired
+                ring.acquire(bars.empty, s + stages, tile.done + j, None)
+                ring.arm(bars.full, s + stages, kv_bytes // 2)
+                load_v(V, smem.sv, bars.full, s, tile, j)
+            else:
+                load_block(V, smem.sv, bars.full, s, tile, j, s)
 
     return produce

@@ -44,7 +44,8 @@ class Barriers(NamedTuple):
         use ``q_full[0]`` for all ``bm`` rows, and no ``q_empty``).
     full, empty : Buffer
         The key/value ring's stages loaded / released, ``(stages, 1)``
-        (:class:`~tvm_tirx.kernels.parts.Ring`).
+        (:class:`~tvm_tirx.kernels.parts.Ring`); with ``v_ring`` ``(2 stages, 1)``: entry ``s``
+        K's half of stage ``s``, entry ``stages + s`` V's half.
     k_read : Buffer | None
         With O staged in K's stage (``o_staging="kv"``), ``(2 consumers, 1)``: entry ``2 c + i
         % 2`` completes, in the CTA's tile ``i``, when the other consumer's last ``Q K^T``
