@@ -37,6 +37,8 @@ CLASSES = {
     "ragged": [(4, 32, 32, 1000, 128, True), (2, 32, 8, 3000, 128, False), (2, 16, 16, 4097, 64, True),
                (4, 16, 16, 777, 256, False)],
 }
+#: every head_dim 256 row of the classes above, as a class of its own (its plan is timed alone)
+CLASSES["d256"] = [r for rows in list(CLASSES.values()) for r in rows if r[4] == 256]
 BACKENDS = {"cuDNN": "CUDNN_ATTENTION", "FA2": "FLASH_ATTENTION"}
 
 

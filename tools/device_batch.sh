@@ -499,3 +499,7 @@ part vring-128 420 python3 bench/attention.py --runs 10 --rows 4,32,4096,128 2,1
   "persistent both, TMA store, O in K" "persistent both, V ring, TMA store, O in K" "both, 2 stages, V ring, TMA store" \
   "persistent both, 2 stages, V ring, TMA store" --block-n 160
 show vring-128 14
+# head_dim 256's rows through the operator, its plan as committed and FlashAttention-3's (TVM_TIRX_ATTENTION_V_RING=1)
+part vring-ops 500 bash -c "python3 bench/attention.py --ops --classes d256 && \
+  TVM_TIRX_ATTENTION_V_RING=1 python3 bench/attention.py --ops --classes d256"
+show vring-ops 30

@@ -118,6 +118,8 @@ def _name(heads, kv_heads, head_dim, causal, dtype, scale, plan: AttentionPlan) 
         name += f"_c{plan.consumers}"
     if plan.o_staging is not None:  # not against the table's: that depends on schedules.KV_STAGING
         name += f"_o{plan.o_staging}"
+    if plan.v_ring:  # likewise (schedules.V_RING)
+        name += "_vring"
     if f32_bits(scale) != f32_bits(1.0 / math.sqrt(head_dim)):
         name += f"_s{f32_bits(scale)}"
     return name

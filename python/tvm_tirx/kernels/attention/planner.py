@@ -59,11 +59,14 @@ class AttentionPlan:
     o_staging : str | None
         With ``tma_store``, where O is staged (``make_attention``'s ``o_staging``: ``"own"``,
         ``"kv"``, ``"q"``); None: the kernel's default.
+    v_ring : bool
+        K's and V's halves of a stage on barriers of their own (``make_attention``'s
+        ``v_ring``): what lets ``overlap`` run on 2 stages.
 
     Raises
     ------
     ValueError
-        ``stages`` not 2 or 3, ``overlap`` with fewer than 3 stages, ``persistent_rows``
+        ``stages`` not 2 or 3, ``overlap`` with fewer than 3 stages without ``v_ring``, ``persistent_rows``
         without ``persistent``, ``tma_store`` not a bool, ``block_n`` neither None nor an
         int, ``consumers`` not the int 2 or 3, or an ``o_staging`` that
         :func:`~.staging.o_staging_error` refuses.
@@ -78,6 +81,7 @@ class AttentionPlan:
     block_n: int | None = None
     consumers: int = 2
     o_staging: str | None = None
+    v_ring: bool = False
 
     def __post_init__(self):
         error = o_staging_error(self.o_staging, self.tma_store)
@@ -88,12 +92,14 @@ class AttentionPlan:
                              f"found {self.consumers!r}")
         if self.block_n is not None and (isinstance(self.block_n, bool) or not isinstance(self.block_n, int)):
             raise ValueError(f"AttentionPlan: block_n must be None or an int (keys per block), found {self.block_n!r}")
-        if not isinstance(self.tma_store, bool):
-            raise ValueError(f"AttentionPlan: tma_store must be a bool, found {self.tma_store!r}")
+        for name in ("tma_store", "v_ring"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"AttentionPlan: {name} must be a bool, found {getattr(self, name)!r}")
         if self.stages not in (2, 3):
             raise ValueError(f"AttentionPlan: stages must be 2 or 3, found {self.stages!r}")
-        if self.overlap and self.stages < 3:
-            raise ValueError("AttentionPlan: the overlapped schedule needs stages=3 (block j + 1's scores in flight)")
+        if self.overlap and self.stages < 3 and not self.v_ring:
+            raise ValueError("AttentionPlan: the overlapped schedule needs stages=3 (block j + 1's scores in flight), "
+                             "or v_ring=True")
         if self.persistent_rows is not None and not self.persistent:
             raise ValueError("AttentionPlan: persistent_rows applies to the persistent grid only (persistent=True)")
 
@@ -108,7 +114,8 @@ class AttentionPlan:
         """The plan as keyword arguments of ``make_attention``."""
         return {"pingpong": self.pingpong, "overlap": self.overlap, "stages": self.stages,
                 "persistent": self.persistent, "persistent_rows": self.persistent_rows, "tma_store": self.tma_store,
-                "block_n": self.block_n, "consumers": self.consumers, "o_staging": self.o_staging}
+                "block_n": self.block_n, "consumers": self.consumers, "o_staging": self.o_staging,
+                "v_ring": self.v_ring}
 
 
 #: (head_dim, causal, seq_len or None) -> the plan given by :func:`override`

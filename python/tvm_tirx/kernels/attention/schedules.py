@@ -75,7 +75,7 @@ import os
 from .config import HEAD_DIMS
 
 __all__ = ["OVERLAP_HEAD_DIMS", "PERSISTENT_ROWS", "TWO_CONSUMER_CAUSAL_ROWS", "KV_STAGING", "KV_STAGING_FULL_ROWS",
-           "choose_schedule"]
+           "V_RING", "choose_schedule"]
 
 #: head_dims whose shared memory holds the overlapped schedule's three stages
 OVERLAP_HEAD_DIMS = (64, 128)
@@ -96,10 +96,16 @@ KV_STAGING_FULL_ROWS = 512
 KV_STAGING = os.environ.get("TVM_TIRX_ATTENTION_KV_STAGING", "1") != "0"
 
 
+#: whether head_dim 256's plan is FlashAttention-3's: ping-pong and overlapped on two stages, K's and V's halves
+#: of a stage on barriers of their own (``v_ring``), instead of ping-pong alone: off until measured.
+#: ``TVM_TIRX_ATTENTION_V_RING=1`` in the environment (read at import) or setting it to True turns it on.
+V_RING = os.environ.get("TVM_TIRX_ATTENTION_V_RING", "0") == "1"
+
+
 def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> dict:
     """``make_attention`` options ``{"pingpong", "overlap", "stages", "persistent",
-    "persistent_rows", "tma_store", "block_n", "consumers", "o_staging"}`` for ``head_dim`` (64, 128 or
-    256 elements), ``causal`` masking and ``seq_len`` (keys per query; ``None``: not known
+    "persistent_rows", "tma_store", "block_n", "consumers", "o_staging"}`` (and ``"v_ring"``
+    at 256) for ``head_dim`` (64, 128 or 256 elements), ``causal`` masking and ``seq_len`` (keys per query; ``None``: not known
     when the kernel is made); ``block_n`` is the head_dim's (:data:`~.config.HEAD_DIMS`).
     At head_dim 128 a known length picks the grid (persistent for at most
     :data:`PERSISTENT_ROWS` keys); an unknown one gets ``persistent_rows=PERSISTENT_ROWS``,
@@ -151,7 +157,8 @@ def _head_dim_64(causal: bool, seq_len: int | None) -> dict:
 
 
 def _head_dim_256(causal: bool, seq_len: int | None) -> dict:
-    """Ping-pong (no third stage fits) on one CTA per tile, two consumers, O by TMA."""
+    """Ping-pong (no third stage fits) on one CTA per tile, two consumers, O by TMA; with :data:`V_RING`
+    overlapped too, on K's and V's own barriers."""
     del causal, seq_len  # the same schedule for every row
-    return {"pingpong": True, "overlap": False, "stages": 2, "persistent": False, "persistent_rows": None,
-            "tma_store": True, "consumers": 2, "o_staging": None}
+    return {"pingpong": True, "overlap": V_RING, "stages": 2, "persistent": False, "persistent_rows": None,
+            "tma_store": True, "consumers": 2, "o_staging": None, "v_ring": V_RING}
