@@ -104,8 +104,8 @@ V_RING = os.environ.get("TVM_TIRX_ATTENTION_V_RING", "0") == "1"
 
 def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> dict:
     """``make_attention`` options ``{"pingpong", "overlap", "stages", "persistent",
-    "persistent_rows", "tma_store", "block_n", "consumers", "o_staging"}`` (and ``"v_ring"``
-    at 256) for ``head_dim`` (64, 128 or 256 elements), ``causal`` masking and ``seq_len`` (keys per query; ``None``: not known
+    "persistent_rows", "tma_store", "block_n", "consumers", "o_staging", "v_ring"}`` for
+    ``head_dim`` (64, 128 or 256 elements), ``causal`` masking and ``seq_len`` (keys per query; ``None``: not known
     when the kernel is made); ``block_n`` is the head_dim's (:data:`~.config.HEAD_DIMS`).
     At head_dim 128 a known length picks the grid (persistent for at most
     :data:`PERSISTENT_ROWS` keys); an unknown one gets ``persistent_rows=PERSISTENT_ROWS``,
@@ -128,7 +128,7 @@ def choose_schedule(head_dim: int, causal: bool, seq_len: int | None = None) -> 
     if seq_len is not None and (type(seq_len) is not int or seq_len < 0):  # noqa: E721
         raise ValueError(f"choose_schedule: seq_len must be None or a non-negative int, found {seq_len!r}")
     schedule = {64: _head_dim_64, 128: _head_dim_128, 256: _head_dim_256}[head_dim](causal, seq_len)
-    return {**schedule, "block_n": HEAD_DIMS[head_dim]}
+    return {"v_ring": False, **schedule, "block_n": HEAD_DIMS[head_dim]}
 
 
 def _head_dim_128(causal: bool, seq_len: int | None) -> dict:
