@@ -71,7 +71,10 @@ SCHEDULES = {"serial": {}, "ping-pong": dict(pingpong=True), "overlap": dict(ove
              "both, 2 stages, V ring": dict(pingpong=True, overlap=True, stages=2, v_ring=True),
              "persistent both, 2 stages, V ring": dict(pingpong=True, overlap=True, stages=2, persistent=True,
                                                        v_ring=True),
-             "persistent both, V ring": dict(pingpong=True, overlap=True, stages=3, persistent=True, v_ring=True)}
+             "persistent both, V ring": dict(pingpong=True, overlap=True, stages=3, persistent=True, v_ring=True),
+             "persistent overlap, V ring": dict(overlap=True, stages=3, persistent=True, v_ring=True),
+             "persistent overlap, 3 consumers, V ring": dict(overlap=True, stages=3, persistent=True, consumers=3,
+                                                             v_ring=True)}
 #: the same schedules with O stored through shared memory and the TMA (``tma_store``; not in
 #: the default set until measured): the short rows' and head_dim 256's plans, and the
 #: persistent ping-pong that keeps a buffer of its own for O at head_dim 128
@@ -80,7 +83,8 @@ SCHEDULES.update({f"{name}, TMA store": dict(SCHEDULES[name], tma_store=True)
                                "both, 2 stages", "persistent both, 2 stages", "overlap, 3 consumers",
                                "persistent overlap, 3 consumers", "persistent both, rows <= 4096", "ping-pong, V ring",
                                "overlap, 2 stages, V ring", "both, 2 stages, V ring",
-                               "persistent both, 2 stages, V ring", "persistent both, V ring")})
+                               "persistent both, 2 stages, V ring", "persistent both, V ring",
+                               "persistent overlap, 3 consumers, V ring")})
 #: O staged in the last block's K stage (``o_staging="kv"``: the head_dim 128 plan's for causal rows and
 #: short full rows; the TMA-store schedules above stage it in a tile of its own, or in Q's rows)
 SCHEDULES.update({f"{name}, O in K": dict(SCHEDULES[name], o_staging="kv")

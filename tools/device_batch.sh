@@ -495,7 +495,7 @@ part vring-256 420 python3 bench/attention.py --runs 10 --rows 4,16,4096,256 2,8
   "ping-pong, TMA store" "ping-pong, V ring, TMA store" "both, 2 stages, V ring, TMA store" \
   "overlap, 2 stages, V ring, TMA store"
 show vring-256 14
-part vring-128 420 python3 bench/attention.py --runs 10 --rows 4,32,4096,128 2,16,16384,128 --causal both --schedules \
+part vring-128 420 python3 bench/attention.py --runs 10 --rows 4,32,4096,128 2,16,16384,128 64,16,512,128 --causal both --schedules \
   "persistent both, TMA store, O in K" "persistent both, V ring, TMA store, O in K" "both, 2 stages, V ring, TMA store" \
   "persistent both, 2 stages, V ring, TMA store" --block-n 160
 show vring-128 14
@@ -503,3 +503,8 @@ show vring-128 14
 part vring-ops 500 bash -c "python3 bench/attention.py --ops --classes d256 && \
   TVM_TIRX_ATTENTION_V_RING=1 python3 bench/attention.py --ops --classes d256"
 show vring-ops 30
+# head_dim 64 (the op table's 4,32,32,4096,64 causal row at 0.95x): the plan's persistent overlapped kernels with V's own barriers
+part vring-64 400 python3 bench/attention.py --runs 10 --rows 4,32,4096,64 8,16,2048,64 --causal both --schedules \
+  "persistent overlap" "persistent overlap, V ring" "persistent overlap, 3 consumers, TMA store" \
+  "persistent overlap, 3 consumers, V ring, TMA store"
+show vring-64 14
