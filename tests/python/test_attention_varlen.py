@@ -276,8 +276,10 @@ def test_one_packed_call_equals_a_call_per_sequence_on_gpu(torch_cuda, causal, o
 @pytest.mark.gpu
 @testing.requires_arch("sm_90a")
 @pytest.mark.parametrize("head_dim,dtype,options", [(64, "bfloat16", dict(overlap=True, stages=3)),
-                                                    (256, "bfloat16", dict(pingpong=True)), (128, "float16", {})],
-                         ids=["d64-overlap", "d256-pingpong", "d128-f16"])
+                                                    (256, "bfloat16", dict(pingpong=True)), (128, "float16", {}),
+                                                    (256, "bfloat16", dict(pingpong=True, overlap=True, stages=2,
+                                                                           v_ring=True))],
+                         ids=["d64-overlap", "d256-pingpong", "d128-f16", "d256-both-v-ring"])
 def test_head_dims_and_float16_packed_on_gpu(torch_cuda, head_dim, dtype, options):
     for causal in (False, True):
         _check_against_sequences(torch_cuda, LENGTHS[::-1], 8, 1, head_dim, causal, dtype, options)
