@@ -48,10 +48,6 @@ def make_producer(cfg: AttentionConfig):
                               l2_promotion=3)
 
     @T.macro
-    def load_v(V, buf, full, s, tile, j):  # V's half of stage s on its own barrier, full[stages + s]
-        load_block(V, buf, full, s, tile, j, s + stages)
-
-    @T.macro
     def produce(Q, K, V, smem, bars, tile):
         if not cfg.persistent:  # all bm rows on q_full[0] (one barrier measured 25% faster for the serial schedules)
             T.cuda.tile.apply(T.ptx["mbarrier.arrive.expect_tx.shared::cta.b64"], bars.q_full.sub[0, :],
@@ -80,7 +76,7 @@ def make_producer(cfg: AttentionConfig):
             if cfg.v_ring:  # V's half on its own barriers, once the consumers' P V of its last lap retired
                 ring.acquire(bars.empty, s + stages, tile.done + j, None)
                 ring.arm(bars.full, s + stages, kv_bytes // 2)
-                load_v(V, smem.sv, bars.full, s, tile, j)
+                load_block(V, smem.sv, bars.full, s, tile, j, s + stages)
             else:
                 load_block(V, smem.sv, bars.full, s, tile, j, s)
 
