@@ -69,7 +69,9 @@ def plan_of(row) -> str:
     store = " tma" if plan.tma_store else ""
     block_n = plan.block_n or HEAD_DIMS[d]  # None: the head_dim's
     consumers = f" {plan.consumers}c" if plan.consumers != 2 else ""  # two: the default, unnamed
-    return f"{plan.schedule}{consumers} s{plan.stages} bn{block_n} {grid}{rows}{store}"
+    o_in = f" O in {plan.o_staging}" if plan.o_staging else ""
+    v_ring = " V ring" if plan.v_ring else ""
+    return f"{plan.schedule}{consumers} s{plan.stages}{v_ring} bn{block_n} {grid}{rows}{store}{o_in}"
 
 
 def main_plans(classes) -> None:
