@@ -57,9 +57,13 @@
 # kv-final-ops-fp16 (1.048, min 0.946), the same table with the switch off (1.008, min 0.856): KV_STAGING on.
 # On 2026-12-07 (a sixth session) no machine came: three starts failed, then "no new device machine is lent at
 # present" (about 500 of the 1800 s); that session built scores_ahead for the backward (CPU only).
+# On 2026-12-08 no machine came: ten calls (H200, then H100) from 00:20 to 01:57 were refused (about 1110 of the 1800 s),
+# then "no new device machine is lent at present"; that session built v_ring (K's and V's halves of a stage on barriers of
+# their own) for the forward, CPU only.  Carrying stage1 and stage2 in one call is refused (over 64 MiB with the tree).
 # What the next session should run, in calls of at most 10 minutes on one warm machine
-# (DEADLINE=$(( $(date +%s) + 580 ))); on an H200, first attention-ops and attention-ops-fp16 (issue 42's acceptance
-# table, every class, both dtypes):
+# (DEADLINE=$(( $(date +%s) + 580 ))); first vring-tests, vring-256 and vring-ops (does FlashAttention-3's two-stage
+# overlapped schedule lift head_dim 256, the op table's 0.95x rows? if so, schedules.V_RING on), then vring-128 and
+# vring-64; on an H200, attention-ops and attention-ops-fp16 (issue 42's acceptance table, every class, both dtypes):
 #   0. grad-path-tests and grad-path-launch (the ops' autograd path, torch.autograd.Function: CPU-tested only),
 #      kv-racecheck (the hand-over under racecheck on a few tiles), then attention-weak-64, attention-weak-256,
 #      attention-weak-512 (the op table's rows below 1.00x: schedules and block widths the plan did not take),
