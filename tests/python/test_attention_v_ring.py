@@ -100,3 +100,28 @@ def test_three_ctas_run_both_rings_over_many_tiles_on_gpu(torch_cuda, head_dim, 
         kernel = tvm_tirx.compile(func, target="cuda", options={"detect_hangs": True})
         for seq_len in (1, 81, 1000, 4097):
             check(torch_cuda, kernel, 2, seq_len, 4, 2, head_dim, causal, dtype, seed=seq_len)
+
+
+def test_the_switch_gives_head_dim_256_the_two_ring_plan_and_its_kernel_a_name_of_its_own(monkeypatch):
+    from tvm_tirx.kernels.attention import AttentionPlan, choose_attention, schedules
+    from tvm_tirx.kernels.attention.planner import clear_overrides, override
+    from tvm_tirx.ops.attention_kernels import _name
+
+    scale = 256 ** -0.5
+    assert not choose_attention(256, True).v_ring  # off by default: ping-pong alone on a shared stage
+    plain = _name(8, 8, 256, True, "bfloat16", scale, choose_attention(256, True))
+    monkeypatch.setattr(schedules, "V_RING", True)
+    plan = choose_attention(256, True, 4096)
+    assert (plan.pingpong, plan.overlap, plan.stages, plan.v_ring) == (True, True, 2, True)
+    assert _name(8, 8, 256, True, "bfloat16", scale, plan) == plain + "_vring"
+    for head_dim in (64, 128):  # the switch is head_dim 256's only
+        assert not choose_attention(head_dim, True, 4096).v_ring
+    # the overlapped schedule on 2 stages is a plan only with V's own barriers
+    with pytest.raises(ValueError, match=r"needs stages=3 .* or v_ring=True"):
+        AttentionPlan(pingpong=True, overlap=True, stages=2, persistent=False)
+    try:
+        override(128, False, AttentionPlan(pingpong=True, overlap=True, stages=2, persistent=False, block_n=160,
+                                           v_ring=True))
+        assert choose_attention(128, False).v_ring and choose_attention(128, False).block_n == 160
+    finally:
+        clear_overrides()
