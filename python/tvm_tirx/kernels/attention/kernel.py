@@ -290,7 +290,7 @@ def make_attention(batch, seq_len, heads: int, head_dim: int, kv_heads: int | No
         named barriers 1 and 2 (:mod:`.turns`).
     overlap : bool
         Each consumer runs the softmax of block ``j`` while its ``P_{j-1} V_{j-1}`` wgmma
-        runs (:mod:`.consumer`); wants ``stages=3`` (head_dim 64 and 128).
+        runs (:mod:`.consumer`); wants ``stages=3`` (head_dim 64 and 128), or 2 with ``v_ring``.
     persistent : bool
         ``min(ctas, tiles)`` CTAs walk the (query block, head, batch entry) tiles instead
         of one CTA per tile: the key/value ring runs on from one tile to the next, and the

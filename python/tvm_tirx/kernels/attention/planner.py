@@ -35,7 +35,7 @@ class AttentionPlan:
         the other's products).
     overlap : bool
         A consumer issues block ``j + 1``'s ``Q K^T`` before block ``j``'s softmax (needs
-        ``stages`` 3: head_dim 64 and 128 only).
+        ``stages`` 3: head_dim 64 and 128 only; or 2 with ``v_ring``).
     stages : int
         Key/value blocks in the shared-memory ring (2 or 3).
     persistent : bool
@@ -67,7 +67,7 @@ class AttentionPlan:
     ------
     ValueError
         ``stages`` not 2 or 3, ``overlap`` with fewer than 3 stages without ``v_ring``, ``persistent_rows``
-        without ``persistent``, ``tma_store`` not a bool, ``block_n`` neither None nor an
+        without ``persistent``, ``tma_store`` or ``v_ring`` not a bool, ``block_n`` neither None nor an
         int, ``consumers`` not the int 2 or 3, or an ``o_staging`` that
         :func:`~.staging.o_staging_error` refuses.
     """

@@ -4,7 +4,8 @@
 (each consumer's ``Q K^T``, softmax and ``P V`` in turn), ping-pong (the two consumers
 take turns on named barriers, one's softmax under the other's products) and overlapped
 (a consumer issues block ``j + 1``'s ``Q K^T`` before block ``j``'s softmax; it needs a
-third stage, so ``head_dim`` 64 and 128 only); ping-pong and overlapped combine.
+third stage, so ``head_dim`` 64 and 128 only, unless K and V have barriers of their own:
+``v_ring``, :data:`V_RING`); ping-pong and overlapped combine.
 :func:`choose_schedule` gives the fastest on the H200 in ``python bench/attention.py``
 (December 2026, bf16, TFLOP/s, one run of every schedule) unless said otherwise:
 
